@@ -1,0 +1,11 @@
+"""course_lib: one home per formula for the Learning from Feedback course (Module 14).
+
+Modules are named after the lecture's ideas:
+
+- ``preference``  Bradley–Terry, the reward-model loss, DPO and its direct variants (§3, §5–§8)
+- ``advantages``  group baselines: GRPO, Dr. GRPO, RLOO, zero-variance groups, baseline bias (§9, §12)
+- ``policy_loss`` the PPO/GRPO clipped surrogate, aggregation units, KL estimators (§9, §12)
+- ``budgets``     persistent-state memory and rollout-vs-update time models (§10–§11)
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,168 @@
+"""Group baselines: GRPO, Dr. GRPO and RLOO advantages; zero-variance groups; baseline bias.
+
+Lecture §3 (REINFORCE with a baseline), §9 (RLOO and GRPO), §12 (Dr. GRPO and the exact
+bias example). Rewards are laid out with the group on the **last axis**: shape ``(G,)``
+for one prompt or ``(n_groups, G)`` for a batch.
+
+Simplifications, said out loud:
+- A zero-variance group (all rewards equal) carries no relative signal. GRPO must be told
+  what that means (``on_degenerate``): ``"raise"`` or ``"zeros"``. No epsilon is added to
+  the denominator — that would only hide the decision (§9).
+- ``baseline_gradient`` studies the one-parameter Bernoulli policy of §12 (p = σ(θ),
+  reward = the action), where everything can be enumerated exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from course_lib._validate import choice, finite_tensor, integer, output, positive_scalar
+
+ON_DEGENERATE = ("raise", "zeros")
+BASELINES = ("none", "group_mean", "leave_one_out", "group_mean_std")
+MAX_EXACT_GROUP = 20  # 2^20 ≈ 1e6 groups: the limit for exact enumeration
+
+
+def _rewards(rewards) -> tuple[torch.Tensor, bool]:
+    r, as_tensor = finite_tensor(rewards, "rewards")
+    if r.ndim not in (1, 2):
+        raise ValueError(f"rewards must have shape (G,) or (n_groups, G); got {tuple(r.shape)}")
+    if r.shape[-1] < 2:
+        raise ValueError(f"rewards needs a group size G >= 2 on its last axis; got G={r.shape[-1]}")
+    return r, as_tensor
+
+
+def grpo_advantages(rewards, *, ddof: int = 0, on_degenerate: str = "raise"):
+    """GRPO advantages (r_i − mean) / std over each group (the last axis), §9.
+
+    ``ddof=0`` is the population std the lecture uses; ``ddof=1`` rescales every advantage
+    by √(G/(G−1)) relative to it — a different update size at the same learning rate.
+    ``on_degenerate``: ``"raise"`` (default) raises ValueError on a zero-variance group;
+    ``"zeros"`` gives that group zero advantages. TRL: ``scale_rewards="group"``.
+    Example: [1,0,0,1,0,0,1,0] → successes +1.291, failures −0.775.
+    """
+    choice(on_degenerate, "on_degenerate", ON_DEGENERATE)
+    if ddof not in (0, 1):
+        raise ValueError(f"ddof must be 0 (population std) or 1 (sample std); got {ddof!r}")
+    r, as_tensor = _rewards(rewards)
+    centred = r - r.mean(dim=-1, keepdim=True)
+    std = r.std(dim=-1, correction=ddof, keepdim=True)
+    degenerate = std == 0
+    if bool(degenerate.any()):
+        if on_degenerate == "raise":
+            raise ValueError(
+                "a group has zero reward variance (all rewards equal): it carries no relative "
+                "signal. Pass on_degenerate='zeros' to give it zero advantages, or drop/resample it."
+            )
+        std = torch.where(degenerate, torch.ones_like(std), std)
+    return output(centred / std, as_tensor)
+
+
+def dr_grpo_advantages(rewards):
+    """Dr. GRPO advantages: r_i − mean(r), no std scaling (§12). TRL: ``scale_rewards="none"``.
+
+    A zero-variance group simply gets zero advantages; nothing is divided.
+    """
+    r, as_tensor = _rewards(rewards)
+    return output(r - r.mean(dim=-1, keepdim=True), as_tensor)
+
+
+def rloo_advantages(rewards):
+    """RLOO advantages r_i − mean of the other G−1 rewards (§9).
+
+    Equals G/(G−1) · (r_i − mean(r)): the leave-one-out baseline does not depend on
+    sample i, so the REINFORCE gradient stays unbiased.
+    """
+    r, as_tensor = _rewards(rewards)
+    g = r.shape[-1]
+    others = (r.sum(dim=-1, keepdim=True) - r) / (g - 1)
+    return output(r - others, as_tensor)
+
+
+def zero_variance_probability(p, group_size: int):
+    """P(all G Bernoulli(p) rewards are equal) = p^G + (1 − p)^G (§9).
+
+    ``p`` in [0, 1] (scalar or array), ``group_size`` an integer >= 2.
+    p=0.3, G=8 → 0.0577.
+    """
+    g = integer(group_size, "group_size", minimum=2)
+    pt, as_tensor = finite_tensor(p, "p")
+    if not bool(((pt >= 0) & (pt <= 1)).all()):
+        raise ValueError("p must lie in [0, 1]")
+    return output(pt**g + (1 - pt) ** g, as_tensor)
+
+
+class GradientEstimate(NamedTuple):
+    """A Monte-Carlo estimate of an expected gradient."""
+
+    mean: float
+    stderr: float
+
+
+def _per_group_gradient(actions: np.ndarray, p: float, baseline: str) -> np.ndarray:
+    """Average over the group of (r_i − b_i)·∂log π(a_i)/∂θ, one value per group (row).
+
+    Reward r = a and ∂log π(a)/∂θ = a − p for a Bernoulli policy with logit θ.
+    """
+    g = actions.shape[-1]
+    r = actions
+    score = actions - p
+    if baseline == "none":
+        adv = r
+    elif baseline == "group_mean":
+        adv = r - r.mean(axis=-1, keepdims=True)
+    elif baseline == "leave_one_out":
+        adv = r - (r.sum(axis=-1, keepdims=True) - r) / (g - 1)
+    else:  # group_mean_std: zero-variance groups get zero advantages
+        std = r.std(axis=-1, keepdims=True)
+        adv = np.where(std > 0, (r - r.mean(axis=-1, keepdims=True)) / np.where(std > 0, std, 1), 0.0)
+    return (adv * score).mean(axis=-1)
+
+
+def baseline_gradient(
+    p: float,
+    group_size: int,
+    baseline: str = "group_mean",
+    method: str = "exact",
+    *,
+    n_groups: int = 100_000,
+    seed: int = 0,
+):
+    """Expected per-sample REINFORCE gradient dJ/dθ for Bernoulli(p = σ(θ)) rewards (§12).
+
+    Each of G samples is a ∈ {0, 1} with reward a; sample i's gradient is
+    (r_i − b_i)(a_i − p) and we average over the group. The true gradient of J = p is
+    p(1 − p). ``baseline``:
+
+    - ``"none"``            b = 0                          → p(1 − p)
+    - ``"group_mean"``      b = mean of all G (includes i) → (G − 1)p(1 − p)/G, biased
+    - ``"leave_one_out"``   b = mean of the other G − 1    → p(1 − p), unbiased (RLOO)
+    - ``"group_mean_std"``  GRPO's (r − mean)/std, zero-variance groups → 0
+
+    ``method="exact"`` enumerates all 2^G groups (G <= 20) weighted by their probability
+    and returns a float; ``method="simulate"`` draws ``n_groups`` groups with ``seed`` and
+    returns ``GradientEstimate(mean, stderr)``.
+    """
+    g = integer(group_size, "group_size", minimum=2)
+    choice(baseline, "baseline", BASELINES)
+    choice(method, "method", ("exact", "simulate"))
+    p = float(positive_scalar(p, "p", allow_zero=True))
+    if p > 1:
+        raise ValueError(f"p must lie in [0, 1]; got {p!r}")
+    if method == "exact":
+        if g > MAX_EXACT_GROUP:
+            raise ValueError(f"group_size must be <= {MAX_EXACT_GROUP} for method='exact'; got {g}")
+        codes = np.arange(2**g)[:, None]
+        actions = ((codes >> np.arange(g)) & 1).astype(np.float64)  # every group, one per row
+        k = actions.sum(axis=1)
+        prob = p**k * (1 - p) ** (g - k)
+        return float((prob * _per_group_gradient(actions, p, baseline)).sum())
+    n = integer(n_groups, "n_groups", minimum=2)
+    rng = np.random.default_rng(seed)
+    actions = (rng.random((n, g)) < p).astype(np.float64)
+    per_group = _per_group_gradient(actions, p, baseline)
+    return GradientEstimate(float(per_group.mean()), float(per_group.std(ddof=1) / math.sqrt(n)))
