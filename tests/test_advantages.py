@@ -1,0 +1,141 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lecture import printed
+
+from course_lib.advantages import (
+    BASELINES,
+    baseline_gradient,
+    dr_grpo_advantages,
+    grpo_advantages,
+    rloo_advantages,
+    zero_variance_probability,
+)
+
+REWARDS = [1, 0, 0, 1, 0, 0, 1, 0]
+
+
+def test_the_lecture_group():
+    r = np.array(REWARDS, dtype=float)
+    printed(r.mean(), "0.375")
+    printed(r.std(), "0.4841")
+    a = grpo_advantages(REWARDS)
+    printed(a[0], "1.291")
+    printed(a[1], "-0.775")
+    assert abs(a.sum()) < 1e-12
+
+
+def test_zero_variance_probability():
+    printed(zero_variance_probability(0.3, 8), "0.0577")
+    assert zero_variance_probability(0.3, 8) == pytest.approx(0.3**8 + 0.7**8)
+    np.testing.assert_allclose(zero_variance_probability([0.0, 1.0, 0.5], 4), [1.0, 1.0, 0.125])
+
+
+def test_ddof_one_scales_by_sqrt_seven_eighths():
+    ratio = grpo_advantages(REWARDS, ddof=1) / grpo_advantages(REWARDS, ddof=0)
+    np.testing.assert_allclose(ratio, math.sqrt(7 / 8))
+    printed(ratio[0], "0.9354")
+
+
+def test_rloo_vs_grpo_on_the_lecture_group():
+    a = rloo_advantages(REWARDS)
+    # success: 1 − 2/7; failure: 0 − 3/7
+    np.testing.assert_allclose(a[[0, 1]], [1 - 2 / 7, -3 / 7])
+    np.testing.assert_allclose(dr_grpo_advantages(REWARDS), np.array(REWARDS) - 0.375)
+
+
+def test_exact_baseline_gradients():
+    printed(baseline_gradient(0.3, 8, "none"), "0.21")
+    printed(baseline_gradient(0.3, 8, "group_mean"), "0.18375")
+    printed(baseline_gradient(0.3, 8, "leave_one_out"), "0.21")
+    assert baseline_gradient(0.3, 8, "group_mean") == pytest.approx(7 / 8 * 0.21, abs=1e-12)
+
+
+def test_zero_variance_groups_are_a_decision():
+    with pytest.raises(ValueError, match="zero reward variance"):
+        grpo_advantages([1, 1, 1, 1])
+    out = grpo_advantages([[1, 1, 1, 1], [1, 0, 1, 0]], on_degenerate="zeros")
+    np.testing.assert_array_equal(out[0], 0.0)
+    np.testing.assert_allclose(out[1], [1, -1, 1, -1])
+    np.testing.assert_array_equal(dr_grpo_advantages([2, 2, 2]), 0.0)
+
+
+def test_batched_groups_and_tensors():
+    r = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.5, 0.0, 1.0, 0.5]], requires_grad=False)
+    out = grpo_advantages(r)
+    assert isinstance(out, torch.Tensor) and out.shape == (2, 4) and out.dtype == torch.float32
+    np.testing.assert_allclose(out.numpy(), grpo_advantages(r.numpy().tolist()), rtol=1e-6)
+
+
+groups = st.lists(st.floats(-10, 10, allow_nan=False), min_size=2, max_size=12).filter(
+    lambda xs: np.std(xs) > 1e-6)
+
+
+@given(groups)
+def test_advantages_sum_to_zero_per_group(rewards):
+    for fn in (grpo_advantages, rloo_advantages, dr_grpo_advantages):
+        assert abs(float(np.sum(fn(rewards)))) < 1e-9 * max(1.0, float(np.max(np.abs(rewards))))
+
+
+@given(groups)
+def test_rloo_is_a_rescaled_centred_reward(rewards):
+    g = len(rewards)
+    np.testing.assert_allclose(rloo_advantages(rewards), g / (g - 1) * dr_grpo_advantages(rewards),
+                               atol=1e-9)
+
+
+@given(groups)
+def test_numpy_and_torch_agree(rewards):
+    np.testing.assert_allclose(grpo_advantages(np.array(rewards)),
+                               grpo_advantages(torch.tensor(rewards, dtype=torch.float64)).numpy())
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.floats(0.05, 0.95), st.integers(2, 8))
+def test_simulation_matches_enumeration(p, g):
+    """RLOO is unbiased, the full-group mean is biased by (G−1)/G — in simulation too."""
+    true = p * (1 - p)
+    for baseline, expected in (("leave_one_out", true), ("group_mean", (g - 1) / g * true)):
+        exact = baseline_gradient(p, g, baseline)
+        assert exact == pytest.approx(expected, abs=1e-12)
+        sim = baseline_gradient(p, g, baseline, "simulate", n_groups=20_000, seed=1)
+        assert abs(sim.mean - expected) < 5 * sim.stderr + 1e-12
+
+
+def test_std_normalisation_changes_the_scale():
+    # G=2 by hand: mixed groups have advantages ±1, each contributes 1/2, with prob 2p(1−p)
+    assert baseline_gradient(0.3, 2, "group_mean_std") == pytest.approx(0.21, abs=1e-12)
+    # at G=8 dividing by the group std roughly doubles the expected step: not a harmless constant
+    assert baseline_gradient(0.3, 8, "group_mean_std") > 1.9 * baseline_gradient(0.3, 8, "none")
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: grpo_advantages([1.0]), "G >= 2"),
+    (lambda: grpo_advantages([[[1.0, 0.0]]]), "shape"),
+    (lambda: grpo_advantages([1.0, float("nan")]), "rewards"),
+    (lambda: grpo_advantages([1.0, 0.0], on_degenerate="eps"), "on_degenerate"),
+    (lambda: grpo_advantages([1.0, 0.0], ddof=2), "ddof"),
+    (lambda: rloo_advantages([3.0]), "G >= 2"),
+    (lambda: zero_variance_probability(1.5, 8), "p must lie"),
+    (lambda: zero_variance_probability(0.5, 1), "group_size"),
+    (lambda: zero_variance_probability(0.5, 2.5), "group_size"),
+    (lambda: baseline_gradient(-0.1, 8), "p"),
+    (lambda: baseline_gradient(1.1, 8), "p must lie"),
+    (lambda: baseline_gradient(0.3, 1), "group_size"),
+    (lambda: baseline_gradient(0.3, 8, "critic"), "baseline"),
+    (lambda: baseline_gradient(0.3, 8, method="guess"), "method"),
+    (lambda: baseline_gradient(0.3, 30), "group_size must be <= 20"),
+    (lambda: baseline_gradient(0.3, 8, method="simulate", n_groups=1), "n_groups"),
+])
+def test_bad_input_names_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_every_baseline_is_enumerable():
+    for b in BASELINES:
+        assert math.isfinite(baseline_gradient(0.5, 4, b))

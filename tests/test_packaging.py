@@ -1,0 +1,43 @@
+"""The two install routes (pip via the Makefile, conda via environment.yml) must not drift."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONDA_NAMES = {"pytorch": "torch"}  # conda-forge spells a few packages differently
+
+
+def _split(requirement: str) -> tuple[str, str]:
+    name, spec = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*)$", requirement).groups()
+    return name.lower().replace("_", "-"), spec.replace(" ", "")
+
+
+def test_environment_yml_lists_the_same_packages_and_ranges():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pip_deps = dict(_split(r) for r in pyproject["project"]["dependencies"])
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda_deps = {}
+    for entry in env["dependencies"]:
+        if isinstance(entry, str) and not entry.startswith(("python", "pip")):
+            name, spec = _split(entry)
+            conda_deps[CONDA_NAMES.get(name, name)] = spec
+    assert conda_deps == pip_deps
+
+
+def test_torch_is_a_range_and_transformers_is_pinned_to_a_tested_major():
+    deps = dict(_split(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"])
+    assert "==" not in deps["torch"] and deps["torch"].startswith(">=")
+    assert "<6" in deps["transformers"]
+
+
+@pytest.mark.parametrize("command", ["make lab", "make test"])
+def test_readme_gives_the_two_setup_commands(command):
+    assert command in (ROOT / "README.md").read_text()
+
+
+def test_ci_calls_the_readme_test_command():
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
