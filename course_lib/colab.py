@@ -1,0 +1,61 @@
+"""Colab readiness: the one place that knows where the course lives.
+
+Every notebook starts with the same set-up cell, ``SETUP_CELL`` below (a test checks the
+notebooks against it, and the README's "Open in Colab" links against ``colab_url``). The cell
+cannot import this module -- on a fresh Colab runtime course_lib is not installed yet -- so it
+carries the repository address as text; this file is where that text is written.
+
+What the cell does, and what it deliberately does not:
+- If ``course_lib`` imports, it does nothing (a laptop with ``make lab``, CI).
+- Otherwise it pip-installs course_lib with ``--no-deps`` from ``COURSE_LIB_SOURCE`` (an
+  environment variable the Colab simulation test points at the local checkout) or, by default,
+  from ``REPO_URL``; then it installs only the small runtime packages the notebooks import and
+  the runtime lacks. It never installs torch: Colab's own CUDA build stays.
+- It then prints the device ``course_lib.device.resolve_device("auto")`` picks: CUDA when the
+  runtime has a GPU, else MPS, else the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+
+REPO = "learning-from-feedback/learning-from-feedback"  # owner/name on GitHub
+BRANCH = "main"
+REPO_URL = f"https://github.com/{REPO}"
+SOURCE_ENV = "COURSE_LIB_SOURCE"
+# What the notebooks import beyond torch, numpy, matplotlib and ipywidgets (which Colab ships).
+RUNTIME_EXTRAS = ("tqdm>=4.66", "transformers>=5.0,<6")
+
+SETUP_CELL = f'''\
+# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
+# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    source = os.environ.get("{SOURCE_ENV}", "git+{REPO_URL}.git@{BRANCH}")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", source], check=True)
+    subprocess.run([*pip, {", ".join(json.dumps(r) for r in RUNTIME_EXTRAS)}], check=True)
+    importlib.invalidate_caches()
+
+from course_lib.device import on_colab, resolve_device
+
+DEVICE = resolve_device("auto")
+print(f"device: {{DEVICE.type}} · Colab: {{'yes' if on_colab() else 'no'}}")'''
+
+
+def notebook_path(name: str) -> str:
+    """Repository path of a lecture notebook, e.g. ``notebook_path("02_dpo_margins")``."""
+    return f"notebooks/{name}.ipynb"
+
+
+def colab_url(path: str) -> str:
+    """The "Open in Colab" address of a notebook at ``path`` in the repository."""
+    return f"https://colab.research.google.com/github/{REPO}/blob/{BRANCH}/{path}"
+
+
+BADGE = "https://colab.research.google.com/assets/colab-badge.svg"

@@ -1,0 +1,162 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (course)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab-setup"]
+# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
+# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", source], check=True)
+    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True)
+    importlib.invalidate_caches()
+
+from course_lib.device import on_colab, resolve_device
+
+DEVICE = resolve_device("auto")
+print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
+
+# %% [markdown]
+# # 00 · Start here
+#
+# **Learning from Feedback** is a notebook course on what post-training methods actually compute:
+# reward models (Bradley–Terry), DPO and its relatives, RLOO and GRPO, DAPO and Dr. GRPO, and
+# reinforcement learning with verifiable rewards (RLVR). It follows the Module 14 lecture; every worked
+# example of the lecture appears here as a number you can recompute and move with a slider.
+#
+# After this notebook you will be able to
+#
+# 1. open every notebook of the course, locally (`make lab`) or on Colab;
+# 2. tell which device (CUDA GPU, Apple MPS or CPU) your runtime gives the course, and which versions it runs;
+# 3. find the one place in `course_lib` where each formula lives.
+#
+# The cell above is the same in every notebook. Where the course is already installed it only prints
+# the device; on a fresh Colab runtime it first installs `course_lib`.
+
+# %% [markdown]
+# ## The course map
+#
+# | notebook | lecture | what you do there |
+# |---|---|---|
+# | [00 Start here](00_start_here.ipynb) | — | set up, check the environment, find your way |
+# | [01 Bradley–Terry](01_bradley_terry.ipynb) | §3, §5 | turn score gaps into win rates and back; the reward-model loss on toy pairs |
+# | [02 DPO margins](02_dpo_margins.ipynb) | §6–§8 | read a DPO margin, its loss and its pull; compare IPO, SimPO, ORPO, KTO |
+# | [03 Group baselines](03_group_baselines.ipynb) | §9, §12 | GRPO and RLOO advantages, zero-variance groups, the clipped objective, averaging units |
+# | [04 Baseline bias by enumeration](04_baseline_bias_enumeration.ipynb) | §12 | enumerate all 2⁸ groups to see which baseline is biased, then simulate |
+# | [05 Memory and rollout budgets](05_memory_and_rollout_budgets.ipynb) | §10–§11 | size PPO vs DPO memory; see rollout generation dwarf the update |
+# | [06 Tiny GPT: SFT then DPO](06_tiny_gpt_dpo.ipynb) | §6, §8 | train a tiny GPT on a checkable task, then improve it with DPO |
+# | [07 Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO, Dr. GRPO and DAPO options on the same tiny GPT |
+# | [08 Reward hacking](08_reward_hacking.ipynb) | §15 | watch a loose verifier get exploited |
+#
+# Notebooks 01–05 run in seconds on any laptop. Notebooks 06–08 train a small model live: minutes on a
+# CPU, faster on a GPU. The graded assignment (questions Q1–Q5) lives in `exercises/module14/`.
+
+# %% [markdown]
+# ## Running the course
+#
+# **On your own machine.** From the repository root:
+#
+# ```bash
+# make lab    # first time: creates .venv and installs everything; then opens JupyterLab here
+# make test   # runs the test suite (it also executes every notebook)
+# ```
+#
+# **On Colab.** Use the "Open in Colab" links in the README, or *File → Open notebook → GitHub* and
+# paste the repository address. Choose *Runtime → Change runtime type → GPU* if you want the tiny-GPT
+# notebooks to train faster. Then run the first cell: it installs `course_lib` without touching Colab's
+# own PyTorch build, and reports the device it found.
+#
+# **How the notebooks are stored.** Each notebook is a pair: a `.py` file in the "percent" format
+# (the source of truth, easy to diff and review) and the `.ipynb` you open. `make sync` rebuilds the
+# `.ipynb` from the `.py` after an edit; a test fails when the two drift apart.
+
+# %% [markdown]
+# ## Environment check
+#
+# `course_lib.device.environment_report` collects versions and hardware in one dictionary. The device
+# rule is the one every trainer in the course uses: CUDA when present, then Apple's MPS, else the CPU.
+
+# %%
+import torch
+
+from course_lib.device import environment_report, resolve_device
+
+report = environment_report()
+width = max(len(key) for key in report)
+for key, value in report.items():
+    print(f"{key:<{width}}  {value}")
+
+# %%
+device = resolve_device("auto")
+x = torch.randn(256, 256, device=device)
+checksum = float((x @ x.T).trace().cpu() / (x.pow(2).sum().cpu()))  # trace(XXᵀ) = ‖X‖²
+print(f"a matrix product on {device.type}: trace(XXᵀ)/‖X‖² = {checksum:.4f} (should be 1.0000)")
+
+# %% [markdown]
+# If `device` says `cpu` on Colab, the runtime has no GPU attached: notebooks 00–05 do not need one, and
+# 06–08 still run, only slower.
+
+# %% [markdown]
+# ## Where the formulas live
+#
+# Each formula of the lecture has exactly one home in `course_lib`; the notebooks derive it step by step
+# for teaching and then call the library to check themselves. The tiny GPT trains with the same functions.
+#
+# | module | lecture | examples |
+# |---|---|---|
+# | `course_lib.preference` | §3, §5–§8 | `bt_probability`, `win_rate_to_gap`, `reward_model_loss`, `dpo_terms`, `ipo_loss`, `simpo_loss`, `orpo_loss`, `kto_loss` |
+# | `course_lib.advantages` | §9, §12 | `grpo_advantages`, `rloo_advantages`, `dr_grpo_advantages`, `zero_variance_probability`, `baseline_gradient` |
+# | `course_lib.policy_loss` | §9, §12 | `clipped_surrogate`, `aggregate`, `kl_estimate` |
+# | `course_lib.budgets` | §10–§11 | `stage_memory_gib`, `rollout_generation_seconds`, `update_seconds` |
+#
+# A first taste: each line below is one worked example of the lecture, computed by the library.
+
+# %%
+from course_lib.advantages import zero_variance_probability
+from course_lib.budgets import stage_memory_gib
+from course_lib.preference import bt_probability, dpo_terms
+
+taste = {
+    "P(win) for a score gap of 1 (§5)": f"{bt_probability(1.0):.3f}",
+    "DPO loss of pair I (§7)": f"{dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1).loss:.4f}",
+    "P(zero-variance group), p=0.3, G=8 (§9)": f"{zero_variance_probability(0.3, 8):.4f}",
+    "PPO persistent memory, 8.03B params (§10)": f"{stage_memory_gib(8.03e9, 'ppo'):.1f} GiB",
+}
+for name, value in taste.items():
+    print(f"{name:<45} {value}")
+
+# %% [markdown]
+# ## Check yourself
+#
+# 1. The report says `device  cpu` on Colab. What do you change, and which notebooks care?
+#    <details><summary>Answer</summary>
+#    Runtime → Change runtime type → a GPU, then rerun the first cell. Only the tiny-GPT notebooks 06–08
+#    get faster; 00–05 are small exact calculations.
+#    </details>
+# 2. You edited `notebooks/02_dpo_margins.py`. What keeps the `.ipynb` in step?
+#    <details><summary>Answer</summary>
+#    `make sync` (Jupytext) rewrites the paired notebook; the test suite fails if you forget.
+#    </details>
+# 3. Why does the set-up cell not install PyTorch on Colab?
+#    <details><summary>Answer</summary>
+#    Colab ships a PyTorch build that matches its GPU driver. Reinstalling torch would download a large
+#    wheel and could replace the CUDA build with one that does not see the GPU.
+#    </details>
