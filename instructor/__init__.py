@@ -1,0 +1,1 @@
+"""Instructor tools for the graded assignment (see README, instructor section)."""

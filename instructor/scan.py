@@ -1,0 +1,318 @@
+"""Static scan of submitted notebooks for code that could subvert the autograder's tests.
+
+Any check that runs inside the student's own Python process can in the end be defeated by that
+process, so the tests are written defensively (plain float comparisons, no helper functions a
+student could replace) and this scan flags, **for manual review**, every submission whose code
+cells do one of these things:
+
+- touch ``builtins`` / ``__builtins__`` (e.g. replace ``float`` or ``abs`` for everyone);
+- assign or delete attributes of an imported module (``np.isclose = ...``), or call
+  ``setattr``/``delattr``;
+- rewrite or introspect code and frames (``__code__``, ``__globals__``, ``sys._getframe``, ...);
+- rebind a name the tests use (``float = ...``, ``def isinstance(...)``, ``import numpy as math``);
+- use ``exec``/``eval``/``compile``/``__import__``/``globals()``/``get_ipython()``, or import a
+  module that can hook execution (``sys``, ``inspect``, ``ctypes``, ``IPython``, ``threading``, ...);
+- define classes with comparison or conversion dunders (objects that lie to ``==`` or ``float``);
+- cannot be parsed at all.
+
+Cells that nbgrader overwrites with the instructor's version (locked cells with a known grade_id)
+are not scanned: their submitted content never runs. A flag is not a verdict; it says "look here".
+
+Usage: python -m instructor.scan SOURCE_DIR SUBMITTED_DIR [ASSIGNMENT]
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+SUSPICIOUS_MODULES = {
+    "builtins", "__builtin__", "sys", "inspect", "ctypes", "gc", "importlib", "IPython", "unittest",
+    "pytest", "signal", "atexit", "threading", "multiprocessing", "subprocess", "types", "dis",
+}
+SUSPICIOUS_CALLS = {"exec", "eval", "compile", "__import__", "globals", "vars", "locals",
+                    "get_ipython", "setattr", "delattr", "breakpoint"}
+SUSPICIOUS_ATTRS = {
+    "__code__", "__globals__", "__builtins__", "__dict__", "__class__", "__bases__", "__mro__",
+    "__subclasses__", "__getattribute__", "__closure__", "__defaults__", "__kwdefaults__",
+    "_getframe", "f_back", "f_locals", "f_globals", "f_code", "co_consts", "modules", "settrace",
+    "setprofile", "events", "input_transformers_post", "ast_transformers",
+}
+LYING_DUNDERS = {
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__int__", "__index__",
+    "__bool__", "__sub__", "__rsub__", "__abs__", "__contains__", "__round__", "__array__",
+    "__array_ufunc__", "__array_function__", "__instancecheck__", "__hash__",
+}
+
+
+@dataclass
+class Flag:
+    notebook: str
+    cell: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.notebook} [{self.cell}] line {self.line}: {self.reason}"
+
+
+def _to_python(source: str) -> str:
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # pragma: no cover - IPython ships with the course environment
+        return source
+    return TransformerManager().transform_cell(source)
+
+
+class _Names(ast.NodeVisitor):
+    """Names loaded and stored in a piece of code."""
+
+    def __init__(self):
+        self.loaded: set[str] = set()
+        self.stored: set[str] = set()
+        self.imports: set[tuple[str, str]] = set()  # (module, bound name)
+
+    def visit_Name(self, node):
+        (self.loaded if isinstance(node.ctx, ast.Load) else self.stored).add(node.id)
+
+    def visit_FunctionDef(self, node):
+        self.stored.add(node.name)
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        self.stored.add(node.name)
+        self.generic_visit(node)
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            bound = alias.asname or alias.name.split(".")[0]
+            self.stored.add(bound)
+            self.imports.add((alias.name, bound))
+
+    def visit_ImportFrom(self, node):
+        for alias in node.names:
+            bound = alias.asname or alias.name
+            self.stored.add(bound)
+            self.imports.add((f"{node.module}.{alias.name}", bound))
+
+    def visit_arg(self, node):
+        self.stored.add(node.arg)
+
+
+def _names(source: str) -> _Names:
+    visitor = _Names()
+    try:
+        visitor.visit(ast.parse(_to_python(source)))
+    except SyntaxError:
+        pass
+    return visitor
+
+
+@dataclass
+class SourceFacts:
+    """What the scan needs to know about the instructor's version of one notebook."""
+
+    overwritten: set[str]  # grade_ids of locked cells nbgrader restores from the source
+    protected: set[str]  # names the tests read that the student is not asked to define
+    allowed_imports: set[tuple[str, str]]
+
+
+def source_facts(source_nb) -> SourceFacts:
+    overwritten, test_loaded, test_stored, defined = set(), set(), set(), set()
+    allowed_imports: set[tuple[str, str]] = set()
+    for cell in source_nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("locked") and meta.get("grade_id"):
+            overwritten.add(meta["grade_id"])
+        if cell.cell_type != "code":
+            continue
+        names = _names(cell.source)
+        allowed_imports |= names.imports
+        if meta.get("grade") and not meta.get("solution"):
+            test_loaded |= names.loaded
+            test_stored |= names.stored
+        else:
+            defined |= names.stored
+    protected = (test_loaded - test_stored - defined) | {m for _, m in allowed_imports}
+    return SourceFacts(overwritten, protected, allowed_imports)
+
+
+class _Scanner(ast.NodeVisitor):
+    def __init__(self, facts: SourceFacts, modules: set[str]):
+        self.facts = facts
+        self.modules = modules  # names bound to modules anywhere in the notebook
+        self.found: list[tuple[int, str]] = []
+
+    def flag(self, node, reason):
+        self.found.append((getattr(node, "lineno", 0), reason))
+
+    def _bind(self, node, name, how):
+        if name in self.facts.protected:
+            self.flag(node, f"rebinds `{name}` ({how}), a name the tests use")
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            bound = alias.asname or alias.name.split(".")[0]
+            root = alias.name.split(".")[0]
+            if root in SUSPICIOUS_MODULES:
+                self.flag(node, f"imports `{alias.name}`")
+            if (alias.name, bound) not in self.facts.allowed_imports:
+                self._bind(node, bound, f"import {alias.name}")
+
+    def visit_ImportFrom(self, node):
+        root = (node.module or "").split(".")[0]
+        if root in SUSPICIOUS_MODULES:
+            self.flag(node, f"imports from `{node.module}`")
+        for alias in node.names:
+            bound = alias.asname or alias.name
+            if (f"{node.module}.{alias.name}", bound) not in self.facts.allowed_imports:
+                self._bind(node, bound, f"from {node.module} import")
+
+    def visit_Name(self, node):
+        if node.id in ("__builtins__", "__builtin__"):
+            self.flag(node, f"touches `{node.id}`")
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self._bind(node, node.id, "assignment")
+
+    def visit_FunctionDef(self, node):
+        self._bind(node, node.name, "def")  # parameters are local: shadowing them is harmless
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        self._bind(node, node.name, "class")
+        dunders = sorted(
+            item.name for item in node.body
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in LYING_DUNDERS
+        )
+        if dunders:
+            self.flag(node, f"class `{node.name}` defines {', '.join(dunders)} (objects that can lie to comparisons)")
+        if node.bases:
+            self.flag(node, f"class `{node.name}` subclasses {', '.join(ast.unparse(b) for b in node.bases)}")
+        self.generic_visit(node)
+
+    def visit_Global(self, node):
+        for name in node.names:
+            self._bind(node, name, "global")
+
+    def _target_root(self, target):
+        while isinstance(target, (ast.Attribute, ast.Subscript)):
+            target = target.value
+        return target.id if isinstance(target, ast.Name) else None
+
+    def _check_targets(self, node, targets):
+        for target in targets:
+            for sub in ast.walk(target):
+                if isinstance(sub, ast.Attribute):
+                    root = self._target_root(sub)
+                    if root in self.modules:
+                        self.flag(node, f"assigns attribute `{ast.unparse(sub)}` of imported module `{root}`")
+                        break
+
+    def visit_Assign(self, node):
+        self._check_targets(node, node.targets)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        self._check_targets(node, [node.target])
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node):
+        self._check_targets(node, [node.target])
+        self.generic_visit(node)
+
+    def visit_Delete(self, node):
+        self._check_targets(node, node.targets)
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node):
+        if node.attr in SUSPICIOUS_ATTRS:
+            self.flag(node, f"uses attribute `{node.attr}`")
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        if isinstance(node.func, ast.Name) and node.func.id in SUSPICIOUS_CALLS:
+            self.flag(node, f"calls `{node.func.id}()`")
+        self.generic_visit(node)
+
+
+def scan_notebook(path: Path, facts: SourceFacts) -> list[Flag]:
+    """Flags for one submitted notebook (an unreadable notebook is itself a flag)."""
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except Exception as err:  # noqa: BLE001 - any failure to read is reported, never raised
+        return [Flag(path.name, "-", 0, f"not a readable notebook: {type(err).__name__}: {err}")]
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in facts.overwritten:
+            continue
+        cells.append((grade_id or f"cell {index}", cell.source))
+    modules = {bound for _, bound in facts.allowed_imports}
+    parsed = []
+    flags = []
+    for label, source in cells:
+        try:
+            tree = ast.parse(_to_python(source))
+        except SyntaxError as err:
+            flags.append(Flag(path.name, label, err.lineno or 0, "cannot be parsed (syntax error)"))
+            continue
+        parsed.append((label, tree))
+        names = _Names()
+        names.visit(tree)
+        modules |= {bound for _, bound in names.imports}
+    for label, tree in parsed:
+        scanner = _Scanner(facts, modules)
+        scanner.visit(tree)
+        flags += [Flag(path.name, label, line, reason) for line, reason in scanner.found]
+    return flags
+
+
+def missing_test_cells(path: Path, source_nb) -> list[str]:
+    """grade_ids of autograded test cells that the submitted notebook no longer contains."""
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except Exception:  # noqa: BLE001 - reported by scan_notebook
+        return []
+    present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+    wanted = [c.metadata["nbgrader"]["grade_id"] for c in source_nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+    return [g for g in wanted if g not in present]
+
+
+def scan_submissions(source_dir: Path, submitted_dir: Path, assignment: str) -> dict[str, list[Flag]]:
+    """{student_id: flags} for every student folder under ``submitted_dir``."""
+    sources = {p.name: nbformat.read(str(p), as_version=4)
+               for p in sorted((source_dir / assignment).glob("*.ipynb"))}
+    facts = {name: source_facts(nb) for name, nb in sources.items()}
+    report: dict[str, list[Flag]] = {}
+    for student in sorted(p for p in submitted_dir.iterdir() if p.is_dir()):
+        flags: list[Flag] = []
+        for name, nb in sources.items():
+            path = student / assignment / name
+            if not path.exists():
+                continue
+            flags += scan_notebook(path, facts[name])
+            for grade_id in missing_test_cells(path, nb):
+                flags.append(Flag(name, grade_id, 0, "test cell deleted (it earns 0 points)"))
+        report[student.name] = flags
+    return report
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    found = scan_submissions(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "module14")
+    for student, flags in found.items():
+        print(f"{student}: {'OK' if not flags else f'{len(flags)} flag(s)'}")
+        for flag in flags:
+            print(f"  - {flag}")
