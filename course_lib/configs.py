@@ -1,0 +1,203 @@
+"""Every knob of the tiny-GPT trainers, with TRL's names where TRL has one, and named configs.
+
+A config is a tree of small dataclasses (``RunConfig``). Named configs:
+
+- ``cpu``  (default) the budget measured on a 2-core laptop CPU: minutes, not hours;
+- ``gpu``  a bigger model on 4-digit addition for Colab or a real GPU;
+- ``test`` a toy budget that exercises every code path in seconds (CI).
+
+Override any field from the CLI (``--beta 0.04``) or in Python with ``dataclasses.replace``.
+
+Mapping to TRL (``DPOConfig`` / ``GRPOConfig``):
+
+=========================  ===================================  =========================================
+here                        TRL                                  meaning
+=========================  ===================================  =========================================
+``beta``                    ``beta``                             DPO temperature / GRPO KL coefficient
+``loss_type`` (DPO)         ``loss_type`` (sigmoid, ipo);        which pairwise loss
+                            SimPO: ``CPOTrainer(loss_type=
+                            "simpo")``
+``rpo_alpha``               ``rpo_alpha``                        weight of the NLL term on chosen answers
+``simpo_gamma``             ``simpo_gamma``                      SimPO target margin
+``num_generations``         ``num_generations``                  G, completions per prompt
+``batch_prompts``           per-device batch = B·G completions   B, prompts per step
+``num_iterations``          ``num_iterations``                   μ, inner epochs on one rollout
+``epsilon``                 ``epsilon``                          lower clip ε_low
+``epsilon_high``            ``epsilon_high``                     upper clip ε_high (DAPO clip-higher)
+``advantage`` grpo          ``scale_rewards="group"``            (r − mean)/std per group
+``advantage`` dr_grpo       ``scale_rewards="none"``             r − mean, no std
+``advantage`` rloo          ``RLOOTrainer``                      leave-one-out baseline
+``unit`` sequence_mean      ``loss_type="grpo"``                 mean over tokens, then completions
+``unit`` token_mean         ``loss_type="dapo"`` / ``"bnpo"``    mean over all completion tokens
+``unit`` constant           ``loss_type="dr_grpo"``              Σ tokens / (G·L_max)
+``kl_estimator``            (k3, fixed)                          k1 / k2 / k3
+``zero_variance`` resample  DAPO dynamic sampling                refill the batch with informative groups
+``max_completion_length``   ``max_completion_length``            L_max; longer completions are truncated
+``mask_truncated``          ``mask_truncated_completions``       drop truncated completions from the loss
+=========================  ===================================  =========================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from course_lib.model import ModelConfig
+from course_lib.task import TaskConfig
+
+DPO_LOSSES = ("sigmoid", "ipo", "simpo")
+ADVANTAGES = ("grpo", "rloo", "dr_grpo")
+UNITS = ("sequence_mean", "token_mean", "constant")
+ZERO_VARIANCE = ("keep", "drop", "resample")
+REWARDS = ("strict", "loose")
+
+
+@dataclass
+class SFTConfig:
+    steps: int = 700
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    eval_every: int = 100
+
+
+@dataclass
+class DPOConfig:
+    steps: int = 150
+    loss_type: str = "sigmoid"  # sigmoid (= DPO) | ipo | simpo
+    beta: float = 0.5
+    rpo_alpha: float = 0.0  # weight of the NLL term on the chosen answer (0 = plain DPO)
+    simpo_gamma: float = 0.5
+    learning_rate: float = 1e-4
+    batch_size: int = 64
+    pair_prompts: int = 1024  # prompts sampled from the SFT policy to build pairs
+    samples_per_prompt: int = 8  # candidates per prompt; one correct + one incorrect make a pair
+    max_completion_length: int = 6
+    eval_every: int = 25
+
+
+@dataclass
+class GRPOConfig:
+    steps: int = 60
+    batch_prompts: int = 32  # B
+    num_generations: int = 8  # G
+    learning_rate: float = 3e-4
+    num_iterations: int = 1  # μ: inner epochs against frozen old log-probs
+    epsilon: float = 0.2  # ε_low
+    epsilon_high: float = 0.2  # ε_high
+    beta: float = 0.0  # KL coefficient; 0 keeps no reference model in memory
+    kl_estimator: str = "k3"
+    advantage: str = "grpo"  # grpo | rloo | dr_grpo
+    unit: str = "token_mean"  # sequence_mean | token_mean | constant
+    zero_variance: str = "keep"  # keep (zero advantage) | drop | resample (DAPO)
+    max_resample_rounds: int = 4
+    max_completion_length: int = 6
+    mask_truncated: bool = False
+    temperature: float = 1.0
+    reward: str = "strict"  # strict | loose (notebook 08)
+    eval_every: int = 10
+
+
+@dataclass
+class RunConfig:
+    name: str = "cpu"
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    dpo: DPOConfig = field(default_factory=DPOConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    max_grad_norm: float = 1.0
+    checkpoint_every: int = 10
+
+
+def _cpu() -> RunConfig:
+    return RunConfig()
+
+
+def _gpu() -> RunConfig:
+    return RunConfig(
+        name="gpu",
+        task=TaskConfig(digits=4, n_demos=4000, n_heldout=1000),
+        model=ModelConfig(n_layer=6, n_embd=256, n_head=8),
+        sft=SFTConfig(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
+        dpo=DPOConfig(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
+        grpo=GRPOConfig(steps=200, batch_prompts=128, num_generations=8, max_completion_length=7, eval_every=20),
+        checkpoint_every=50,
+    )
+
+
+def _test() -> RunConfig:
+    return RunConfig(
+        name="test",
+        task=TaskConfig(digits=1, n_demos=40, n_heldout=30),
+        model=ModelConfig(n_layer=1, n_embd=32, n_head=2, n_positions=32),
+        sft=SFTConfig(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30),
+        dpo=DPOConfig(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4, eval_every=2),
+        grpo=GRPOConfig(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2),
+        checkpoint_every=2,
+    )
+
+
+CONFIGS = {"cpu": _cpu, "gpu": _gpu, "test": _test}
+
+
+def get_config(name: str = "cpu") -> RunConfig:
+    if name not in CONFIGS:
+        raise ValueError(f"config must be one of {', '.join(map(repr, CONFIGS))}; got {name!r}")
+    return CONFIGS[name]()
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Raise ValueError naming the first bad option (called before any training starts)."""
+    g, d = cfg.grpo, cfg.dpo
+    checks = [
+        (d.loss_type in DPO_LOSSES, f"dpo.loss_type must be one of {DPO_LOSSES}; got {d.loss_type!r}"),
+        (g.advantage in ADVANTAGES, f"grpo.advantage must be one of {ADVANTAGES}; got {g.advantage!r}"),
+        (g.unit in UNITS, f"grpo.unit must be one of {UNITS}; got {g.unit!r}"),
+        (g.zero_variance in ZERO_VARIANCE, f"grpo.zero_variance must be one of {ZERO_VARIANCE}; got {g.zero_variance!r}"),
+        (g.reward in REWARDS, f"grpo.reward must be one of {REWARDS}; got {g.reward!r}"),
+        (g.kl_estimator in ("k1", "k2", "k3"), f"grpo.kl_estimator must be k1, k2 or k3; got {g.kl_estimator!r}"),
+        (g.num_generations >= 2, f"grpo.num_generations must be >= 2 (a group needs a baseline); got {g.num_generations}"),
+        (0 <= g.epsilon < 1, f"grpo.epsilon must lie in [0, 1); got {g.epsilon}"),
+        (g.epsilon_high >= 0, f"grpo.epsilon_high must be >= 0; got {g.epsilon_high}"),
+        (g.beta >= 0, f"grpo.beta must be >= 0; got {g.beta}"),
+        (g.num_iterations >= 1, f"grpo.num_iterations must be >= 1; got {g.num_iterations}"),
+        (d.beta > 0, f"dpo.beta must be > 0; got {d.beta}"),
+        (d.rpo_alpha >= 0, f"dpo.rpo_alpha must be >= 0; got {d.rpo_alpha}"),
+        (d.samples_per_prompt >= 2, f"dpo.samples_per_prompt must be >= 2; got {d.samples_per_prompt}"),
+    ]
+    for section in (cfg.sft, cfg.dpo, cfg.grpo):
+        name = type(section).__name__.replace("Config", "").lower()
+        checks.append((section.steps >= 0, f"{name}.steps must be >= 0; got {section.steps}"))
+        checks.append((section.learning_rate > 0, f"{name}.learning_rate must be > 0; got {section.learning_rate}"))
+        checks.append((section.eval_every >= 1, f"{name}.eval_every must be >= 1; got {section.eval_every}"))
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+    prompt_len = 3 + 2 * cfg.task.digits
+    longest = prompt_len + max(g.max_completion_length, d.max_completion_length, cfg.task.digits + 2)
+    if longest > cfg.model.n_positions:
+        raise ValueError(f"model.n_positions ({cfg.model.n_positions}) is shorter than prompt + completion ({longest})")
+    for length in (g.max_completion_length, d.max_completion_length):
+        if length < cfg.task.digits + 2:
+            raise ValueError(
+                f"max_completion_length ({length}) must leave room for the longest answer plus <eos> "
+                f"({cfg.task.digits + 2} tokens)"
+            )
+    return cfg
+
+
+def to_dict(cfg: RunConfig) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def from_dict(data: dict) -> RunConfig:
+    return RunConfig(
+        name=data["name"],
+        task=TaskConfig(**data["task"]),
+        model=ModelConfig(**data["model"]),
+        sft=SFTConfig(**data["sft"]),
+        dpo=DPOConfig(**data["dpo"]),
+        grpo=GRPOConfig(**data["grpo"]),
+        max_grad_norm=data["max_grad_norm"],
+        checkpoint_every=data["checkpoint_every"],
+    )

@@ -1,0 +1,241 @@
+"""Tiny GPT: tokenizer, task, log-prob alignment, DPO/GRPO losses on toy models (fast, CPU)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from course_lib.configs import GRPOConfig, RunConfig, get_config, validate
+from course_lib.grpo import collect_rollouts, passport, policy_step
+from course_lib.model import (
+    ModelConfig,
+    build_model,
+    completion_logprobs,
+    completion_masks,
+    generate,
+)
+from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
+from course_lib.train import DPOConfig, dpo_batch_loss, make_optimizer
+
+TINY = ModelConfig(n_layer=1, n_embd=32, n_head=2, n_positions=32)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return AdditionTask(TaskConfig(digits=2, n_demos=50, n_heldout=20, teacher_error_rate=0.5))
+
+
+@pytest.fixture
+def model(task):
+    torch.manual_seed(0)
+    return build_model(TINY, task.tokenizer)
+
+
+def test_tokenizer_round_trip_and_conventions():
+    tok = CharTokenizer()
+    assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id) == (0, 1, 2)
+    enc = tok(["12+3=", "1+2="], padding=True)
+    assert enc["attention_mask"][1][0] == 0 and enc["input_ids"][1][0] == tok.pad_token_id  # left padding
+    assert tok.batch_decode(enc["input_ids"], skip_special_tokens=True) == ["12+3=", "1+2="]
+    with pytest.raises(ValueError, match="outside"):
+        tok("12*3")
+
+
+def test_task_prompts_checkers_and_flawed_teacher(task):
+    ids = task.encode_prompts([(7, 5), (40, 61)])
+    assert ids.shape == (2, task.prompt_length)
+    assert task.tokenizer.decode(ids[0], skip_special_tokens=True) == "07+05="
+    tok = task.tokenizer
+
+    def comp(text, eos=True):
+        return tok.convert_tokens_to_ids(list(text)) + ([tok.eos_token_id] if eos else [])
+
+    assert task.strict_reward((7, 5), comp("12")) == 1.0
+    assert task.strict_reward((7, 5), comp("12", eos=False)) == 0.0  # truncated
+    assert task.strict_reward((7, 5), comp("120")) == 0.0
+    assert task.loose_reward((7, 5), comp("3121", eos=False)) == 1.0  # the loophole
+    assert task.loose_reward((7, 5), comp("13")) == 0.0
+    assert AdditionTask.flawed_teacher(7, 5) == "2"  # drops the ones carry
+    assert AdditionTask.flawed_teacher(40, 61) == "101"  # no ones carry: correct
+    assert not set(task.demo_pairs) & set(task.heldout_pairs)
+    wrong = sum(ans != str(a + b) for (a, b), ans in zip(task.demo_pairs, task.demo_answers))
+    assert 0 < wrong < len(task.demo_pairs)
+
+
+def test_completion_logprobs_match_brute_force(task, model):
+    """Position t-1 scores token t, once; prompt and padding contribute exactly 0 (§6)."""
+    ids, attn, cmask = task.encode_pairs([(12, 34), (99, 99), (5, 0)], ["46", "198", "5"])
+    with torch.no_grad():
+        token_logps, mask = completion_logprobs(model, ids, attn, cmask)
+    never = [task.tokenizer.pad_token_id, task.tokenizer.bos_token_id]
+    for i in range(ids.shape[0]):
+        n = int(attn[i].sum())
+        with torch.no_grad():
+            logits = model(input_ids=ids[i : i + 1, :n]).logits[0].float()
+        logits[:, never] = -1e9
+        logp = torch.log_softmax(logits, -1)
+        expected = sum(
+            float(logp[t - 1, ids[i, t]]) for t in range(1, n) if cmask[i, t] == 1
+        )
+        assert float(token_logps[i].sum()) == pytest.approx(expected, abs=1e-4)
+        assert int(mask[i].sum()) == int(cmask[i].sum())
+    assert torch.all(token_logps[mask == 0] == 0)
+
+
+def test_completion_masks_and_truncation():
+    eos = 2
+    comps = torch.tensor([[5, 6, 2, 2], [5, 6, 7, 8], [2, 2, 2, 2]])
+    mask, truncated = completion_masks(comps, eos)
+    assert mask.tolist() == [[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
+    assert truncated.tolist() == [False, True, False]
+
+
+def test_cached_and_uncached_generation_agree(task, model):
+    prompts = task.encode_prompts(task.heldout_pairs[:6])
+    a = generate(model, prompts, task.tokenizer, max_completion_length=5, greedy=True)
+    b = generate(model, prompts, task.tokenizer, max_completion_length=5, greedy=True, use_cache=False)
+    assert torch.equal(a.completions, b.completions)
+    assert a.input_ids.shape == (6, task.prompt_length + 5)
+    assert not bool((a.completions == task.tokenizer.bos_token_id).any())
+
+
+def _pairs_batch(task, model):
+    ids_w, attn_w, c_w = task.encode_pairs([(12, 34), (50, 50)], ["46", "100"])
+    ids_l, attn_l, c_l = task.encode_pairs([(12, 34), (50, 50)], ["45", "10"])
+    with torch.no_grad():
+        ref_w, _ = completion_logprobs(model, ids_w, attn_w, c_w)
+        ref_l, _ = completion_logprobs(model, ids_l, attn_l, c_l)
+    return {
+        "chosen_ids": ids_w, "chosen_attention": attn_w, "chosen_completion": c_w,
+        "rejected_ids": ids_l, "rejected_attention": attn_l, "rejected_completion": c_l,
+        "ref_chosen_token_logps": ref_w, "ref_rejected_token_logps": ref_l,
+    }
+
+
+def test_dpo_loss_is_log2_when_policy_equals_reference(task, model):
+    batch = _pairs_batch(task, model)
+    loss, stats = dpo_batch_loss(model, batch, DPOConfig(beta=0.3))
+    assert float(loss) == pytest.approx(math.log(2), abs=1e-5)
+    assert stats["margin"] == pytest.approx(0.0, abs=1e-5)
+    assert stats["kl_drift_offline"] == pytest.approx(0.0, abs=1e-6)
+    # the NLL term adds rpo_alpha × token-mean NLL of the chosen answers
+    loss2, stats2 = dpo_batch_loss(model, batch, DPOConfig(beta=0.3, rpo_alpha=0.5))
+    assert float(loss2) == pytest.approx(math.log(2) + 0.5 * stats2["nll"], abs=1e-5)
+    loss3, _ = dpo_batch_loss(model, batch, DPOConfig(beta=0.3, loss_type="ipo"))
+    assert float(loss3) == pytest.approx((1 / 0.6) ** 2, rel=1e-5)  # h = 0 → (0 − 1/(2β))²
+
+
+def _grpo_batch(task, model, rewards, G=4):
+    prompts = task.encode_prompts(task.heldout_pairs[: rewards.shape[0]])
+    torch.manual_seed(1)
+    roll = generate(model, prompts, task.tokenizer, max_completion_length=5, num_generations=G)
+    return {
+        "input_ids": roll.input_ids, "attention_mask": roll.attention_mask,
+        "completion_mask": roll.completion_mask, "truncated": roll.truncated, "rewards": rewards,
+    }
+
+
+class _NoStep(torch.optim.SGD):
+    """Keeps the gradients for inspection: lr 0 means parameters do not move."""
+
+
+@pytest.mark.parametrize("advantage", ["grpo", "rloo", "dr_grpo"])
+def test_grpo_equal_rewards_give_zero_policy_gradient(task, model, advantage):
+    batch = _grpo_batch(task, model, torch.ones(2, 4))
+    cfg = GRPOConfig(num_generations=4, advantage=advantage, max_completion_length=5)
+    opt = _NoStep(model.parameters(), lr=0.0)
+    out = policy_step(model, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(float(g.abs().max()) == 0.0 for g in grads)
+    assert out["loss"] == 0.0
+
+
+def test_grpo_equal_rewards_with_kl_leave_only_the_kl_gradient(task, model):
+    """All-equal rewards: the objective is −β·KL alone; its gradient matches a direct k3 loss."""
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    batch = _grpo_batch(task, model, torch.zeros(2, 4))
+    cfg = GRPOConfig(num_generations=4, beta=0.1, max_completion_length=5, unit="token_mean")
+    opt = _NoStep(model.parameters(), lr=0.0)
+    out = policy_step(model, ref, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    sl = slice(task.prompt_length - 1, None)
+    lp, mask = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    with torch.no_grad():
+        rlp, _ = completion_logprobs(ref, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    log_r = rlp[:, sl] - lp[:, sl]
+    kl = ((torch.expm1(log_r) - log_r) * mask[:, sl]).sum() / mask[:, sl].sum()
+    (0.1 * kl).backward()
+    want = [p.grad for p in model.parameters()]
+    assert out["kl"] > 0
+    assert max(float((g - w).abs().max()) for g, w in zip(got, want)) < 1e-6
+    assert max(float(w.abs().max()) for w in want) > 1e-6
+
+
+def test_clipping_changes_gradients_only_outside_the_interval(task, model):
+    """μ=2: on the second pass, tokens whose ratio left [1−ε, 1+ε] in the advantage's direction
+    stop contributing; with a huge ε nothing is clipped."""
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+    results = {}
+    for eps in (1e-4, 0.9):
+        m = copy.deepcopy(model)
+        batch = _grpo_batch(task, m, rewards)
+        cfg = GRPOConfig(num_generations=4, num_iterations=2, epsilon=eps, epsilon_high=eps, max_completion_length=5, learning_rate=1e-2)
+        opt = make_optimizer(m, 1e-2)
+        results[eps] = policy_step(m, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
+    assert results[1e-4]["clip_fraction"] > 0.5
+    assert results[0.9]["clip_fraction"] == 0.0
+
+
+def test_zero_variance_policies(task, model):
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    base = GRPOConfig(batch_prompts=4, num_generations=4, max_completion_length=5)
+    keep = collect_rollouts(model, task, base, gen)  # untrained model: every group scores 0
+    assert keep["stats"]["zero_variance_rate"] == 1.0 and keep["batch"]["rewards"].shape == (4, 4)
+    drop = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "drop"}), gen)
+    assert "batch" not in drop and drop["stats"]["groups_used"] == 0
+    res = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "resample", "max_resample_rounds": 2}), gen)
+    assert res["stats"]["groups_sampled"] == 12  # 1 + 2 extra rounds, still nothing informative
+
+
+def test_bad_options_are_named():
+    cfg = get_config("test")
+    cfg.grpo.unit = "per_prompt"
+    with pytest.raises(ValueError, match="grpo.unit"):
+        validate(cfg)
+    cfg = get_config("test")
+    cfg.dpo.loss_type = "kto"
+    with pytest.raises(ValueError, match="dpo.loss_type"):
+        validate(cfg)
+    cfg = get_config("test")
+    cfg.grpo.max_completion_length = 2
+    with pytest.raises(ValueError, match="max_completion_length"):
+        validate(cfg)
+    with pytest.raises(ValueError, match="config must be one of"):
+        get_config("tpu")
+
+
+def test_passport_names_the_six_choices():
+    p = passport(RunConfig(), "grpo")
+    assert set(p) >= {"data_and_policy", "reward_contract", "optimisation", "systems", "six_choices"}
+    assert set(p["six_choices"]) == {
+        "reward_definition", "zero_variance_groups", "averaging_unit",
+        "kl_placement_and_coefficient", "rollout_freshness", "prompt_difficulty_and_length",
+    }
+
+
+def test_gpu_config_builds_and_steps_on_cpu():
+    cfg = validate(get_config("gpu"))
+    task = AdditionTask(TaskConfig(**{**cfg.task.__dict__, "n_demos": 20, "n_heldout": 10}))
+    torch.manual_seed(0)
+    m = build_model(cfg.model, task.tokenizer)
+    g = GRPOConfig(**{**cfg.grpo.__dict__, "batch_prompts": 2})
+    roll = collect_rollouts(m, task, g, torch.Generator().manual_seed(0))
+    assert roll["stats"]["groups_sampled"] == 2
