@@ -9,7 +9,8 @@ cells do one of these things:
 - assign or delete attributes of an imported module (``np.isclose = ...``), or call
   ``setattr``/``delattr``;
 - rewrite or introspect code and frames (``__code__``, ``__globals__``, ``sys._getframe``, ...);
-- rebind a name the tests use (``float = ...``, ``def isinstance(...)``, ``import numpy as math``);
+- rebind a name the tests use (``float = ...``, ``def isinstance(...)``, ``import numpy as math``),
+  or shadow any other builtin at the top level of a cell (``abs = lambda x: 0``);
 - use ``exec``/``eval``/``compile``/``__import__``/``globals()``/``get_ipython()``, or import a
   module that can hook execution (``sys``, ``inspect``, ``ctypes``, ``IPython``, ``threading``, ...);
 - define classes with comparison or conversion dunders (objects that lie to ``==`` or ``float``);
@@ -24,6 +25,7 @@ Usage: python -m instructor.scan SOURCE_DIR SUBMITTED_DIR [ASSIGNMENT]
 from __future__ import annotations
 
 import ast
+import builtins
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,7 @@ SUSPICIOUS_ATTRS = {
     "_getframe", "f_back", "f_locals", "f_globals", "f_code", "co_consts", "modules", "settrace",
     "setprofile", "events", "input_transformers_post", "ast_transformers",
 }
+BUILTIN_NAMES = set(dir(builtins)) - {"_", "__doc__", "__name__", "__package__", "__spec__", "__loader__"}
 LYING_DUNDERS = {
     "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__int__", "__index__",
     "__bool__", "__sub__", "__rsub__", "__abs__", "__contains__", "__round__", "__array__",
@@ -148,13 +151,18 @@ class _Scanner(ast.NodeVisitor):
         self.facts = facts
         self.modules = modules  # names bound to modules anywhere in the notebook
         self.found: list[tuple[int, str]] = []
+        self.depth = 0  # > 0 inside a function body, where a shadowed name stays local
 
     def flag(self, node, reason):
         self.found.append((getattr(node, "lineno", 0), reason))
 
     def _bind(self, node, name, how):
+        if self.depth > 0 and how != "global":
+            return
         if name in self.facts.protected:
             self.flag(node, f"rebinds `{name}` ({how}), a name the tests use")
+        elif self.depth == 0 and name in BUILTIN_NAMES:
+            self.flag(node, f"shadows the builtin `{name}` ({how})")
 
     def visit_Import(self, node):
         for alias in node.names:
@@ -182,7 +190,9 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node):
         self._bind(node, node.name, "def")  # parameters are local: shadowing them is harmless
+        self.depth += 1
         self.generic_visit(node)
+        self.depth -= 1
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
