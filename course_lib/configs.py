@@ -77,7 +77,7 @@ class DPOConfig:
 
 @dataclass
 class GRPOConfig:
-    steps: int = 60
+    steps: int = 100
     batch_prompts: int = 32  # B
     num_generations: int = 8  # G
     learning_rate: float = 3e-4

@@ -148,10 +148,14 @@ class AdditionTask:
         return f"{a:0{d}d}+{b:0{d}d}="
 
     @staticmethod
+    def ones_carry(a: int, b: int) -> bool:
+        """Does the ones column carry? (Exactly where the flawed teacher goes wrong.)"""
+        return (a % 10 + b % 10) >= 10
+
+    @staticmethod
     def flawed_teacher(a: int, b: int) -> str:
         """The imperfect teacher: adds correctly but forgets the carry out of the ones column."""
-        ones_carry = (a % 10 + b % 10) >= 10
-        return str(a + b - 10 * ones_carry)
+        return str(a + b - 10 * AdditionTask.ones_carry(a, b))
 
     def parse_prompt(self, text: str) -> tuple[int, int]:
         left, right = text.rstrip("=").split("+")
@@ -176,6 +180,8 @@ class AdditionTask:
         ids = torch.full((len(pairs), width), tok.pad_token_id, dtype=torch.long)
         completion = torch.zeros((len(pairs), width), dtype=torch.long)
         for i, (p, ans) in enumerate(zip(prompts, answers)):
+            if len(ans) > self.answer_length - 1:
+                raise ValueError(f"answer {ans!r} is longer than {self.answer_length - 1} digits")
             row = p + tok.convert_tokens_to_ids(list(ans)) + [tok.eos_token_id]
             ids[i, : len(row)] = torch.tensor(row)
             completion[i, len(p) : len(row)] = 1

@@ -51,19 +51,34 @@ def make_optimizer(model, learning_rate: float) -> torch.optim.Optimizer:
 
 @torch.no_grad()
 def evaluate(model, task: AdditionTask, *, batch_size: int = 512, max_completion_length: int | None = None) -> dict:
-    """Greedy decoding on the held-out prompts: strict exact match and the loose checker's score."""
+    """Greedy decoding on the held-out prompts.
+
+    Returns strict exact match (``accuracy``), the loose checker's score (``loose_accuracy``)
+    and strict accuracy split by whether the ones column carries (``accuracy_carry`` /
+    ``accuracy_no_carry``) — the split that shows the flawed teacher's mark.
+    """
     device = next(model.parameters()).device
     length = max_completion_length or task.answer_length
-    strict = loose = 0.0
     pairs = task.heldout_pairs
+    strict, loose = [], []
     for i in range(0, len(pairs), batch_size):
         chunk = pairs[i : i + batch_size]
         with autocast(device):
             roll = generate(model, task.encode_prompts(chunk, device), task.tokenizer, max_completion_length=length, greedy=True)
         comps = roll.completions.cpu()
-        strict += sum(task.strict_reward(p, c) for p, c in zip(chunk, comps))
-        loose += sum(task.loose_reward(p, c) for p, c in zip(chunk, comps))
-    return {"accuracy": strict / len(pairs), "loose_accuracy": loose / len(pairs)}
+        strict += [task.strict_reward(p, c) for p, c in zip(chunk, comps)]
+        loose += [task.loose_reward(p, c) for p, c in zip(chunk, comps)]
+    carry = [task.ones_carry(a, b) for a, b in pairs]
+
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else None
+
+    return {
+        "accuracy": mean(strict),
+        "loose_accuracy": mean(loose),
+        "accuracy_carry": mean([s for s, c in zip(strict, carry) if c]),
+        "accuracy_no_carry": mean([s for s, c in zip(strict, carry) if not c]),
+    }
 
 
 def sample_completions(model, task: AdditionTask, pairs, *, n: int = 1, max_completion_length: int = 6) -> list[str]:
@@ -160,15 +175,18 @@ def train_sft(
     log: MetricsLog | None = None,
     show_progress: bool = True,
     eval_at_end: bool = True,
+    demos: tuple | None = None,
 ) -> dict:
     """Supervised fine-tuning on the task's (scarce, partly flawed) demonstrations.
 
     Runs ``steps`` optimizer steps (default ``cfg.steps``), or until ``time_budget`` seconds
-    have passed when given (the "same wall-clock on more SFT" control). Returns
-    ``{"steps", "seconds", "accuracy"}``.
+    have passed when given (the "same wall-clock on more SFT" control). ``demos`` replaces
+    the task's demonstrations with other ``(input_ids, attention_mask, completion_mask)``
+    (e.g. checker-approved samples: rejection-sampling fine-tuning). Returns
+    ``{"steps", "seconds"}`` plus ``evaluate``'s accuracies.
     """
     device = next(model.parameters()).device
-    ids, attn, cmask = task.demonstrations(device)
+    ids, attn, cmask = (t.to(device) for t in demos) if demos is not None else task.demonstrations(device)
     gen = torch.Generator().manual_seed(seed)
     opt = make_optimizer(model, cfg.learning_rate)
     log = log if log is not None else MetricsLog()
