@@ -8,6 +8,7 @@
 - ``HideHiddenTests`` runs last in ``generate_feedback``: it removes the hidden-test region from
   every test cell and replaces that cell's outputs with a one-line verdict, because a traceback (or a
   student's own ``print`` inside a function the hidden tests call) would quote the hidden inputs.
+  For the same reason, outputs of the student's own cells that ran after a hidden test are dropped.
 
 Simplification said out loud: a failure in the *visible* part of such a cell is shown as its
 exception line only (no traceback); students see full details when they run the tests themselves.
@@ -91,8 +92,8 @@ def verdict(outputs: list, hidden_source: str, hidden_start: int) -> list:
 class HideHiddenTests(Preprocessor):
     """Feedback filter: no hidden-test source, no outputs that could quote hidden inputs.
 
-    nbgrader restores test cells *without* the hidden-test delimiters before autograding, so the
-    hidden region is located in the instructor's source notebook (same grade_id) instead.
+    The hidden region is looked up in the instructor's source notebook (same grade_id), so it is
+    found even if the delimiters are missing from the autograded copy.
     """
 
     enabled = Bool(True).tag(config=True)
@@ -107,9 +108,19 @@ class HideHiddenTests(Preprocessor):
                 grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
                 if grade_id and BEGIN_HIDDEN in cell.source:
                     self._source[grade_id] = split_hidden(cell.source)
-        return super().preprocess(nb, resources)
+        seen_hidden = False
+        for index, cell in enumerate(nb.cells):
+            is_test = cell.metadata.get("nbgrader", {}).get("grade") and not cell.metadata["nbgrader"].get("solution")
+            if cell.cell_type == "code" and seen_hidden and not is_test and cell.outputs:
+                # a student's own cell could print what their functions recorded during hidden tests
+                cell.outputs = [NotebookNode(output_type="stream", name="stdout",
+                                             text="(output not shown in feedback: this cell ran after hidden tests)\n")]
+            nb.cells[index], resources = self.preprocess_cell(cell, resources, index)
+            seen_hidden = seen_hidden or self._had_hidden
+        return nb, resources
 
     def preprocess_cell(self, cell, resources, index):
+        self._had_hidden = False
         if cell.cell_type != "code":
             return cell, resources
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -121,4 +132,5 @@ class HideHiddenTests(Preprocessor):
             return cell, resources
         cell.source = visible
         cell.outputs = verdict(cell.outputs, hidden, start)
+        self._had_hidden = True
         return cell, resources

@@ -13,7 +13,7 @@ from conftest import ROOT
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from instructor.nbgrader_hooks import split_hidden, verdict  # noqa: E402
+from instructor.nbgrader_hooks import HideHiddenTests, split_hidden, verdict  # noqa: E402
 from instructor.scan import scan_notebook, source_facts  # noqa: E402
 
 SOURCE = ROOT / "solutions" / "module14" / "q1_bradley_terry.ipynb"
@@ -111,3 +111,19 @@ def test_lecture_numbers_in_visible_tests_match_the_course_library():
     for literal, notebook in (("2.1972", "q1_bradley_terry.ipynb"), ("0.6118", "q2_dpo_margins.ipynb"),
                               ("0.18375", "q3_group_baselines.ipynb"), ("39.2511", "q4_budgets.ipynb")):
         assert literal in texts[notebook], (literal, notebook)
+
+
+def test_feedback_filter_hides_hidden_tests_and_later_student_output():
+    nb = nbformat.v4.new_notebook()
+    test = nbformat.v4.new_code_cell('assert f(1) == 1\n### BEGIN HIDDEN TESTS\nassert f(7) == 2, "hidden test: seven"\n### END HIDDEN TESTS')
+    test.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t1", "points": 1}
+    test.outputs = [nbformat.v4.new_output("stream", name="stdout", text="f called with 7")]
+    before = nbformat.v4.new_code_cell("print(1)")
+    before.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1")]
+    after = nbformat.v4.new_code_cell("print(CALLS)")
+    after.outputs = [nbformat.v4.new_output("stream", name="stdout", text="[7]")]
+    nb.cells = [before, test, after]
+    out, _ = HideHiddenTests(source_directory="/nonexistent").preprocess(nb, {"nbgrader": {}})
+    assert out.cells[0].outputs[0]["text"] == "1"
+    assert "f(7)" not in out.cells[1].source and out.cells[1].outputs == []
+    assert "7" not in out.cells[2].outputs[0]["text"]
