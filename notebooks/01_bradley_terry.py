@@ -1,0 +1,219 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (course)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab-setup"]
+# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
+# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", source], check=True)
+    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True)
+    importlib.invalidate_caches()
+
+from course_lib.device import on_colab, resolve_device
+
+DEVICE = resolve_device("auto")
+print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
+
+# %% [markdown]
+# # 01 · Bradley–Terry: from a score gap to a win rate and back
+#
+# *Lecture §3 and §5 (worked example A).*
+#
+# After this notebook you will be able to
+#
+# 1. turn a score gap into a preference probability with the sigmoid, and a win rate back into a gap;
+# 2. explain why a gap of "1.099" is a coordinate of a logistic model, not a measured human utility;
+# 3. compute the reward-model loss −log σ(r_w − r_l) on a batch of pairs, stably.
+
+# %%
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import display
+
+from course_lib.preference import bt_probability, reward_model_loss, win_rate_to_gap
+
+# %% [markdown]
+# ## 1. A score per item, a probability per pair
+#
+# Give every item a latent score s. Bradley–Terry says item i beats item j with probability
+# σ(s_i − s_j), where σ(u) = 1 / (1 + e^(−u)) squeezes any real number into (0, 1). Only the
+# *difference* of scores matters: adding the same constant to every score changes nothing.
+#
+# Written directly from the definition:
+
+# %%
+def sigmoid(u):
+    return 1.0 / (1.0 + np.exp(-u))
+
+
+sigma_1 = sigmoid(1.0)
+sigma_2 = sigmoid(2.0)
+print(f"σ(1) = {sigma_1:.3f}   σ(2) = {sigma_2:.3f}   σ(0) = {sigmoid(0.0):.3f}")
+
+# %% [markdown]
+# A gap of 1 means the better item wins about 73% of comparisons; a gap of 2, about 88%. Doubling the
+# gap does not double anything: the curve flattens as it approaches 1.
+#
+# The direct formula has one weakness: for a very negative u, `np.exp(-u)` overflows. The library uses
+# a form that is safe for any gap. Same numbers where both work:
+
+# %%
+for gap in (1.0, 2.0, -3.0):
+    print(f"gap {gap:+.1f}:  ours {sigmoid(gap):.6f}   course_lib {bt_probability(gap):.6f}")
+assert np.isclose(sigma_1, bt_probability(1.0)) and np.isclose(sigma_2, bt_probability(2.0))
+print(f"gap -1e4: course_lib gives {bt_probability(-1e4):.1f} with no overflow warning")
+
+# %% [markdown]
+# ## 2. Inverting the model: which gap explains a win rate?
+#
+# Solve p = σ(Δr) for Δr. Take 1 − p = σ(−Δr), divide, and take logs:
+#
+# Δr = log(p / (1 − p)),
+#
+# the *logit* of p. A completion that wins 75% of its comparisons sits at Δr = log(0.75/0.25) = log 3.
+
+# %%
+def logit(p):
+    return np.log(p / (1.0 - p))
+
+
+gap_75 = logit(0.75)
+print(f"75% win rate → gap log 3 = {gap_75:.3f}")
+assert np.isclose(gap_75, win_rate_to_gap(0.75)) and np.isclose(gap_75, np.log(3))
+
+# %% [markdown]
+# The picture: σ on the left maps gaps to probabilities, the logit on the right undoes it. The marked
+# points are the lecture's three numbers.
+
+# %%
+u = np.linspace(-6, 6, 400)
+p = np.linspace(0.005, 0.995, 400)
+fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+left.plot(u, bt_probability(u), color="C0")
+left.scatter([1, 2, gap_75], [sigma_1, sigma_2, 0.75], color="C3", zorder=3)
+for x, y, label in [(1, sigma_1, "σ(1)=0.731"), (2, sigma_2, "σ(2)=0.881"), (gap_75, 0.75, "75% ↔ 1.099")]:
+    left.annotate(label, (x, y), textcoords="offset points", xytext=(8, -14 if x == gap_75 else 4))
+left.set(xlabel="score gap Δr = r_w − r_l", ylabel="P(w beats l)", title="σ: gap → win rate")
+right.plot(p, win_rate_to_gap(p), color="C1")
+right.scatter([0.75], [gap_75], color="C3", zorder=3)
+right.set(xlabel="win rate p", ylabel="gap log(p / (1 − p))", title="logit: win rate → gap")
+for ax in (left, right):
+    ax.grid(alpha=0.3)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **No universal unit.** Multiply every score by 2 and every gap doubles; the win rates the model
+# predicts change, but nothing about the items did. When a reward model is trained, its regularisation,
+# its data and its initialisation fix this scale. So "1.099" says where a 75% win rate lands *in this
+# logistic coordinate system*; it is not a quantity of human utility that another model must agree with.
+# The same coordinate system returns in DPO (notebook 02), where β sets the scale.
+
+# %% [markdown]
+# ## 3. The reward-model loss on toy pairs
+#
+# A reward model r scores a preferred answer r_w and a rejected one r_l. Fitting Bradley–Terry by maximum
+# likelihood means minimising L_RM = −log σ(r_w − r_l), averaged over pairs. Four toy pairs:
+
+# %%
+r_chosen = np.array([2.0, 0.5, 1.2, -0.3])
+r_rejected = np.array([1.0, 0.8, -0.4, -1.5])
+gaps = r_chosen - r_rejected
+per_pair = -np.log(sigmoid(gaps))
+for g, loss in zip(gaps, per_pair, strict=True):
+    print(f"gap {g:+.2f} → loss {loss:.4f}")
+rm_loss = per_pair.mean()
+print(f"mean reward-model loss = {rm_loss:.4f}")
+assert np.isclose(rm_loss, reward_model_loss(r_chosen, r_rejected))
+
+# %% [markdown]
+# The second pair is ordered the wrong way (gap −0.30) and costs the most. Every pair still costs
+# something: the loss only reaches zero as a gap goes to +∞, so a reward model is always pushed to
+# separate its pairs further. (Rejected means "lost this comparison", not "wrong".)
+#
+# For big gaps, `-np.log(sigmoid(gap))` loses precision; −log σ(u) = log(1 + e^(−u)) is `np.logaddexp(0, -u)`:
+
+# %%
+big = np.array([-800.0, 40.0])
+print("logaddexp form:", np.logaddexp(0.0, -big), "  course_lib:", reward_model_loss(big, 0.0, reduction="none"))
+
+# %% [markdown]
+# ## 4. Explorer: win rate ↔ gap
+#
+# Move either slider; the other follows through σ or its inverse.
+
+# %%
+gap_slider = widgets.FloatSlider(value=1.0, min=-5.0, max=5.0, step=0.01, description="gap Δr")
+rate_slider = widgets.FloatSlider(
+    value=round(bt_probability(1.0), 3), min=0.01, max=0.99, step=0.005, description="win rate",
+    readout_format=".3f",
+)
+explorer_out = widgets.Output()
+_busy = False
+
+
+def _show():
+    with explorer_out:
+        explorer_out.clear_output(wait=True)
+        print(f"gap {gap_slider.value:+.3f}  ↔  win rate {rate_slider.value:.1%}")
+
+
+def _from_gap(change):
+    global _busy
+    if not _busy:
+        _busy = True
+        rate_slider.value = min(max(bt_probability(change["new"]), 0.01), 0.99)
+        _busy = False
+    _show()
+
+
+def _from_rate(change):
+    global _busy
+    if not _busy:
+        _busy = True
+        gap_slider.value = win_rate_to_gap(change["new"])
+        _busy = False
+    _show()
+
+
+gap_slider.observe(_from_gap, names="value")
+rate_slider.observe(_from_rate, names="value")
+_show()
+display(widgets.VBox([gap_slider, rate_slider, explorer_out]))
+
+# %% [markdown]
+# ## Check yourself
+#
+# 1. Item A beats item B with probability 0.881. What is the score gap, and what does that number depend on?
+#    <details><summary>Answer</summary>
+#    log(0.881/0.119) ≈ 2.0. It depends on the scale the model settled on: it is a logistic coordinate, not a utility.
+#    </details>
+# 2. Why can a win rate of exactly 100% not be inverted?
+#    <details><summary>Answer</summary>
+#    log(1/0) is infinite: no finite gap gives probability 1. `win_rate_to_gap(1.0)` raises a ValueError.
+#    </details>
+# 3. All four toy rewards of the chosen answers increase by 10. What happens to the loss of pair 2?
+#    <details><summary>Answer</summary>
+#    Its gap becomes +9.7 and its loss falls to about 0.0001. The loss sees gaps, not absolute scores.
+#    </details>

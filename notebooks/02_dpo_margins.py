@@ -1,0 +1,277 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (course)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab-setup"]
+# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
+# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", source], check=True)
+    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True)
+    importlib.invalidate_caches()
+
+from course_lib.device import on_colab, resolve_device
+
+DEVICE = resolve_device("auto")
+print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
+
+# %% [markdown]
+# # 02 · DPO margins: what one preference pair contributes
+#
+# *Lecture §6–§8 (worked example B).*
+#
+# After this notebook you will be able to
+#
+# 1. compute the DPO margin z, the pair loss −log σ(z) and its local slope σ(−z) from four log-probabilities;
+# 2. say which pairs pull hardest on the policy, and what changing β does and does not mean;
+# 3. read DPO's "implicit reward" for what it is;
+# 4. place IPO, SimPO, ORPO and KTO next to DPO by the data they need and the margin they push.
+
+# %%
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import display
+
+from course_lib.preference import (
+    dpo_terms,
+    implicit_reward,
+    ipo_loss,
+    kto_loss,
+    orpo_loss,
+    simpo_loss,
+)
+
+# %% [markdown]
+# ## 1. From four log-probabilities to one margin
+#
+# DPO compares how much the policy π_θ moved away from a frozen reference π_ref on the preferred answer
+# y_w and on the rejected answer y_l. Each log-probability is the **sum** of the answer's token
+# log-probabilities. Step by step, for the lecture's pair I:
+#
+# | | policy log π_θ | reference log π_ref |
+# |---|---|---|
+# | preferred y_w | −12.0 | −13.0 |
+# | rejected y_l | −11.5 | −10.8 |
+
+# %%
+beta = 0.1
+policy_w, policy_l = -12.0, -11.5
+ref_w, ref_l = -13.0, -10.8
+
+ratio_w = policy_w - ref_w  # log π_θ(y_w)/π_ref(y_w): the policy likes y_w more than the reference did
+ratio_l = policy_l - ref_l  # and y_l less
+z_I = beta * (ratio_w - ratio_l)
+print(f"log-ratio chosen {ratio_w:+.1f}, rejected {ratio_l:+.1f}  →  z = β·({ratio_w:.1f} − ({ratio_l:.1f})) = {z_I:.3f}")
+
+# %% [markdown]
+# The loss is the Bradley–Terry loss of notebook 01 applied to z: L = −log σ(z) = log(1 + e^(−z)).
+# Its derivative with respect to z is −σ(−z), so the size of the pull on this pair is σ(−z).
+
+# %%
+loss_I = np.logaddexp(0.0, -z_I)
+slope_I = 1.0 / (1.0 + np.exp(z_I))
+print(f"pair I:  z = {z_I:.3f}   loss = {loss_I:.4f}   slope |dL/dz| = {slope_I:.4f}")
+
+terms = dpo_terms(policy_w, policy_l, ref_w, ref_l, beta=beta)
+assert np.allclose([terms.margin, terms.loss, terms.slope], [z_I, loss_I, slope_I])
+print(f"course_lib.preference.dpo_terms agrees: z = {terms.margin:.3f}, loss = {terms.loss:.4f}, slope = {terms.slope:.4f}")
+
+# %% [markdown]
+# ## 2. A pair that is barely ordered pulls harder
+#
+# Pair II keeps the policy numbers and changes the reference to (−12.8, −11.65). The log-ratios become
+# 0.8 and 0.15, a gap of 0.65 instead of 1.7.
+
+# %%
+pair_II = dpo_terms(policy_w, policy_l, -12.8, -11.65, beta=0.1)
+z_II, slope_II = pair_II.margin, pair_II.slope
+print(f"pair II: z = {z_II:.3f}   loss = {pair_II.loss:.4f}   slope = {slope_II:.4f}")
+print(f"at the boundary z = 0 the slope is {dpo_terms(0.0, 0.0, 0.0, 0.0).slope:.1f}; "
+      f"a misordered pair (z = −2) gets {dpo_terms(-20.0, 0.0, 0.0, 0.0).slope:.3f}")
+
+# %% [markdown]
+# The slope σ(−z) is 0.5 at the decision boundary, below 0.5 for well-ordered pairs and above 0.5 for
+# misordered ones, approaching 1. DPO spends most of its effort where the policy orders a pair badly or
+# barely.
+#
+# ## 3. The same pair under β = 0.5
+
+# %%
+pair_I_beta05 = dpo_terms(policy_w, policy_l, ref_w, ref_l, beta=0.5)
+z_beta05, loss_beta05, slope_beta05 = pair_I_beta05
+print(f"β = 0.5:  z = {z_beta05:.2f}   loss = {loss_beta05:.3f}   slope = {slope_beta05:.3f}")
+print(f"parameter-level weight β·σ(−z):  β=0.1 → {0.1 * slope_I:.4f}   β=0.5 → {0.5 * slope_beta05:.4f}")
+
+# %% [markdown]
+# A lower loss and a smaller slope do **not** mean β = 0.5 trains more gently. The gradient with respect
+# to the model's parameters is −β·σ(−z)·∇(log-ratio gap): the extra factor β makes this pair's
+# parameter-level weight about three times *larger* here. What β really sets is the scale on which movement
+# away from the reference is judged — tune it while watching KL drift, answer quality and the spread
+# of pair margins.
+#
+# The figure shows loss and slope against the log-ratio gap h = z/β for several β; the dots are pair I.
+
+# %%
+h = np.linspace(-10, 25, 400)
+betas = [0.05, 0.1, 0.5, 1.0]
+fig, (ax_loss, ax_slope) = plt.subplots(1, 2, figsize=(10, 3.8))
+for i, b in enumerate(betas):
+    t = dpo_terms(h, 0.0, 0.0, 0.0, beta=b)
+    ax_loss.plot(h, t.loss, color=f"C{i}", label=f"β = {b}")
+    ax_slope.plot(h, t.slope, color=f"C{i}", label=f"β = {b}")
+    point = dpo_terms(policy_w, policy_l, ref_w, ref_l, beta=b)
+    ax_loss.scatter([ratio_w - ratio_l], [point.loss], color=f"C{i}", zorder=3)
+    ax_slope.scatter([ratio_w - ratio_l], [point.slope], color=f"C{i}", zorder=3)
+ax_loss.set(xlabel="log-ratio gap h = (log π_θ − log π_ref)_w − (…)_l", ylabel="loss −log σ(βh)", title="DPO loss")
+ax_slope.set(xlabel="log-ratio gap h", ylabel="slope σ(−βh) = |dL/dz|", title="DPO local slope")
+for ax in (ax_loss, ax_slope):
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.grid(alpha=0.3)
+    ax.legend()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 4. The implicit reward
+#
+# DPO's derivation shows that the optimal policy of the KL-regularised objective satisfies
+# r(x, y) = β log π*(y|x)/π_ref(y|x) + β log Z(x). The partition term Z(x) cancels in a pairwise
+# difference, so r̂(x, y) = β log π_θ(y|x)/π_ref(y|x) plays the role of a reward, and the margin z is
+# exactly the difference of two implicit rewards:
+
+# %%
+reward_w = implicit_reward(policy_w, ref_w, beta=0.1)
+reward_l = implicit_reward(policy_l, ref_l, beta=0.1)
+print(f"implicit rewards: chosen {reward_w:+.3f}, rejected {reward_l:+.3f}, difference {reward_w - reward_l:.3f} = z")
+assert np.isclose(reward_w - reward_l, z_I)
+
+# %% [markdown]
+# It needs **both** policies to evaluate and only orders answers relative to the reference. It is not a
+# standalone judge that can score any answer, and a positive gap says nothing about quality beyond the
+# comparisons DPO was trained on.
+#
+# ## 5. Four relatives of DPO, side by side
+#
+# Each direct preference loss is best described by its contract: what data it needs, what it is
+# anchored to, and which margin it pushes.
+#
+# | method | data | anchor | loss in terms of its margin |
+# |---|---|---|---|
+# | DPO | pairs | reference policy | −log σ(βh), pushes h up without limit |
+# | IPO | pairs | reference policy | (h − 1/(2β))², pulls h to a finite target |
+# | SimPO | pairs | none; length-normalised | −log σ(β·Δℓ̄ − γ), Δℓ̄ = gap of mean token log-probs |
+# | ORPO | pairs | none; joint with SFT | −ℓ̄_w − λ·log σ(log-odds gap) |
+# | KTO | single answers labelled good/bad | reference policy and a reference point z0 | 1 − σ(β(r − z0)) for good, 1 − σ(β(z0 − r)) for bad |
+#
+# Below, each curve is computed by the library function of that method on inputs built to sweep its margin.
+
+# %%
+fig, axes = plt.subplots(1, 4, figsize=(15, 3.6))
+zero = np.zeros_like(h)
+
+ax = axes[0]
+ax.plot(h, dpo_terms(h, zero, zero, zero, beta=0.1).loss, label="DPO")
+ax.plot(h, ipo_loss(h, zero, zero, zero, beta=0.1), label="IPO")
+ax.axvline(1 / (2 * 0.1), color="grey", ls=":", label="IPO target 1/(2β)")
+ax.set(ylim=(0, 8), xlabel="log-ratio gap h", title="IPO vs DPO (β = 0.1)")
+
+mean_gap = np.linspace(-2, 2, 400)
+ax = axes[1]
+ax.plot(mean_gap, simpo_loss(-1.0 + mean_gap, -1.0, 1.0, 1.0, beta=2.0, gamma=0.5), color="C2", label="SimPO")
+ax.axvline(0.5 / 2.0, color="grey", ls=":", label="zero-margin point γ/β")
+ax.set(xlabel="mean log-prob gap ℓ̄_w − ℓ̄_l", title="SimPO (β = 2, γ = 0.5)")
+
+mean_w = np.linspace(-3.0, -0.05, 400)
+ax = axes[2]
+orpo = orpo_loss(mean_w, -1.0, 1.0, 1.0, beta=0.1)
+ax.plot(mean_w + 1.0, orpo, color="C3", label="ORPO total")
+ax.plot(mean_w + 1.0, -mean_w, color="C3", ls="--", label="its NLL part −ℓ̄_w")
+ax.set(xlabel="ℓ̄_w − ℓ̄_l (ℓ̄_l fixed at −1)", title="ORPO (λ = 0.1)")
+
+ratio = np.linspace(-40, 40, 400)
+ax = axes[3]
+ax.plot(ratio, kto_loss(ratio, 0.0, True, beta=0.1), color="C4", label="desirable answer")
+ax.plot(ratio, kto_loss(ratio, 0.0, False, beta=0.1), color="C5", label="undesirable answer")
+ax.set(xlabel="log-ratio r = log π_θ − log π_ref", title="KTO (β = 0.1, z0 = 0)")
+for ax in axes:
+    ax.set_ylabel("loss")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# What the shapes say: DPO never stops rewarding a larger gap; IPO is content at h = 1/(2β) and
+# penalises overshooting — useful when labels are noisy or pairs are close, harmful if the target is
+# wrong. SimPO saturates like DPO but on mean token log-probs, without a reference model (less memory),
+# and the length normalisation changes which answers it prefers. ORPO adds the chosen answer's NLL, so
+# it keeps rewarding a likelier chosen answer even when the pair is well separated. KTO's losses are
+# bounded: each example is judged alone against the reference point.
+#
+# ## 6. Explorer: β and the four log-probabilities
+#
+# Start at pair I and move β: the margin, loss and slope update; so does the point on the loss curve.
+
+# %%
+beta_slider = widgets.FloatSlider(value=0.1, min=0.01, max=1.0, step=0.01, description="β")
+logp_sliders = {
+    name: widgets.FloatSlider(value=value, min=-20.0, max=-5.0, step=0.05, description=name)
+    for name, value in [("log π_θ(y_w)", -12.0), ("log π_θ(y_l)", -11.5), ("log π_ref(y_w)", -13.0), ("log π_ref(y_l)", -10.8)]
+}
+
+
+def show_pair(beta, pw, pl, rw, rl):
+    t = dpo_terms(pw, pl, rw, rl, beta=beta)
+    print(f"z = {t.margin:.3f}   loss = {t.loss:.4f}   slope = {t.slope:.4f}   β·slope = {beta * t.slope:.4f}")
+    grid = np.linspace(-4, 4, 200)
+    fig, ax = plt.subplots(figsize=(5, 2.6))
+    ax.plot(grid, np.logaddexp(0.0, -grid), color="C0")
+    ax.scatter([t.margin], [t.loss], color="C3", zorder=3)
+    ax.set(xlabel="margin z", ylabel="−log σ(z)")
+    ax.grid(alpha=0.3)
+    plt.show()
+
+
+explorer = widgets.interactive_output(
+    show_pair,
+    {"beta": beta_slider, "pw": logp_sliders["log π_θ(y_w)"], "pl": logp_sliders["log π_θ(y_l)"],
+     "rw": logp_sliders["log π_ref(y_w)"], "rl": logp_sliders["log π_ref(y_l)"]},
+)
+display(widgets.VBox([beta_slider, *logp_sliders.values(), explorer]))
+
+# %% [markdown]
+# ## Check yourself
+#
+# 1. Three pairs have margins z = 1.5, 0.05 and −0.8. Which pulls hardest on the policy at fixed β, and which least?
+#    <details><summary>Answer</summary>
+#    Slopes σ(−z): 0.182, 0.488, 0.690. The misordered pair (z = −0.8) pulls hardest, the well-ordered one (1.5) least.
+#    </details>
+# 2. You cache the reference log-probabilities of a fixed pair dataset, then re-tokenise the data. Is the cache still valid?
+#    <details><summary>Answer</summary>
+#    No. The cached numbers are sums over the old tokens; a new tokenisation (or a new reference checkpoint) needs them recomputed.
+#    </details>
+# 3. Raising β from 0.1 to 0.5 lowered pair I's loss from 0.6118 to 0.356. Has training become weaker on this pair?
+#    <details><summary>Answer</summary>
+#    Not necessarily: the parameter gradient carries β·σ(−z), which rose from 0.046 to 0.150. β changes the scale of the
+#    comparison, not simply the strength of the update.
+#    </details>

@@ -1,0 +1,232 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (course)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab-setup"]
+# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
+# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", source], check=True)
+    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True)
+    importlib.invalidate_caches()
+
+from course_lib.device import on_colab, resolve_device
+
+DEVICE = resolve_device("auto")
+print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
+
+# %% [markdown]
+# # 04 · Which baseline is biased? Enumerate every group and see
+#
+# *Lecture §3 (REINFORCE with a baseline) and §12 (the exact bias example).*
+#
+# After this notebook you will be able to
+#
+# 1. write the REINFORCE gradient for a one-parameter policy and compute its exact expectation under a
+#    group baseline by listing all 2ᴳ groups;
+# 2. show that subtracting the full group mean shrinks the gradient by (G − 1)/G, while leave-one-out does not;
+# 3. confirm the exact values by simulation, with error bars, and say what dividing by the std adds.
+
+# %%
+import itertools
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import display
+
+from course_lib.advantages import baseline_gradient
+
+# %% [markdown]
+# ## 1. A policy small enough to enumerate
+#
+# One parameter θ, one action a ∈ {0, 1} with P(a = 1) = p = σ(θ), and reward r = a. The expected
+# reward is J(θ) = p, so the true gradient is dJ/dθ = σ'(θ) = p(1 − p): 0.21 at p = 0.3.
+#
+# REINFORCE estimates it without differentiating the reward: sample a, then use (r − b)·∂log π(a)/∂θ.
+# For this policy ∂log π(a)/∂θ = a − p (check: for a = 1 it is 1 − p, for a = 0 it is −p). With G samples
+# per group we average the G per-sample terms. The baseline b_i may use the other samples of the group:
+#
+# - **none**: b_i = 0;
+# - **full group mean** (GRPO's centring): b_i = mean of all G rewards, *including r_i*;
+# - **leave-one-out** (RLOO): b_i = mean of the other G − 1 rewards.
+
+# %%
+p, G = 0.3, 8
+true_grad = p * (1 - p)
+print(f"true gradient p(1 − p) = {true_grad:.2f}")
+
+
+def group_gradient(actions, p, baseline):
+    """Average over one group of (r_i − b_i)·(a_i − p), with reward r = a."""
+    a = np.asarray(actions, dtype=float)
+    if baseline == "none":
+        b = np.zeros_like(a)
+    elif baseline == "full mean":
+        b = np.full_like(a, a.mean())
+    else:  # leave-one-out
+        b = (a.sum() - a) / (len(a) - 1)
+    return float(np.mean((a - b) * (a - p)))
+
+
+# %% [markdown]
+# ## 2. All 2⁸ = 256 groups, exactly
+#
+# Every group is a string of eight 0/1 actions. Its probability is pᵏ(1 − p)ᴳ⁻ᵏ with k successes. The
+# expected gradient is the probability-weighted sum of the group gradients — no sampling, no noise.
+
+# %%
+rows = []
+for actions in itertools.product((0, 1), repeat=G):
+    k = sum(actions)
+    rows.append((actions, p**k * (1 - p) ** (G - k), *(group_gradient(actions, p, b) for b in ("none", "full mean", "leave-one-out"))))
+print(f"{len(rows)} groups, total probability {sum(r[1] for r in rows):.6f}")
+print("first rows:   actions            probability  grad(none) grad(full mean) grad(LOO)")
+for actions, prob, g_none, g_mean, g_loo in rows[:4] + rows[-2:]:
+    print(f"              {''.join(map(str, actions))}           {prob:.6f}    {g_none:+.4f}    {g_mean:+.4f}        {g_loo:+.4f}")
+
+exact = {name: sum(r[1] * r[2 + i] for r in rows) for i, name in enumerate(("none", "full mean", "leave-one-out"))}
+full_mean_grad, loo_grad = exact["full mean"], exact["leave-one-out"]
+print(f"\nexpected gradient: no baseline {exact['none']:.4f}   full mean {full_mean_grad:.5f}   leave-one-out {loo_grad:.4f}")
+
+# %% [markdown]
+# Groups with the same number of successes k have the same gradient, so the 256 rows collapse into nine:
+
+# %%
+print(" k  groups  P(k successes)  grad(full mean)  grad(LOO)")
+for k in range(G + 1):
+    same_k = [r for r in rows if sum(r[0]) == k]
+    print(f"{k:2d}  {len(same_k):6d}  {sum(r[1] for r in same_k):14.5f}  {same_k[0][3]:15.4f}  {same_k[0][4]:9.4f}")
+
+# %% [markdown]
+# The full-group mean gives 0.18375 = (G − 1)p(1 − p)/G = 7/8 × 0.21, leave-one-out gives 0.21. Why:
+# b_i = mean(r) contains r_i / G, so a fraction 1/G of every sample's own reward is subtracted from itself.
+# That piece is correlated with a_i − p and takes away exactly 1/G of the signal. The leave-one-out
+# baseline does not contain r_i, is independent of a_i, and leaves the expectation alone.
+#
+# The library's `baseline_gradient` does the same enumeration, vectorised:
+
+# %%
+for name, key in (("none", "none"), ("full mean", "group_mean"), ("leave-one-out", "leave_one_out")):
+    library = baseline_gradient(p, G, key, method="exact")
+    print(f"{name:>14}: ours {exact[name]:.5f}   course_lib {library:.5f}")
+    assert np.isclose(exact[name], library)
+assert np.isclose(full_mean_grad, (G - 1) * p * (1 - p) / G)
+
+# %% [markdown]
+# A bias of 1/8 in scale is mild — it acts like a smaller learning rate — but it is *not* the same for
+# every G, and notebook 03 showed that G, std and averaging choices all change the scale again.
+#
+# ## 3. Monte-Carlo: simulation agrees, within its error bars
+#
+# In training nobody enumerates; groups are sampled. The simulated mean of many group gradients converges
+# to the exact values, with a standard error that shrinks like 1/√n.
+
+# %%
+sizes = [100, 300, 1_000, 3_000, 10_000, 30_000, 100_000]
+simulated = {
+    key: [baseline_gradient(p, G, key, method="simulate", n_groups=n, seed=n) for n in sizes]
+    for key in ("group_mean", "leave_one_out")
+}
+fig, ax = plt.subplots(figsize=(8, 3.6))
+for i, (key, label) in enumerate((("group_mean", "full group mean"), ("leave_one_out", "leave-one-out"))):
+    means = [est.mean for est in simulated[key]]
+    errors = [2 * est.stderr for est in simulated[key]]
+    ax.errorbar(np.array(sizes) * (1 + 0.08 * i), means, yerr=errors, fmt="o", capsize=3, color=f"C{i}", label=f"simulated, {label} (±2 s.e.)")
+ax.axhline(full_mean_grad, color="C0", ls="--", label=f"exact {full_mean_grad:.5f}")
+ax.axhline(loo_grad, color="C1", ls="--", label=f"exact {loo_grad:.2f}")
+ax.set(xscale="log", xlabel="number of simulated groups", ylabel="estimated dJ/dθ", title="p = 0.3, G = 8")
+ax.grid(alpha=0.3)
+ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+mc = simulated["group_mean"][-1], simulated["leave_one_out"][-1]
+print(f"100,000 groups: full mean {mc[0].mean:.4f} ± {mc[0].stderr:.4f}   leave-one-out {mc[1].mean:.4f} ± {mc[1].stderr:.4f}")
+
+# %% [markdown]
+# With 100 groups the two baselines cannot be told apart; the gap of 0.026 only shows once two standard errors
+# are well below it. A biased estimator can look fine in any single short run.
+#
+# ## 4. What dividing by the std adds
+#
+# GRPO also divides each group by its std (and must decide what a zero-variance group means; here: zero
+# advantages). That makes each group's contribution depend on how spread its rewards happen to be:
+
+# %%
+grpo_grad = baseline_gradient(p, G, "group_mean_std", method="exact")
+print(f"p = 0.3, G = 8: with std normalisation the expected update is {grpo_grad:.4f}, "
+      f"{grpo_grad / true_grad:.2f} × the true gradient")
+
+grid = np.linspace(0.02, 0.98, 49)
+curves = {key: np.array([baseline_gradient(float(q), G, key) for q in grid]) for key in ("leave_one_out", "group_mean", "group_mean_std")}
+fig, (ax, ax_ratio) = plt.subplots(1, 2, figsize=(10, 3.6))
+for key, label in (("leave_one_out", "leave-one-out = true p(1−p)"), ("group_mean", "full mean"), ("group_mean_std", "full mean ÷ std (GRPO)")):
+    ax.plot(grid, curves[key], label=label)
+    ax_ratio.plot(grid, curves[key] / (grid * (1 - grid)), label=label)
+ax.set(xlabel="p", ylabel="expected update", title=f"exact expected update, G = {G}")
+ax_ratio.set(xlabel="p", ylabel="expected update / true gradient", title="relative to the true gradient")
+for a in (ax, ax_ratio):
+    a.grid(alpha=0.3)
+    a.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Without the std, the bias is a constant factor (G − 1)/G for every prompt. With the std, the factor
+# depends on p: prompts the policy almost always solves or almost always fails get their (rare) informative
+# groups blown up by a small std. That is a *difficulty-dependent* reweighting, not just a rescaling — one of
+# the biases later analyses and Dr. GRPO point at.
+#
+# ## 5. Explorer: p and G
+
+# %%
+p_slider = widgets.FloatSlider(value=0.3, min=0.02, max=0.98, step=0.01, description="p")
+g_slider = widgets.IntSlider(value=8, min=2, max=16, description="G")
+
+
+def show_bias(p, G):
+    true = p * (1 - p)
+    print(f"true gradient p(1−p)        {true:.5f}")
+    for key, label in (("group_mean", "full mean"), ("leave_one_out", "leave-one-out"), ("group_mean_std", "full mean ÷ std")):
+        value = baseline_gradient(p, G, key)
+        print(f"{label:<28}{value:.5f}   ({value / true:.3f} × true)")
+    print(f"(G−1)/G                     {(G - 1) / G:.5f}")
+
+
+display(widgets.VBox([p_slider, g_slider, widgets.interactive_output(show_bias, {"p": p_slider, "G": g_slider})]))
+
+# %% [markdown]
+# ## Check yourself
+#
+# 1. At G = 2, what fraction of the true gradient does the full-group-mean baseline keep?
+#    <details><summary>Answer</summary>
+#    (G − 1)/G = 1/2. The bias matters most for small groups.
+#    </details>
+# 2. Why is a leave-one-out baseline allowed to depend on the other samples but not on sample i?
+#    <details><summary>Answer</summary>
+#    E[(b)(a_i − p)] = E[b]·E[a_i − p] = 0 when b is independent of a_i, because the score has mean zero. If b
+#    contains r_i, the product no longer factorises and the expectation shifts.
+#    </details>
+# 3. With 1,000 simulated groups you measure 0.186 ± 0.006 for the full-mean baseline. Can you distinguish it from 0.21?
+#    <details><summary>Answer</summary>
+#    Yes, barely: 0.21 is four standard errors away. With 100 groups (s.e. ≈ 0.02) you could not.
+#    </details>

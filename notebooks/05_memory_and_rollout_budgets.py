@@ -1,0 +1,213 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (course)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab-setup"]
+# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
+# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", source], check=True)
+    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True)
+    importlib.invalidate_caches()
+
+from course_lib.device import on_colab, resolve_device
+
+DEVICE = resolve_device("auto")
+print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
+
+# %% [markdown]
+# # 05 · Memory and rollout budgets: where the hardware goes
+#
+# *Lecture §10 (worked example D) and §11 (worked example E).*
+#
+# After this notebook you will be able to
+#
+# 1. estimate the persistent model-state memory of PPO, DPO and SFT from a parameter count, and say what
+#    the estimate leaves out;
+# 2. estimate how long an RL step spends generating rollouts versus updating the model;
+# 3. use both calculators for your own model size, completion length, throughput and utilisation.
+
+# %%
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import display
+
+from course_lib.budgets import (
+    BYTES_PER_PARAM,
+    rollout_generation_seconds,
+    rollout_tokens,
+    stage_memory_gib,
+    update_seconds,
+)
+
+# %% [markdown]
+# ## 1. Bytes per parameter
+#
+# A model being trained with Adam in mixed precision keeps, for every parameter: bf16 weights (2 bytes),
+# bf16 gradients (2), an fp32 master copy (4) and Adam's two fp32 moments (4 + 4) — 16 bytes. A frozen
+# bf16 copy keeps only its weights: 2 bytes. A GiB is 2³⁰ bytes.
+
+# %%
+n_params = 8.03e9
+train_bytes = 2 + 2 + 4 + 4 + 4
+frozen_bytes = 2
+assert (train_bytes, frozen_bytes) == (BYTES_PER_PARAM["train"], BYTES_PER_PARAM["frozen_bf16"])
+trainable_gib = n_params * train_bytes / 2**30  # = course_lib.budgets.GIB
+frozen_gib = n_params * frozen_bytes / 2**30
+print(f"8.03B parameters: trainable copy {trainable_gib:.1f} GiB, frozen bf16 copy {frozen_gib:.2f} GiB")
+
+# %% [markdown]
+# ## 2. PPO needs twice DPO's model states
+#
+# Classical RLHF with PPO has four roles: the policy and the critic are trained; the reference and the
+# reward model are frozen. DPO with a resident reference has two: the trained policy and the frozen
+# reference.
+
+# %%
+ppo_gib = 2 * trainable_gib + 2 * frozen_gib  # policy, critic, reference, reward model
+dpo_gib = trainable_gib + frozen_gib  # policy, reference
+ratio_mem = ppo_gib / dpo_gib
+critic_share = trainable_gib / ppo_gib
+print(f"PPO {ppo_gib:.1f} GiB   DPO {dpo_gib:.1f} GiB   ratio {ratio_mem:.2f}   critic = {critic_share:.0%} of PPO")
+assert np.isclose(ppo_gib, stage_memory_gib(n_params, "ppo")) and np.isclose(dpo_gib, stage_memory_gib(n_params, "dpo"))
+
+# %%
+roles = {  # stage → [(role, GiB)] bottom to top
+    "PPO": [("policy (trained)", trainable_gib), ("critic (trained)", trainable_gib),
+            ("reference (frozen)", frozen_gib), ("reward model (frozen)", frozen_gib)],
+    "DPO": [("policy (trained)", trainable_gib), ("reference (frozen)", frozen_gib)],
+    "DPO, cached ref": [("policy (trained)", stage_memory_gib(n_params, "dpo_cached_ref"))],
+    "SFT": [("policy (trained)", stage_memory_gib(n_params, "sft"))],
+}
+colors = {"policy (trained)": "C0", "critic (trained)": "C1", "reference (frozen)": "C2", "reward model (frozen)": "C3"}
+fig, ax = plt.subplots(figsize=(8, 3.8))
+seen = set()
+for x, parts in enumerate(roles.values()):
+    bottom = 0.0
+    for role, gib in parts:
+        ax.bar(x, gib, bottom=bottom, color=colors[role], label=None if role in seen else role)
+        seen.add(role)
+        bottom += gib
+    ax.text(x, bottom + 3, f"{bottom:.1f}", ha="center")
+ax.set(xticks=range(len(roles)), xticklabels=list(roles), ylabel="GiB of persistent model states",
+       title="8.03B parameters, 16 B/param trained, 2 B/param frozen", ylim=(0, 300))
+ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# This is an anatomy diagram, not a cluster quote. It leaves out activations, the KV cache of rollouts,
+# temporary buffers, sharding across devices, shared backbones, parameter-efficient fine-tuning and other
+# optimisers. A GRPO system drops the critic but may still hold a reference for the KL term, a sampling
+# snapshot and separate rollout workers. With a fixed DPO dataset, reference log-probabilities can be
+# computed once and cached; the reference then leaves the training job and DPO's budget approaches SFT's.
+#
+# ## 3. Rollout generation can dwarf the update
+#
+# One RLVR batch: 256 prompts, 8 completions each, 4,000 generated tokens per completion.
+
+# %%
+prompts, per_prompt, tokens_per_completion = 256, 8, 4_000
+tokens_per_second, devices = 209.4, 8
+flops_per_device, mfu = 990e12, 0.4
+
+tokens = prompts * per_prompt * tokens_per_completion
+gen_s = tokens / (devices * tokens_per_second)  # decoding at an assumed aggregate rate per device
+update_flops = 6 * n_params * tokens  # one forward + backward pass ≈ 6 FLOPs per parameter per token
+upd_s = update_flops / (devices * flops_per_device * mfu)
+gen_min, upd_min = gen_s / 60, upd_s / 60
+time_ratio = gen_s / upd_s  # computed before rounding either time
+print(f"rollout tokens {tokens:,}")
+print(f"generation {gen_s:.1f} s = {gen_min:.1f} min   update {upd_s:.1f} s = {upd_min:.6f} min   ratio {time_ratio:.4f}")
+assert tokens == rollout_tokens(prompts, per_prompt, tokens_per_completion)
+assert np.isclose(gen_s, rollout_generation_seconds(prompts, per_prompt, tokens_per_completion, tokens_per_second, devices))
+assert np.isclose(upd_s, update_seconds(n_params, tokens, flops_per_device, mfu, devices))
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 2.4))
+ax.barh(["update (6ND)", "generation"], [upd_min, gen_min], color=["C1", "C0"])
+for y, value in enumerate([upd_min, gen_min]):
+    ax.text(value + 1, y, f"{value:.1f} min", va="center")
+ax.set(xlabel="minutes per RL step", xlim=(0, gen_min * 1.2), title=f"generation takes {time_ratio:.1f}× the update")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Nothing in GRPO fixes this ratio: it follows from the completion length, the decode throughput, the model
+# size and the utilisation you assumed. It does show why autoregressive decoding, not backpropagation, can
+# set the wall-clock scale of RL — and why systems invest in faster inference, adaptive rollout counts and
+# lengths, overlapping generation with training, and controlled staleness in asynchronous pipelines
+# (at the price of off-policy data). The estimate ignores prefill, reward and reference scoring, extra
+# epochs and communication; add them before sizing a real system.
+#
+# ## 4. Calculators
+#
+# Move the sliders: the memory bars and the time split follow. The model-size slider is in billions of
+# parameters; throughput is tokens per second per device.
+
+# %%
+size_slider = widgets.FloatSlider(value=8.03, min=0.5, max=70.0, step=0.01, description="params (B)")
+length_slider = widgets.IntSlider(value=4_000, min=100, max=32_000, step=100, description="tokens/answer")
+throughput_slider = widgets.FloatSlider(value=209.4, min=20.0, max=2_000.0, step=0.1, description="tok/s/device")
+mfu_slider = widgets.FloatSlider(value=0.4, min=0.05, max=1.0, step=0.01, description="MFU")
+
+
+def show_budget(size_b, length, throughput, mfu):
+    n = size_b * 1e9
+    memory = {stage: stage_memory_gib(n, stage) for stage in ("ppo", "dpo", "dpo_cached_ref", "sft")}
+    gen = rollout_generation_seconds(256, 8, length, throughput, 8) / 60
+    upd = update_seconds(n, rollout_tokens(256, 8, length), 990e12, mfu, 8) / 60
+    print("memory (GiB): " + "   ".join(f"{k} {v:.1f}" for k, v in memory.items()))
+    print(f"256 prompts × 8 answers × {length:,} tokens on 8 devices: generation {gen:.1f} min, "
+          f"update {upd:.2f} min, ratio {gen / upd:.1f}")
+    fig, (ax_mem, ax_time) = plt.subplots(1, 2, figsize=(10, 2.8))
+    ax_mem.bar(list(memory), list(memory.values()), color="C0")
+    ax_mem.set(ylabel="GiB", title="persistent model states")
+    ax_time.barh(["update", "generation"], [upd, gen], color=["C1", "C0"])
+    ax_time.set(xlabel="minutes", title="one RL step")
+    fig.tight_layout()
+    plt.show()
+
+
+display(widgets.VBox([
+    size_slider, length_slider, throughput_slider, mfu_slider,
+    widgets.interactive_output(show_budget, {"size_b": size_slider, "length": length_slider,
+                                             "throughput": throughput_slider, "mfu": mfu_slider}),
+]))
+
+# %% [markdown]
+# ## Check yourself
+#
+# 1. What is the PPO-to-DPO memory ratio for a 70B model under the same assumptions?
+#    <details><summary>Answer</summary>
+#    Still 2.00: both totals scale with the parameter count, (2·16 + 2·2)/(16 + 2) = 36/18.
+#    </details>
+# 2. Completions get twice as long (8,000 tokens). What happens to the generation/update ratio?
+#    <details><summary>Answer</summary>
+#    Nothing in this model: both times are proportional to the token count, so the ratio stays 39.25. (Real decode
+#    slows down with longer contexts, so in practice it grows.)
+#    </details>
+# 3. Which one number would you change to model a serving engine that decodes four times faster?
+#    <details><summary>Answer</summary>
+#    The throughput, 209.4 → 837.6 tokens/s per device: generation falls to about 20.4 min and the ratio to about 9.8.
+#    </details>

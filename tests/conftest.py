@@ -1,0 +1,41 @@
+"""Shared fixtures for the notebook, browser and Colab tests (keep this file small)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    """``test-artifacts/`` (git-ignored): screenshots, timings, scratch environments."""
+    path = ROOT / "test-artifacts"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def matplotlib_ready() -> None:
+    """Build matplotlib's font cache once, outside any notebook.
+
+    On a fresh machine the first import prints "Matplotlib is building the font cache" to stderr;
+    inside a notebook that would look like a warning shown to a student.
+    """
+    subprocess.run([sys.executable, "-c", "import matplotlib.pyplot"], check=True, capture_output=True)
+
+
+def report_line(config: pytest.Config, line: str) -> None:
+    """Print a line in pytest's terminal summary even when output is captured."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
