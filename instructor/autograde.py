@@ -64,9 +64,8 @@ def nbgrader_env(root: Path, sandbox_tmp: str | None, kernel_dir: str | None) ->
 
 def probe_sandbox(root: Path, sandbox_tmp: str) -> tuple[bool, str]:
     """Run a tiny program through the sandbox: it must start Python and must not see the course."""
-    os.environ["COURSE_SANDBOX_TMP"] = sandbox_tmp
     try:
-        workdir = sandbox_kernel.make_workdir()
+        workdir = sandbox_kernel.make_workdir(sandbox_tmp)
         probe = ("import os, sys; import ipykernel; "
                  f"print('VISIBLE' if os.path.exists({str(root / 'nbgrader_config.py')!r}) else 'HIDDEN')")
         cmd = sandbox_kernel.bwrap_command(workdir, hidden_paths(root), [sys.executable, "-c", probe])
@@ -247,12 +246,19 @@ def main(argv: list[str] | None = None) -> int:
         ensure_in_gradebook(root, args.assignment, env)
 
         flags = scan_submissions(root / "solutions", submitted, args.assignment)
+        expected = sorted(p.name for p in (root / "solutions" / args.assignment).glob("*.ipynb"))
         problems = {s: [] for s in students}
         for student in students:
-            for nb in sorted((submitted / student / args.assignment).glob("*.ipynb")):
-                message = unreadable(nb)
-                if message:
+            folder = submitted / student / args.assignment
+            for nb in sorted(folder.glob("*.ipynb")):
+                if nb.name not in expected:
+                    problems[student].append(f"{nb.name} ignored: not one of the assignment's notebooks "
+                                             f"({', '.join(expected)})")
+                elif message := unreadable(nb):
                     problems[student].append(message)
+            missing = [name for name in expected if not (folder / name).exists()]
+            if missing:
+                problems[student].append(f"not submitted (0 points): {', '.join(missing)}")
 
         started = time.time()
         cmd = [sys.executable, "-m", "nbgrader", "autograde", args.assignment, "--force",

@@ -95,9 +95,9 @@ def set_limits() -> None:
         resource.setrlimit(limit, (value, value))
 
 
-def make_workdir() -> str:
-    base = os.environ.get("COURSE_SANDBOX_TMP") or None
-    workdir = tempfile.mkdtemp(prefix="kernel-", dir=base)
+def make_workdir(base: str | None = None) -> str:
+    """A fresh private directory for one kernel, under ``base`` or $COURSE_SANDBOX_TMP."""
+    workdir = tempfile.mkdtemp(prefix="kernel-", dir=base or os.environ.get("COURSE_SANDBOX_TMP") or None)
     if os.geteuid() == 0:
         user = pwd.getpwnam(SANDBOX_USER)
         os.chown(workdir, user.pw_uid, user.pw_gid)

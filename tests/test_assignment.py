@@ -133,8 +133,9 @@ for _path in ({gradebook!r}, {marker!r}):
 '''
 
 
-def _make_submissions(course: Path) -> dict[str, list[str]]:
-    """Fake students; returns {student: notebooks submitted}."""
+def _make_submissions(course: Path, intruder: bool) -> dict[str, list[str]]:
+    """Fake students; returns {student: notebooks submitted}. The intruder joins only when the
+    sandbox works: without it, its attack on the gradebook would succeed and spoil the batch."""
     sol = {n: _read(course / "solutions" / ASSIGNMENT / f"{n}.ipynb") for n in NOTEBOOKS}
     rel = {n: _read(course / "exercises" / ASSIGNMENT / f"{n}.ipynb") for n in NOTEBOOKS}
     sub = course / "submitted"
@@ -174,6 +175,8 @@ def _make_submissions(course: Path) -> dict[str, list[str]]:
     nb = _read(course / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb")
     nb.cells = [c for c in nb.cells if c not in _test_cells(nb)]
     put("heidi_deleted_tests", "q1_bradley_terry", nb)
+    if not intruder:
+        return made
     # tries to read the solutions and to change the gradebook, then answers correctly
     attack = ATTACK.format(
         targets=[str(course / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb"),
@@ -199,11 +202,10 @@ def graded(request):
     gen = _run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], course)
     assert gen.returncode == 0, gen.stdout + gen.stderr
     timings["generate_assignment"] = time.time() - start
-    students = _make_submissions(course)
-
     sandbox_tmp = tempfile.mkdtemp()
     sandboxed, why = probe_sandbox(course, sandbox_tmp)
     shutil.rmtree(sandbox_tmp, ignore_errors=True)
+    students = _make_submissions(course, intruder=sandboxed)
     env = _env()
     if not sandboxed:
         env["COURSE_ALLOW_UNSANDBOXED"] = "1"
@@ -362,6 +364,7 @@ def test_infinite_loop_is_bounded_and_costs_only_that_question(graded):
     assert res["notebooks"]["q1_bradley_terry"]["code_score"] == 2
     assert res["notebooks"]["q2_dpo_margins"]["code_score"] == 10
     assert any("time limit" in p for p in res["problems"]), res["problems"]
+    assert any("not submitted (0 points): q3_group_baselines.ipynb" in p for p in res["problems"])
     assert graded["report"]["seconds"]["frank_loop/q1_bradley_terry.ipynb"] < 6 * TIMEOUT + 10
 
 
