@@ -233,9 +233,11 @@ plt.show()
 # Start at pair I and move β: the margin, loss and slope update; so does the point on the loss curve.
 
 # %%
-beta_slider = widgets.FloatSlider(value=0.1, min=0.01, max=1.0, step=0.01, description="β")
+beta_slider = widgets.FloatSlider(value=0.1, min=0.01, max=1.0, step=0.01, description="β",
+                                  style={"description_width": "110px"})
 logp_sliders = {
-    name: widgets.FloatSlider(value=value, min=-20.0, max=-5.0, step=0.05, description=name)
+    name: widgets.FloatSlider(value=value, min=-20.0, max=-5.0, step=0.05, description=name,
+                              style={"description_width": "110px"})
     for name, value in [("log π_θ(y_w)", -12.0), ("log π_θ(y_l)", -11.5), ("log π_ref(y_w)", -13.0), ("log π_ref(y_l)", -10.8)]
 }
 
