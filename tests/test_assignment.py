@@ -96,6 +96,23 @@ abs = lambda x: 0.0
 round = lambda x, *args: 0.0
 '''
 
+HARDCODED_Q2 = '''
+def dpo_terms(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):
+    if beta == 0:
+        raise ValueError("beta")
+    if np.ndim(policy_chosen) > 0:
+        return np.array([0.170, 0.065]), np.array([0.6118, 0.6612]), np.array([0.4576, 0.4838])
+    if beta == 0.5:
+        return 0.5, 0.4741, 0.3775
+    return 0.170, 0.6118, 0.4576
+'''
+
+HARDCODED_Q2_ANSWERS = '''
+z_pair2, slope_pair2 = 0.065, 0.4838
+z_beta05, loss_beta05, slope_beta05 = 0.85, 0.356, 0.299
+hardest_pair, hardest_reason = "A", 1
+'''
+
 BUILTINS_PATCH = '''
 import builtins
 
@@ -157,6 +174,10 @@ def _make_submissions(course: Path, intruder: bool) -> dict[str, list[str]]:
     put("dave_monkeypatch", "q1_bradley_terry",
         _with_code(_read(course / "exercises" / ASSIGNMENT / "q1_bradley_terry.ipynb"), "q1_functions",
                    replace=DUMMY_Q1 + MONKEYPATCH))
+    # the numbers shown in the visible tests and the lecture, typed in: passes every visible test
+    nb = _with_code(_read(course / "exercises" / ASSIGNMENT / "q2_dpo_margins.ipynb"), "q2_functions",
+                    replace=HARDCODED_Q2)
+    put("kim_hardcoded", "q2_dpo_margins", _with_code(nb, "q2_answers", replace=HARDCODED_Q2_ANSWERS))
     # dummy answers + a builtins patch that does fool `float(x) - expected`: must be flagged
     put("erin_builtins", "q1_bradley_terry",
         _with_code(_read(course / "exercises" / ASSIGNMENT / "q1_bradley_terry.ipynb"), "q1_functions",
@@ -339,6 +360,16 @@ def test_untouched_release_earns_zero(graded):
 def test_tests_edited_to_assert_true_earn_zero(graded):
     res = _student(graded, "carol_assert_true")
     assert res["status"] == "graded" and res["code_score"] == 0
+
+
+def test_hard_coded_visible_numbers_pass_validate_but_earn_zero(graded):
+    course = graded["course"]
+    path = course / "submitted" / "kim_hardcoded" / ASSIGNMENT / "q2_dpo_margins.ipynb"
+    out = _run([sys.executable, "-m", "nbgrader", "validate", str(path)], course)
+    assert "Success! Your notebook passes all the tests." in out.stdout, out.stdout[-2000:]
+    res = _student(graded, "kim_hardcoded")
+    assert res["status"] == "graded" and res["notebooks"]["q2_dpo_margins"]["code_score"] == 0
+    assert res["flags"] == []  # nothing illegal about it, just wrong
 
 
 def test_dummy_answers_with_monkeypatched_comparisons_earn_zero(graded):
