@@ -34,8 +34,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# Re-pair every lecture notebook from its py:percent source (the .py is the source of truth).
+# Re-pair every lecture notebook from its py:percent source (the .py is the source of truth),
+# after refreshing each notebook's first cell from course_lib/colab.py (the Colab set-up cell).
 sync: $(STAMP)
+	$(PY) -m course_lib.colab notebooks/*.py
 	$(BIN)/jupytext --sync notebooks/*.py
 
 bench: $(STAMP)

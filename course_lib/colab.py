@@ -18,6 +18,8 @@ What the cell does, and what it deliberately does not:
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 REPO = "learning-from-feedback/learning-from-feedback"  # owner/name on GitHub
 BRANCH = "main"
@@ -38,8 +40,9 @@ import sys
 if importlib.util.find_spec("course_lib") is None:
     source = os.environ.get("{SOURCE_ENV}", "git+{REPO_URL}.git@{BRANCH}")
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, "--no-deps", source], check=True)
-    subprocess.run([*pip, {", ".join(json.dumps(r) for r in RUNTIME_EXTRAS)}], check=True)
+    env = {{**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}}  # Colab runs pip as root: no warning
+    subprocess.run([*pip, "--no-deps", source], check=True, env=env)
+    subprocess.run([*pip, {", ".join(json.dumps(r) for r in RUNTIME_EXTRAS)}], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device
@@ -59,3 +62,29 @@ def colab_url(path: str) -> str:
 
 
 BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+SETUP_MARKER = '# %% tags=["colab-setup"]'
+
+
+def write_setup_cells(paths) -> list[str]:
+    """Rewrite the ``colab-setup`` cell of py:percent notebooks to ``SETUP_CELL``.
+
+    Returns the paths that changed. ``make sync`` runs this over ``notebooks/*.py`` before
+    Jupytext re-pairs, so a change of address or set-up reaches every notebook at once.
+    """
+    changed = []
+    for path in map(Path, paths):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        if SETUP_MARKER not in lines:
+            raise ValueError(f"{path}: no cell tagged colab-setup (start it with {SETUP_MARKER})")
+        start = lines.index(SETUP_MARKER) + 1
+        end = next((i for i in range(start, len(lines)) if lines[i].startswith("# %%")), len(lines))
+        new = [*lines[:start], *SETUP_CELL.split("\n"), "", *lines[end:]]
+        if new != lines:
+            path.write_text("\n".join(new), encoding="utf-8")
+            changed.append(str(path))
+    return changed
+
+
+if __name__ == "__main__":  # python -m course_lib.colab notebooks/*.py
+    for changed_path in write_setup_cells(sys.argv[1:]):
+        print(f"updated the set-up cell of {changed_path}")
