@@ -112,15 +112,19 @@ def ensure_in_gradebook(root: Path, assignment: str, env: dict[str, str]) -> Non
 
 
 _LINE = re.compile(r"^(\d+\.\d+) (\w+) (.*)$")
+_EXCEPTION = re.compile(r"^\s*[\w.]*(Error|Exception|Interrupt|Exit)(: .*)?$")
 
 
 def parse_log(text: str, students: list[str]) -> tuple[dict[str, float], dict[str, str]]:
     """Seconds per submitted notebook ("student/notebook") and the last error line per student."""
-    events = []
+    events: list[tuple[float, str, str]] = []
     for line in text.splitlines():
         match = _LINE.match(line)
         if match:
             events.append((float(match.group(1)), match.group(2), match.group(3)))
+        elif events:  # continuation of a multi-line record (a traceback)
+            stamp, level, message = events[-1]
+            events[-1] = (stamp, level, message + "\n" + line)
     seconds: dict[str, float] = {}
     errors: dict[str, str] = {}
     current, started, student = None, 0.0, None
@@ -136,9 +140,9 @@ def parse_log(text: str, students: list[str]) -> tuple[dict[str, float], dict[st
             path = Path(message.split(" ", 1)[1])
             current, started = f"{path.parent.parent.name}/{path.name}", stamp
         if level in ("ERROR", "CRITICAL") and student:
-            text_line = message.strip().splitlines()[-1] if message.strip() else ""
-            if text_line and "There was an error" not in text_line and "Please see" not in text_line:
-                errors[student] = text_line[:300]
+            for text_line in message.splitlines():
+                if _EXCEPTION.match(text_line):
+                    errors[student] = text_line.strip()[:300]
     if current and events:
         seconds[current] = round(events[-1][0] - started, 2)
     return seconds, {s: e for s, e in errors.items() if s in students}
@@ -274,8 +278,9 @@ def main(argv: list[str] | None = None) -> int:
             res = results[student]
             res["problems"] = problems[student]
             if student not in graded:
-                if not res["problems"]:
-                    res["problems"].append(errors.get(student, "nbgrader could not grade it: see autograde.log"))
+                if not any("not a valid notebook" in p for p in res["problems"]):
+                    res["problems"].append("nbgrader could not grade it: "
+                                           + errors.get(student, "see autograde.log"))
                 res["problems"].append("no score recorded (partial grades removed); fix the cause and rerun")
             else:
                 for nb in sorted((root / "autograded" / student / args.assignment).glob("*.ipynb")):

@@ -127,3 +127,24 @@ def test_feedback_filter_hides_hidden_tests_and_later_student_output():
     assert out.cells[0].outputs[0]["text"] == "1"
     assert "f(7)" not in out.cells[1].source and out.cells[1].outputs == []
     assert "7" not in out.cells[2].outputs[0]["text"]
+
+
+def test_parse_log_times_notebooks_and_keeps_the_exception_line():
+    from instructor.autograde import parse_log
+
+    log = "\n".join([
+        "100.000 INFO Creating/updating student with ID 'ann': {}",
+        "100.500 INFO Sanitizing /c/submitted/ann/module14/q1_bradley_terry.ipynb",
+        "102.000 INFO Sanitizing /c/submitted/ann/module14/q2_dpo_margins.ipynb",
+        "103.250 ERROR There was an error processing assignment: /c/submitted/ann/module14",
+        "103.300 ERROR Traceback (most recent call last):",
+        '      File "x.py", line 1, in <module>',
+        "    nbclient.exceptions.DeadKernelError: Kernel died",
+        "104.000 INFO Creating/updating student with ID 'ben': {}",
+        "104.100 INFO Sanitizing /c/submitted/ben/module14/q1_bradley_terry.ipynb",
+        "105.600 INFO Writing 10 bytes to /c/autograded/ben/module14/q1_bradley_terry.ipynb",
+    ])
+    seconds, errors = parse_log(log, ["ann", "ben"])
+    assert seconds == {"ann/q1_bradley_terry.ipynb": 1.5, "ann/q2_dpo_margins.ipynb": 1.25,
+                       "ben/q1_bradley_terry.ipynb": 1.5}
+    assert errors == {"ann": "nbclient.exceptions.DeadKernelError: Kernel died"}
