@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/00_start_here.ipynb
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/00_start_here.ipynb
 
 test: $(STAMP)
 	$(BIN)/ruff check .
