@@ -42,7 +42,25 @@ CHROMIUM_FLAGS = [
 LECTURE = ROOT / "notebooks" / "02_dpo_margins.ipynb"
 EXERCISE = ROOT / "exercises" / "module14" / "q1_bradley_terry.ipynb"
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+def test_nbgrader_extensions_are_enabled_in_the_course_venv():
+    """The Validate button needs nbgrader's lab extension and its validate server extension.
+
+    Read from the same config files ``jupyter server/labextension list`` read (much faster).
+    """
+    from jupyter_core.paths import jupyter_config_path, jupyter_path
+
+    enabled, disabled = {}, set()
+    for folder in map(Path, reversed(jupyter_config_path())):  # lowest priority first
+        files = [*sorted((folder / "jupyter_server_config.d").glob("*.json")), folder / "jupyter_server_config.json"]
+        for file in filter(Path.exists, files):
+            enabled.update(json.loads(file.read_text()).get("ServerApp", {}).get("jpserver_extensions", {}))
+        page = folder / "labconfig" / "page_config.json"
+        if page.exists():
+            off = json.loads(page.read_text()).get("disabledExtensions", {})
+            disabled |= {k for k, v in off.items() if v} if isinstance(off, dict) else set(off)
+    assert enabled.get("nbgrader.server_extensions.validate_assignment") is True
+    assert any((Path(p) / "@jupyter" / "nbgrader" / "package.json").exists() for p in jupyter_path("labextensions"))
+    assert not any(name.startswith("@jupyter/nbgrader") for name in disabled), disabled
 
 
 def _free_port() -> int:
@@ -64,14 +82,19 @@ def lab(tmp_path_factory):
         pytest.skip(f"Chromium is not installed at {CHROMIUM}: `apt-get install chromium` (.ci/run does)")
     pytest.importorskip("playwright.sync_api", reason="the playwright package is missing from .venv")
     root = tmp_path_factory.mktemp("lab")
-    shutil.copy(LECTURE, root / LECTURE.name)
+    lecture = json.loads(LECTURE.read_text(encoding="utf-8"))
+    lecture["metadata"].pop("jupytext", None)  # no paired .py written into the scratch folder
+    (root / LECTURE.name).write_text(json.dumps(lecture), encoding="utf-8")
     if EXERCISE.exists():
         shutil.copy(EXERCISE, root / EXERCISE.name)
     settings = root.parent / "lab-settings"
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
-    )
+    for plugin, values in {
+        "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        "docmanager-extension/plugin": {"autosave": False},  # nothing is written while we test
+    }.items():
+        file = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(values))
     port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings),
            "JUPYTERLAB_WORKSPACES_DIR": str(root.parent / "lab-workspaces")}
@@ -126,7 +149,9 @@ def page(lab, tmp_path_factory):
             viewport={"width": 1400, "height": 1000},
         )
         try:
-            yield context.new_page()
+            page = context.new_page()
+            page.set_default_timeout(60_000)
+            yield page
         finally:
             context.close()
 
@@ -135,7 +160,18 @@ def page(lab, tmp_path_factory):
 def shots(artifacts_dir):
     folder = artifacts_dir / "browser"
     folder.mkdir(exist_ok=True)
+    for old in folder.glob("*.png"):
+        old.unlink()
     return folder
+
+
+@pytest.fixture(autouse=True)
+def screenshot_on_failure(request, shots):
+    """Keep a picture of the page when a browser test fails (test-artifacts/browser/FAILED-*.png)."""
+    failed_before = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed_before and "page" in request.fixturenames:
+        request.getfixturevalue("page").screenshot(path=str(shots / f"FAILED-{request.node.name}.png"))
 
 
 def _open(page, lab, name: str):
@@ -147,10 +183,12 @@ def _open(page, lab, name: str):
     page.locator(".lm-TabBar-tab.lm-mod-current", has_text=name).first.wait_for(timeout=60_000)
     panel = page.locator(".jp-NotebookPanel:visible").first
     # the kernel is connected and idle
-    panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+    panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=90_000)
     return panel
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_dpo_explorer_responds_to_the_keyboard(lab, page, shots, request):
     start = time.monotonic()
     panel = _open(page, lab, LECTURE.name)
@@ -158,7 +196,7 @@ def test_dpo_explorer_responds_to_the_keyboard(lab, page, shots, request):
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
 
     explorer = panel.locator(".widget-output", has_text="β·slope").last
-    explorer.wait_for(timeout=90_000)
+    explorer.wait_for(timeout=120_000)
     before = explorer.inner_text()
     assert "loss = 0.6118" in before, before
     slider = panel.locator(".widget-slider", has=page.locator(".widget-label", has_text=re.compile(r"^β$")))
@@ -171,7 +209,7 @@ def test_dpo_explorer_responds_to_the_keyboard(lab, page, shots, request):
     expected = f"loss = {dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.11).loss:.4f}"
     page.wait_for_function(
         "([el, text]) => el.innerText.includes(text)",
-        arg=[explorer.element_handle(), expected], timeout=30_000,
+        arg=[explorer.element_handle(), expected], timeout=45_000,
     )
     after = explorer.inner_text()
     page.screenshot(path=str(shots / "02_explorer_after.png"))
@@ -181,6 +219,8 @@ def test_dpo_explorer_responds_to_the_keyboard(lab, page, shots, request):
                                 f"'{before.split('   ')[1]}' → '{expected}' in {time.monotonic() - start:.1f} s")
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_exercise_shows_the_nbgrader_validate_button(lab, page, shots):
     if not EXERCISE.exists():
         pytest.skip(f"{EXERCISE.relative_to(ROOT)} is not there yet (written by the assignment helper)")
