@@ -79,6 +79,30 @@ def test_first_cell_is_the_colab_setup_cell(name):
     )
 
 
+def _library_names() -> set[str]:
+    import importlib
+    import inspect
+
+    names = set()
+    for module in ("preference", "advantages", "policy_loss", "budgets", "device"):
+        mod = importlib.import_module(f"course_lib.{module}")
+        names |= {n for n, obj in vars(mod).items()
+                  if not n.startswith("_") and inspect.isfunction(obj) and obj.__module__ == mod.__name__}
+    return names
+
+
+@pytest.mark.parametrize("name", LECTURE[1:])
+def test_lecture_notebook_has_the_teaching_shape(name):
+    """Goals, derivation checked against course_lib (never a fork of it), an explorer, check-yourself."""
+    text = (NOTEBOOKS / f"{name}.py").read_text(encoding="utf-8")
+    assert "After this notebook you will be able to" in text
+    assert re.search(r"^from course_lib\.\w+ import", text, re.M), "the notebook must check itself against course_lib"
+    forks = {m for m in re.findall(r"^def (\w+)\(", text, re.M)} & _library_names()
+    assert not forks, f"{name} redefines course_lib functions {forks}: import them instead"
+    assert "widgets." in text and "display(" in text, "one ipywidgets explorer per notebook"
+    assert "## Check yourself" in text and text.count("<details><summary>Answer</summary>") >= 3
+
+
 # ---------------------------------------------------------------------------------------------
 # Execution of 00–05. For each notebook: the variables read back from its namespace, and text
 # that must appear in what it displays (the lecture's rounding).
