@@ -74,7 +74,7 @@ print(f"σ(1) = {sigma_1:.3f}   σ(2) = {sigma_2:.3f}   σ(0) = {sigmoid(0.0):.3
 
 # %% [markdown]
 # A gap of 1 means the better item wins about 73% of comparisons; a gap of 2, about 88%. Doubling the
-# gap does not double anything: the curve flattens as it approaches 1.
+# gap does not double the win rate: the curve flattens as it approaches 1.
 #
 # The direct formula has one weakness: for a very negative u, `np.exp(-u)` overflows. The library uses
 # a form that is safe for any gap. Same numbers where both work:
