@@ -102,7 +102,8 @@ def _python(venv: Path) -> Path:
 def _colab_base(folder: Path) -> Path:
     """A venv with Colab's preinstalled packages (hard links from .venv), cached by version stamp."""
     dists = _closure(COLAB_PREINSTALLED)
-    stamp = "\n".join(sorted(f"{d.metadata['Name']}=={d.version}" for d in dists))
+    stamp = "\n".join([os.path.realpath(sys.executable), sys.version,
+                       *sorted(f"{d.metadata['Name']}=={d.version}" for d in dists)])
     assert not any(d.metadata["Name"] == "course_lib" for d in dists)
     if (folder / "stamp.txt").exists() and (folder / "stamp.txt").read_text() == stamp:
         return folder
