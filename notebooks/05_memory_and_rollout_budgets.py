@@ -77,6 +77,17 @@ trainable_gib = n_params * train_bytes / 2**30  # = course_lib.budgets.GIB
 frozen_gib = n_params * frozen_bytes / 2**30
 print(f"8.03B parameters: trainable copy {trainable_gib:.1f} GiB, frozen bf16 copy {frozen_gib:.2f} GiB")
 
+parts = [("bf16 weights", 2), ("bf16 gradients", 2), ("fp32 master", 4), ("Adam m", 4), ("Adam v", 4)]
+fig, ax = plt.subplots(figsize=(8, 2.6))
+left = 0
+for i, (label, nbytes) in enumerate(parts):
+    ax.barh(["trained", "frozen"], [nbytes, 2 if i == 0 else 0], left=[left, 0 if i == 0 else 2], color=f"C{i}", label=label)
+    left += nbytes
+ax.set(xlabel="bytes per parameter", title=f"16 bytes → {trainable_gib:.1f} GiB, 2 bytes → {frozen_gib:.2f} GiB at 8.03B parameters")
+ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.5))
+fig.tight_layout()
+plt.show()
+
 # %% [markdown]
 # ## 2. PPO needs twice DPO's model states
 #
