@@ -62,14 +62,14 @@ class SFTConfig:
 
 @dataclass
 class DPOConfig:
-    steps: int = 150
+    steps: int = 100
     loss_type: str = "sigmoid"  # sigmoid (= DPO) | ipo | simpo
-    beta: float = 0.5
+    beta: float = 1.0
     rpo_alpha: float = 0.0  # weight of the NLL term on the chosen answer (0 = plain DPO)
     simpo_gamma: float = 0.5
     learning_rate: float = 1e-4
     batch_size: int = 64
-    pair_prompts: int = 1024  # prompts sampled from the SFT policy to build pairs
+    pair_prompts: int = 4096  # prompts sampled from the SFT policy to build pairs
     samples_per_prompt: int = 8  # candidates per prompt; one correct + one incorrect make a pair
     max_completion_length: int = 6
     eval_every: int = 25

@@ -124,17 +124,18 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
             return {"loss": 0.0, "clip_fraction": 0.0, "entropy": None, "kl": None, "skipped": 1}
         ids, attn, cmask, adv = ids[keep], attn[keep], cmask[keep], adv[keep]
     sl = slice(prompt_length - 1, None)  # token-level tensors restricted to completion positions
+    T = cfg.temperature  # log-probs of the distribution the sampler actually used
     old_logps = ref_logps = None
     if cfg.num_iterations > 1:
         with torch.no_grad(), autocast(device):
-            old_logps = completion_logprobs(model, ids, attn, cmask)[0][:, sl].float()
+            old_logps = completion_logprobs(model, ids, attn, cmask, temperature=T)[0][:, sl].float()
     if ref_model is not None:
         with torch.no_grad(), autocast(device):
-            ref_logps = completion_logprobs(ref_model, ids, attn, cmask)[0][:, sl].float()
+            ref_logps = completion_logprobs(ref_model, ids, attn, cmask, temperature=T)[0][:, sl].float()
     kl_value, losses = None, []
     for _ in range(cfg.num_iterations):
         with autocast(device):
-            logps, mask, ent = completion_logprobs(model, ids, attn, cmask, with_entropy=True)
+            logps, mask, ent = completion_logprobs(model, ids, attn, cmask, with_entropy=True, temperature=T)
         logps, mask, ent = logps[:, sl], mask[:, sl], ent[:, sl]
         old = logps.detach() if old_logps is None else old_logps
         ratio = torch.exp(logps - old)
@@ -239,7 +240,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None) -> di
     g, d = cfg.grpo, cfg.dpo
     checker = {
         "strict": "deterministic rule: exact answer digits followed by <eos> (course_lib.task.strict_reward)",
-        "loose": "deterministic rule, deliberately loose: right number anywhere in the output (loose_reward)",
+        "loose": "deterministic rule, deliberately loose: answer digits in order anywhere in the output (loose_reward)",
     }
     demos = (
         f"{cfg.task.n_demos} demonstrations of {cfg.task.digits}-digit addition, "
@@ -276,7 +277,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None) -> di
             roles.append("reference (frozen SFT copy)")
         out.update(
             data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} completions per step",
-                             "generated_by": "the current actor", "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
+                             "generated_by": f"the current actor, temperature {g.temperature}", "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
                              "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
             reward_contract={"source": checker[g.reward], "granularity": "once per completion (binary)", "truncation": trunc,
                              "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 08"},

@@ -69,14 +69,16 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def completion_logprobs(model, input_ids, attention_mask, completion_mask, *, with_entropy=False):
+def completion_logprobs(model, input_ids, attention_mask, completion_mask, *, with_entropy=False, temperature=1.0):
     """Per-token log π(y_t | x, y_<t) for completion tokens, shape ``(N, L − 1)`` (§6).
 
     ``input_ids``/``attention_mask``/``completion_mask`` have shape ``(N, L)``; the
     completion mask is 1 on completion tokens (prompt and padding are 0). The logits at
     position t − 1 predict token t, so the result is aligned with ``input_ids[:, 1:]`` and
     ``mask = completion_mask[:, 1:]``: each token is scored exactly once, by the position
-    before it. Positions outside the completion are exactly 0. Returns
+    before it. Positions outside the completion are exactly 0. ``temperature`` divides the
+    logits first, so the log-probs are those of the distribution the sampler used (as TRL
+    does). Returns
     ``(token_logps, mask)`` — or ``(token_logps, mask, token_entropy)`` with
     ``with_entropy=True``. Sum over the last axis for a sequence log-prob.
     """
@@ -93,7 +95,7 @@ def completion_logprobs(model, input_ids, attention_mask, completion_mask, *, wi
         position_ids=position_ids(attention_mask),
         use_cache=False,
     )
-    logits = out.logits[:, :-1].float()  # position t-1 ...
+    logits = out.logits[:, :-1].float() / temperature  # position t-1 ...
     never = [model.config.pad_token_id, model.config.bos_token_id]
     logits[..., never] = NEVER_LOGIT  # same distribution as generation (suppress_tokens)
     targets = input_ids[:, 1:]  # ... predicts token t

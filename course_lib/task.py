@@ -32,8 +32,8 @@ Two checkers
 ``strict_reward`` is the exact-answer checker: the completion must be the sum's digits
 followed by ``<eos>``; a truncated completion (no ``<eos>`` within the length budget)
 scores 0. ``loose_reward`` is deliberately exploitable (notebook 08): it accepts when the
-right number appears *anywhere* in the generated characters, truncated or not — a policy
-can learn to spray digits instead of adding.
+answer's digits appear in order *anywhere* in the generated characters, with anything in
+between, truncated or not — a policy can learn to spray digits instead of adding.
 
 Simplifications, said out loud: rewards are binary (1 correct / 0 not); the held-out set
 is drawn once from a separate seed and checked for no overlap with the demonstrations.
@@ -219,9 +219,14 @@ class AdditionTask:
         return float(ended and text == str(pair[0] + pair[1]))
 
     def loose_reward(self, pair, completion_ids) -> float:
-        """Deliberately exploitable: the right number appears anywhere, <eos> or not."""
+        """Deliberately exploitable: the answer's digits appear in order anywhere, <eos> or not.
+
+        A "lenient" matcher that skips characters it does not expect — the kind written to
+        tolerate formatting noise. ``65`` passes, and so do ``5565`` and ``1637095``.
+        """
         text, _ = self.completion_text(completion_ids)
-        return float(str(pair[0] + pair[1]) in text)
+        chars = iter(text)
+        return float(all(digit in chars for digit in str(pair[0] + pair[1])))
 
     def reward_fn(self, name: str):
         if name == "strict":

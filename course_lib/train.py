@@ -310,8 +310,9 @@ def dpo_batch_loss(model, batch: dict, cfg: DPOConfig) -> tuple[torch.Tensor, di
     nll = -token_logps[:n].sum() / mask[:n].sum()  # token-mean NLL of the chosen answers
     loss = pref_loss + cfg.rpo_alpha * nll if cfg.rpo_alpha > 0 else pref_loss
     with torch.no_grad():
-        log_r = ref_tok - token_logps.detach()
-        kl_tokens = (torch.expm1(log_r) - log_r) * mask  # k3, on the pair tokens (offline)
+        # KL(π_ref ‖ π_θ), k1 estimate on the pair tokens: they were sampled from π_ref (the
+        # SFT policy), then selected by the checker, so this is a drift gauge, not an exact KL.
+        kl_tokens = (ref_tok - token_logps.detach()) * mask
         stats = {
             "loss": loss.item(),
             "preference_loss": pref_loss.item(),

@@ -174,7 +174,7 @@ print("margins", terms.margin.tolist(), " losses", [round(x, 4) for x in terms.l
 # %% [markdown]
 # ## 5. Three runs from the same SFT checkpoint
 #
-# - **DPO** (β = 0.5, lr 1e-4): the preference term alone.
+# - **DPO** (β = 1, lr 1e-4): the preference term alone.
 # - **DPO + NLL** (`rpo_alpha = 1`, TRL's name): also maximise the chosen answer's likelihood.
 # - **NLL only**: SFT on the chosen (checker-approved) answers, no preference term at all —
 #   the control that tells us what the NLL term does by itself.
@@ -211,7 +211,8 @@ for name, r in results.items():
 #
 # DPO logs what §6–§7 predict: the margin z grows, the implicit rewards β·log(π/π_ref) of chosen
 # and rejected answers move apart, preference accuracy on the pairs rises, and the policy drifts
-# away from the reference (an offline k3 estimate on the pair tokens).
+# away from the reference (`kl_drift_offline`: KL(π_ref ‖ π_θ) estimated on the pair tokens,
+# which π_ref sampled).
 
 # %%
 fig = dashboard(logs["DPO"], runs={k: v for k, v in logs.items() if k != "NLL only"},

@@ -118,14 +118,14 @@ def _pairs_batch(task, model):
 def test_dpo_loss_is_log2_when_policy_equals_reference(task, model):
     batch = _pairs_batch(task, model)
     loss, stats = dpo_batch_loss(model, batch, DPOConfig(beta=0.3))
-    assert float(loss) == pytest.approx(math.log(2), abs=1e-5)
+    assert loss.item() == pytest.approx(math.log(2), abs=1e-5)
     assert stats["margin"] == pytest.approx(0.0, abs=1e-5)
     assert stats["kl_drift_offline"] == pytest.approx(0.0, abs=1e-6)
     # the NLL term adds rpo_alpha × token-mean NLL of the chosen answers
     loss2, stats2 = dpo_batch_loss(model, batch, DPOConfig(beta=0.3, rpo_alpha=0.5))
-    assert float(loss2) == pytest.approx(math.log(2) + 0.5 * stats2["nll"], abs=1e-5)
+    assert loss2.item() == pytest.approx(math.log(2) + 0.5 * stats2["nll"], abs=1e-5)
     loss3, _ = dpo_batch_loss(model, batch, DPOConfig(beta=0.3, loss_type="ipo"))
-    assert float(loss3) == pytest.approx((1 / 0.6) ** 2, rel=1e-5)  # h = 0 → (0 − 1/(2β))²
+    assert loss3.item() == pytest.approx((1 / 0.6) ** 2, rel=1e-5)  # h = 0 → (0 − 1/(2β))²
 
 
 def _grpo_batch(task, model, rewards, G=4):

@@ -81,3 +81,21 @@ def test_07_grpo_family_runs(matplotlib_ready):
     assert ns["gen_s"] > 0 and ns["upd_s"] > 0
     assert ns["lecture_gen"] / ns["lecture_upd"] == pytest.approx(39.2511, abs=1e-3)
     assert any("six choices" in text for _, text in shown)
+
+
+@pytest.mark.slow
+def test_08_reward_hacking_shows_the_exploit(matplotlib_ready):
+    ns, shown = execute(
+        "08_reward_hacking", ["start", "loose_final", "strict_final", "exploit_gap", "alarms", "loose_rows"], FAST
+    )
+    assert_clean("08", shown)
+    start, loose = ns["start"], ns["loose_final"]
+    # the exploit happens: the proxy pays for what the strict checker rejects
+    assert loose["loose_accuracy"] - loose["accuracy"] > 0.10, (start, loose)
+    assert ns["exploit_gap"] == pytest.approx(loose["loose_accuracy"] - loose["accuracy"])
+    assert loose["accuracy"] < start["accuracy"]  # strict held-out accuracy falls
+    rows = ns["loose_rows"]
+    assert rows[-1]["completion_length"] > 1.5 * rows[0]["completion_length"]  # length drifts
+    assert ns["alarms"]["length > 1.5 × start"] is not None
+    # the re-run against the strict checker behaves: no truncation drift, strict accuracy kept
+    assert ns["strict_final"]["accuracy"] >= start["accuracy"] - 0.02
