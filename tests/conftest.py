@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -37,5 +38,7 @@ def matplotlib_ready() -> None:
 def report_line(config: pytest.Config, line: str) -> None:
     """Print a line in pytest's terminal summary even when output is captured."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None:
-        reporter.write_line(line)
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.write_line(line)
