@@ -39,8 +39,9 @@ def _rewards(rewards) -> tuple[torch.Tensor, bool]:
 def grpo_advantages(rewards, *, ddof: int = 0, on_degenerate: str = "raise"):
     """GRPO advantages (r_i − mean) / std over each group (the last axis), §9.
 
-    ``ddof=0`` is the population std the lecture uses; ``ddof=1`` rescales every advantage
-    by √(G/(G−1)) relative to it — a different update size at the same learning rate.
+    ``ddof=0`` is the population std the lecture uses; ``ddof=1`` divides by a larger std and
+    so multiplies every advantage by √((G−1)/G) (√(7/8) for G=8) — a different update size at
+    the same learning rate.
     ``on_degenerate``: ``"raise"`` (default) raises ValueError on a zero-variance group;
     ``"zeros"`` gives that group zero advantages. TRL: ``scale_rewards="group"``.
     Example: [1,0,0,1,0,0,1,0] → successes +1.291, failures −0.775.
