@@ -141,8 +141,10 @@ def run(
             data = {k[5:]: v for k, v in state.items() if k.startswith("data_")}
         else:
             say("[course_lib] sampling preference pairs from the SFT policy, caching reference log-probs")
+            t0 = time.perf_counter()
             data = build_preference_pairs(model, task, cfg.dpo, generator=data_gen)
             data.update(reference_logprobs(model, data))
+            data["pair_seconds"] = time.perf_counter() - t0  # counted in rl_seconds: DPO's data cost
             say(f"[course_lib] {data['n_pairs']} pairs from {data['n_prompts']} prompts")
         extra = {f"data_{k}": v for k, v in data.items()}
         res = train_dpo(
@@ -157,7 +159,7 @@ def run(
             show_progress=show_progress,
         )
     final = evaluate(model, task, max_completion_length=cfg.grpo.max_completion_length if kind == "grpo" else None)
-    rl_seconds = res["rl_seconds"]
+    rl_seconds = res["rl_seconds"] + (data["pair_seconds"] if kind == "dpo" else 0.0)
 
     # --- the control: the same wall-clock spent on more SFT --------------------------------
     control_accuracy = None

@@ -54,10 +54,10 @@ REWARDS = ("strict", "loose")
 
 @dataclass
 class SFTConfig:
-    steps: int = 700
+    steps: int = 1200
     batch_size: int = 64
     learning_rate: float = 1e-3
-    eval_every: int = 100
+    eval_every: int = 200
 
 
 @dataclass
@@ -77,7 +77,7 @@ class DPOConfig:
 
 @dataclass
 class GRPOConfig:
-    steps: int = 100
+    steps: int = 300
     batch_prompts: int = 32  # B
     num_generations: int = 8  # G
     learning_rate: float = 3e-4
@@ -94,7 +94,7 @@ class GRPOConfig:
     mask_truncated: bool = False
     temperature: float = 1.0
     reward: str = "strict"  # strict | loose (notebook 08)
-    eval_every: int = 10
+    eval_every: int = 20
 
 
 @dataclass

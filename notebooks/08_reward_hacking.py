@@ -74,6 +74,8 @@ from course_lib.train import MetricsLog, evaluate, sample_completions, train_sft
 
 FAST = os.environ.get("COURSE_FAST") == "1"
 cfg = get_config("cpu")
+if FAST:
+    cfg.task.n_heldout = 200  # fewer held-out prompts: cheaper evaluations
 SEED = 0
 SFT_STEPS = 300  # a weak starting policy: the honest route is hard, the exploit is near
 RL_STEPS = 25 if FAST else 40
