@@ -25,8 +25,9 @@ import sys
 if importlib.util.find_spec("course_lib") is None:
     source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, "--no-deps", source], check=True)
-    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True)
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}  # Colab runs pip as root: no warning
+    subprocess.run([*pip, "--no-deps", source], check=True, env=env)
+    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device
