@@ -38,13 +38,15 @@ def dashboard(rows: list[dict], *, title: str = "", baseline_accuracy: float | N
     nrows = -(-n // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(3.4 * cols, 2.6 * nrows), squeeze=False)
     for ax, (name, keys, ylabel) in zip(axes.flat, present):
-        for run_name, run_rows in runs.items():
-            for key in keys:
+        for r, (run_name, run_rows) in enumerate(runs.items()):
+            for k, key in enumerate(keys):
                 xs, ys = _series(run_rows, key)
                 if xs:
+                    # one run: a colour per metric; several runs: a colour per run, a dash per metric
+                    color = f"C{k}" if len(runs) == 1 else f"C{r}"
+                    dash = "-" if len(runs) == 1 else ("-", "--", ":")[k % 3]
                     label = key if len(runs) == 1 else f"{run_name}: {key}"
-                    style = "o-" if len(xs) < 40 else "-"
-                    ax.plot(xs, ys, style, ms=3, lw=1.2, label=label)
+                    ax.plot(xs, ys, dash, color=color, marker="o" if len(xs) < 40 else None, ms=3, lw=1.2, label=label)
         if name == "accuracy" and baseline_accuracy is not None:
             ax.axhline(baseline_accuracy, color="grey", ls="--", lw=1, label="SFT baseline")
         ax.set_title(name, fontsize=10)

@@ -239,3 +239,24 @@ def test_gpu_config_builds_and_steps_on_cpu():
     g = GRPOConfig(**{**cfg.grpo.__dict__, "batch_prompts": 2})
     roll = collect_rollouts(m, task, g, torch.Generator().manual_seed(0))
     assert roll["stats"]["groups_sampled"] == 2
+
+
+def test_clipped_objective_gradient_changes_only_outside_the_interval():
+    """As the trainer composes it: clipped_surrogate then aggregate, gradients w.r.t. log π."""
+    from course_lib.policy_loss import aggregate, clipped_surrogate
+
+    old = torch.zeros(1, 6)
+    logp = torch.log(torch.tensor([[0.9, 1.1, 1.5, 0.5, 1.5, 0.5]])).requires_grad_(True)
+    adv = torch.tensor([[1.0, -1.0, 1.0, -1.0, -1.0, 1.0]])  # per token, for the test
+    mask = torch.ones(1, 6)
+    ratio = torch.exp(logp - old)
+    clipped = -aggregate(clipped_surrogate(ratio, adv, eps_low=0.2, eps_high=0.2), mask, unit="token_mean")
+    (g_clip,) = torch.autograd.grad(clipped, logp)
+    plain = -aggregate(torch.exp(logp - old) * adv, mask, unit="token_mean")
+    (g_plain,) = torch.autograd.grad(plain, logp)
+    inside = torch.tensor([True, True, False, False, False, False])
+    against = torch.tensor([False, False, False, False, True, True])  # outside, but moving back
+    along = ~inside & ~against  # outside in the advantage's direction: clipped
+    assert torch.allclose(g_clip[0, inside], g_plain[0, inside])
+    assert torch.allclose(g_clip[0, against], g_plain[0, against])
+    assert torch.all(g_clip[0, along] == 0) and torch.all(g_plain[0, along] != 0)
