@@ -55,7 +55,7 @@ def reward_model_loss(reward_chosen, reward_rejected, *, reduction: str = "mean"
     if reduction not in ("mean", "none"):
         raise ValueError(f"reduction must be 'mean' or 'none'; got {reduction!r}")
     (rw, rl), as_tensor = tensors(reward_chosen=reward_chosen, reward_rejected=reward_rejected)
-    loss = F.softplus(-(rw - rl))  # = −log σ(r_w − r_l), stable for large gaps
+    loss = -F.logsigmoid(rw - rl)  # stable for large gaps, exact gradient
     if reduction == "mean":
         loss = loss.mean()
     return output(loss, as_tensor)
@@ -94,7 +94,7 @@ def dpo_terms(
     z = beta * ((pw - rw) - (pl - rl))
     return DPOTerms(
         margin=output(z, as_tensor),
-        loss=output(F.softplus(-z), as_tensor),
+        loss=output(-F.logsigmoid(z), as_tensor),
         slope=output(torch.sigmoid(-z), as_tensor),
     )
 
@@ -164,7 +164,7 @@ def simpo_loss(
         rejected_lengths=rejected_lengths,
     )
     margin = beta * (pw / nw - pl / nl) - gamma
-    return output(F.softplus(-margin), as_tensor)
+    return output(-F.logsigmoid(margin), as_tensor)
 
 
 def orpo_loss(
@@ -196,7 +196,7 @@ def orpo_loss(
     def log_odds(m):
         return m - torch.log(-torch.expm1(m))  # log P − log(1 − P), stable
 
-    penalty = F.softplus(-(log_odds(mw) - log_odds(ml)))
+    penalty = -F.logsigmoid(log_odds(mw) - log_odds(ml))
     return output(-mw + beta * penalty, as_tensor)
 
 

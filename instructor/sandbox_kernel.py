@@ -31,6 +31,7 @@ import resource
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 
 SANDBOX_USER = "nobody"
 INSIDE = "/tmp/work"  # where the kernel's private working directory appears inside the sandbox
@@ -56,9 +57,14 @@ def bwrap_command(workdir: str, hide: list[str], argv: list[str]) -> list[str]:
     for path in sorted({os.path.realpath(p) for p in [*hide, home, "/root"] if p and os.path.isdir(p)}):
         if path != "/":
             cmd += ["--tmpfs", path]
-    for path in _python_paths():  # put the Python environment back, read-only
+    cmd += ["--perms", "1777", "--tmpfs", "/tmp"]
+    # put the Python environment back, read-only, after every tmpfs (it may live under /tmp)
+    for path in _python_paths():
+        parents = [p for p in Path(path).parents if str(p) != "/"]
+        for parent in reversed(parents):  # traversable by the sandbox user, even inside a tmpfs
+            cmd += ["--perms", "0755", "--dir", str(parent)]
         cmd += ["--ro-bind", path, path]
-    cmd += ["--perms", "1777", "--tmpfs", "/tmp", "--bind", workdir, INSIDE, "--chdir", INSIDE]
+    cmd += ["--bind", workdir, INSIDE, "--chdir", INSIDE]
     cmd += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
     if os.geteuid() == 0:
         user = pwd.getpwnam(SANDBOX_USER)
