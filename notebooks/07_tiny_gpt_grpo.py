@@ -186,6 +186,9 @@ fig = dashboard(logs["GRPO"], runs=logs, title="GRPO family, same budget", basel
 plt.show()
 
 # %% [markdown]
+# The zero-variance column counts every group sampled; for the DAPO run that includes the groups
+# it discarded and replaced, so a high value there means extra generation, not wasted updates.
+#
 # One run per variant is one draw: curves this small are noisy (20-point swings between
 # evaluations happen), so do not rank the variants from a single seed. The README reports medians
 # over seeds. What *is* robust: all of them beat the SFT baseline, because the checker fixes the
