@@ -9,9 +9,10 @@ import sys
 import pytest
 import torch
 
-from course_lib.__main__ import main, run
+from course_lib.__main__ import main
 from course_lib.configs import get_config
-from course_lib.train import load_checkpoint
+from course_lib.pipeline import run
+from course_lib.runtime import CHECKPOINT_FORMAT, load_checkpoint
 
 TIMING = ("seconds", "per_second")
 
@@ -34,7 +35,7 @@ def test_cli_grpo_end_to_end_with_control(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr and "warn" not in proc.stderr.lower()
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("baseline_accuracy", "final_accuracy", "rl_seconds", "wall_seconds", "device", "passport", "control_accuracy"):
+    for key in ("sft_accuracy", "final_accuracy", "rl_seconds", "wall_seconds", "device", "passport", "control_accuracy"):
         assert key in summary
     assert 0 <= summary["final_accuracy"] <= 1 and summary["device"] == "cpu"
     assert summary["passport"]["optimisation"]["advantage"].startswith("RLOO")
@@ -64,15 +65,25 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, kind):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def _exit_code(argv) -> int:
+    """main's return code, or argparse's exit code for a rejected command line."""
+    try:
+        return main(argv)
+    except SystemExit as stop:
+        return stop.code
+
+
 def test_bad_options_give_clear_errors(tmp_path, capsys):
-    assert main(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--unit", "per_prompt"]) == 2
-    assert "grpo.unit must be one of" in capsys.readouterr().err
-    assert main(["train", "grpo", "--config", "nope", "--out", str(tmp_path)]) == 2
-    assert "config must be one of" in capsys.readouterr().err
-    assert main(["train", "sft", "--config", "test", "--out", str(tmp_path), "--beta", "0.1"]) == 2
-    assert "does not apply to 'sft'" in capsys.readouterr().err
-    assert main(["train", "grpo", "--resume", str(tmp_path / "missing")]) == 2
+    assert _exit_code(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--unit", "per_prompt"]) == 2
+    assert "invalid choice: 'per_prompt'" in capsys.readouterr().err
+    assert _exit_code(["train", "grpo", "--config", "nope", "--out", str(tmp_path)]) == 2
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+    assert _exit_code(["train", "sft", "--config", "test", "--out", str(tmp_path), "--beta", "0.1"]) == 2
+    assert "unrecognized arguments: --beta" in capsys.readouterr().err
+    assert _exit_code(["train", "grpo", "--resume", str(tmp_path / "missing")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+    assert _exit_code(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--temperature", "0"]) == 2
+    assert "grpo.temperature must be > 0" in capsys.readouterr().err
 
 
 def test_bad_checkpoints_give_clear_errors(tmp_path):
@@ -83,6 +94,6 @@ def test_bad_checkpoints_give_clear_errors(tmp_path):
     torch.save({"weights": torch.zeros(2)}, junk)
     with pytest.raises(ValueError, match="format tag"):
         load_checkpoint(junk)
-    torch.save({"format": "course_lib-tinygpt-1", "kind": "dpo"}, junk)
+    torch.save({"format": CHECKPOINT_FORMAT, "kind": "dpo"}, junk)
     with pytest.raises(ValueError, match="holds a 'dpo' checkpoint"):
         load_checkpoint(junk, kind="grpo")

@@ -8,19 +8,21 @@ import math
 import pytest
 import torch
 
-from course_lib.configs import GRPOConfig, RunConfig, get_config, validate
-from course_lib.grpo import collect_rollouts, passport, policy_step
-from course_lib.model import (
-    ModelConfig,
-    build_model,
-    completion_logprobs,
-    completion_masks,
-    generate,
-)
+from course_lib.configs import DPOConfig, GRPOConfig, RunConfig, get_config, validate
+from course_lib.dpo import dpo_batch_loss
+from course_lib.grpo import policy_step
+from course_lib.model import ModelConfig, build_model, completion_logprobs
+from course_lib.passport import passport
+from course_lib.rewards import resolve_reward
+from course_lib.rollout import collect_rollouts, completion_masks, generate
+from course_lib.runtime import make_optimizer
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
-from course_lib.train import DPOConfig, dpo_batch_loss, make_optimizer
 
 TINY = ModelConfig(n_layer=1, n_embd=32, n_head=2, n_positions=32)
+
+
+def STRICT(task):
+    return resolve_reward("strict", task)
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +152,7 @@ def test_grpo_equal_rewards_give_zero_policy_gradient(task, model, advantage):
     out = policy_step(model, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(float(g.abs().max()) == 0.0 for g in grads)
-    assert out["loss"] == 0.0
+    assert float(out["loss"]) == 0.0
 
 
 def test_grpo_equal_rewards_with_kl_leave_only_the_kl_gradient(task, model):
@@ -173,35 +175,36 @@ def test_grpo_equal_rewards_with_kl_leave_only_the_kl_gradient(task, model):
     kl = ((torch.expm1(log_r) - log_r) * mask[:, sl]).sum() / mask[:, sl].sum()
     (0.1 * kl).backward()
     want = [p.grad for p in model.parameters()]
-    assert out["kl"] > 0
+    assert float(out["kl"]) > 0
     assert max(float((g - w).abs().max()) for g, w in zip(got, want)) < 1e-6
     assert max(float(w.abs().max()) for w in want) > 1e-6
 
 
 def test_clipping_changes_gradients_only_outside_the_interval(task, model):
     """μ=2: on the second pass, tokens whose ratio left [1−ε, 1+ε] in the advantage's direction
-    stop contributing; with a huge ε nothing is clipped."""
+    stop contributing; with a huge interval nothing is clipped."""
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
     results = {}
-    for eps in (1e-4, 0.9):
+    for eps, eps_high in ((1e-4, 1e-4), (0.99, 100.0)):
         m = copy.deepcopy(model)
         batch = _grpo_batch(task, m, rewards)
-        cfg = GRPOConfig(num_generations=4, num_iterations=2, epsilon=eps, epsilon_high=eps, max_completion_length=5, learning_rate=1e-2)
+        cfg = GRPOConfig(num_generations=4, num_iterations=2, epsilon=eps, epsilon_high=eps_high, max_completion_length=5,
+                         learning_rate=1e-2)
         opt = make_optimizer(m, 1e-2)
         results[eps] = policy_step(m, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
-    assert results[1e-4]["clip_fraction"] > 0.5
-    assert results[0.9]["clip_fraction"] == 0.0
+    assert float(results[1e-4]["clip_fraction"]) > 0.5
+    assert float(results[0.99]["clip_fraction"]) == 0.0
 
 
 def test_zero_variance_policies(task, model):
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     base = GRPOConfig(batch_prompts=4, num_generations=4, max_completion_length=5)
-    keep = collect_rollouts(model, task, base, gen)  # untrained model: every group scores 0
+    keep = collect_rollouts(model, task, base, gen, STRICT(task))  # untrained model: every group scores 0
     assert keep["stats"]["zero_variance_rate"] == 1.0 and keep["batch"]["rewards"].shape == (4, 4)
-    drop = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "drop"}), gen)
+    drop = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "drop"}), gen, STRICT(task))
     assert "batch" not in drop and drop["stats"]["groups_used"] == 0
-    res = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "resample", "max_resample_rounds": 2}), gen)
+    res = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "resample", "max_resample_rounds": 2}), gen, STRICT(task))
     assert res["stats"]["groups_sampled"] == 12  # 1 + 2 extra rounds, still nothing informative
 
 
@@ -237,7 +240,7 @@ def test_gpu_config_builds_and_steps_on_cpu():
     torch.manual_seed(0)
     m = build_model(cfg.model, task.tokenizer)
     g = GRPOConfig(**{**cfg.grpo.__dict__, "batch_prompts": 2})
-    roll = collect_rollouts(m, task, g, torch.Generator().manual_seed(0))
+    roll = collect_rollouts(m, task, g, torch.Generator().manual_seed(0), STRICT(task))
     assert roll["stats"]["groups_sampled"] == 2
 
 
