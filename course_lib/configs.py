@@ -173,9 +173,12 @@ def validate(cfg: RunConfig) -> RunConfig:
         (g.num_generations >= 2, f"grpo.num_generations must be >= 2 (a group needs a baseline); got {g.num_generations}"),
         (g.batch_prompts >= 1, f"grpo.batch_prompts must be >= 1; got {g.batch_prompts}"),
         (g.max_resample_rounds >= 0, f"grpo.max_resample_rounds must be >= 0; got {g.max_resample_rounds}"),
-        (0 <= g.epsilon < 1, f"grpo.epsilon must lie in [0, 1); got {g.epsilon}"),
+        (g.epsilon >= 0, f"grpo.epsilon must be >= 0 (>= 1 means no lower clip, as in TRL); got {g.epsilon}"),
         (g.epsilon_high >= 0, f"grpo.epsilon_high must be >= 0; got {g.epsilon_high}"),
         (g.beta >= 0, f"grpo.beta must be >= 0; got {g.beta}"),
+        (not (g.beta > 0 and g.kl_placement == "loss" and g.kl_estimator == "k1"),
+         "grpo.kl_estimator 'k1' in the loss has zero expected gradient on on-policy samples (E[∇k1] = 0): it "
+         "adds noise and no pull towards the reference. Use k2 or k3 in the loss, or k1 with kl_placement='reward'"),
         (g.temperature > 0, f"grpo.temperature must be > 0 (0 would divide the logits by zero); got {g.temperature}"),
         (g.num_iterations >= 1, f"grpo.num_iterations must be >= 1; got {g.num_iterations}"),
         (d.beta > 0, f"dpo.beta must be > 0; got {d.beta}"),

@@ -114,16 +114,18 @@ def reference_logprobs(model, data: dict, *, prompt_length: int = 1, batch_size:
     return out
 
 
-def dpo_batch_loss(model, batch: dict, cfg: DPOConfig, *, prompt_length: int = 1) -> tuple[torch.Tensor, dict]:
+def dpo_batch_loss(model, batch: dict, cfg: DPOConfig, *, prompt_length: int = 1,
+                   validate: bool = True) -> tuple[torch.Tensor, dict]:
     """Loss and logged quantities for one batch of pairs (chosen and rejected in one forward).
 
     ``prompt_length`` must match the one the cached reference log-probs were computed with.
+    ``validate=False`` skips the input checks of the log-prob, NLL and KL helpers (hot loop).
     """
     n = batch["chosen_ids"].shape[0]
     ids = torch.cat([batch["chosen_ids"], batch["rejected_ids"]])
     attn = torch.cat([batch["chosen_attention"], batch["rejected_attention"]])
     comp = torch.cat([batch["chosen_completion"], batch["rejected_completion"]])
-    token_logps, mask = completion_logprobs(model, ids, attn, comp, start=prompt_length)
+    token_logps, mask = completion_logprobs(model, ids, attn, comp, start=prompt_length, validate=validate)
     seq = token_logps.sum(-1)
     lengths = mask.sum(-1)
     pw, pl = seq[:n], seq[n:]
@@ -137,17 +139,17 @@ def dpo_batch_loss(model, batch: dict, cfg: DPOConfig, *, prompt_length: int = 1
         pref_loss = ipo_loss(pw, pl, rw, rl, beta=cfg.beta).mean()
     else:  # simpo: no reference in the loss
         pref_loss = simpo_loss(pw, pl, lengths[:n], lengths[n:], beta=cfg.beta, gamma=cfg.simpo_gamma).mean()
-    nll = aggregate(-token_logps[:n], mask[:n], unit="token_mean")  # NLL of the chosen answers
+    nll = aggregate(-token_logps[:n], mask[:n], unit="token_mean", validate=validate)  # NLL of the chosen answers
     loss = pref_loss + cfg.rpo_alpha * nll if cfg.rpo_alpha > 0 else pref_loss
     with torch.no_grad():
         # KL(π_ref ‖ π_θ) on the pair tokens, which π_ref (the SFT policy) sampled: the k1
         # estimator with the roles of the two policies swapped. The checker selected the
         # tokens afterwards, so this is a drift gauge, not an exact KL.
-        drift = kl_estimate(ref_tok, token_logps.detach(), estimator="k1")
+        drift = kl_estimate(ref_tok, token_logps.detach(), estimator="k1", validate=validate)
         stats = torch.stack([
             loss, pref_loss, nll, terms.margin.mean(), (terms.margin > 0).float().mean(),
             implicit_reward(pw, rw, cfg.beta).mean(), implicit_reward(pl, rl, cfg.beta).mean(),
-            pw.mean(), pl.mean(), aggregate(drift, mask, unit="token_mean"),
+            pw.mean(), pl.mean(), aggregate(drift, mask, unit="token_mean", validate=validate),
         ]).tolist()
     names = ("loss", "preference_loss", "nll", "margin", "preference_accuracy", "reward_chosen", "reward_rejected",
              "logp_chosen", "logp_rejected", "kl_drift_offline")
@@ -188,6 +190,7 @@ def train_dpo(
         step, seconds = state["step"], state["seconds"]
     total = cfg.steps if steps is None else steps
     n_pairs = data["chosen_ids"].shape[0]
+    first = step  # the first step checks its inputs; the hot loop then skips the checks
     bar = progress(total, "dpo", show_progress, initial=step)
     model.train()
     while step < total:
@@ -195,7 +198,7 @@ def train_dpo(
         idx = torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator)
         batch = {k: v[idx].to(device) for k, v in data.items() if isinstance(v, torch.Tensor)}
         with autocast(device):
-            loss, stats = dpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length)
+            loss, stats = dpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length, validate=step == first)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         clip_gradients(model, max_grad_norm)

@@ -37,7 +37,7 @@ from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_adva
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
-from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate
+from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate, kl_shaped_rewards
 from course_lib.rewards import resolve_reward
 from course_lib.rollout import collect_rollouts, sequence_logprobs
 from course_lib.runtime import (
@@ -56,65 +56,75 @@ from course_lib.task import AdditionTask
 ADVANTAGE_FUNCTIONS = {"grpo": grpo_advantages, "rloo": rloo_advantages, "dr_grpo": dr_grpo_advantages}
 
 
-def compute_advantages(rewards: torch.Tensor, kind: str) -> torch.Tensor:
-    """(n_groups, G) rewards → advantages, zero-variance groups giving zeros for ``grpo``."""
+def compute_advantages(rewards: torch.Tensor, kind: str, *, validate: bool = True) -> torch.Tensor:
+    """(n_groups, G) rewards → advantages; zero-variance groups (``zero_variance_groups``) give zeros."""
     if kind == "grpo":
-        return grpo_advantages(rewards, on_degenerate="zeros")
-    return ADVANTAGE_FUNCTIONS[kind](rewards)
+        return grpo_advantages(rewards, on_degenerate="zeros", validate=validate)
+    return ADVANTAGE_FUNCTIONS[kind](rewards, validate=validate)
 
 
-def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_length: int, max_grad_norm: float) -> dict:
+def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_length: int, max_grad_norm: float,
+                validate: bool = True) -> dict:
     """μ inner epochs of the clipped, optionally KL-regularised surrogate on one batch of groups.
 
+    ``batch`` is ``collect_rollouts``'s: ``input_ids``, ``attention_mask``, ``completion_mask``,
+    ``truncated`` (N,), ``rewards`` (n_groups, G). With ``ref_model`` the KL to the reference
+    is measured every step (k3 on the sampled tokens, per token) and, when ``cfg.beta > 0``,
+    enters either the loss (``kl_placement="loss"``: −β·k per token, differentiated) or the
+    reward (``"reward"``: ``kl_shaped_rewards`` before the baseline). With ``mask_truncated``
+    truncated completions keep their row and get a zero mask, so ``sequence_mean`` and
+    ``constant`` still divide by all rows (as Dr. GRPO publishes and TRL does).
+
     Returns the logged quantities as 0-d tensors (``loss`` averaged over the inner epochs;
-    ``clip_fraction``, ``entropy``, ``kl`` of the last one; ``kl`` is None without a reference):
-    reading them is the caller's host synchronisation, once per step.
+    ``clip_fraction`` and ``entropy`` of the last one): reading them is the caller's host
+    synchronisation, once per step. ``validate=False`` (the hot loop, after one validated
+    step) skips every input check, so the step never reads a tensor value on the host.
     """
     device = next(model.parameters()).device
-    adv = compute_advantages(batch["rewards"], cfg.advantage).flatten().to(device)
-    ids, attn, cmask = batch["input_ids"], batch["attention_mask"], batch["completion_mask"]
-    if cfg.mask_truncated:  # advantages were computed on whole groups; now drop truncated rows
-        keep = ~batch["truncated"].to(device)
-        if not bool(keep.any()):
-            return {"loss": torch.zeros(()), "clip_fraction": torch.zeros(()), "entropy": None, "kl": None, "skipped": 1}
-        ids, attn, cmask, adv = ids[keep], attn[keep], cmask[keep], adv[keep]
+    ids, attn, cmask = (batch[k].to(device) for k in ("input_ids", "attention_mask", "completion_mask"))
+    rewards = batch["rewards"].to(device)
     temperature = cfg.temperature  # log-probs of the distribution the sampler actually used
     ref_logps = None
     if ref_model is not None:
         ref_logps = sequence_logprobs(ref_model, {"input_ids": ids, "attention_mask": attn, "completion_mask": cmask},
                                       prompt_length=prompt_length, temperature=temperature)
-    old_logps, kl_value, losses = None, None, []
+    old_logps = adv = loss_mask = None
+    kl_value, losses = None, []
     for _ in range(cfg.num_iterations):
         with autocast(device):
             logps, mask, ent = completion_logprobs(model, ids, attn, cmask, with_entropy=True, temperature=temperature,
-                                                   start=prompt_length, validate=False)
-        if old_logps is None:  # epoch 1: the weights have not moved, so these are π_old
+                                                   start=prompt_length, validate=validate)
+        if old_logps is None:  # epoch 1: the weights have not moved, so these are π_old (no extra forward)
             old_logps = logps.detach()
+            loss_mask = mask * (~batch["truncated"].to(device))[:, None] if cfg.mask_truncated else mask
+            if ref_logps is not None:
+                kl_value = aggregate(kl_estimate(old_logps, ref_logps, "k3", validate=validate), mask,
+                                     unit="token_mean", validate=validate)
+                if cfg.beta > 0 and cfg.kl_placement == "reward":
+                    rewards = kl_shaped_rewards(rewards.flatten(), old_logps, ref_logps, mask, beta=cfg.beta,
+                                                estimator=cfg.kl_estimator, validate=validate).view_as(rewards)
+            adv = compute_advantages(rewards, cfg.advantage, validate=validate).flatten()
         ratio = torch.exp(logps - old_logps)
-        objective = clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high)
-        if ref_logps is not None:
-            kl_tok = kl_estimate(logps, ref_logps, estimator=cfg.kl_estimator)
-            objective = objective - cfg.beta * kl_tok
-            kl_value = aggregate(kl_tok.detach(), mask, unit="token_mean")
-        loss = -aggregate(objective, mask, unit=cfg.unit, max_length=cfg.max_completion_length)
+        objective, clipped = clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
+                                               return_clipped=True, validate=validate)
+        if ref_logps is not None and cfg.beta > 0 and cfg.kl_placement == "loss":
+            objective = objective - cfg.beta * kl_estimate(logps, ref_logps, cfg.kl_estimator, validate=validate)
+        loss = -aggregate(objective, loss_mask, unit=cfg.unit, max_length=cfg.max_completion_length, validate=validate)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         clip_gradients(model, max_grad_norm)
         opt.step()
         losses.append(loss.detach())
-    with torch.no_grad():  # diagnostics of the last inner epoch
-        a, r = adv[:, None], ratio.detach()
-        is_clipped = ((r > 1 + cfg.epsilon_high) & (a > 0)) | ((r < 1 - cfg.epsilon) & (a < 0))
-        clip_fraction = (is_clipped.float() * mask).sum() / mask.sum()
-        entropy = (ent * mask).sum() / mask.sum()
-    return {"loss": torch.stack(losses).mean(), "clip_fraction": clip_fraction, "entropy": entropy, "kl": kl_value,
-            "skipped": 0}
+    with torch.no_grad():  # diagnostics of the last inner epoch, over the tokens in the loss
+        clip_fraction = aggregate(clipped.to(mask.dtype), loss_mask, unit="token_mean", validate=validate)
+        entropy = aggregate(ent, mask, unit="token_mean", validate=validate)
+    return {"loss": torch.stack(losses).mean(), "clip_fraction": clip_fraction, "entropy": entropy, "kl": kl_value}
 
 
 def _as_floats(upd: dict) -> dict:
     """One host read for all the step's logged tensors."""
     names = [k for k, v in upd.items() if isinstance(v, torch.Tensor)]
-    values = torch.stack([upd[k].float().cpu() for k in names]).tolist() if names else []
+    values = torch.stack([upd[k].float() for k in names]).tolist() if names else []
     return {**upd, **dict(zip(names, values))}
 
 
@@ -137,8 +147,10 @@ def train_grpo(
 ) -> dict:
     """Run GRPO-family RL from the current weights of ``model`` (normally the SFT policy).
 
-    ``reference_state`` is the frozen reference's state dict (defaults to the starting
-    weights; unused when ``cfg.beta == 0``). ``state`` resumes optimizer, step and seconds
+    ``reference_state`` is the frozen reference's state dict: when given, or when
+    ``cfg.beta > 0`` (the starting weights are then the reference), a frozen copy is kept and
+    the KL to it is logged every step (``kl``); with β = 0 and no ``reference_state`` no
+    reference is kept and ``kl`` is None. ``state`` resumes optimizer, step and seconds
     (the caller restores RNG before calling). ``eval_fn(model) -> dict`` defaults to
     ``evaluate`` (held-out strict and loose accuracy). Runs until ``steps`` in total.
     ``checkpoint(step, optimizer, seconds)`` is called every ``checkpoint_every`` steps, at
@@ -147,7 +159,7 @@ def train_grpo(
     set_threads(threads)
     reward_fn = resolve_reward(cfg.reward, task)
     ref_model = None
-    if cfg.beta > 0:
+    if cfg.beta > 0 or reference_state is not None:
         ref_model = copy.deepcopy(model)
         if reference_state is not None:
             ref_model.load_state_dict(reference_state)
@@ -161,6 +173,7 @@ def train_grpo(
         step, seconds = state["step"], state["seconds"]
     total = cfg.steps if steps is None else steps
     bar = progress(total, f"grpo[{cfg.advantage}]", show_progress, initial=step)
+    validated = False  # the first policy step checks its inputs; the hot loop then skips the checks
     while step < total:
         t0 = time.perf_counter()
         rollout = collect_rollouts(model, task, cfg, generator, reward_fn)
@@ -169,11 +182,12 @@ def train_grpo(
         if "batch" in rollout:
             model.train()
             upd = policy_step(model, ref_model, opt, rollout["batch"], cfg, prompt_length=task.prompt_length,
-                              max_grad_norm=max_grad_norm)
+                              max_grad_norm=max_grad_norm, validate=not validated)
             model.eval()
-        else:
+            validated = True
+            upd = {**_as_floats(upd), "skipped": 0}
+        else:  # every group was dropped: nothing to learn from this step
             upd = {"loss": 0.0, "clip_fraction": 0.0, "entropy": None, "kl": None, "skipped": 1}
-        upd = _as_floats(upd)
         t2 = time.perf_counter()
         step += 1
         seconds += t2 - t0

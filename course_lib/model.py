@@ -68,6 +68,19 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def causal_attention(attention_mask: torch.Tensor) -> torch.Tensor:
+    """The (N, 1, L, L) boolean attention pattern: causal, padding keys hidden (True = attend).
+
+    Built from the 0/1 mask without reading its values, so transformers never inspects the mask
+    on the host to decide whether it may skip it (one synchronisation per layer call otherwise).
+    A position always sees itself, so a padding row never attends to nothing (no NaN).
+    """
+    length = attention_mask.shape[-1]
+    causal = torch.ones(length, length, dtype=torch.bool, device=attention_mask.device).tril()
+    diagonal = torch.eye(length, dtype=torch.bool, device=attention_mask.device)
+    return (causal & (attention_mask.bool()[:, None, :] | diagonal))[:, None]
+
+
 def completion_logprobs(
     model, input_ids, attention_mask, completion_mask, *, with_entropy=False, temperature=1.0, start=1, validate=True
 ):
@@ -97,7 +110,7 @@ def completion_logprobs(
         raise ValueError(f"completion_mask[:, :{start}] must be 0: positions before start are never scored")
     hidden = model.transformer(
         input_ids=input_ids,
-        attention_mask=attention_mask,
+        attention_mask=causal_attention(attention_mask),
         position_ids=position_ids(attention_mask),
         use_cache=False,
     ).last_hidden_state

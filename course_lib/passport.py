@@ -26,8 +26,12 @@ def reward_source(spec: str) -> str:
 
 
 def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threads: int | None = DEFAULT_THREADS,
-             device: str = "cpu") -> dict:
-    """What this run did, in the four groups of §17 plus the six choices of §12."""
+             device: str = "cpu", reference: bool | None = None) -> dict:
+    """What this run did, in the four groups of §17 plus the six choices of §12.
+
+    ``reference``: whether a GRPO run kept a frozen reference (default: when β > 0; the
+    pipeline always keeps one to log the KL).
+    """
     g, d = cfg.grpo, cfg.dpo
     demos = (
         f"{cfg.task.n_demos} demonstrations of {cfg.task.digits}-digit addition, "
@@ -57,18 +61,27 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
         zv = {"keep": "kept with zero advantage", "drop": "dropped from the batch",
               "resample": f"dropped and refilled with fresh prompts (DAPO dynamic sampling, ≤{g.max_resample_rounds} extra rounds)"}[g.zero_variance]
         adv = {"grpo": "GRPO (r − mean)/std, population std", "rloo": "RLOO leave-one-out", "dr_grpo": "Dr. GRPO r − mean, no std"}[g.advantage]
-        kl = f"in the loss, per token, beta={g.beta}, estimator {g.kl_estimator}" if g.beta > 0 else "none (beta=0, no reference model kept)"
+        reference = g.beta > 0 if reference is None else reference or g.beta > 0
+        if g.beta > 0 and g.kl_placement == "loss":
+            kl = f"in the loss, per token (differentiated), beta={g.beta}, estimator {g.kl_estimator}"
+        elif g.beta > 0:
+            kl = (f"in the reward, per sequence (sum over tokens, folded in before the baseline), beta={g.beta}, "
+                  f"estimator {g.kl_estimator}")
+        else:
+            kl = "none in the objective (beta=0)"
+        kl += "; KL to the reference logged every step (k3, per token)" if reference else "; no reference model kept"
         trunc = "truncated completions masked out of the loss" if g.mask_truncated else "truncated completions get the checker's reward (strict: 0)"
         roles = ["policy", "old policy (frozen log-probs)" if g.num_iterations > 1 else "old policy = current (mu=1)"]
-        if g.beta > 0:
-            roles.append("reference (frozen SFT copy)")
+        if reference:
+            roles.append("reference (frozen SFT copy)" + ("" if g.beta > 0 else ", only to measure the KL"))
         out.update(
             data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} completions per step",
                              "generated_by": f"the current actor, temperature {g.temperature}", "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
                              "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
             reward_contract={"source": reward_source(g.reward), "granularity": "once per completion (binary)", "truncation": trunc,
                              "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 08"},
-            optimisation={"algorithm": "on-policy", "advantage": adv, "roles": roles, "kl": kl, "averaging_unit": g.unit,
+            optimisation={"algorithm": "on-policy", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
+                          "kl_estimator": g.kl_estimator, "beta": g.beta, "averaging_unit": g.unit,
                           "clip": f"epsilon={g.epsilon}, epsilon_high={g.epsilon_high}", "zero_variance_groups": zv},
         )
     split = time_split or {}

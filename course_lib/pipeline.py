@@ -280,7 +280,7 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     split = {"generation_seconds": gen_s, "update_seconds": upd_s,
              "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if kind == "grpo" else None
     dev = next(model.parameters()).device
-    pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type)
+    pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True)
     start_accuracy = start_eval["accuracy"] if kind == "sft" else sft_eval["accuracy"]
     summary = {
         "kind": kind,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from course_lib.advantages import zero_variance_groups
 from course_lib.model import completion_logprobs
 from course_lib.runtime import autocast
 from course_lib.task import AdditionTask, CharTokenizer
@@ -151,7 +152,7 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
                              temperature=cfg.temperature)
         gen_seconds += roll.seconds
         rewards = score_groups(reward_fn, pairs, roll, G)
-        degenerate = rewards.amax(-1) == rewards.amin(-1)  # TODO(merge): advantages.zero_variance_groups
+        degenerate = zero_variance_groups(rewards)
         groups_sampled += len(pairs)
         all_rewards.append(rewards)
         all_truncated.append(roll.truncated.view(len(pairs), G).cpu())

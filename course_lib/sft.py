@@ -35,14 +35,14 @@ from course_lib.runtime import (
 from course_lib.task import AdditionTask
 
 
-def sft_loss(model, ids, attn, cmask, *, prompt_length: int = 1) -> torch.Tensor:
+def sft_loss(model, ids, attn, cmask, *, prompt_length: int = 1, validate: bool = True) -> torch.Tensor:
     """Token-mean negative log-likelihood of the completion tokens.
 
     ``prompt_length``: completion tokens start at or after this position, so the language-model
-    head runs only from there (1 scores every position).
+    head runs only from there (1 scores every position). ``validate=False``: no input checks.
     """
-    logps, mask = completion_logprobs(model, ids, attn, cmask, start=prompt_length)
-    return aggregate(-logps, mask, unit="token_mean")
+    logps, mask = completion_logprobs(model, ids, attn, cmask, start=prompt_length, validate=validate)
+    return aggregate(-logps, mask, unit="token_mean", validate=validate)
 
 
 def train_sft(
@@ -87,6 +87,7 @@ def train_sft(
         opt.load_state_dict(state["optimizer"])
         step, seconds = state["step"], state["seconds"]
     total = cfg.steps if steps is None else steps
+    first = step  # the first step checks its inputs; the hot loop then skips the checks
     model.train()
     start = time.perf_counter()
     bar = progress(total if time_budget is None else 0, "sft", show_progress, initial=step)
@@ -94,7 +95,8 @@ def train_sft(
         t0 = time.perf_counter()
         idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen).to(device)
         with autocast(device):
-            loss = sft_loss(model, ids[idx], attn[idx], cmask[idx], prompt_length=task.prompt_length)
+            loss = sft_loss(model, ids[idx], attn[idx], cmask[idx], prompt_length=task.prompt_length,
+                            validate=step == first)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         clip_gradients(model, max_grad_norm)

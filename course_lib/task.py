@@ -36,8 +36,8 @@ answer's digits appear in order *anywhere* in the generated characters, with any
 between, truncated or not — a policy can learn to spray digits instead of adding.
 
 Simplifications, said out loud: rewards are binary (1 correct / 0 not); the held-out set
-is drawn first, from its own random stream (so it does not depend on ``n_demos``), and the
-demonstrations are drawn from the remaining prompts. Training prompts for RL skip it too.
+is drawn first, from its own random stream (seed + 1, so it does not depend on ``n_demos``),
+and the demonstrations are drawn from the remaining prompts. Training prompts for RL skip it too.
 """
 
 from __future__ import annotations
@@ -133,20 +133,24 @@ class AdditionTask:
                 f"distinct {self.config.digits}-digit prompts"
             )
         # The held-out set is drawn first, from its own stream: it does not depend on n_demos.
-        self.heldout_pairs = self._distinct(self.config.n_heldout, torch.Generator().manual_seed(self.config.seed), set())
+        # The demonstrations keep the task seed's stream (and its first draw's size), so they are
+        # the ones the course's numbers were measured with, minus any held-out prompt.
+        heldout_stream = torch.Generator().manual_seed(self.config.seed + 1)
+        self.heldout_pairs = self._distinct(self.config.n_heldout, heldout_stream, set())
         self._heldout_set = frozenset(self.heldout_pairs)
-        g = torch.Generator().manual_seed(self.config.seed + 1)
-        self.demo_pairs = self._distinct(self.config.n_demos, g, set(self.heldout_pairs))
+        g = torch.Generator().manual_seed(self.config.seed)
+        first_draw = self.config.n_demos + 4 * self.config.n_heldout
+        self.demo_pairs = self._distinct(self.config.n_demos, g, set(self.heldout_pairs), chunk=first_draw)
         flawed = torch.rand(len(self.demo_pairs), generator=g) < self.config.teacher_error_rate
         self.demo_answers = [
             self.flawed_teacher(a, b) if bad else str(a + b) for (a, b), bad in zip(self.demo_pairs, flawed.tolist())
         ]
 
-    def _distinct(self, n: int, generator: torch.Generator, exclude: set) -> list[tuple[int, int]]:
-        """``n`` distinct prompts ``(a, b)`` not in ``exclude``, drawn uniformly in order."""
+    def _distinct(self, n: int, generator: torch.Generator, exclude: set, chunk: int | None = None):
+        """``n`` distinct prompts ``(a, b)`` not in ``exclude``, drawn uniformly ``chunk`` at a time."""
         seen, out = set(exclude), []
         while len(out) < n:
-            for a, b in torch.randint(0, self.high, (2 * n + 16, 2), generator=generator).tolist():
+            for a, b in torch.randint(0, self.high, (chunk or 2 * n + 16, 2), generator=generator).tolist():
                 if (a, b) not in seen and len(out) < n:
                     seen.add((a, b))
                     out.append((a, b))

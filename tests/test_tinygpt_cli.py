@@ -97,3 +97,99 @@ def test_bad_checkpoints_give_clear_errors(tmp_path):
     torch.save({"format": CHECKPOINT_FORMAT, "kind": "dpo"}, junk)
     with pytest.raises(ValueError, match="holds a 'dpo' checkpoint"):
         load_checkpoint(junk, kind="grpo")
+
+
+@pytest.mark.slow
+def test_one_sft_loop_and_sft_checkpoints_that_resume(tmp_path):
+    """`train sft --seed 0` is the SFT stage of `train grpo --seed 0`; its checkpoint starts a GRPO run,
+    which resumes and matches the run that trained its own SFT."""
+    run("sft", get_config("test"), tmp_path / "sft", show_progress=False, verbose=False)
+    run("grpo", get_config("test"), tmp_path / "full", steps=4, show_progress=False, verbose=False)
+    own = torch.load(tmp_path / "full" / "sft.pt", weights_only=True)["model"]
+    alone = torch.load(tmp_path / "sft" / "sft.pt", weights_only=True)["model"]
+    assert all(torch.equal(own[k], alone[k]) for k in own)
+    part = tmp_path / "from_ckpt"
+    run("grpo", get_config("test"), part, steps=2, sft_checkpoint=str(tmp_path / "sft" / "checkpoint.pt"),
+        show_progress=False, verbose=False)
+    summary = run("grpo", None, part, steps=4, resume=True, show_progress=False, verbose=False)
+    assert summary["sft_checkpoint"] == str(tmp_path / "sft" / "checkpoint.pt")
+    assert _rows(part / "metrics.jsonl") == _rows(tmp_path / "full" / "metrics.jsonl")
+    other = get_config("test")
+    other.task.n_demos = 50
+    with pytest.raises(ValueError, match="another task: n_demos=40"):
+        run("grpo", other, tmp_path / "mismatch", sft_checkpoint=str(tmp_path / "sft" / "sft.pt"),
+            show_progress=False, verbose=False)
+
+
+@pytest.mark.slow
+def test_out_is_not_overwritten_and_resume_says_where_it_is(tmp_path, capsys):
+    out = tmp_path / "run"
+    run("grpo", get_config("test"), out, steps=2, control=True, show_progress=False, verbose=False)
+    first = json.loads((out / "summary.json").read_text())
+    assert first["control_accuracy"] is not None and first["cpu_threads"] == 1
+    with pytest.raises(ValueError, match="already holds a run"):
+        run("grpo", get_config("test"), out, steps=2, show_progress=False, verbose=False)
+    again = run("grpo", None, out, resume=True, show_progress=False)  # a finished run, no --control
+    assert "resuming" in capsys.readouterr().out and again["control_accuracy"] == first["control_accuracy"]
+    with pytest.raises(ValueError, match="steps is the total"):
+        run("grpo", None, out, steps=1, resume=True, show_progress=False, verbose=False)
+    (out / "stale.txt").write_text("not ours")
+    run("grpo", get_config("test"), out, steps=1, overwrite=True, show_progress=False, verbose=False)
+    assert len(_rows(out / "metrics.jsonl")) == 1 and (out / "stale.txt").exists()
+
+
+def test_flags_are_per_section_strict_and_documented(capsys):
+    from course_lib.__main__ import apply_overrides, build_parser
+
+    parser = build_parser()
+    args = vars(parser.parse_args(["train", "grpo", "--sft-batch-size", "8", "--sft-learning-rate", "0.01",
+                                   "--sft-steps", "5", "--mask-truncated", "--beta", "0.1"]))
+    cfg = apply_overrides(get_config("cpu"), {k: v for k, v in args.items() if "." in k and v is not None})
+    assert (cfg.sft.batch_size, cfg.sft.learning_rate, cfg.sft.steps) == (8, 0.01, 5)
+    assert cfg.grpo.mask_truncated is True and cfg.grpo.beta == 0.1 and cfg.dpo.beta == 1.0
+    for bad in (["--batch-size", "8"], ["--mask-truncated", "flase"], ["--kl-placement", "both"]):
+        assert _exit_code(["train", "grpo", *bad]) == 2
+    capsys.readouterr()
+    assert _exit_code(["train", "grpo", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("{loss,reward}", "{grpo,rloo,dr_grpo}", "default: cpu 32 | gpu 128 | test 4", "TOTAL optimizer steps",
+                  "--no-mask-truncated", "--sft-learning-rate"):
+        assert shown in text
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_a_resumable_run_without_a_traceback(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "course_lib", "train", "dpo", "--config", "test", "--out", str(out)]
+    proc = subprocess.Popen([*cmd, "--steps", "400"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / "checkpoint.pt").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and f"--resume {out}" in stdout
+    state = load_checkpoint(out / "checkpoint.pt", kind="dpo")
+    assert state["stage"] in ("sft", "dpo")
+    done = subprocess.run([sys.executable, "-m", "course_lib", "train", "dpo", "--resume", str(out), "--steps", "4",
+                           "--no-progress"], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stdout and json.loads((out / "summary.json").read_text())["steps"] == 4
+
+
+@pytest.mark.slow
+def test_progress_bars_cover_sft_and_pair_sampling(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "course_lib", "train", "dpo", "--config", "test", "--out",
+                           str(tmp_path / "dpo"), "--steps", "2"], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "sft:" in proc.stderr and "dpo pairs:" in proc.stderr and "dpo:" in proc.stderr
+
+
+def test_readme_runs_the_cli_in_the_course_environment():
+    from conftest import ROOT
+
+    lines = [ln for ln in (ROOT / "README.md").read_text().splitlines() if "-m course_lib train" in ln]
+    assert lines and all(".venv/bin/python -m course_lib" in ln for ln in lines)
