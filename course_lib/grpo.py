@@ -23,7 +23,10 @@ Simplifications, said out loud (nanochat-style):
 - No overlong reward shaping: a completion without ``<eos>`` is truncated and gets what the
   reward says (the strict checker: 0); ``mask_truncated`` drops such completions from the
   loss instead (TRL's ``mask_truncated_completions``).
-- β = 0 builds no reference model at all, so the logged ``kl`` is ``None`` then.
+- β = 0 keeps a reference only when one is given (the pipeline gives the SFT weights, to log
+  the KL); without one the logged ``kl`` is ``None``.
+- Each group's G completions share one prompt, so the update runs the prompt through the
+  model once per group and shares its keys/values (``share_prompt``; same numbers, less work).
 """
 
 from __future__ import annotations
@@ -84,16 +87,17 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     ids, attn, cmask = (batch[k].to(device) for k in ("input_ids", "attention_mask", "completion_mask"))
     rewards = batch["rewards"].to(device)
     temperature = cfg.temperature  # log-probs of the distribution the sampler actually used
+    group = cfg.num_generations if cfg.share_prompt else 1  # rows g·G … g·G+G−1 share one prompt
     ref_logps = None
     if ref_model is not None:
         ref_logps = sequence_logprobs(ref_model, {"input_ids": ids, "attention_mask": attn, "completion_mask": cmask},
-                                      prompt_length=prompt_length, temperature=temperature)
+                                      prompt_length=prompt_length, temperature=temperature, group_size=group)
     old_logps = adv = loss_mask = None
     kl_value, losses = None, []
     for _ in range(cfg.num_iterations):
         with autocast(device):
             logps, mask, ent = completion_logprobs(model, ids, attn, cmask, with_entropy=True, temperature=temperature,
-                                                   start=prompt_length, validate=validate)
+                                                   start=prompt_length, validate=validate, group_size=group)
         if old_logps is None:  # epoch 1: the weights have not moved, so these are π_old (no extra forward)
             old_logps = logps.detach()
             loss_mask = mask * (~batch["truncated"].to(device))[:, None] if cfg.mask_truncated else mask

@@ -5,7 +5,8 @@ Lecture §9 (groups of G completions per prompt), §11 (generation with a KV cac
 on-policy trainer needs the same four things, so they live here and GRPO (``course_lib.grpo``)
 and a PPO trainer reuse them:
 
-1. ``generate`` / ``sample_groups``: completions with masks and truncation flags;
+1. ``generate`` / ``sample_groups``: completions with masks and truncation flags (a KV-cached
+   sampling loop: each prompt's forward is shared by its G completions);
 2. a reward callable from ``course_lib.rewards.resolve_reward`` scores them (batched);
 3. ``collect_rollouts``: one batch of B groups under a zero-variance policy (keep, drop,
    resample) with the statistics a dashboard shows;
@@ -22,6 +23,7 @@ Simplifications, said out loud:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -65,54 +67,67 @@ def generate(
     temperature: float = 1.0,
     greedy: bool = False,
     use_cache: bool = True,
+    min_completion_length: int = 0,
 ) -> Rollout:
-    """Sample completions with transformers' ``generate`` (KV cache on by default, §11).
+    """Sample completions token by token, with a KV cache by default (§11).
 
-    Each prompt row is repeated ``num_generations`` times (consecutive rows form a group).
-    Sequences that finish early are padded with ``<pad>``; a completion with no ``<eos>``
-    within ``max_completion_length`` tokens is *truncated* and flagged.
+    Each prompt row is repeated ``num_generations`` times (consecutive rows form a group). With
+    the cache, each prompt is run through the model once and its keys/values are shared by
+    the G completions of its group; every later step feeds one token per row. Without it,
+    every step re-runs the whole sequence (for comparison: the same samples, more work).
+    ``<pad>`` and ``<bos>`` are never sampled; ``<eos>`` not before ``min_completion_length``
+    tokens (for timing at a fixed length). Rows that finished are padded with ``<pad>``; a
+    completion with no ``<eos>`` within ``max_completion_length`` tokens is *truncated* and
+    flagged. Stops early once every row has finished.
     """
     was_training = model.training
     model.eval()
     start = time.perf_counter()
-    attention = torch.ones_like(prompt_ids)
-    kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
-    out = model.generate(
-        input_ids=prompt_ids,
-        attention_mask=attention,
-        max_new_tokens=max_completion_length,
-        num_return_sequences=num_generations,
-        pad_token_id=tokenizer.eos_token_id,  # finished rows are filled with <eos>, see below
-        eos_token_id=tokenizer.eos_token_id,
-        use_cache=use_cache,
-        suppress_tokens=[tokenizer.pad_token_id, tokenizer.bos_token_id],
-        **kwargs,
-    )
-    if prompt_ids.device.type == "cuda":
+    device = prompt_ids.device
+    n = prompt_ids.shape[0] * num_generations
+    plen = prompt_ids.shape[1]
+    never = torch.tensor([tokenizer.pad_token_id, tokenizer.bos_token_id], device=device)
+    eos = tokenizer.eos_token_id
+    prompts = prompt_ids.repeat_interleave(num_generations, dim=0)
+    if use_cache:
+        out = model(input_ids=prompt_ids, use_cache=True)  # one prompt forward per group
+        cache = out.cache
+        cache.batch_repeat_interleave(num_generations)
+        logits = out.logits[:, -1].repeat_interleave(num_generations, dim=0)
+    else:
+        logits = model(input_ids=prompts, use_cache=False).logits[:, -1]
+    tokens = torch.full((n, max_completion_length), tokenizer.pad_token_id, dtype=torch.long, device=device)
+    finished = torch.zeros(n, dtype=torch.bool, device=device)
+    for t in range(max_completion_length):
+        logits = logits.float().index_fill(-1, never, -math.inf)
+        if t < min_completion_length:
+            logits[:, eos] = -math.inf
+        if greedy:
+            nxt = logits.argmax(-1)
+        else:
+            nxt = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1).squeeze(-1)
+        tokens[:, t] = nxt.masked_fill(finished, tokenizer.pad_token_id)
+        finished |= nxt == eos
+        if t + 1 == max_completion_length or bool(finished.all()):
+            break
+        step_ids = nxt.masked_fill(finished, eos)[:, None]  # finished rows keep feeding a harmless token
+        if use_cache:
+            out = model(input_ids=step_ids, cache=cache, use_cache=True,
+                        position_ids=torch.full((n, 1), plen + t, dtype=torch.long, device=device))
+            cache = out.cache
+            logits = out.logits[:, -1]
+        else:
+            logits = model(input_ids=torch.cat([prompts, tokens[:, : t + 1]], dim=1), use_cache=False).logits[:, -1]
+    if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     if was_training:
         model.train()
-    plen = prompt_ids.shape[1]
-    completions = out[:, plen:]
-    if completions.shape[1] < max_completion_length:  # every row stopped early
-        pad = torch.full(
-            (completions.shape[0], max_completion_length - completions.shape[1]),
-            tokenizer.pad_token_id,
-            dtype=completions.dtype,
-            device=completions.device,
-        )
-        completions = torch.cat([completions, pad], dim=1)
-    cmask, truncated = completion_masks(completions, tokenizer.eos_token_id)
-    # transformers drops an all-ones attention mask inside generate; feeding <pad> back for
-    # finished rows would then trigger its "padding without attention mask" warning. So
-    # finished rows are filled with <eos> while generating and turned into <pad> here.
-    completions = completions.masked_fill(cmask == 0, tokenizer.pad_token_id)
-    prompts = prompt_ids.repeat_interleave(num_generations, dim=0)
-    input_ids = torch.cat([prompts, completions], dim=1)
+    cmask, truncated = completion_masks(tokens, eos)
+    input_ids = torch.cat([prompts, tokens], dim=1)
     completion_mask = torch.cat([torch.zeros_like(prompts), cmask], dim=1)
     attention_mask = torch.cat([torch.ones_like(prompts), cmask], dim=1)
-    return Rollout(input_ids, attention_mask, completion_mask, completions, truncated, seconds)
+    return Rollout(input_ids, attention_mask, completion_mask, tokens, truncated, seconds)
 
 
 def sample_groups(model, task: AdditionTask, pairs, *, num_generations: int, max_completion_length: int,
@@ -195,15 +210,17 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
 
 
 @torch.no_grad()
-def sequence_logprobs(model, batch: dict, *, prompt_length: int, temperature: float = 1.0) -> torch.Tensor:
+def sequence_logprobs(model, batch: dict, *, prompt_length: int, temperature: float = 1.0,
+                      group_size: int = 1) -> torch.Tensor:
     """Per-token log-probs of the batch's completion tokens under ``model``, shape (N, L), no graph.
 
-    The frozen "old" policy's log-probs (for μ > 1 inner epochs) and the reference's (for a KL).
+    The reference's log-probs (for a KL), or a frozen policy's. ``group_size=G`` shares each
+    group's prompt forward (``completion_logprobs``).
     """
     device = next(model.parameters()).device
     with autocast(device):
         logps, _ = completion_logprobs(
             model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
-            temperature=temperature, start=prompt_length, validate=False,
+            temperature=temperature, start=prompt_length, validate=False, group_size=group_size,
         )
     return logps.float()
