@@ -4,9 +4,10 @@ One step:
 
 1. draw B fresh prompts, sample G completions each, score them with the reward
    (``course_lib.rollout.collect_rollouts``, ``course_lib.rewards``);
-2. zero-variance groups: ``keep`` (zero advantage), ``drop``, or ``resample`` — draw more
-   prompts until B informative groups are found (DAPO's dynamic sampling), at most
-   ``max_resample_rounds`` extra rounds;
+2. zero-variance groups: ``keep`` (zero advantage), ``drop`` (out of the loss: their rows stay
+   in the batch with a zero mask, so the constant unit still divides by B·G·L_max), or
+   ``resample`` — draw more prompts until B informative groups are found (DAPO's dynamic
+   sampling), at most ``max_resample_rounds`` extra rounds;
 3. advantages from ``course_lib.advantages`` (``grpo`` with population std, ``rloo``,
    ``dr_grpo``), one per completion, applied to each of its tokens;
 4. μ = ``num_iterations`` inner epochs: ratio ρ = π_θ/π_old against log-probs frozen right
@@ -71,7 +72,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     """μ inner epochs of the clipped, optionally KL-regularised surrogate on one batch of groups.
 
     ``batch`` is ``collect_rollouts``'s: ``input_ids``, ``attention_mask``, ``completion_mask``,
-    ``truncated`` (N,), ``rewards`` (n_groups, G). With ``ref_model`` the KL to the reference
+    ``truncated`` (N,), optionally ``in_loss`` (N,) (rows of dropped groups: False), ``rewards``
+    (n_groups, G). With ``ref_model`` the KL to the reference
     is measured every step (k3 on the sampled tokens, per token) and, when ``cfg.beta > 0``,
     enters either the loss (``kl_placement="loss"``: −β·k per token, differentiated) or the
     reward (``"reward"``: ``kl_shaped_rewards`` before the baseline). With ``mask_truncated``
@@ -100,7 +102,10 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                                                    start=prompt_length, validate=validate, group_size=group)
         if old_logps is None:  # epoch 1: the weights have not moved, so these are π_old (no extra forward)
             old_logps = logps.detach()
-            loss_mask = mask * (~batch["truncated"].to(device))[:, None] if cfg.mask_truncated else mask
+            in_loss = batch["in_loss"].to(device) if "in_loss" in batch else torch.ones_like(mask[:, 0], dtype=torch.bool)
+            if cfg.mask_truncated:
+                in_loss = in_loss & ~batch["truncated"].to(device)
+            loss_mask = mask * in_loss[:, None]  # rows left out keep their place in the denominators
             if ref_logps is not None:
                 kl_value = aggregate(kl_estimate(old_logps, ref_logps, "k3", validate=validate), mask,
                                      unit="token_mean", validate=validate)

@@ -153,60 +153,65 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
 
     ``cfg`` needs ``batch_prompts``, ``num_generations``, ``max_completion_length``,
     ``temperature``, ``zero_variance`` and ``max_resample_rounds`` (``GRPOConfig`` has them).
-    Returns ``{"stats": …}`` plus, when any group is kept, ``"batch"`` (``input_ids``,
-    ``attention_mask``, ``completion_mask``, ``truncated``, ``rewards`` of shape (B', G)) and
-    ``"pairs"``. Zero-variance groups are decided by ``advantages.zero_variance_groups``.
+    Zero-variance groups are decided by ``advantages.zero_variance_groups``. ``drop`` and
+    ``resample`` never shrink the batch: a group left out of the loss keeps its rows with
+    ``in_loss`` False (so Dr. GRPO's constant stays B·G·L_max, as published); ``resample``
+    first replaces such groups with informative ones from up to ``max_resample_rounds`` fresh
+    draws. Returns ``{"stats": …}`` plus, when at least one group is in the loss, ``"batch"``
+    (``input_ids``, ``attention_mask``, ``completion_mask``, ``truncated`` and ``in_loss`` per
+    row, ``rewards`` of shape (B, G)) and ``"pairs"``.
     """
-    G = cfg.num_generations
+    G, B = cfg.num_generations, cfg.batch_prompts
     gen_seconds, groups_sampled, rounds = 0.0, 0, 0
-    kept_rows, kept_rewards, kept_pairs = [], [], []
+    used, spare = [], []  # (roll, group index, rewards, pair): groups in the loss; degenerate ones left out
     all_rewards, all_truncated, all_lengths, zero_var = [], [], [], []
     while True:
-        pairs = task.sample_pairs(cfg.batch_prompts, generator)
+        pairs = task.sample_pairs(B, generator)
         roll = sample_groups(model, task, pairs, num_generations=G, max_completion_length=cfg.max_completion_length,
                              temperature=cfg.temperature)
         gen_seconds += roll.seconds
         rewards = score_groups(reward_fn, pairs, roll, G)
-        degenerate = zero_variance_groups(rewards)
+        degenerate = zero_variance_groups(rewards).tolist()
         groups_sampled += len(pairs)
         all_rewards.append(rewards)
         all_truncated.append(roll.truncated.view(len(pairs), G).cpu())
         all_lengths.append(roll.completion_mask.sum(-1).view(len(pairs), G).cpu().float())
-        zero_var.append(degenerate)
-        keep = torch.ones_like(degenerate) if cfg.zero_variance == "keep" else ~degenerate
-        for gi in torch.nonzero(keep).flatten().tolist():
-            if len(kept_pairs) < cfg.batch_prompts:
-                kept_pairs.append(pairs[gi])
-                kept_rows.append((roll, gi))
-                kept_rewards.append(rewards[gi])
+        zero_var += degenerate
+        for gi, flat in enumerate(degenerate):
+            group = (roll, gi, rewards[gi], pairs[gi])
+            (spare if flat and cfg.zero_variance != "keep" else used).append(group)
         rounds += 1
-        if cfg.zero_variance != "resample" or len(kept_pairs) >= cfg.batch_prompts or rounds > cfg.max_resample_rounds:
+        if cfg.zero_variance != "resample" or len(used) >= B or rounds > cfg.max_resample_rounds:
             break
+    used = used[:B]
     lengths = torch.cat(all_lengths)
     stats = {
         "reward_mean": float(torch.cat(all_rewards).mean()),
-        "zero_variance_rate": float(torch.cat(zero_var).float().mean()),
+        "zero_variance_rate": sum(zero_var) / len(zero_var),
         "completion_length": float(lengths.mean()),
         "truncated_rate": float(torch.cat(all_truncated).float().mean()),
         "groups_sampled": groups_sampled,
-        "groups_used": len(kept_pairs),
+        "groups_used": len(used),
         "gen_seconds": gen_seconds,
         "generated_tokens": int(lengths.sum()),
     }
-    if not kept_pairs:
+    if not used:
         return {"stats": stats}
+    groups = used + spare[: B - len(used)]
 
     def gather(field):
-        return torch.cat([getattr(roll, field)[gi * G : (gi + 1) * G] for roll, gi in kept_rows])
+        return torch.cat([getattr(roll, field)[gi * G : (gi + 1) * G] for roll, gi, _, _ in groups])
 
+    in_loss = torch.tensor([i < len(used) for i in range(len(groups))]).repeat_interleave(G)
     batch = {
         "input_ids": gather("input_ids"),
         "attention_mask": gather("attention_mask"),
         "completion_mask": gather("completion_mask"),
         "truncated": gather("truncated"),
-        "rewards": torch.stack(kept_rewards),
+        "in_loss": in_loss.to(groups[0][0].input_ids.device),
+        "rewards": torch.stack([r for _, _, r, _ in groups]),
     }
-    return {"stats": stats, "batch": batch, "pairs": kept_pairs}
+    return {"stats": stats, "batch": batch, "pairs": [p for _, _, _, p in groups]}
 
 
 @torch.no_grad()

@@ -458,3 +458,26 @@ def test_generation_respects_the_minimum_length_and_never_samples_pad_or_bos(tas
     ended = ~roll.truncated
     assert bool((roll.completion_mask.sum(-1)[ended] >= 4).all())
     assert torch.equal(roll.input_ids[:, : task.prompt_length], task.encode_prompts(task.heldout_pairs[:8]).repeat_interleave(4, 0))
+
+
+def test_dropped_groups_keep_their_rows_so_the_constant_stays_published(task, model):
+    """zero_variance='drop': a zero-variance group leaves the loss but not the batch; the constant unit
+    divides by B·G·L_max (issue: never by the rows left)."""
+    def reward(pairs, completions):  # first group informative, the others all zero
+        return torch.tensor([float(i % 4 < 2) if i < 4 else 0.0 for i in range(len(pairs))])
+
+    cfg = GRPOConfig(batch_prompts=3, num_generations=4, max_completion_length=5, zero_variance="drop", unit="constant")
+    torch.manual_seed(0)
+    out = collect_rollouts(model, task, cfg, torch.Generator().manual_seed(0), reward)
+    batch = out["batch"]
+    assert batch["rewards"].shape == (3, 4) and out["stats"]["groups_used"] == 1
+    assert batch["in_loss"].tolist() == [True] * 4 + [False] * 8
+    opt = _NoStep(model.parameters(), lr=0.0)
+    step = policy_step(model, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
+    lp, mask = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
+                                   start=task.prompt_length)
+    from course_lib.grpo import compute_advantages
+
+    adv = compute_advantages(batch["rewards"], "grpo").flatten()
+    expected = -(adv[:4, None] * mask[:4]).sum() / (3 * 4 * 5)  # ratio 1 at μ = 1
+    assert float(step["loss"]) == pytest.approx(float(expected), abs=1e-6)
