@@ -4,7 +4,7 @@ Target (issue 6): plain DPO (no NLL term) ≥ 10 points over the SFT baseline in
 DPO + NLL row shows how much the NLL term adds; notebook 06 also runs "NLL only".
 Reuses ``runs/bench/grpo_s<seed>/sft.pt`` when the GRPO benchmark has written it.
 
-    python benchmarks/tinygpt_dpo.py [--seeds 0 1 2] [--threads 2]
+    python benchmarks/tinygpt_dpo.py [--seeds 0 1 2] [--threads 1]
 """
 
 from __future__ import annotations
@@ -13,19 +13,17 @@ import argparse
 import statistics
 from pathlib import Path
 
-import torch
-
 from course_lib.configs import get_config
 from course_lib.pipeline import run
+from course_lib.runtime import DEFAULT_THREADS
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--out", default="runs/bench")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
     results = {"DPO": [], "DPO + NLL": []}
     for seed in args.seeds:
         sft = Path(f"{args.out}/grpo_s{seed}/sft.pt")
@@ -33,7 +31,7 @@ def main() -> None:
             cfg = get_config("cpu")
             cfg.dpo.rpo_alpha = alpha
             s = run("dpo", cfg, f"{args.out}/dpo{'_nll' if alpha else ''}_s{seed}", seed=seed,
-                    sft_checkpoint=str(sft) if sft.exists() else None, overwrite=True, show_progress=False, verbose=False)
+                    sft_checkpoint=str(sft) if sft.exists() else None, overwrite=True, threads=args.threads, show_progress=False, verbose=False)
             results[name].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
             print(f"seed {seed} {name:9}: SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
                   f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s",

@@ -4,7 +4,7 @@ where a step's time goes. Prints medians over seeds (curves are noisy: single ru
 Targets (issue 6): ≥ 30 points over the SFT baseline in ≤ 180 s of RL, above the same-time SFT
 control; the generation/update split at 256 samples per step.
 
-    python benchmarks/tinygpt_grpo.py [--seeds 0 1 2] [--threads 2]
+    python benchmarks/tinygpt_grpo.py [--seeds 0 1 2] [--threads 1]
 """
 
 from __future__ import annotations
@@ -12,23 +12,21 @@ from __future__ import annotations
 import argparse
 import statistics
 
-import torch
-
 from course_lib.configs import get_config
 from course_lib.pipeline import run
+from course_lib.runtime import DEFAULT_THREADS
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--out", default="runs/bench")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
     rows = []
     for seed in args.seeds:
         s = run("grpo", get_config("cpu"), f"{args.out}/grpo_s{seed}", seed=seed, control=True,
-                overwrite=True, show_progress=False, verbose=False)
+                overwrite=True, threads=args.threads, show_progress=False, verbose=False)
         split = s["time_split"]
         rows.append((s["sft_accuracy"], s["final_accuracy"], s["control_accuracy"], s["rl_seconds"],
                      split["generation_fraction"]))

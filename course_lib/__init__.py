@@ -6,6 +6,12 @@ Modules are named after the lecture's ideas:
 - ``advantages``  group baselines: GRPO, Dr. GRPO, RLOO, zero-variance groups, baseline bias (§9, §12)
 - ``policy_loss`` the PPO/GRPO clipped surrogate, aggregation units, KL estimators (§9, §12)
 - ``budgets``     persistent-state memory and rollout-vs-update time models (§10–§11)
+
+The tiny GPT's trainers: ``task`` and ``model`` (the world and the network), ``rollout``
+(sampling, scoring, masks, log-probs), ``rewards`` (checkers or a reward model), ``sft``,
+``dpo``, ``grpo`` (one trainer each), ``evaluation``, ``passport`` (§17), ``runtime``
+(threads, checkpoints, metrics, Ctrl-C) and ``pipeline`` (a run end to end; the CLI in
+``__main__`` only parses arguments for it).
 """
 
 __version__ = "0.1.0"

@@ -73,7 +73,7 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     r.add_argument("--device", default="auto", choices=DEVICES, help="default: auto (CUDA, then MPS, else CPU)")
     r.add_argument("--threads", type=int, default=DEFAULT_THREADS,
-                   help=f"CPU threads for torch (default: {DEFAULT_THREADS}, measured fastest for this tiny model)")
+                   help=f"CPU threads for torch (default: {DEFAULT_THREADS}; see benchmarks/tinygpt_threads.py)")
     r.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     if kind != "sft":
         r.add_argument("--control", action="store_true", help="also spend the same wall-clock on more SFT")

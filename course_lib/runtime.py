@@ -4,10 +4,11 @@ progress bars and a Ctrl-C that stops at a step boundary.
 Simplifications, said out loud:
 - One process, one device. AdamW with a constant learning rate (the ``fused`` CPU/CUDA kernel:
   one call per step, no per-parameter Python loop and no host read of the step counter).
-- Threads: the tiny GPT's matrices are far too small to split across cores, so the trainers run
-  with ``DEFAULT_THREADS`` = 1 intra-op thread on the CPU (measured in
-  ``benchmarks/tinygpt_threads.py``: one thread is as fast as two on an idle 2-core machine and
-  many times faster on a busy one, where torch's default of one thread per core oversubscribes).
+- Threads: the tiny GPT's matrices are small (96 wide on the cpu config) and the trainers run
+  torch with ``DEFAULT_THREADS`` = 1 intra-op thread. ``benchmarks/tinygpt_threads.py`` measures
+  the choice; on the course's 2-core machine shared with other jobs, 2 threads made an SFT step
+  ~18× and a GRPO step ~10× slower than 1 thread (oversubscribed cores wait for each other).
+  Not measured on an idle machine; pass ``threads=`` (``--threads``) to choose otherwise.
 - Checkpoints are written atomically (a temporary file, then ``os.replace``); resume restores the
   model, optimizer, step counter, elapsed seconds, torch's RNG and the trainer's data generator,
   so a resumed CPU run reproduces the uninterrupted one exactly.
