@@ -130,7 +130,7 @@ assert np.isclose(gap_75, win_rate_to_gap(0.75)) and np.isclose(gap_75, np.log(3
 # %%
 u = np.linspace(-6, 6, 400)
 p = np.linspace(0.005, 0.995, 400)
-fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8))
 left.plot(u, bt_probability(u), color="C0")
 left.scatter([1, 2, gap_75], [sigma_1, sigma_2, 0.75], color="C3", zorder=3)
 for x, y, label in [(1, sigma_1, "σ(1)=0.731"), (2, sigma_2, "σ(2)=0.881"), (gap_75, 0.75, "75% ↔ 1.099")]:

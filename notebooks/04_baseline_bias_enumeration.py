@@ -205,7 +205,7 @@ print(f"p = 0.3, G = 8: with std normalisation the expected update is {grpo_grad
 
 grid = np.linspace(0.02, 0.98, 49)
 curves = {key: np.array([baseline_gradient(float(q), G, key) for q in grid]) for key in ("leave_one_out", "group_mean", "group_mean_std")}
-fig, (ax, ax_ratio) = plt.subplots(1, 2, figsize=(10, 3.6))
+fig, (ax, ax_ratio) = plt.subplots(1, 2, figsize=(9.5, 3.6))
 for key, label in (("leave_one_out", "leave-one-out = true p(1−p)"), ("group_mean", "full mean"), ("group_mean_std", "full mean ÷ std (GRPO)")):
     ax.plot(grid, curves[key], label=label)
     ax_ratio.plot(grid, curves[key] / (grid * (1 - grid)), label=label)
