@@ -97,7 +97,7 @@ predict("A bad token (A = −1) has become MORE likely: ρ = 1.5, with ε = 0.2.
 # %%
 rho = np.linspace(0.4, 1.7, 400)
 edges = {"1 − ε_low = 0.8": 0.8, "1 + ε = 1.2": 1.2, "1 + ε_high = 1.28": 1.28}
-fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.8))
+clip_fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.8))
 for ax, a in zip(axes, (1.0, -1.0), strict=True):
     ax.plot(rho, rho * a, color="grey", ls=":", label="unclipped ρA")
     ax.plot(rho, clipped_surrogate(rho, a, eps_low=0.2, eps_high=0.2), label="PPO/GRPO ε = 0.2")
@@ -109,7 +109,7 @@ for ax, a in zip(axes, (1.0, -1.0), strict=True):
     ax.set(xlabel="ratio ρ = π_θ / π_old", ylabel="objective q", title=f"advantage A = {a:+.0f}")
     ax.grid(alpha=0.3)
 axes[0].legend(fontsize=9, loc="upper left")
-fig.tight_layout()
+clip_fig.tight_layout()
 plt.show()
 
 # %% [markdown]
