@@ -60,7 +60,6 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # (about 4 minutes on a laptop CPU; `COURSE_FAST=1` in CI: a toy budget).
 
 # %%
-import dataclasses
 import os
 
 import ipywidgets as widgets
@@ -169,10 +168,10 @@ print(f"β·log(π*/π_ref) + β·log Z = {np.round(recovered, 6)}  (max error {
 # the two policies alone (no Z anywhere) agree.
 
 # %%
-pairs = [(w, l) for w in range(5) for l in range(5) if w != l]
-from_rewards = np.array([bt_probability(reward[w] - reward[l]) for w, l in pairs])
+pairs = [(win, lose) for win in range(5) for lose in range(5) if win != lose]
+from_rewards = np.array([bt_probability(reward[w] - reward[lo]) for w, lo in pairs])
 log_ratio_star = np.log(pi_star / pi_ref)
-from_policies = np.array([bt_probability(beta * (log_ratio_star[w] - log_ratio_star[l])) for w, l in pairs])
+from_policies = np.array([bt_probability(beta * (log_ratio_star[w] - log_ratio_star[lo])) for w, lo in pairs])
 bt_cancel_error = np.abs(from_rewards - from_policies).max()
 print(f"{len(pairs)} pairs, max |P from rewards − P from policies| = {bt_cancel_error:.1e}")
 
@@ -193,7 +192,7 @@ print(f"{len(pairs)} pairs, max |P from rewards − P from policies| = {bt_cance
 
 # %%
 w_idx = torch.tensor([w for w, _ in pairs])
-l_idx = torch.tensor([l for _, l in pairs])
+l_idx = torch.tensor([lo for _, lo in pairs])
 p_label = torch.tensor(from_rewards)
 log_ref = torch.log(torch.tensor(pi_ref))
 
@@ -221,7 +220,7 @@ pi_dpo = fit_dpo(torch.ones(len(pairs), dtype=torch.float64))
 dpo_fit_error = np.abs(pi_dpo - pi_star).max()
 print(f"DPO fit on all pairs:  π_θ = {np.round(pi_dpo, 4)}   max |π_θ − π*| = {dpo_fit_error:.1e}")
 
-never_E = torch.tensor([float(w != 4 and l != 4) for w, l in pairs], dtype=torch.float64)
+never_E = torch.tensor([float(4 not in pair) for pair in pairs], dtype=torch.float64)
 pi_dpo_no_E = fit_dpo(never_E)
 uncovered_error = np.abs(pi_dpo_no_E - pi_star).max()
 print(f"pairs never showing E: π_θ = {np.round(pi_dpo_no_E, 4)}   max |π_θ − π*| = {uncovered_error:.3f}")
@@ -336,11 +335,15 @@ for est in ("k1", "k2", "k3"):
     v = value_rows[est]
     print(f"  {est}        {mean:9.4f}  {v['bias']:+8.4f}   {sd:8.4f}   {v['sim_mean']:.4f} ± {v['sim_se']:.4f}"
           f"       {v['sim_sd']:8.4f}     {v['min']:+.3f}")
+spread = "less" if value_rows["k3"]["sd"] < value_rows["k1"]["sd"] else "more"
+print(f"here k3 is {spread} spread than k1 (SD {value_rows['k3']['sd']:.3f} vs {value_rows['k1']['sd']:.3f}); "
+      f"k2 is off by {value_rows['k2']['bias']:+.4f}, far more than its simulation's standard error")
 
 # %% [markdown]
-# k1 and k3 are unbiased; k2 is not. k1 goes negative on answers the policy likes less than the
-# reference did; k3 never does and is less spread than k1 here. How does that depend on how far π is
-# from π_ref? Slide π along the path π_t ∝ π_ref^(1−t)·π*^t (t = 0 is π_ref, t = 1 is π*):
+# k1 and k3 are unbiased (their exact means equal the KL); k2 is not. k1 goes negative on answers the
+# policy likes less than the reference did; k3 = (e^ℓ − 1) − ℓ ≥ 0 never does. How do bias and spread
+# depend on how far π is from π_ref? Slide π along the path π_t ∝ π_ref^(1−t)·π*^t (t = 0 is π_ref,
+# t = 1 is π*, t = 2.5 is beyond it):
 
 # %%
 ts = np.linspace(0.0, 2.5, 60)
@@ -364,14 +367,17 @@ for ax in (ax_b, ax_s):
     ax.legend()
 fig.tight_layout()
 plt.show()
-far = -1  # the far end of the path
-print(f"at KL = {path_kl[far]:.2f}: SD k1 {sd_curves['k1'][far]:.3f}, k3 {sd_curves['k3'][far]:.3f}; "
-      f"bias of k2 {bias_curves['k2'][far]:+.3f}")
+overtakes = path_kl[np.argmax(sd_curves["k3"] > sd_curves["k1"])] if (sd_curves["k3"] > sd_curves["k1"]).any() else None
+print(f"at the far end (KL = {path_kl[-1]:.2f}): SD k1 {sd_curves['k1'][-1]:.3f}, k3 {sd_curves['k3'][-1]:.3f}; "
+      f"bias of k2 {bias_curves['k2'][-1]:+.3f}")
+print("k3's spread stays below k1's along the whole path" if overtakes is None
+      else f"k3's spread overtakes k1's from KL ≈ {overtakes:.2f} on")
 
 # %% [markdown]
 # As a value — a number to log, or to fold into a reward — k3 is the usual choice near the reference:
-# unbiased, never negative, low spread. Far from the reference its spread grows (e^ℓ is unbounded) and
-# can overtake k1's; read the right panel for where, on this example.
+# unbiased, never negative, and (near π_ref) less spread than k1. Far from the reference its spread can
+# grow without bound, because e^ℓ is unbounded where π gives an answer much less probability than π_ref;
+# the printout says where that happens on this example.
 #
 # ## 6. k1, k2, k3 as *loss terms*: what their gradients pull on
 #
@@ -464,6 +470,10 @@ for name, d in dynamics.items():
     print(f"{name:16} stops at {np.round(d['probs'], 4)}   KL(·‖π_ref) {d['kl'][-1]:.4f}   "
           f"max|Δ| to π* {d['to_reverse_opt']:.1e}, to forward optimum {d['to_forward_opt']:.1e}")
 
+print("max |π* − forward-KL optimum| by β:",
+      ", ".join(f"β={b}: {np.abs(kl_regularised_optimum(pi_ref, reward, b).probs - forward_kl_regularised_optimum(pi_ref, reward, b)).max():.3f}"
+                for b in (0.1, 0.5, 2.0, 10.0)))
+
 fig, ax = plt.subplots(figsize=(7, 3))
 for i, (name, d) in enumerate(dynamics.items()):
     ax.plot(d["kl"], color=f"C{i}", label=name)
@@ -477,9 +487,11 @@ plt.show()
 # k1 in the reward both reach π*. k3 in the loss — TRL's GRPO penalty (`per_token_kl = exp(ref − logp) −
 # (ref − logp) − 1`, added to the loss) — reaches the optimum of **E[r] − β·KL(π_ref‖π)**: on on-policy
 # samples it regularises the forward KL, which never lets an answer of the reference die out. Near the
-# reference the two KLs agree to second order, so with a small β the difference is small; it is still a
-# different objective, and a passport that says "KL(π‖π_ref), k3" describes the value it logs, not what
-# its gradient does.
+# reference the two KLs agree to second order, so the two optima differ little when β is large (the
+# policy stays close) and more when β is small — the last printout measures it. It is still a
+# different objective, and a passport that says "KL(π‖π_ref), k3 in the loss" describes the value it
+# logs, not what its gradient does. (k3 *in the reward* is worse: its score-function gradient is
+# ∇KL(π‖π_ref) − ∇KL(π_ref‖π), the right panel above.)
 #
 # ## 7. KL in the reward vs KL in the loss
 #
@@ -514,18 +526,24 @@ print("RLOO advantages      ", [round(v, 5) for v in shaped_rloo.tolist()], " �
 grpo_kl_amplification = float(shaped_grpo.abs().max() / shaped_rloo.abs().max())
 
 # %% [markdown]
-# With the std normalisation, the penalty's effective size is no longer β: the group's tiny KL
-# differences are blown up to the same scale as a real reward difference. RLOO (no std) keeps them at
-# their own scale. That is one reason GRPO keeps the KL *out* of the reward and puts it in the loss,
-# where β means the same thing in every group (and why `kl_shaped_rewards` documents that it must run
-# before the baseline: the penalty is then treated exactly like reward).
-#
+# With the std normalisation the penalty's effective size is no longer β: in this group the KL
+# differences are blown up to the scale of a real reward difference (the GRPO advantages are larger
+# than RLOO's by the factor printed below). RLOO, without a std, keeps them at their own scale. The GRPO
+# paper (DeepSeekMath) adds the KL to the loss instead of the reward so as not to complicate the
+# advantage; this is one concrete complication. In the loss, β means the same thing in every group.
+# `kl_shaped_rewards` is applied *before* the baseline, so a penalty in the reward is treated exactly
+# like reward — including by the normalisation.
+
+# %%
+print(f"GRPO / RLOO advantage scale in this group: {grpo_kl_amplification:.0f}×")
+
+# %% [markdown]
 # ## 8. Two anchors: π_old and π_ref
 #
 # | | π_old | π_ref |
 # |---|---|---|
 # | what it is | the policy that sampled the current batch | a frozen copy, usually the SFT model |
-# | refreshed | every rollout (each step); equal to π_θ on the first inner epoch | never during a run (some recipes reset it now and then) |
+# | refreshed | every rollout (each step); equal to π_θ on the first inner epoch | never, in this course; TRL's `sync_ref_model` (from TR-DPO) mixes the policy into it every `ref_model_sync_steps` |
 # | where it enters | the ratio ρ = π_θ/π_old inside the clipped surrogate | the KL penalty, weight β |
 # | what it constrains | the size of *one* update (a trust region per batch) | the *total* drift from the start (soft) |
 # | time scale | one batch | the whole run |
@@ -571,3 +589,46 @@ for ax in (ax_step, ax_ref):
 fig.tight_layout()
 plt.show()
 drift_no_ref, drift_with_ref = anchor_runs["β = 0 (π_old only)"][1][-1], anchor_runs[f"β = {beta} (π_old and π_ref)"][1][-1]
+print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling −log π_ref(A) = {-np.log(pi_ref[0]):.3f} is "
+      f"all mass on A); with β = {beta} it stops at {drift_with_ref:.4f} = KL(π*‖π_ref) {categorical_kl(pi_star, pi_ref):.4f}")
+
+# %% [markdown]
+# Both runs take steps of similar size — that is the clip against π_old at work, refreshed every batch.
+# Only the run with a reference penalty stops: π_old moves with the policy, so it cannot hold the policy
+# anywhere; π_ref does not move, so β·KL(π‖π_ref) decides where the run ends (here exactly at π*). A
+# passport must name both: the clip (ε_low, ε_high) with the number of inner epochs μ, and the
+# reference with β, the estimator and the placement.
+
+# %% [markdown]
+# ## Check yourself
+#
+# 1. You double β. Which way does π* move, what happens to KL(π*‖π_ref), and what is J(π*) in terms of Z?
+#    <details><summary>Answer</summary>
+#    π* ∝ π_ref·exp(r/β) moves back toward π_ref (the exponent shrinks), so the KL it pays falls (move the
+#    explorer's slider to see it). At the optimum the objective is exactly β·log Z, with Z = Σ π_ref·exp(r/β).
+#    </details>
+# 2. In the DPO derivation, where does Z go, and what has to be true for "replace π* by π_θ" to recover π*?
+#    <details><summary>Answer</summary>
+#    Z depends on the prompt only, so β·log Z cancels in the Bradley–Terry difference r(y_w) − r(y_l).
+#    Replacing π* by π_θ recovers π* when the preferences follow Bradley–Terry, π_θ can represent π*, β and
+#    π_ref are those of the objective, and the pairs cover the answers — section 2 shows an answer that no
+#    pair mentions staying where the reference put its logit.
+#    </details>
+# 3. A run uses `kl_estimator="k1"` in the loss with β = 0.1, and its logged KL keeps climbing. Will β = 1 fix it?
+#    <details><summary>Answer</summary>
+#    No. E[∇k1] = 0 on on-policy samples: β multiplies a term whose gradient is pure noise. Use k2 in the loss
+#    (expected gradient ∇KL(π‖π_ref)) or put k1 in the reward (`kl_shaped_rewards`).
+#    </details>
+# 4. TRL's GRPO logs a KL computed with k3 and adds β·k3 to the loss. What does the logged number estimate,
+#    and what does the penalty's gradient pull on?
+#    <details><summary>Answer</summary>
+#    The logged mean is an unbiased estimate of the reverse KL(π‖π_ref). The gradient, on on-policy samples,
+#    is β·∇KL(π_ref‖π): the forward KL, whose regularised optimum keeps every answer of the reference alive
+#    (section 6: the k3 run stops at `forward_kl_regularised_optimum`, not at π*).
+#    </details>
+# 5. GRPO with μ = 1 and β = 0: what stops the policy from drifting arbitrarily far from the SFT model?
+#    <details><summary>Answer</summary>
+#    Nothing but the learning rate and the number of steps. π_old is refreshed every batch, so the clip only
+#    limits each step (and with μ = 1 the ratio is 1 on the only pass, so it does not even do that); only a
+#    reference penalty, β > 0, anchors the total drift (section 8).
+#    </details>
