@@ -141,3 +141,32 @@ def test_expected_gradient_keeps_tensor_kind():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_reference_kl_on_the_tiny_gpt():
+    from course_lib.configs import get_config
+    from course_lib.kl import reference_kl
+    from course_lib.model import build_model
+    from course_lib.task import AdditionTask
+
+    cfg = get_config("test")
+    task = AdditionTask(cfg.task)
+    torch.manual_seed(0)
+    model = build_model(cfg.model, task.tokenizer)
+    other = build_model(cfg.model, task.tokenizer)  # another random init, with much sharper outputs
+    with torch.no_grad():
+        other.lm_head.weight.mul_(20)
+    state = torch.random.get_rng_state()
+    same = reference_kl(model, model, task, samples_per_prompt=2)
+    assert torch.equal(torch.random.get_rng_state(), state), "measuring must not consume training's RNG"
+    assert same == {"kl": 0.0, "kl_se": 0.0, "n": 2 * len(task.heldout_pairs)}
+    far = reference_kl(model, other, task, samples_per_prompt=2)
+    assert far["kl"] > 5 * far["kl_se"] > 0
+    assert reference_kl(model, other, task, samples_per_prompt=2) == far  # seeded: reproducible
+    assert reference_kl(model, other, task, samples_per_prompt=2, seed=1) != far
+    by_k3 = reference_kl(model, other, task, samples_per_prompt=2, estimator="k3")
+    assert abs(by_k3["kl"] - far["kl"]) < 5 * (by_k3["kl_se"] + far["kl_se"])  # both unbiased
+    with pytest.raises(ValueError, match="estimator must be one of 'k1', 'k3'"):
+        reference_kl(model, other, task, estimator="k2")
+    with pytest.raises(ValueError, match="samples_per_prompt must be an integer >= 1"):
+        reference_kl(model, other, task, samples_per_prompt=0)
