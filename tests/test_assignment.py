@@ -95,7 +95,7 @@ def reward_model_loss(r_chosen, r_rejected):
 '''
 DUMMY_ANSWERS = "gap_90, gap_60, batch_loss = 2.1972245773362196, 0.4054651081081644, 0.42\n"
 
-ATTACKS = {
+SHADOWING = {
     # rebinding names a comparison in the kernel would use
     "shadow_assign": "float = lambda *a: 0.0\ntype = lambda *a: dict\nabs = lambda x: 0.0\nround = lambda *a: 0.0\n",
     "shadow_def": ("def float(*a):\n    return 0.0\n\ndef abs(x):\n    return 0.0\n\n"
@@ -107,7 +107,11 @@ ATTACKS = {
                     "sys.path.insert(0, '.')\nfrom helper_mod import *\n"),
     "builtins_patch": ("import builtins\nbuiltins.float = lambda *a: 0.0\nbuiltins.isinstance = lambda *a: True\n"
                        "import numpy as np\nnp.isclose = lambda *a, **k: True\n"),
-    # IPython transformers that turn every later cell into `pass`, reached four ways
+}
+
+# IPython transformers that turn every later cell into `pass`, reached four ways, and one that forges
+# the record; one per notebook of student x_transformers (Q1 with constant answers, Q2-Q5 the release)
+TRANSFORMERS = {
     "transformer_get_ipython": "get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])\n",
     "transformer_quit_ip": ("import ast\nclass _Blank(ast.NodeTransformer):\n    def visit_Module(self, node):\n"
                             "        node.body = [ast.Pass()]\n        return node\n"
@@ -224,8 +228,13 @@ def _make_submissions(course: Path, elsewhere: Path) -> dict[str, list[str]]:
         put("carol_assert_true", n, nb)
     # the numbers shown in the visible tests typed in: passes nbgrader validate, earns nothing
     put("kim_visible_numbers", Q1, dummy_q1(""))
-    for name, code in ATTACKS.items():
-        put(f"x_{name}", Q1, dummy_q1(code))
+    put("x_shadowing", Q1, dummy_q1("".join(code for name, code in SHADOWING.items() if name != "star_import")))
+    put("x_star_import", Q1, dummy_q1(SHADOWING["star_import"]))
+    first_answer = {"q2_dpo_margins": "q2_functions", "q3_group_baselines": "q3_functions",
+                    "q4_budgets": "q4_functions", "q5_passport": "q5_passport"}
+    for notebook, code in zip(NOTEBOOKS, TRANSFORMERS.values()):
+        nb = dummy_q1(code) if notebook == Q1 else _with_code(_read(rel[notebook]), first_answer[notebook], prefix=code)
+        put("x_transformers", notebook, nb)
     # a function that stores the hidden inputs, printed by a later cell: never in the feedback
     nb = _with_code(_read(rel[Q1]), "q1_functions", replace=SPY)
     put("x_spy", Q1, _with_code(nb, "q1_answers", replace="print('SPIED', SEEN)\ngap_90 = gap_60 = batch_loss = 0.0"))
@@ -233,18 +242,17 @@ def _make_submissions(course: Path, elsewhere: Path) -> dict[str, list[str]]:
     targets = [str(ROOT / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"), str(elsewhere / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
                str(course / "gradebook.db"), str(ROOT / "instructor" / "checks" / "module14.py")]
     put("x_search", Q1, dummy_q1(SEARCH.format(targets=targets)))
-    # robustness: an interruptible loop, an interrupt-swallowing loop, os._exit, a non-JSON notebook
-    put("frank_loop", Q1, _with_code(_read(course / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"), "q1_functions",
-                                     prefix="while True:\n    pass\n\n"))
-    put("frank_loop", "q2_dpo_margins", sol["q2_dpo_margins"])
-    put("olga_swallows_interrupts", Q1, _with_code(sol[Q1].copy(), "q1_answers", prefix=(
+    # robustness, one student: an interruptible loop (Q1), os._exit (Q2), a loop that swallows
+    # interrupts (Q3), a notebook that is not JSON (Q4), and a correct Q5
+    solution = lambda n: _read(course / "solutions" / ASSIGNMENT / f"{n}.ipynb")  # noqa: E731
+    put("frank_robustness", Q1, _with_code(solution(Q1), "q1_functions", prefix="while True:\n    pass\n\n"))
+    put("frank_robustness", "q2_dpo_margins", _with_code(solution("q2_dpo_margins"), "q2_answers",
+                                                         prefix="import os\nos._exit(3)\n"))
+    put("frank_robustness", "q3_group_baselines", _with_code(solution("q3_group_baselines"), "q3_aggregation", prefix=(
         "import time\nwhile True:\n    try:\n        time.sleep(0.2)\n    except KeyboardInterrupt:\n        pass\n")))
-    put("nick_os_exit", Q1, _with_code(_read(course / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"), "q1_loss_function",
-                                       prefix="import os\nos._exit(3)\n"))
-    (sub / "grace_corrupt" / ASSIGNMENT).mkdir(parents=True)
-    (sub / "grace_corrupt" / ASSIGNMENT / f"{Q1}.ipynb").write_text('{"cells": [ this is not json')
-    made["grace_corrupt"] = [Q1]
-    put("grace_corrupt", "q2_dpo_margins", sol["q2_dpo_margins"])
+    (sub / "frank_robustness" / ASSIGNMENT / "q4_budgets.ipynb").write_text('{"cells": [ this is not json')
+    made["frank_robustness"].append("q4_budgets")
+    put("frank_robustness", "q5_passport", sol["q5_passport"])
     return made
 
 
@@ -344,7 +352,7 @@ def test_autograde_report_progress_and_timing(graded, request):
     students = graded["students"]
     for number, student in enumerate(sorted(students), start=1):
         assert re.search(rf"^\[{number}/{len(students)}\] {student}: ", auto.stdout, re.M), student
-    seconds = [sec for name, res in graded["report"]["students"].items() if not name.startswith(("frank", "olga", "nick", "x_search"))
+    seconds = [sec for name, res in graded["report"]["students"].items() if not name.startswith(("frank", "x_search"))
                for sec in res["seconds"].values()]
     seconds.sort()
     median = seconds[len(seconds) // 2]
@@ -384,24 +392,24 @@ def test_a_failing_submission_never_sinks_the_batch(graded):
     assert set(report) == set(graded["students"])
     assert all(r["status"] != "FAILED" for r in report.values()), {s: r["problems"] for s, r in report.items()
                                                                   if r["status"] == "FAILED"}
-    grace = report["grace_corrupt"]
-    assert grace["notebooks"]["q2_dpo_margins"]["code_score"] == 10
-    assert grace["notebooks"][Q1]["code_score"] == 0
-    assert any(f"{Q1}.ipynb is not a notebook (not JSON" in p for p in grace["problems"])
 
 
-def test_loops_and_a_dead_kernel_cost_only_what_they_touch(graded):
-    frank = _student(graded, "frank_loop")
-    # the loop sits in the cell defining bt_probability and win_rate_to_gap: the 6 points needing them
-    # are lost; reward_model_loss (its own cell, 2 points) and Q2 still count
-    assert frank["notebooks"][Q1]["code_score"] == 2 and frank["notebooks"]["q2_dpo_margins"]["code_score"] == 10
-    olga = _student(graded, "olga_swallows_interrupts")
-    assert olga["notebooks"][Q1]["code_score"] == 6
-    assert "not run" in _failed(olga, Q1)["q1_test_answers"][0]
-    assert any("ignored the interrupt" in p for p in olga["problems"])
-    nick = _student(graded, "nick_os_exit")
-    assert nick["notebooks"][Q1]["code_score"] == 4
-    assert any("kernel died in cell q1_loss_function" in p for p in nick["problems"])
+def test_loops_a_dead_kernel_and_a_broken_file_cost_only_what_they_touch(graded):
+    frank = _student(graded, "frank_robustness")
+    scores = {n: frank["notebooks"][n]["code_score"] for n in NOTEBOOKS}
+    # Q1: the loop sits in the cell defining bt_probability and win_rate_to_gap: the 6 points needing
+    # them are lost, reward_model_loss (its own cell, 2 points) still counts. Q2: os._exit in the
+    # answers cell costs its 3 points. Q3: the swallowed interrupt costs the last cell (1 point).
+    # Q4 is not JSON. Q5 is correct.
+    assert scores == {Q1: 2, "q2_dpo_margins": 7, "q3_group_baselines": 9, "q4_budgets": 0, "q5_passport": 8}
+    problems = " | ".join(frank["problems"])
+    assert "q4_budgets.ipynb is not a notebook (not JSON" in problems
+    assert "kernel died in cell q2_answers" in problems
+    assert "cell q3_aggregation ignored the interrupt" in problems
+    assert "not run" in _failed(frank, "q2_dpo_margins")["q2_test_answers"][0]
+    assert "not run" in _failed(frank, "q3_group_baselines")["q3_test_aggregation"][0]
+    assert "time limit" in " ".join(_failed(frank, Q1)["q1_test_probability"]) or \
+        "raised" in " ".join(_failed(frank, Q1)["q1_test_probability"])
 
 
 def test_incremental_grading_keeps_hand_grades(graded):
@@ -451,30 +459,28 @@ def test_visible_numbers_pass_validate_but_earn_zero(graded):
     assert _student(graded, "kim_visible_numbers")["code_score"] == 0
 
 
-@pytest.mark.parametrize("attack", ["carol_assert_true", *[f"x_{name}" for name in ATTACKS], "x_spy", "x_search"])
+@pytest.mark.parametrize("attack", ["carol_assert_true", "x_shadowing", "x_star_import", "x_transformers",
+                                    "x_spy", "x_search"])
 def test_no_answer_no_points(graded, attack):
     res = _student(graded, attack)
     assert res["status"] != "FAILED" and res["code_score"] == 0, res["verdicts"]
 
 
-@pytest.mark.parametrize("attack, reason", [
-    ("x_transformer_get_ipython", "no grading record"),
-    ("x_transformer_quit_ip", "no grading record"),
-    ("x_transformer_instance", "no grading record"),
-    ("x_transformer_gc", "no grading record"),
-    ("x_forged_record", "hidden test"),
-])
-def test_rewritten_and_forged_test_cells_score_zero_with_a_reason(graded, attack, reason):
-    failed = _failed(_student(graded, attack), Q1)
-    assert set(failed) == {"q1_test_probability", "q1_test_inverse", "q1_test_loss", "q1_test_answers"}
-    assert all(reason in " ".join(reasons) for reasons in failed.values()), failed
+def test_rewritten_and_forged_test_cells_score_zero_with_a_reason(graded):
+    res = _student(graded, "x_transformers")
+    for notebook, attack in zip(NOTEBOOKS, TRANSFORMERS):
+        failed = _failed(res, notebook)
+        tests = [c.metadata.nbgrader["grade_id"] for c in _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb").cells
+                 if is_test_cell(c)]
+        assert set(failed) == set(tests), (attack, failed)
+        reason = "hidden test" if attack == "forged_record" else "no grading record"
+        assert all(reason in " ".join(reasons) for reasons in failed.values()), (attack, failed)
 
 
 def test_tampering_is_flagged_for_review(graded):
-    for attack in ATTACKS:
-        res = _student(graded, f"x_{attack}")
-        assert res["flags"], attack
-        assert graded["grades"][f"x_{attack}"]["status"] == "review"
+    for student in ("x_shadowing", "x_star_import", "x_transformers"):
+        assert _student(graded, student)["flags"], student
+        assert graded["grades"][student]["status"] == "review"
 
 
 def test_sandbox_hides_the_course_everywhere(graded):
