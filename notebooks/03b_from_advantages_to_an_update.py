@@ -69,8 +69,9 @@ from course_lib.advantages import dr_grpo_advantages, grpo_advantages
 from course_lib.configs import GRPOConfig, get_config
 from course_lib.explore import predict, readout
 from course_lib.grpo import policy_step
-from course_lib.model import build_model, completion_logprobs, completion_masks
+from course_lib.model import build_model, completion_logprobs
 from course_lib.policy_loss import aggregate, clipped_surrogate
+from course_lib.rollout import completion_masks
 from course_lib.task import AdditionTask
 
 torch.set_num_threads(1)  # tiny tensors: one thread is fastest and never fights other jobs
