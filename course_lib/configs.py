@@ -102,6 +102,7 @@ class GRPOConfig:
     mask_truncated: bool = False
     temperature: float = 1.0
     reward: str = "strict"  # strict | loose (notebook 08) | rm:DIR (a saved reward model)
+    share_prompt: bool = True  # run each group's prompt once in the update (same numbers, less work)
     eval_every: int = 20
 
 

@@ -129,12 +129,13 @@ else:
 # %% [markdown]
 # ## 3. GRPO, live
 #
-# B prompts × G completions per step, β = 0 (no reference model kept, as in DAPO), μ = 1 inner
+# B prompts × G completions per step, β = 0 (no KL term in the objective, as in DAPO; a frozen copy
+# of the SFT policy is kept only to measure the KL the dashboard shows), μ = 1 inner
 # epoch, token-mean aggregation. The progress bar shows the latest held-out accuracy and reward.
 # Before training, the run prints its passport (§17): the choices §12 says must be documented.
 
 # %%
-print(format_passport(passport(cfg, "grpo")))
+print(format_passport(passport(cfg, "grpo", reference=True)))
 
 
 def grpo_run(**overrides):
@@ -162,7 +163,9 @@ plt.show()
 # **accuracy** is greedy decoding on held-out prompts — the number that matters. The
 # **zero-variance rate** is the share of groups where all G answers scored the same: those groups
 # have zero advantage and teach nothing. Watch it rise as prompts become easy — the §9 formula
-# p^G + (1 − p)^G in action. **Entropy** falls as the policy sharpens. **Clip** stays at 0 here: with
+# p^G + (1 − p)^G in action. **Entropy** falls as the policy sharpens. **KL** to the SFT reference
+# starts at 0 (the policy *is* the reference) and moves away from it: at β = 0 nothing pulls it
+# back. **Clip** stays at 0 here: with
 # μ = 1 the ratio π_θ/π_old is exactly 1 on the only pass, so PPO's clip never acts.
 #
 # ## 4. The family, on the same budget
