@@ -78,22 +78,25 @@ def _with_code(nb, grade_id: str, prefix: str = "", replace: str | None = None):
     raise KeyError(grade_id)
 
 
-# Answer-less Q1: constant functions and answers (the lecture's visible numbers).
+# Answer-less Q1: a table of the visible tests' inputs and outputs (passes nbgrader validate), and the
+# lecture's visible numbers as answers; the written answer is filled in so validate has nothing to say.
 DUMMY_Q1 = '''
 def bt_probability(gap):
-    return 0.7310585786300049
+    return {0.0: 0.5, 1.0: 0.7310585786300049, 2.0: 0.8807970779778823}.get(gap, 0.5)
 
 def win_rate_to_gap(p):
     if not 0 < p < 1:
         raise ValueError("p")
-    return 1.0986122886681098
-
+    return {0.75: 1.0986122886681098, 0.5: 0.0}.get(p, 1.0)
+'''
+DUMMY_LOSS = '''
 def reward_model_loss(r_chosen, r_rejected):
     if len(r_chosen) != len(r_rejected) or not len(r_chosen):
         raise ValueError("lengths")
-    return 0.6931471805599453
+    return {1: 0.6931471805599453, 2: 0.22009484930890016}.get(len(r_chosen), 0.5)
 '''
-DUMMY_ANSWERS = "gap_90, gap_60, batch_loss = 2.1972245773362196, 0.4054651081081644, 0.42\n"
+DUMMY_ANSWERS = "gap_90, gap_60, batch_loss = 2.1972245773362196, 0.4, 0.42\n"
+
 
 SHADOWING = {
     # rebinding names a comparison in the kernel would use
@@ -202,6 +205,8 @@ def _make_submissions(course: Path, elsewhere: Path) -> dict[str, list[str]]:
 
     def dummy_q1(prefix: str):
         nb = _with_code(_read(rel[Q1]), "q1_functions", replace=prefix + DUMMY_Q1)
+        nb = _with_code(nb, "q1_loss_function", replace=DUMMY_LOSS)
+        nb = _with_code(nb, "q1_unit_answer", replace="Only differences of scores matter.")
         return _with_code(nb, "q1_answers", replace=DUMMY_ANSWERS)
 
     # honest, graded after a submission that duplicates, deletes, renames and corrupts cells
@@ -531,7 +536,7 @@ def test_feedback_never_shows_hidden_inputs_or_probes(graded):
     assert len(pages) >= 2 * len(NOTEBOOKS)
     for page in pages:
         text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
-        assert "Grading probe" not in text and "NAMESPACE" not in text and "nonce" not in text
+        assert "Grading probe" not in text and "_course_probe(" not in text, page  # no probe source
     spied = _read(course / "autograded" / "x_spy" / ASSIGNMENT / f"{Q1}.ipynb")
     printed = "".join(o.get("text", "") for c in spied.cells if c.cell_type == "code" for o in c.outputs
                       if o.output_type == "stream")
