@@ -131,6 +131,14 @@ def ensure_in_gradebook(root: Path, assignment: str, env: dict[str, str]) -> Non
                        cwd=root, env=env, check=True, capture_output=True)
 
 
+def in_gradebook(root: Path, assignment: str) -> set[str]:
+    """Students with a submission of ``assignment`` in the gradebook (a deleted gradebook regrades all)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        return {sub.student.id for sub in gb.assignment_submissions(assignment)}
+
+
 def hand_grades(root: Path, assignment: str, student: str) -> dict[tuple[str, str], bool]:
     """{(notebook, grade_id): needs_manual_grade} of every grade given by hand."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -397,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.all or book["code"] != code:
             todo = everyone
         else:
-            todo = [s for s in everyone if s not in records or records[s]["status"] == "FAILED"
+            known = in_gradebook(root, args.assignment)
+            todo = [s for s in everyone if s not in records or records[s]["status"] == "FAILED" or s not in known
                     or records[s].get("hashes") != file_hashes(submitted / s / args.assignment)]
         flags = scan_submissions(root / "solutions", submitted, args.assignment, only=set(todo))
         print(f"autograde {args.assignment}: {len(todo)} of {len(everyone)} students to grade "
