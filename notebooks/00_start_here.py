@@ -66,6 +66,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # | [00 Start here](00_start_here.ipynb) | — | set up, check the environment, find your way |
 # | [01 Bradley–Terry](01_bradley_terry.ipynb) | §3, §5 | turn score gaps into win rates and back; the reward-model loss on toy pairs |
 # | [02 DPO margins](02_dpo_margins.ipynb) | §6–§8 | read a DPO margin, its loss and its pull; compare IPO, SimPO, ORPO, KTO |
+# | [02b The KL term](02b_the_kl_term.ipynb) | §4, §6, §9, §12 | solve the KL-regularised objective exactly, derive DPO from it, see what each KL estimator's gradient pulls on, sweep β on the tiny GPT |
 # | [03 Group baselines](03_group_baselines.ipynb) | §9, §12 | GRPO, RLOO and Dr. GRPO advantages; when a constant scale matters (SGD) and when it cancels (Adam); zero-variance groups |
 # | [03b From advantages to an update](03b_from_advantages_to_an_update.ipynb) | §9, §12 | the clipped objective, averaging units and the length bias, one GRPO update walked tensor by tensor |
 # | [04 Baseline bias by enumeration](04_baseline_bias_enumeration.ipynb) | §12 | enumerate all 2⁸ groups to see which baseline is biased, then simulate |

@@ -92,14 +92,14 @@ def _library_names() -> set[str]:
     import inspect
 
     names = set()
-    for module in ("preference", "advantages", "policy_loss", "budgets", "device"):
+    for module in ("preference", "advantages", "policy_loss", "kl", "budgets", "device"):
         mod = importlib.import_module(f"course_lib.{module}")
         names |= {n for n, obj in vars(mod).items()
                   if not n.startswith("_") and inspect.isfunction(obj) and obj.__module__ == mod.__name__}
     return names
 
 
-@pytest.mark.parametrize("name", LECTURE[1:])
+@pytest.mark.parametrize("name", [*LECTURE[1:], "02b_the_kl_term"])
 def test_lecture_notebook_has_the_teaching_shape(name):
     """Goals, derivation checked against course_lib (never a fork of it), an explorer, check-yourself."""
     text = (NOTEBOOKS / f"{name}.py").read_text(encoding="utf-8")
