@@ -156,6 +156,18 @@ def _check_kl_exact_sections(ns, shown):
 
 @pytest.mark.slow
 def test_02b_the_kl_term(matplotlib_ready):
-    ns, shown = execute("02b_the_kl_term", KL_NAMES, FAST)
+    ns, shown = execute("02b_the_kl_term", [*KL_NAMES, "sweep", "baseline"], FAST)
     assert_clean("02b", shown)
     _check_kl_exact_sections(ns, shown)
+    # the β sweep: every placement and β trained and measured with the same held-out KL
+    sweep = ns["sweep"]
+    assert [(r["placement"], r["beta"]) for r in sweep] == [
+        ("none", 0.0), ("loss", 0.01), ("loss", 0.04), ("loss", 0.2),
+        ("reward", 0.01), ("reward", 0.04), ("reward", 0.2)]
+    assert {r["estimator"] for r in sweep if r["placement"] == "loss"} == {"k3"}
+    assert {r["estimator"] for r in sweep if r["placement"] == "reward"} == {"k1"}
+    for r in sweep:
+        assert 0 <= r["accuracy"] <= 1 and r["kl"] >= 0 and r["kl_se"] >= 0 and r["n"] > 0
+        if r["beta"] > 0:
+            assert r["kl_curve"], "the trainer logs the KL to the reference whenever one exists"
+    assert 0 <= ns["baseline"]["accuracy"] <= 1
