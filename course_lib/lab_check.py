@@ -260,16 +260,23 @@ def _pairs(model, task: AdditionTask, cfg: LabConfig) -> dict:
     return out
 
 
+_PREPARED: dict[str, LabSetup] = {}  # this process's setups, by config
+
+
 def prepare(config: LabConfig | None = None, cache_dir: str | Path | None = None) -> LabSetup:
-    """The SFT baseline and the DPO pairs, from ``cache_dir`` when already computed there."""
+    """The SFT baseline and the DPO pairs: from this process's memory, from ``cache_dir`` when
+    already computed there, or trained now (about a minute on a laptop CPU)."""
     cfg = config or LabConfig()
     torch.set_num_threads(cfg.threads)
     task = AdditionTask(TaskConfig())
     key = hashlib.sha256(json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    if key in _PREPARED:
+        return _PREPARED[key]
     path = Path(cache_dir) / f"lab-setup-{key}.pt" if cache_dir else None
     if path is not None and path.is_file():
         saved = torch.load(path, weights_only=True)
-        return LabSetup(cfg, task, saved["sft_state"], saved["baseline_accuracy"], saved["pairs"])
+        _PREPARED[key] = LabSetup(cfg, task, saved["sft_state"], saved["baseline_accuracy"], saved["pairs"])
+        return _PREPARED[key]
     state = _sft(task, cfg)
     model = _model(task)
     model.load_state_dict(state)
@@ -281,7 +288,8 @@ def prepare(config: LabConfig | None = None, cache_dir: str | Path | None = None
         tmp = path.with_name(path.name + ".tmp")
         torch.save({"sft_state": state, "baseline_accuracy": baseline, "pairs": pairs}, tmp)
         tmp.replace(path)
-    return LabSetup(cfg, task, state, baseline, pairs)
+    _PREPARED[key] = LabSetup(cfg, task, state, baseline, pairs)
+    return _PREPARED[key]
 
 
 # ---- what course_lib says the same logits should give ----------------------------------------
@@ -356,8 +364,9 @@ def _exchange(remote, op: str, payload: dict, logits: torch.Tensor, reference_lo
     sent = logits.detach().requires_grad_(True)
     ref_loss = reference_loss(sent)
     (ref_grad,) = torch.autograd.grad(ref_loss, sent)
-    if abs(loss - float(ref_loss)) > cfg.rtol * (abs(float(ref_loss)) + 1e-3):
-        raise Deviation(f"the loss was {loss:.6g} where the configured objective gives {float(ref_loss):.6g}")
+    ref_loss = float(ref_loss.detach())
+    if abs(loss - ref_loss) > cfg.rtol * (abs(ref_loss) + 1e-3):
+        raise Deviation(f"the loss was {loss:.6g} where the configured objective gives {ref_loss:.6g}")
     if not _agree(grad, ref_grad, cfg.rtol):
         cos = float(torch.nn.functional.cosine_similarity(grad.flatten(), ref_grad.flatten(), dim=0))
         raise Deviation(f"the gradient differs from the configured objective's (cosine {cos:+.3f})")
@@ -463,6 +472,61 @@ def grpo_run(remote, setup: LabSetup) -> dict:
 RUNS = {"dpo": dpo_run, "grpo": grpo_run}
 
 
+def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -> str | None:
+    """One step of ``run`` on an untrained tiny GPT (about a second): ``None`` when the student's
+    side computed the configured objective, else the reason. No SFT, no accuracy: a quick check.
+
+    DPO: pairs of a correct answer and the flawed teacher's answer on carry prompts, with the
+    model as its own reference. GRPO: sampled completions with random 0/1 rewards and perturbed
+    old log-probs, so that advantages, the ratio and both clip edges all matter.
+    """
+    if run not in RUNS:
+        raise ValueError(f"run must be one of {', '.join(map(repr, RUNS))}; got {run!r}")
+    cfg = config or LabConfig()
+    torch.set_num_threads(cfg.threads)
+    task = AdditionTask(TaskConfig())
+    torch.manual_seed(seed)
+    model = _model(task)
+    gen = torch.Generator().manual_seed(seed)
+    try:
+        if run == "dpo":
+            carry = [p for p in task.sample_pairs(64, gen) if task.ones_carry(*p)][:8]
+            right = task.encode_pairs(carry, [str(a + b) for a, b in carry])
+            wrong = task.encode_pairs(carry, [task.flawed_teacher(a, b) for a, b in carry])
+            ids, attn, cmask = (torch.cat([x, y]) for x, y in zip(right, wrong))
+            with torch.no_grad():
+                ref = completion_logprobs(model, ids, attn, cmask)[0] + 0.5 * torch.randn(ids.shape[0], 1, generator=gen)
+                ref = ref * cmask[:, 1:]
+            logits = _suppressed(_forward(model, ids, attn), model.config)
+            payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
+                       "ref_token_logps": pack(ref), "beta": cfg.dpo_beta}
+            _exchange(remote, "dpo", payload, logits, cfg=cfg, reference_loss=lambda x:
+                      reference_dpo_loss(x, ids, cmask, ref, cfg.dpo_beta, model.config))
+        else:
+            G = cfg.grpo_num_generations
+            prompts = task.sample_pairs(4, gen)
+            roll = generate(model, task.encode_prompts(prompts), task.tokenizer,
+                            max_completion_length=cfg.max_completion_length, num_generations=G)
+            rewards = (torch.rand(len(prompts) * G, generator=gen) < 0.5).float()
+            rewards[:G] = 1.0  # one zero-variance group
+            ids, attn, cmask = roll.input_ids, roll.attention_mask, roll.completion_mask
+            with torch.no_grad():
+                old = completion_logprobs(model, ids, attn, cmask)[0]
+                old = (old + 0.3 * torch.randn(old.shape, generator=gen)) * cmask[:, 1:]
+            ref_adv = reference_advantages(rewards, G, cfg.grpo_scale)
+            logits = _suppressed(_forward(model, ids, attn), model.config)
+            payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
+                       "old_token_logps": pack(old), "rewards": pack(rewards), "group_size": G,
+                       "scale": cfg.grpo_scale, "epsilon_low": cfg.grpo_epsilon,
+                       "epsilon_high": cfg.grpo_epsilon_high, "unit": cfg.grpo_unit,
+                       "max_length": cfg.max_completion_length}
+            _exchange(remote, "grpo", payload, logits, cfg=cfg, reference_adv=ref_adv, reference_loss=lambda x:
+                      reference_grpo_loss(x, ids, cmask, old, ref_adv, cfg, model.config))
+    except Deviation as dev:
+        return str(dev)
+    return None
+
+
 def self_check(run: str, namespace: dict, config: LabConfig | None = None, cache_dir=None) -> dict:
     """Train the tiny GPT with the lab functions in ``namespace`` and print the verdict.
 
@@ -479,4 +543,4 @@ def self_check(run: str, namespace: dict, config: LabConfig | None = None, cache
 
 
 __all__ = ["LabConfig", "LabSetup", "KERNEL_ADAPTER", "pack", "unpack", "prepare", "dpo_run", "grpo_run",
-           "in_process_remote", "self_check", "heldout_accuracy"]
+           "one_step", "in_process_remote", "self_check", "heldout_accuracy"]
