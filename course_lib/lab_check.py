@@ -43,6 +43,7 @@ import json
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -50,7 +51,14 @@ import numpy as np
 import torch
 
 from course_lib.advantages import dr_grpo_advantages, grpo_advantages
-from course_lib.model import NEVER_LOGIT, ModelConfig, build_model, completion_logprobs, generate, position_ids
+from course_lib.model import (
+    NEVER_LOGIT,
+    ModelConfig,
+    build_model,
+    completion_logprobs,
+    generate,
+    position_ids,
+)
 from course_lib.policy_loss import aggregate, clipped_surrogate
 from course_lib.preference import dpo_terms
 from course_lib.task import AdditionTask, TaskConfig
@@ -405,9 +413,9 @@ def dpo_run(remote, setup: LabSetup) -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.dpo_learning_rate, weight_decay=0.0)
     data, n = setup.pairs, setup.pairs["n_pairs"]
     gen = torch.Generator().manual_seed(cfg.seed + 2)
-    start, step = time.perf_counter(), 0
+    start, done = time.perf_counter(), 0
     try:
-        for step in range(cfg.dpo_steps):
+        for done in range(cfg.dpo_steps):  # noqa: B007 - `done` names the failing step below
             idx = torch.randperm(n, generator=gen)[: cfg.dpo_batch_pairs]
             rows = torch.cat([idx, idx + n])
             ids, attn, cmask = (data[k][rows] for k in ("input_ids", "attention_mask", "completion_mask"))
@@ -417,12 +425,13 @@ def dpo_run(remote, setup: LabSetup) -> dict:
             payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
                        "ref_token_logps": pack(ref), "beta": cfg.dpo_beta}
             opt.zero_grad(set_to_none=True)
-            _exchange(remote, "dpo", payload, logits, cfg=cfg, reference_loss=lambda x, ids=ids, cmask=cmask, ref=ref:
-                      reference_dpo_loss(x, ids, cmask, ref, cfg.dpo_beta, model.config))
+            _exchange(remote, "dpo", payload, logits, cfg=cfg, reference_loss=partial(
+                reference_dpo_loss, ids=ids, cmask=cmask, ref_token_logps=ref, beta=cfg.dpo_beta,
+                model_config=model.config))
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             opt.step()
     except Deviation as dev:
-        return _verdict("dpo", setup.baseline_accuracy, None, step, time.perf_counter() - start, cfg, dev)
+        return _verdict("dpo", setup.baseline_accuracy, None, done, time.perf_counter() - start, cfg, dev)
     model.eval()
     after = heldout_accuracy(model, task, cfg.max_completion_length)
     return _verdict("dpo", setup.baseline_accuracy, after, cfg.dpo_steps, time.perf_counter() - start, cfg)
@@ -435,10 +444,10 @@ def grpo_run(remote, setup: LabSetup) -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.grpo_learning_rate, weight_decay=0.0)
     gen = torch.Generator().manual_seed(cfg.seed + 3)
     torch.manual_seed(cfg.seed + 3)
-    G, step = cfg.grpo_num_generations, 0
+    G, done = cfg.grpo_num_generations, 0
     start = time.perf_counter()
     try:
-        for step in range(cfg.grpo_steps):
+        for done in range(cfg.grpo_steps):  # noqa: B007 - `done` names the failing step below
             model.eval()
             prompts = task.sample_pairs(cfg.grpo_batch_prompts, gen)
             roll = generate(model, task.encode_prompts(prompts), task.tokenizer,
@@ -457,13 +466,13 @@ def grpo_run(remote, setup: LabSetup) -> dict:
                            "epsilon_high": cfg.grpo_epsilon_high, "unit": cfg.grpo_unit,
                            "max_length": cfg.max_completion_length}
                 opt.zero_grad(set_to_none=True)
-                _exchange(remote, "grpo", payload, logits, cfg=cfg, reference_adv=ref_adv,
-                          reference_loss=lambda x, ids=ids, cmask=cmask, old=old:
-                          reference_grpo_loss(x, ids, cmask, old, ref_adv, cfg, model.config))
+                _exchange(remote, "grpo", payload, logits, cfg=cfg, reference_adv=ref_adv, reference_loss=partial(
+                    reference_grpo_loss, ids=ids, cmask=cmask, old_token_logps=old, advantages=ref_adv,
+                    cfg=cfg, model_config=model.config))
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                 opt.step()
     except Deviation as dev:
-        return _verdict("grpo", setup.baseline_accuracy, None, step, time.perf_counter() - start, cfg, dev)
+        return _verdict("grpo", setup.baseline_accuracy, None, done, time.perf_counter() - start, cfg, dev)
     model.eval()
     after = heldout_accuracy(model, task, cfg.max_completion_length)
     return _verdict("grpo", setup.baseline_accuracy, after, cfg.grpo_steps, time.perf_counter() - start, cfg)
@@ -476,9 +485,10 @@ def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -
     """One step of ``run`` on an untrained tiny GPT (about a second): ``None`` when the student's
     side computed the configured objective, else the reason. No SFT, no accuracy: a quick check.
 
-    DPO: pairs of a correct answer and the flawed teacher's answer on carry prompts, with the
-    model as its own reference. GRPO: sampled completions with random 0/1 rewards and perturbed
-    old log-probs, so that advantages, the ratio and both clip edges all matter.
+    DPO: pairs of a correct answer and the flawed teacher's answer on carry prompts, against a
+    perturbed reference. GRPO: responses of different lengths with random 0/1 rewards (one group
+    without variance) and perturbed old log-probs, so that advantages, the ratio, both clip edges
+    and the averaging unit all matter.
     """
     if run not in RUNS:
         raise ValueError(f"run must be one of {', '.join(map(repr, RUNS))}; got {run!r}")
@@ -504,12 +514,12 @@ def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -
                       reference_dpo_loss(x, ids, cmask, ref, cfg.dpo_beta, model.config))
         else:
             G = cfg.grpo_num_generations
-            prompts = task.sample_pairs(4, gen)
-            roll = generate(model, task.encode_prompts(prompts), task.tokenizer,
-                            max_completion_length=cfg.max_completion_length, num_generations=G)
-            rewards = (torch.rand(len(prompts) * G, generator=gen) < 0.5).float()
+            prompts = [p for p in task.sample_pairs(4, gen) for _ in range(G)]
+            lengths = torch.randint(1, task.answer_length, (len(prompts),), generator=gen).tolist()
+            answers = ["".join(str(d) for d in torch.randint(0, 10, (k,), generator=gen).tolist()) for k in lengths]
+            ids, attn, cmask = task.encode_pairs(prompts, answers)  # responses of 2 to 4 tokens
+            rewards = (torch.rand(len(prompts), generator=gen) < 0.5).float()
             rewards[:G] = 1.0  # one zero-variance group
-            ids, attn, cmask = roll.input_ids, roll.attention_mask, roll.completion_mask
             with torch.no_grad():
                 old = completion_logprobs(model, ids, attn, cmask)[0]
                 old = (old + 0.3 * torch.randn(old.shape, generator=gen)) * cmask[:, 1:]
