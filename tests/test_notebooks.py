@@ -35,6 +35,7 @@ LECTURE = [
     "03_group_baselines",
     "04_baseline_bias_enumeration",
     "05_memory_and_rollout_budgets",
+    "09_the_passport",
 ]
 PAIRED = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) or LECTURE
 MARK = "@@NAMESPACE@@"
@@ -117,6 +118,8 @@ NAMESPACE = {
     "04_baseline_bias_enumeration": ["true_grad", "full_mean_grad", "loo_grad", "rows", "mc", "grpo_grad"],
     "05_memory_and_rollout_budgets": ["trainable_gib", "frozen_gib", "ppo_gib", "dpo_gib", "ratio_mem",
                                       "critic_share", "tokens", "gen_s", "gen_min", "upd_min", "time_ratio"],
+    "09_the_passport": ["per_completion", "per_token", "constant", "easy_share", "recipe_1", "recipe_2",
+                        "same_policy", "course_unit"],
 }
 SHOWN = {
     "00_start_here": ["0.731", "0.6118", "0.0577", "269.2 GiB"],
@@ -130,6 +133,8 @@ SHOWN = {
                                       "PPO 269.2 GiB   DPO 134.6 GiB   ratio 2.00", "critic = 44%",
                                       "rollout tokens 8,192,000", "4890.2 s = 81.5 min",
                                       "2.076444 min", "ratio 39.2511"],
+    "09_the_passport": ["per completion (sequence_mean) = 1.00   per token (token_mean) = 0.50",
+                        "identical policies: True", "averaging unit: token_mean"],
 }
 
 
@@ -264,9 +269,23 @@ def check_05(ns, shown, widgets):
     assert close(ns["upd_min"], 2.076444, 6) and close(ns["time_ratio"], 39.2511, 4)
 
 
+def check_09(ns, shown, widgets):
+    assert ns["per_completion"] == 1.0 and ns["per_token"] == 0.5 and ns["constant"] == 0.25
+    assert math.isclose(ns["easy_share"], 0.97**16 + 0.03**16, rel_tol=1e-12)
+    text = (NOTEBOOKS / "09_the_passport.py").read_text(encoding="utf-8")
+    # the check-yourself answer quotes the computed share and the resampling cost
+    assert f"About {ns['easy_share']:.0%} of groups" in text
+    assert f"about {1 - ns['easy_share']:.0%} of the batch" in text
+    assert f"about {1 / (1 - ns['easy_share']):.1f}× the generation" in text
+    assert ns["same_policy"] is True
+    assert all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(ns["recipe_1"], ns["recipe_2"], strict=True))
+    assert ns["course_unit"] == "token_mean", "the course's GRPO default unit changed: update section 6"
+    assert "8 of 8 fields match" not in widgets and "0 of 8 fields match" in widgets
+
+
 CHECKS = {"00_start_here": check_00, "01_bradley_terry": check_01, "02_dpo_margins": check_02,
           "03_group_baselines": check_03, "04_baseline_bias_enumeration": check_04,
-          "05_memory_and_rollout_budgets": check_05}
+          "05_memory_and_rollout_budgets": check_05, "09_the_passport": check_09}
 
 
 @pytest.fixture(scope="module")
