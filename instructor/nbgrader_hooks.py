@@ -16,6 +16,10 @@
   check failed, so nbgrader's ``SaveAutoGrades`` writes 0 for that cell into the gradebook, else the
   cell's points). Details per cell go to ``$COURSE_VERDICT_DIR`` for ``make autograde``'s report.
 
+Training cells (``DRIVEN`` in an assignment's checks module, e.g. the lab's): right after such a
+cell's probe, ``SandboxedExecute`` lets instructor/lab_grading.py train the tiny GPT through the same
+kernel, and ``DecideVerdicts`` takes that run's verdict for the cell (its probe must pass too).
+
 ``generate_feedback`` runs ``FeedbackFilter`` last: outputs of the student's own cells that ran after
 a probe are not shown (a function could have stored the hidden inputs and a later cell printed them).
 """
