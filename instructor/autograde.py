@@ -160,6 +160,30 @@ def keep_hand_grades(root: Path, assignment: str, student: str, before: dict, un
     return notes
 
 
+def show_flags_in_formgrader(root: Path, assignment: str, student: str, flags: list) -> None:
+    """Put each scan flag in the comment box of the answer cell it concerns (or the notebook's first
+    one), where the formgrader shows it to whoever grades by hand."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    by_notebook: dict[str, list] = {}
+    for flag in flags:
+        by_notebook.setdefault(Path(flag.notebook).stem, []).append(flag)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for notebook, items in by_notebook.items():
+            try:
+                comments = gb.find_submission_notebook(notebook, assignment, student).comments
+            except MissingEntry:
+                continue
+            if not comments:
+                continue
+            named = {c.name: c for c in comments}
+            for flag in items:
+                target = named.get(flag.cell, comments[0])
+                note = f"Review flag (advice, not a grade): {flag}"
+                target.auto_comment = f"{target.auto_comment}\n{note}" if target.auto_comment else note
+        gb.db.commit()
+
+
 def zero_submission(root: Path, assignment: str, student: str) -> None:
     """A student with no gradable notebook at all: a submission of zeros (nbgrader needs one notebook)."""
     from nbgrader.api import Gradebook
@@ -285,6 +309,7 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
         record["status"] = "FAILED"
     else:
         record["problems"] += keep_hand_grades(root, assignment, student, before, unchanged)
+        show_flags_in_formgrader(root, assignment, student, facts_flags)
         record.update(scores(root, assignment, student))
         record["status"] = status_of(False, record["flags"], record["problems"], record["needs_manual_grade"])
     record["wall_seconds"] = round(time.time() - started, 2)
@@ -383,8 +408,13 @@ def main(argv: list[str] | None = None) -> int:
         started = time.time()
         log_parts = []
         for number, student in enumerate(todo, start=1):
-            res = grade_student(root, args.assignment, student, env, extra, records.get(student, {}),
-                                flags.get(student, []), verdict_dir)
+            try:
+                res = grade_student(root, args.assignment, student, env, extra, records.get(student, {}),
+                                    flags.get(student, []), verdict_dir)
+            except Exception as err:  # noqa: BLE001 - one student never stops the batch
+                res = {"status": "FAILED", "problems": [f"grading stopped: {type(err).__name__}: {err}"],
+                       "flags": [str(f) for f in flags.get(student, [])], "log": "", "seconds": {},
+                       "verdicts": {}, "hashes": {}, "wall_seconds": 0.0}
             log_parts.append(f"===== {student}\n{res.pop('log')}")
             records[student] = res
             save_state(root, state)

@@ -127,8 +127,8 @@ class SandboxedExecute(Execute):
             self._stop(f"the kernel died in cell {label} (os._exit, a crash or the memory limit)")
             resources[STATE]["not_run"][index] = self._stop_reason
             return cell, resources
-        except CellTimeoutError:
-            self._stop(f"cell {label} did not finish in time")
+        except CellTimeoutError:  # nbclient gives up waiting for the interrupted cell's output
+            self._stop(f"cell {label} ignored the interrupt after the time limit; the kernel was stopped")
             resources[STATE]["not_run"][index] = self._stop_reason
             return cell, resources
         finally:

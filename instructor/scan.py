@@ -267,10 +267,11 @@ def scan_notebook(path: Path, facts: SourceFacts) -> list[Flag]:
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in facts.overwritten:
+        meta = cell.metadata.get("nbgrader") if isinstance(cell.get("metadata"), dict) else None
+        grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+        if isinstance(grade_id, str) and grade_id in facts.overwritten:
             continue
-        cells.append((grade_id or f"cell {index}", cell.source))
+        cells.append((grade_id if isinstance(grade_id, str) else f"cell {index + 1}", str(cell.get("source", ""))))
     modules = {bound for _, bound in facts.allowed_imports}
     parsed = []
     flags = []
@@ -306,7 +307,10 @@ def scan_submissions(source_dir: Path, submitted_dir: Path, assignment: str,
             path = student / assignment / name
             if not path.exists():
                 continue
-            flags += scan_notebook(path, facts[name])
+            try:
+                flags += scan_notebook(path, facts[name])
+            except Exception as err:  # noqa: BLE001 - a scan must never stop grading
+                flags.append(Flag(name, "-", 0, f"could not be scanned ({type(err).__name__}: {err})"))
         report[student.name] = flags
     return report
 

@@ -307,7 +307,7 @@ def _scan(tmp_path, code: str) -> list[str]:
     ("__builtins__.float = int", "touches `__builtins__`"),
     ("np.isclose = lambda *a, **k: True", "assigns attribute `np.isclose`"),
     ("setattr(np, 'isclose', print)", "calls `setattr()`"),
-    ("float = lambda x: 0.0", "shadows the builtin `float`"),
+    ("float = lambda x: 0.0", "`float` (assignment)"),
     ("round = lambda x: 0", "shadows the builtin `round`"),
     ("def f():\n    pass\nf.__code__ = (lambda: 1).__code__", "uses attribute `__code__`"),
     ("get_ipython().input_transformers_post.append(lambda lines: [])", "calls `get_ipython()`"),
