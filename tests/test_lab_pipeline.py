@@ -57,9 +57,12 @@ def graded(request):
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
     course = Path(tempfile.mkdtemp(prefix="lab-", dir=ROOT / "test-artifacts"))
     os.chmod(course, 0o755)
-    for item in ("nbgrader_config.py", "instructor", "solutions", "exercises"):
+    for item in ("nbgrader_config.py", "instructor", "solutions"):
         src = ROOT / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, course / item)
+    gen = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "lab14", "--force"], cwd=course,
+                         env=_env(), capture_output=True, text=True, timeout=600)
+    assert gen.returncode == 0, gen.stdout + gen.stderr
     solution = nbformat.read(str(course / "solutions" / "lab14" / NOTEBOOK), as_version=4)
     _put(course, "alice_solution", solution)
     _put(course, "bob_release", nbformat.read(str(course / "exercises" / "lab14" / NOTEBOOK), as_version=4))
@@ -86,6 +89,12 @@ def graded(request):
                                 f"seconds per student {seconds} (a loaded machine: noisy)")
     yield {"proc": proc, "students": students, "course": course}
     shutil.rmtree(course, ignore_errors=True)
+
+
+def test_committed_release_matches_a_fresh_generation(graded):
+    fresh = json.loads((graded["course"] / "exercises" / "lab14" / NOTEBOOK).read_text())
+    committed = json.loads((ROOT / "exercises" / "lab14" / NOTEBOOK).read_text())
+    assert committed == fresh, "exercises/lab14 is stale: run `make assignment ASSIGNMENT=lab14`"
 
 
 def _cells(record) -> dict[str, dict]:
