@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from instructor import sandbox_kernel
+from instructor import lab_grading, sandbox_kernel
 from instructor.scan import scan_submissions
 from instructor.submission import file_hashes, stage
 
@@ -395,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         env = nbgrader_env(sandbox_tmp, kernel_dir, str(verdict_dir))
         ensure_in_gradebook(root, args.assignment, env)
+        ready = lab_grading.warm(root, args.assignment)  # training checks: SFT baseline once, cached
+        if ready:
+            print(ready, flush=True)
 
         state = load_state(root)
         book = state.setdefault(args.assignment, {"code": "", "students": {}})
