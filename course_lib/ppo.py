@@ -196,7 +196,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         kl_tok = None
         if ref_model is not None:
             ref_logps = completion_logprobs(ref_model, ids, attn, cmask, temperature=T)[0][:, sl].float()
-            kl_tok = kl_estimate(old_logps, ref_logps, estimator="k1") * mask
+            kl_tok = kl_estimate(old_logps, ref_logps, estimator="k1", validate=False) * mask
             rewards = rewards - cfg.kl_coef * kl_tok
         advantages, returns = gae(rewards, old_values, mask, gamma=cfg.gamma, lam=cfg.lam)
         advantages = whiten(advantages, mask)
@@ -207,10 +207,11 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
             values = token_values(critic, ids, attn)[:, sl]
         logps, ent = logps[:, sl], ent[:, sl]
         ratio = torch.exp(logps - old_logps)
-        objective = clipped_surrogate(ratio, advantages, eps_low=cfg.cliprange, eps_high=cfg.cliprange)
-        policy_loss = -aggregate(objective, mask, unit="token_mean")
+        objective, is_clipped = clipped_surrogate(ratio, advantages, eps_low=cfg.cliprange, eps_high=cfg.cliprange,
+                                                  return_clipped=True, validate=False)
+        policy_loss = -aggregate(objective, mask, unit="token_mean", validate=False)
         v_tok, v_clipped = clipped_value_loss(values, old_values, returns, cfg.cliprange_value)
-        value_loss = cfg.vf_coef * aggregate(v_tok, mask, unit="token_mean")
+        value_loss = cfg.vf_coef * aggregate(v_tok, mask, unit="token_mean", validate=False)
         opt.zero_grad(set_to_none=True)
         critic_opt.zero_grad(set_to_none=True)
         (policy_loss + value_loss).backward()  # separate models: each optimizer sees only its own loss
@@ -222,7 +223,6 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         val_losses.append(value_loss.item() / cfg.vf_coef)
     with torch.no_grad():
         n_tok = mask.sum()
-        is_clipped = ((ratio > 1 + cfg.cliprange) & (advantages > 0)) | ((ratio < 1 - cfg.cliprange) & (advantages < 0))
         ret_last = returns[:, 0]
         var_ret = ret_last.var()
         explained = 1 - (ret_last - old_values[:, 0]).var() / var_ret if var_ret > 0 else torch.tensor(float("nan"))

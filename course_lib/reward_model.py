@@ -32,6 +32,7 @@ Simplifications, said out loud:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import torch
 from transformers import GPT2Config, GPT2ForSequenceClassification
+from transformers.utils import logging as hf_logging
 
 from course_lib.model import ModelConfig, generate
 from course_lib.preference import bt_probability, reward_model_loss
@@ -248,13 +250,26 @@ def calibration(rm, data: dict, n_bins: int = 10) -> dict:
 
 
 # ---- save / load -----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _quiet():
+    """No "Writing model shards" / "Loading weights" bars on stderr (notebooks must stay clean)."""
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def save_reward_model(rm, tokenizer: CharTokenizer, directory, *, task_config: TaskConfig, cfg: RewardModelConfig,
                       metrics: dict) -> Path:
     """``save_pretrained`` for model and tokenizer, plus ``reward_model.json`` (data, rule, noise, accuracy)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    rm.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
+    with _quiet():
+        rm.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
     info = {"format": FORMAT, "labelling_rule": LABELLING_RULE, "gold": "strict checker (course_lib.task.strict_reward)",
             "noise": cfg.noise, "task": asdict(task_config), "config": asdict(cfg), "metrics": metrics}
     (directory / INFO_FILE).write_text(json.dumps(info, indent=2))
@@ -292,7 +307,8 @@ def load_reward_model(directory, tokenizer: CharTokenizer | None = None, *, task
         raise ValueError(f"the reward model in {directory} was trained on {info['task']['digits']}-digit addition; "
                          f"the task has digits={task_config.digits}")
     try:
-        rm = GPT2ForSequenceClassification.from_pretrained(directory)
+        with _quiet():
+            rm = GPT2ForSequenceClassification.from_pretrained(directory)
     except (OSError, ValueError) as err:
         raise ValueError(f"cannot load the reward model weights from {directory} ({err})") from err
     if rm.config.num_labels != 1:
