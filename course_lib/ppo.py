@@ -167,7 +167,7 @@ def persistent_bytes(module: torch.nn.Module, optimizer: torch.optim.Optimizer |
 
 
 # ---- one PPO step ------------------------------------------------------------------------------------
-def collect(policy, task: AdditionTask, cfg: PPOConfig, reward_fn, generator: torch.Generator) -> dict:
+def collect(policy, task: AdditionTask, cfg: PPOConfig, reward_fn, generator: torch.Generator, gold_fn=None) -> dict:
     device = next(policy.parameters()).device
     pairs = task.sample_pairs(cfg.batch_prompts, generator)
     with autocast(device):
@@ -176,7 +176,10 @@ def collect(policy, task: AdditionTask, cfg: PPOConfig, reward_fn, generator: to
     repeated = [p for p in pairs for _ in range(cfg.num_generations)]
     t0 = time.perf_counter()
     scores = reward_fn(repeated, roll.completions).float().to(device)
-    return {"roll": roll, "scores": scores, "score_seconds": time.perf_counter() - t0}
+    out = {"roll": roll, "scores": scores, "score_seconds": time.perf_counter() - t0}
+    if gold_fn is not None:  # a second opinion on the very same samples (never used for training)
+        out["gold_mean"] = float(gold_fn(repeated, roll.completions).float().mean())
+    return out
 
 
 def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.Tensor, cfg: PPOConfig, *, prompt_length: int,
@@ -197,7 +200,8 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         if ref_model is not None:
             ref_logps = completion_logprobs(ref_model, ids, attn, cmask, temperature=T)[0][:, sl].float()
             kl_tok = kl_estimate(old_logps, ref_logps, estimator="k1", validate=False) * mask
-            rewards = rewards - cfg.kl_coef * kl_tok
+            if cfg.kl_coef > 0:
+                rewards = rewards - cfg.kl_coef * kl_tok
         advantages, returns = gae(rewards, old_values, mask, gamma=cfg.gamma, lam=cfg.lam)
         advantages = whiten(advantages, mask)
     pol_losses, val_losses = [], []
@@ -250,18 +254,23 @@ def train_ppo(
     max_grad_norm: float = 1.0,
     show_progress: bool = True,
     eval_fn=None,
+    gold_fn=None,
+    track_kl: bool = False,
 ) -> dict:
     """PPO from the current weights of ``policy`` (normally SFT), with ``critic`` as the learned baseline.
 
     ``reward_fn(pairs, completions) -> FloatTensor[N]`` scores completions (the strict checker or
-    a reward model). Returns ``{"steps", "rl_seconds", "memory"}``; ``memory`` holds the measured
+    a reward model). ``gold_fn`` (same signature) is only logged, as ``gold_mean`` on the same
+    samples: the truth next to the proxy. The sampled KL to the starting policy (sum of k1 over a
+    completion's tokens, mean over completions) is logged as ``kl`` whenever a reference exists:
+    ``kl_coef > 0``, or ``track_kl=True``. Returns ``{"steps", "rl_seconds", "memory"}``; ``memory`` holds the measured
     bytes of the policy's and the critic's weights, gradients and AdamW states after training,
-    and of the frozen reference (``kl_coef > 0`` only).
+    and of the frozen reference when one is kept.
     """
     validate_config(cfg)
     device = next(policy.parameters()).device
     ref_model = None
-    if cfg.kl_coef > 0:
+    if cfg.kl_coef > 0 or track_kl:
         ref_model = copy.deepcopy(policy).eval().requires_grad_(False)
     opt = make_optimizer(policy, cfg.learning_rate)
     critic_opt = make_optimizer(critic, cfg.critic_learning_rate)
@@ -271,7 +280,7 @@ def train_ppo(
     bar = progress(cfg.steps, "ppo", show_progress)
     for step in range(1, cfg.steps + 1):
         t0 = time.perf_counter()
-        batch = collect(policy, task, cfg, reward_fn, generator)
+        batch = collect(policy, task, cfg, reward_fn, generator, gold_fn)
         roll = batch["roll"]
         t1 = time.perf_counter()
         policy.train()
@@ -285,6 +294,7 @@ def train_ppo(
         t2 = time.perf_counter()
         seconds += t2 - t0
         row = {"step": step, "reward_mean": float(batch["scores"].mean()), **upd,
+               **({"gold_mean": batch["gold_mean"]} if "gold_mean" in batch else {}),
                "completion_length": float(roll.completion_mask.sum(-1).float().mean()),
                "truncated_rate": float(roll.truncated.float().mean()), "gen_seconds": roll.seconds,
                "update_seconds": t2 - t1, "rl_seconds": seconds}
