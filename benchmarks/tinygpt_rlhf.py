@@ -51,7 +51,7 @@ def one_seed(seed: int, rl_steps: int, bon_prompts: int) -> dict:
     proxy, gold = best_of_n_scores(policy, task, task.heldout_pairs[:bon_prompts], scorer, k=max(NS))
     bon = best_of_n_curve(proxy, gold, NS)
 
-    out = {"seed": seed, "sft_accuracy": sft["accuracy"], "rm": rm["metrics"], "bon": bon, "rl": {}}
+    out = {"seed": seed, "rl_steps": rl_steps, "sft_accuracy": sft["accuracy"], "rm": rm["metrics"], "bon": bon, "rl": {}}
     grpo_cfg = dataclasses.replace(cfg.grpo, steps=rl_steps, eval_every=rl_steps)
     for name, advantage in (("GRPO", "grpo"), ("RLOO", "rloo")):
         policy.load_state_dict(sft_weights)
@@ -83,12 +83,19 @@ def main() -> None:
     parser.add_argument("--rl-steps", type=int, default=300)
     parser.add_argument("--bon-prompts", type=int, default=200)
     parser.add_argument("--json", default=None, help="also write every number to this file")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                        help="print per-seed lines and medians from files written by --json (seeds run in parallel)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     results = []
-    for seed in args.seeds:
-        r = one_seed(seed, args.rl_steps, args.bon_prompts)
-        results.append(r)
+    if args.merge:
+        for path in args.merge:
+            with open(path, encoding="utf-8") as fh:
+                results += json.load(fh)
+    for r in results if args.merge else (one_seed(seed, args.rl_steps, args.bon_prompts) for seed in args.seeds):
+        if not args.merge:
+            results.append(r)
+        seed = r["seed"]
         m, b = r["rm"], {row["n"]: row for row in r["bon"]}
         rl = r["rl"]
         print(f"seed {seed}: SFT {r['sft_accuracy']:.3f}; RM held-out {m['heldout_accuracy']:.3f} of ceiling "
@@ -103,7 +110,7 @@ def main() -> None:
     def med(f):
         return statistics.median(f(r) for r in results)
 
-    print(f"\nmedian over {len(results)} seeds ({args.rl_steps} RL steps, 256 sampled completions per step):")
+    print(f"\nmedian over {len(results)} seeds ({results[0].get('rl_steps', args.rl_steps)} RL steps, 256 sampled completions per step):")
     print(f"reward model: held-out pairwise accuracy {med(lambda r: r['rm']['heldout_accuracy']):.3f}, noise ceiling "
           f"{med(lambda r: r['rm']['noise_ceiling']):.3f}, {med(lambda r: r['rm']['of_ceiling']):.1%} of the ceiling; "
           f"against gold {med(lambda r: r['rm']['heldout_gold_accuracy']):.3f}; ECE {med(lambda r: r['rm']['ece']):.3f}")

@@ -308,3 +308,18 @@ def train_ppo(
     if ref_model is not None:
         memory["reference"] = persistent_bytes(ref_model)
     return {"steps": cfg.steps, "rl_seconds": seconds, "memory": memory}
+
+
+def critic_passport(cfg: PPOConfig, memory: dict | None = None) -> dict:
+    """The critic's passport entry (§17): what it is, how it learns, and its measured memory."""
+    out = {
+        "model": "separate GPT2ForSequenceClassification(num_labels=1) applied at every token (TRL's value model), "
+                 "transformer initialised from the SFT policy, fresh head",
+        "advantages": f"GAE(gamma={cfg.gamma}, lambda={cfg.lam}) on per-token rewards, whitened over the batch",
+        "value_loss": f"clipped, cliprange_value={cfg.cliprange_value}, vf_coef={cfg.vf_coef}, own AdamW lr={cfg.critic_learning_rate}",
+        "kl": f"in the reward, per token, k1, kl_coef={cfg.kl_coef}" if cfg.kl_coef > 0 else "none (kl_coef=0, no reference model)",
+    }
+    if memory is not None:
+        c, p = memory["critic"]["total"], memory["policy"]["total"]
+        out["memory"] = f"critic {c / 2**20:.2f} MiB measured (weights, grads, AdamW) next to the policy's {p / 2**20:.2f} MiB"
+    return out

@@ -422,3 +422,18 @@ def best_of_n_scores(policy, task: AdditionTask, pairs, proxy, *, k: int = 64, m
     repeated = [p for p in pairs for _ in range(k)]
     comps = roll.completions
     return proxy(repeated, comps).view(len(pairs), k).cpu(), gold_reward(task)(repeated, comps).view(len(pairs), k)
+
+
+def passport_fields(info: dict) -> dict:
+    """The reward model's passport entry (§17): data, labelling rule, noise, accuracy, from ``reward_model.json``."""
+    c, m = info["config"], info["metrics"]
+    return {
+        "data": (f"{m['train_pairs']} pairs from {m['train_prompts']} prompts, {c['samples_per_prompt']} SFT samples per "
+                 f"prompt at temperature {c['temperature']} (one round, never refreshed); "
+                 f"{m['heldout_pairs']} held-out pairs from the task's held-out prompts"),
+        "labelling_rule": info["labelling_rule"],
+        "noise": f"each label flipped with probability {info['noise']} ({m['train_flipped']:.1%} of training labels)",
+        "model": f"GPT2ForSequenceClassification(num_labels=1), initialised from {'the SFT policy' if c['init'] == 'sft' else 'scratch'}",
+        "accuracy": (f"held-out pairwise {m['heldout_accuracy']:.1%} = {m['of_ceiling']:.1%} of the noise ceiling "
+                     f"{m['noise_ceiling']:.1%}; against gold {m['heldout_gold_accuracy']:.1%}; ECE {m['ece']:.3f}"),
+    }

@@ -37,7 +37,7 @@ SIMULATED = ["00_start_here", "02_dpo_margins"]
 COURSE_NOTEBOOKS = [
     "00_start_here", "01_bradley_terry", "02_dpo_margins", "03_group_baselines",
     "04_baseline_bias_enumeration", "05_memory_and_rollout_budgets", "06_tiny_gpt_dpo",
-    "07_tiny_gpt_grpo", "08_reward_hacking",
+    "07_tiny_gpt_grpo", "08_reward_hacking", "08b_the_rlhf_route",
 ]
 
 
