@@ -318,17 +318,21 @@ for (seed, beta), rows in over.items():
                     "gold_end": golds[-1], "kl_end": rows[-1]["kl"]})
     print(f"seed {seed} β={beta}: proxy {rows[0]['reward_mean']:+.2f} → {rows[-1]['reward_mean']:+.2f}; gold "
           f"{golds[0]:.1%} → peak {golds[peak]:.1%} (step {rows[peak]['step']}) → {golds[-1]:.1%}; KL {rows[-1]['kl']:.2f}")
-peaked = [s for s in summary if s["gold_end"] < s["gold_peak"] - 0.03 and s["proxy_end"] > s["proxy_start"]]
-print(f"\n{len(peaked)} of {len(summary)} runs: proxy up while gold peaked and fell by more than 3 points"
-      if peaked else f"\nno run's gold fell more than 3 points below its peak in {OVEROPT_STEPS} steps at this budget")
+proxy_up = [s for s in summary if s["proxy_end"] > s["proxy_start"]]
+rose_then_fell = [s for s in proxy_up if s["gold_peak"] > s["gold_start"] + 0.03 and s["gold_end"] < s["gold_peak"] - 0.03]
+fell = [s for s in proxy_up if s["gold_end"] < s["gold_start"] - 0.03 and s not in rose_then_fell]
+print(f"\nproxy rose in {len(proxy_up)} of {len(summary)} runs; of those, gold rose by > 3 points and then fell by > 3 "
+      f"points in {len(rose_then_fell)}, and only fell (no rise first) in {len(fell)}")
 
 # %% [markdown]
-# Read the two panels together. The left one is all the trainer sees. Where the right one turns down
+# Read the two panels together. The left one is all the trainer sees. Where the right one goes down
 # while the left keeps climbing, the policy has found answers the reward model overrates — the reward
-# model was fitted on the SFT policy's samples and never saw the regions RL pushes into. The numbers
-# above say whether and where that happened in *your* run; the best-of-N curve in section 4 shows the
-# same effect with no training at all. The KL term (dashed) slows the walk away from the SFT policy:
-# for the same number of steps it ends at a smaller KL.
+# model was fitted on the SFT policy's samples and never saw the regions RL pushes into. The published
+# curves (gold against √KL) first rise, then fall; whether the rise shows depends on how good the
+# proxy is where the policy first moves: if PPO finds the reward model's blind spots faster than its
+# real signal, gold only falls. The count above says which shape *your* runs took; best-of-N (section
+# 4) is the gentler optimiser to compare with. Compare also the KL each β reached: the penalty is
+# what keeps the walk short.
 #
 # ## 6. PPO with a learned critic, against GRPO and RLOO
 #

@@ -14,6 +14,7 @@ from course_lib.ppo import (
     PPOConfig,
     build_critic,
     clipped_value_loss,
+    critic_passport,
     gae,
     persistent_bytes,
     token_values,
@@ -139,6 +140,9 @@ def test_ppo_learns_a_simple_reward_and_measures_the_critic(tiny):
     assert 8 * n <= mem["critic"]["optimizer"] <= 8 * n + 8 * len(list(critic.parameters()))
     assert mem["reference"]["grads"] == 0 and mem["reference"]["optimizer"] == 0
     assert persistent_bytes(critic)["total"] == mem["critic"]["weights"] + mem["critic"]["grads"]
+    entry = critic_passport(pc, mem)
+    assert "GAE(gamma=1.0, lambda=0.95)" in entry["advantages"] and "kl_coef=0.05" in entry["kl"]
+    assert f"critic {mem['critic']['total'] / 2**20:.2f} MiB" in entry["memory"]
 
 
 @pytest.mark.parametrize("field,value", [("lam", 1.5), ("gamma", -0.1), ("cliprange", 1.0), ("cliprange_value", 0.0),

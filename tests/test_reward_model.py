@@ -25,6 +25,7 @@ from course_lib.reward_model import (
     load_reward,
     load_reward_model,
     pairwise_accuracy,
+    passport_fields,
     preference_data,
     save_reward_model,
     validate_config,
@@ -143,6 +144,11 @@ def test_save_load_roundtrip_and_batched_reward(setup, tmp_path):
     save_reward_model(rm, task.tokenizer, tmp_path / "rm", task_config=task.config, cfg=rcfg, metrics={"heldout_accuracy": 0.5})
     info = json.loads((tmp_path / "rm" / "reward_model.json").read_text())
     assert info["noise"] == rcfg.noise and "strict checker" in info["labelling_rule"]
+    metrics = {"train_pairs": 10, "train_prompts": 64, "heldout_pairs": 5, "train_flipped": 0.1, "heldout_accuracy": 0.8,
+               "of_ceiling": 0.8 / 0.9, "noise_ceiling": 0.9, "heldout_gold_accuracy": 0.85, "ece": 0.05}
+    entry = passport_fields({**info, "metrics": metrics})
+    assert set(entry) == {"data", "labelling_rule", "noise", "model", "accuracy"}
+    assert "88.9% of the noise ceiling 90.0%" in entry["accuracy"] and str(rcfg.noise) in entry["noise"]
     reward = load_reward(tmp_path / "rm", task)
     pairs = task.sample_pairs(5, torch.Generator().manual_seed(0))
     comps = torch.tensor([[4, 5, 2, 0]] * 5)  # "12<eos><pad>" (pad 0, bos 1, eos 2, "0" 3, …)
