@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 TORCH_PIN ?= torch==2.13.0
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: venv lab test lint sync bench assignment autograde feedback grades clean
+.PHONY: venv lab test lint sync bench site assignment autograde feedback grades clean
 
 venv: $(STAMP)
 
@@ -40,6 +40,10 @@ sync: $(STAMP)
 	$(PY) -m course_lib.colab notebooks/*.py
 	$(BIN)/jupytext --sync notebooks/*.py
 
+# The rendered course: every notebook executed (COURSE_FAST=1) and converted to HTML in _site/.
+site: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m tools.build_site --fast --out _site
+
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
 
@@ -61,4 +65,4 @@ grades: $(STAMP)
 	$(NBG_PATH) $(PY) -m instructor.export_grades --assignment $(ASSIGNMENT) --out grades.csv
 
 clean:
-	rm -rf .pytest_cache .ruff_cache .hypothesis runs test-artifacts
+	rm -rf .pytest_cache .ruff_cache .hypothesis runs test-artifacts _site
