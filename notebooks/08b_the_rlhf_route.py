@@ -171,7 +171,7 @@ assert abs(by_hand - library) < 1e-5
 # %%
 log = rm_run["log"]
 evals = [r for r in log if "heldout_accuracy" in r]
-fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3))
+fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9.5, 3))
 ax_loss.plot([r["step"] for r in log], [r["loss"] for r in log], lw=0.8)
 eps = RM_CFG.noise
 ax_loss.axhline(-(eps * math.log(eps) + (1 - eps) * math.log(1 - eps)), ls=":", c="k", label="entropy of the label noise")
@@ -297,7 +297,7 @@ for seed in OVEROPT_SEEDS:
                   show_progress=False, gold_fn=gold_reward(task), track_kl=True)
         over[(seed, beta)] = over_log.rows
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), sharey=False)
+fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4), sharey=False)
 for (seed, beta), rows in over.items():
     x = [math.sqrt(max(r["kl"], 0.0)) for r in rows]
     style = "-" if beta == 0 else "--"

@@ -36,13 +36,9 @@ COLAB_PREINSTALLED = ["torch", "numpy", "matplotlib", "ipywidgets", "ipykernel",
 SIMULATED = ["00_start_here", "02_dpo_margins"]
 COURSE_NOTEBOOKS = [
     "00_start_here", "01_bradley_terry", "02_dpo_margins", "03_group_baselines",
-<<<<<<< HEAD
-    "04_baseline_bias_enumeration", "05_memory_and_rollout_budgets", "06_tiny_gpt_dpo",
-    "07_tiny_gpt_grpo", "08_reward_hacking", "08b_the_rlhf_route",
-=======
     "03b_from_advantages_to_an_update", "04_baseline_bias_enumeration", "05_memory_and_rollout_budgets", "06_tiny_gpt_dpo",
     "07_tiny_gpt_grpo", "08_reward_hacking",
->>>>>>> main
+    "08b_the_rlhf_route",
 ]
 
 
