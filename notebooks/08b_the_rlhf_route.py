@@ -73,6 +73,7 @@ from IPython.display import display
 
 from course_lib.budgets import stage_memory_gib
 from course_lib.configs import get_config
+from course_lib.explore import predict
 from course_lib.grpo import train_grpo
 from course_lib.model import build_model, generate
 from course_lib.ppo import PPOConfig, build_critic, clipped_value_loss, gae, train_ppo
@@ -126,6 +127,11 @@ print(f"SFT policy: held-out exact match {sft['accuracy']:.1%} "
 #
 # **Predict first.** With `noise = 0.1`, a reward model that agrees with the gold rule on *every* pair
 # is scored against held-out pairs labelled the same noisy way. What pairwise accuracy does it get?
+
+# %%
+display(predict("A reward model that always agrees with the gold rule, scored against labels with 10% flipped, reaches …",
+                ["100%", "about 90%", "about 80%", "about 50%"], "about 90%",
+                "It disagrees exactly with the flipped labels: accuracy = 1 − (share flipped)."))
 
 # %%
 rm_run = fit_reward_model(policy, task, RM_CFG, seed=SEED)
@@ -211,8 +217,9 @@ print(f"expected calibration error {cal['ece']:.3f} over {sum(cal['count'])} pai
 # The simplest way to use a reward model: sample N answers, keep the one it scores highest. No training
 # at all. For best-of-N the KL to the base policy is known in closed form, log N − (N − 1)/N.
 #
-# **Predict first.** As N grows from 1 to 64, the proxy score of the chosen answer rises (it is a
-# maximum). What does the *gold* accuracy do?
+# **Predict first.** As N grows, the proxy score of the chosen answer rises (it is a maximum over
+# more samples). What does the *gold* accuracy do? (The samples are drawn and scored below; nothing
+# is shown until you reveal.)
 
 # %%
 scorer = RewardModelScorer(rm, task)
@@ -220,11 +227,21 @@ torch.manual_seed(SEED)
 proxy, gold = best_of_n_scores(policy, task, task.heldout_pairs[:BON_PROMPTS], scorer, k=BON_K)
 ns = [n for n in (1, 2, 4, 8, 16, 32, 64) if n <= BON_K]
 bon = best_of_n_curve(proxy, gold, ns)
+best = max(bon, key=lambda r: r["gold"])
+falls = bon[-1]["gold"] < best["gold"] - 0.01
+if falls:
+    bon_answer = "rises, then falls" if best["n"] > 1 else "falls from the start"
+else:
+    bon_answer = "keeps rising" if bon[-1]["gold"] > bon[0]["gold"] + 0.01 else "stays flat"
+display(predict(f"Best-of-N against the reward model, N = 1 … {ns[-1]}: gold accuracy of the kept answer …",
+                ["keeps rising", "rises, then falls", "falls from the start", "stays flat"], bon_answer,
+                f"In this run: {bon[0]['gold']:.1%} at N=1, {best['gold']:.1%} at N={best['n']}, "
+                f"{bon[-1]['gold']:.1%} at N={bon[-1]['n']}."))
+
+# %%
 for row in bon:
     print(f"N={row['n']:2d}  KL {row['kl']:.3f}  proxy {row['proxy']:+.3f}  gold {row['gold']:.1%}")
-best = max(bon, key=lambda r: r["gold"])
 gain16 = next(r["gold"] for r in bon if r["n"] == min(16, BON_K)) - bon[0]["gold"]
-falls = bon[-1]["gold"] < best["gold"] - 0.01
 print(f"\ngold peaks at N={best['n']} ({best['gold']:.1%})"
       + (f", then falls to {bon[-1]['gold']:.1%} at N={bon[-1]['n']} while the proxy keeps rising" if falls
          else f" and has not fallen by N={bon[-1]['n']} at this budget"))
@@ -368,7 +385,7 @@ print(f"clipped value loss: V_old 0, V 0.5, return 1, ε_v 0.2 → {float(v_loss
 #
 # **Predict first.** At the same number of sampled answers per step (256: GRPO's 32 prompts × 8, PPO's
 # 256 prompts × 1), will PPO's held-out accuracy land above, near or below GRPO's? And how much memory
-# does its critic add?
+# does its critic add? The three runs below print nothing until you reveal.
 
 # %%
 grpo_cfg = dataclasses.replace(cfg.grpo, steps=RL_STEPS, eval_every=RL_STEPS)
@@ -388,12 +405,19 @@ res = train_ppo(policy, critic, task, ppo_cfg, gold_reward(task), generator=torc
                 log=ppo_log, show_progress=False)
 runs["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"], "rl_seconds": res["rl_seconds"]}
 memory = res["memory"]
+gap = runs["PPO"]["accuracy"] - runs["GRPO"]["accuracy"]
+ppo_answer = ("more than 10 points above GRPO" if gap > 0.10 else "within 10 points of GRPO" if gap >= -0.10
+              else "more than 10 points below GRPO")
+display(predict(f"After {RL_STEPS} steps of 256 sampled answers each, PPO's held-out accuracy is …",
+                ["more than 10 points above GRPO", "within 10 points of GRPO", "more than 10 points below GRPO"],
+                ppo_answer, f"In this run PPO − GRPO = {100 * gap:+.1f} points; the critic's states are as large as the policy's."))
+
+# %%
 mib = 2**20
 for name, r in runs.items():
     extra = f"   + critic {memory['critic']['total'] / mib:.2f} MiB" if name == "PPO" else ""
     print(f"{name:5} held-out {r['accuracy']:.1%} (SFT {sft['accuracy']:.1%})   RL {r['rl_seconds']:.1f} s   "
           f"policy states {memory['policy']['total'] / mib:.2f} MiB{extra}")
-gap = runs["PPO"]["accuracy"] - runs["GRPO"]["accuracy"]
 print(f"\nPPO − GRPO: {100 * gap:+.1f} points at {RL_STEPS} steps; PPO took {runs['PPO']['rl_seconds'] / runs['GRPO']['rl_seconds']:.2f}× "
       f"GRPO's time (one seed on a shared CPU: timings are noisy; see `make bench` for medians)")
 print(f"last step: value loss {ppo_log.rows[-1]['value_loss']:.4f}, explained variance {ppo_log.rows[-1]['explained_variance']:.2f}, "
@@ -421,6 +445,23 @@ print(f"critic share of PPO's model states: lecture stack {lecture_share:.0%}; m
 # The measured share is lower than 44% only because our frozen copies are fp32 (4 bytes per parameter,
 # not bf16's 2): 16/(16 + 16 + 4 + 4) = 40%. Against GRPO and RLOO, which keep no critic, PPO's extra
 # model is a whole second set of trained states — as large as the policy's.
+#
+# ## Your turn
+#
+# A labelling team flips 25% of its labels. (a) What is the noise ceiling on labels of that quality?
+# (b) A reward model that knows the gold answer and says so with certainty (P = 0 or 1): what is its
+# expected calibration error? (c) Check `best_of_n_kl(16)` against log N − (N − 1)/N by hand.
+
+# %%
+# your code here
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# (a) 75%: the gold rule agrees with exactly the unflipped labels. (b) 0.25: it predicts 1 where the
+# observed win rate is 0.75 (and 0 where it is 0.25). (c) `math.log(16) - 15 / 16` = 1.8351, the value
+# `course_lib.reward_model.best_of_n_kl(16)` returns.
+# </details>
 #
 # ## Check yourself
 #
