@@ -59,18 +59,18 @@ LABELLING_RULE = (
 class RewardModelConfig:
     """Data, labelling and optimisation of the reward model (TRL ``RewardConfig`` names where they exist)."""
 
-    pair_prompts: int = 4096  # training prompts sampled to build pairs
+    pair_prompts: int = 8192  # training prompts sampled to build pairs
     heldout_prompts: int = 500  # held-out prompts (the task's held-out set) for evaluation pairs
     samples_per_prompt: int = 8  # SFT samples per prompt; one accepted + one rejected make a pair
     pairs_per_prompt: int = 2  # at most this many (accepted, rejected) pairs per prompt, samples not reused
     temperature: float = 1.0  # sampling temperature of the SFT policy when building pairs
     max_completion_length: int = 6
     noise: float = 0.1  # probability that a label is flipped
-    steps: int = 400
+    steps: int = 800
     batch_size: int = 64  # TRL: per_device_train_batch_size (pairs)
     learning_rate: float = 3e-4
     init: str = "sft"  # "sft": transformer weights from the SFT policy; "scratch": random
-    eval_every: int = 100
+    eval_every: int = 200
 
 
 def validate_config(cfg: RewardModelConfig) -> RewardModelConfig:
