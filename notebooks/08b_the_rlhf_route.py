@@ -38,9 +38,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 08b · The RLHF route: a learned reward model, best-of-N, over-optimisation, PPO with a critic
 #
-# *Lecture §3–§4 (the reward model), §9 (two ways to get a baseline: a learned critic or the rest of
-# the group), §10 (the critic's share of memory), §13 (SFT → reward model → PPO), §15 (a proxy gets
-# optimised, not the intention).*
+# *Pointer for readers of the Module 14 lecture: §3–§4, §9–§10, §13 and §15. Everything below stands on its own.*
 #
 # [Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) trained against a checker that is exactly
 # right. The classic RLHF pipeline has no such checker: people compare answers, a **reward model**

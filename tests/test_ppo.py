@@ -126,8 +126,10 @@ def test_ppo_learns_a_simple_reward_and_measures_the_critic(tiny):
     pc = PPOConfig(steps=12, batch_prompts=32, max_completion_length=4, eval_every=6, learning_rate=3e-3,
                    critic_learning_rate=3e-3, kl_coef=0.05)
     log = MetricsLog()
-    res = train_ppo(policy, critic, task, pc, short, generator=torch.Generator().manual_seed(1), log=log, show_progress=False)
+    res = train_ppo(policy, critic, task, pc, short, generator=torch.Generator().manual_seed(1), log=log, show_progress=False,
+                    gold_fn=short)
     rows = log.rows
+    assert all(r["gold_mean"] == r["reward_mean"] for r in rows)  # the gold opinion is taken on the very same samples
     first = sum(r["reward_mean"] for r in rows[:3]) / 3
     last = sum(r["reward_mean"] for r in rows[-3:]) / 3
     assert last > first + 0.2, (first, last)
