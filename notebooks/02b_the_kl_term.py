@@ -44,7 +44,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 02b · The KL term: the regularised objective, DPO's derivation, and what a KL penalty pulls on
 #
-# *Lecture §4 (the objective), §6 (DPO), §9 and §12 (π_old, estimators, placement), §17 (the passport).*
+# *Pointer for readers of the Module 14 lecture: §4, §6, §9, §12 and §17. Everything below stands on its own.*
 #
 # Every RLHF recipe writes the same objective: maximise reward while staying close to a reference
 # policy π_ref, with a KL penalty of weight β. [DPO margins](02_dpo_margins.ipynb) used one
@@ -75,6 +75,7 @@ import torch
 from IPython.display import display
 
 from course_lib.advantages import grpo_advantages, rloo_advantages
+from course_lib.explore import figure_png, predict, readout
 from course_lib.kl import (
     categorical_kl,
     expected_kl_gradient,
@@ -92,7 +93,7 @@ rng = np.random.default_rng(0)
 # ## 1. The objective, solved exactly
 #
 # Take one prompt with five possible answers A–E. The reference policy (the SFT model) gives them
-# probabilities π_ref; a reward model scores them r. The objective of §4 for this prompt is
+# probabilities π_ref; a reward model scores them r. The RLHF objective for this prompt is
 #
 # J(π) = Σ_y π(y)·r(y) − β·Σ_y π(y)·log(π(y)/π_ref(y)).
 #
@@ -102,9 +103,13 @@ rng = np.random.default_rng(0)
 # **π\*(y) = π_ref(y)·exp(r(y)/β) / Z,  Z = Σ_y π_ref(y)·exp(r(y)/β).**
 #
 # The reference is re-weighted by exp(r/β): β is the exchange rate between reward and log-probability.
-#
-# *Predict before running:* with β = 0.5, will π* put most of its mass on A (the best reward) or keep
-# C (the reference's favourite) in the lead? What happens as β → 0 and as β → ∞?
+# The answers below: A has the best reward, C is the reference's favourite.
+
+# %%
+predict("With β = 0.5, which answer does π* make most likely?",
+        ["A, the best reward", "C, the reference's favourite", "all five about equally"],
+        "A, the best reward",
+        "exp(r/β) multiplies A's reference probability by e² ≈ 7.4 and C's by e⁻¹ ≈ 0.37: A overtakes C.")
 
 # %%
 answers = ["A", "B", "C", "D", "E"]
@@ -246,36 +251,46 @@ print(f"pairs never showing E: π_θ = {np.round(pi_dpo_no_E, 4)}   max |π_θ �
 # %%
 beta_slider = widgets.FloatLogSlider(value=0.5, base=10, min=-2, max=1.5, step=0.05, description="β",
                                      style={"description_width": "40px"})
+optimum_text, optimum_plot = widgets.HTML(), widgets.Image(format="png")
 
 
-def show_optimum(beta):
-    opt = kl_regularised_optimum(pi_ref, reward, beta)
+def show_optimum(_=None):
+    b = beta_slider.value
+    opt = kl_regularised_optimum(pi_ref, reward, b)
     kl = categorical_kl(opt.probs, pi_ref)
-    print(f"β = {beta:.3g}: E_π*[r] = {opt.probs @ reward:.4f}   KL(π*‖π_ref) = {kl:.4f}   "
-          f"J(π*) = β·log Z = {beta * opt.log_partition:.4f}")
+    optimum_text.value = readout(f"β = {b:.3g}: E_π*[r] = {opt.probs @ reward:.4f}   KL(π*‖π_ref) = {kl:.4f}   "
+                                 f"J(π*) = β·log Z = {b * opt.log_partition:.4f}")
     fig, ax = plt.subplots(figsize=(6, 2.6))
-    x = np.arange(5)
-    ax.bar(x - 0.2, pi_ref, width=0.4, label="π_ref", color="C7")
-    ax.bar(x + 0.2, opt.probs, width=0.4, label="π*", color="C0")
-    ax.set_xticks(x, [f"{a}\nr={r:+.1f}" for a, r in zip(answers, reward)])
+    xpos = np.arange(5)
+    ax.bar(xpos - 0.2, pi_ref, width=0.4, label="π_ref", color="C7")
+    ax.bar(xpos + 0.2, opt.probs, width=0.4, label="π*", color="C0")
+    ax.set_xticks(xpos, [f"{a}\nr={r:+.1f}" for a, r in zip(answers, reward)])
     ax.set(ylim=(0, 1), ylabel="probability")
     ax.legend()
-    plt.show()
+    optimum_plot.value = figure_png(fig)
 
 
-display(widgets.VBox([beta_slider, widgets.interactive_output(show_optimum, {"beta": beta_slider})]))
+beta_slider.observe(show_optimum, names="value")
+show_optimum()
+display(widgets.VBox([beta_slider, optimum_text, optimum_plot]))
 
 # %% [markdown]
 # ## 4. Two directions: forward and reverse KL
 #
 # KL is not symmetric. The objective penalises the **reverse** KL(π‖π_ref): an average under π, so π
-# pays for putting mass where π_ref has little, and pays nothing for ignoring parts of π_ref. The
-# **forward** KL(π_ref‖π) averages under π_ref: π pays heavily for any region π_ref covers and π does not.
+# pays heavily for putting mass where π_ref has little, and only a bounded price for ignoring part of
+# π_ref (keeping π_ref's shape on a region of reference mass m costs −log m). The **forward**
+# KL(π_ref‖π) averages under π_ref: π pays without bound for any region π_ref covers and π does not.
 #
 # Fit a single bump q (a discretised Gaussian, mean μ and width σ) to a two-mode target p by
 # minimising each direction over a grid of (μ, σ).
 #
-# *Predict before running:* which direction puts q on one mode, and which spreads q across both?
+# %%
+predict("Which direction's best single bump sits on one of the two modes?",
+        ["reverse KL(q‖p)", "forward KL(p‖q)", "neither: both straddle the modes"],
+        "reverse KL(q‖p)",
+        "KL(q‖p) averages under q: q is punished for mass between the modes, where p is tiny, and only mildly "
+        "for missing a mode. KL(p‖q) averages under p: q must cover both modes.")
 
 # %%
 x = np.linspace(-6, 6, 241)
@@ -323,7 +338,11 @@ plt.show()
 # Take π = π* from section 1 as "the trained policy". The exact mean and spread of each estimator are
 # sums over the five answers; a simulation with 200,000 samples must agree.
 #
-# *Predict:* which estimator can come out negative on a single sample? Which one is biased?
+# %%
+predict("Which estimator can come out negative on a single sample?",
+        ["k1", "k2", "k3"], "k1",
+        "k1 = −ℓ is negative whenever π gives the sampled answer less probability than π_ref; k2 = ℓ²/2 and "
+        "k3 = (e^ℓ − 1) − ℓ are never negative.")
 
 # %%
 log_pi, log_ref_np = np.log(pi_star), np.log(pi_ref)
@@ -362,7 +381,7 @@ for est in ("k1", "k2", "k3"):
     bias_curves[est] = mean - path_kl
     sd_curves[est] = np.sqrt((path * (k - mean[:, None]) ** 2).sum(-1))
 
-fig, (ax_b, ax_s) = plt.subplots(1, 2, figsize=(10, 3.4))
+fig, (ax_b, ax_s) = plt.subplots(1, 2, figsize=(9.5, 3.4))
 for i, est in enumerate(("k1", "k2", "k3")):
     ax_b.plot(path_kl, bias_curves[est], color=f"C{i}", label=est)
     ax_s.plot(path_kl, sd_curves[est], color=f"C{i}", label=est)
@@ -400,8 +419,12 @@ print("k3's spread stays below k1's along the whole path" if overtakes is None
 # (a detached number subtracted from the reward) and it acts through the policy gradient's score
 # function: E[k(y)·∇log π(y)]; for k1 that is ∇KL(π‖π_ref) again.
 #
-# *Predict:* which bars will be exactly zero, and which estimator in the loss will match the forward-KL
-# gradient? Check with exact sums on a softmax policy π_θ = softmax(θ) somewhere between π_ref and beyond π*.
+# Check with exact sums on a softmax policy π_θ = softmax(θ), taken beyond π* on the path of section 5.
+
+# %%
+predict("In the loss, which estimator's expected gradient is the gradient of the *forward* KL(π_ref‖π)?",
+        ["k1", "k2", "k3", "none of them"], "k3",
+        "E[∇k3] = Σ(π − π_ref)∇log π = −Σ π_ref ∇log π = ∇KL(π_ref‖π).")
 
 # %%
 theta_now = (1 - 1.5) * log_ref_np + 1.5 * log_pi  # a policy past π* on the path of section 5
@@ -427,7 +450,7 @@ gradient_checks = {
 print("largest deviation:", ", ".join(f"{k}: {v:.1e}" for k, v in gradient_checks.items()))
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6), sharey=True)
 xpos = np.arange(5)
 for ax, place in zip(axes, ("loss", "reward")):
     ax.bar(xpos - 0.2, grad_reverse, width=0.4, color="C7", alpha=0.6, label="∇KL(π‖π_ref) reverse")
@@ -453,7 +476,11 @@ plt.show()
 # the expected gradients above, and compare where it stops with π* (the reverse-KL optimum) and with the
 # optimum of E[r] − β·KL(π_ref‖π) (`forward_kl_regularised_optimum`).
 #
-# *Predict:* where does k1 in the loss end up?
+# %%
+predict("Where does exact gradient ascent with k1 in the loss end up?",
+        ["at π*", "at the forward-KL optimum", "on the best answer, as if β = 0"],
+        "on the best answer, as if β = 0",
+        "E[∇k1] = 0: the penalty adds nothing to the expected gradient, so only the reward term acts.")
 
 # %%
 pi_forward = forward_kl_regularised_optimum(pi_ref, reward, beta)
@@ -507,11 +534,18 @@ plt.show()
 # | how it reaches θ | through the advantage and the score function (like any reward) | differentiated directly through log π_θ |
 # | estimator that gives ∇KL(π‖π_ref) | k1 (the default of `kl_shaped_rewards`) | k2 (k3 gives the forward KL, k1 nothing) |
 # | scaled by | the advantage normalisation (group std!) | β alone, then the averaging unit |
-# | noise | a policy-gradient estimate: as noisy as the reward signal | a direct gradient: low variance |
+# | noise | a score-function (REINFORCE) estimate: the penalty's spread times ∇log π | a direct (pathwise) term per token, no score function |
 #
 # The row "scaled by" deserves a number. In GRPO the advantage is divided by the group's reward std. Take
 # a group where every completion is correct (reward 1) — a zero-variance group, which teaches nothing
-# without a penalty — and fold in a tiny KL with β = 0.01:
+# without a penalty — and fold in a tiny KL with β = 0.01.
+
+# %%
+predict("After folding β = 0.01 × KL into the rewards of this all-correct group, how large are its GRPO advantages?",
+        ["about 0.01", "exactly zero: the group is still degenerate", "order 1, like a real reward difference"],
+        "order 1, like a real reward difference",
+        "GRPO divides by the group's std, which is now the tiny spread of the KL terms: whatever that spread, "
+        "the advantages come out with unit standard deviation.")
 
 # %%
 group_rewards = torch.ones(4, dtype=torch.float64)
@@ -554,9 +588,14 @@ print(f"GRPO / RLOO advantage scale in this group: {grpo_kl_amplification:.0f}×
 # | what it constrains | the size of *one* update (a trust region per batch) | the *total* drift from the start (soft) |
 # | time scale | one batch | the whole run |
 #
-# Clipping against π_old bounds the speed, not the distance. Run exact PPO updates on the five-answer
-# example (4 inner epochs per batch, ε = 0.2, exact expectations): once without a reference penalty,
-# once with β·KL(π‖π_ref).
+# Run exact PPO updates on the five-answer example (4 inner epochs per batch, ε = 0.2, exact
+# expectations): once without a reference penalty, once with β·KL(π‖π_ref).
+
+# %%
+predict("Without a reference penalty, does the clip against π_old stop the policy from drifting away from π_ref?",
+        ["yes: the ratio is clipped at 1 ± ε", "no: π_old moves with the policy"],
+        "no: π_old moves with the policy",
+        "The clip bounds each batch's step; the next batch starts from the new policy, so steps add up.")
 
 # %%
 def ppo_run(beta_ref, outer_steps=150, inner=4, lr=1.0):
@@ -580,7 +619,7 @@ def ppo_run(beta_ref, outer_steps=150, inner=4, lr=1.0):
 
 
 anchor_runs = {"β = 0 (π_old only)": ppo_run(0.0), f"β = {beta} (π_old and π_ref)": ppo_run(beta)}
-fig, (ax_step, ax_ref) = plt.subplots(1, 2, figsize=(10, 3.2))
+fig, (ax_step, ax_ref) = plt.subplots(1, 2, figsize=(9.5, 3.2))
 for i, (name, (step_kl, ref_kl)) in enumerate(anchor_runs.items()):
     ax_step.plot(step_kl, color=f"C{i}", label=name)
     ax_ref.plot(ref_kl, color=f"C{i}", label=name)
@@ -604,6 +643,24 @@ print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling �
 # anywhere; π_ref does not move, so β·KL(π‖π_ref) decides where the run ends (here exactly at π*). A
 # passport must name both: the clip (ε_low, ε_high) with the number of inner epochs μ, and the
 # reference with β, the estimator and the placement.
+
+# %% [markdown]
+# ## Your turn
+#
+# At β = 2, compute π* by hand with NumPy, then the objective at π* two ways — E_π*[r] − β·KL(π*‖π_ref) with
+# `categorical_kl`, and β·log Z. Which answer is now the most likely? Then find (by bisection, or by moving
+# the explorer) the β at which π*(A) reaches 1/2.
+
+# %%
+# your code here
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# π* = π_ref·exp(r/2)/Z = (0.3096, 0.1401, 0.3290, 0.1274, 0.0939): with the weaker pull of the reward,
+# C is back in the lead (0.329 against A's 0.310). Both ways give J(π*) = 0.1262. π*(A) = 1/2 at β ≈ 0.770;
+# below it A holds most of the mass.
+# </details>
 
 # %% [markdown]
 # ## Check yourself

@@ -69,18 +69,13 @@ import torch
 
 from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
+from course_lib.dpo import build_preference_pairs, reference_logprobs, train_dpo
+from course_lib.evaluation import evaluate, sample_completions
 from course_lib.model import build_model, completion_logprobs, n_params
 from course_lib.preference import dpo_terms
+from course_lib.runtime import MetricsLog
+from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
-from course_lib.train import (
-    MetricsLog,
-    build_preference_pairs,
-    evaluate,
-    reference_logprobs,
-    sample_completions,
-    train_dpo,
-    train_sft,
-)
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # CI: a toy budget that only checks the code runs
 cfg = get_config("test" if FAST else "cpu")
@@ -162,7 +157,7 @@ for line in sample_completions(model, task, task.heldout_pairs[:4], n=2):
 # %%
 sft_weights = copy.deepcopy(model.state_dict())
 data = build_preference_pairs(model, task, cfg.dpo, generator=torch.Generator().manual_seed(SEED + 1))
-data.update(reference_logprobs(model, data))
+data.update(reference_logprobs(model, data, prompt_length=task.prompt_length))
 print(f"{data['n_pairs']} pairs from {data['n_prompts']} prompts")
 for i in range(3):
     print("chosen", tok.decode(data["chosen_ids"][i], skip_special_tokens=True),

@@ -71,10 +71,14 @@ from course_lib.advantages import grpo_advantages, rloo_advantages
 from course_lib.budgets import rollout_generation_seconds, update_seconds
 from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
-from course_lib.grpo import format_passport, passport, train_grpo
-from course_lib.model import build_model, generate, n_params
+from course_lib.evaluation import evaluate, sample_completions
+from course_lib.grpo import train_grpo
+from course_lib.model import build_model, n_params
+from course_lib.passport import format_passport, passport
+from course_lib.rollout import generate
+from course_lib.runtime import MetricsLog
+from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
-from course_lib.train import MetricsLog, evaluate, sample_completions, train_sft
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # CI: a toy budget that only checks the code runs
 cfg = get_config("test" if FAST else "cpu")

@@ -74,10 +74,12 @@ import torch
 
 from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
+from course_lib.evaluation import evaluate, sample_completions
 from course_lib.grpo import train_grpo
 from course_lib.model import build_model
+from course_lib.runtime import MetricsLog
+from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
-from course_lib.train import MetricsLog, evaluate, sample_completions, train_sft
 
 FAST = os.environ.get("COURSE_FAST") == "1"
 cfg = get_config("cpu")

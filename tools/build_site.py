@@ -22,11 +22,15 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
+from traitlets.config import Config
+
+from course_lib.colab import BRANCH, REPO_URL, colab_url, notebook_path
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -51,11 +55,13 @@ def execute(name: str, *, fast: bool, timeout: int = 600) -> nbformat.NotebookNo
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     if fast:
         os.environ["COURSE_FAST"] = "1"
-    client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
-    )
-    client.execute()
+    with tempfile.TemporaryDirectory(prefix="nbk") as sockets:  # IPC: no TCP port races
+        client = NotebookClient(
+            nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+            resources={"metadata": {"path": str(NOTEBOOKS)}},
+            config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/k"}}),
+        )
+        client.execute()
     return nb
 
 
@@ -105,7 +111,7 @@ def _decimals(state: dict) -> int:
     return int(match.group(1)) if match else 2
 
 
-def snapshot_widgets(nb: nbformat.NotebookNode, notebook_link: str) -> int:
+def snapshot_widgets(nb: nbformat.NotebookNode, links: str) -> int:
     """Replace every widget view by a static snapshot of its final state; return how many."""
     states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     count = 0
@@ -117,8 +123,8 @@ def snapshot_widgets(nb: nbformat.NotebookNode, notebook_link: str) -> int:
             if view is None:
                 continue
             body = _widget_html(view["model_id"], states, set())
-            note = (f'<p class="widget-snapshot-note">An interactive explorer, shown as it stood after '
-                    f'the run. Open <a href="{notebook_link}">the notebook</a> to move it.</p>')
+            note = (f'<p class="widget-snapshot-note">Interactive in the notebook, shown here as it '
+                    f'stood after the run. To move it: {links}.</p>')
             cell.outputs[i] = nbformat.v4.new_output(
                 "display_data", data={"text/html": f'<div class="widget-snapshot">{note}{body}</div>'}
             )
@@ -143,8 +149,10 @@ def _title(nb: nbformat.NotebookNode, name: str) -> str:
 
 
 def render(nb: nbformat.NotebookNode, name: str) -> tuple[str, str]:
-    repo_link = f"https://github.com/learning-from-feedback/learning-from-feedback/blob/main/notebooks/{name}.ipynb"
-    snapshot_widgets(nb, repo_link)
+    path = notebook_path(name)
+    links = (f'<code>make lab</code>, or <a href="{colab_url(path)}">open it in Colab</a> '
+             f'(<a href="{REPO_URL}/blob/{BRANCH}/{path}">source</a>)')
+    snapshot_widgets(nb, links)
     exporter = HTMLExporter(template_name="lab", embed_images=True)
     exporter.mathjax_url = MATHJAX_URL
     exporter.require_js_url = ""
