@@ -32,33 +32,24 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
 
 import torch
 
-from course_lib.model import completion_logprobs, generate, position_ids
+from course_lib.configs import PPOConfig
+from course_lib.evaluation import evaluate
+from course_lib.model import completion_logprobs, position_ids
 from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate
+from course_lib.rollout import sample_groups
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    MetricsLog,
+    autocast,
+    clip_gradients,
+    make_optimizer,
+    progress,
+    set_threads,
+)
 from course_lib.task import AdditionTask
-from course_lib.train import MetricsLog, autocast, evaluate, make_optimizer, progress
-
-
-@dataclass
-class PPOConfig:
-    steps: int = 300
-    batch_prompts: int = 256  # prompts per step
-    num_generations: int = 1  # completions per prompt: 256 × 1 = GRPO's 32 × 8 sampled completions
-    learning_rate: float = 3e-4  # policy
-    critic_learning_rate: float = 3e-4
-    num_ppo_epochs: int = 2  # passes over each batch (the value clip needs >= 2 to act)
-    cliprange: float = 0.2  # ε of the policy's clipped surrogate
-    cliprange_value: float = 0.2  # ε_v of the clipped value loss
-    vf_coef: float = 0.1  # weight of the value loss (logged; the critic has its own optimizer)
-    gamma: float = 1.0
-    lam: float = 0.95
-    kl_coef: float = 0.0  # β of the per-token KL penalty in the reward; 0 keeps no reference
-    max_completion_length: int = 6
-    temperature: float = 1.0
-    eval_every: int = 20
 
 
 def validate_config(cfg: PPOConfig) -> PPOConfig:
@@ -170,9 +161,8 @@ def persistent_bytes(module: torch.nn.Module, optimizer: torch.optim.Optimizer |
 def collect(policy, task: AdditionTask, cfg: PPOConfig, reward_fn, generator: torch.Generator, gold_fn=None) -> dict:
     device = next(policy.parameters()).device
     pairs = task.sample_pairs(cfg.batch_prompts, generator)
-    with autocast(device):
-        roll = generate(policy, task.encode_prompts(pairs, device), task.tokenizer, max_completion_length=cfg.max_completion_length,
-                        num_generations=cfg.num_generations, temperature=cfg.temperature)
+    roll = sample_groups(policy, task, pairs, num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
+                         temperature=cfg.temperature)
     repeated = [p for p in pairs for _ in range(cfg.num_generations)]
     t0 = time.perf_counter()
     scores = reward_fn(repeated, roll.completions).float().to(device)
@@ -219,8 +209,8 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         opt.zero_grad(set_to_none=True)
         critic_opt.zero_grad(set_to_none=True)
         (policy_loss + value_loss).backward()  # separate models: each optimizer sees only its own loss
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
-        torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm)
+        clip_gradients(policy, max_grad_norm)
+        clip_gradients(critic, max_grad_norm)
         opt.step()
         critic_opt.step()
         pol_losses.append(policy_loss.item())
@@ -256,6 +246,7 @@ def train_ppo(
     eval_fn=None,
     gold_fn=None,
     track_kl: bool = False,
+    threads: int | None = DEFAULT_THREADS,
 ) -> dict:
     """PPO from the current weights of ``policy`` (normally SFT), with ``critic`` as the learned baseline.
 
@@ -268,6 +259,7 @@ def train_ppo(
     and of the frozen reference when one is kept.
     """
     validate_config(cfg)
+    set_threads(threads)
     device = next(policy.parameters()).device
     ref_model = None
     if cfg.kl_coef > 0 or track_kl:

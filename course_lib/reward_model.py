@@ -36,15 +36,19 @@ import contextlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from transformers import GPT2Config, GPT2ForSequenceClassification
 from transformers.utils import logging as hf_logging
 
-from course_lib.model import ModelConfig, generate
+from course_lib.configs import RewardModelConfig
+from course_lib.model import ModelConfig
 from course_lib.preference import bt_probability, reward_model_loss
+from course_lib.rewards import resolve_reward
+from course_lib.rollout import generate
+from course_lib.runtime import clip_gradients, make_optimizer
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
 
 FORMAT = "course_lib-reward-model-1"
@@ -53,24 +57,6 @@ LABELLING_RULE = (
     "pairs of SFT samples for one prompt, one accepted and one rejected by the strict checker "
     "(exact answer then <eos>); the accepted one is preferred; each label flipped with probability noise"
 )
-
-
-@dataclass
-class RewardModelConfig:
-    """Data, labelling and optimisation of the reward model (TRL ``RewardConfig`` names where they exist)."""
-
-    pair_prompts: int = 8192  # training prompts sampled to build pairs
-    heldout_prompts: int = 500  # held-out prompts (the task's held-out set) for evaluation pairs
-    samples_per_prompt: int = 8  # SFT samples per prompt; one accepted + one rejected make a pair
-    pairs_per_prompt: int = 2  # at most this many (accepted, rejected) pairs per prompt, samples not reused
-    temperature: float = 1.0  # sampling temperature of the SFT policy when building pairs
-    max_completion_length: int = 6
-    noise: float = 0.1  # probability that a label is flipped
-    steps: int = 800
-    batch_size: int = 64  # TRL: per_device_train_batch_size (pairs)
-    learning_rate: float = 3e-4
-    init: str = "sft"  # "sft": transformer weights from the SFT policy; "scratch": random
-    eval_every: int = 200
 
 
 def validate_config(cfg: RewardModelConfig) -> RewardModelConfig:
@@ -171,7 +157,7 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: tor
     """Minimise ``reward_model_loss`` on noisy-labelled pairs; returns per-step rows."""
     device = next(rm.parameters()).device
     pad = rm.config.pad_token_id
-    opt = torch.optim.AdamW(rm.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
+    opt = make_optimizer(rm, cfg.learning_rate)
     rows = []
     n = data["n_pairs"]
     rm.train()
@@ -183,7 +169,7 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: tor
         loss = reward_model_loss(r[: len(idx)], r[len(idx):])
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(rm.parameters(), max_grad_norm)
+        clip_gradients(rm, max_grad_norm)
         opt.step()
         row = {"step": step, "loss": loss.item(), "train_accuracy": float((r[: len(idx)] > r[len(idx):]).float().mean())}
         if heldout is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
@@ -337,16 +323,6 @@ def load_reward(directory, task: AdditionTask) -> RewardModelScorer:
     return RewardModelScorer(rm, task)
 
 
-def gold_reward(task: AdditionTask):
-    """The strict checker in the same batched form, so gold and proxy are called alike."""
-
-    def reward(pairs, completions: torch.Tensor) -> torch.Tensor:
-        comps = completions.cpu()
-        return torch.tensor([task.strict_reward(p, c) for p, c in zip(pairs, comps)], dtype=torch.float32)
-
-    return reward
-
-
 # ---- the whole reward-model stage ------------------------------------------------------------------
 def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, *, seed: int = 0) -> dict:
     """Sample and label pairs from ``policy``, train a reward model, evaluate it on held-out pairs.
@@ -415,13 +391,13 @@ def best_of_n_curve(proxy: torch.Tensor, gold: torch.Tensor, ns) -> list[dict]:
 @torch.no_grad()
 def best_of_n_scores(policy, task: AdditionTask, pairs, proxy, *, k: int = 64, max_completion_length: int = 6,
                      temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample ``k`` completions per prompt; return proxy and gold scores, each of shape ``(P, k)``."""
+    """Sample ``k`` completions per prompt; return proxy and gold (strict checker) scores, each ``(P, k)``."""
     device = next(policy.parameters()).device
     roll = generate(policy, task.encode_prompts(pairs, device), task.tokenizer, max_completion_length=max_completion_length,
                     num_generations=k, temperature=temperature)
     repeated = [p for p in pairs for _ in range(k)]
     comps = roll.completions
-    return proxy(repeated, comps).view(len(pairs), k).cpu(), gold_reward(task)(repeated, comps).view(len(pairs), k)
+    return proxy(repeated, comps).view(len(pairs), k).cpu(), resolve_reward("strict", task)(repeated, comps).view(len(pairs), k)
 
 
 def passport_fields(info: dict) -> dict:
