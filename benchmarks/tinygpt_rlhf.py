@@ -19,20 +19,20 @@ import statistics
 
 import torch
 
-from course_lib.configs import get_config
+from course_lib.configs import PPOConfig, RewardModelConfig, get_config
+from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
 from course_lib.model import build_model
-from course_lib.ppo import PPOConfig, build_critic, train_ppo
+from course_lib.ppo import build_critic, train_ppo
 from course_lib.reward_model import (
-    RewardModelConfig,
     RewardModelScorer,
     best_of_n_curve,
     best_of_n_scores,
     fit_reward_model,
-    gold_reward,
 )
+from course_lib.rewards import resolve_reward
+from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
-from course_lib.train import evaluate, train_sft
 
 NS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -65,7 +65,7 @@ def one_seed(seed: int, rl_steps: int, bon_prompts: int) -> dict:
     ppo_cfg = PPOConfig(steps=rl_steps, batch_prompts=grpo_cfg.batch_prompts * grpo_cfg.num_generations,
                         eval_every=rl_steps, max_completion_length=grpo_cfg.max_completion_length)
     critic = build_critic(policy, task.tokenizer)
-    res = train_ppo(policy, critic, task, ppo_cfg, gold_reward(task), generator=torch.Generator().manual_seed(seed + 1),
+    res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task), generator=torch.Generator().manual_seed(seed + 1),
                     show_progress=False)
     mem = res["memory"]
     out["rl"]["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=ppo_cfg.max_completion_length)["accuracy"],

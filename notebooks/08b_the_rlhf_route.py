@@ -70,23 +70,25 @@ import torch
 from IPython.display import display
 
 from course_lib.budgets import stage_memory_gib
-from course_lib.configs import get_config
+from course_lib.configs import PPOConfig, RewardModelConfig, get_config
+from course_lib.evaluation import evaluate
 from course_lib.explore import predict
 from course_lib.grpo import train_grpo
-from course_lib.model import build_model, generate
-from course_lib.ppo import PPOConfig, build_critic, clipped_value_loss, gae, train_ppo
+from course_lib.model import build_model
+from course_lib.ppo import build_critic, clipped_value_loss, gae, train_ppo
 from course_lib.preference import reward_model_loss
 from course_lib.reward_model import (
-    RewardModelConfig,
     RewardModelScorer,
     best_of_n_curve,
     best_of_n_scores,
     fit_reward_model,
-    gold_reward,
     scores,
 )
+from course_lib.rewards import resolve_reward
+from course_lib.rollout import sample_groups
+from course_lib.runtime import MetricsLog
+from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
-from course_lib.train import MetricsLog, evaluate, train_sft
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
 FAST = os.environ.get("COURSE_FAST") == "1"
@@ -268,10 +270,10 @@ n_slider = widgets.SelectionSlider(options=ns, value=min(16, BON_K), description
 prompt_slider = widgets.IntSlider(value=0, min=0, max=9, description="prompt")
 torch.manual_seed(SEED + 7)
 explore_pairs = task.heldout_pairs[:10]
-explore_roll = generate(policy, task.encode_prompts(explore_pairs), task.tokenizer, max_completion_length=6, num_generations=BON_K)
+explore_roll = sample_groups(policy, task, explore_pairs, num_generations=BON_K, max_completion_length=6)
 explore_prompts = [p for p in explore_pairs for _ in range(BON_K)]
 explore_proxy = scorer(explore_prompts, explore_roll.completions).view(10, BON_K)
-explore_gold = gold_reward(task)(explore_prompts, explore_roll.completions).view(10, BON_K)
+explore_gold = resolve_reward("strict", task)(explore_prompts, explore_roll.completions).view(10, BON_K)
 
 
 def show_choice(n, i):
@@ -309,7 +311,7 @@ for seed in OVEROPT_SEEDS:
         over_log = MetricsLog()
         pcfg = PPOConfig(steps=OVEROPT_STEPS, batch_prompts=128, kl_coef=beta, eval_every=OVEROPT_STEPS)
         train_ppo(policy, critic, task, pcfg, scorer, generator=torch.Generator().manual_seed(seed + 1), log=over_log,
-                  show_progress=False, gold_fn=gold_reward(task), track_kl=True)
+                  show_progress=False, gold_fn=resolve_reward("strict", task), track_kl=True)
         over[(seed, beta)] = over_log.rows
 
 fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4), sharey=False)
@@ -399,7 +401,7 @@ torch.manual_seed(SEED)
 critic = build_critic(policy, task.tokenizer)
 ppo_cfg = PPOConfig(steps=RL_STEPS, batch_prompts=grpo_cfg.batch_prompts * grpo_cfg.num_generations, eval_every=RL_STEPS)
 ppo_log = MetricsLog()
-res = train_ppo(policy, critic, task, ppo_cfg, gold_reward(task), generator=torch.Generator().manual_seed(SEED + 1),
+res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task), generator=torch.Generator().manual_seed(SEED + 1),
                 log=ppo_log, show_progress=False)
 runs["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"], "rl_seconds": res["rl_seconds"]}
 memory = res["memory"]

@@ -4,14 +4,14 @@ per-token values, measured memory of the extra model, and a short end-to-end run
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
 
-from course_lib.configs import get_config
+from course_lib.configs import PPOConfig, get_config
 from course_lib.model import build_model
 from course_lib.ppo import (
-    PPOConfig,
     build_critic,
     clipped_value_loss,
     critic_passport,
@@ -22,8 +22,8 @@ from course_lib.ppo import (
     validate_config,
     whiten,
 )
+from course_lib.runtime import MetricsLog
 from course_lib.task import AdditionTask
-from course_lib.train import MetricsLog
 
 torch.set_num_threads(1)
 
@@ -152,3 +152,32 @@ def test_ppo_learns_a_simple_reward_and_measures_the_critic(tiny):
 def test_bad_ppo_options_are_named(field, value):
     with pytest.raises(ValueError, match=field):
         validate_config(dataclasses.replace(PPOConfig(), **{field: value}))
+
+
+@pytest.mark.slow
+def test_cli_train_rm_then_ppo_and_grpo_against_it(tmp_path, capsys):
+    from course_lib.__main__ import main
+
+    rm_dir, ppo_dir, grpo_dir = tmp_path / "rm", tmp_path / "ppo", tmp_path / "grpo"
+    assert main(["train", "rm", "--config", "test", "--out", str(rm_dir), "--no-progress", "--noise", "0.2"]) == 0
+    summary = json.loads((rm_dir / "summary.json").read_text())
+    rm_entry = summary["passport"]["reward_model"]
+    assert set(rm_entry) == {"data", "labelling_rule", "noise", "model", "accuracy"} and "0.2" in rm_entry["noise"]
+    assert summary["reward_model"]["noise"] == 0.2 and 0 < summary["reward_model"]["noise_ceiling"] <= 1
+    assert main(["train", "ppo", "--config", "test", "--out", str(ppo_dir), "--no-progress", "--reward", f"rm:{rm_dir}",
+                 "--kl-coef", "0.05", "--sft-checkpoint", str(rm_dir / "sft.pt")]) == 0
+    summary = json.loads((ppo_dir / "summary.json").read_text())
+    assert summary["passport"]["reward_model"] == rm_entry  # the reward model's entry travels with the run
+    assert "GAE(gamma=1.0, lambda=0.95)" in summary["passport"]["critic"]["advantages"]
+    assert summary["memory"]["critic"]["total"] > 0 and len(_lines(ppo_dir / "metrics.jsonl")) == 4
+    assert main(["train", "grpo", "--config", "test", "--out", str(grpo_dir), "--no-progress", "--reward", f"rm:{rm_dir}",
+                 "--steps", "2", "--sft-checkpoint", str(rm_dir / "sft.pt")]) == 0
+    assert "learned reward model" in json.loads((grpo_dir / "summary.json").read_text())["passport"]["reward_contract"]["source"]
+    capsys.readouterr()
+    assert main(["train", "ppo", "--config", "test", "--out", str(tmp_path / "bad"), "--reward", f"rm:{tmp_path / 'nope'}"]) == 2
+    assert "reward model directory" in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "sft.pt").exists()  # it failed before training anything
+
+
+def _lines(path):
+    return path.read_text().splitlines()

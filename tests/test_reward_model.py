@@ -11,17 +11,15 @@ import pytest
 import torch
 from transformers import GPT2ForSequenceClassification
 
-from course_lib.configs import get_config
+from course_lib.configs import RewardModelConfig, get_config
 from course_lib.model import build_model
 from course_lib.preference import reward_model_loss
 from course_lib.reward_model import (
-    RewardModelConfig,
     best_of_n_curve,
     best_of_n_kl,
     build_reward_model,
     calibration,
     fit_reward_model,
-    gold_reward,
     load_reward,
     load_reward_model,
     pairwise_accuracy,
@@ -30,8 +28,9 @@ from course_lib.reward_model import (
     save_reward_model,
     validate_config,
 )
+from course_lib.rewards import resolve_reward
+from course_lib.sft import train_sft
 from course_lib.task import AdditionTask, CharTokenizer
-from course_lib.train import train_sft
 
 torch.set_num_threads(1)
 
@@ -158,7 +157,7 @@ def test_save_load_roundtrip_and_batched_reward(setup, tmp_path):
     with torch.no_grad():
         expected = rm(input_ids=ids, attention_mask=(ids != 0).long()).logits.squeeze(-1)
     assert torch.allclose(out, expected, atol=1e-5)
-    gold = gold_reward(task)(pairs, comps)
+    gold = resolve_reward("strict", task)(pairs, comps)
     assert gold.tolist() == [float(a + b == 12) for a, b in pairs]
 
 
