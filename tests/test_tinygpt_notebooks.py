@@ -171,3 +171,21 @@ def test_02b_the_kl_term(matplotlib_ready):
         if r["beta"] > 0:
             assert r["kl_curve"], "the trainer logs the KL to the reference whenever one exists"
     assert 0 <= ns["baseline"]["accuracy"] <= 1
+
+
+@pytest.mark.slow
+def test_08b_the_rlhf_route_runs(matplotlib_ready):
+    ns, shown = execute("08b_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share"], FAST)
+    assert_clean("08b", shown)
+    m = ns["m"]
+    assert 0.5 < m["noise_ceiling"] <= 1 and 0 <= m["heldout_accuracy"] <= 1
+    assert m["of_ceiling"] == pytest.approx(m["heldout_accuracy"] / m["noise_ceiling"])
+    # best-of-N: the proxy of the kept answer never decreases with N (it is a maximum over more samples)
+    proxies = [row["proxy"] for row in ns["bon"]]
+    assert all(b >= a - 1e-6 for a, b in zip(proxies, proxies[1:]))
+    assert {s["beta"] for s in ns["summary"]} == {0.0, 0.05}
+    assert set(ns["runs"]) == {"GRPO", "RLOO", "PPO"} and all(0 <= r["accuracy"] <= 1 for r in ns["runs"].values())
+    assert ns["memory"]["critic"]["total"] >= 4 * ns["memory"]["critic"]["weights"]  # weights, grads, two Adam moments
+    assert ns["adv_hand"] == pytest.approx([0.77025, 0.495, 0.1], abs=1e-6)  # δ = 0.3, 0.4, 0.1; γ = 1, λ = 0.95
+    assert ns["measured_share"] == pytest.approx(0.40, abs=0.01)
+    assert any("gold peaks at N=" in text for _, text in shown)
