@@ -1,0 +1,425 @@
+"""From the course's trainers to Hugging Face TRL: the same recipe, TRL's configs and trainers.
+
+A course ``RunConfig`` (SFT, the DPO family, the GRPO family, RLOO) becomes
+
+- ``translate(cfg, kind)``: the keyword arguments of the equivalent TRL config
+  (``SFTConfig``, ``DPOConfig``, ``CPOConfig`` for SimPO, ``GRPOConfig``, ``RLOOConfig``),
+  which trainer takes them, and every course option **without** an exact TRL equivalent,
+  each with what TRL does instead. Pure data: it needs no TRL installed;
+- ``trl_config(bridged)``: the TRL config object itself (imports TRL);
+- datasets (``prompt_dataset``, ``preference_dataset``, ``sft_dataset``) and reward
+  functions (``reward_function``) in TRL's formats, built from the course's task and checkers;
+- ``make_trainer(...)``: a ready TRL trainer on the tiny GPT and its character tokenizer, with a
+  callback (``HeldoutAccuracy``) that logs the course's held-out exact match while TRL trains;
+- ``instruct_recipe(...)`` and ``tiny_instruct_standin()``: the same GRPO recipe on a chat
+  model (a real small instruct model on a GPU; in tests a tiny random one built from a config).
+
+TRL is optional (``pip install -e .[trl]``): importing ``course_lib`` and this module never
+imports TRL; only ``trl_config`` and the functions that build TRL objects do, and they say how to
+install it when it is missing. Which settings reproduce TRL exactly, formula by formula, is
+pinned by ``tests/test_trl_parity.py`` (TRL's own loss and advantage code on identical tensors).
+
+Simplifications, said out loud:
+- Precision and memory: TRL 1.x defaults to ``bf16=True`` and gradient checkpointing on; the
+  course runs float32 on a CPU (bf16 autocast on CUDA) without checkpointing, so the bridge
+  sets ``bf16`` from the device and ``activation_checkpointing=False`` (pass
+  ``checkpointing=True`` to trade speed for memory on a real model).
+- One process, no gradient accumulation: a course step is one TRL optimiser step on B·G
+  completions (``steps_per_generation=1``). Under ``accelerate launch`` the per-device batch
+  is divided by the number of processes so a step still sees B·G completions.
+- TRL iterates over a finite dataset; the bridge draws exactly ``steps × B`` fresh training
+  prompts up front with the course's prompt sampler (held-out prompts excluded).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+
+import torch
+from transformers import TrainerCallback
+
+from course_lib.configs import RunConfig, validate
+from course_lib.task import AdditionTask
+
+KINDS = ("sft", "dpo", "grpo", "rloo")
+INSTALL_HINT = "TRL is not installed: pip install -e '.[trl]' (or make test, which installs it)"
+
+
+def trl_available() -> bool:
+    return importlib.util.find_spec("trl") is not None
+
+
+def require_trl():
+    """Import TRL or raise ``ImportError`` saying how to install it."""
+    if not trl_available():
+        raise ImportError(INSTALL_HINT)
+    import trl
+
+    return trl
+
+
+@dataclass
+class Unmatched:
+    """A course option TRL has no exact equivalent for, and what TRL does instead."""
+
+    option: str
+    value: object
+    trl_does: str
+
+    def __str__(self) -> str:
+        return f"{self.option}={self.value!r}: {self.trl_does}"
+
+
+@dataclass
+class Bridged:
+    """The TRL side of one course recipe."""
+
+    kind: str
+    trainer: str  # TRL trainer class name
+    config_class: str  # TRL config class name
+    config: dict  # keyword arguments for the config class
+    unmatched: list[Unmatched] = field(default_factory=list)
+
+    def report(self) -> str:
+        lines = [f"{self.kind} -> trl.{self.trainer}(args=trl.{self.config_class}(...))"]
+        lines += [f"  {k} = {v!r}" for k, v in sorted(self.config.items())]
+        lines.append(f"  no exact TRL equivalent ({len(self.unmatched)}):")
+        lines += [f"    - {u}" for u in self.unmatched] or ["    (none)"]
+        return "\n".join(lines)
+
+
+def _common(cfg: RunConfig, section, *, output_dir: str, seed: int, cuda: bool, checkpointing: bool) -> dict:
+    return dict(
+        output_dir=output_dir,
+        seed=seed,
+        learning_rate=section.learning_rate,
+        max_steps=section.steps,
+        lr_scheduler_type="constant",  # the course's AdamW runs at a constant rate
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=cfg.max_grad_norm,
+        gradient_accumulation_steps=1,
+        bf16=cuda,  # TRL defaults to bf16 even on a CPU; the course autocasts bf16 only on CUDA
+        use_cpu=not cuda,
+        gradient_checkpointing=None,  # the deprecated name; TRL's default would turn it on
+        activation_checkpointing=checkpointing,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
+def translate(
+    cfg: RunConfig,
+    kind: str,
+    *,
+    output_dir: str = "trl-out",
+    seed: int = 0,
+    cuda: bool = False,
+    checkpointing: bool = False,
+    num_processes: int = 1,
+) -> Bridged:
+    """The TRL config for the course recipe ``kind`` ('sft', 'dpo', 'grpo' or 'rloo').
+
+    ``rloo`` is the GRPO section of ``cfg`` with ``advantage='rloo'``, handed to TRL's
+    ``RLOOTrainer``; ``grpo`` with ``advantage='rloo'`` is refused (say ``rloo``).
+    ``num_processes`` divides the per-device batch (``accelerate launch``) so one step still
+    sees the course's B·G completions (or ``batch_size`` pairs/demonstrations).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    if not isinstance(num_processes, int) or num_processes < 1:
+        raise ValueError(f"num_processes must be a positive integer; got {num_processes!r}")
+    validate(cfg)
+    common = dict(output_dir=output_dir, seed=seed, cuda=cuda, checkpointing=checkpointing)
+    if kind == "sft":
+        return _sft(cfg, num_processes, **common)
+    if kind == "dpo":
+        return _dpo(cfg, num_processes, **common)
+    return _online(cfg, kind, num_processes, **common)
+
+
+def _per_device(total: int, num_processes: int, what: str) -> int:
+    if total % num_processes:
+        raise ValueError(f"{what} ({total}) must be divisible by num_processes ({num_processes})")
+    return total // num_processes
+
+
+def _sft(cfg, num_processes, **common) -> Bridged:
+    s = cfg.sft
+    config = _common(cfg, s, **common) | dict(
+        per_device_train_batch_size=_per_device(s.batch_size, num_processes, "sft.batch_size"),
+        completion_only_loss=True,  # token-mean NLL of the completion tokens, as train.sft_loss
+        max_length=AdditionTask(cfg.task).prompt_length + cfg.task.digits + 2,
+    )
+    unmatched = [
+        Unmatched("sft data order", "with replacement", "TRL walks shuffled epochs over the demonstrations"),
+        Unmatched("sft.eval_every", s.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+    ]
+    return Bridged("sft", "SFTTrainer", "SFTConfig", config, unmatched)
+
+
+def _dpo(cfg, num_processes, **common) -> Bridged:
+    d = cfg.dpo
+    batch = _per_device(d.batch_size, num_processes, "dpo.batch_size")
+    length = AdditionTask(cfg.task).prompt_length + d.max_completion_length
+    unmatched = [
+        Unmatched("dpo.pair_prompts / samples_per_prompt", (d.pair_prompts, d.samples_per_prompt),
+                  "course-side data: pairs are built before training (preference_dataset); TRL trains on a finished dataset"),
+        Unmatched("dpo data order", "with replacement", "TRL walks shuffled epochs over the pairs"),
+        Unmatched("dpo.eval_every", d.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        Unmatched("model: <pad>/<bos> removed from the softmax", True,
+                  "TRL's log-probs use the full vocabulary (after SFT these two tokens carry ~0 mass)"),
+    ]
+    if d.loss_type == "simpo":
+        config = _common(cfg, d, **common) | dict(
+            per_device_train_batch_size=batch, loss_type="simpo", beta=d.beta, simpo_gamma=d.simpo_gamma,
+            cpo_alpha=d.rpo_alpha,  # CPO's NLL weight on chosen; 0 = pure SimPO
+            max_length=length,
+        )
+        return Bridged("dpo", "CPOTrainer", "CPOConfig", config, unmatched)
+    loss_type, weights = [d.loss_type], [1.0]
+    if d.rpo_alpha > 0:  # DPO + NLL: TRL 1.x spells rpo_alpha as a weighted "sft" term
+        loss_type, weights = [d.loss_type, "sft"], [1.0, d.rpo_alpha]
+    config = _common(cfg, d, **common) | dict(
+        per_device_train_batch_size=batch, loss_type=loss_type, loss_weights=weights, beta=d.beta,
+        precompute_ref_log_probs=True,  # the course caches reference log-probs once (§6)
+        max_length=length,
+    )
+    if d.loss_type == "ipo":
+        unmatched.append(Unmatched(
+            "dpo.loss_type", "ipo",
+            "TRL's ipo averages each completion's log-ratio over its tokens; the course trainer sums them "
+            "(preference.ipo_loss(chosen_lengths=..., rejected_lengths=...) is TRL's form)",
+        ))
+    return Bridged("dpo", "DPOTrainer", "DPOConfig", config, unmatched)
+
+
+def _online(cfg, kind, num_processes, **common) -> Bridged:
+    g = cfg.grpo
+    if kind == "grpo" and g.advantage == "rloo":
+        raise ValueError("grpo.advantage='rloo' is TRL's RLOOTrainer: translate(cfg, 'rloo')")
+    completions = g.batch_prompts * g.num_generations
+    per_device = _per_device(completions, num_processes, "batch_prompts × num_generations")
+    config = _common(cfg, g, **common) | dict(
+        per_device_train_batch_size=per_device,
+        num_generations=g.num_generations,
+        steps_per_generation=1,  # one optimiser step per rollout batch, as the course does
+        max_completion_length=g.max_completion_length,
+        num_iterations=g.num_iterations,
+        epsilon=g.epsilon,
+        epsilon_high=g.epsilon_high,
+        beta=g.beta,
+        temperature=g.temperature,
+        top_k=0,
+        top_p=1.0,
+        mask_truncated_completions=g.mask_truncated,
+        shuffle_dataset=False,  # prompts are already fresh random draws
+    )
+    unmatched = [
+        Unmatched("grpo.eval_every", g.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        Unmatched("model: <pad>/<bos> removed from the softmax", True,
+                  "TRL samples and scores over the full vocabulary (after SFT these two tokens carry ~0 mass)"),
+    ]
+    if g.zero_variance != "keep":
+        unmatched.append(Unmatched("grpo.zero_variance", g.zero_variance,
+                                   "TRL keeps zero-variance groups (zero advantage); no drop or dynamic resampling"))
+    if g.beta > 0 and kind == "grpo" and g.kl_estimator != "k3":
+        unmatched.append(Unmatched("grpo.kl_estimator", g.kl_estimator, "GRPOTrainer always puts k3 in the loss"))
+    if kind == "grpo":
+        scale = {"grpo": "group", "dr_grpo": "none"}[g.advantage]
+        unit = {"sequence_mean": "grpo", "token_mean": "dapo", "constant": "dr_grpo"}[g.unit]
+        config |= dict(scale_rewards=scale, loss_type=unit)
+        if g.advantage == "grpo":
+            unmatched.append(Unmatched(
+                "grpo.advantage", "grpo",
+                "scale_rewards='group' divides by the sample std (ddof=1) + 1e-4; the course trainer uses the "
+                "population std (ddof=0) and no epsilon: grpo_advantages(ddof=1, epsilon=1e-4) is TRL's form, "
+                "so TRL's advantages are sqrt((G-1)/G) of ours",
+            ))
+        return Bridged("grpo", "GRPOTrainer", "GRPOConfig", config, unmatched)
+    config |= dict(normalize_advantages=False)
+    unmatched.append(Unmatched(
+        "grpo.unit", g.unit,
+        "RLOOTrainer's ratio is per sequence (sum of token log-ratios) and its loss a mean over completions; "
+        "the course clips per token and averages with the unit (the gradients agree only at μ=1 with "
+        "unit='constant', max_length=1)",
+    ))
+    if g.beta > 0:
+        unmatched.append(Unmatched(
+            "grpo.beta", g.beta,
+            "RLOOTrainer puts k1 in the reward before the baseline (policy_loss.kl_shaped_rewards); "
+            "the course trainer puts the KL in the loss",
+        ))
+    return Bridged("rloo", "RLOOTrainer", "RLOOConfig", config, unmatched)
+
+
+def quiet() -> None:
+    """Silence what TRL 1.16 + transformers 5 print on every run but a student cannot act on.
+
+    ``datasets``' progress bars (stderr), transformers' info/warning log lines (among them a
+    padding hint raised while TRL's ``generate`` pads finished rows), and the ``FutureWarning``
+    TRL triggers by calling transformers' deprecated ``*gradient_checkpointing*`` names — only
+    those: any other warning still shows.
+    """
+    import warnings
+
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated", category=FutureWarning)
+    if importlib.util.find_spec("datasets") is not None:
+        import datasets
+
+        datasets.disable_progress_bars()
+
+
+def trl_config(bridged: Bridged):
+    """Instantiate the TRL config object (``trl.GRPOConfig(**bridged.config)``, ...)."""
+    trl = require_trl()
+    if bridged.config_class == "CPOConfig":
+        from trl.experimental.cpo import CPOConfig
+
+        return CPOConfig(**bridged.config)
+    return getattr(trl, bridged.config_class)(**bridged.config)
+
+
+# ---- data and rewards in TRL's formats --------------------------------------------------------
+def _datasets():
+    try:
+        import datasets
+    except ImportError as err:  # datasets comes with TRL
+        raise ImportError(INSTALL_HINT) from err
+    return datasets
+
+
+def prompt_text(task: AdditionTask, a: int, b: int) -> str:
+    """The prompt as TRL tokenizes it: ``<bos>07+58=`` (the character tokenizer maps <bos> to its id)."""
+    return task.tokenizer.bos_token + task.prompt_text(a, b)
+
+
+def prompt_dataset(task: AdditionTask, n: int, generator: torch.Generator):
+    """``n`` fresh training prompts (held-out ones excluded) with their operands as columns."""
+    pairs = task.sample_pairs(n, generator)
+    return _datasets().Dataset.from_dict({
+        "prompt": [prompt_text(task, a, b) for a, b in pairs],
+        "a": [a for a, _ in pairs],
+        "b": [b for _, b in pairs],
+    })
+
+
+def sft_dataset(task: AdditionTask):
+    """The task's demonstrations (flawed teacher included) as prompt/completion text; TRL appends <eos>."""
+    return _datasets().Dataset.from_dict({
+        "prompt": [prompt_text(task, a, b) for a, b in task.demo_pairs],
+        "completion": list(task.demo_answers),
+    })
+
+
+def preference_dataset(task: AdditionTask, pairs: dict):
+    """``train.build_preference_pairs`` output as TRL's prompt/chosen/rejected text (with <eos>)."""
+    tok, plen = task.tokenizer, task.prompt_length
+    rows = {"prompt": [], "chosen": [], "rejected": []}
+    for i in range(pairs["n_pairs"]):
+        chosen = pairs["chosen_ids"][i][pairs["chosen_attention"][i].bool()].tolist()
+        rejected = pairs["rejected_ids"][i][pairs["rejected_attention"][i].bool()].tolist()
+        rows["prompt"].append(tok.decode(chosen[:plen]))
+        rows["chosen"].append(tok.decode(chosen[plen:]))
+        rows["rejected"].append(tok.decode(rejected[plen:]))
+    return _datasets().Dataset.from_dict(rows)
+
+
+def reward_function(task: AdditionTask, name: str = "strict"):
+    """The course checker as a TRL reward function (scores token ids, so <eos> and truncation count)."""
+    check = task.reward_fn(name)
+
+    def reward(prompts, completions, completion_ids, a, b, **kwargs):
+        return [check((x, y), ids) for x, y, ids in zip(a, b, completion_ids)]
+
+    reward.__name__ = name  # TRL logs rewards/<name>/mean
+    return reward
+
+
+class HeldoutAccuracy(TrainerCallback):
+    """Greedy held-out exact match (``train.evaluate``) every ``every`` steps and at the end.
+
+    Each row is ``{"step", "accuracy", "loose_accuracy", ...}``; the first is taken before
+    training (step 0). Evaluation time is excluded from ``train_seconds`` (wall time of steps).
+    """
+
+    def __init__(self, task: AdditionTask, every: int, *, max_completion_length: int | None = None):
+        if every < 1:
+            raise ValueError(f"every must be >= 1; got {every}")
+        self.task, self.every, self.length = task, every, max_completion_length
+        self.rows: list[dict] = []
+
+    def _eval(self, model, step):
+        from course_lib.train import evaluate
+
+        was_training = model.training
+        self.rows.append({"step": step, **evaluate(model, self.task, max_completion_length=self.length)})
+        model.train(was_training)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if args.process_index == 0:
+            self._eval(model, 0)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        done = state.global_step == state.max_steps
+        if args.process_index == 0 and (state.global_step % self.every == 0 or done):
+            self._eval(model, state.global_step)
+
+
+def make_trainer(
+    kind: str,
+    model,
+    task: AdditionTask,
+    cfg: RunConfig,
+    *,
+    seed: int = 0,
+    output_dir: str = "trl-out",
+    checkpointing: bool = False,
+    pairs: dict | None = None,
+    num_processes: int = 1,
+    callbacks: list | None = None,
+):
+    """A TRL trainer for the tiny GPT on the course's task, configured by ``translate``.
+
+    ``kind``: 'sft' (demonstrations), 'dpo' (needs ``pairs`` from
+    ``train.build_preference_pairs``), 'grpo' or 'rloo' (fresh prompts, the course checker as
+    reward). Returns ``(trainer, bridged)``; ``trainer.train()`` runs it.
+    """
+    require_trl()
+    cuda = next(model.parameters()).device.type == "cuda"
+    bridged = translate(cfg, kind, output_dir=output_dir, seed=seed, cuda=cuda,
+                        checkpointing=checkpointing, num_processes=num_processes)
+    args = trl_config(bridged)
+    common = dict(model=model, args=args, processing_class=task.tokenizer, callbacks=callbacks)
+    if kind == "sft":
+        from trl import SFTTrainer
+
+        return SFTTrainer(train_dataset=sft_dataset(task), **common), bridged
+    if kind == "dpo":
+        if pairs is None:
+            raise ValueError("pairs is required for kind='dpo' (train.build_preference_pairs)")
+        data = preference_dataset(task, pairs)
+        if bridged.trainer == "CPOTrainer":
+            from trl.experimental.cpo import CPOTrainer
+
+            return CPOTrainer(train_dataset=data, **common), bridged
+        from trl import DPOTrainer
+
+        return DPOTrainer(train_dataset=data, **common), bridged
+    g = cfg.grpo
+    prompts = prompt_dataset(task, g.steps * g.batch_prompts, torch.Generator().manual_seed(seed))
+    reward = reward_function(task, g.reward)
+    if kind == "rloo":
+        from trl import RLOOTrainer
+
+        return RLOOTrainer(reward_funcs=reward, train_dataset=prompts, **common), bridged
+    from trl import GRPOTrainer
+
+    return GRPOTrainer(reward_funcs=reward, train_dataset=prompts, **common), bridged
