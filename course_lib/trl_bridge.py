@@ -233,6 +233,10 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
         scale = {"grpo": "group", "dr_grpo": "none"}[g.advantage]
         unit = {"sequence_mean": "grpo", "token_mean": "dapo", "constant": "dr_grpo"}[g.unit]
         config |= dict(scale_rewards=scale, loss_type=unit)
+        if g.beta > 0:
+            # TRL 1.16 multiplies k3 by the importance ratio by default (DeepSeek-V3.2's unbiased
+            # reverse-KL gradient); the course's plain k3 in the loss is use_bias_correction_kl=False
+            config["use_bias_correction_kl"] = False
         if g.advantage == "grpo":
             unmatched.append(Unmatched(
                 "grpo.advantage", "grpo",
@@ -373,6 +377,18 @@ class HeldoutAccuracy(TrainerCallback):
             self._eval(model, state.global_step)
 
 
+def _save_reference(model, task: AdditionTask, path: str) -> None:
+    """Write the starting weights where TRL will load its reference model from (β > 0).
+
+    TRL creates the reference with ``from_pretrained(model.config._name_or_path)``; a model built
+    from a config has no path, so the current weights (the course's reference: the SFT start) are
+    saved and the path recorded in the config.
+    """
+    model.save_pretrained(path)
+    task.tokenizer.save_pretrained(path)
+    model.config._name_or_path = path
+
+
 def make_trainer(
     kind: str,
     model,
@@ -393,6 +409,16 @@ def make_trainer(
     reward). Returns ``(trainer, bridged)``; ``trainer.train()`` runs it.
     """
     require_trl()
+    trainer, bridged = _build_trainer(kind, model, task, cfg, seed=seed, output_dir=output_dir,
+                                      checkpointing=checkpointing, pairs=pairs, num_processes=num_processes,
+                                      callbacks=callbacks)
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # metrics stay in trainer.state.log_history
+    return trainer, bridged
+
+
+def _build_trainer(kind, model, task, cfg, *, seed, output_dir, checkpointing, pairs, num_processes, callbacks):
     cuda = next(model.parameters()).device.type == "cuda"
     bridged = translate(cfg, kind, output_dir=output_dir, seed=seed, cuda=cuda,
                         checkpointing=checkpointing, num_processes=num_processes)
@@ -414,6 +440,8 @@ def make_trainer(
 
         return DPOTrainer(train_dataset=data, **common), bridged
     g = cfg.grpo
+    if g.beta > 0:  # TRL builds its frozen reference by loading the policy's checkpoint path
+        _save_reference(model, task, f"{output_dir}/reference")
     prompts = prompt_dataset(task, g.steps * g.batch_prompts, torch.Generator().manual_seed(seed))
     reward = reward_function(task, g.reward)
     if kind == "rloo":
