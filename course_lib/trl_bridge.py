@@ -109,6 +109,7 @@ def _common(cfg: RunConfig, section, *, output_dir: str, seed: int, cuda: bool, 
         save_strategy="no",
         disable_tqdm=True,
         dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,  # every parameter gets a gradient; skip DDP's extra graph walk
     )
 
 
@@ -451,3 +452,176 @@ def _build_trainer(kind, model, task, cfg, *, seed, output_dir, checkpointing, p
     from trl import GRPOTrainer
 
     return GRPOTrainer(reward_funcs=reward, train_dataset=prompts, **common), bridged
+
+
+# ---- the same recipe on a chat model ------------------------------------------------------------
+INSTRUCT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # a small instruct model for a Colab GPU
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def instruct_prompt_dataset(task: AdditionTask, n: int, generator: torch.Generator):
+    """``n`` fresh prompts as chat messages a real instruct model understands."""
+    pairs = task.sample_pairs(n, generator)
+    return _datasets().Dataset.from_dict({
+        "prompt": [[{"role": "user", "content": f"What is {a} + {b}? Reply with the number only."}] for a, b in pairs],
+        "a": [a for a, _ in pairs],
+        "b": [b for _, b in pairs],
+    })
+
+
+def text_reward_function(name: str = "strict"):
+    """The task's two checkers on a chat model's text.
+
+    ``strict``: the reply, stripped of surrounding white space, is exactly the sum's digits (a
+    truncated reply never is, unless it stopped exactly there). ``loose``: the sum's digits appear
+    in order anywhere in the reply — exploitable, as notebook 08 shows on the tiny GPT.
+    """
+    if name not in ("strict", "loose"):
+        raise ValueError(f"name must be 'strict' or 'loose'; got {name!r}")
+
+    def reward(prompts, completions, a, b, **kwargs):
+        out = []
+        for completion, x, y in zip(completions, a, b):
+            text = completion[-1]["content"] if isinstance(completion, list) else completion
+            answer = str(x + y)
+            if name == "strict":
+                out.append(float(text.strip() == answer))
+            else:
+                chars = iter(text)
+                out.append(float(all(d in chars for d in answer)))
+        return out
+
+    reward.__name__ = name
+    return reward
+
+
+def instruct_recipe(model, tokenizer, task: AdditionTask, cfg: RunConfig, *, seed: int = 0,
+                    output_dir: str = "trl-instruct", checkpointing: bool = True, callbacks: list | None = None):
+    """The course's GRPO recipe (``cfg.grpo``) on a chat model: TRL's GRPOTrainer, ready to train.
+
+    ``model`` is a ``transformers`` causal LM (e.g. ``AutoModelForCausalLM.from_pretrained(
+    INSTRUCT_MODEL)`` on a GPU) and ``tokenizer`` its tokenizer with a chat template. Same
+    options as the tiny GPT's recipe; gradient checkpointing is on by default here (a real model's
+    activations, not its speed, are what runs out first on a Colab GPU).
+    """
+    require_trl()
+    from transformers.trainer_callback import PrinterCallback
+    from trl import GRPOTrainer
+
+    cuda = next(model.parameters()).device.type == "cuda" or torch.cuda.is_available()
+    bridged = translate(cfg, "grpo", output_dir=output_dir, seed=seed, cuda=cuda, checkpointing=checkpointing)
+    g = cfg.grpo
+    prompts = instruct_prompt_dataset(task, g.steps * g.batch_prompts, torch.Generator().manual_seed(seed))
+    trainer = GRPOTrainer(model=model, reward_funcs=text_reward_function(g.reward), args=trl_config(bridged),
+                          train_dataset=prompts, processing_class=tokenizer, callbacks=callbacks)
+    trainer.remove_callback(PrinterCallback)
+    return trainer, bridged
+
+
+def tiny_instruct_standin(seed: int = 0):
+    """A tiny random chat model and tokenizer built from configs (no download): a stand-in for
+    ``INSTRUCT_MODEL`` that runs ``instruct_recipe``'s exact code path on a CPU in seconds.
+
+    The tokenizer is byte-level (every UTF-8 byte a token, ChatML special tokens, a chat template);
+    the model a 1-layer Qwen2 — the architecture family of Qwen2.5-Instruct.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"], chat_template=CHATML,
+    )
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                         bos_token_id=None, tie_word_embeddings=True)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+# ---- command line: one recipe, one or many processes -------------------------------------------
+def main(argv: list[str] | None = None) -> dict:
+    """``python -m course_lib.trl_bridge {grpo,rloo,dpo} [--config test] [--steps N] [--out DIR]``.
+
+    Trains the course's SFT start (deterministic on a CPU: every process trains the same one),
+    then the bridged TRL recipe, and writes ``summary.json`` (held-out accuracy before and after,
+    seconds, number of processes) from the main process. Runs unchanged under
+    ``accelerate launch --num_processes N`` (see ``configs/accelerate/multi_gpu.yaml``).
+    """
+    import argparse
+    import dataclasses
+    import json
+    import os
+    import time
+    from pathlib import Path
+
+    from course_lib.configs import get_config
+    from course_lib.model import build_model
+    from course_lib.train import build_preference_pairs, evaluate, train_sft
+
+    parser = argparse.ArgumentParser(prog="python -m course_lib.trl_bridge", description=main.__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=("grpo", "rloo", "dpo"))
+    parser.add_argument("--config", default="cpu")
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default="runs/trl")
+    args = parser.parse_args(argv)
+    require_trl()
+    quiet()
+    torch.set_num_threads(args.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    main_process = int(os.environ.get("RANK", "0")) == 0
+    cfg = get_config(args.config)
+    section = "dpo" if args.kind == "dpo" else "grpo"
+    if args.steps is not None:
+        setattr(cfg, section, dataclasses.replace(getattr(cfg, section), steps=args.steps))
+    if args.kind == "rloo":
+        cfg.grpo = dataclasses.replace(cfg.grpo, advantage="rloo")
+    task = AdditionTask(cfg.task)
+    torch.manual_seed(args.seed)
+    model = build_model(cfg.model, task.tokenizer)
+    train_sft(model, task, cfg.sft, seed=args.seed, show_progress=False)
+    length = getattr(cfg, section).max_completion_length
+    before = evaluate(model, task, max_completion_length=length)["accuracy"]
+    pairs = None
+    if args.kind == "dpo":
+        pairs = build_preference_pairs(model, task, cfg.dpo, generator=torch.Generator().manual_seed(args.seed))
+    trainer, bridged = make_trainer(args.kind, model, task, cfg, seed=args.seed, output_dir=args.out,
+                                    pairs=pairs, num_processes=world)
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    summary = {
+        "kind": args.kind, "config": args.config, "trainer": bridged.trainer, "num_processes": world,
+        "per_device_train_batch_size": bridged.config["per_device_train_batch_size"],
+        "steps": trainer.state.global_step, "train_seconds": seconds,
+        "baseline_accuracy": before,
+        "final_accuracy": evaluate(trainer.accelerator.unwrap_model(trainer.model), task, max_completion_length=length)["accuracy"],
+        "unmatched": [str(u) for u in bridged.unmatched],
+    }
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    weights = torch.cat([p.detach().flatten().double() for p in trainer.accelerator.unwrap_model(trainer.model).parameters()])
+    rank = int(os.environ.get("RANK", "0"))
+    (Path(args.out) / f"weights_rank{rank}.json").write_text(json.dumps({"sum": float(weights.sum()), "norm": float(weights.norm())}))
+    if main_process:
+        (Path(args.out) / "summary.json").write_text(json.dumps(summary, indent=2))
+        print(f"{bridged.trainer} on {world} process(es): held-out {before:.1%} -> {summary['final_accuracy']:.1%} "
+              f"in {seconds:.0f} s ({summary['steps']} steps)")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
