@@ -601,6 +601,11 @@ def main(argv: list[str] | None = None) -> dict:
         pairs = build_preference_pairs(model, task, cfg.dpo, generator=torch.Generator().manual_seed(args.seed))
     trainer, bridged = make_trainer(args.kind, model, task, cfg, seed=args.seed, output_dir=args.out,
                                     pairs=pairs, num_processes=world)
+    def checksum():
+        weights = [p.detach().flatten().double() for p in trainer.accelerator.unwrap_model(trainer.model).parameters()]
+        return float(torch.cat(weights).sum())
+
+    start_sum = checksum()
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
@@ -613,9 +618,8 @@ def main(argv: list[str] | None = None) -> dict:
         "unmatched": [str(u) for u in bridged.unmatched],
     }
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    weights = torch.cat([p.detach().flatten().double() for p in trainer.accelerator.unwrap_model(trainer.model).parameters()])
-    rank = int(os.environ.get("RANK", "0"))
-    (Path(args.out) / f"weights_rank{rank}.json").write_text(json.dumps({"sum": float(weights.sum()), "norm": float(weights.norm())}))
+    rank = int(os.environ.get("RANK", "0"))  # each process records its weights: DDP keeps them identical
+    (Path(args.out) / f"weights_rank{rank}.json").write_text(json.dumps({"before": start_sum, "after": checksum()}))
     if main_process:
         (Path(args.out) / "summary.json").write_text(json.dumps(summary, indent=2))
         print(f"{bridged.trainer} on {world} process(es): held-out {before:.1%} -> {summary['final_accuracy']:.1%} "
