@@ -29,24 +29,24 @@ import torch
 
 from course_lib import trl_bridge
 from course_lib.configs import get_config
+from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
-from course_lib.model import build_model
-from course_lib.task import AdditionTask
-from course_lib.train import MetricsLog, evaluate, train_sft
+from course_lib.pipeline import rl_generator, sft_policy
+from course_lib.runtime import MetricsLog
 
 
-def course_run(model, task, cfg, seed: int) -> dict:
+def course_run(model, task, cfg, seed: int, threads: int) -> dict:
     log = MetricsLog()
-    g = dataclasses.replace(cfg.grpo, eval_every=10**9)  # evaluate once, at the end
-    out = train_grpo(model, task, g, generator=torch.Generator().manual_seed(seed), log=log,
-                     max_grad_norm=cfg.max_grad_norm, show_progress=False,
-                     eval_fn=lambda m: {"accuracy": float("nan")})
+    g = dataclasses.replace(cfg.grpo, eval_every=10**9)  # evaluated once, after the run, as TRL's
+    out = train_grpo(model, task, g, generator=rl_generator(seed), log=log, max_grad_norm=cfg.max_grad_norm,
+                     show_progress=False, eval_fn=lambda m: {"accuracy": float("nan")}, threads=threads)
     step_seconds = [r["update_seconds"] + r["gen_seconds"] + r["other_seconds"] for r in log.rows]
     return {"seconds": out["rl_seconds"], "step": statistics.median(step_seconds)}
 
 
 def trl_run(model, task, cfg, seed: int, checkpointing: bool, out_dir: str) -> dict:
-    trainer, _ = trl_bridge.make_trainer("grpo", model, task, cfg, seed=seed, output_dir=out_dir,
+    rl_generator(seed)  # the same torch seed for sampling as the course's RL stage
+    trainer, _ = trl_bridge.make_trainer("grpo", model, task, cfg, seed=seed + 1, output_dir=out_dir,
                                          checkpointing=checkpointing)
     trainer.train()
     steps = [r["step_time"] for r in trainer.state.log_history if "step_time" in r]
@@ -67,7 +67,6 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     cfg = get_config("cpu")
     cfg.grpo.steps = args.steps
-    task = AdditionTask(cfg.task)
     L = cfg.grpo.max_completion_length
 
     def acc(m):
@@ -75,17 +74,14 @@ def main() -> None:
 
     runs = {"course": [], "trl": [], "trl_checkpointing": []}
     for seed in args.seeds:
-        torch.manual_seed(seed)
-        sft = build_model(cfg.model, task.tokenizer)
-        train_sft(sft, task, cfg.sft, seed=seed, show_progress=False)
+        task, sft, _ = sft_policy(cfg, seed=seed, device="cpu", show_progress=False, threads=args.threads)
         base = acc(sft)
         line = [f"seed {seed}: SFT {base:.3f}"]
         for name in runs:
             model = copy.deepcopy(sft)
-            torch.manual_seed(seed)
             t0 = time.perf_counter()
             if name == "course":
-                r = course_run(model, task, cfg, seed)
+                r = course_run(model, task, cfg, seed, args.threads)
             else:
                 r = trl_run(model, task, cfg, seed, name == "trl_checkpointing", f"{args.out}/{name}_s{seed}")
             torch.set_num_threads(args.threads)

@@ -228,7 +228,10 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
     if g.zero_variance != "keep":
         unmatched.append(Unmatched("grpo.zero_variance", g.zero_variance,
                                    "TRL keeps zero-variance groups (zero advantage); no drop or dynamic resampling"))
-    if g.beta > 0 and kind == "grpo" and g.kl_estimator != "k3":
+    if g.beta > 0 and kind == "grpo" and g.kl_placement != "loss":
+        unmatched.append(Unmatched("grpo.kl_placement", g.kl_placement,
+                                   "GRPOTrainer puts the KL in the loss only (RLOOTrainer puts k1 in the reward)"))
+    elif g.beta > 0 and kind == "grpo" and g.kl_estimator != "k3":
         unmatched.append(Unmatched("grpo.kl_estimator", g.kl_estimator, "GRPOTrainer always puts k3 in the loss"))
     if kind == "grpo":
         scale = {"grpo": "group", "dr_grpo": "none"}[g.advantage]
@@ -253,11 +256,11 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
         "the course clips per token and averages with the unit (the gradients agree only at μ=1 with "
         "unit='constant', max_length=1)",
     ))
-    if g.beta > 0:
+    if g.beta > 0 and (g.kl_placement, g.kl_estimator) != ("reward", "k1"):
         unmatched.append(Unmatched(
-            "grpo.beta", g.beta,
-            "RLOOTrainer puts k1 in the reward before the baseline (policy_loss.kl_shaped_rewards); "
-            "the course trainer puts the KL in the loss",
+            "grpo.kl_placement / kl_estimator", (g.kl_placement, g.kl_estimator),
+            "RLOOTrainer puts k1 in the reward before the baseline (policy_loss.kl_shaped_rewards): "
+            "kl_placement='reward', kl_estimator='k1' is its form",
         ))
     return Bridged("rloo", "RLOOTrainer", "RLOOConfig", config, unmatched)
 
@@ -337,14 +340,23 @@ def preference_dataset(task: AdditionTask, pairs: dict):
     return _datasets().Dataset.from_dict(rows)
 
 
-def reward_function(task: AdditionTask, name: str = "strict"):
-    """The course checker as a TRL reward function (scores token ids, so <eos> and truncation count)."""
-    check = task.reward_fn(name)
+def reward_function(task: AdditionTask, spec: str = "strict"):
+    """The course reward (``rewards.resolve_reward``: a checker or ``rm:DIR``) as a TRL reward function.
+
+    It scores token ids, not decoded text, so ``<eos>`` and truncation count exactly as in the
+    course trainer (TRL hands over each completion's ids up to and including its ``<eos>``).
+    """
+    from course_lib.rewards import resolve_reward
+
+    batched = resolve_reward(spec, task)
+    pad = task.tokenizer.pad_token_id
 
     def reward(prompts, completions, completion_ids, a, b, **kwargs):
-        return [check((x, y), ids) for x, y, ids in zip(a, b, completion_ids)]
+        width = max(len(ids) for ids in completion_ids)
+        padded = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in completion_ids], dtype=torch.long)
+        return batched(list(zip(a, b)), padded).tolist()
 
-    reward.__name__ = name  # TRL logs rewards/<name>/mean
+    reward.__name__ = spec.split(":", 1)[0]  # TRL logs rewards/<name>/mean
     return reward
 
 
@@ -362,7 +374,7 @@ class HeldoutAccuracy(TrainerCallback):
         self.rows: list[dict] = []
 
     def _eval(self, model, step):
-        from course_lib.train import evaluate
+        from course_lib.evaluation import evaluate
 
         was_training = model.training
         self.rows.append({"step": step, **evaluate(model, self.task, max_completion_length=self.length)})
@@ -568,8 +580,9 @@ def main(argv: list[str] | None = None) -> dict:
     from pathlib import Path
 
     from course_lib.configs import get_config
-    from course_lib.model import build_model
-    from course_lib.train import build_preference_pairs, evaluate, train_sft
+    from course_lib.dpo import build_preference_pairs
+    from course_lib.evaluation import evaluate
+    from course_lib.pipeline import rl_generator, sft_policy
 
     parser = argparse.ArgumentParser(prog="python -m course_lib.trl_bridge", description=main.__doc__.splitlines()[0])
     parser.add_argument("kind", choices=("grpo", "rloo", "dpo"))
@@ -590,15 +603,13 @@ def main(argv: list[str] | None = None) -> dict:
         setattr(cfg, section, dataclasses.replace(getattr(cfg, section), steps=args.steps))
     if args.kind == "rloo":
         cfg.grpo = dataclasses.replace(cfg.grpo, advantage="rloo")
-    task = AdditionTask(cfg.task)
-    torch.manual_seed(args.seed)
-    model = build_model(cfg.model, task.tokenizer)
-    train_sft(model, task, cfg.sft, seed=args.seed, show_progress=False)
+    task, model, _ = sft_policy(cfg, seed=args.seed, device="cpu", show_progress=False, threads=args.threads)
+    rl_generator(args.seed)  # the RL stage's torch seed, as a course run sets it
     length = getattr(cfg, section).max_completion_length
     before = evaluate(model, task, max_completion_length=length)["accuracy"]
     pairs = None
     if args.kind == "dpo":
-        pairs = build_preference_pairs(model, task, cfg.dpo, generator=torch.Generator().manual_seed(args.seed))
+        pairs = build_preference_pairs(model, task, cfg.dpo, generator=torch.Generator().manual_seed(args.seed + 1))
     trainer, bridged = make_trainer(args.kind, model, task, cfg, seed=args.seed, output_dir=args.out,
                                     pairs=pairs, num_processes=world)
     def checksum():

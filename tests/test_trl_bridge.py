@@ -63,6 +63,8 @@ def test_options_without_a_trl_equivalent_are_listed():
     missing = _unmatched(b)
     assert "DAPO" not in missing["grpo.zero_variance"].trl_does and "resampl" in missing["grpo.zero_variance"].trl_does
     assert "k3" in missing["grpo.kl_estimator"].trl_does
+    in_reward = trl_bridge.translate(_cfg(beta=0.04, kl_placement="reward"), "grpo")
+    assert "loss only" in _unmatched(in_reward)["grpo.kl_placement"].trl_does
     assert b.config["mask_truncated_completions"] is True and b.config["use_bias_correction_kl"] is False
     assert "no exact TRL equivalent (" in b.report()
 
@@ -70,7 +72,9 @@ def test_options_without_a_trl_equivalent_are_listed():
 def test_rloo_goes_to_rloo_trainer_with_its_differences():
     b = trl_bridge.translate(_cfg(advantage="rloo", beta=0.05), "rloo")
     assert b.trainer == "RLOOTrainer" and b.config["normalize_advantages"] is False
-    assert {"grpo.unit", "grpo.beta"} <= set(_unmatched(b))
+    assert {"grpo.unit", "grpo.kl_placement / kl_estimator"} <= set(_unmatched(b))
+    same_kl = trl_bridge.translate(_cfg(advantage="rloo", beta=0.05, kl_placement="reward", kl_estimator="k1"), "rloo")
+    assert "grpo.kl_placement / kl_estimator" not in _unmatched(same_kl)
     with pytest.raises(ValueError, match="RLOOTrainer"):
         trl_bridge.translate(_cfg(advantage="rloo"), "grpo")
 
@@ -103,7 +107,7 @@ def test_processes_split_the_batch_and_bad_input_is_refused():
     with pytest.raises(ValueError, match="kind must be one of"):
         trl_bridge.translate(_cfg(), "ppo")
     with pytest.raises(ValueError, match="grpo.epsilon"):
-        trl_bridge.translate(_cfg(epsilon=1.5), "grpo")
+        trl_bridge.translate(_cfg(epsilon=-0.1), "grpo")
     with pytest.raises(ValueError, match="'strict' or 'loose'"):
         trl_bridge.text_reward_function("exact")
 
