@@ -184,3 +184,20 @@ def test_accelerate_launch_two_processes_on_cpu(tmp_path):
     ranks = [json.loads((tmp_path / f"weights_rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0] == ranks[1], "DDP must keep both processes' weights identical"
     assert ranks[0]["after"] != ranks[0]["before"], "two optimiser steps must change the weights"
+
+
+@NEEDS_TRL
+@pytest.mark.slow
+def test_gpu_check_script_runs_its_code_path_on_the_cpu(tmp_path):
+    """benchmarks/gpu_check.py waits for a GPU; its measuring code is exercised here on the test config."""
+    import importlib.util as util
+
+    spec = util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    cfg = get_config("test")
+    cfg.grpo = dataclasses.replace(cfg.grpo, steps=2)
+    course = gpu_check.course_run(cfg, tmp_path / "course", 0, device="cpu")
+    assert 0 <= course["final_accuracy"] <= 1 and course["tokens_per_second"] > 0 and course["achieved_flops"] > 0
+    trl = gpu_check.trl_run(cfg, tmp_path / "trl", 0, device="cpu")
+    assert 0 <= trl["final_accuracy"] <= 1 and trl["rl_seconds"] > 0
