@@ -83,6 +83,7 @@ from course_lib.configs import get_config
 from course_lib.dpo import build_preference_pairs, reference_logprobs, train_dpo
 from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
+from course_lib.model import n_params
 from course_lib.pipeline import rl_generator, sft_policy
 from course_lib.runtime import MetricsLog
 
@@ -203,7 +204,7 @@ print(f"Held-out lift over SFT: course_lib {100 * lift_course:+.1f} points, TRL 
 if speed > 1:
     print(f"A TRL step took {speed:.1f}× the course's here. Around the same forward and backward passes TRL "
           "tokenises text prompts, decodes completions, gathers metrics and runs a general-purpose Trainer loop: "
-          "fixed costs that weigh heavily next to a 343k-parameter model's tiny passes.")
+          f"fixed costs that weigh heavily next to a {n_params(sft_model):,}-parameter model's tiny passes.")
 else:
     print(f"A TRL step took {speed:.2f}× the course's here: no slower on this run.")
 
@@ -269,8 +270,8 @@ chat_rewards = [row["reward"] for row in chat_trainer.state.log_history if "rewa
 print(f"{type(chat_model).__name__}: mean strict reward per step {[round(x, 3) for x in chat_rewards]}")
 
 # %% [markdown]
-# The learning rate is the one number changed for the real model: 3e-4 suits a 343k-parameter
-# model trained from scratch and would wreck a pretrained 0.5B one (1e-6 is the usual order of
+# The learning rate is the one number changed for the real model: 3e-4 suits the tiny GPT (343k
+# parameters on the `cpu` config), trained from scratch, and would wreck a pretrained 0.5B one (1e-6 is the usual order of
 # magnitude for full fine-tuning with GRPO).
 #
 # ## 7. More than one GPU
