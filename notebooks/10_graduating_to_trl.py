@@ -270,9 +270,9 @@ chat_rewards = [row["reward"] for row in chat_trainer.state.log_history if "rewa
 print(f"{type(chat_model).__name__}: mean strict reward per step {[round(x, 3) for x in chat_rewards]}")
 
 # %% [markdown]
-# The learning rate is the one number changed for the real model: 3e-4 suits the tiny GPT (343k
-# parameters on the `cpu` config), trained from scratch, and would wreck a pretrained 0.5B one (1e-6 is the usual order of
-# magnitude for full fine-tuning with GRPO).
+# For the real model the batch is smaller (8 prompts × 8), completions may be longer (16
+# tokens) and the learning rate is TRL's own `GRPOConfig` default, 1e-6: 3e-4 suits the tiny GPT
+# (343k parameters on the `cpu` config) trained from scratch, not a pretrained 0.5B model.
 #
 # ## 7. More than one GPU
 #
