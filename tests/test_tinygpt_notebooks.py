@@ -8,6 +8,7 @@ must show its exploit (proxy reward above strict accuracy by a margin).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -100,6 +101,21 @@ def test_08_reward_hacking_shows_the_exploit(matplotlib_ready):
     assert ns["alarms"]["length > 1.5 × start"] is not None
     # the re-run against the strict checker behaves: no truncation drift, strict accuracy kept
     assert ns["strict_final"]["accuracy"] >= start["accuracy"] - 0.02
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed: pip install -e '.[trl]'")
+def test_10_graduating_to_trl_runs(matplotlib_ready):
+    ns, shown = execute("10_graduating_to_trl", ["baseline", "course", "trl", "dpo_results", "ratio", "chat_rewards",
+                                                 "bridged"], FAST)
+    assert_clean("10", shown)
+    assert ns["ratio"] == pytest.approx((7 / 8) ** 0.5, rel=1e-3)  # TRL's ddof=1 + 1e-4 over the population std
+    for run in (ns["course"], ns["trl"]):
+        assert 0 <= run["final"] <= 1 and run["step_s"] > 0 and len(run["reward"]) == 3
+        assert run["curve"][0] == [0, ns["baseline"]["accuracy"]]  # both curves start at the same SFT policy
+    assert set(ns["dpo_results"]) == {"course_lib", "TRL DPOTrainer"}
+    assert len(ns["chat_rewards"]) == 2 and all(0 <= r <= 1 for r in ns["chat_rewards"])
+    assert any("no exact TRL equivalent" in text for _, text in shown)
 
 
 KL_NAMES = ["pi_ref", "reward", "beta", "pi_star", "J_star", "perturbation_gap", "reward_recovery_error",
