@@ -12,9 +12,8 @@ setting ``main`` (the ``cpu`` config: SFT 1,200 steps, binary strict checker)
 - ``mu=2``: two inner epochs per rollout, half the rollouts (same 300 optimiser steps);
 - ``mu=2 + clip-higher``: ε_high = 0.28 on top of μ = 2 (with μ = 1 the ratio is exactly 1,
   so clip-higher alone changes nothing; ``tests/test_rft.py`` checks that);
-- ``RLOO`` and ``Dr. GRPO adv.``: the leave-one-out and the no-std advantage, same unit as
-  GRPO; they differ by the constant G/(G − 1), which AdamW cancels (curves coincide);
-- ``RFT``: supervised steps on the policy's own checker-approved samples (``course_lib.rft``).
+- ``RFT``: supervised steps on the policy's own checker-approved samples (``course_lib.rft``);
+- ``more SFT``: the same number of steps of SFT on the same flawed demonstrations.
 
 setting ``weak`` (where the baseline may matter: SFT stopped at 300 steps, successes rare)
 - ``GRPO`` and ``RFT`` with the strict checker; ``GRPO partial`` with partial credit
@@ -51,13 +50,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 # name -> (trainer, GRPOConfig overrides, share of the optimiser steps taken as rollouts)
 MAIN = {
     "GRPO": ("grpo", {}),
-    "token mean": ("grpo", {"unit": "token_mean"}),
+    "RFT": ("rft", {}),
     "dynamic sampling": ("grpo", {"zero_variance": "resample"}),
     "mu=2": ("grpo", {"num_iterations": 2}),
     "mu=2 + clip-higher": ("grpo", {"num_iterations": 2, "epsilon_high": 0.28}),
-    "RLOO": ("grpo", {"advantage": "rloo"}),
-    "Dr. GRPO adv.": ("grpo", {"advantage": "dr_grpo"}),
-    "RFT": ("rft", {}),
+    "token mean": ("grpo", {"unit": "token_mean"}),
+    "more SFT": ("sft", {}),
 }
 WEAK = {
     "GRPO": ("grpo", {}),
@@ -92,7 +90,13 @@ def one_run(cfg, task, weights, seed: int, trainer: str, overrides: dict) -> dic
     log = MetricsLog()
     gen = torch.Generator().manual_seed(seed + 1)
     torch.manual_seed(seed)
-    if trainer == "grpo":
+    if trainer == "sft":
+        res = train_sft(model, task, dataclasses.replace(cfg.sft, eval_every=10**9), seed=seed + 2, steps=cfg.grpo.steps,
+                        show_progress=False, eval_at_end=False, log=log)
+        out = {"steps": res["steps"], "rl_seconds": res["seconds"]}
+        for r in log.rows:
+            r.update(groups_sampled=0, generated_tokens=0, zero_variance_rate=0.0, reward_mean=None, gen_seconds=0.0)
+    elif trainer == "grpo":
         out = train_grpo(model, task, gcfg, generator=gen, log=log, steps=rollouts, show_progress=False)
     else:
         weighting = "reward" if trainer == "rft_weighted" else "filter"
@@ -106,6 +110,8 @@ def one_run(cfg, task, weights, seed: int, trainer: str, overrides: dict) -> dic
         "final_accuracy_no_carry": final["accuracy_no_carry"],
         "rollouts": out["steps"],
         "optimizer_steps": out["steps"] * (gcfg.num_iterations if trainer == "grpo" else 1),
+        "gen_seconds": sum(r["gen_seconds"] for r in rows),
+        "update_seconds": sum(r["update_seconds"] for r in rows) if trainer != "sft" else out["rl_seconds"],
         "groups_sampled": sum(r["groups_sampled"] for r in rows),
         "generated_tokens": sum(r["generated_tokens"] for r in rows),
         "rl_seconds": out["rl_seconds"],
