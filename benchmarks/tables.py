@@ -1,0 +1,127 @@
+"""README tables from the benchmarks' JSON: the only way a measured number reaches the README.
+
+Each ``benchmarks/tinygpt_*.py`` writes ``benchmarks/results/<name>.json``. This script
+renders every table the README shows from those files and writes them between markers::
+
+    <!-- bench:grpo_family -->
+    ...generated...
+    <!-- /bench:grpo_family -->
+
+``python benchmarks/tables.py`` rewrites the README; ``--check`` only compares and exits 1
+when a table differs from what the JSON says (``tests/test_bench_tables.py`` runs it).
+Medians are over seeds; per-seed values are shown beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+README = HERE.parent / "README.md"
+BLOCK = re.compile(r"(<!-- bench:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
+
+
+def load(name: str, results: Path = RESULTS) -> dict:
+    path = results / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `make bench` (or benchmarks/tinygpt_*.py) first")
+    return json.loads(path.read_text())
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _rows(data: dict, setting: str, variant: str) -> list[dict]:
+    return sorted((r for r in data["runs"] if r["setting"] == setting and r["variant"] == variant), key=lambda r: r["seed"])
+
+
+def family_summary(data: dict, setting: str) -> dict[str, dict]:
+    """variant -> medians over seeds (and the per-seed values), in the benchmark's row order."""
+    out = {}
+    for variant in dict.fromkeys(r["variant"] for r in data["runs"] if r["setting"] == setting):
+        rows = _rows(data, setting, variant)
+        out[variant] = {
+            "seeds": [r["seed"] for r in rows],
+            "baseline": statistics.median(r["baseline_accuracy"] for r in rows),
+            "final": statistics.median(r["final_accuracy"] for r in rows),
+            "per_seed": [r["final_accuracy"] for r in rows],
+            "lift": statistics.median(r["final_accuracy"] - r["baseline_accuracy"] for r in rows),
+            "carry": statistics.median(r["final_accuracy_carry"] for r in rows),
+            "optimizer_steps": statistics.median(r["optimizer_steps"] for r in rows),
+            "groups_sampled": statistics.median(r["groups_sampled"] for r in rows),
+            "rl_seconds": statistics.median(r["rl_seconds"] for r in rows),
+        }
+    return out
+
+
+def family_table(data: dict, setting: str) -> str:
+    summary = family_summary(data, setting)
+    seeds = sorted({s for v in summary.values() for s in v["seeds"]})
+    lines = [
+        f"| row | held-out exact match, median of seeds {', '.join(map(str, seeds))} | lift over SFT | per seed "
+        "| carry prompts | optimiser steps | groups generated | seconds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    base = statistics.median(v["baseline"] for v in summary.values())
+    lines.append(f"| SFT start | {pct(base)} | | | | | | |")
+    for name, v in summary.items():
+        lines.append(
+            f"| {name} | **{pct(v['final'])}** | {100 * v['lift']:+.1f} pts | {' / '.join(pct(x) for x in v['per_seed'])} "
+            f"| {pct(v['carry'])} | {v['optimizer_steps']:.0f} | {v['groups_sampled']:,.0f} | {v['rl_seconds']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def grpo_family(results: Path = RESULTS) -> str:
+    data = load("grpo_family", results)
+    parts = []
+    titles = {"main": "strong start (SFT 1,200 steps), binary strict checker",
+              "weak": "weak start (SFT 300 steps): rare successes, binary or partial credit"}
+    for setting in dict.fromkeys(r["setting"] for r in data["runs"]):
+        parts.append(f"*{titles.get(setting, setting)}*\n\n{family_table(data, setting)}")
+    parts.append(f"\n`{data['command']}` — {data['machine']}; seconds are wall-clock on a shared machine.\n")
+    return "\n".join(parts)
+
+
+RENDERERS = {"grpo_family": grpo_family}
+
+
+def render(text: str, results: Path = RESULTS) -> str:
+    """Return ``text`` with every known ``bench:`` block regenerated from the JSON."""
+
+    def repl(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in RENDERERS:
+            raise ValueError(f"README has a bench block {name!r} with no renderer; known: {sorted(RENDERERS)}")
+        return m.group(1) + RENDERERS[name](results) + m.group(4)
+
+    return BLOCK.sub(repl, text)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="regenerate the README's benchmark tables")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the README differs from the JSON")
+    parser.add_argument("--readme", default=str(README))
+    args = parser.parse_args(argv)
+    path = Path(args.readme)
+    text = path.read_text()
+    new = render(text)
+    if args.check:
+        if new != text:
+            print(f"{path} is stale: run python benchmarks/tables.py", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(new)
+    print(f"updated {len(BLOCK.findall(text))} table(s) in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
