@@ -33,6 +33,7 @@ import argparse
 import dataclasses
 import json
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -64,6 +65,8 @@ WEAK = {
     "GRPO partial": ("grpo", {"reward": "partial"}),
     "reward-weighted partial": ("rft_weighted", {"reward": "partial"}),
 }
+FIRST = [("main", "GRPO"), ("main", "RFT"), ("weak", "GRPO partial"), ("weak", "reward-weighted partial"),
+         ("weak", "GRPO"), ("weak", "RFT")]
 SETTINGS = {"main": {"sft_steps": None, "variants": MAIN}, "weak": {"sft_steps": 300, "variants": WEAK}}
 BASE = {"unit": "sequence_mean"}  # the published GRPO objective is the row every other changes
 
@@ -132,21 +135,28 @@ def main(argv=None) -> None:
     parser.add_argument("--cache", default="runs/bench/family", help="per-run results and SFT checkpoints")
     parser.add_argument("--out", default=str(RESULTS / "grpo_family.json"))
     args = parser.parse_args(argv)
+    args.argv = list(argv if argv is not None else sys.argv[1:])
     torch.set_num_threads(args.threads)
     cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
     cfg = get_config(args.config)
-    task = AdditionTask(cfg.task)
-    runs = []
     cfg.grpo.steps, cfg.grpo.eval_every = args.steps, 25
-    for setting in args.only:
+    task = AdditionTask(cfg.task)
+    # Rows in order of what they decide: the RFT control and the baseline's settings first (every
+    # seed), then the one-change rows. Results are written after every run, so a stopped
+    # benchmark keeps what it measured (and a rerun skips what is cached).
+    first = [r for r in FIRST if r[0] in args.only]
+    rest = [(s, v) for s in args.only for v in SETTINGS[s]["variants"] if (s, v) not in first]
+    runs = []
+    for tier in (first, rest):
         for seed in args.seeds:
-            spec = SETTINGS[setting]
-            weights, base = sft_start(cfg, task, seed, spec["sft_steps"], cache)
-            for name, (trainer, overrides) in spec["variants"].items():
-                done = cache / f"{setting}_{name.replace(' ', '_').replace('/', '')}_s{seed}.json"
+            for setting, name in tier:
+                trainer, overrides = SETTINGS[setting]["variants"][name]
+                done = cache / f"{setting}_{name.replace(' ', '_')}_s{seed}.json"
                 if done.exists():
                     row = json.loads(done.read_text())
                 else:
+                    weights, base = sft_start(cfg, task, seed, SETTINGS[setting]["sft_steps"], cache)
                     t0 = time.perf_counter()
                     row = {"setting": setting, "variant": name, "seed": seed, "trainer": trainer,
                            "overrides": {**BASE, **overrides}, "baseline_accuracy": base["accuracy"],
@@ -158,17 +168,35 @@ def main(argv=None) -> None:
                 print(f"seed {seed} {setting:4} {name:24} SFT {row['baseline_accuracy']:.3f} → "
                       f"{row['final_accuracy']:.3f}  groups {row['groups_sampled']:5d}  {row['rl_seconds']:.0f} s",
                       flush=True)
+                write(args, cfg, runs)
+    print(f"wrote {args.out}")
+
+
+def write(args, cfg, runs) -> None:
+    """The results file: every run so far (the table renderer takes medians over what is there)."""
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({
         "benchmark": "grpo_family",
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["tinygpt_grpo_family.py", *args.argv]),
+        "commit": commit(),
         "config": args.config,
-        "seeds": args.seeds,
+        "seeds": sorted({r["seed"] for r in runs}),
         "machine": f"{platform.machine()}, {args.threads} thread(s), shared 2-core CPU",
         "grpo_steps": cfg.grpo.steps,
         "runs": runs,
     }, indent=1) + "\n")
-    print(f"wrote {args.out}")
+
+
+def commit() -> str:
+    """The code's git commit ('+changes' when course_lib or this file differ from it), for provenance."""
+    try:
+        def git(*a):
+            return subprocess.run(["git", *a], capture_output=True, text=True, check=True, cwd=RESULTS.parent).stdout.strip()
+
+        dirty = git("status", "--porcelain", "--", "../course_lib", "tinygpt_grpo_family.py")
+        return git("rev-parse", "--short", "HEAD") + ("+changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 if __name__ == "__main__":

@@ -62,7 +62,6 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %%
 import copy
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
