@@ -86,11 +86,60 @@ def grpo_family(results: Path = RESULTS) -> str:
               "weak": "weak start (SFT 300 steps): rare successes, binary or partial credit"}
     for setting in dict.fromkeys(r["setting"] for r in data["runs"]):
         parts.append(f"*{titles.get(setting, setting)}*\n\n{family_table(data, setting)}")
-    parts.append(f"\n`{data['command']}` — {data['machine']}; seconds are wall-clock on a shared machine.\n")
+    lines = verdicts(data)
+    if lines:
+        parts.append("What the table supports (a gap within the spread between seeds is not a measured difference):\n\n"
+                     + "\n".join(lines) + "\n")
+    parts.append(f"`{data['command']}` at commit {data.get('commit', 'unknown')} — {data['machine']}.\n")
     return "\n".join(parts)
 
 
-RENDERERS = {"grpo_family": grpo_family}
+def verdicts(data: dict) -> list[str]:
+    """What the family table supports: each comparison's median gap against the seed-to-seed spread."""
+    out = []
+    summaries = {s: family_summary(data, s) for s in dict.fromkeys(r["setting"] for r in data["runs"])}
+    pairs = [("main", "GRPO", "RFT"), ("main", "GRPO", "more SFT"), ("weak", "GRPO", "RFT"),
+             ("weak", "GRPO partial", "reward-weighted partial"), ("weak", "GRPO partial", "GRPO")]
+    for setting, a, b in pairs:
+        summ = summaries.get(setting, {})
+        if a not in summ or b not in summ:
+            continue
+        d = summ[a]["final"] - summ[b]["final"]
+        spread = max(max(v["per_seed"]) - min(v["per_seed"]) for v in (summ[a], summ[b]))
+        n = min(len(summ[a]["per_seed"]), len(summ[b]["per_seed"]))
+        if n < 2:
+            word = "one seed only: no spread to compare with"
+        else:
+            word = ("larger than" if abs(d) > spread else "within") + f" the seed-to-seed spread ({100 * spread:.1f} pts)"
+        out.append(f"- {setting} start: {a} − {b} = {100 * d:+.1f} pts (medians), {word}")
+    return out
+
+
+def hacking_table(data: dict) -> str:
+    lines = ["| seed | start, strict held-out | loose-checker run: strict → / loose → | strict-checker run: strict → "
+             "| alarms on the loose run, first step | alarms on the strict run |",
+             "|---|---|---|---|---|---|"]
+    for seed in data["seeds"]:
+        loose = next(r for r in data["runs"] if r["seed"] == seed and r["reward"] == "loose")
+        strict = next(r for r in data["runs"] if r["seed"] == seed and r["reward"] == "strict")
+
+        def fired(run):
+            got = sorted(((s, n) for n, s in run["alarms"].items() if s is not None))
+            return ", ".join(f"{n} ({s})" for s, n in got) or "none"
+
+        lines.append(f"| {seed} | {pct(loose['start']['accuracy'])} | {pct(loose['final']['accuracy'])} / "
+                     f"{pct(loose['final']['loose_accuracy'])} | {pct(strict['final']['accuracy'])} | {fired(loose)} "
+                     f"| {fired(strict)} |")
+    return "\n".join(lines) + "\n"
+
+
+def reward_hacking(results: Path = RESULTS) -> str:
+    data = load("reward_hacking", results)
+    return (f"{hacking_table(data)}\n`{data['command']}` at commit {data.get('commit', 'unknown')}: "
+            f"{data['rl_steps']} GRPO steps from {data['sft_steps']} SFT steps, {data['n_heldout']} held-out prompts.\n")
+
+
+RENDERERS = {"grpo_family": grpo_family, "reward_hacking": reward_hacking}
 
 
 def render(text: str, results: Path = RESULTS) -> str:
@@ -100,7 +149,11 @@ def render(text: str, results: Path = RESULTS) -> str:
         name = m.group("name")
         if name not in RENDERERS:
             raise ValueError(f"README has a bench block {name!r} with no renderer; known: {sorted(RENDERERS)}")
-        return m.group(1) + RENDERERS[name](results) + m.group(4)
+        try:
+            body = RENDERERS[name](results)
+        except FileNotFoundError:
+            body = "*Not measured in this copy: run `make bench`.*\n"
+        return m.group(1) + body + m.group(4)
 
     return BLOCK.sub(repl, text)
 
