@@ -63,6 +63,8 @@ def family_summary(data: dict, setting: str) -> dict[str, dict]:
 
 def family_table(data: dict, setting: str) -> str:
     summary = family_summary(data, setting)
+    if not summary:
+        raise ValueError(f"setting must be one of those measured; {setting!r} has no runs")
     seeds = sorted({s for v in summary.values() for s in v["seeds"]})
     lines = [
         f"| row | held-out exact match, median of seeds {', '.join(map(str, seeds))} | lift over SFT | per seed "

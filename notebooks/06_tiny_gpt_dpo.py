@@ -213,6 +213,7 @@ print(f"loss by hand {loss.item():.6f}   dpo_batch_loss {trainer_loss.item():.6f
 model.zero_grad()
 loss.backward()
 params = list(model.parameters())
+before_step = [p.detach().clone() for p in params]
 grads = [p.grad.detach().clone() for p in params]
 norm = torch.sqrt(sum((g**2).sum() for g in grads))
 clip = min(1.0, cfg.max_grad_norm / (float(norm) + 1e-6))
@@ -232,7 +233,7 @@ model.load_state_dict(sft_weights)
 train_dpo(model, task, dataclasses.replace(cfg.dpo, eval_every=10**6), data,
           generator=torch.Generator().manual_seed(SEED + 2), steps=1, show_progress=False)
 step_diff = max(float((p.detach() - q).abs().max()) for p, q in zip(model.parameters(), by_hand_new))
-moved = torch.cat([(q - s.detach()).abs().flatten() for q, s in zip(by_hand_new, params)])
+moved = torch.cat([(q - b).abs().flatten() for q, b in zip(by_hand_new, before_step)])
 g_all = torch.cat([g.abs().flatten() for g in grads])
 print(f"largest difference between the hand-made step and the trainer's: {step_diff:.1e}")
 big, small = g_all > 1e-3, (g_all > 1e-6) & (g_all < 1e-5)
@@ -321,7 +322,10 @@ if results["NLL only"]["accuracy"] >= results["DPO + NLL"]["accuracy"]:
 else:
     print(f"DPO + NLL beat NLL only by {100 * (results['DPO + NLL']['accuracy'] - results['NLL only']['accuracy']):.1f} "
           "points in this run: the preference term added something here (one seed; see the README's medians).")
-print(f"best row in this run: {best}")
+if len({r["accuracy"] for r in results.values()}) == 1:
+    print("all three rows tie in this run: it cannot rank them")
+else:
+    print(f"best row in this run: {best}")
 
 # %% [markdown]
 # ## 9. Two valid answers, one preferred: a style preference

@@ -288,20 +288,24 @@ if (bench_dir / "results" / "grpo_family.json").is_file():
     from tables import family_summary, family_table, load
 
     bench = load("grpo_family", bench_dir / "results")
+    summaries = {}
     for setting in ("main", "weak"):
-        print(f"setting {setting!r}:\n{family_table(bench, setting)}")
-    main_rows, weak_rows = family_summary(bench, "main"), family_summary(bench, "weak")
-
-    def spread(v):
-        return max(v["per_seed"]) - min(v["per_seed"])
-
-    for setting, summ, a, b in (("strong start", main_rows, "GRPO", "RFT"), ("weak start, binary", weak_rows, "GRPO", "RFT"),
-                                ("weak start, partial credit", weak_rows, "GRPO partial", "reward-weighted partial")):
+        if any(r["setting"] == setting for r in bench["runs"]):
+            print(f"setting {setting!r}:\n{family_table(bench, setting)}")
+            summaries[setting] = family_summary(bench, setting)
+    comparisons = (("strong start", "main", "GRPO", "RFT"), ("weak start, binary", "weak", "GRPO", "RFT"),
+                   ("weak start, partial credit", "weak", "GRPO partial", "reward-weighted partial"))
+    for label, setting, a, b in comparisons:
+        summ = summaries.get(setting, {})
+        if a not in summ or b not in summ:
+            print(f"{label}: not measured yet")
+            continue
         d = summ[a]["final"] - summ[b]["final"]
-        noise = max(spread(summ[a]), spread(summ[b]))
-        verdict = "larger than" if abs(d) > noise else "within"
-        print(f"{setting}: median {a} − {b} = {100 * d:+.1f} points, {verdict} the seed-to-seed spread "
-              f"({100 * noise:.1f} points)")
+        noise = max(max(v["per_seed"]) - min(v["per_seed"]) for v in (summ[a], summ[b]))
+        n = min(len(summ[a]["per_seed"]), len(summ[b]["per_seed"]))
+        verdict = ("one seed: no spread to compare with" if n < 2 else
+                   f"{'larger than' if abs(d) > noise else 'within'} the seed-to-seed spread ({100 * noise:.1f} points)")
+        print(f"{label}: median {a} − {b} = {100 * d:+.1f} points over {n} seed(s), {verdict}")
 else:
     print("benchmarks/results/grpo_family.json is not here (e.g. on Colab): see the README's tables")
 
