@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from course_lib.__main__ import run
 from course_lib.configs import get_config
+from course_lib.pipeline import run
 
 
 def main() -> None:
@@ -33,10 +33,10 @@ def main() -> None:
             cfg = get_config("cpu")
             cfg.dpo.rpo_alpha = alpha
             s = run("dpo", cfg, f"{args.out}/dpo{'_nll' if alpha else ''}_s{seed}", seed=seed,
-                    sft_checkpoint=str(sft) if sft.exists() else None, show_progress=False, verbose=False)
-            results[name].append((s["baseline_accuracy"], s["final_accuracy"], s["rl_seconds"]))
-            print(f"seed {seed} {name:9}: SFT {s['baseline_accuracy']:.3f} → {s['final_accuracy']:.3f} "
-                  f"({100 * (s['final_accuracy'] - s['baseline_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s",
+                    sft_checkpoint=str(sft) if sft.exists() else None, overwrite=True, show_progress=False, verbose=False)
+            results[name].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
+            print(f"seed {seed} {name:9}: SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
+                  f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s",
                   flush=True)
     print()
     for name, rows in results.items():

@@ -14,8 +14,8 @@ import statistics
 
 import torch
 
-from course_lib.__main__ import run
 from course_lib.configs import get_config
+from course_lib.pipeline import run
 
 
 def main() -> None:
@@ -28,12 +28,12 @@ def main() -> None:
     rows = []
     for seed in args.seeds:
         s = run("grpo", get_config("cpu"), f"{args.out}/grpo_s{seed}", seed=seed, control=True,
-                show_progress=False, verbose=False)
+                overwrite=True, show_progress=False, verbose=False)
         split = s["time_split"]
-        rows.append((s["baseline_accuracy"], s["final_accuracy"], s["control_accuracy"], s["rl_seconds"],
+        rows.append((s["sft_accuracy"], s["final_accuracy"], s["control_accuracy"], s["rl_seconds"],
                      split["generation_fraction"]))
-        print(f"seed {seed}: SFT {s['baseline_accuracy']:.3f} → GRPO {s['final_accuracy']:.3f} "
-              f"(+{100 * (s['final_accuracy'] - s['baseline_accuracy']):.1f} pts) in {s['rl_seconds']:.0f} s RL; "
+        print(f"seed {seed}: SFT {s['sft_accuracy']:.3f} → GRPO {s['final_accuracy']:.3f} "
+              f"(+{100 * (s['final_accuracy'] - s['sft_accuracy']):.1f} pts) in {s['rl_seconds']:.0f} s RL; "
               f"same-time SFT control {s['control_accuracy']:.3f}; generation share {split['generation_fraction']:.0%}",
               flush=True)
     med = [statistics.median(col) for col in zip(*rows)]

@@ -36,16 +36,19 @@ import platform
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import torch
 
 from course_lib.configs import get_config
+from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
 from course_lib.model import build_model
 from course_lib.rft import train_rft
+from course_lib.runtime import MetricsLog
+from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
-from course_lib.train import MetricsLog, evaluate, train_sft
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -137,11 +140,13 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
     torch.set_num_threads(args.threads)
-    cache = Path(args.cache)
-    cache.mkdir(parents=True, exist_ok=True)
     cfg = get_config(args.config)
     cfg.grpo.steps, cfg.grpo.eval_every = args.steps, 25
     task = AdditionTask(cfg.task)
+    # cached runs are reused only for the same config, task data and step budget
+    tag = zlib.crc32(f"{args.config} {args.steps} {task.heldout_pairs} {task.demo_answers}".encode())
+    cache = Path(args.cache) / f"{tag:08x}"
+    cache.mkdir(parents=True, exist_ok=True)
     # Rows in order of what they decide: the RFT control and the baseline's settings first (every
     # seed), then the one-change rows. Results are written after every run, so a stopped
     # benchmark keeps what it measured (and a rerun skips what is cached).
@@ -187,7 +192,7 @@ def write(args, cfg, runs) -> None:
     }, indent=1) + "\n")
 
 
-def commit() -> str:
+def commit() -> str:  # also used by tinygpt_reward_hacking.py
     """The code's git commit ('+changes' when course_lib or this file differ from it), for provenance."""
     try:
         def git(*a):

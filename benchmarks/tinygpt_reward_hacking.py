@@ -21,13 +21,18 @@ from pathlib import Path
 
 import torch
 
+from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
 from course_lib.hacking import SFT_STEPS, experiment_config, first_alarms
 from course_lib.model import build_model
+from course_lib.runtime import MetricsLog
+from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
-from course_lib.train import MetricsLog, evaluate, train_sft
 
 RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(RESULTS.parent))
+from tinygpt_grpo_family import commit  # noqa: E402  (one provenance helper)
+
 KEEP = ("step", "reward_mean", "completion_length", "truncated_rate", "entropy", "accuracy", "loose_accuracy")
 
 
@@ -69,6 +74,7 @@ def main(argv=None) -> None:
     Path(args.out).write_text(json.dumps({
         "benchmark": "reward_hacking",
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "commit": commit(),
         "seeds": args.seeds, "sft_steps": SFT_STEPS, "rl_steps": cfg.grpo.steps, "n_heldout": cfg.task.n_heldout,
         "machine": f"{platform.machine()}, {args.threads} thread(s), shared 2-core CPU",
         "runs": runs,

@@ -6,8 +6,12 @@ for one prompt or ``(n_groups, G)`` for a batch.
 
 Simplifications, said out loud:
 - A zero-variance group (all rewards equal) carries no relative signal. GRPO must be told
-  what that means (``on_degenerate``): ``"raise"`` or ``"zeros"``. No epsilon is added to
-  the denominator — that would only hide the decision (§9).
+  what that means (``on_degenerate``): ``"raise"`` or ``"zeros"``. Whether a group is
+  degenerate is decided in one place, ``zero_variance_groups``, on the rewards themselves
+  (their range, with a tolerance a few float epsilons wide), never on a computed std: the std
+  of ``[0.1, 0.1, 0.1]`` is ~1e-17 in floating point, not 0, and dividing by it turns rounding
+  noise into confident ±1 advantages. By default no epsilon is added to the denominator;
+  ``epsilon=1e-4`` with ``ddof=1`` reproduces TRL's ``scale_rewards="group"`` exactly.
 - ``baseline_gradient`` studies the one-parameter Bernoulli policy of §12 (p = σ(θ),
   reward = the action), where everything can be enumerated exactly.
 """
@@ -24,10 +28,13 @@ from course_lib._validate import choice, finite_tensor, integer, output, positiv
 
 ON_DEGENERATE = ("raise", "zeros")
 BASELINES = ("none", "group_mean", "leave_one_out", "group_mean_std")
+DEGENERATE_EPS_FACTOR = 8  # zero_variance_groups: a spread within 8 rounding steps is "equal"
 MAX_EXACT_GROUP = 20  # 2^20 ≈ 1e6 groups: the limit for exact enumeration
 
 
-def _rewards(rewards) -> tuple[torch.Tensor, bool]:
+def _rewards(rewards, validate: bool = True) -> tuple[torch.Tensor, bool]:
+    if not validate:  # the trainer's hot path: its inputs were checked once, no host syncs
+        return rewards, True
     r, as_tensor = finite_tensor(rewards, "rewards")
     if r.ndim not in (1, 2):
         raise ValueError(f"rewards must have shape (G,) or (n_groups, G); got {tuple(r.shape)}")
@@ -36,49 +43,89 @@ def _rewards(rewards) -> tuple[torch.Tensor, bool]:
     return r, as_tensor
 
 
-def grpo_advantages(rewards, *, ddof: int = 0, on_degenerate: str = "raise"):
-    """GRPO advantages (r_i − mean) / std over each group (the last axis), §9.
+def _degenerate(r: torch.Tensor, atol) -> torch.Tensor:
+    spread = r.amax(dim=-1) - r.amin(dim=-1)
+    if atol is None:
+        scale = r.abs().amax(dim=-1).clamp(min=1.0)
+        return spread <= DEGENERATE_EPS_FACTOR * torch.finfo(r.dtype).eps * scale
+    return spread <= atol
+
+
+def zero_variance_groups(rewards, *, atol: float | None = None):
+    """Which groups carry no relative signal: True where all rewards of a group are equal.
+
+    Rewards have the group on the last axis: ``(G,)`` gives one bool, ``(n_groups, G)`` one
+    per group. Decided on the values, not on a computed std (the std of ``[0.1]*3`` is
+    ~1e-17 in float64, not 0): a group is degenerate when max − min <= tol, where
+    tol = ``atol`` if given, else 8 · eps(dtype) · max(1, max |r|) — a few rounding steps
+    of the rewards' own dtype, so it works alike in float32 and float64. The one place
+    degeneracy is decided: ``grpo_advantages`` and the trainer both call it.
+    Tensor in → bool tensor; otherwise a NumPy bool (array).
+    """
+    r, as_tensor = _rewards(rewards)
+    if atol is not None:
+        atol = positive_scalar(atol, "atol", allow_zero=True)
+    mask = _degenerate(r, atol)
+    if as_tensor:
+        return mask
+    out = mask.cpu().numpy()
+    return out[()] if out.ndim == 0 else out
+
+
+def grpo_advantages(
+    rewards,
+    *,
+    ddof: int = 0,
+    epsilon: float = 0.0,
+    on_degenerate: str = "raise",
+    validate: bool = True,
+):
+    """GRPO advantages (r_i − mean) / (std + ε) over each group (the last axis), §9.
 
     ``ddof=0`` is the population std the lecture uses; ``ddof=1`` divides by a larger std and
-    so multiplies every advantage by √((G−1)/G) (√(7/8) for G=8) — a different update size at
-    the same learning rate.
-    ``on_degenerate``: ``"raise"`` (default) raises ValueError on a zero-variance group;
-    ``"zeros"`` gives that group zero advantages. TRL: ``scale_rewards="group"``.
+    so multiplies every advantage by √((G−1)/G) (√(7/8) for G=8). Under SGD that constant
+    is a smaller step; under Adam(W), which divides each update by its own running scale, a
+    constant factor on every advantage cancels (notebook 03 shows both).
+    ``epsilon`` is added to the std; ``ddof=1, epsilon=1e-4`` is TRL's
+    ``scale_rewards="group"`` exactly. ``on_degenerate`` (decided by ``zero_variance_groups``):
+    ``"raise"`` (default) raises ValueError on a zero-variance group; ``"zeros"`` gives that
+    group zero advantages. ``validate=False`` (tensor input only) skips the input checks for
+    a caller that has already checked its inputs, so no host synchronisation happens.
     Example: [1,0,0,1,0,0,1,0] → successes +1.291, failures −0.775.
     """
     choice(on_degenerate, "on_degenerate", ON_DEGENERATE)
     if ddof not in (0, 1):
         raise ValueError(f"ddof must be 0 (population std) or 1 (sample std); got {ddof!r}")
-    r, as_tensor = _rewards(rewards)
+    epsilon = positive_scalar(epsilon, "epsilon", allow_zero=True)
+    r, as_tensor = _rewards(rewards, validate)
     centred = r - r.mean(dim=-1, keepdim=True)
-    std = r.std(dim=-1, correction=ddof, keepdim=True)
-    degenerate = std == 0
-    if bool(degenerate.any()):
-        if on_degenerate == "raise":
-            raise ValueError(
-                "a group has zero reward variance (all rewards equal): it carries no relative "
-                "signal. Pass on_degenerate='zeros' to give it zero advantages, or drop/resample it."
-            )
-        std = torch.where(degenerate, torch.ones_like(std), std)
-    return output(centred / std, as_tensor)
+    std = r.std(dim=-1, correction=ddof, keepdim=True) + epsilon
+    degenerate = _degenerate(r, None).unsqueeze(-1)
+    if on_degenerate == "raise" and bool(degenerate.any()):
+        raise ValueError(
+            "a group has zero reward variance (all rewards equal): it carries no relative "
+            "signal. Pass on_degenerate='zeros' to give it zero advantages, or drop/resample it."
+        )
+    adv = torch.where(degenerate, torch.zeros_like(centred), centred / torch.where(degenerate, 1.0, std))
+    return output(adv, as_tensor)
 
 
-def dr_grpo_advantages(rewards):
+def dr_grpo_advantages(rewards, *, validate: bool = True):
     """Dr. GRPO advantages: r_i − mean(r), no std scaling (§12). TRL: ``scale_rewards="none"``.
 
     A zero-variance group simply gets zero advantages; nothing is divided.
     """
-    r, as_tensor = _rewards(rewards)
+    r, as_tensor = _rewards(rewards, validate)
     return output(r - r.mean(dim=-1, keepdim=True), as_tensor)
 
 
-def rloo_advantages(rewards):
+def rloo_advantages(rewards, *, validate: bool = True):
     """RLOO advantages r_i − mean of the other G−1 rewards (§9).
 
     Equals G/(G−1) · (r_i − mean(r)): the leave-one-out baseline does not depend on
     sample i, so the REINFORCE gradient stays unbiased.
     """
-    r, as_tensor = _rewards(rewards)
+    r, as_tensor = _rewards(rewards, validate)
     g = r.shape[-1]
     others = (r.sum(dim=-1, keepdim=True) - r) / (g - 1)
     return output(r - others, as_tensor)
@@ -105,23 +152,20 @@ class GradientEstimate(NamedTuple):
 
 
 def _per_group_gradient(actions: np.ndarray, p: float, baseline: str) -> np.ndarray:
-    """Average over the group of (r_i − b_i)·∂log π(a_i)/∂θ, one value per group (row).
+    """Average over the group of A_i·∂log π(a_i)/∂θ, one value per group (row).
 
-    Reward r = a and ∂log π(a)/∂θ = a − p for a Bernoulli policy with logit θ.
+    Reward r = a and ∂log π(a)/∂θ = a − p for a Bernoulli policy with logit θ. The advantages
+    are the library's own (no second home for the baselines).
     """
-    g = actions.shape[-1]
-    r = actions
-    score = actions - p
     if baseline == "none":
-        adv = r
+        adv = actions
     elif baseline == "group_mean":
-        adv = r - r.mean(axis=-1, keepdims=True)
+        adv = dr_grpo_advantages(actions)
     elif baseline == "leave_one_out":
-        adv = r - (r.sum(axis=-1, keepdims=True) - r) / (g - 1)
+        adv = rloo_advantages(actions)
     else:  # group_mean_std: zero-variance groups get zero advantages
-        std = r.std(axis=-1, keepdims=True)
-        adv = np.where(std > 0, (r - r.mean(axis=-1, keepdims=True)) / np.where(std > 0, std, 1), 0.0)
-    return (adv * score).mean(axis=-1)
+        adv = grpo_advantages(actions, on_degenerate="zeros")
+    return (adv * (actions - p)).mean(axis=-1)
 
 
 def baseline_gradient(

@@ -31,6 +31,8 @@ here                        TRL                                  meaning
 ``unit`` token_mean         ``loss_type="dapo"`` / ``"bnpo"``    mean over all completion tokens
 ``unit`` constant           ``loss_type="dr_grpo"``              Σ tokens / (G·L_max)
 ``kl_estimator``            (k3, fixed)                          k1 / k2 / k3
+``kl_placement`` loss       (the only placement)                 β·KL per token in the loss (GRPO)
+``kl_placement`` reward     ``RLOOTrainer`` / PPO                β·KL folded into the reward (InstructGPT)
 ``zero_variance`` resample  DAPO dynamic sampling                refill the batch with informative groups
 ``max_completion_length``   ``max_completion_length``            L_max; longer completions are truncated
 ``mask_truncated``          ``mask_truncated_completions``       drop truncated completions from the loss
@@ -43,13 +45,18 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from course_lib.model import ModelConfig
+from course_lib.policy_loss import KL_ESTIMATORS, UNITS
+from course_lib.rewards import check_reward_spec
 from course_lib.task import TaskConfig
 
 DPO_LOSSES = ("sigmoid", "ipo", "simpo")
 ADVANTAGES = ("grpo", "rloo", "dr_grpo")
-UNITS = ("sequence_mean", "token_mean", "constant")
 ZERO_VARIANCE = ("keep", "drop", "resample")
-REWARDS = ("strict", "loose")
+KL_PLACEMENTS = ("loss", "reward")
+CHOICES = {  # the accepted values of every string option (the CLI shows them in --help)
+    "loss_type": DPO_LOSSES, "advantage": ADVANTAGES, "unit": UNITS, "zero_variance": ZERO_VARIANCE,
+    "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS,
+}
 
 
 @dataclass
@@ -85,7 +92,8 @@ class GRPOConfig:
     epsilon: float = 0.2  # ε_low
     epsilon_high: float = 0.2  # ε_high
     beta: float = 0.0  # KL coefficient; 0 keeps no reference model in memory
-    kl_estimator: str = "k3"
+    kl_estimator: str = "k3"  # k1 | k2 | k3
+    kl_placement: str = "loss"  # loss (GRPO, per token) | reward (InstructGPT/RLOO, before the baseline)
     advantage: str = "grpo"  # grpo | rloo | dr_grpo
     unit: str = "token_mean"  # sequence_mean | token_mean | constant
     zero_variance: str = "keep"  # keep (zero advantage) | drop | resample (DAPO)
@@ -93,7 +101,7 @@ class GRPOConfig:
     max_completion_length: int = 6
     mask_truncated: bool = False
     temperature: float = 1.0
-    reward: str = "strict"  # strict | loose (notebook 08)
+    reward: str = "strict"  # strict | loose (notebook 08) | partial (partial credit) | rm:DIR (a saved reward model)
     eval_every: int = 20
 
 
@@ -148,40 +156,57 @@ def get_config(name: str = "cpu") -> RunConfig:
 
 def validate(cfg: RunConfig) -> RunConfig:
     """Raise ValueError naming the first bad option (called before any training starts)."""
-    g, d = cfg.grpo, cfg.dpo
-    checks = [
-        (d.loss_type in DPO_LOSSES, f"dpo.loss_type must be one of {DPO_LOSSES}; got {d.loss_type!r}"),
-        (g.advantage in ADVANTAGES, f"grpo.advantage must be one of {ADVANTAGES}; got {g.advantage!r}"),
-        (g.unit in UNITS, f"grpo.unit must be one of {UNITS}; got {g.unit!r}"),
-        (g.zero_variance in ZERO_VARIANCE, f"grpo.zero_variance must be one of {ZERO_VARIANCE}; got {g.zero_variance!r}"),
-        (g.reward in REWARDS, f"grpo.reward must be one of {REWARDS}; got {g.reward!r}"),
-        (g.kl_estimator in ("k1", "k2", "k3"), f"grpo.kl_estimator must be k1, k2 or k3; got {g.kl_estimator!r}"),
+    g, d, t, m = cfg.grpo, cfg.dpo, cfg.task, cfg.model
+    check_reward_spec(g.reward)
+    checks = [(getattr(sec, name) in accepted, f"{label}.{name} must be one of {accepted}; got {getattr(sec, name)!r}")
+              for label, sec in (("dpo", d), ("grpo", g)) for name, accepted in CHOICES.items() if hasattr(sec, name)]
+    checks += [
+        (t.digits >= 1, f"task.digits must be >= 1; got {t.digits}"),
+        (t.n_heldout >= 1, f"task.n_heldout must be >= 1 (accuracy needs held-out prompts); got {t.n_heldout}"),
+        (t.n_demos >= 1, f"task.n_demos must be >= 1; got {t.n_demos}"),
+        (t.n_demos + t.n_heldout <= 10 ** (2 * t.digits),
+         f"task.n_demos + task.n_heldout ({t.n_demos} + {t.n_heldout}) exceeds the {10 ** (2 * t.digits)} distinct "
+         f"{t.digits}-digit prompts"),
+        (0 <= t.teacher_error_rate <= 1, f"task.teacher_error_rate must lie in [0, 1]; got {t.teacher_error_rate}"),
+        (min(m.n_layer, m.n_embd, m.n_head, m.n_positions) >= 1, "model.n_layer, n_embd, n_head and n_positions must be >= 1"),
+        (m.n_embd % max(m.n_head, 1) == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})"),
         (g.num_generations >= 2, f"grpo.num_generations must be >= 2 (a group needs a baseline); got {g.num_generations}"),
-        (0 <= g.epsilon < 1, f"grpo.epsilon must lie in [0, 1); got {g.epsilon}"),
+        (g.batch_prompts >= 1, f"grpo.batch_prompts must be >= 1; got {g.batch_prompts}"),
+        (g.max_resample_rounds >= 0, f"grpo.max_resample_rounds must be >= 0; got {g.max_resample_rounds}"),
+        (g.epsilon >= 0, f"grpo.epsilon must be >= 0 (>= 1 means no lower clip, as in TRL); got {g.epsilon}"),
         (g.epsilon_high >= 0, f"grpo.epsilon_high must be >= 0; got {g.epsilon_high}"),
         (g.beta >= 0, f"grpo.beta must be >= 0; got {g.beta}"),
+        (not (g.beta > 0 and g.kl_placement == "loss" and g.kl_estimator == "k1"),
+         "grpo.kl_estimator 'k1' in the loss has zero expected gradient on on-policy samples (E[∇k1] = 0): it "
+         "adds noise and no pull towards the reference. Use k2 or k3 in the loss, or k1 with kl_placement='reward'"),
+        (g.temperature > 0, f"grpo.temperature must be > 0 (0 would divide the logits by zero); got {g.temperature}"),
         (g.num_iterations >= 1, f"grpo.num_iterations must be >= 1; got {g.num_iterations}"),
         (d.beta > 0, f"dpo.beta must be > 0; got {d.beta}"),
         (d.rpo_alpha >= 0, f"dpo.rpo_alpha must be >= 0; got {d.rpo_alpha}"),
         (d.samples_per_prompt >= 2, f"dpo.samples_per_prompt must be >= 2; got {d.samples_per_prompt}"),
+        (d.pair_prompts >= 1, f"dpo.pair_prompts must be >= 1; got {d.pair_prompts}"),
+        (cfg.max_grad_norm > 0, f"max_grad_norm must be > 0 (0 would zero every update); got {cfg.max_grad_norm}"),
+        (cfg.checkpoint_every >= 1, f"checkpoint_every must be >= 1; got {cfg.checkpoint_every}"),
     ]
     for section in (cfg.sft, cfg.dpo, cfg.grpo):
         name = type(section).__name__.replace("Config", "").lower()
         checks.append((section.steps >= 0, f"{name}.steps must be >= 0; got {section.steps}"))
         checks.append((section.learning_rate > 0, f"{name}.learning_rate must be > 0; got {section.learning_rate}"))
         checks.append((section.eval_every >= 1, f"{name}.eval_every must be >= 1; got {section.eval_every}"))
+        if hasattr(section, "batch_size"):
+            checks.append((section.batch_size >= 1, f"{name}.batch_size must be >= 1; got {section.batch_size}"))
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
-    prompt_len = 3 + 2 * cfg.task.digits
-    longest = prompt_len + max(g.max_completion_length, d.max_completion_length, cfg.task.digits + 2)
-    if longest > cfg.model.n_positions:
-        raise ValueError(f"model.n_positions ({cfg.model.n_positions}) is shorter than prompt + completion ({longest})")
+    prompt_len = 3 + 2 * t.digits
+    longest = prompt_len + max(g.max_completion_length, d.max_completion_length, t.digits + 2)
+    if longest > m.n_positions:
+        raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + completion ({longest})")
     for length in (g.max_completion_length, d.max_completion_length):
-        if length < cfg.task.digits + 2:
+        if length < t.digits + 2:
             raise ValueError(
                 f"max_completion_length ({length}) must leave room for the longest answer plus <eos> "
-                f"({cfg.task.digits + 2} tokens)"
+                f"({t.digits + 2} tokens)"
             )
     return cfg
 

@@ -1,7 +1,7 @@
-"""The tiny GPT: a GPT-2 built from a ``transformers`` config, completion log-probs, rollouts.
+"""The tiny GPT: a GPT-2 built from a ``transformers`` config, and the log-probs of completions.
 
-Lecture §6 (sequence log-probabilities feed DPO), §9 (GRPO's per-token ratios), §11 (rollout
-generation with a KV cache). No weights are downloaded: the model is initialised from
+Lecture §6 (sequence log-probabilities feed DPO), §9 (GRPO's per-token ratios). Sampling
+completions lives in ``course_lib.rollout``. No weights are downloaded: the model is initialised from
 ``GPT2Config`` with the task tokenizer's ids for bos/eos/pad.
 
 Simplifications, said out loud:
@@ -16,7 +16,6 @@ Simplifications, said out loud:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
@@ -69,123 +68,63 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def completion_logprobs(model, input_ids, attention_mask, completion_mask, *, with_entropy=False, temperature=1.0):
-    """Per-token log π(y_t | x, y_<t) for completion tokens, shape ``(N, L − 1)`` (§6).
+def causal_attention(attention_mask: torch.Tensor) -> torch.Tensor:
+    """The (N, 1, L, L) boolean attention pattern: causal, padding keys hidden (True = attend).
+
+    Built from the 0/1 mask without reading its values, so transformers never inspects the mask
+    on the host to decide whether it may skip it (one synchronisation per layer call otherwise).
+    A position always sees itself, so a padding row never attends to nothing (no NaN).
+    """
+    length = attention_mask.shape[-1]
+    causal = torch.ones(length, length, dtype=torch.bool, device=attention_mask.device).tril()
+    diagonal = torch.eye(length, dtype=torch.bool, device=attention_mask.device)
+    return (causal & (attention_mask.bool()[:, None, :] | diagonal))[:, None]
+
+
+def completion_logprobs(
+    model, input_ids, attention_mask, completion_mask, *, with_entropy=False, temperature=1.0, start=1, validate=True
+):
+    """Per-token log π(y_t | x, y_<t) for completion tokens, aligned with ``input_ids[:, start:]`` (§6).
 
     ``input_ids``/``attention_mask``/``completion_mask`` have shape ``(N, L)``; the
     completion mask is 1 on completion tokens (prompt and padding are 0). The logits at
-    position t − 1 predict token t, so the result is aligned with ``input_ids[:, 1:]`` and
-    ``mask = completion_mask[:, 1:]``: each token is scored exactly once, by the position
-    before it. Positions outside the completion are exactly 0. ``temperature`` divides the
-    logits first, so the log-probs are those of the distribution the sampler used (as TRL
-    does). Returns
-    ``(token_logps, mask)`` — or ``(token_logps, mask, token_entropy)`` with
-    ``with_entropy=True``. Sum over the last axis for a sequence log-prob.
+    position t − 1 predict token t, so each token is scored exactly once, by the position
+    before it. ``start`` is the first position scored: the default 1 scores every position
+    (shape ``(N, L − 1)``); pass the prompt length and the language-model head runs only where
+    completion tokens are (shape ``(N, L − prompt_length)``). Returns ``(token_logps, mask)``
+    with ``mask = completion_mask[:, start:]`` and exact zeros outside the completion — or
+    ``(token_logps, mask, token_entropy)`` with ``with_entropy=True`` (computed outside the
+    autograd graph: it is a diagnostic). ``temperature`` divides the logits first, so the
+    log-probs are those of the distribution the sampler used (as TRL does). Sum over the last
+    axis for a sequence log-prob. ``validate=False`` skips the checks that read tensor values
+    (host synchronisations): for trainers that validated their batch once.
     """
     if input_ids.shape != attention_mask.shape or input_ids.shape != completion_mask.shape:
         raise ValueError(
             "input_ids, attention_mask and completion_mask must have the same shape; got "
             f"{tuple(input_ids.shape)}, {tuple(attention_mask.shape)}, {tuple(completion_mask.shape)}"
         )
-    if bool((completion_mask[:, 0] != 0).any()):
-        raise ValueError("completion_mask[:, 0] must be 0: the first token has no position before it")
-    out = model(
+    if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start < input_ids.shape[1]:
+        raise ValueError(f"start must be an integer in [1, {input_ids.shape[1] - 1}]; got {start!r}")
+    if validate and bool((completion_mask[:, :start] != 0).any()):
+        raise ValueError(f"completion_mask[:, :{start}] must be 0: positions before start are never scored")
+    hidden = model.transformer(
         input_ids=input_ids,
-        attention_mask=attention_mask,
+        attention_mask=causal_attention(attention_mask),
         position_ids=position_ids(attention_mask),
         use_cache=False,
-    )
-    logits = out.logits[:, :-1].float() / temperature  # position t-1 ...
-    never = [model.config.pad_token_id, model.config.bos_token_id]
-    logits[..., never] = NEVER_LOGIT  # same distribution as generation (suppress_tokens)
-    targets = input_ids[:, 1:]  # ... predicts token t
-    mask = completion_mask[:, 1:].to(logits.dtype)
+    ).last_hidden_state
+    logits = model.lm_head(hidden[:, start - 1 : -1]).float()  # position t-1 ...
+    if temperature != 1.0:
+        logits = logits / temperature
+    never = torch.tensor([model.config.pad_token_id, model.config.bos_token_id], device=logits.device)
+    logits = logits.index_fill(-1, never, NEVER_LOGIT)  # same distribution as generation (suppress_tokens)
+    targets = input_ids[:, start:]  # ... predicts token t
+    mask = completion_mask[:, start:].to(logits.dtype)
     logp_all = torch.log_softmax(logits, dim=-1)
     token_logps = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * mask
     if not with_entropy:
         return token_logps, mask
-    entropy = -(logp_all.exp() * logp_all).sum(-1) * mask
+    with torch.no_grad():
+        entropy = -(logp_all.exp() * logp_all).sum(-1) * mask
     return token_logps, mask, entropy
-
-
-@dataclass
-class Rollout:
-    """Prompts and their sampled completions, as the trainers consume them."""
-
-    input_ids: torch.Tensor  # (N, prompt_length + T)
-    attention_mask: torch.Tensor  # 1 on prompt and completion tokens up to and including <eos>
-    completion_mask: torch.Tensor  # 1 on completion tokens up to and including <eos>
-    completions: torch.Tensor  # (N, T) generated ids (pad after <eos>)
-    truncated: torch.Tensor  # (N,) bool: no <eos> within max_completion_length
-    seconds: float
-
-
-def completion_masks(completions: torch.Tensor, eos_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask up to and including the first <eos>; rows with no <eos> are truncated (all kept)."""
-    is_eos = completions == eos_token_id
-    seen_before = (is_eos.long().cumsum(-1) - is_eos.long()) > 0  # an <eos> strictly earlier
-    mask = (~seen_before).long()
-    truncated = ~is_eos.any(-1)
-    return mask, truncated
-
-
-@torch.no_grad()
-def generate(
-    model,
-    prompt_ids: torch.Tensor,
-    tokenizer: CharTokenizer,
-    *,
-    max_completion_length: int,
-    num_generations: int = 1,
-    temperature: float = 1.0,
-    greedy: bool = False,
-    use_cache: bool = True,
-) -> Rollout:
-    """Sample completions with transformers' ``generate`` (KV cache on by default, §11).
-
-    Each prompt row is repeated ``num_generations`` times (consecutive rows form a group).
-    Sequences that finish early are padded with ``<pad>``; a completion with no ``<eos>``
-    within ``max_completion_length`` tokens is *truncated* and flagged — what it earns is
-    the checker's decision (the strict checker gives 0).
-    """
-    was_training = model.training
-    model.eval()
-    start = time.perf_counter()
-    attention = torch.ones_like(prompt_ids)
-    kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
-    out = model.generate(
-        input_ids=prompt_ids,
-        attention_mask=attention,
-        max_new_tokens=max_completion_length,
-        num_return_sequences=num_generations,
-        pad_token_id=tokenizer.eos_token_id,  # finished rows are filled with <eos>, see below
-        eos_token_id=tokenizer.eos_token_id,
-        use_cache=use_cache,
-        suppress_tokens=[tokenizer.pad_token_id, tokenizer.bos_token_id],
-        **kwargs,
-    )
-    if prompt_ids.device.type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
-    if was_training:
-        model.train()
-    plen = prompt_ids.shape[1]
-    completions = out[:, plen:]
-    if completions.shape[1] < max_completion_length:  # every row stopped early
-        pad = torch.full(
-            (completions.shape[0], max_completion_length - completions.shape[1]),
-            tokenizer.pad_token_id,
-            dtype=completions.dtype,
-            device=completions.device,
-        )
-        completions = torch.cat([completions, pad], dim=1)
-    cmask, truncated = completion_masks(completions, tokenizer.eos_token_id)
-    # transformers drops an all-ones attention mask inside generate; feeding <pad> back for
-    # finished rows would then trigger its "padding without attention mask" warning. So
-    # finished rows are filled with <eos> while generating and turned into <pad> here.
-    completions = completions.masked_fill(cmask == 0, tokenizer.pad_token_id)
-    prompts = prompt_ids.repeat_interleave(num_generations, dim=0)
-    input_ids = torch.cat([prompts, completions], dim=1)
-    completion_mask = torch.cat([torch.zeros_like(prompts), cmask], dim=1)
-    attention_mask = torch.cat([torch.ones_like(prompts), cmask], dim=1)
-    return Rollout(input_ids, attention_mask, completion_mask, completions, truncated, seconds)

@@ -13,12 +13,21 @@ here                  TRL                         meaning
 ``eps_high``          ``epsilon_high``            upper clip 1 + ε_high (DAPO clip-higher)
 unit ``sequence_mean`` ``loss_type="grpo"``       mean over tokens, then over responses
 unit ``token_mean``   ``loss_type="bnpo"/"dapo"`` Σ tokens / number of real tokens
-unit ``constant``     ``loss_type="dr_grpo"``     Σ tokens / (G · L_max)
+unit ``constant``     ``loss_type="dr_grpo"``     Σ tokens / (rows · L_max)
 ``beta`` (trainer)    ``beta``                    KL coefficient
+``kl_estimate`` k3    (fixed, in the loss)        per-token KL term
 ====================  ==========================  ======================================
+
+Conventions shared with TRL: ``eps_low >= 1`` means no lower clip; a completion whose mask is
+all zero (masked because truncated, say) contributes nothing but is still counted in the
+``sequence_mean`` and ``constant`` denominators — rows are never removed, so Dr. GRPO's
+denominator stays the published constant.
 
 Simplification: TRL's ``dapo`` normalises by tokens across processes; with one process that
 is ``token_mean``.
+
+Every function takes ``validate=True``; the trainer checks its inputs once and passes
+``validate=False`` in its hot loop, where each check would be a device→host synchronisation.
 """
 
 from __future__ import annotations
@@ -26,81 +35,123 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from course_lib._validate import choice, integer, output, positive_scalar, tensors
+from course_lib._validate import choice, output, positive_scalar, tensors
 
 UNITS = ("sequence_mean", "token_mean", "constant")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 
 
-def clipped_surrogate(ratio, advantages, eps_low: float = 0.2, eps_high: float = 0.2):
+def clipped_surrogate(
+    ratio,
+    advantages,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    *,
+    return_clipped: bool = False,
+    validate: bool = True,
+):
     """Per-token PPO/GRPO objective to **maximise**: min(ρA, clip(ρ, 1−ε_low, 1+ε_high)·A).
 
     ``ratio`` is π_θ/π_old per token; ``advantages`` broadcast against it (a per-completion
     advantage of shape ``(N,)`` is applied to every token of a ``(N, T)`` ratio). Old
     probabilities and advantages are constants. For A > 0 the objective stops growing once
-    ρ > 1 + ε_high; for A < 0 once ρ < 1 − ε_low. Clipping shapes the objective; it does not
-    guarantee the ratio stays inside the interval after a step.
+    ρ > 1 + ε_high; for A < 0 once ρ < 1 − ε_low. Clipping removes the incentive to move
+    further; it never adds a penalty, and it does not guarantee the ratio stays inside the
+    interval after a step. ``eps_low >= 1`` means no lower clip (TRL's convention).
+
+    ``return_clipped=True`` also returns a bool tensor, True where the clipped branch is the
+    minimum and differs from the unclipped one — the tokens whose gradient the clip removes.
     """
     lo = positive_scalar(eps_low, "eps_low", allow_zero=True)
     hi = positive_scalar(eps_high, "eps_high", allow_zero=True)
-    if lo >= 1:
-        raise ValueError(f"eps_low must be in [0, 1) so that 1 - eps_low > 0; got {eps_low!r}")
     if np.ndim(advantages) == np.ndim(ratio) - 1:  # one advantage per completion
         advantages = (
             advantages.unsqueeze(-1)
             if isinstance(advantages, torch.Tensor)
             else np.asarray(advantages, dtype=np.float64)[..., None]
         )
-    (rho, adv), as_tensor = tensors(ratio=ratio, advantages=advantages)
-    if not bool((rho >= 0).all()):
-        raise ValueError("ratio must be >= 0 (it is a ratio of probabilities)")
-    return output(torch.minimum(rho * adv, rho.clamp(1 - lo, 1 + hi) * adv), as_tensor)
+    if validate:
+        (rho, adv), as_tensor = tensors(ratio=ratio, advantages=advantages)
+        if not bool((rho >= 0).all()):
+            raise ValueError("ratio must be >= 0 (it is a ratio of probabilities)")
+    else:
+        rho, adv, as_tensor = ratio, advantages, True
+    lower = None if lo >= 1 else 1 - lo  # eps_low >= 1: no lower clip
+    unclipped = rho * adv
+    clipped_branch = rho.clamp(lower, 1 + hi) * adv
+    objective = torch.minimum(unclipped, clipped_branch)
+    if not return_clipped:
+        return output(objective, as_tensor)
+    clipped = clipped_branch < unclipped
+    return output(objective, as_tensor), (clipped if as_tensor else clipped.cpu().numpy())
 
 
-def aggregate(per_token, mask, unit: str = "token_mean", max_length: int | None = None):
-    """Average per-token values of shape ``(G, T)`` into one scalar; padding never counts.
+def aggregate(
+    per_token,
+    mask,
+    unit: str = "token_mean",
+    max_length: float | None = None,
+    *,
+    validate: bool = True,
+):
+    """Average per-token values of shape ``(N, T)`` into one scalar; padding never counts.
 
     ``unit``:
 
-    - ``"sequence_mean"`` (original GRPO): G⁻¹ Σ_i |y_i|⁻¹ Σ_t q_it
+    - ``"sequence_mean"`` (original GRPO): N⁻¹ Σ_i |y_i|⁻¹ Σ_t q_it
     - ``"token_mean"`` (DAPO): Σ_it q_it / Σ_i |y_i|
-    - ``"constant"`` (Dr. GRPO): Σ_it q_it / (G · L_max), ``max_length`` = L_max
-      (defaults to T, the padded width)
+    - ``"constant"`` (Dr. GRPO): Σ_it q_it / (N · L_max), ``max_length`` = L_max, any
+      positive number (defaults to T, the padded width)
 
+    A row whose mask is all zero (a completion masked out, e.g. because it was truncated)
+    contributes nothing, and still counts among the N rows of ``sequence_mean`` and
+    ``constant``: rows are never removed from a denominator (TRL does the same). A batch with
+    no token at all gives 0.
     Lengths 1 and 3 with per-token values 2 and 0 give 1 (sequence_mean) and 0.5 (token_mean).
     """
     choice(unit, "unit", UNITS)
-    (q, m), as_tensor = tensors(per_token=per_token, mask=mask)
-    if q.ndim != 2:
-        raise ValueError(f"per_token must have shape (G, T); got {tuple(q.shape)}")
-    if not bool(((m == 0) | (m == 1)).all()):
-        raise ValueError("mask must contain only 0/1 (or booleans)")
+    if validate:
+        (q, m), as_tensor = tensors(per_token=per_token, mask=mask)
+        if q.ndim != 2:
+            raise ValueError(f"per_token must have shape (N, T); got {tuple(q.shape)}")
+        if not bool(((m == 0) | (m == 1)).all()):
+            raise ValueError("mask must contain only 0/1 (or booleans)")
+    else:
+        q, m, as_tensor = per_token, mask.to(per_token.dtype), True
     lengths = m.sum(dim=-1)
-    if bool((lengths == 0).any()):
-        raise ValueError("mask has a completion with no tokens; every row needs at least one")
     total = (q * m).sum(dim=-1)
     if unit == "sequence_mean":
-        result = (total / lengths).mean()
+        result = (total / lengths.clamp(min=1)).mean()
     elif unit == "token_mean":
-        result = total.sum() / lengths.sum()
+        result = total.sum() / lengths.sum().clamp(min=1)
     else:
-        l_max = q.shape[-1] if max_length is None else integer(max_length, "max_length", minimum=1)
-        if l_max < int(lengths.max()):
-            raise ValueError(f"max_length ({l_max}) is shorter than the longest completion")
+        l_max = q.shape[-1] if max_length is None else positive_scalar(max_length, "max_length")
         result = total.sum() / (q.shape[0] * l_max)
     return output(result, as_tensor)
 
 
-def kl_estimate(logps, ref_logps, estimator: str = "k3"):
+def kl_estimate(logps, ref_logps, estimator: str = "k3", *, validate: bool = True):
     """Per-token estimate of KL(π_θ ‖ π_ref) from tokens sampled by π_θ (Schulman's k1/k2/k3).
 
-    With log r = log π_ref − log π_θ:  k1 = −log r (unbiased, can be negative),
-    k2 = (log r)²/2 (biased, low variance), k3 = (r − 1) − log r (unbiased, always >= 0;
-    what GRPO and TRL use). Where the KL enters (reward or loss) and its coefficient β
-    are separate choices the trainer names explicitly.
+    With log r = log π_ref − log π_θ:  k1 = −log r, k2 = (log r)²/2, k3 = (r − 1) − log r.
+
+    As **values** (a number to log or to fold into a reward), on tokens sampled from π_θ:
+    k1 and k3 are unbiased for KL(π_θ ‖ π_ref); k1 can be negative and has high variance;
+    k3 is always >= 0 with low variance; k2 is biased (exact to second order) and >= 0.
+
+    As **loss terms** (differentiated with respect to θ while the samples are held fixed, as a
+    trainer does), the expected gradients on on-policy samples are different objects:
+    E[∇k1] = 0 — no KL pressure at all —, E[∇k2] = ∇KL(π_θ ‖ π_ref) (the reverse KL the
+    objective names), and E[∇k3] = ∇KL(π_ref ‖ π_θ) — the *forward* KL. TRL puts k3 in the
+    loss, so it pulls along the gradient of KL(π_ref ‖ π_θ). A test pins all three on an exact
+    categorical example. Where the KL enters (reward: ``kl_shaped_rewards``; or loss) and its
+    coefficient β are separate choices the trainer names explicitly.
     """
     choice(estimator, "estimator", KL_ESTIMATORS)
-    (lp, ref), as_tensor = tensors(logps=logps, ref_logps=ref_logps)
+    if validate:
+        (lp, ref), as_tensor = tensors(logps=logps, ref_logps=ref_logps)
+    else:
+        lp, ref, as_tensor = logps, ref_logps, True
     log_r = ref - lp
     if estimator == "k1":
         kl = -log_r
@@ -109,3 +160,39 @@ def kl_estimate(logps, ref_logps, estimator: str = "k3"):
     else:
         kl = torch.expm1(log_r) - log_r
     return output(kl, as_tensor)
+
+
+def kl_shaped_rewards(
+    rewards,
+    logps,
+    ref_logps,
+    mask,
+    *,
+    beta: float,
+    estimator: str = "k1",
+    validate: bool = True,
+):
+    """KL **in the reward**: r_i − β · Σ_t k(t) over the real tokens of completion i.
+
+    InstructGPT-style PPO and RLOO fold a per-sequence KL penalty into the reward *before*
+    the baseline, so the penalty is treated like any other reward: it is centred by the
+    group baseline and scaled with the advantages. ``rewards`` has shape ``(N,)``,
+    ``logps``/``ref_logps``/``mask`` ``(N, T)``. The estimate is computed on detached
+    log-probs: a reward is a constant for the policy gradient (the score function carries
+    the KL's gradient; E[Σ_t k1] is the sequence-level KL(π_θ ‖ π_ref), hence the k1
+    default, as in TRL's RLOO and PPO). Contrast with KL **in the loss** (GRPO): a per-token
+    term ``kl_estimate`` added to the objective and differentiated directly.
+    """
+    beta = positive_scalar(beta, "beta", allow_zero=True)
+    if validate:
+        (r,), as_tensor = tensors(rewards=rewards)
+        (lp, ref, m), _ = tensors(logps=logps, ref_logps=ref_logps, mask=mask)
+        if lp.ndim != 2 or r.shape != lp.shape[:1]:
+            raise ValueError(
+                f"rewards must have shape (N,) and logps (N, T); got {tuple(r.shape)} and {tuple(lp.shape)}"
+            )
+        lp, ref, m = lp.to(r), ref.to(r), m.to(r)
+    else:
+        r, lp, ref, m, as_tensor = rewards, logps, ref_logps, mask.to(logps.dtype), True
+    per_token = kl_estimate(lp.detach(), ref.detach(), estimator, validate=False)
+    return output(r - beta * (per_token * m).sum(dim=-1), as_tensor)

@@ -115,21 +115,35 @@ def ipo_loss(
     ref_chosen_logps,
     ref_rejected_logps,
     beta: float = 0.1,
+    *,
+    chosen_lengths=None,
+    rejected_lengths=None,
 ):
     """IPO (Azar et al. 2023): squared distance of the log-ratio gap h from 1/(2β).
 
-    Data contract: preference pairs and a reference policy, sums of token log-probs (no
-    length normalisation). Unlike DPO's logistic loss, which keeps pushing any margin up,
-    IPO targets the finite gap h* = 1/(2β) (§8). TRL: ``loss_type="ipo"``.
+    Data contract: preference pairs and a reference policy. Unlike DPO's logistic loss, which
+    keeps pushing any margin up, IPO targets the finite gap h* = 1/(2β) (§8).
+    Two forms: with sums of token log-probs (the default, the paper's form), or, when
+    ``chosen_lengths`` and ``rejected_lengths`` (token counts) are given, with each
+    completion's log-probs averaged over its tokens — TRL's ``loss_type="ipo"``, which
+    length-normalises policy and reference log-probs alike.
     """
     beta = positive_scalar(beta, "beta")
-    (pw, pl, rw, rl), as_tensor = tensors(
+    if (chosen_lengths is None) != (rejected_lengths is None):
+        raise ValueError("chosen_lengths and rejected_lengths must be given together (or neither)")
+    named = dict(
         policy_chosen_logps=policy_chosen_logps,
         policy_rejected_logps=policy_rejected_logps,
         ref_chosen_logps=ref_chosen_logps,
         ref_rejected_logps=ref_rejected_logps,
     )
-    h = (pw - rw) - (pl - rl)
+    if chosen_lengths is not None:
+        _lengths(chosen_lengths, rejected_lengths)
+        named.update(chosen_lengths=chosen_lengths, rejected_lengths=rejected_lengths)
+    tensors_out, as_tensor = tensors(**named)
+    pw, pl, rw, rl = tensors_out[:4]
+    nw, nl = tensors_out[4:] if chosen_lengths is not None else (1.0, 1.0)
+    h = (pw - rw) / nw - (pl - rl) / nl
     return output((h - 1.0 / (2.0 * beta)) ** 2, as_tensor)
 
 

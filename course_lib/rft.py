@@ -3,7 +3,7 @@
 Lecture §9 (what the group baseline adds), §15 (the checker is the reward). One step:
 
 1. draw B fresh prompts and sample G completions each — the very rollout GRPO collects
-   (``course_lib.grpo.collect_rollouts``, same prompts, temperature and length budget);
+   (``course_lib.rollout.collect_rollouts``, same prompts, temperature and length budget);
 2. score them with the same checker;
 3. keep what the checker approves and take one supervised step on it (token-mean negative
    log-likelihood), with the same optimiser, learning rate and gradient clipping as GRPO.
@@ -30,10 +30,20 @@ import time
 import torch
 
 from course_lib.configs import GRPOConfig
-from course_lib.grpo import collect_rollouts
+from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
+from course_lib.rewards import resolve_reward
+from course_lib.rollout import collect_rollouts
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    MetricsLog,
+    autocast,
+    clip_gradients,
+    make_optimizer,
+    progress,
+    set_threads,
+)
 from course_lib.task import AdditionTask
-from course_lib.train import MetricsLog, autocast, evaluate, make_optimizer, progress
 
 WEIGHTINGS = ("filter", "reward")
 
@@ -49,9 +59,13 @@ def rft_weights(rewards: torch.Tensor, *, weighting: str = "filter", threshold: 
     return rewards.to(torch.float32)
 
 
-def rft_loss(model, batch: dict, weights: torch.Tensor) -> torch.Tensor:
-    """Weighted token-mean NLL: −Σ_i w_i Σ_t log π(y_it) / Σ_i w_i·|y_i| (SFT when w ∈ {0, 1})."""
-    logps, mask = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+def rft_loss(model, batch: dict, weights: torch.Tensor, *, prompt_length: int = 1) -> torch.Tensor:
+    """Weighted token-mean NLL: −Σ_i w_i Σ_t log π(y_it) / Σ_i w_i·|y_i| (SFT when w ∈ {0, 1}).
+
+    ``prompt_length``: completion tokens start at or after it (``completion_logprobs``'s ``start``).
+    """
+    logps, mask = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
+                                      start=prompt_length)
     w = weights.to(logps.device)[:, None]
     return -(w * logps).sum() / (w * mask).sum()
 
@@ -69,6 +83,7 @@ def train_rft(
     steps: int | None = None,
     show_progress: bool = True,
     eval_fn=None,
+    threads: int | None = DEFAULT_THREADS,
 ) -> dict:
     """RFT on GRPO's rollouts: ``cfg`` is a ``GRPOConfig`` and is read exactly as GRPO reads it.
 
@@ -80,6 +95,8 @@ def train_rft(
     if cfg.num_iterations != 1:
         raise ValueError(f"RFT takes one supervised step per rollout; num_iterations must be 1, got {cfg.num_iterations}")
     rft_weights(torch.zeros(1), weighting=weighting, threshold=threshold)  # validate the options once
+    set_threads(threads)
+    reward_fn = resolve_reward(cfg.reward, task)
     device = next(model.parameters()).device
     opt = make_optimizer(model, cfg.learning_rate)
     log = log if log is not None else MetricsLog()
@@ -89,7 +106,7 @@ def train_rft(
     bar = progress(total, f"rft[{weighting}]", show_progress)
     while step < total:
         t0 = time.perf_counter()
-        rollout = collect_rollouts(model, task, cfg, generator)
+        rollout = collect_rollouts(model, task, cfg, generator, reward_fn)
         stats = rollout["stats"]
         t1 = time.perf_counter()
         upd = {"loss": 0.0, "kept_fraction": 0.0, "skipped": 1}
@@ -101,10 +118,10 @@ def train_rft(
                          for k in ("input_ids", "attention_mask", "completion_mask")}
                 model.train()
                 with autocast(device):
-                    loss = rft_loss(model, batch, weights[kept])
+                    loss = rft_loss(model, batch, weights[kept], prompt_length=task.prompt_length)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+                clip_gradients(model, max_grad_norm)
                 opt.step()
                 model.eval()
                 upd = {"loss": loss.item(), "kept_fraction": float(kept.float().mean()), "skipped": 0}

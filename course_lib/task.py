@@ -36,10 +36,11 @@ answer's digits appear in order *anywhere* in the generated characters, with any
 between, truncated or not — a policy can learn to spray digits instead of adding.
 
 A third checker, ``partial_reward``, gives partial credit (the share of digit places that
-are right): the denser, noisier signal of "Where GRPO's baseline matters" in notebook 07.
+are right): the denser signal of "where GRPO's baseline matters" in notebook 07.
 
 Simplifications, said out loud: the strict and loose rewards are binary (1 correct / 0 not); the held-out set
-is drawn once from a separate seed and checked for no overlap with the demonstrations.
+is drawn first, from its own random stream (seed + 1, so it does not depend on ``n_demos``),
+and the demonstrations are drawn from the remaining prompts. Training prompts for RL skip it too.
 """
 
 from __future__ import annotations
@@ -127,23 +128,36 @@ class AdditionTask:
         self.high = 10**self.config.digits
         self.prompt_length = 3 + 2 * self.config.digits  # bos, a, '+', b, '='
         self.answer_length = self.config.digits + 2  # most digits of a sum, plus eos
+        if self.config.n_heldout < 1 or self.config.n_demos < 1:
+            raise ValueError("n_heldout and n_demos must be >= 1")
+        if self.config.n_demos + self.config.n_heldout > self.high**2:
+            raise ValueError(
+                f"n_demos + n_heldout ({self.config.n_demos} + {self.config.n_heldout}) exceeds the {self.high**2} "
+                f"distinct {self.config.digits}-digit prompts"
+            )
+        # The held-out set is drawn first, from its own stream: it does not depend on n_demos.
+        # The demonstrations keep the task seed's stream (and its first draw's size), so they are
+        # the ones the course's numbers were measured with, minus any held-out prompt.
+        heldout_stream = torch.Generator().manual_seed(self.config.seed + 1)
+        self.heldout_pairs = self._distinct(self.config.n_heldout, heldout_stream, set())
+        self._heldout_set = frozenset(self.heldout_pairs)
         g = torch.Generator().manual_seed(self.config.seed)
-        pairs = torch.randint(0, self.high, (self.config.n_demos + 4 * self.config.n_heldout, 2), generator=g)
-        seen, demos, heldout = set(), [], []
-        for a, b in pairs.tolist():
-            if (a, b) in seen:
-                continue
-            seen.add((a, b))
-            if len(demos) < self.config.n_demos:
-                demos.append((a, b))
-            elif len(heldout) < self.config.n_heldout:
-                heldout.append((a, b))
-        self.demo_pairs = demos
-        self.heldout_pairs = heldout
-        flawed = torch.rand(len(demos), generator=g) < self.config.teacher_error_rate
+        first_draw = self.config.n_demos + 4 * self.config.n_heldout
+        self.demo_pairs = self._distinct(self.config.n_demos, g, set(self.heldout_pairs), chunk=first_draw)
+        flawed = torch.rand(len(self.demo_pairs), generator=g) < self.config.teacher_error_rate
         self.demo_answers = [
-            self.flawed_teacher(a, b) if bad else str(a + b) for (a, b), bad in zip(demos, flawed.tolist())
+            self.flawed_teacher(a, b) if bad else str(a + b) for (a, b), bad in zip(self.demo_pairs, flawed.tolist())
         ]
+
+    def _distinct(self, n: int, generator: torch.Generator, exclude: set, chunk: int | None = None):
+        """``n`` distinct prompts ``(a, b)`` not in ``exclude``, drawn uniformly ``chunk`` at a time."""
+        seen, out = set(exclude), []
+        while len(out) < n:
+            for a, b in torch.randint(0, self.high, (chunk or 2 * n + 16, 2), generator=generator).tolist():
+                if (a, b) not in seen and len(out) < n:
+                    seen.add((a, b))
+                    out.append((a, b))
+        return out
 
     # ---- text -------------------------------------------------------------------------
     def prompt_text(self, a: int, b: int) -> str:
@@ -193,7 +207,7 @@ class AdditionTask:
 
     def sample_pairs(self, n: int, generator: torch.Generator) -> list[tuple[int, int]]:
         """Fresh training prompts for RL (any prompt can be checked; held-out ones are skipped)."""
-        heldout = set(self.heldout_pairs)
+        heldout = self._heldout_set
         out = []
         while len(out) < n:
             a, b = torch.randint(0, self.high, (2,), generator=generator).tolist()
@@ -244,12 +258,3 @@ class AdditionTask:
             return 0.0
         right = sum(x == y for x, y in zip(reversed(text), reversed(answer)))
         return right / max(len(text), len(answer))
-
-    def reward_fn(self, name: str):
-        if name == "strict":
-            return self.strict_reward
-        if name == "loose":
-            return self.loose_reward
-        if name == "partial":
-            return self.partial_reward
-        raise ValueError(f"reward must be 'strict', 'loose' or 'partial'; got {name!r}")

@@ -14,8 +14,9 @@
 # ---
 
 # %% tags=["colab-setup"]
-# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
-# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
 import importlib
 import importlib.util
 import os
@@ -23,11 +24,16 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("course_lib") is None:
-    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}  # Colab runs pip as root: no warning
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device
@@ -67,19 +73,14 @@ import torch
 
 from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
-from course_lib.model import build_model, completion_logprobs, generate, n_params
+from course_lib.dpo import build_preference_pairs, dpo_batch_loss, reference_logprobs, train_dpo
+from course_lib.evaluation import evaluate, sample_completions
+from course_lib.model import build_model, completion_logprobs, n_params
 from course_lib.preference import dpo_terms
+from course_lib.rollout import generate
+from course_lib.runtime import MetricsLog
+from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
-from course_lib.train import (
-    MetricsLog,
-    build_preference_pairs,
-    dpo_batch_loss,
-    evaluate,
-    reference_logprobs,
-    sample_completions,
-    train_dpo,
-    train_sft,
-)
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # CI: a toy budget that only checks the code runs
 cfg = get_config("test" if FAST else "cpu")
@@ -161,7 +162,7 @@ for line in sample_completions(model, task, task.heldout_pairs[:4], n=2):
 # %%
 sft_weights = copy.deepcopy(model.state_dict())
 data = build_preference_pairs(model, task, cfg.dpo, generator=torch.Generator().manual_seed(SEED + 1))
-data.update(reference_logprobs(model, data))
+data.update(reference_logprobs(model, data, prompt_length=task.prompt_length))
 print(f"{data['n_pairs']} pairs from {data['n_prompts']} prompts")
 for i in range(3):
     print("chosen", tok.decode(data["chosen_ids"][i], skip_special_tokens=True),
@@ -196,16 +197,18 @@ batch = {k: v[idx] for k, v in data.items() if isinstance(v, torch.Tensor)}
 model.load_state_dict(sft_weights)
 model.train()
 
-# (1) per-token log-probs of the chosen and rejected completions under the policy, shape (n, L − 1)
-tok_w, mask_w = completion_logprobs(model, batch["chosen_ids"], batch["chosen_attention"], batch["chosen_completion"])
-tok_l, mask_l = completion_logprobs(model, batch["rejected_ids"], batch["rejected_attention"], batch["rejected_completion"])
+# (1) per-token log-probs of the chosen and rejected completions under the policy, shape (n, L − P)
+P = task.prompt_length  # score completion positions only, as the cached reference was
+tok_w, mask_w = completion_logprobs(model, batch["chosen_ids"], batch["chosen_attention"], batch["chosen_completion"], start=P)
+tok_l, mask_l = completion_logprobs(model, batch["rejected_ids"], batch["rejected_attention"], batch["rejected_completion"],
+                                    start=P)
 # (2) sequence log-probs, and log-ratios to the cached reference
 ratio_w = tok_w.sum(-1) - batch["ref_chosen_token_logps"].sum(-1)
 ratio_l = tok_l.sum(-1) - batch["ref_rejected_token_logps"].sum(-1)
 # (3) margin z = β·(ratio_w − ratio_l) and loss −log σ(z), averaged over the batch
 z = cfg.dpo.beta * (ratio_w - ratio_l)
 loss = -torch.nn.functional.logsigmoid(z).mean()
-trainer_loss, _ = dpo_batch_loss(model, batch, cfg.dpo)
+trainer_loss, _ = dpo_batch_loss(model, batch, cfg.dpo, prompt_length=P)
 print(f"batch of {len(idx)} pairs; token log-probs {tuple(tok_w.shape)}; margins z[:3] = {z[:3].tolist()}")
 print(f"loss by hand {loss.item():.6f}   dpo_batch_loss {trainer_loss.item():.6f}   log 2 = 0.693147")
 
@@ -359,7 +362,7 @@ def style_pairs(prompts):
     for name, answers in (("chosen", [fixed_width(a, b) for a, b in keep]), ("rejected", [str(a + b) for a, b in keep])):
         out[f"{name}_ids"], out[f"{name}_attention"], out[f"{name}_completion"] = task.encode_pairs(keep, answers)
     model.load_state_dict(sft_weights)  # the reference is the SFT policy
-    out.update(reference_logprobs(model, out))
+    out.update(reference_logprobs(model, out, prompt_length=task.prompt_length))
     return out, keep
 
 
@@ -376,7 +379,7 @@ val_track = {}
 def track_validation(step, opt, seconds):
     """Called by the trainer every few steps: margins and preference accuracy on the held-out pairs."""
     with torch.no_grad():
-        _, stats = dpo_batch_loss(model, val_batch, cfg.dpo)
+        _, stats = dpo_batch_loss(model, val_batch, cfg.dpo, prompt_length=task.prompt_length)
     val_track[step] = {"val_margin": stats["margin"], "val_preference_accuracy": stats["preference_accuracy"]}
 
 

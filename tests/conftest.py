@@ -42,3 +42,19 @@ def report_line(config: pytest.Config, line: str) -> None:
     if reporter is not None:
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             reporter.write_line(line)
+
+
+EXECUTED = ROOT / "test-artifacts" / "executed"
+
+
+def save_executed(nb, name: str) -> None:
+    """Keep a notebook the tests executed, so the site test (run last) need not run it again."""
+    import nbformat
+
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, EXECUTED / f"{name}.ipynb")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The site is built from the notebooks the other tests executed: its tests run last."""
+    items.sort(key=lambda item: item.nodeid.startswith("tests/test_site.py"))

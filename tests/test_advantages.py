@@ -13,6 +13,7 @@ from course_lib.advantages import (
     dr_grpo_advantages,
     grpo_advantages,
     rloo_advantages,
+    zero_variance_groups,
     zero_variance_probability,
 )
 
@@ -139,3 +140,45 @@ def test_bad_input_names_the_argument(call, match):
 def test_every_baseline_is_enumerable():
     for b in BASELINES:
         assert math.isfinite(baseline_gradient(0.5, 4, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("value", [0.1, 0.3, 1 / 3, 0.7, 2.2, 1e3 + 0.1])
+def test_equal_non_dyadic_rewards_are_degenerate_in_both_dtypes(dtype, value):
+    for g in (3, 8):
+        single = torch.full((g,), value, dtype=dtype)
+        assert bool(zero_variance_groups(single))
+        batch = torch.stack([single, torch.arange(g, dtype=dtype) / g])
+        assert zero_variance_groups(batch).tolist() == [True, False]
+        with pytest.raises(ValueError, match="zero reward variance"):
+            grpo_advantages(single)
+        with pytest.raises(ValueError, match="zero reward variance"):
+            grpo_advantages(batch)
+        out = grpo_advantages(batch, on_degenerate="zeros")
+        assert torch.equal(out[0], torch.zeros(g, dtype=dtype))  # no ±1 made of rounding noise
+        torch.testing.assert_close(out[1], grpo_advantages(batch[1]))
+    assert bool(zero_variance_groups([value] * 3))
+    np.testing.assert_array_equal(grpo_advantages([value] * 8, on_degenerate="zeros"), 0.0)
+
+
+def test_zero_variance_tolerance_is_stated_and_settable():
+    assert not zero_variance_groups([0.0, 1e-6])  # a real difference is not degenerate
+    assert zero_variance_groups([0.0, 1e-6], atol=1e-5)
+    assert zero_variance_groups([0.1 + 0.2, 0.3])  # rounding of the same value is
+    with pytest.raises(ValueError, match="atol"):
+        zero_variance_groups([0.0, 1.0], atol=-1)
+
+
+def test_trl_scale_rewards_group_is_ddof_one_plus_epsilon():
+    r = np.array([[1.0, 0.0, 0.5, 0.25], [0.0, 0.0, 0.0, 0.0]])
+    ours = grpo_advantages(r, ddof=1, epsilon=1e-4, on_degenerate="zeros")
+    mean, std = r.mean(-1, keepdims=True), r.std(-1, ddof=1, keepdims=True)
+    np.testing.assert_allclose(ours, (r - mean) / (std + 1e-4), rtol=1e-12)
+
+
+def test_validate_false_is_the_same_formula():
+    r = torch.tensor([[1.0, 0.0, 1.0, 0.0], [0.2, 0.2, 0.2, 0.2]])
+    for fn in (dr_grpo_advantages, rloo_advantages):
+        assert torch.equal(fn(r, validate=False), fn(r))
+    assert torch.equal(grpo_advantages(r, on_degenerate="zeros", validate=False),
+                       grpo_advantages(r, on_degenerate="zeros"))

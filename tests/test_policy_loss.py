@@ -4,7 +4,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate
+from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate, kl_shaped_rewards
 
 MASK = [[1, 0, 0], [1, 1, 1]]
 VALUES = [[2.0, 9.0, 9.0], [0.0, 0.0, 0.0]]  # 9.0 sits on padding and must never count
@@ -71,12 +71,13 @@ def test_tensors_keep_autograd():
 @pytest.mark.parametrize("call, match", [
     (lambda: aggregate(VALUES, MASK, "mean"), "unit"),
     (lambda: aggregate([1.0, 2.0], [1, 1]), "shape"),
-    (lambda: aggregate(VALUES, [[1, 0, 0], [0, 0, 0]]), "no tokens"),
     (lambda: aggregate(VALUES, [[1, 0, 0], [2, 1, 1]]), "mask"),
-    (lambda: aggregate(VALUES, MASK, "constant", max_length=2), "max_length"),
+    (lambda: aggregate(VALUES, MASK, "constant", max_length=-1.5), "max_length"),
     (lambda: aggregate(VALUES, MASK, "constant", max_length=0), "max_length"),
     (lambda: aggregate([[float("nan")]], [[1]]), "per_token"),
-    (lambda: clipped_surrogate(1.0, 1.0, eps_low=1.0), "eps_low"),
+    (lambda: clipped_surrogate(1.0, 1.0, eps_low=-0.1), "eps_low"),
+    (lambda: kl_shaped_rewards([1.0], [[0.0]], [[0.0]], [[1]], beta=-1), "beta"),
+    (lambda: kl_shaped_rewards([1.0, 2.0], [[0.0]], [[0.0]], [[1]], beta=0.1), "shape"),
     (lambda: clipped_surrogate(1.0, 1.0, eps_high=-0.1), "eps_high"),
     (lambda: clipped_surrogate(-1.0, 1.0), "ratio"),
     (lambda: clipped_surrogate([1.0, 1.0], [1.0, 1.0, 1.0]), "broadcast"),
@@ -86,3 +87,94 @@ def test_tensors_keep_autograd():
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_masked_rows_count_in_the_denominators_as_in_trl():
+    # three completions; the last is masked out entirely (truncated, say): it contributes 0
+    # and still counts among the rows, so Dr. GRPO's denominator stays rows * L_max
+    values = [[2.0, 9.0], [1.0, 1.0], [5.0, 5.0]]
+    mask = [[1, 0], [1, 1], [0, 0]]
+    assert aggregate(values, mask, "sequence_mean") == pytest.approx((2.0 + 1.0 + 0.0) / 3)
+    assert aggregate(values, mask, "token_mean") == pytest.approx(4.0 / 3)
+    assert aggregate(values, mask, "constant", max_length=2) == pytest.approx(4.0 / (3 * 2))
+    # any positive constant, also one shorter than the longest completion (peer code relies on it)
+    assert aggregate(values, mask, "constant", max_length=0.5) == pytest.approx(4.0 / 1.5)
+    assert aggregate(values, [[0, 0]] * 3, "token_mean") == 0.0
+
+
+def test_eps_low_of_one_or_more_means_no_lower_clip():
+    rho = np.array([0.01, 0.5, 1.0, 3.0])
+    out = clipped_surrogate(rho, -np.ones(4), eps_low=1.0, eps_high=0.2)
+    np.testing.assert_allclose(out, [-0.01, -0.5, -1.0, -3.0])  # never clipped below
+    np.testing.assert_allclose(clipped_surrogate(rho, -np.ones(4), eps_low=5.0), out)
+
+
+@given(st.floats(0.0, 3.0), st.floats(-3, 3), st.floats(0.0, 0.5), st.floats(0.0, 0.5))
+def test_the_clipped_mask_is_where_the_gradient_vanishes(rho0, adv, lo, hi):
+    rho = torch.tensor([rho0], dtype=torch.float64, requires_grad=True)
+    a = torch.tensor([adv], dtype=torch.float64)
+    objective, clipped = clipped_surrogate(rho, a, lo, hi, return_clipped=True)
+    objective.sum().backward()
+    if bool(clipped[0]):
+        assert rho.grad.item() == 0.0 and adv != 0.0
+    else:
+        assert rho.grad.item() == pytest.approx(adv)
+    np.testing.assert_array_equal(
+        clipped_surrogate([rho0], [adv], lo, hi, return_clipped=True)[1], clipped.numpy()
+    )
+
+
+def test_validate_false_gives_the_same_numbers():
+    gen = torch.Generator().manual_seed(0)
+    q, rho = torch.randn(4, 5, generator=gen), torch.rand(4, 5, generator=gen) + 0.5
+    m = (torch.rand(4, 5, generator=gen) > 0.3).float()
+    adv = torch.randn(4, generator=gen)
+    for unit in ("sequence_mean", "token_mean", "constant"):
+        assert aggregate(q, m, unit, validate=False) == aggregate(q, m, unit)
+    assert torch.equal(clipped_surrogate(rho, adv, validate=False), clipped_surrogate(rho, adv))
+    assert torch.equal(kl_estimate(q, -q, "k3", validate=False), kl_estimate(q, -q, "k3"))
+
+
+def _softmax_expected_gradients(logits, ref_logits):
+    """E_{y~π}[∇_θ k(y)] for each estimator, exactly: Σ_y π(y) ∇_θ k(y) with y held fixed."""
+    out = {}
+    for est in ("k1", "k2", "k3"):
+        theta = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+        logp = torch.log_softmax(theta, -1)
+        ref = torch.log_softmax(torch.tensor(ref_logits, dtype=torch.float64), -1)
+        k = kl_estimate(logp, ref, est)
+        (logp.exp().detach() * k).sum().backward()  # samples are held fixed: weights detached
+        out[est] = theta.grad.clone()
+    return out
+
+
+def test_expected_gradients_of_the_kl_estimators_in_the_loss():
+    # a 5-answer softmax policy and reference; the expectation over on-policy samples is exact
+    logits, ref_logits = [0.3, -1.2, 2.0, 0.0, 0.7], [1.0, 0.5, -0.5, 0.2, -1.0]
+    grads = _softmax_expected_gradients(logits, ref_logits)
+
+    def kl_grad(reverse: bool):
+        theta = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+        logp = torch.log_softmax(theta, -1)
+        ref = torch.log_softmax(torch.tensor(ref_logits, dtype=torch.float64), -1)
+        kl = (logp.exp() * (logp - ref)).sum() if reverse else (ref.exp() * (ref - logp)).sum()
+        kl.backward()
+        return theta.grad
+
+    np.testing.assert_allclose(grads["k1"], 0.0, atol=1e-12)  # no KL pressure at all
+    np.testing.assert_allclose(grads["k2"], kl_grad(reverse=True), rtol=1e-10)  # ∇KL(π‖π_ref)
+    np.testing.assert_allclose(grads["k3"], kl_grad(reverse=False), rtol=1e-10)  # ∇KL(π_ref‖π)
+    assert not np.allclose(grads["k2"], grads["k3"])  # the two directions really differ here
+
+
+def test_kl_in_the_reward_is_a_detached_sequence_penalty():
+    r = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    lp = torch.tensor([[-0.5, -1.0, -9.0], [-2.0, -0.1, -0.1]], dtype=torch.float64, requires_grad=True)
+    ref = torch.tensor([[-0.7, -0.9, 0.0], [-1.0, -0.3, -0.2]], dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    shaped = kl_shaped_rewards(r, lp, ref, mask, beta=0.5)
+    k1 = (lp.detach() - ref) * mask
+    torch.testing.assert_close(shaped, r - 0.5 * k1.sum(-1))
+    assert not shaped.requires_grad  # a reward is a constant for the policy gradient
+    np.testing.assert_allclose(kl_shaped_rewards([1.0, 0.0], lp.detach().numpy(), ref.numpy(),
+                                                 mask.numpy(), beta=0.0), [1.0, 0.0])

@@ -164,6 +164,8 @@ def test_large_margins_are_finite(z):
     (lambda: reward_model_loss(1.0, 0.0, reduction="sum"), "reduction"),
     (lambda: implicit_reward(0.0, 0.0, beta=0), "beta"),
     (lambda: ipo_loss(0, 0, 0, float("nan")), "ref_rejected_logps"),
+    (lambda: ipo_loss(0, 0, 0, 0, chosen_lengths=3), "together"),
+    (lambda: ipo_loss(0, 0, 0, 0, chosen_lengths=0, rejected_lengths=2), "chosen_lengths"),
     (lambda: simpo_loss(-1.0, -1.0, 0, 3), "chosen_lengths"),
     (lambda: simpo_loss(-1.0, -1.0, 3, 3, gamma=-1), "gamma"),
     (lambda: orpo_loss(0.0, -1.0, 3, 3), "< 0"),
@@ -179,3 +181,13 @@ def test_bad_input_names_the_argument(call, match):
 @given(st.floats(0.001, 0.999))
 def test_win_rate_round_trip(p):
     assert bt_probability(win_rate_to_gap(p)) == pytest.approx(p, rel=1e-9)
+
+
+def test_ipo_length_normalised_form_is_trl_s():
+    # TRL averages each completion's policy and reference log-probs over its tokens
+    pw, pl, rw, rl, nw, nl, beta = -6.0, -12.0, -7.0, -10.0, 3, 4, 0.1
+    h = (pw / nw - rw / nw) - (pl / nl - rl / nl)
+    got = ipo_loss(pw, pl, rw, rl, beta, chosen_lengths=nw, rejected_lengths=nl)
+    assert got == pytest.approx((h - 1 / (2 * beta)) ** 2, rel=1e-12)
+    assert ipo_loss(pw, pl, rw, rl, beta, chosen_lengths=1, rejected_lengths=1) == pytest.approx(
+        ipo_loss(pw, pl, rw, rl, beta))

@@ -12,9 +12,11 @@ import torch
 from course_lib.configs import get_config
 from course_lib.grpo import train_grpo
 from course_lib.model import build_model
+from course_lib.rewards import resolve_reward
 from course_lib.rft import rft_loss, rft_weights, train_rft
+from course_lib.runtime import MetricsLog
+from course_lib.sft import sft_loss, train_sft
 from course_lib.task import AdditionTask
-from course_lib.train import MetricsLog, sft_loss, train_sft
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +43,10 @@ def test_partial_credit_counts_digit_places():
     assert task.partial_reward(pair, ids(task, "5")) == 0.5
     assert task.partial_reward(pair, ids(task, "65", eos=False)) == 0.0  # truncated
     assert task.partial_reward(pair, ids(task, "")) == 0.0
-    assert task.reward_fn("partial") == task.partial_reward
+    batched = resolve_reward("partial", task)
+    assert batched([pair, pair], torch.tensor([ids(task, "55"), ids(task, "65")])).tolist() == [0.5, 1.0]
     with pytest.raises(ValueError, match="partial"):
-        task.reward_fn("fuzzy")
+        resolve_reward("fuzzy", task)
 
 
 def test_rft_weights_filter_and_reward():

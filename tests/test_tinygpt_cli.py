@@ -9,9 +9,10 @@ import sys
 import pytest
 import torch
 
-from course_lib.__main__ import main, run
+from course_lib.__main__ import main
 from course_lib.configs import get_config
-from course_lib.train import load_checkpoint
+from course_lib.pipeline import run
+from course_lib.runtime import CHECKPOINT_FORMAT, load_checkpoint
 
 TIMING = ("seconds", "per_second")
 
@@ -34,7 +35,7 @@ def test_cli_grpo_end_to_end_with_control(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr and "warn" not in proc.stderr.lower()
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("baseline_accuracy", "final_accuracy", "rl_seconds", "wall_seconds", "device", "passport", "control_accuracy"):
+    for key in ("sft_accuracy", "final_accuracy", "rl_seconds", "wall_seconds", "device", "passport", "control_accuracy"):
         assert key in summary
     assert 0 <= summary["final_accuracy"] <= 1 and summary["device"] == "cpu"
     assert summary["passport"]["optimisation"]["advantage"].startswith("RLOO")
@@ -64,15 +65,25 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, kind):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def _exit_code(argv) -> int:
+    """main's return code, or argparse's exit code for a rejected command line."""
+    try:
+        return main(argv)
+    except SystemExit as stop:
+        return stop.code
+
+
 def test_bad_options_give_clear_errors(tmp_path, capsys):
-    assert main(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--unit", "per_prompt"]) == 2
-    assert "grpo.unit must be one of" in capsys.readouterr().err
-    assert main(["train", "grpo", "--config", "nope", "--out", str(tmp_path)]) == 2
-    assert "config must be one of" in capsys.readouterr().err
-    assert main(["train", "sft", "--config", "test", "--out", str(tmp_path), "--beta", "0.1"]) == 2
-    assert "does not apply to 'sft'" in capsys.readouterr().err
-    assert main(["train", "grpo", "--resume", str(tmp_path / "missing")]) == 2
+    assert _exit_code(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--unit", "per_prompt"]) == 2
+    assert "invalid choice: 'per_prompt'" in capsys.readouterr().err
+    assert _exit_code(["train", "grpo", "--config", "nope", "--out", str(tmp_path)]) == 2
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+    assert _exit_code(["train", "sft", "--config", "test", "--out", str(tmp_path), "--beta", "0.1"]) == 2
+    assert "unrecognized arguments: --beta" in capsys.readouterr().err
+    assert _exit_code(["train", "grpo", "--resume", str(tmp_path / "missing")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+    assert _exit_code(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--temperature", "0"]) == 2
+    assert "grpo.temperature must be > 0" in capsys.readouterr().err
 
 
 def test_bad_checkpoints_give_clear_errors(tmp_path):
@@ -83,6 +94,102 @@ def test_bad_checkpoints_give_clear_errors(tmp_path):
     torch.save({"weights": torch.zeros(2)}, junk)
     with pytest.raises(ValueError, match="format tag"):
         load_checkpoint(junk)
-    torch.save({"format": "course_lib-tinygpt-1", "kind": "dpo"}, junk)
+    torch.save({"format": CHECKPOINT_FORMAT, "kind": "dpo"}, junk)
     with pytest.raises(ValueError, match="holds a 'dpo' checkpoint"):
         load_checkpoint(junk, kind="grpo")
+
+
+@pytest.mark.slow
+def test_one_sft_loop_and_sft_checkpoints_that_resume(tmp_path):
+    """`train sft --seed 0` is the SFT stage of `train grpo --seed 0`; its checkpoint starts a GRPO run,
+    which resumes and matches the run that trained its own SFT."""
+    run("sft", get_config("test"), tmp_path / "sft", show_progress=False, verbose=False)
+    run("grpo", get_config("test"), tmp_path / "full", steps=4, show_progress=False, verbose=False)
+    own = torch.load(tmp_path / "full" / "sft.pt", weights_only=True)["model"]
+    alone = torch.load(tmp_path / "sft" / "sft.pt", weights_only=True)["model"]
+    assert all(torch.equal(own[k], alone[k]) for k in own)
+    part = tmp_path / "from_ckpt"
+    run("grpo", get_config("test"), part, steps=2, sft_checkpoint=str(tmp_path / "sft" / "checkpoint.pt"),
+        show_progress=False, verbose=False)
+    summary = run("grpo", None, part, steps=4, resume=True, show_progress=False, verbose=False)
+    assert summary["sft_checkpoint"] == str(tmp_path / "sft" / "checkpoint.pt")
+    assert _rows(part / "metrics.jsonl") == _rows(tmp_path / "full" / "metrics.jsonl")
+    other = get_config("test")
+    other.task.n_demos = 50
+    with pytest.raises(ValueError, match="another task: n_demos=40"):
+        run("grpo", other, tmp_path / "mismatch", sft_checkpoint=str(tmp_path / "sft" / "sft.pt"),
+            show_progress=False, verbose=False)
+
+
+@pytest.mark.slow
+def test_out_is_not_overwritten_and_resume_says_where_it_is(tmp_path, capsys):
+    out = tmp_path / "run"
+    run("grpo", get_config("test"), out, steps=2, control=True, show_progress=False, verbose=False)
+    first = json.loads((out / "summary.json").read_text())
+    assert first["control_accuracy"] is not None and first["cpu_threads"] == 1
+    with pytest.raises(ValueError, match="already holds a run"):
+        run("grpo", get_config("test"), out, steps=2, show_progress=False, verbose=False)
+    again = run("grpo", None, out, resume=True, show_progress=False)  # a finished run, no --control
+    assert "resuming" in capsys.readouterr().out and again["control_accuracy"] == first["control_accuracy"]
+    with pytest.raises(ValueError, match="steps is the total"):
+        run("grpo", None, out, steps=1, resume=True, show_progress=False, verbose=False)
+    (out / "stale.txt").write_text("not ours")
+    run("grpo", get_config("test"), out, steps=1, overwrite=True, show_progress=False, verbose=False)
+    assert len(_rows(out / "metrics.jsonl")) == 1 and (out / "stale.txt").exists()
+
+
+def test_flags_are_per_section_strict_and_documented(capsys):
+    from course_lib.__main__ import apply_overrides, build_parser
+
+    parser = build_parser()
+    args = vars(parser.parse_args(["train", "grpo", "--sft-batch-size", "8", "--sft-learning-rate", "0.01",
+                                   "--sft-steps", "5", "--mask-truncated", "--beta", "0.1"]))
+    cfg = apply_overrides(get_config("cpu"), {k: v for k, v in args.items() if "." in k and v is not None})
+    assert (cfg.sft.batch_size, cfg.sft.learning_rate, cfg.sft.steps) == (8, 0.01, 5)
+    assert cfg.grpo.mask_truncated is True and cfg.grpo.beta == 0.1 and cfg.dpo.beta == 1.0
+    for bad in (["--batch-size", "8"], ["--mask-truncated", "flase"], ["--kl-placement", "both"]):
+        assert _exit_code(["train", "grpo", *bad]) == 2
+    capsys.readouterr()
+    assert _exit_code(["train", "grpo", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("{loss,reward}", "{grpo,rloo,dr_grpo}", "default: cpu 32 | gpu 128 | test 4", "TOTAL optimizer steps",
+                  "--no-mask-truncated", "--sft-learning-rate"):
+        assert shown in text
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_a_resumable_run_without_a_traceback(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "course_lib", "train", "dpo", "--config", "test", "--out", str(out)]
+    proc = subprocess.Popen([*cmd, "--steps", "400"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / "checkpoint.pt").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and f"--resume {out}" in stdout
+    state = load_checkpoint(out / "checkpoint.pt", kind="dpo")
+    assert state["stage"] in ("sft", "dpo")
+    done = subprocess.run([sys.executable, "-m", "course_lib", "train", "dpo", "--resume", str(out), "--steps", "4",
+                           "--no-progress"], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stdout and json.loads((out / "summary.json").read_text())["steps"] == 4
+
+
+@pytest.mark.slow
+def test_progress_bars_cover_sft_and_pair_sampling(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "course_lib", "train", "dpo", "--config", "test", "--out",
+                           str(tmp_path / "dpo"), "--steps", "2"], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "sft:" in proc.stderr and "dpo pairs:" in proc.stderr and "dpo:" in proc.stderr
+
+
+def test_readme_runs_the_cli_in_the_course_environment():
+    from conftest import ROOT
+
+    lines = [ln for ln in (ROOT / "README.md").read_text().splitlines() if "-m course_lib train" in ln]
+    assert lines and all(".venv/bin/python -m course_lib" in ln for ln in lines)

@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import math
 
 import pytest
 import torch
 
-from course_lib.configs import GRPOConfig, RunConfig, get_config, validate
-from course_lib.grpo import collect_rollouts, passport, policy_step
-from course_lib.model import (
-    ModelConfig,
-    build_model,
-    completion_logprobs,
-    completion_masks,
-    generate,
-)
+from course_lib.configs import DPOConfig, GRPOConfig, RunConfig, get_config, validate
+from course_lib.dpo import dpo_batch_loss
+from course_lib.grpo import policy_step
+from course_lib.model import ModelConfig, build_model, completion_logprobs
+from course_lib.passport import passport
+from course_lib.rewards import resolve_reward
+from course_lib.rollout import collect_rollouts, completion_masks, generate
+from course_lib.runtime import make_optimizer
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
-from course_lib.train import DPOConfig, dpo_batch_loss, make_optimizer
 
 TINY = ModelConfig(n_layer=1, n_embd=32, n_head=2, n_positions=32)
+
+
+def STRICT(task):
+    return resolve_reward("strict", task)
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +153,7 @@ def test_grpo_equal_rewards_give_zero_policy_gradient(task, model, advantage):
     out = policy_step(model, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(float(g.abs().max()) == 0.0 for g in grads)
-    assert out["loss"] == 0.0
+    assert float(out["loss"]) == 0.0
 
 
 def test_grpo_equal_rewards_with_kl_leave_only_the_kl_gradient(task, model):
@@ -173,35 +176,36 @@ def test_grpo_equal_rewards_with_kl_leave_only_the_kl_gradient(task, model):
     kl = ((torch.expm1(log_r) - log_r) * mask[:, sl]).sum() / mask[:, sl].sum()
     (0.1 * kl).backward()
     want = [p.grad for p in model.parameters()]
-    assert out["kl"] > 0
+    assert float(out["kl"]) > 0
     assert max(float((g - w).abs().max()) for g, w in zip(got, want)) < 1e-6
     assert max(float(w.abs().max()) for w in want) > 1e-6
 
 
 def test_clipping_changes_gradients_only_outside_the_interval(task, model):
     """μ=2: on the second pass, tokens whose ratio left [1−ε, 1+ε] in the advantage's direction
-    stop contributing; with a huge ε nothing is clipped."""
+    stop contributing; with a huge interval nothing is clipped."""
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
     results = {}
-    for eps in (1e-4, 0.9):
+    for eps, eps_high in ((1e-4, 1e-4), (0.99, 100.0)):
         m = copy.deepcopy(model)
         batch = _grpo_batch(task, m, rewards)
-        cfg = GRPOConfig(num_generations=4, num_iterations=2, epsilon=eps, epsilon_high=eps, max_completion_length=5, learning_rate=1e-2)
+        cfg = GRPOConfig(num_generations=4, num_iterations=2, epsilon=eps, epsilon_high=eps_high, max_completion_length=5,
+                         learning_rate=1e-2)
         opt = make_optimizer(m, 1e-2)
         results[eps] = policy_step(m, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
-    assert results[1e-4]["clip_fraction"] > 0.5
-    assert results[0.9]["clip_fraction"] == 0.0
+    assert float(results[1e-4]["clip_fraction"]) > 0.5
+    assert float(results[0.99]["clip_fraction"]) == 0.0
 
 
 def test_zero_variance_policies(task, model):
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     base = GRPOConfig(batch_prompts=4, num_generations=4, max_completion_length=5)
-    keep = collect_rollouts(model, task, base, gen)  # untrained model: every group scores 0
+    keep = collect_rollouts(model, task, base, gen, STRICT(task))  # untrained model: every group scores 0
     assert keep["stats"]["zero_variance_rate"] == 1.0 and keep["batch"]["rewards"].shape == (4, 4)
-    drop = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "drop"}), gen)
+    drop = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "drop"}), gen, STRICT(task))
     assert "batch" not in drop and drop["stats"]["groups_used"] == 0
-    res = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "resample", "max_resample_rounds": 2}), gen)
+    res = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "resample", "max_resample_rounds": 2}), gen, STRICT(task))
     assert res["stats"]["groups_sampled"] == 12  # 1 + 2 extra rounds, still nothing informative
 
 
@@ -237,7 +241,7 @@ def test_gpu_config_builds_and_steps_on_cpu():
     torch.manual_seed(0)
     m = build_model(cfg.model, task.tokenizer)
     g = GRPOConfig(**{**cfg.grpo.__dict__, "batch_prompts": 2})
-    roll = collect_rollouts(m, task, g, torch.Generator().manual_seed(0))
+    roll = collect_rollouts(m, task, g, torch.Generator().manual_seed(0), STRICT(task))
     assert roll["stats"]["groups_sampled"] == 2
 
 
@@ -260,3 +264,168 @@ def test_clipped_objective_gradient_changes_only_outside_the_interval():
     assert torch.allclose(g_clip[0, inside], g_plain[0, inside])
     assert torch.allclose(g_clip[0, against], g_plain[0, against])
     assert torch.all(g_clip[0, along] == 0) and torch.all(g_plain[0, along] != 0)
+
+
+HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "numpy", "cpu")
+
+
+def _count_host_reads(monkeypatch, fn):
+    """Run ``fn`` with every Python-level tensor→host read counted (the syncs of a GPU run)."""
+    calls = []
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    try:
+        result = fn()
+    finally:
+        monkeypatch.undo()
+    return calls, result
+
+
+@pytest.mark.parametrize("options", [
+    dict(),
+    dict(beta=0.05, kl_placement="loss", num_iterations=2, unit="sequence_mean", mask_truncated=True),
+    dict(beta=0.05, kl_placement="reward", kl_estimator="k1", advantage="rloo", unit="constant"),
+])
+def test_policy_step_reads_no_tensor_on_the_host(task, model, monkeypatch, options):
+    """The hot loop (validate=False) never synchronises; the validated first step does (the counter works)."""
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    batch = _grpo_batch(task, model, rewards)
+    ref = copy.deepcopy(model).requires_grad_(False)
+    cfg = GRPOConfig(num_generations=4, max_completion_length=5, **options)
+    opt = make_optimizer(model, 1e-3)
+
+    def step(validate):
+        return policy_step(model, ref, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1.0,
+                           validate=validate)
+
+    checked, _ = _count_host_reads(monkeypatch, lambda: step(True))
+    hot, out = _count_host_reads(monkeypatch, lambda: step(False))
+    assert checked, "the counter must see the validated step's checks"
+    assert hot == []
+    assert math.isfinite(float(out["loss"])) and out["kl"] is not None
+
+
+def test_kl_in_the_reward_is_folded_in_before_the_baseline(task, model):
+    """kl_placement='reward': equal checker rewards, yet each completion's KL penalty differs, so the
+    gradient is the policy gradient of the KL-shaped rewards' group advantages (and nothing else)."""
+    from course_lib.advantages import grpo_advantages
+    from course_lib.policy_loss import aggregate, kl_shaped_rewards
+
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    batch = _grpo_batch(task, model, torch.ones(2, 4))
+    cfg = GRPOConfig(num_generations=4, beta=0.1, kl_placement="reward", kl_estimator="k1", max_completion_length=5)
+    opt = _NoStep(model.parameters(), lr=0.0)
+    out = policy_step(model, ref, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    args = (batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    lp, mask = completion_logprobs(model, *args, start=task.prompt_length)
+    with torch.no_grad():
+        rlp, _ = completion_logprobs(ref, *args, start=task.prompt_length)
+    shaped = kl_shaped_rewards(torch.ones(8), lp.detach(), rlp, mask, beta=0.1, estimator="k1")
+    adv = grpo_advantages(shaped.view(2, 4), on_degenerate="zeros").flatten()
+    (-aggregate(torch.exp(lp - lp.detach()) * adv[:, None], mask, unit="token_mean")).backward()
+    want = [p.grad for p in model.parameters()]
+    assert float(out["kl"]) > 0
+    assert max(float(w.abs().max()) for w in want) > 1e-6
+    assert max(float((g - w).abs().max()) for g, w in zip(got, want)) < 1e-6
+
+
+def test_kl_is_measured_with_a_reference_even_at_beta_zero(task, model):
+    """A reference with β = 0 only measures the KL: the update is the same as without one."""
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    batch = _grpo_batch(task, model, torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]]))
+    grads = {}
+    for name, reference in (("with", ref), ("without", None)):
+        model.zero_grad()
+        opt = _NoStep(model.parameters(), lr=0.0)
+        out = policy_step(model, reference, opt, batch, GRPOConfig(num_generations=4, max_completion_length=5),
+                          prompt_length=task.prompt_length, max_grad_norm=1e9)
+        grads[name] = ([p.grad.clone() for p in model.parameters()], out["kl"])
+    assert float(grads["with"][1]) > 0 and grads["without"][1] is None
+    assert all(torch.equal(a, b) for a, b in zip(grads["with"][0], grads["without"][0]))
+
+
+def test_mask_truncated_keeps_rows_in_the_denominator(task, model):
+    """Truncated completions get a zero mask; the constant unit still divides by all rows × L_max (TRL)."""
+    from course_lib.policy_loss import aggregate
+
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+    batch = _grpo_batch(task, model, rewards)
+    batch["truncated"] = torch.tensor([True, False, False, True, False, False, True, False])
+    cfg = GRPOConfig(num_generations=4, max_completion_length=5, unit="constant", mask_truncated=True)
+    opt = _NoStep(model.parameters(), lr=0.0)
+    out = policy_step(model, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    args = (batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    lp, mask = completion_logprobs(model, *args, start=task.prompt_length)
+    from course_lib.grpo import compute_advantages
+
+    adv = compute_advantages(rewards, "grpo").flatten()
+    kept = (~batch["truncated"]).float()[:, None]
+    per_token = torch.exp(lp - lp.detach()) * adv[:, None] * mask * kept
+    expected = -per_token.sum() / (8 * 5)  # all 8 rows × L_max, never the 5 rows kept
+    expected.backward()
+    assert float(out["loss"]) == pytest.approx(float(expected.detach()), abs=1e-7)
+    assert float(expected.detach()) == pytest.approx(float(-aggregate(per_token.detach(), mask, "constant", 5)), abs=1e-7)
+    assert max(float((g - p.grad).abs().max()) for g, p in zip(got, model.parameters())) < 1e-6
+
+
+def test_heldout_set_does_not_depend_on_the_demonstrations():
+    small = AdditionTask(TaskConfig(n_demos=100))
+    large = AdditionTask(TaskConfig(n_demos=5000))
+    assert small.heldout_pairs == large.heldout_pairs and len(small.heldout_pairs) == 500
+    assert not set(large.heldout_pairs) & set(large.demo_pairs)
+    assert len(set(large.demo_pairs)) == 5000
+
+
+@pytest.mark.parametrize("where, value, message", [
+    ("grpo.temperature", 0.0, "grpo.temperature must be > 0"),
+    ("grpo.batch_prompts", 0, "grpo.batch_prompts must be >= 1"),
+    ("checkpoint_every", 0, "checkpoint_every must be >= 1"),
+    ("max_grad_norm", 0.0, "max_grad_norm must be > 0"),
+    ("sft.batch_size", 0, "sft.batch_size must be >= 1"),
+    ("task.n_demos", 2000, "exceeds the 100 distinct 1-digit prompts"),
+    ("task.n_heldout", 0, "task.n_heldout must be >= 1"),
+    ("grpo.reward", "exact", "reward must be one of"),
+])
+def test_validate_names_bad_values(where, value, message):
+    cfg = get_config("test")
+    section, _, name = where.rpartition(".")
+    setattr(getattr(cfg, section) if section else cfg, name, value)
+    with pytest.raises(ValueError, match=message):
+        validate(cfg)
+
+
+def test_k1_in_the_loss_is_refused_with_the_reason():
+    cfg = get_config("test")
+    cfg.grpo.beta, cfg.grpo.kl_estimator = 0.1, "k1"
+    with pytest.raises(ValueError, match="zero expected gradient"):
+        validate(cfg)
+    cfg.grpo.kl_placement = "reward"
+    validate(cfg)  # k1 in the reward is the InstructGPT/RLOO choice
+
+
+def test_checker_rewards_are_batched_on_lists(task):
+    tok = task.tokenizer
+    comps = torch.tensor([tok.convert_tokens_to_ids(list("12")) + [tok.eos_token_id, 0],
+                          tok.convert_tokens_to_ids(list("1213"))])
+    strict = resolve_reward("strict", task)([(7, 5), (7, 5)], comps)
+    loose = resolve_reward("loose", task)([(7, 5), (7, 5)], comps)
+    assert strict.dtype == torch.float32 and strict.tolist() == [1.0, 0.0] and loose.tolist() == [1.0, 1.0]
+    if importlib.util.find_spec("course_lib.reward_model") is None:  # until the reward-model module exists
+        with pytest.raises(ValueError, match="course_lib.reward_model"):
+            resolve_reward("rm:/nowhere", task)

@@ -1,4 +1,4 @@
-"""Tiny GPT notebooks 06–08 executed on fresh kernels with ``COURSE_FAST=1`` (a toy budget).
+"""Tiny GPT notebooks (06–08 and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1`` (a toy budget).
 
 Students get the full small budget; CI checks that every cell runs, that nothing is written to
 stderr or looks like a warning, and reads a few values back from the kernel: the numbers must be
@@ -24,10 +24,11 @@ WARNING = re.compile(r"\b\w*Warning\b|Traceback \(most recent call last\)")
 
 
 def execute(name: str, names: list[str], env: dict[str, str]) -> tuple[dict, list[tuple[str, str]]]:
+    """Run a notebook; ``names`` are names or expressions evaluated in its namespace afterwards."""
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
     probe = (
         "import json as _json\n"
-        f"print({MARK!r} + _json.dumps({{_k: globals()[_k] for _k in {json.dumps(names)}}}, "
+        f"print({MARK!r} + _json.dumps({{_k: eval(_k, globals()) for _k in {json.dumps(names)}}}, "
         "default=lambda o: o.tolist() if hasattr(o, 'tolist') else str(o)))"
     )
     nb.cells.append(nbformat.v4.new_code_cell(probe))
@@ -123,3 +124,62 @@ def test_08_reward_hacking_shows_the_exploit(matplotlib_ready):
     # the narrative quotes this run's numbers
     text = "".join(t for _, t in shown)
     assert f"{start['accuracy']:.1%} → {strict['accuracy']:.1%}" in text
+
+
+KL_NAMES = ["pi_ref", "reward", "beta", "pi_star", "J_star", "perturbation_gap", "reward_recovery_error",
+            "bt_cancel_error", "dpo_fit_error", "uncovered_error", "mode_seeking", "mode_covering", "target_sd",
+            "true_kl", "value_rows", "gradient_checks", "dynamics", "pi_forward", "grpo_kl_amplification",
+            "drift_no_ref", "drift_with_ref", "optimum_text.value"]
+
+
+def _check_kl_exact_sections(ns, shown):
+    import numpy as np
+
+    pi_ref, reward, beta = np.array(ns["pi_ref"]), np.array(ns["reward"]), ns["beta"]
+    # π* from the closed form, computed here independently of course_lib
+    w = pi_ref * np.exp(reward / beta)
+    expected = w / w.sum()
+    np.testing.assert_allclose(ns["pi_star"], expected, atol=1e-12)
+    kl_star = float((expected * np.log(expected / pi_ref)).sum())
+    assert ns["true_kl"] == pytest.approx(kl_star, abs=1e-12)
+    assert ns["J_star"] == pytest.approx(beta * np.log(w.sum()), abs=1e-12)
+    assert ns["J_star"] == pytest.approx(expected @ reward - beta * kl_star, abs=1e-12)
+    assert ns["perturbation_gap"] > 0  # no competitor reached π*'s objective
+    assert ns["reward_recovery_error"] < 1e-12 and ns["bt_cancel_error"] < 1e-12
+    assert ns["dpo_fit_error"] < 1e-6  # DPO on all pairs recovers π*
+    assert ns["uncovered_error"] > 0.01  # ... and not when an answer is never compared
+    # forward vs reverse on the two-mode target (modes at ±2, width 0.6)
+    mu_rev, sigma_rev = ns["mode_seeking"]
+    mu_fwd, sigma_fwd = ns["mode_covering"]
+    assert abs(abs(mu_rev) - 2.0) < 1e-9 and abs(sigma_rev - 0.6) < 1e-9
+    assert abs(mu_fwd) < 1e-9 and abs(sigma_fwd - ns["target_sd"]) < 0.1
+    # estimators as values: k1 and k3 unbiased, k2 not; simulations agree with the exact means
+    rows = ns["value_rows"]
+    assert abs(rows["k1"]["bias"]) < 1e-12 and abs(rows["k3"]["bias"]) < 1e-12 and abs(rows["k2"]["bias"]) > 1e-3
+    for est in ("k1", "k2", "k3"):
+        assert abs(rows[est]["sim_mean"] - rows[est]["mean"]) < 5 * rows[est]["sim_se"]
+    assert rows["k1"]["min"] < 0 <= min(rows["k2"]["min"], rows["k3"]["min"])
+    # estimators as loss terms: the three expected gradients (and k1 in the reward)
+    assert set(ns["gradient_checks"]) == {"k1 loss = 0", "k2 loss = ∇reverse", "k3 loss = ∇forward",
+                                          "k1 reward = ∇reverse"}
+    assert max(ns["gradient_checks"].values()) < 1e-12
+    dyn = ns["dynamics"]
+    assert dyn["k1 in the loss"]["probs"][int(np.argmax(reward))] > 0.99  # no penalty: collapse on the best answer
+    assert dyn["k2 in the loss"]["to_reverse_opt"] < 1e-9 and dyn["k1 in the reward"]["to_reverse_opt"] < 1e-9
+    assert dyn["k3 in the loss"]["to_forward_opt"] < 1e-9 and dyn["k3 in the loss"]["to_reverse_opt"] > 0.01
+    lam = reward + beta * pi_ref / np.array(ns["pi_forward"])  # the forward optimum's stationarity condition
+    assert np.ptp(lam) < 1e-9
+    # placement: GRPO's std blows a 0.01·KL difference up to unit-scale advantages
+    assert ns["grpo_kl_amplification"] > 100
+    # two anchors: only π_ref stops the drift, at KL(π*‖π_ref)
+    assert ns["drift_with_ref"] == pytest.approx(kl_star, abs=1e-4)
+    assert ns["drift_no_ref"] > 1.5
+    assert f"β = 0.5: E_π*[r] = {expected @ reward:.4f}" in ns["optimum_text.value"], (
+        "the β explorer must show π*'s numbers at start")
+
+
+@pytest.mark.slow
+def test_02b_the_kl_term(matplotlib_ready):
+    ns, shown = execute("02b_the_kl_term", KL_NAMES, FAST)
+    assert_clean("02b", shown)
+    _check_kl_exact_sections(ns, shown)

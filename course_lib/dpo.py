@@ -1,0 +1,222 @@
+"""Offline DPO, IPO and SimPO for the tiny GPT, with a cached reference (§6, §8).
+
+The losses are ``course_lib.preference``'s functions — the very ones notebook 02 reproduces by
+hand — applied to sequence log-probs from ``course_lib.model.completion_logprobs``.
+
+Simplifications, said out loud:
+- Pairs come from the SFT policy itself: for each prompt we sample candidates and pair one the
+  checker accepts with one it rejects (prompts with no such pair are skipped). The reference
+  log-probs of every pair are computed once, before training, and cached (§6): DPO then keeps
+  one trainable model and no reference in memory.
+- ``ipo`` uses *summed* token log-probs, as ``course_lib.preference.ipo_loss`` does by default
+  (TRL averages them over length for IPO).
+- AdamW with a constant learning rate and gradient clipping; batches of pairs drawn with
+  replacement by a dedicated ``torch.Generator``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from course_lib.configs import DPOConfig
+from course_lib.evaluation import evaluate
+from course_lib.model import completion_logprobs
+from course_lib.policy_loss import aggregate, kl_estimate
+from course_lib.preference import dpo_terms, implicit_reward, ipo_loss, simpo_loss
+from course_lib.rewards import resolve_reward
+from course_lib.rollout import sample_groups
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    Interrupted,
+    MetricsLog,
+    autocast,
+    clip_gradients,
+    make_optimizer,
+    progress,
+    set_threads,
+    stop_requested,
+)
+from course_lib.task import AdditionTask
+
+PAIR_CHUNK = 256  # prompts sampled per generate call while building pairs (one progress tick each)
+
+
+def _pad_rows(rows: list[list[int]], width: int, pad: int) -> torch.Tensor:
+    out = torch.full((len(rows), width), pad, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+@torch.no_grad()
+def build_preference_pairs(model, task: AdditionTask, cfg: DPOConfig, *, generator: torch.Generator,
+                           show_progress: bool = False) -> dict:
+    """Offline pairs from the SFT policy: per prompt, one accepted and one rejected sample.
+
+    Returns tensors ``chosen_ids``/``rejected_ids`` (right-padded prompt + completion), their
+    attention and completion masks, and ``n_prompts``/``n_pairs`` counts. Samples are scored
+    by the strict checker.
+    """
+    pairs = task.sample_pairs(cfg.pair_prompts, generator)
+    k = cfg.samples_per_prompt
+    checker = resolve_reward("strict", task)
+    chosen, rejected = [], []
+    bar = progress(len(pairs), "dpo pairs", show_progress)
+    for c0 in range(0, len(pairs), PAIR_CHUNK):
+        chunk = pairs[c0 : c0 + PAIR_CHUNK]
+        roll = sample_groups(model, task, chunk, num_generations=k, max_completion_length=cfg.max_completion_length)
+        ok = checker([p for p in chunk for _ in range(k)], roll.completions).view(len(chunk), k).tolist()
+        lengths = (task.prompt_length + roll.completion_mask.sum(-1)).tolist()
+        ids = roll.input_ids.tolist()
+        for i in range(len(chunk)):
+            good = [i * k + j for j in range(k) if ok[i][j]]
+            bad = [i * k + j for j in range(k) if not ok[i][j]]
+            if good and bad:
+                chosen.append(ids[good[0]][: lengths[good[0]]])
+                rejected.append(ids[bad[0]][: lengths[bad[0]]])
+        bar.update(len(chunk))
+    bar.close()
+    if not chosen:
+        raise ValueError("the SFT policy produced no (correct, incorrect) pair; train SFT longer or sample more")
+    width = task.prompt_length + cfg.max_completion_length
+    pad = task.tokenizer.pad_token_id
+    out = {"n_prompts": len(pairs), "n_pairs": len(chosen)}
+    for name, rows in (("chosen", chosen), ("rejected", rejected)):
+        t = _pad_rows(rows, width, pad)
+        attn = (torch.arange(width)[None, :] < torch.tensor([len(r) for r in rows])[:, None]).long()
+        comp = attn.clone()
+        comp[:, : task.prompt_length] = 0
+        out[f"{name}_ids"], out[f"{name}_attention"], out[f"{name}_completion"] = t, attn, comp
+    return out
+
+
+@torch.no_grad()
+def reference_logprobs(model, data: dict, *, prompt_length: int = 1, batch_size: int = 512) -> dict:
+    """Per-token reference log-probs of every chosen and rejected answer, computed once (§6).
+
+    Aligned with ``input_ids[:, prompt_length:]`` (see ``completion_logprobs``'s ``start``).
+    """
+    device = next(model.parameters()).device
+    out = {}
+    for name in ("chosen", "rejected"):
+        parts = []
+        for i in range(0, data[f"{name}_ids"].shape[0], batch_size):
+            sl = slice(i, i + batch_size)
+            with autocast(device):
+                lp, _ = completion_logprobs(
+                    model, data[f"{name}_ids"][sl].to(device), data[f"{name}_attention"][sl].to(device),
+                    data[f"{name}_completion"][sl].to(device), start=prompt_length,
+                )
+            parts.append(lp.float().cpu())
+        out[f"ref_{name}_token_logps"] = torch.cat(parts)
+    return out
+
+
+def dpo_batch_loss(model, batch: dict, cfg: DPOConfig, *, prompt_length: int = 1,
+                   validate: bool = True) -> tuple[torch.Tensor, dict]:
+    """Loss and logged quantities for one batch of pairs (chosen and rejected in one forward).
+
+    ``prompt_length`` must match the one the cached reference log-probs were computed with.
+    ``validate=False`` skips the input checks of the log-prob, NLL and KL helpers (hot loop).
+    """
+    n = batch["chosen_ids"].shape[0]
+    ids = torch.cat([batch["chosen_ids"], batch["rejected_ids"]])
+    attn = torch.cat([batch["chosen_attention"], batch["rejected_attention"]])
+    comp = torch.cat([batch["chosen_completion"], batch["rejected_completion"]])
+    token_logps, mask = completion_logprobs(model, ids, attn, comp, start=prompt_length, validate=validate)
+    seq = token_logps.sum(-1)
+    lengths = mask.sum(-1)
+    pw, pl = seq[:n], seq[n:]
+    ref_tok = torch.cat([batch["ref_chosen_token_logps"], batch["ref_rejected_token_logps"]])
+    ref_seq = ref_tok.sum(-1)
+    rw, rl = ref_seq[:n], ref_seq[n:]
+    terms = dpo_terms(pw, pl, rw, rl, beta=cfg.beta)  # margin is logged for every loss type
+    if cfg.loss_type == "sigmoid":
+        pref_loss = terms.loss.mean()
+    elif cfg.loss_type == "ipo":
+        pref_loss = ipo_loss(pw, pl, rw, rl, beta=cfg.beta).mean()
+    else:  # simpo: no reference in the loss
+        pref_loss = simpo_loss(pw, pl, lengths[:n], lengths[n:], beta=cfg.beta, gamma=cfg.simpo_gamma).mean()
+    nll = aggregate(-token_logps[:n], mask[:n], unit="token_mean", validate=validate)  # NLL of the chosen answers
+    loss = pref_loss + cfg.rpo_alpha * nll if cfg.rpo_alpha > 0 else pref_loss
+    with torch.no_grad():
+        # KL(π_ref ‖ π_θ) on the pair tokens, which π_ref (the SFT policy) sampled: the k1
+        # estimator with the roles of the two policies swapped. The checker selected the
+        # tokens afterwards, so this is a drift gauge, not an exact KL.
+        drift = kl_estimate(ref_tok, token_logps.detach(), estimator="k1", validate=validate)
+        stats = torch.stack([
+            loss, pref_loss, nll, terms.margin.mean(), (terms.margin > 0).float().mean(),
+            implicit_reward(pw, rw, cfg.beta).mean(), implicit_reward(pl, rl, cfg.beta).mean(),
+            pw.mean(), pl.mean(), aggregate(drift, mask, unit="token_mean", validate=validate),
+        ]).tolist()
+    names = ("loss", "preference_loss", "nll", "margin", "preference_accuracy", "reward_chosen", "reward_rejected",
+             "logp_chosen", "logp_rejected", "kl_drift_offline")
+    return loss, dict(zip(names, stats))
+
+
+def train_dpo(
+    model,
+    task: AdditionTask,
+    cfg: DPOConfig,
+    data: dict,
+    *,
+    generator: torch.Generator,
+    log: MetricsLog | None = None,
+    state: dict | None = None,
+    max_grad_norm: float = 1.0,
+    steps: int | None = None,
+    checkpoint=None,
+    checkpoint_every: int = 10,
+    show_progress: bool = True,
+    threads: int | None = DEFAULT_THREADS,
+) -> dict:
+    """Offline DPO/IPO/SimPO (+ optional NLL on chosen, ``rpo_alpha``) on cached pairs.
+
+    ``data`` holds the pairs and cached reference log-probs (``build_preference_pairs`` +
+    ``reference_logprobs`` with ``prompt_length=task.prompt_length``). ``state`` (from a
+    checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
+    ``checkpoint(step, optimizer, seconds)`` is called every ``checkpoint_every`` steps, at the
+    end, and before stopping on a requested stop (Ctrl-C). Runs until ``steps`` in total.
+    """
+    set_threads(threads)
+    device = next(model.parameters()).device
+    opt = make_optimizer(model, cfg.learning_rate)
+    log = log if log is not None else MetricsLog()
+    step, seconds = 0, 0.0
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        step, seconds = state["step"], state["seconds"]
+    total = cfg.steps if steps is None else steps
+    n_pairs = data["chosen_ids"].shape[0]
+    first = step  # the first step checks its inputs; the hot loop then skips the checks
+    bar = progress(total, "dpo", show_progress, initial=step)
+    model.train()
+    while step < total:
+        t0 = time.perf_counter()
+        idx = torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator)
+        batch = {k: v[idx].to(device) for k, v in data.items() if isinstance(v, torch.Tensor)}
+        with autocast(device):
+            loss, stats = dpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length, validate=step == first)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        clip_gradients(model, max_grad_norm)
+        opt.step()
+        step += 1
+        row = {"step": step, **stats, "update_seconds": time.perf_counter() - t0}
+        seconds += row["update_seconds"]
+        if step % cfg.eval_every == 0 or step == total:
+            row.update(evaluate(model, task))
+            bar.set_postfix(acc=f"{row['accuracy']:.2f}")
+            model.train()
+        log.append(row)
+        bar.update(1)
+        if checkpoint is not None and (step % checkpoint_every == 0 or step == total or stop_requested()):
+            checkpoint(step, opt, seconds)
+        if stop_requested():
+            bar.close()
+            raise Interrupted("dpo", step)
+    bar.close()
+    model.eval()
+    return {"steps": step, "rl_seconds": seconds}

@@ -1,0 +1,64 @@
+"""Held-out evaluation of the tiny GPT: greedy exact match, the loose checker, the carry split.
+
+Lecture §15 (a held-out test with the strict checker is the honest measurement). Every
+trainer and notebook reads accuracy from here.
+
+Simplifications, said out loud: greedy decoding only (no sampling at evaluation), on the
+task's fixed held-out prompts, which are never used as demonstrations or training prompts.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib.rollout import generate
+from course_lib.runtime import autocast
+from course_lib.task import AdditionTask
+
+
+@torch.no_grad()
+def evaluate(model, task: AdditionTask, *, batch_size: int = 512, max_completion_length: int | None = None) -> dict:
+    """Greedy decoding on the held-out prompts.
+
+    Returns strict exact match (``accuracy``), the loose checker's score (``loose_accuracy``)
+    and strict accuracy split by whether the ones column carries (``accuracy_carry`` /
+    ``accuracy_no_carry``; ``None`` when the held-out set has no such prompt) — the split that
+    shows the flawed teacher's mark.
+    """
+    device = next(model.parameters()).device
+    length = max_completion_length or task.answer_length
+    pairs = task.heldout_pairs
+    if not pairs:
+        raise ValueError("the task has no held-out prompts (task.n_heldout must be >= 1)")
+    strict, loose = [], []
+    for i in range(0, len(pairs), batch_size):
+        chunk = pairs[i : i + batch_size]
+        with autocast(device):
+            roll = generate(model, task.encode_prompts(chunk, device), task.tokenizer, max_completion_length=length, greedy=True)
+        comps = roll.completions.tolist()
+        strict += [task.strict_reward(p, c) for p, c in zip(chunk, comps)]
+        loose += [task.loose_reward(p, c) for p, c in zip(chunk, comps)]
+    carry = [task.ones_carry(a, b) for a, b in pairs]
+
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else None
+
+    return {
+        "accuracy": mean(strict),
+        "loose_accuracy": mean(loose),
+        "accuracy_carry": mean([s for s, c in zip(strict, carry) if c]),
+        "accuracy_no_carry": mean([s for s, c in zip(strict, carry) if not c]),
+    }
+
+
+def sample_completions(model, task: AdditionTask, pairs, *, n: int = 1, max_completion_length: int = 6) -> list[str]:
+    """Readable samples ``'123+045=168'`` (``…`` marks a truncated completion)."""
+    device = next(model.parameters()).device
+    with autocast(device):
+        roll = generate(model, task.encode_prompts(pairs, device), task.tokenizer, max_completion_length=max_completion_length, num_generations=n)
+    out = []
+    for i, comp in enumerate(roll.completions.tolist()):
+        a, b = pairs[i // n]
+        text, ended = task.completion_text(comp)
+        out.append(f"{task.prompt_text(a, b)}{text}{'' if ended else '…'}")
+    return out

@@ -1,0 +1,120 @@
+"""The post-training passport (§17): what a run did, in words a reader can check.
+
+Every run (SFT, DPO, GRPO) writes one: the four groups of §17 (data and policy, reward
+contract, optimisation, systems) and, for GRPO, the six choices §12 says a serious
+implementation must document. ``format_passport`` prints it.
+
+Simplification: the passport is derived from the run's config (and the measured time split),
+not from the code path taken; the tests check that the options it names are the ones run.
+"""
+
+from __future__ import annotations
+
+from course_lib.configs import RunConfig
+from course_lib.runtime import DEFAULT_THREADS
+
+CHECKERS = {
+    "strict": "deterministic rule: exact answer digits followed by <eos> (course_lib.task.strict_reward)",
+    "loose": "deterministic rule, deliberately loose: answer digits in order anywhere in the output (loose_reward)",
+}
+
+
+def reward_source(spec: str) -> str:
+    if spec in CHECKERS:
+        return CHECKERS[spec]
+    return f"learned reward model loaded from {spec[3:]} (course_lib.reward_model)"
+
+
+def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threads: int | None = DEFAULT_THREADS,
+             device: str = "cpu", reference: bool | None = None) -> dict:
+    """What this run did, in the four groups of §17 plus the six choices of §12.
+
+    ``reference``: whether a GRPO run kept a frozen reference (default: when β > 0; the
+    pipeline always keeps one to log the KL).
+    """
+    g, d = cfg.grpo, cfg.dpo
+    demos = (
+        f"{cfg.task.n_demos} demonstrations of {cfg.task.digits}-digit addition, "
+        f"{cfg.task.teacher_error_rate:.0%} from a teacher that drops the ones-column carry"
+    )
+    out = {"kind": kind, "config": cfg.name}
+    if kind == "sft":
+        out.update(
+            data_and_policy={"examples": demos, "generated_by": "fixed teacher (offline)", "reuse": "sampled with replacement every step",
+                             "overlap": "held-out prompts excluded from the demonstrations"},
+            reward_contract={"source": "none (imitation of demonstrations)", "granularity": "per token (NLL)"},
+            optimisation={"algorithm": "supervised, offline", "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean"},
+        )
+    elif kind == "dpo":
+        loss = {"sigmoid": "DPO", "ipo": "IPO", "simpo": "SimPO"}[d.loss_type]
+        out.update(
+            data_and_policy={"examples": f"preference pairs from {d.pair_prompts} prompts × {d.samples_per_prompt} samples",
+                             "generated_by": "the SFT checkpoint, once, before training (offline)",
+                             "reuse": "pairs reused for every step", "overlap": "held-out prompts excluded"},
+            reward_contract={"source": CHECKERS["strict"] + ", used only to label chosen vs rejected",
+                             "granularity": "once per completion", "truncation": "a truncated sample is a rejected answer"},
+            optimisation={"algorithm": f"offline {loss}, beta={d.beta}" + (f", + rpo_alpha={d.rpo_alpha} × NLL(chosen)" if d.rpo_alpha else ""),
+                          "roles": ["policy", "reference (log-probs cached once)"] if d.loss_type != "simpo" else ["policy"],
+                          "kl": "implicit, through beta and the reference ratio", "averaging_unit": "mean over pairs"},
+        )
+    else:
+        zv = {"keep": "kept with zero advantage", "drop": "dropped from the batch",
+              "resample": f"dropped and refilled with fresh prompts (DAPO dynamic sampling, ≤{g.max_resample_rounds} extra rounds)"}[g.zero_variance]
+        adv = {"grpo": "GRPO (r − mean)/std, population std", "rloo": "RLOO leave-one-out", "dr_grpo": "Dr. GRPO r − mean, no std"}[g.advantage]
+        reference = g.beta > 0 if reference is None else reference or g.beta > 0
+        if g.beta > 0 and g.kl_placement == "loss":
+            kl = f"in the loss, per token (differentiated), beta={g.beta}, estimator {g.kl_estimator}"
+        elif g.beta > 0:
+            kl = (f"in the reward, per sequence (sum over tokens, folded in before the baseline), beta={g.beta}, "
+                  f"estimator {g.kl_estimator}")
+        else:
+            kl = "none in the objective (beta=0)"
+        kl += "; KL to the reference logged every step (k3, per token)" if reference else "; no reference model kept"
+        trunc = "truncated completions masked out of the loss" if g.mask_truncated else "truncated completions get the checker's reward (strict: 0)"
+        roles = ["policy", "old policy (frozen log-probs)" if g.num_iterations > 1 else "old policy = current (mu=1)"]
+        if reference:
+            roles.append("reference (frozen SFT copy)" + ("" if g.beta > 0 else ", only to measure the KL"))
+        out.update(
+            data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} completions per step",
+                             "generated_by": f"the current actor, temperature {g.temperature}", "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
+                             "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
+            reward_contract={"source": reward_source(g.reward), "granularity": "once per completion (binary)", "truncation": trunc,
+                             "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 08"},
+            optimisation={"algorithm": "on-policy", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
+                          "kl_estimator": g.kl_estimator, "beta": g.beta, "averaging_unit": g.unit,
+                          "clip": f"epsilon={g.epsilon}, epsilon_high={g.epsilon_high}", "zero_variance_groups": zv},
+        )
+    split = time_split or {}
+    out["systems"] = {
+        "placement": "colocated: one process, generation and training share the weights",
+        "loop": "synchronous (generate, then update)",
+        "staleness": "none beyond the inner epochs on one rollout" if kind == "grpo" else "offline data (not applicable)",
+        "device": device,
+        "cpu_threads": threads if threads is not None else "torch's default",
+        "time_split": split or "not measured yet",
+    }
+    if kind == "grpo":
+        out["six_choices"] = {
+            "reward_definition": reward_source(g.reward),
+            "zero_variance_groups": zv,
+            "averaging_unit": g.unit,
+            "kl_placement_and_coefficient": kl,
+            "rollout_freshness": f"fresh every step; mu={g.num_iterations}",
+            "prompt_difficulty_and_length": f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); max_completion_length={g.max_completion_length}",
+        }
+    return out
+
+
+def format_passport(p: dict) -> str:
+    lines = [f"post-training passport — {p['kind']} ({p['config']} config)"]
+    for section, content in p.items():
+        if not isinstance(content, dict):
+            continue
+        lines.append(f"  {section.replace('_', ' ')}:")
+        for k, v in content.items():
+            if isinstance(v, dict):
+                v = ", ".join(f"{a}={b:.3g}" if isinstance(b, float) else f"{a}={b}" for a, b in v.items())
+            elif isinstance(v, list):
+                v = ", ".join(v)
+            lines.append(f"    {k.replace('_', ' ')}: {v}")
+    return "\n".join(lines)

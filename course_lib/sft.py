@@ -1,0 +1,123 @@
+"""Supervised fine-tuning of the tiny GPT: the one SFT loop (the reference policy, §6).
+
+Every SFT in the course runs through ``train_sft``: ``python -m course_lib train sft``, the SFT
+stage before DPO and GRPO, the notebooks, the "same wall-clock on more SFT" control and the
+"NLL only" control (``demos=``: other demonstrations, e.g. checker-approved samples). So
+``train sft --seed 0`` and the SFT inside ``train grpo --seed 0`` are the same model.
+
+Simplifications, said out loud: batches are drawn with replacement from a small fixed set of
+demonstrations (``TaskConfig.n_demos``) by a dedicated ``torch.Generator``; AdamW with a constant
+learning rate and gradient clipping; the loss is the token-mean negative log-likelihood of the
+completion tokens (``policy_loss.aggregate`` with ``unit="token_mean"``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from course_lib.configs import SFTConfig
+from course_lib.evaluation import evaluate
+from course_lib.model import completion_logprobs
+from course_lib.policy_loss import aggregate
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    Interrupted,
+    MetricsLog,
+    autocast,
+    clip_gradients,
+    make_optimizer,
+    progress,
+    set_threads,
+    stop_requested,
+)
+from course_lib.task import AdditionTask
+
+
+def sft_loss(model, ids, attn, cmask, *, prompt_length: int = 1, validate: bool = True) -> torch.Tensor:
+    """Token-mean negative log-likelihood of the completion tokens.
+
+    ``prompt_length``: completion tokens start at or after this position, so the language-model
+    head runs only from there (1 scores every position). ``validate=False``: no input checks.
+    """
+    logps, mask = completion_logprobs(model, ids, attn, cmask, start=prompt_length, validate=validate)
+    return aggregate(-logps, mask, unit="token_mean", validate=validate)
+
+
+def train_sft(
+    model,
+    task: AdditionTask,
+    cfg: SFTConfig,
+    *,
+    seed: int = 0,
+    generator: torch.Generator | None = None,
+    steps: int | None = None,
+    time_budget: float | None = None,
+    max_grad_norm: float = 1.0,
+    log: MetricsLog | None = None,
+    state: dict | None = None,
+    checkpoint=None,
+    checkpoint_every: int = 10,
+    show_progress: bool = True,
+    eval_at_end: bool = True,
+    demos: tuple | None = None,
+    threads: int | None = DEFAULT_THREADS,
+) -> dict:
+    """Supervised fine-tuning on the task's (scarce, partly flawed) demonstrations.
+
+    Runs until ``steps`` optimizer steps in total (default ``cfg.steps``), or until
+    ``time_budget`` seconds have passed when given (the "same wall-clock on more SFT" control).
+    Batches come from ``generator`` (default: a fresh one seeded with ``seed``). ``demos``
+    replaces the demonstrations with other ``(input_ids, attention_mask, completion_mask)``.
+    ``state`` (``optimizer``, ``step``, ``seconds`` from a checkpoint) resumes; the caller
+    restores the generator. ``checkpoint(step, optimizer, seconds)`` is called every
+    ``checkpoint_every`` steps, at the end, and before stopping on a requested stop (Ctrl-C).
+    Returns ``{"steps", "seconds"}`` (training seconds, evaluations excluded) plus
+    ``evaluate``'s accuracies when ``eval_at_end``.
+    """
+    set_threads(threads)
+    device = next(model.parameters()).device
+    ids, attn, cmask = (t.to(device) for t in demos) if demos is not None else task.demonstrations(device)
+    gen = generator if generator is not None else torch.Generator().manual_seed(seed)
+    opt = make_optimizer(model, cfg.learning_rate)
+    log = log if log is not None else MetricsLog()
+    step, seconds = 0, 0.0
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        step, seconds = state["step"], state["seconds"]
+    total = cfg.steps if steps is None else steps
+    first = step  # the first step checks its inputs; the hot loop then skips the checks
+    model.train()
+    start = time.perf_counter()
+    bar = progress(total if time_budget is None else 0, "sft", show_progress, initial=step)
+    while (time_budget is None and step < total) or (time_budget is not None and time.perf_counter() - start < time_budget):
+        t0 = time.perf_counter()
+        idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen).to(device)
+        with autocast(device):
+            loss = sft_loss(model, ids[idx], attn[idx], cmask[idx], prompt_length=task.prompt_length,
+                            validate=step == first)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        clip_gradients(model, max_grad_norm)
+        opt.step()
+        step += 1
+        row = {"step": step, "loss": loss.item(), "update_seconds": time.perf_counter() - t0}
+        seconds += row["update_seconds"]
+        if time_budget is None and (step % cfg.eval_every == 0 or step == total):
+            row.update(evaluate(model, task))
+            bar.set_postfix(acc=f"{row['accuracy']:.2f}")
+            model.train()
+        log.append(row)
+        bar.update(1)
+        if checkpoint is not None and (step % checkpoint_every == 0 or step == total or stop_requested()):
+            checkpoint(step, opt, seconds)
+        if stop_requested():
+            bar.close()
+            raise Interrupted("sft", step)
+    bar.close()
+    result = {"steps": step, "seconds": seconds}
+    if eval_at_end:
+        result.update(evaluate(model, task))
+    model.eval()
+    return result
