@@ -151,3 +151,21 @@ def test_adamw_cancels_a_constant_factor_but_not_per_group_std():
         (-(fn(rewards).flatten() * torch.nn.functional.logsigmoid(features @ theta)).mean()).backward()
         sgd[name] = theta.grad.clone()
     assert torch.allclose(sgd["rloo"], 8 / 7 * sgd["dr_grpo"], rtol=1e-5)
+
+
+def test_cli_rft_control_end_to_end(tmp_path):
+    import json
+
+    from course_lib.__main__ import main
+    from course_lib.pipeline import run
+
+    out = tmp_path / "grpo"
+    code = main(["train", "grpo", "--config", "test", "--out", str(out), "--steps", "2", "--control", "rft",
+                 "--no-progress"])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["control"] == "rft" and 0 <= summary["control_accuracy"] <= 1
+    with pytest.raises(ValueError, match="GRPO's control"):
+        run("dpo", get_config("test"), tmp_path / "dpo", steps=1, control="rft", show_progress=False, verbose=False)
+    with pytest.raises(ValueError, match="control must be one of"):
+        run("grpo", get_config("test"), tmp_path / "x", steps=1, control="more", show_progress=False, verbose=False)
