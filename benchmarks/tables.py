@@ -34,6 +34,17 @@ def load(name: str, results: Path = RESULTS) -> dict:
     return json.loads(path.read_text())
 
 
+def save(name: str, command: list[str], runs: list[dict], results: Path = RESULTS, **meta) -> Path:
+    """Write ``results/<name>.json``: the runs, the command line and the git commit they ran at."""
+    from tinygpt_grpo_family import commit  # one provenance helper
+
+    path = results / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"benchmark": name, "command": " ".join(command), "commit": commit(), **meta,
+                                "seeds": sorted({r["seed"] for r in runs}), "runs": runs}, indent=1) + "\n")
+    return path
+
+
 def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -141,7 +152,39 @@ def reward_hacking(results: Path = RESULTS) -> str:
             f"{data['rl_steps']} GRPO steps from {data['sft_steps']} SFT steps, {data['n_heldout']} held-out prompts.\n")
 
 
-RENDERERS = {"grpo_family": grpo_family, "reward_hacking": reward_hacking}
+def _per_seed_table(data: dict, columns: list[tuple[str, str, callable]]) -> str:
+    """One row per variant: the median of each column over seeds, per-seed values in brackets."""
+    head = "| run | " + " | ".join(c[0] for c in columns) + " |"
+    lines = [head, "|" + "---|" * (len(columns) + 1)]
+    for variant in dict.fromkeys(r["variant"] for r in data["runs"]):
+        rows = sorted((r for r in data["runs"] if r["variant"] == variant), key=lambda r: r["seed"])
+        cells = []
+        for _, key, fmt in columns:
+            vals = [r[key] for r in rows if r.get(key) is not None]
+            cells.append(f"{fmt(statistics.median(vals))} ({' / '.join(fmt(v) for v in vals)})" if vals else "—")
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + f"\n\nmedian (per seed {', '.join(map(str, data['seeds']))}); `{data['command']}` at commit {data['commit']}.\n"
+
+
+def dpo(results: Path = RESULTS) -> str:
+    return _per_seed_table(load("dpo", results), [("SFT start", "sft_accuracy", pct), ("final", "final_accuracy", pct),
+                                                  ("seconds (pairs + updates)", "rl_seconds", lambda x: f"{x:.0f}")])
+
+
+def grpo(results: Path = RESULTS) -> str:
+    return _per_seed_table(load("grpo", results), [
+        ("SFT start", "sft_accuracy", pct), ("GRPO", "final_accuracy", pct),
+        ("same wall-clock on more SFT", "control_accuracy", pct), ("RL seconds", "rl_seconds", lambda x: f"{x:.0f}"),
+        ("generation share of a step", "generation_fraction", lambda x: f"{100 * x:.0f}%")])
+
+
+def rollout(results: Path = RESULTS) -> str:
+    return _per_seed_table(load("rollout", results), [
+        ("cached, s", "cached_seconds", lambda x: f"{x:.3f}"), ("uncached, s", "uncached_seconds", lambda x: f"{x:.3f}"),
+        ("speed-up", "speedup", lambda x: f"{x:.1f}×"), ("cached tokens/s", "cached_tokens_per_second", lambda x: f"{x:,.0f}")])
+
+
+RENDERERS = {"grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout}
 
 
 def render(text: str, results: Path = RESULTS) -> str:
