@@ -1,5 +1,6 @@
 """Notebook 08's experiment over seeds: the same GRPO against a loose and a strict checker.
 
+The notebook's experiment exactly (``course_lib.hacking.experiment_config``), at more seeds.
 For each seed: a weak SFT start (``course_lib.hacking.SFT_STEPS``), then two GRPO runs that
 differ only in the checker. Records held-out strict and loose accuracy, completion length,
 truncation and entropy over steps, and the first step at which each of
@@ -40,11 +41,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--fast", action="store_true", help="the notebook's COURSE_FAST=1 held-out set")
     parser.add_argument("--out", default=str(RESULTS / "reward_hacking.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    cfg = experiment_config(fast=args.fast)
+    cfg = experiment_config()
     task = AdditionTask(cfg.task)
     L = cfg.grpo.max_completion_length
     runs = []

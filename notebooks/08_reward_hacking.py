@@ -65,14 +65,13 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. explain why tightening the checker is the fix, and what a held-out test with a better checker
 #    is for.
 #
-# Budget: under a minute on a laptop CPU. `COURSE_FAST=1` (CI) runs the same experiment with 200
-# held-out prompts instead of 500; every sentence below that quotes a number is computed from the
-# run you see. `make bench` repeats it over three seeds (section 5).
+# Budget: about a minute on a laptop CPU, and the same under `COURSE_FAST=1` (CI): the experiment is
+# already small. Every sentence below that quotes a number is computed from the run you see.
+# `make bench` repeats it over three seeds (section 5) — and not every seed is hacked.
 
 # %%
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -87,8 +86,7 @@ from course_lib.runtime import MetricsLog
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
 
-FAST = os.environ.get("COURSE_FAST") == "1"
-cfg = experiment_config(fast=FAST)
+cfg = experiment_config()  # the same with COURSE_FAST=1: this experiment is already small
 SEED = 0
 L = cfg.grpo.max_completion_length
 _ = torch.manual_seed(SEED)
@@ -243,8 +241,10 @@ print(f"\nyour prediction: {my_prediction}")
 #
 # ## 5. Three seeds (`make bench`)
 #
-# One seed is one draw. `benchmarks/tinygpt_reward_hacking.py` runs this experiment at seeds 0, 1, 2
-# (with 500 held-out prompts) and stores every curve in `benchmarks/results/reward_hacking.json`.
+# One seed is one draw. `benchmarks/tinygpt_reward_hacking.py` runs this very experiment at seeds
+# 0, 1, 2 and stores every curve in `benchmarks/results/reward_hacking.json`. Look at the start
+# column: a 300-step SFT start varies a lot between seeds, and where it is stronger the honest route
+# is nearer and the exploit may not take hold within 40 steps.
 # The cell reads that file when the repository is at hand (not on Colab, where only `course_lib` is
 # installed).
 
