@@ -25,7 +25,7 @@ from datetime import datetime
 import jupytext
 import nbformat
 import pytest
-from conftest import ROOT, report_line
+from conftest import ROOT, keep_executed, report_line
 from nbclient import NotebookClient
 from traitlets.config import Config
 
@@ -288,6 +288,7 @@ def _execute(name: str):
         resources={"metadata": {"path": str(NOTEBOOKS)}},
         config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/k"}}),
     )
+    keep_executed(client, name)  # for the site test
     start, started = time.perf_counter(), datetime.now().astimezone()
     client.execute()  # a fresh kernel: restart and run all; raises CellExecutionError on any error
     TIMINGS[name] = time.perf_counter() - start
