@@ -1,7 +1,8 @@
-# Learning from Feedback — two commands set everything up on a fresh machine:
+# Learning from Feedback — two commands set everything up on a fresh machine (Python 3.11+):
 #   make lab    JupyterLab on the course (creates .venv on first use)
-#   make test   the whole test suite (creates .venv on first use)
-# Instructor targets: make assignment | autograde | feedback | grades (see README).
+#   make test   the whole test suite (creates .venv on first use); its grading-sandbox tests need
+#               bubblewrap (apt-get install bubblewrap) and fail, not skip, without it
+# Instructor targets: make assignment | autograde [STUDENT=id] | formgrader | feedback | grades (see README).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -12,7 +13,7 @@ STAMP  := $(VENV)/.installed
 TORCH_PIN ?= torch==2.13.0
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: venv lab test lint sync bench assignment autograde feedback grades clean
+.PHONY: venv lab test lint sync bench site assignment autograde formgrader feedback grades clean
 
 venv: $(STAMP)
 
@@ -20,12 +21,14 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,trl]" "$(TORCH_PIN)"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 	touch $(STAMP)
 
+# Students' JupyterLab: nbgrader's Validate button, none of its instructor tools (instructor/lab_config).
 lab: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/00_start_here.ipynb
+	JUPYTER_CONFIG_DIR="$(CURDIR)/instructor/lab_config/student" PATH="$(CURDIR)/$(BIN):$$PATH" \
+	  $(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/00_start_here.ipynb
 
 test: $(STAMP)
 	$(BIN)/ruff check .
@@ -40,8 +43,14 @@ sync: $(STAMP)
 	$(PY) -m course_lib.colab notebooks/*.py
 	$(BIN)/jupytext --sync notebooks/*.py
 
+# The rendered course: every notebook executed (COURSE_FAST=1) and converted to HTML in _site/.
+site: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m tools.build_site --fast --out _site
+
+# Every benchmark writes benchmarks/results/<name>.json; tables.py renders the README's tables from them.
 bench: $(STAMP)
-	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+	for b in benchmarks/tinygpt_*.py; do $(PY) $$b || exit 1; done
+	$(PY) benchmarks/tables.py
 
 # Instructor workflow for the graded assignment (README, "For instructors"). nbgrader shells out
 # to `alembic`, so the environment's bin/ goes first on PATH.
@@ -51,8 +60,15 @@ NBG_PATH := PATH="$(CURDIR)/$(BIN):$$PATH"
 assignment: $(STAMP)
 	$(NBG_PATH) $(BIN)/nbgrader generate_assignment $(ASSIGNMENT) --force
 
+# New and changed submissions (STUDENT=id: that one; REGRADE=1: everyone), sandboxed (bubblewrap).
 autograde: $(STAMP)
-	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT)
+	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT) \
+	  $(if $(STUDENT),--student $(STUDENT),) $(if $(REGRADE),--all,)
+
+# Hand grading: JupyterLab with nbgrader's formgrader (Nbgrader → Formgrader), as root or a user.
+formgrader: $(STAMP)
+	JUPYTER_CONFIG_DIR="$(CURDIR)/instructor/lab_config/formgrader" $(NBG_PATH) \
+	  $(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) --ServerApp.default_url=/formgrader
 
 feedback: $(STAMP)
 	$(NBG_PATH) $(BIN)/nbgrader generate_feedback $(ASSIGNMENT) --force
@@ -61,4 +77,4 @@ grades: $(STAMP)
 	$(NBG_PATH) $(PY) -m instructor.export_grades --assignment $(ASSIGNMENT) --out grades.csv
 
 clean:
-	rm -rf .pytest_cache .ruff_cache .hypothesis runs test-artifacts
+	rm -rf .pytest_cache .ruff_cache .hypothesis runs test-artifacts _site

@@ -1,14 +1,16 @@
 """nbgrader configuration for the graded assignment ``module14`` (Q1–Q5).
 
 Layout (relative to this file, which is the course root):
-  solutions/module14/   instructor source: ### BEGIN/END SOLUTION and ### BEGIN/END HIDDEN TESTS
+  solutions/module14/   instructor source: ### BEGIN/END SOLUTION; test cells hold the visible tests
+  instructor/checks/module14.py   what grading checks (visible and hidden) in each test cell
   exercises/module14/   the student release (`make assignment`), committed
   submitted/<student>/module14/, autograded/, feedback/   instructor state, git-ignored
   gradebook.db          sqlite gradebook, git-ignored
 
-Use the Makefile targets (`make assignment | autograde | feedback | grades`); `make autograde`
-runs student code in a sandboxed kernel (instructor/sandbox_kernel.py), and a plain
-`nbgrader autograde` refuses to run without it (see the README's instructor section).
+Use the Makefile targets (`make assignment | autograde | feedback | grades | formgrader`);
+`make autograde` runs student code in a sandboxed kernel (instructor/sandbox_kernel.py), and a plain
+`nbgrader autograde` refuses to run without it. Verdicts are decided outside the kernel
+(instructor/grading.py); see the README's instructor section and instructor/README.md.
 """
 
 import os
@@ -20,7 +22,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from instructor.nbgrader_hooks import HideHiddenTests, SandboxedExecute  # noqa: E402
+from instructor.nbgrader_hooks import DecideVerdicts, FeedbackFilter, InjectProbes, SandboxedExecute  # noqa: E402
 
 c.CourseDirectory.root = ROOT
 c.CourseDirectory.course_id = "learning-from-feedback"
@@ -28,20 +30,32 @@ c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(ROOT, "gradebook.db")
 
+# This course hands out and collects notebooks without nbgrader's exchange. The formgrader still
+# checks the exchange folder when it opens; a private, git-ignored one keeps that check quiet (the
+# default /usr/local/share/nbgrader/exchange logs "Unwritable directory" as CRITICAL).
+c.Exchange.root = os.path.join(ROOT, ".exchange")
+os.makedirs(c.Exchange.root, exist_ok=True)
+
 # Seconds per cell. A correct answer runs in well under a second; a loop is interrupted here,
-# costs that student the cell (and the tests that depend on it), and grading moves on.
+# costs that student the cell (and the tests that depend on it), and grading moves on. A kernel
+# that ignores the interrupt, dies, or runs past the notebook's budget is stopped; the cells left
+# are "not run" (0 points, with that reason in the report and the feedback).
 c.Execute.timeout = 30
-c.Execute.interrupt_on_timeout = True
+c.SandboxedExecute.notebook_timeout = 300
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# A deleted test cell is not put back: it earns nothing, and the autograde report lists it.
+# `make autograde` rebuilds every submission around the source's cells before nbgrader sees it
+# (instructor/submission.py): a deleted test cell is put back, a duplicate dropped, metadata restored.
 c.OverwriteCells.add_missing_cells = False
 
-# Student code runs only through `make autograde` (sandboxed kernel); see instructor/autograde.py.
+# Student code runs only through `make autograde` (sandboxed kernel); verdicts are decided in this
+# process from plain data (instructor/grading.py), then SaveAutoGrades writes them to the gradebook.
 c.Autograde.autograde_preprocessors = [
+    InjectProbes,
     SandboxedExecute,
+    DecideVerdicts,
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
@@ -50,10 +64,12 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
-# Feedback: hidden-test source and the tracebacks that would quote it are removed.
+c.InjectProbes.source_directory = os.path.join(ROOT, "solutions")
+
+# Feedback: test cells show the visible test and the verdict (why a test scored 0); outputs of the
+# student's cells that ran after hidden inputs reached the kernel are not shown.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
-    HideHiddenTests,
+    FeedbackFilter,
 ]
-c.HideHiddenTests.source_directory = os.path.join(ROOT, "solutions")

@@ -5,6 +5,8 @@ Modules are named after the lecture's ideas:
 - ``preference``  Bradley–Terry, the reward-model loss, DPO and its direct variants (§3, §5–§8)
 - ``advantages``  group baselines: GRPO, Dr. GRPO, RLOO, zero-variance groups, baseline bias (§9, §12)
 - ``policy_loss`` the PPO/GRPO clipped surrogate, aggregation units, KL estimators (§9, §12)
+- ``kl``          the KL term exactly on a categorical policy: regularised optima, both directions,
+                  the estimators' expected gradients in the loss and in the reward (§4, §6, §12)
 - ``budgets``     persistent-state memory and rollout-vs-update time models (§10–§11)
 
 The tiny GPT's trainers: ``task`` and ``model`` (the world and the network), ``rollout``

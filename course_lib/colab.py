@@ -29,8 +29,9 @@ SOURCE_ENV = "COURSE_LIB_SOURCE"
 RUNTIME_EXTRAS = ("tqdm>=4.66", "transformers>=5.0,<6")
 
 SETUP_CELL = f'''\
-# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
-# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
 import importlib
 import importlib.util
 import os
@@ -38,11 +39,16 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("course_lib") is None:
-    source = os.environ.get("{SOURCE_ENV}", "git+{REPO_URL}.git@{BRANCH}")
+    source = os.environ.get(
+        "{SOURCE_ENV}",
+        "git+{REPO_URL}.git@{BRANCH}",
+    )
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    env = {{**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}}  # Colab runs pip as root: no warning
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {{**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    subprocess.run([*pip, {", ".join(json.dumps(r) for r in RUNTIME_EXTRAS)}], check=True, env=env)
+    extras = [{", ".join(json.dumps(r) for r in RUNTIME_EXTRAS)}]
+    subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device

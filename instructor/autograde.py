@@ -1,27 +1,32 @@
-"""`make autograde`: grade every submission under submitted/ in a sandbox, scan it, report.
+"""`make autograde`: grade the submissions under submitted/ in a sandbox, one student at a time.
 
 Steps, each visible in the report:
-1. Sandbox check. Student code runs in bubblewrap (instructor/sandbox_kernel.py): read-only
-   filesystem, the course root hidden, as `nobody` when you are root. Before grading, a probe runs
-   through the same sandbox and must fail to see the course root. Without a working sandbox this
-   refuses to run unless COURSE_ALLOW_UNSANDBOXED=1 (then submissions run with your rights).
-2. Static scan (instructor/scan.py) of every submitted notebook: tampering patterns, deleted test
-   cells, unreadable files — flagged for manual review, never silently "fixed".
-3. `nbgrader autograde ASSIGNMENT --force` once for the whole batch, kernels in the sandbox, a
-   per-cell timeout (Execute.timeout in nbgrader_config.py); a student whose notebook cannot be
-   graded is reported and the rest of the batch is still graded.
-4. No half-made scores: a student whose grading failed has any partial grades removed from the
-   gradebook, so `make grades` lists them as FAILED instead of with a misleading total.
-5. Report: autograde-report.md (for people) and autograde-report.json (for `make grades`), and
-   seconds per notebook from nbgrader's timestamped log (autograde.log).
+1. Sandbox check. Student code runs in bubblewrap (instructor/sandbox_kernel.py), which shows the
+   kernel only the Python environment and system libraries. Before grading, a probe runs through
+   the same sandbox and must see nothing but that allow-list. Without a working sandbox this refuses
+   to run unless COURSE_ALLOW_UNSANDBOXED=1 (then submissions run with your rights).
+2. Which students: new ones and those whose submission (or the assignment's checks, release or
+   solutions) changed since they were last graded; ``--student ID`` (``make autograde STUDENT=ID``)
+   grades exactly those; ``--all`` everyone.
+3. Per student: every notebook is rebuilt around the release's cells (instructor/submission.py),
+   scanned (instructor/scan.py, advice for review), and graded by its own ``nbgrader autograde
+   --student ID`` process: probes in, kernel in the sandbox, verdicts decided outside it
+   (instructor/grading.py), scores written to the gradebook by nbgrader. Whatever one submission
+   does, it affects only its own process. One progress line per student.
+4. Hand grades survive: a grade given by hand stays "graded" when the student's notebook did not
+   change since (nbgrader alone would mark it "needs grading" again); when it did change, the report
+   says so.
+5. Report: autograde-report.md (for people) and autograde-report.json (for `make grades`), with a
+   status per student (``STATUSES``) and the reasons behind every test that scored 0.
 
-Usage: python -m instructor.autograde [--assignment module14] [extra nbgrader options...]
-Exit status: 0 when every submission was graded, 1 when some could not be, 2 when it refused.
+Usage: python -m instructor.autograde [--assignment module14] [--student ID ...] [--all] [nbgrader options]
+Exit status: 0 when every submission graded now was graded, 1 when some could not be, 2 when it refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -32,52 +37,54 @@ import tempfile
 import time
 from pathlib import Path
 
-import nbformat
-
-from instructor import sandbox_kernel
+from instructor import lab_grading, sandbox_kernel
 from instructor.scan import scan_submissions
+from instructor.submission import file_hashes, stage
 
 KERNEL_NAME = "course-sandbox"
-SYSTEM_DIRS = {"/", "/usr", "/usr/local", "/opt", "/home", "/root", "/tmp", "/var"}
+STATE_FILE = ".autograde-state.json"
+
+# One set of status names: the report, grades.csv and the README use exactly these.
+STATUSES = {
+    "ok": "graded; nothing left to do",
+    "manual": "graded; written answers still to grade by hand in the formgrader (total provisional)",
+    "review": "graded, but look first: the scan flagged code, or grading met a problem (listed)",
+    "FAILED": "could not be graded at all; no score is given (the reason is listed)",
+}
 
 
-def hidden_paths(root: Path) -> list[str]:
-    """Paths the sandbox hides: the course root and the project that holds the virtualenv."""
-    paths = [str(root.resolve())]
-    if sys.prefix != sys.base_prefix:
-        project = os.path.dirname(os.path.realpath(sys.prefix))
-        if project not in SYSTEM_DIRS:
-            paths.append(project)
-    return paths
+def status_of(failed: bool, flags: list, problems: list, needs_manual: bool) -> str:
+    if failed:
+        return "FAILED"
+    if flags or problems:
+        return "review"
+    return "manual" if needs_manual else "ok"
 
 
-def nbgrader_env(root: Path, sandbox_tmp: str | None, kernel_dir: str | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    if kernel_dir:
-        env["JUPYTER_PATH"] = os.pathsep.join([kernel_dir, env.get("JUPYTER_PATH", "")]).rstrip(os.pathsep)
-        env["COURSE_SANDBOX_KERNEL"] = KERNEL_NAME
-        env["COURSE_SANDBOX_HIDE"] = os.pathsep.join(hidden_paths(root))
-        env["COURSE_SANDBOX_TMP"] = sandbox_tmp or ""
-    return env
+# ------------------------------------------------------------------------------ sandbox
 
 
 def probe_sandbox(root: Path, sandbox_tmp: str) -> tuple[bool, str]:
-    """Run a tiny program through the sandbox: it must start Python and must not see the course."""
+    """Run Python through the sandbox: it must start, and see only the allow-list."""
     try:
         workdir = sandbox_kernel.make_workdir(sandbox_tmp)
-        probe = ("import os, sys; import ipykernel; "
-                 f"print('VISIBLE' if os.path.exists({str(root / 'nbgrader_config.py')!r}) else 'HIDDEN')")
-        cmd = sandbox_kernel.bwrap_command(workdir, hidden_paths(root), [sys.executable, "-c", probe])
-        out = subprocess.run(cmd, env=sandbox_kernel.sandbox_env(), capture_output=True,
-                             text=True, timeout=60)
+        allowed = sorted({Path(p).parts[1] for p in sandbox_kernel.allowed_paths()} | {"dev", "proc", "tmp"})
+        probe = ("import os, json, ipykernel; "
+                 f"print(json.dumps([os.path.exists({str(root / 'nbgrader_config.py')!r}), sorted(os.listdir('/'))]))")
+        cmd = sandbox_kernel.bwrap_command(workdir, [sys.executable, "-c", probe])
+        out = subprocess.run(cmd, env=sandbox_kernel.sandbox_env(), capture_output=True, text=True, timeout=120)
     except (RuntimeError, OSError, KeyError, subprocess.SubprocessError) as err:
         return False, str(err)
     if out.returncode != 0:
         return False, (out.stderr or out.stdout).strip()[-500:]
-    if "HIDDEN" not in out.stdout:
-        return False, "the probe could still see the course root"
-    return True, "bubblewrap, " + ("as nobody (you are root)" if os.geteuid() == 0 else "in a user namespace")
+    try:
+        sees_course, top = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return False, f"the probe printed no result: {out.stdout[-200:]}"
+    if sees_course or not set(top) <= set(allowed):
+        return False, f"the sandbox shows more than the allow-list: {top}"
+    who = "as nobody (you are root)" if os.geteuid() == 0 else "in a user namespace"
+    return True, f"bubblewrap {who}; the kernel sees only /{', /'.join(top)}"
 
 
 def write_kernelspec() -> str:
@@ -94,13 +101,26 @@ def write_kernelspec() -> str:
     return kernel_dir
 
 
+def nbgrader_env(sandbox_tmp: str | None, kernel_dir: str | None, verdicts: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    env["COURSE_VERDICT_DIR"] = verdicts
+    if kernel_dir:
+        env["JUPYTER_PATH"] = os.pathsep.join([kernel_dir, env.get("JUPYTER_PATH", "")]).rstrip(os.pathsep)
+        env["COURSE_SANDBOX_KERNEL"] = KERNEL_NAME
+        env["COURSE_SANDBOX_TMP"] = sandbox_tmp or ""
+    return env
+
+
+# ------------------------------------------------------------------------------ gradebook
+
+
 def ensure_in_gradebook(root: Path, assignment: str, env: dict[str, str]) -> None:
-    """The gradebook must know the assignment's test cells; rebuild it if gradebook.db is new."""
+    """The gradebook must know the assignment's cells; rebuild it if gradebook.db is new."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    db = f"sqlite:///{root / 'gradebook.db'}"
     try:
-        with Gradebook(db) as gb:
+        with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
             if gb.find_assignment(assignment).notebooks:
                 return
     except MissingEntry:
@@ -111,12 +131,102 @@ def ensure_in_gradebook(root: Path, assignment: str, env: dict[str, str]) -> Non
                        cwd=root, env=env, check=True, capture_output=True)
 
 
+def in_gradebook(root: Path, assignment: str) -> set[str]:
+    """Students with a submission of ``assignment`` in the gradebook (a deleted gradebook regrades all)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        return {sub.student.id for sub in gb.assignment_submissions(assignment)}
+
+
+def hand_grades(root: Path, assignment: str, student: str) -> dict[tuple[str, str], bool]:
+    """{(notebook, grade_id): needs_manual_grade} of every grade given by hand."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return {}
+        return {(nb.name, g.name): bool(g.needs_manual_grade) for nb in sub.notebooks for g in nb.grades
+                if g.manual_score is not None}
+
+
+def keep_hand_grades(root: Path, assignment: str, student: str, before: dict, unchanged: set[str]) -> list[str]:
+    """Undo nbgrader's "needs grading" on hand grades whose notebook did not change; report the rest."""
+    from nbgrader.api import Gradebook
+
+    notes = []
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for (notebook, grade_id), needed in before.items():
+            grade = gb.find_grade(grade_id, notebook, assignment, student)
+            if f"{notebook}.ipynb" in unchanged:
+                grade.needs_manual_grade = needed
+            else:
+                notes.append(f"{notebook} [{grade_id}]: hand grade kept, but the notebook changed since: regrade it")
+        gb.db.commit()
+    return notes
+
+
+def show_flags_in_formgrader(root: Path, assignment: str, student: str, flags: list) -> None:
+    """Put each scan flag in the comment box of the answer cell it concerns (or the notebook's first
+    one), where the formgrader shows it to whoever grades by hand."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    by_notebook: dict[str, list] = {}
+    for flag in flags:
+        by_notebook.setdefault(Path(flag.notebook).stem, []).append(flag)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for notebook, items in by_notebook.items():
+            try:
+                comments = gb.find_submission_notebook(notebook, assignment, student).comments
+            except MissingEntry:
+                continue
+            if not comments:
+                continue
+            named = {c.name: c for c in comments}
+            for flag in items:
+                target = named.get(flag.cell, comments[0])
+                note = f"Review flag (advice, not a grade): {flag}"
+                target.auto_comment = f"{target.auto_comment}\n{note}" if target.auto_comment else note
+        gb.db.commit()
+
+
+def zero_submission(root: Path, assignment: str, student: str) -> None:
+    """A student with no gradable notebook at all: a submission of zeros (nbgrader needs one notebook)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        sub = gb.update_or_create_submission(assignment, student)
+        for nb in sub.notebooks:
+            for grade in nb.grades:
+                grade.auto_score = 0
+                grade.needs_manual_grade = False
+        gb.db.commit()
+
+
+def scores(root: Path, assignment: str, student: str) -> dict:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        sub = gb.find_submission(assignment, student)
+        return {
+            "code_score": sub.code_score, "max_code_score": sub.max_code_score,
+            "score": sub.score, "max_score": sub.max_score, "needs_manual_grade": bool(sub.needs_manual_grade),
+            "notebooks": {nb.name: {"code_score": nb.code_score, "max_code_score": nb.max_code_score,
+                                    "score": nb.score, "max_score": nb.max_score} for nb in sub.notebooks},
+        }
+
+
+# ------------------------------------------------------------------------------ log and state
+
+
 _LINE = re.compile(r"^(\d+\.\d+) (\w+) (.*)$")
 _EXCEPTION = re.compile(r"^\s*[\w.]*(Error|Exception|Interrupt|Exit)(: .*)?$")
 
 
-def parse_log(text: str, students: list[str]) -> tuple[dict[str, float], dict[str, str]]:
-    """Seconds per submitted notebook ("student/notebook") and the last error line per student."""
+def parse_log(text: str) -> tuple[dict[str, float], str | None]:
+    """Seconds per notebook (file name) and the last exception line of one nbgrader run."""
     events: list[tuple[float, str, str]] = []
     for line in text.splitlines():
         match = _LINE.match(line)
@@ -126,90 +236,122 @@ def parse_log(text: str, students: list[str]) -> tuple[dict[str, float], dict[st
             stamp, level, message = events[-1]
             events[-1] = (stamp, level, message + "\n" + line)
     seconds: dict[str, float] = {}
-    errors: dict[str, str] = {}
-    current, started, student = None, 0.0, None
+    error = None
+    current, started = None, 0.0
     for stamp, level, message in events:
-        who = re.search(r"student with ID '([^']+)'", message)
-        if who:
-            student = who.group(1)
-        if message.startswith("Sanitizing ") or who or "There was an error processing" in message:
+        if message.startswith("Sanitizing ") or "There was an error processing" in message:
             if current:
                 seconds[current] = round(stamp - started, 2)
                 current = None
         if message.startswith("Sanitizing "):
-            path = Path(message.split(" ", 1)[1])
-            current, started = f"{path.parent.parent.name}/{path.name}", stamp
-        if level in ("ERROR", "CRITICAL") and student:
+            current, started = Path(message.split(" ", 1)[1]).name, stamp
+        if level in ("ERROR", "CRITICAL"):
             for text_line in message.splitlines():
                 if _EXCEPTION.match(text_line):
-                    errors[student] = text_line.strip()[:300]
+                    error = text_line.strip()[:300]
     if current and events:
         seconds[current] = round(events[-1][0] - started, 2)
-    return seconds, {s: e for s, e in errors.items() if s in students}
+    return seconds, error
 
 
-def unreadable(path: Path) -> str | None:
+def code_fingerprint(root: Path, assignment: str) -> str:
+    """Changes here regrade everyone: the checks, the grader, the release and the solutions."""
+    digest = hashlib.sha256()
+    files = [root / "instructor" / "checks" / f"{assignment}.py", *sorted((root / "instructor").glob("*.py")),
+             root / "nbgrader_config.py", *sorted((root / "solutions" / assignment).glob("*.ipynb")),
+             *sorted((root / "exercises" / assignment).glob("*.ipynb"))]
+    for path in files:
+        if path.exists():
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def load_state(root: Path) -> dict:
     try:
-        nbformat.validate(nbformat.read(str(path), as_version=4))
-    except Exception as err:  # noqa: BLE001 - every way of being broken is reported
-        return f"{path.name} is not a valid notebook ({type(err).__name__}: {str(err).splitlines()[0][:200]})"
-    return None
+        return json.loads((root / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
-def timeouts(nb_path: Path) -> list[str]:
-    nb = nbformat.read(str(nb_path), as_version=4)
-    hits = []
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error" and out.get("ename") in ("CellTimeoutError", "KeyboardInterrupt"):
-                hits.append(cell.metadata.get("nbgrader", {}).get("grade_id") or "a cell")
-    return hits
+def save_state(root: Path, state: dict) -> None:
+    tmp = root / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(root / STATE_FILE)
 
 
-def collect(root: Path, assignment: str, students: list[str], graded: set[str]) -> dict[str, dict]:
-    """Scores from the gradebook; partial grades of failed students are removed first."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    out: dict[str, dict] = {}
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-        for student in students:
-            if student not in graded:
-                try:
-                    gb.remove_submission(assignment, student)
-                except MissingEntry:
-                    pass
-                out[student] = {"status": "FAILED"}
-                continue
-            sub = gb.find_submission(assignment, student)
-            out[student] = {
-                "status": "graded",
-                "code_score": sub.code_score, "max_code_score": sub.max_code_score,
-                "score": sub.score, "max_score": sub.max_score,
-                "needs_manual_grade": bool(sub.needs_manual_grade),
-                "notebooks": {nb.name: {"code_score": nb.code_score, "max_code_score": nb.max_code_score,
-                                        "score": nb.score, "max_score": nb.max_score}
-                              for nb in sub.notebooks},
-            }
-    return out
+# ------------------------------------------------------------------------------ one student
 
 
-def write_report(root: Path, assignment: str, results: dict, flags: dict, seconds: dict, sandbox: str) -> str:
-    lines = [f"# Autograde report: {assignment}", "", f"Sandbox: {sandbox}", ""]
-    lines += ["| student | status | autograded | manual grading | flags |", "|---|---|---|---|---|"]
-    for student, res in results.items():
-        auto = (f"{res['code_score']:g} / {res['max_code_score']:g}" if res["status"] == "graded" else "—")
-        manual = "pending" if res.get("needs_manual_grade") else ("—" if res["status"] != "graded" else "done")
-        lines.append(f"| {student} | {res['status']} | {auto} | {manual} | {len(flags.get(student, []))} |")
+def grade_student(root: Path, assignment: str, student: str, env: dict[str, str], extra: list[str],
+                  previous: dict, facts_flags: list, verdict_dir: Path) -> dict:
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="staged-") as staged_root:
+        staged = Path(staged_root) / student / assignment
+        hashes, problems = stage(root / "submitted" / student / assignment,
+                                 root / "exercises" / assignment, staged)
+        unchanged = {name for name, sha in hashes.items() if previous.get("hashes", {}).get(name) == sha}
+        before = hand_grades(root, assignment, student)
+        record = {"hashes": hashes, "problems": problems, "flags": [str(f) for f in facts_flags]}
+        if not any(staged.glob("*.ipynb")):
+            zero_submission(root, assignment, student)
+            failed, log, seconds = False, "", {}
+        else:
+            cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, f"--student={student}", "--force",
+                   f"--CourseDirectory.submitted_directory={staged_root}",
+                   "--log-level=INFO", "--Application.log_format=%(created).3f %(levelname)s %(message)s", *extra]
+            proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+            log = proc.stdout + proc.stderr
+            seconds, error = parse_log(log)
+            failed = proc.returncode != 0 or not (root / "autograded" / student / assignment).is_dir()
+            if failed:
+                record["problems"].append("nbgrader could not grade it: "
+                                          + (error or f"exit status {proc.returncode}; see autograde.log"))
+    record["log"] = log[-20000:]
+    record["seconds"] = seconds
+    record["verdicts"] = {}
+    for path in sorted((verdict_dir / student).glob("*.json")):
+        data = json.loads(path.read_text())
+        record["verdicts"][path.stem] = data["cells"]
+        record["problems"] += [f"{path.stem}.ipynb: {reason}" for reason in data["stopped"]]
+    if failed:
+        record["status"] = "FAILED"
+    else:
+        record["problems"] += keep_hand_grades(root, assignment, student, before, unchanged)
+        show_flags_in_formgrader(root, assignment, student, facts_flags)
+        record.update(scores(root, assignment, student))
+        record["status"] = status_of(False, record["flags"], record["problems"], record["needs_manual_grade"])
+    record["wall_seconds"] = round(time.time() - started, 2)
+    return record
+
+
+# ------------------------------------------------------------------------------ report
+
+
+def write_report(root: Path, assignment: str, students: dict, sandbox: str) -> str:
+    lines = [f"# Autograde report: {assignment}", "", f"Sandbox: {sandbox}", "",
+             "Statuses: " + "; ".join(f"`{k}` {v}" for k, v in STATUSES.items()), "",
+             "| student | status | autograded | manual grading | flags | problems |", "|---|---|---|---|---|---|"]
+    for student, res in sorted(students.items()):
+        graded = res["status"] != "FAILED"
+        auto = f"{res['code_score']:g} / {res['max_code_score']:g}" if graded else "—"
+        manual = ("pending" if res.get("needs_manual_grade") else "done") if graded else "—"
+        lines.append(f"| {student} | {res['status']} | {auto} | {manual} | {len(res['flags'])} | "
+                     f"{len(res['problems'])} |")
     lines += ["", "## Details", ""]
-    for student, res in results.items():
-        problems = res.get("problems", []) + [str(f) for f in flags.get(student, [])]
-        if res["status"] == "graded" and not problems:
+    for student, res in sorted(students.items()):
+        failed_tests = [f"{nb} [{v['grade_id']}] 0 / {v['points']:g}: " + "; ".join(v["reasons"][:3])
+                        + (f"; and {len(v['reasons']) - 3} more" if len(v["reasons"]) > 3 else "")
+                        for nb, cells in res.get("verdicts", {}).items() for v in cells if not v["passed"]]
+        if not (res["problems"] or res["flags"] or failed_tests):
             continue
         lines.append(f"### {student}: {res['status']}")
-        lines += [f"- {p}" for p in problems] or ["- (no details)"]
+        lines += [f"- problem: {p}" for p in res["problems"]]
+        lines += [f"- flag (advice): {f}" for f in res["flags"]]
+        lines += [f"- test: {t}" for t in failed_tests]
         lines.append("")
-    if seconds:
-        lines += ["## Seconds per notebook", ""] + [f"- {k}: {v:.2f}" for k, v in sorted(seconds.items())]
+    timed = sorted((f"{s}/{nb}", sec) for s, r in students.items() for nb, sec in r.get("seconds", {}).items())
+    if timed:
+        lines += ["## Seconds per notebook", ""] + [f"- {k}: {v:.2f}" for k, v in timed]
     text = "\n".join(lines) + "\n"
     (root / "autograde-report.md").write_text(text)
     return text
@@ -219,18 +361,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assignment", default="module14")
     parser.add_argument("--root", default=".", help="course root (where nbgrader_config.py is)")
+    parser.add_argument("--student", action="append", default=[], help="grade only this student (repeatable)")
+    parser.add_argument("--all", action="store_true", help="regrade every student, changed or not")
     args, extra = parser.parse_known_args(argv)
     # nbgrader shells out to `alembic` (from this environment) when it opens the gradebook
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     root = Path(args.root).resolve()
     submitted = root / "submitted"
-    students = sorted(q.parent.name for q in submitted.glob(f"*/{args.assignment}") if q.is_dir())
-    if not students:
-        print(f"No submissions: expected submitted/<student_id>/{args.assignment}/*.ipynb under {root}")
+    everyone = sorted(q.parent.name for q in submitted.glob(f"*/{args.assignment}") if q.is_dir())
+    unknown = [s for s in args.student if s not in everyone]
+    if unknown or not everyone:
+        print(f"No submissions for {unknown or 'anyone'}: expected submitted/<student_id>/{args.assignment}/*.ipynb "
+              f"under {root}", file=sys.stderr)
         return 1
 
     sandbox_tmp = tempfile.mkdtemp(prefix="course-sandbox-")
     os.chmod(sandbox_tmp, 0o711)
+    verdict_dir = Path(tempfile.mkdtemp(prefix="course-verdicts-"))
     kernel_dir = None
     try:
         ok, how = probe_sandbox(root, sandbox_tmp)
@@ -246,59 +393,63 @@ def main(argv: list[str] | None = None) -> int:
                   f"  {how}\nInstall bubblewrap (apt-get install bubblewrap), or run inside a container,\n"
                   "or set COURSE_ALLOW_UNSANDBOXED=1 to accept the risk.", file=sys.stderr)
             return 2
-        env = nbgrader_env(root, sandbox_tmp, kernel_dir)
+        env = nbgrader_env(sandbox_tmp, kernel_dir, str(verdict_dir))
         ensure_in_gradebook(root, args.assignment, env)
+        ready = lab_grading.warm(root, args.assignment)  # training checks: SFT baseline once, cached
+        if ready:
+            print(ready, flush=True)
 
-        flags = scan_submissions(root / "solutions", submitted, args.assignment)
-        expected = sorted(p.name for p in (root / "solutions" / args.assignment).glob("*.ipynb"))
-        problems = {s: [] for s in students}
-        for student in students:
-            folder = submitted / student / args.assignment
-            for nb in sorted(folder.glob("*.ipynb")):
-                if nb.name not in expected:
-                    problems[student].append(f"{nb.name} ignored: not one of the assignment's notebooks "
-                                             f"({', '.join(expected)})")
-                elif message := unreadable(nb):
-                    problems[student].append(message)
-            missing = [name for name in expected if not (folder / name).exists()]
-            if missing:
-                problems[student].append(f"not submitted (0 points): {', '.join(missing)}")
-
+        state = load_state(root)
+        book = state.setdefault(args.assignment, {"code": "", "students": {}})
+        code = code_fingerprint(root, args.assignment)
+        records = book["students"]
+        if args.student:
+            todo = args.student
+        elif args.all or book["code"] != code:
+            todo = everyone
+        else:
+            known = in_gradebook(root, args.assignment)
+            todo = [s for s in everyone if s not in records or records[s]["status"] == "FAILED" or s not in known
+                    or records[s].get("hashes") != file_hashes(submitted / s / args.assignment)]
+        flags = scan_submissions(root / "solutions", submitted, args.assignment, only=set(todo))
+        print(f"autograde {args.assignment}: {len(todo)} of {len(everyone)} students to grade "
+              f"({len(everyone) - len(todo)} unchanged since last time); sandbox: {sandbox}", flush=True)
         started = time.time()
-        cmd = [sys.executable, "-m", "nbgrader", "autograde", args.assignment, "--force",
-               "--log-level=INFO", "--Application.log_format=%(created).3f %(levelname)s %(message)s",
-               *extra]
-        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
-        (root / "autograde.log").write_text(proc.stdout + proc.stderr)
-        seconds, errors = parse_log(proc.stdout + proc.stderr, students)
-
-        graded = {s for s in students if (root / "autograded" / s / args.assignment).is_dir()}
-        results = collect(root, args.assignment, students, graded)
-        for student in students:
-            res = results[student]
-            res["problems"] = problems[student]
-            if student not in graded:
-                if not any("not a valid notebook" in p for p in res["problems"]):
-                    res["problems"].append("nbgrader could not grade it: "
-                                           + errors.get(student, "see autograde.log"))
-                res["problems"].append("no score recorded (partial grades removed); fix the cause and rerun")
-            else:
-                for nb in sorted((root / "autograded" / student / args.assignment).glob("*.ipynb")):
-                    for cell in timeouts(nb):
-                        res["problems"].append(f"{nb.name} [{cell}]: stopped by the time limit")
-            res["flags"] = [str(f) for f in flags.get(student, [])]
-        report = write_report(root, args.assignment, results, flags, seconds, sandbox)
+        log_parts = []
+        for number, student in enumerate(todo, start=1):
+            try:
+                res = grade_student(root, args.assignment, student, env, extra, records.get(student, {}),
+                                    flags.get(student, []), verdict_dir)
+            except Exception as err:  # noqa: BLE001 - one student never stops the batch
+                res = {"status": "FAILED", "problems": [f"grading stopped: {type(err).__name__}: {err}"],
+                       "flags": [str(f) for f in flags.get(student, [])], "log": "", "seconds": {},
+                       "verdicts": {}, "hashes": {}, "wall_seconds": 0.0}
+            log_parts.append(f"===== {student}\n{res.pop('log')}")
+            records[student] = res
+            save_state(root, state)
+            score = (f"{res['code_score']:g}/{res['max_code_score']:g} autograded"
+                     if res["status"] != "FAILED" else "no score")
+            print(f"[{number}/{len(todo)}] {student}: {res['status']}, {score}, {len(res['flags'])} flags, "
+                  f"{len(res['problems'])} problems ({res['wall_seconds']:.1f} s)", flush=True)
+        if not args.student:
+            book["code"] = code
+        for student in list(records):
+            if student not in everyone:
+                del records[student]
+        save_state(root, state)
+        (root / "autograde.log").write_text("\n".join(log_parts))
+        report = write_report(root, args.assignment, records, sandbox)
         (root / "autograde-report.json").write_text(json.dumps(
-            {"assignment": args.assignment, "sandbox": sandbox, "seconds": seconds, "students": results},
+            {"assignment": args.assignment, "sandbox": sandbox, "statuses": STATUSES, "students": records},
             indent=1))
         print(report)
-        print(f"autograde: {len(graded)}/{len(students)} submissions graded in {time.time() - started:.1f} s; "
-              f"report in autograde-report.md, nbgrader log in autograde.log")
-        for name, sec in sorted(seconds.items()):
-            print(f"  autograde seconds {name}: {sec:.2f}")
-        return 0 if len(graded) == len(students) else 1
+        failed = [s for s in todo if records[s]["status"] == "FAILED"]
+        print(f"autograde: {len(todo) - len(failed)}/{len(todo)} graded in {time.time() - started:.1f} s; "
+              "report in autograde-report.md, nbgrader log in autograde.log")
+        return 1 if failed else 0
     finally:
         shutil.rmtree(sandbox_tmp, ignore_errors=True)
+        shutil.rmtree(verdict_dir, ignore_errors=True)
         if kernel_dir:
             shutil.rmtree(kernel_dir, ignore_errors=True)
 

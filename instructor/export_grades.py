@@ -1,13 +1,12 @@
 """`make grades`: one CSV row per student, from the gradebook and the last autograde report.
 
 Columns: student_id, status, one score per question notebook (autograded + manual points),
-autograded, autograded_max, total, total_max, manual_pending, flags.
+autograded, autograded_max, total, total_max, manual_pending, flags, problems (counts; the
+details are in autograde-report.md).
 
-status is one of
-  ok            graded, nothing to review
-  manual        written answers still to be graded in the formgrader (total is provisional)
-  review        the static scan flagged the submission (see autograde-report.md); total provisional
-  FAILED        the submission could not be graded: no score is given (never a partial one)
+status: one of instructor.autograde.STATUSES (ok, manual, review, FAILED), the same names and
+meanings as in autograde-report.md and the README; read live from the gradebook, so a written answer
+graded in the formgrader turns ``manual`` into ``ok`` without rerunning autograde.
 
 Usage: python -m instructor.export_grades [--assignment module14] [--out grades.csv]
 """
@@ -22,8 +21,10 @@ import sys
 from pathlib import Path
 
 
-def rows(root: Path, assignment: str) -> list[dict]:
+def rows(root: Path, assignment: str) -> tuple[list[dict], list[str]]:
     from nbgrader.api import Gradebook, MissingEntry
+
+    from instructor.autograde import status_of
 
     report_path = root / "autograde-report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {"students": {}}
@@ -34,13 +35,15 @@ def rows(root: Path, assignment: str) -> list[dict]:
         ids = sorted(set(students) | {s.id for s in gb.students})
         for student in ids:
             info = students.get(student, {})
-            row = {"student_id": student, "flags": len(info.get("flags", []))}
+            row = {"student_id": student, "flags": len(info.get("flags", [])),
+                   "problems": len(info.get("problems", []))}
+            if info.get("status") == "FAILED":  # autograde ran but failed: no score, loudly
+                row["status"] = "FAILED"
+                out.append(row)
+                continue
             try:
                 sub = gb.find_submission(assignment, student)
             except MissingEntry:
-                if student in students:  # autograde ran but failed: no score, loudly
-                    row["status"] = "FAILED"
-                    out.append(row)
                 continue
             for nb in sub.notebooks:
                 row[nb.name] = f"{nb.score:g}"
@@ -49,7 +52,8 @@ def rows(root: Path, assignment: str) -> list[dict]:
                 "total": f"{sub.score:g}", "total_max": f"{sub.max_score:g}",
                 "manual_pending": "yes" if sub.needs_manual_grade else "no",
             })
-            row["status"] = "review" if row["flags"] else ("manual" if sub.needs_manual_grade else "ok")
+            row["status"] = status_of(False, info.get("flags", []), info.get("problems", []),
+                                      bool(sub.needs_manual_grade))
             out.append(row)
     return out, notebooks
 
@@ -64,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.root).resolve()
     data, notebooks = rows(root, args.assignment)
     fields = ["student_id", "status", *notebooks, "autograded", "autograded_max", "total", "total_max",
-              "manual_pending", "flags"]
+              "manual_pending", "flags", "problems"]
     out = Path(args.out) if Path(args.out).is_absolute() else root / args.out
     with out.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields, restval="")

@@ -1,38 +1,91 @@
-"""nbgrader plug-ins used by nbgrader_config.py: a sandbox-only Execute and a feedback filter.
+"""nbgrader plug-ins used by nbgrader_config.py: probes in, verdicts out, a sandbox-only Execute.
 
-- ``SandboxedExecute`` replaces nbgrader's Execute step in ``autograde``. It runs every kernel
-  under the kernelspec named in ``$COURSE_SANDBOX_KERNEL`` (set by instructor/autograde.py, i.e.
-  ``make autograde``) and refuses to run student code otherwise, so a plain ``nbgrader autograde``
-  cannot silently execute submissions with the instructor's rights. Setting
-  ``COURSE_ALLOW_UNSANDBOXED=1`` overrides this (documented risk; see the README).
-- ``HideHiddenTests`` runs last in ``generate_feedback``: it removes the hidden-test region from
-  every test cell and replaces that cell's outputs with a one-line verdict, because a traceback (or a
-  student's own ``print`` inside a function the hidden tests call) would quote the hidden inputs.
-  For the same reason, outputs of the student's own cells that ran after a hidden test are dropped.
+``nbgrader autograde`` runs, per notebook (see ``Autograde.autograde_preprocessors``):
 
-Simplification said out loud: a failure in the *visible* part of such a cell is shown as its
-exception line only (no traceback); students see full details when they run the tests themselves.
+- ``InjectProbes``: every autograded test cell's source is replaced by a probe for this grading run
+  (instructor/grading.py): expressions and inputs only, a fresh nonce, nothing to compare against.
+  The plans (checks and expected values, from the solution notebook) stay in this process.
+- ``SandboxedExecute``: nbgrader's Execute, but only in the sandbox kernel chosen by
+  ``make autograde`` (``$COURSE_SANDBOX_KERNEL``), so a plain ``nbgrader autograde`` cannot run
+  submissions with the instructor's rights (``COURSE_ALLOW_UNSANDBOXED=1`` overrides). A cell past
+  ``Execute.timeout`` is interrupted; if the kernel ignores the interrupt (a loop that swallows
+  ``KeyboardInterrupt``), dies (``os._exit``) or the notebook uses up ``notebook_timeout``, the kernel
+  is stopped and the remaining cells are marked "not run" with that reason.
+- ``DecideVerdicts``: reads each probe's record as data, decides the cell here, puts the test the
+  student saw back as the cell's source and a verdict as its only output (an error output when a
+  check failed, so nbgrader's ``SaveAutoGrades`` writes 0 for that cell into the gradebook, else the
+  cell's points). Details per cell go to ``$COURSE_VERDICT_DIR`` for ``make autograde``'s report.
+
+Training cells (``DRIVEN`` in an assignment's checks module, e.g. the lab's): right after such a
+cell's probe, ``SandboxedExecute`` lets instructor/lab_grading.py train the tiny GPT through the same
+kernel, and ``DecideVerdicts`` takes that run's verdict for the cell (its probe must pass too).
+
+``generate_feedback`` runs ``FeedbackFilter`` last: outputs of the student's own cells that ran after
+a probe are not shown (a function could have stored the hidden inputs and a later cell printed them).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
-import re
+import time
+from pathlib import Path
 
-import nbformat
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
 from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Unicode
+from traitlets import Bool, Integer, Unicode
 
-BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
-END_HIDDEN = "### END HIDDEN TESTS"
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_CELL_LINE = re.compile(r"Cell In\s*\[\d*\],\s*line (\d+)")
+from instructor import grading, lab_grading
+
+STATE = "course_grading"  # key in nbconvert's resources shared by the three preprocessors
+
+
+def is_test_cell(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def _label(cell, index: int) -> str:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
+
+
+class InjectProbes(Preprocessor):
+    """Replace each test cell by this run's probe; keep the plans here (see the module docstring)."""
+
+    enabled = Bool(True)  # nbconvert's preprocessors are off unless enabled
+    source_directory = Unicode("solutions", help="Folder of the instructor's source notebooks").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources.get("nbgrader", {})
+        assignment, notebook = info.get("assignment", ""), info.get("notebook", "")
+        solution = Path(self.source_directory) / assignment / f"{notebook}.ipynb"
+        table = grading.load_checks(assignment, grading.new_rng())
+        wanted = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)}
+        missing = sorted(wanted - set(table))
+        if missing:
+            raise ValueError(f"instructor/checks/{assignment}.py has no checks for test cell(s) {missing}")
+        plans = grading.make_plans({g: table[g] for g in wanted}, grading.reference_namespace(solution))
+        shown = {}
+        for cell in nb.cells:
+            if is_test_cell(cell):
+                grade_id = cell.metadata.nbgrader["grade_id"]
+                shown[grade_id] = cell.source
+                cell.source = plans[grade_id].probe_source()
+        resources[STATE] = {"plans": plans, "shown": shown, "not_run": {}, "decided": {},
+                            "driven": lab_grading.driven_runs(assignment)}
+        return nb, resources
 
 
 class SandboxedExecute(Execute):
-    """nbgrader's Execute, but only inside the sandbox kernel chosen by ``make autograde``."""
+    """nbgrader's Execute in the sandbox kernel, with a stop for kernels that no longer answer."""
+
+    notebook_timeout = Integer(300, help="Seconds for a whole notebook; later cells are not run").tag(config=True)
+    interrupt_grace = Integer(5, help="Seconds a kernel has to stop after an interrupt").tag(config=True)
+    interrupt_on_timeout = Bool(True)
 
     def preprocess(self, nb, resources, km=None):
         sandbox = os.environ.get("COURSE_SANDBOX_KERNEL", "")
@@ -44,93 +97,144 @@ class SandboxedExecute(Execute):
                 "(instructor/autograde.py), or set COURSE_ALLOW_UNSANDBOXED=1 to accept the risk "
                 "that a submission runs with your rights (it could read solutions/ or edit the gradebook)"
             )
+        self._stop_reason = None
+        self._deadline = time.monotonic() + self.notebook_timeout
+        self._cell_timeout = self.timeout
+        resources.setdefault(STATE, {}).setdefault("not_run", {})
         return super().preprocess(nb, resources, km=km)
 
-
-def split_hidden(source: str) -> tuple[str, str, int]:
-    """Return (source without hidden region, hidden region, 1-based line where it starts; 0 if none)."""
-    lines = source.split("\n")
-    kept, hidden, start, inside = [], [], 0, False
-    for number, line in enumerate(lines, start=1):
-        if BEGIN_HIDDEN in line:
-            inside, start = True, number
-            kept.append("# (hidden tests ran here; they are not shown)")
-        elif END_HIDDEN in line:
-            inside = False
-        elif inside:
-            hidden.append(line)
-        else:
-            kept.append(line)
-    return "\n".join(kept), "\n".join(hidden), start
-
-
-def _failing_line(traceback: list[str]) -> int:
-    for frame in traceback:
-        match = _CELL_LINE.search(_ANSI.sub("", frame))
-        if match:
-            return int(match.group(1))
-    return 0
-
-
-def verdict(outputs: list, hidden_source: str, hidden_start: int) -> list:
-    """One-line replacement for a test cell's outputs that cannot quote hidden inputs."""
-    errors = [o for o in outputs if o.get("output_type") == "error"]
-    if not errors:
-        return []
-    err = errors[-1]
-    ename, evalue = str(err.get("ename", "Error")), str(err.get("evalue", ""))
-    line = _failing_line(list(err.get("traceback", [])))
-    if 0 < line < hidden_start:  # the visible part failed: its message is the student's to see
-        text = f"{ename}: {evalue}" if evalue else ename
-    elif evalue and evalue in hidden_source:  # one of the test's own literal messages
-        text = f"{ename}: {evalue}"
-    else:
-        text = f"{ename} raised while the hidden tests ran (details withheld)"
-    return [NotebookNode(output_type="error", ename=ename, evalue=text, traceback=[text])]
-
-
-class HideHiddenTests(Preprocessor):
-    """Feedback filter: no hidden-test source, no outputs that could quote hidden inputs.
-
-    The hidden region is looked up in the instructor's source notebook (same grade_id), so it is
-    found even if the delimiters are missing from the autograded copy.
-    """
-
-    enabled = Bool(True).tag(config=True)
-    source_directory = Unicode("solutions", help="Folder of the instructor's source notebooks").tag(config=True)
-
-    def preprocess(self, nb, resources):
-        info = resources.get("nbgrader", {})
-        path = os.path.join(self.source_directory, info.get("assignment", ""), f"{info.get('notebook', '')}.ipynb")
-        self._source = {}
-        if os.path.exists(path):
-            for cell in nbformat.read(path, as_version=4).cells:
-                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-                if grade_id and BEGIN_HIDDEN in cell.source:
-                    self._source[grade_id] = split_hidden(cell.source)
-        seen_hidden = False
-        for index, cell in enumerate(nb.cells):
-            is_test = cell.metadata.get("nbgrader", {}).get("grade") and not cell.metadata["nbgrader"].get("solution")
-            if cell.cell_type == "code" and seen_hidden and not is_test and cell.outputs:
-                # a student's own cell could print what their functions recorded during hidden tests
-                cell.outputs = [NotebookNode(output_type="stream", name="stdout",
-                                             text="(output not shown in feedback: this cell ran after hidden tests)\n")]
-            nb.cells[index], resources = self.preprocess_cell(cell, resources, index)
-            seen_hidden = seen_hidden or self._had_hidden
-        return nb, resources
+    def _stop(self, reason: str) -> None:
+        self._stop_reason = reason
+        try:
+            run_sync(self.km.shutdown_kernel)(now=True)
+        except Exception:  # noqa: BLE001 - the kernel may already be gone
+            pass
 
     def preprocess_cell(self, cell, resources, index):
-        self._had_hidden = False
         if cell.cell_type != "code":
             return cell, resources
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in self._source:
-            visible, hidden, start = self._source[grade_id]
-        elif BEGIN_HIDDEN in cell.source:
-            visible, hidden, start = split_hidden(cell.source)
-        else:
+        label = _label(cell, index)
+        if self._stop_reason is None and time.monotonic() >= self._deadline:
+            self._stop(f"the notebook used up its {self.notebook_timeout} s before cell {label}")
+        if self._stop_reason:
+            resources[STATE]["not_run"][index] = self._stop_reason
+            cell.outputs = []
             return cell, resources
-        cell.source = visible
-        cell.outputs = verdict(cell.outputs, hidden, start)
-        self._had_hidden = True
-        return cell, resources
+        self.timeout = max(1, min(self._cell_timeout, math.ceil(self._deadline - time.monotonic())))
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._stop(f"the kernel died in cell {label} (os._exit, a crash or the memory limit)")
+            resources[STATE]["not_run"][index] = self._stop_reason
+            return cell, resources
+        except CellTimeoutError:  # nbclient gives up waiting for the interrupted cell's output
+            self._stop(f"cell {label} ignored the interrupt after the time limit; the kernel was stopped")
+            resources[STATE]["not_run"][index] = self._stop_reason
+            return cell, resources
+        finally:
+            self.timeout = self._cell_timeout
+        timed_out = any(o.get("ename") == "CellTimeoutError" for o in cell.outputs if o.output_type == "error")
+        if timed_out and not self._answers_after_interrupt(index):
+            self._stop(f"cell {label} ignored the interrupt after the time limit; the kernel was stopped")
+        run = resources[STATE].get("driven", {}).get(label)
+        if run and not timed_out and not self._stop_reason:
+            resources[STATE]["decided"][label] = lab_grading.drive(label, run, self._source_runner(index, label))
+            self.nb.cells[index] = cell  # nbclient's execute_cell stored each exchange's cell at this index
+        return cell, self.resources
+
+    def _source_runner(self, index: int, label: str):
+        """``execute(source) -> outputs`` in this kernel, within the notebook's time (training checks)."""
+        def execute(source: str) -> list:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                self._stop(f"the notebook used up its {self.notebook_timeout} s in the training check of {label}")
+                raise TimeoutError("the notebook's time ran out")
+            node = NotebookNode(cell_type="code", source=source, metadata={}, outputs=[], execution_count=None)
+            self.timeout = max(1, min(self._cell_timeout, math.ceil(remaining)))
+            try:
+                self.execute_cell(node, index, store_history=False)
+            except DeadKernelError:
+                self._stop(f"the kernel died in the training check of {label}")
+                raise
+            except CellTimeoutError:
+                self._stop(f"a step of the training check of {label} did not finish in time")
+                raise
+            finally:
+                self.timeout = self._cell_timeout
+            return list(node.outputs)
+
+        return execute
+
+    def _answers_after_interrupt(self, index: int) -> bool:
+        """After an interrupt, a kernel that runs ``pass`` within the grace period is still usable."""
+        self.timeout = self.interrupt_grace
+        ping = NotebookNode(cell_type="code", source="pass", metadata={}, outputs=[], execution_count=None)
+        try:
+            self.execute_cell(ping, index, store_history=False)
+        except (DeadKernelError, CellTimeoutError):
+            return False
+        finally:
+            self.timeout = self._cell_timeout
+        return not any(o.get("ename") == "CellTimeoutError" for o in ping.outputs if o.output_type == "error")
+
+
+def verdict_outputs(verdict: grading.Verdict) -> list:
+    if verdict.passed:
+        text = f"Graded: all {verdict.checks} checks passed (visible and hidden).\n"
+        return [NotebookNode(output_type="stream", name="stdout", text=text)]
+    lines = [f"- {reason}" for reason in verdict.reasons]
+    summary = f"{len(verdict.reasons)} of {verdict.checks} checks failed" if verdict.record_ok else verdict.reasons[0]
+    return [NotebookNode(output_type="error", ename="TestFailed", evalue=summary,
+                         traceback=[f"TestFailed: {summary}", *lines])]
+
+
+class DecideVerdicts(Preprocessor):
+    """Decide every test cell from its probe's record, outside the student's kernel."""
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        state = resources.get(STATE)
+        if not state or "plans" not in state:
+            raise RuntimeError("DecideVerdicts needs InjectProbes before the execute step")
+        info = resources.get("nbgrader", {})
+        report = []
+        for index, cell in enumerate(nb.cells):
+            if not is_test_cell(cell):
+                continue
+            grade_id = cell.metadata.nbgrader["grade_id"]
+            verdict = grading.decide(state["plans"][grade_id], list(cell.get("outputs", [])),
+                                     state["not_run"].get(index))
+            if grade_id in state.get("driven", {}) and verdict.passed:  # a training cell: its run decides
+                verdict = state["decided"].get(grade_id) or grading.Verdict(
+                    grade_id, False, ["the training check did not run"], verdict.checks + 1, record_ok=False)
+            cell.source = state["shown"][grade_id]
+            cell.outputs = verdict_outputs(verdict)
+            report.append({"grade_id": grade_id, "passed": verdict.passed, "reasons": verdict.reasons,
+                           "checks": verdict.checks, "points": cell.metadata.nbgrader.get("points", 0)})
+        not_run = sorted(set(state["not_run"].values()))
+        folder = os.environ.get("COURSE_VERDICT_DIR")
+        if folder:
+            path = Path(folder) / info.get("student", "unknown") / f"{info.get('notebook', 'notebook')}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"cells": report, "stopped": not_run}, indent=1))
+        return nb, resources
+
+
+class FeedbackFilter(Preprocessor):
+    """Feedback: outputs of the student's cells that ran after a probe are replaced by a notice."""
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        seen_test = False
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            if is_test_cell(cell):
+                seen_test = True
+            elif seen_test and cell.outputs:
+                cell.outputs = [NotebookNode(output_type="stream", name="stdout",
+                                             text="(output not shown in feedback: this cell ran after hidden tests)\n")]
+        return nb, resources
+

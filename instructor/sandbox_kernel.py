@@ -3,24 +3,31 @@
 Used as the command of the ``course-sandbox`` kernelspec that instructor/autograde.py (i.e.
 ``make autograde``) writes at run time:  python sandbox_kernel.py -f CONNECTION_FILE [args...]
 
-What the student's code sees:
-- the whole filesystem **read-only**, with the course root, the project that holds the Python
-  environment, the instructor's home and /root replaced by empty directories, so ``solutions/``,
-  ``.git``, ``submitted/``, ``autograded/`` and ``gradebook.db`` are neither readable nor writable;
-  only the Python environment (``sys.prefix`` and ``sys.base_prefix``) is put back, read-only;
-- a private, empty, writable working directory (``/tmp/work``) and a private ``/tmp``;
-- its own PID, IPC and UTS namespaces (it cannot see or signal other processes);
+What the student's code sees (an allow-list; nothing else of the machine exists in there):
+- the Python environment, read-only: the virtualenv (``sys.prefix``) and the interpreter it wraps
+  (``sys.base_prefix``; for a system Python only its standard library and executable), with the
+  symlinks that lead to them recreated;
+- the system libraries, read-only: ``/usr/lib``, ``/usr/lib64`` and the ``/lib`` links, and a few
+  files of ``/etc`` the dynamic loader and ``getpwuid`` read (``ETC_FILES``);
+- a private, empty, writable working directory (``/tmp/work``), a private ``/tmp``, a minimal
+  ``/dev`` and a ``/proc`` of its own PID namespace (it cannot see or signal other processes); its own
+  IPC and UTS namespaces;
 - when the instructor is root: the kernel runs as ``nobody`` with no capabilities and
   ``no_new_privs``; otherwise it runs as the instructor inside an unprivileged user namespace;
 - resource limits: CPU seconds (``COURSE_SANDBOX_CPU_S``, default 600), address space
   (``COURSE_SANDBOX_MEM_MB``, default 8192) and file size (64 MiB).
 
+So the course (``solutions/``, ``.git``, ``submitted/``, ``gradebook.db``), the instructor's home,
+and any other copy of the course anywhere on the machine are not there to be read. The course
+library is installed in editable mode, so ``import course_lib`` fails in there too (the assignment
+asks students not to use it).
+
 Simplifications said out loud: the network namespace is shared (the kernel talks to nbgrader over
 localhost TCP), so a submission could open network connections; there is no seccomp filter. The
 kernel starts in an empty directory, which is fine for this assignment (it reads no data files).
 
-Environment read here (set by instructor/autograde.py): COURSE_SANDBOX_HIDE (os.pathsep-separated
-paths to hide), COURSE_SANDBOX_TMP (where per-kernel working directories are created).
+Environment read here (set by instructor/autograde.py): COURSE_SANDBOX_TMP (where per-kernel working
+directories are created, outside the sandbox).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import pwd
 import resource
 import shutil
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -37,14 +45,52 @@ SANDBOX_USER = "nobody"
 INSIDE = "/tmp/work"  # where the kernel's private working directory appears inside the sandbox
 
 
-def _python_paths() -> list[str]:
-    """Directories the kernel needs to run Python: the environment and the interpreter it wraps."""
-    real = os.path.realpath(sys.executable)
-    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(real))}
-    return sorted(p for p in paths if os.path.isdir(p))
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+             "/etc/localtime")
+SYSTEM_LIBS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64")
 
 
-def bwrap_command(workdir: str, hide: list[str], argv: list[str]) -> list[str]:
+def allowed_paths() -> list[str]:
+    """Everything the sandbox shows (read-only), before symlinks are followed."""
+    paths = {sys.prefix}
+    base = sys.base_prefix
+    if os.path.realpath(base) in ("/", "/usr", "/usr/local"):  # a system Python: only its own files
+        paths |= {sysconfig.get_paths()["stdlib"], os.path.realpath(sys.executable)}
+        libdir, library = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
+        if libdir and library and os.path.exists(os.path.join(libdir, library)):
+            paths.add(os.path.join(libdir, library))
+    else:
+        paths.add(base)
+    paths |= {p for p in (*SYSTEM_LIBS, *ETC_FILES) if os.path.lexists(p)}
+    if os.geteuid() == 0:  # the tool that drops to SANDBOX_USER runs inside
+        paths.add(os.path.realpath(shutil.which("setpriv") or "/usr/bin/setpriv"))
+    return sorted(paths)
+
+
+def _expose(path: str, cmd: list[str], done: set[str]) -> None:
+    """Show ``path`` read-only at the same place, recreating every symlink on the way to it."""
+    parts = Path(path).parts
+    current = "/"
+    for index, part in enumerate(parts[1:], start=1):
+        nxt = os.path.join(current, part)
+        if os.path.islink(nxt):
+            target = os.readlink(nxt)
+            if nxt not in done:
+                cmd += ["--perms", "0755", "--dir", current, "--symlink", target, nxt]
+                done.add(nxt)
+            _expose(os.path.normpath(os.path.join(current, target, *parts[index + 1:])), cmd, done)
+            return
+        current = nxt
+    if path not in done and os.path.exists(path):
+        for parent in reversed([str(p) for p in Path(path).parents if str(p) != "/"]):
+            if parent not in done:  # traversable by the sandbox user
+                cmd += ["--perms", "0755", "--dir", parent]
+                done.add(parent)
+        cmd += ["--ro-bind", path, path]
+        done.add(path)
+
+
+def bwrap_command(workdir: str, argv: list[str]) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in the sandbox described above.
 
     ``workdir`` (outside) appears as ``INSIDE`` in the sandbox; ``argv`` must use that path.
@@ -52,18 +98,10 @@ def bwrap_command(workdir: str, hide: list[str], argv: list[str]) -> list[str]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise RuntimeError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
-    cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    home = os.path.expanduser("~")
-    for path in sorted({os.path.realpath(p) for p in [*hide, home, "/root"] if p and os.path.isdir(p)}):
-        if path != "/":
-            cmd += ["--tmpfs", path]
-    cmd += ["--perms", "1777", "--tmpfs", "/tmp"]
-    # put the Python environment back, read-only, after every tmpfs (it may live under /tmp)
-    for path in _python_paths():
-        parents = [p for p in Path(path).parents if str(p) != "/"]
-        for parent in reversed(parents):  # traversable by the sandbox user, even inside a tmpfs
-            cmd += ["--perms", "0755", "--dir", str(parent)]
-        cmd += ["--ro-bind", path, path]
+    cmd = [bwrap, "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    done: set[str] = {"/tmp"}
+    for path in allowed_paths():
+        _expose(path, cmd, done)
     cmd += ["--bind", workdir, INSIDE, "--chdir", INSIDE]
     cmd += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
     if os.geteuid() == 0:
@@ -123,9 +161,8 @@ def main(args: list[str]) -> None:
         user = pwd.getpwnam(SANDBOX_USER)
         os.chown(inside, user.pw_uid, user.pw_gid)
     os.chmod(inside, 0o600)
-    hide = [p for p in os.environ.get("COURSE_SANDBOX_HIDE", "").split(os.pathsep) if p]
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", os.path.join(INSIDE, "kernel.json"), *extra]
-    cmd = bwrap_command(workdir, hide, argv)
+    cmd = bwrap_command(workdir, argv)
     set_limits()
     os.execve(cmd[0], cmd, sandbox_env())
 

@@ -14,8 +14,9 @@
 # ---
 
 # %% tags=["colab-setup"]
-# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
-# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
 import importlib
 import importlib.util
 import os
@@ -23,11 +24,16 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("course_lib") is None:
-    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}  # Colab runs pip as root: no warning
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device
@@ -55,17 +61,22 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # ## The course map
 #
-# | notebook | lecture | what you do there |
+# | notebook | lecture § (pointer) | what you do there |
 # |---|---|---|
 # | [00 Start here](00_start_here.ipynb) | — | set up, check the environment, find your way |
 # | [01 Bradley–Terry](01_bradley_terry.ipynb) | §3, §5 | turn score gaps into win rates and back; the reward-model loss on toy pairs |
 # | [02 DPO margins](02_dpo_margins.ipynb) | §6–§8 | read a DPO margin, its loss and its pull; compare IPO, SimPO, ORPO, KTO |
-# | [03 Group baselines](03_group_baselines.ipynb) | §9, §12 | GRPO and RLOO advantages, zero-variance groups, the clipped objective, averaging units |
+# | [02b The KL term](02b_the_kl_term.ipynb) | §4, §6, §9, §12 | solve the KL-regularised objective exactly, derive DPO from it, see what each KL estimator's gradient pulls on, sweep β on the tiny GPT |
+# | [03 Group baselines](03_group_baselines.ipynb) | §9, §12 | GRPO, RLOO and Dr. GRPO advantages; when a constant scale matters (SGD) and when it cancels (Adam); zero-variance groups |
+# | [03b From advantages to an update](03b_from_advantages_to_an_update.ipynb) | §9, §12 | the clipped objective, averaging units and the length bias, one GRPO update walked tensor by tensor |
 # | [04 Baseline bias by enumeration](04_baseline_bias_enumeration.ipynb) | §12 | enumerate all 2⁸ groups to see which baseline is biased, then simulate |
 # | [05 Memory and rollout budgets](05_memory_and_rollout_budgets.ipynb) | §10–§11 | size PPO vs DPO memory; see rollout generation dwarf the update |
 # | [06 Tiny GPT: SFT then DPO](06_tiny_gpt_dpo.ipynb) | §6, §8 | train a tiny GPT on a checkable task, then improve it with DPO |
 # | [07 Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO, Dr. GRPO and DAPO options on the same tiny GPT |
 # | [08 Reward hacking](08_reward_hacking.ipynb) | §15 | watch a loose verifier get exploited |
+#
+# The § numbers point to the sections of the Module 14 lecture for readers who have it. You do not need it:
+# every idea the course uses, and every idea the assignment grades, is explained in the notebooks.
 #
 # Notebooks 01–05 run in seconds on any laptop. Notebooks 06–08 train a small model live: minutes on a
 # CPU, faster on a GPU. The graded assignment (questions Q1–Q5) lives in `exercises/module14/`.
@@ -121,14 +132,17 @@ print(f"a matrix product on {device.type}: trace(XXᵀ)/‖X‖² = {checksum:.4
 # Each formula of the lecture has exactly one home in `course_lib`; the notebooks derive it step by step
 # for teaching and then call the library to check themselves. The tiny GPT trains with the same functions.
 #
-# | module | lecture | examples |
+# | module | lecture § (pointer) | examples |
 # |---|---|---|
 # | `course_lib.preference` | §3, §5–§8 | `bt_probability`, `win_rate_to_gap`, `reward_model_loss`, `dpo_terms`, `ipo_loss`, `simpo_loss`, `orpo_loss`, `kto_loss` |
-# | `course_lib.advantages` | §9, §12 | `grpo_advantages`, `rloo_advantages`, `dr_grpo_advantages`, `zero_variance_probability`, `baseline_gradient` |
+# | `course_lib.advantages` | §9, §12 | `grpo_advantages`, `rloo_advantages`, `dr_grpo_advantages`, `zero_variance_groups`, `zero_variance_probability`, `baseline_gradient` |
 # | `course_lib.policy_loss` | §9, §12 | `clipped_surrogate`, `aggregate`, `kl_estimate` |
 # | `course_lib.budgets` | §10–§11 | `stage_memory_gib`, `rollout_generation_seconds`, `update_seconds` |
 #
-# A first taste: each line below is one worked example of the lecture, computed by the library.
+# `course_lib.explore` holds the widgets the notebooks share (the *Predict* questions and the explorers).
+#
+# A first taste: each line below is one worked example, computed by the library; the notebook in brackets
+# derives it.
 
 # %%
 from course_lib.advantages import zero_variance_probability
@@ -136,10 +150,10 @@ from course_lib.budgets import stage_memory_gib
 from course_lib.preference import bt_probability, dpo_terms
 
 taste = {
-    "P(win) for a score gap of 1 (§5)": f"{bt_probability(1.0):.3f}",
-    "DPO loss of pair I (§7)": f"{dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1).loss:.4f}",
-    "P(zero-variance group), p=0.3, G=8 (§9)": f"{zero_variance_probability(0.3, 8):.4f}",
-    "PPO persistent memory, 8.03B params (§10)": f"{stage_memory_gib(8.03e9, 'ppo'):.1f} GiB",
+    "P(win) for a score gap of 1 (notebook 01)": f"{bt_probability(1.0):.3f}",
+    "DPO loss of pair I (notebook 02)": f"{dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1).loss:.4f}",
+    "P(zero-variance group), p=0.3, G=8 (03)": f"{zero_variance_probability(0.3, 8):.4f}",
+    "PPO persistent memory, 8.03B params (05)": f"{stage_memory_gib(8.03e9, 'ppo'):.1f} GiB",
 }
 for name, value in taste.items():
     print(f"{name:<45} {value}")

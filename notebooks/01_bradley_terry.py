@@ -14,8 +14,9 @@
 # ---
 
 # %% tags=["colab-setup"]
-# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
-# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
 import importlib
 import importlib.util
 import os
@@ -23,11 +24,16 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("course_lib") is None:
-    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}  # Colab runs pip as root: no warning
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device
@@ -38,13 +44,17 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 01 · Bradley–Terry: from a score gap to a win rate and back
 #
-# *Lecture §3 and §5 (worked example A).*
+# *Pointer for readers of the Module 14 lecture: §3 and §5 (worked example A). Everything below stands
+# on its own.*
 #
 # After this notebook you will be able to
 #
 # 1. turn a score gap into a preference probability with the sigmoid, and a win rate back into a gap;
 # 2. explain why a gap of "1.099" is a coordinate of a logistic model, not a measured human utility;
 # 3. compute the reward-model loss −log σ(r_w − r_l) on a batch of pairs, stably.
+#
+# Some cells ask you to **predict** before the next cell shows the answer: pick an option, press
+# *Reveal*, then read on.
 
 # %%
 import ipywidgets as widgets
@@ -52,6 +62,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
+from course_lib.explore import predict, readout
 from course_lib.preference import bt_probability, reward_model_loss, win_rate_to_gap
 
 # %% [markdown]
@@ -61,6 +72,15 @@ from course_lib.preference import bt_probability, reward_model_loss, win_rate_to
 # σ(s_i − s_j), where σ(u) = 1 / (1 + e^(−u)) squeezes any real number into (0, 1). Only the
 # *difference* of scores matters: adding the same constant to every score changes nothing.
 #
+# A gap of 1 gives σ(1) = 0.731. Before computing it: what does a gap of 2 give?
+
+# %%
+predict("σ(1) = 0.731. What is σ(2), the win rate for a gap twice as large?",
+        ["about 0.96 (double the edge over 0.5)", "about 0.88", "exactly 0.731 · 2 − 0.5 = 0.962"],
+        "about 0.88", "σ(2) = 0.881: the curve flattens towards 1, so doubling the gap less than doubles "
+        "the edge over a coin flip (0.231 → 0.381).")
+
+# %% [markdown]
 # Written directly from the definition:
 
 # %%
@@ -110,7 +130,7 @@ assert np.isclose(gap_75, win_rate_to_gap(0.75)) and np.isclose(gap_75, np.log(3
 # %%
 u = np.linspace(-6, 6, 400)
 p = np.linspace(0.005, 0.995, 400)
-fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8))
 left.plot(u, bt_probability(u), color="C0")
 left.scatter([1, 2, gap_75], [sigma_1, sigma_2, 0.75], color="C3", zorder=3)
 for x, y, label in [(1, sigma_1, "σ(1)=0.731"), (2, sigma_2, "σ(2)=0.881"), (gap_75, 0.75, "75% ↔ 1.099")]:
@@ -125,14 +145,61 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# **No universal unit.** Multiply every score by 2 and every gap doubles; the win rates the model
-# predicts change, but nothing about the items did. When a reward model is trained, its regularisation,
-# its data and its initialisation fix this scale. So "1.099" says where a 75% win rate lands *in this
-# logistic coordinate system*; it is not a quantity of human utility that another model must agree with.
-# The same coordinate system returns in DPO (notebook 02), where β sets the scale.
+# ## 3. Why the gap has no universal unit
+#
+# "A 75% win rate is a gap of 1.099" is true *inside this model*, for three reasons you can compute.
+#
+# **Only differences are identified.** Add 5 to every score: every gap, and so every predicted win
+# rate, is unchanged. No experiment that only compares items can tell the two sets of scores apart, so a
+# single score (0.3, or 5.3) means nothing; only gaps do.
+#
+# **The link is a modelling choice.** Bradley–Terry turns a gap into a probability with the logistic
+# function σ. The Thurstone model uses the normal CDF Φ instead (probit). Both fit the same win rates;
+# they place them at different gaps:
+
+# %%
+from statistics import NormalDist
+
+probit_75 = NormalDist().inv_cdf(0.75)
+print(f"75% win rate → gap {gap_75:.3f} under the logistic link, {probit_75:.3f} under the probit link "
+      f"(ratio {gap_75 / probit_75:.2f})")
 
 # %% [markdown]
-# ## 3. The reward-model loss on toy pairs
+# The same win rate, two coordinate systems, two different gaps. Neither is "the" utility difference.
+
+# %% [markdown]
+# **Finite data and regularisation shrink gaps.** A reward model is fitted to a finite set of comparisons,
+# usually with a penalty on large scores. Take two items compared n times, the first winning k times, and
+# fit the gap d by maximising k·log σ(d) + (n − k)·log σ(−d) − λd²/2. Its derivative k − n·σ(d) − λd
+# decreases in d, so bisection finds the fitted gap:
+
+# %%
+def fitted_gap(wins, n, lam, lo=-50.0, hi=50.0):
+    """The gap maximising the L2-penalised Bradley–Terry log-likelihood of `wins` out of `n`."""
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if wins - n * bt_probability(mid) - lam * mid > 0:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+shrink = {}
+for k, n in ((3, 4), (30, 40), (4, 4)):
+    for lam in (0.0, 1.0):
+        # 4 wins of 4 without a penalty: the likelihood grows for ever, the fitted gap is +∞
+        shrink[k, n, lam] = np.inf if (k == n and lam == 0) else fitted_gap(k, n, lam)
+        print(f"{k:>2} wins of {n:>2}, λ = {lam:.0f}: fitted gap {shrink[k, n, lam]:6.3f}")
+
+# %% [markdown]
+# Without a penalty, 3 wins of 4 and 30 of 40 both give log 3 = 1.099, and 4 of 4 gives an infinite gap.
+# With λ = 1 every gap shrinks, the small sample most: the number a trained reward model reports
+# depends on its data and its regularisation, not only on how much people prefer one answer. The same
+# coordinate question returns in DPO (notebook 02), where β sets the scale.
+
+# %% [markdown]
+# ## 4. The reward-model loss on toy pairs
 #
 # A reward model r scores a preferred answer r_w and a rejected one r_l. Fitting Bradley–Terry by maximum
 # likelihood means minimising L_RM = −log σ(r_w − r_l), averaged over pairs. Four toy pairs:
@@ -160,55 +227,74 @@ big = np.array([-800.0, 40.0])
 print("logaddexp form:", np.logaddexp(0.0, -big), "  course_lib:", reward_model_loss(big, 0.0, reduction="none"))
 
 # %% [markdown]
-# ## 4. Explorer: win rate ↔ gap
+# ## 5. Explorer: win rate ↔ gap
 #
-# Move either slider; the other follows through σ or its inverse.
+# Move either slider; the other follows through σ or its inverse, rounded to its own step (gap to 0.01,
+# win rate to 0.001). The line below the sliders always prints what the two sliders show.
 
 # %%
-gap_slider = widgets.FloatSlider(value=1.0, min=-5.0, max=5.0, step=0.01, description="gap Δr")
-rate_slider = widgets.FloatSlider(
-    value=round(bt_probability(1.0), 3), min=0.01, max=0.99, step=0.005, description="win rate",
-    readout_format=".3f",
-)
-explorer_out = widgets.Output()
-_busy = False
+GAP_STEP, RATE_STEP = 0.01, 0.001
+gap_slider = widgets.FloatSlider(value=1.0, min=-5.0, max=5.0, step=GAP_STEP, description="gap Δr",
+                                 readout_format=".2f")
+rate_slider = widgets.FloatSlider(value=round(float(bt_probability(1.0)), 3), min=0.007, max=0.993,
+                                  step=RATE_STEP, description="win rate", readout_format=".3f")
+explorer_line = widgets.HTML()
+# The value this code last wrote into each slider: the front end may echo it back (snapped to the
+# slider's step), and an echo must not move the other slider.
+_written = {"gap": gap_slider.value, "rate": rate_slider.value}
 
 
 def _show():
-    with explorer_out:
-        explorer_out.clear_output(wait=True)
-        print(f"gap {gap_slider.value:+.3f}  ↔  win rate {rate_slider.value:.1%}")
+    gap, rate = gap_slider.value, rate_slider.value
+    explorer_line.value = readout(f"gap Δr = {gap:+.2f}  ↔  win rate {rate:.3f}  (σ({gap:.2f}) = "
+                                  f"{float(bt_probability(gap)):.4f}, logit({rate:.3f}) = {float(win_rate_to_gap(rate)):.4f})")
 
 
 def _from_gap(change):
-    global _busy
-    if not _busy:
-        _busy = True
-        rate_slider.value = min(max(bt_probability(change["new"]), 0.01), 0.99)
-        _busy = False
+    if abs(change["new"] - _written["gap"]) > GAP_STEP / 2:  # the student moved the gap
+        rate = round(min(max(float(bt_probability(change["new"])), 0.007), 0.993), 3)
+        _written.update(gap=change["new"], rate=rate)
+        rate_slider.value = rate
     _show()
 
 
 def _from_rate(change):
-    global _busy
-    if not _busy:
-        _busy = True
-        gap_slider.value = win_rate_to_gap(change["new"])
-        _busy = False
+    if abs(change["new"] - _written["rate"]) > RATE_STEP / 2:  # the student moved the win rate
+        gap = round(min(max(float(win_rate_to_gap(change["new"])), -5.0), 5.0), 2)
+        _written.update(gap=gap, rate=change["new"])
+        gap_slider.value = gap
     _show()
 
 
 gap_slider.observe(_from_gap, names="value")
 rate_slider.observe(_from_rate, names="value")
 _show()
-display(widgets.VBox([gap_slider, rate_slider, explorer_out]))
+display(widgets.VBox([gap_slider, rate_slider, explorer_line]))
+
+# %% [markdown]
+# ## Your turn
+#
+# A reward model puts a gap of 0.4 between two answers. (a) What win rate does it predict? (b) Which gap
+# would a 95% win rate need under the logistic link, and under the probit link? Write your code below,
+# then open the answer.
+
+# %%
+# your code here
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# (a) `bt_probability(0.4)` = σ(0.4) = 0.599. (b) `win_rate_to_gap(0.95)` = log 19 = 2.944 (logistic);
+# `NormalDist().inv_cdf(0.95)` = 1.645 (probit). Same win rate, two different gaps.
+# </details>
 
 # %% [markdown]
 # ## Check yourself
 #
 # 1. Item A beats item B with probability 0.881. What is the score gap, and what does that number depend on?
 #    <details><summary>Answer</summary>
-#    log(0.881/0.119) ≈ 2.0. It depends on the scale the model settled on: it is a logistic coordinate, not a utility.
+#    log(0.881/0.119) ≈ 2.0 under the logistic link (≈ 1.18 under probit), and a fitted model with little data or a
+#    strong penalty reports less. It is a coordinate of the model, not a utility.
 #    </details>
 # 2. Why can a win rate of exactly 100% not be inverted?
 #    <details><summary>Answer</summary>

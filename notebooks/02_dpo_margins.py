@@ -14,8 +14,9 @@
 # ---
 
 # %% tags=["colab-setup"]
-# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
-# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
 import importlib
 import importlib.util
 import os
@@ -23,11 +24,16 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("course_lib") is None:
-    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}  # Colab runs pip as root: no warning
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device
@@ -38,7 +44,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 02 · DPO margins: what one preference pair contributes
 #
-# *Lecture §6–§8 (worked example B).*
+# *Pointer for readers of the Module 14 lecture: §6–§8 (worked example B). Everything below stands on
+# its own.*
 #
 # After this notebook you will be able to
 #
@@ -53,6 +60,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
+from course_lib.explore import figure_png, predict, readout
 from course_lib.preference import (
     dpo_terms,
     implicit_reward,
@@ -116,6 +124,16 @@ print(f"at the boundary z = 0 the slope is {dpo_terms(0.0, 0.0, 0.0, 0.0).slope:
 # barely.
 #
 # ## 3. The same pair under β = 0.5
+#
+# Keep pair I's four log-probabilities and raise β from 0.1 to 0.5. The margin z = β·h grows five-fold,
+# so the loss falls and the slope σ(−z) shrinks. But the gradient with respect to the model's parameters
+# is dL/dθ = −σ(−z)·β·∇h: it carries an extra factor β.
+
+# %%
+predict("β goes from 0.1 to 0.5 on pair I. What happens to the parameter-level pull β·σ(−z) on this pair?",
+        ["it shrinks: the loss and the slope fell", "it stays the same", "it grows about threefold"],
+        "it grows about threefold",
+        "σ(−z) falls from 0.458 to 0.299, but β grows fivefold: β·σ(−z) goes from 0.046 to 0.150.")
 
 # %%
 pair_I_beta05 = dpo_terms(policy_w, policy_l, ref_w, ref_l, beta=0.5)
@@ -130,27 +148,39 @@ print(f"parameter-level weight β·σ(−z):  β=0.1 → {0.1 * slope_I:.4f}   �
 # away from the reference is judged — tune it while watching KL drift, answer quality and the spread
 # of pair margins.
 #
-# The figure shows loss and slope against the log-ratio gap h = z/β for several β; the dots are pair I.
+# The figure shows, against the log-ratio gap h = z/β, the loss, the slope σ(−βh) and the weight that
+# reaches the parameters, β·σ(−βh), for several β; the dots are pair I (h = 1.7).
 
 # %%
 h = np.linspace(-10, 25, 400)
 betas = [0.05, 0.1, 0.5, 1.0]
-fig, (ax_loss, ax_slope) = plt.subplots(1, 2, figsize=(10, 3.8))
+h_I = ratio_w - ratio_l
+fig, (ax_loss, ax_slope, ax_weight) = plt.subplots(1, 3, figsize=(9.5, 3.4))
 for i, b in enumerate(betas):
     t = dpo_terms(h, 0.0, 0.0, 0.0, beta=b)
-    ax_loss.plot(h, t.loss, color=f"C{i}", label=f"β = {b}")
-    ax_slope.plot(h, t.slope, color=f"C{i}", label=f"β = {b}")
     point = dpo_terms(policy_w, policy_l, ref_w, ref_l, beta=b)
-    ax_loss.scatter([ratio_w - ratio_l], [point.loss], color=f"C{i}", zorder=3)
-    ax_slope.scatter([ratio_w - ratio_l], [point.slope], color=f"C{i}", zorder=3)
-ax_loss.set(xlabel="log-ratio gap h = (log π_θ − log π_ref)_w − (…)_l", ylabel="loss −log σ(βh)", title="DPO loss")
-ax_slope.set(xlabel="log-ratio gap h", ylabel="slope σ(−βh) = |dL/dz|", title="DPO local slope")
-for ax in (ax_loss, ax_slope):
+    for ax, curve, dot in ((ax_loss, t.loss, point.loss), (ax_slope, t.slope, point.slope),
+                           (ax_weight, b * t.slope, b * point.slope)):
+        ax.plot(h, curve, color=f"C{i}", label=f"β = {b}")
+        ax.scatter([h_I], [dot], color=f"C{i}", zorder=3)
+ax_loss.set(xlabel="log-ratio gap h", ylabel="loss −log σ(βh)", title="loss")
+ax_slope.set(xlabel="log-ratio gap h", ylabel="σ(−βh) = |dL/dz|", title="slope in z")
+ax_weight.set(xlabel="log-ratio gap h", ylabel="β·σ(−βh)", title="weight on the parameters")
+for ax in (ax_loss, ax_slope, ax_weight):
     ax.axvline(0, color="grey", lw=0.8)
     ax.grid(alpha=0.3)
-    ax.legend()
+ax_weight.legend(fontsize=9)
 fig.tight_layout()
 plt.show()
+# where the parameter-level weights of β = 0.1 and β = 0.5 cross (h > 0)
+weight_gap = 0.5 * dpo_terms(h, 0.0, 0.0, 0.0, beta=0.5).slope - 0.1 * dpo_terms(h, 0.0, 0.0, 0.0, beta=0.1).slope
+h_cross = float(h[np.argmax((h > 0) & (weight_gap < 0))])
+print(f"β·σ(−βh): β = 0.5 weighs a pair more than β = 0.1 while h < {h_cross:.1f}, less beyond")
+
+# %% [markdown]
+# Read the right panel: the curves **cross**. A larger β pulls harder on pairs the policy has not yet
+# separated (small or negative h, pair I included) and lets go sooner of pairs it already separates
+# well. The left two panels alone would suggest the opposite.
 
 # %% [markdown]
 # ## 4. The implicit reward
@@ -184,40 +214,34 @@ assert np.isclose(reward_w - reward_l, z_I)
 # | ORPO | pairs | none; joint with SFT | −ℓ̄_w − λ·log σ(log-odds gap) |
 # | KTO | single answers labelled good/bad | reference policy and a reference point z0 | 1 − σ(β(r − z0)) for good, 1 − σ(β(z0 − r)) for bad |
 #
-# Below, each curve is computed by the library function of that method on inputs built to sweep its margin.
+# Below, each curve is computed by the library function of that method. Methods that measure the same
+# thing share an axis: DPO, IPO and KTO are anchored to the reference, so their variable is a log-ratio
+# log π_θ − log π_ref (the pair's gap h for DPO and IPO, one answer's log-ratio for KTO), all at β = 0.1.
+# SimPO and ORPO have no reference; both read the gap of *mean token* log-probs ℓ̄_w − ℓ̄_l (here with
+# ℓ̄_l fixed at −1, so ℓ̄_w = −1 + gap).
 
 # %%
-fig, axes = plt.subplots(1, 4, figsize=(15, 3.6))
+fig, (ax_ref, ax_free) = plt.subplots(1, 2, figsize=(9.5, 4.0))
 zero = np.zeros_like(h)
+ax_ref.plot(h, dpo_terms(h, zero, zero, zero, beta=0.1).loss, label="DPO")
+ax_ref.plot(h, ipo_loss(h, zero, zero, zero, beta=0.1), label="IPO")
+ax_ref.plot(h, kto_loss(h, 0.0, True, beta=0.1), label="KTO, desirable answer")
+ax_ref.plot(h, kto_loss(h, 0.0, False, beta=0.1), label="KTO, undesirable answer")
+ax_ref.axvline(1 / (2 * 0.1), color="grey", ls=":", label="IPO target 1/(2β)")
+ax_ref.set(ylim=(0, 4), xlabel="log-ratio to the reference (gap h, or one answer's)",
+           title="anchored to π_ref (β = 0.1)")
 
-ax = axes[0]
-ax.plot(h, dpo_terms(h, zero, zero, zero, beta=0.1).loss, label="DPO")
-ax.plot(h, ipo_loss(h, zero, zero, zero, beta=0.1), label="IPO")
-ax.axvline(1 / (2 * 0.1), color="grey", ls=":", label="IPO target 1/(2β)")
-ax.set(ylim=(0, 8), xlabel="log-ratio gap h", title="IPO vs DPO (β = 0.1)")
-
-mean_gap = np.linspace(-2, 2, 400)
-ax = axes[1]
-ax.plot(mean_gap, simpo_loss(-1.0 + mean_gap, -1.0, 1.0, 1.0, beta=2.0, gamma=0.5), color="C2", label="SimPO")
-ax.axvline(0.5 / 2.0, color="grey", ls=":", label="zero-margin point γ/β")
-ax.set(xlabel="mean log-prob gap ℓ̄_w − ℓ̄_l", title="SimPO (β = 2, γ = 0.5)")
-
-mean_w = np.linspace(-3.0, -0.05, 400)
-ax = axes[2]
-orpo = orpo_loss(mean_w, -1.0, 1.0, 1.0, beta=0.1)
-ax.plot(mean_w + 1.0, orpo, color="C3", label="ORPO total")
-ax.plot(mean_w + 1.0, -mean_w, color="C3", ls="--", label="its NLL part −ℓ̄_w")
-ax.set(xlabel="ℓ̄_w − ℓ̄_l (ℓ̄_l fixed at −1)", title="ORPO (λ = 0.1)")
-
-ratio = np.linspace(-40, 40, 400)
-ax = axes[3]
-ax.plot(ratio, kto_loss(ratio, 0.0, True, beta=0.1), color="C4", label="desirable answer")
-ax.plot(ratio, kto_loss(ratio, 0.0, False, beta=0.1), color="C5", label="undesirable answer")
-ax.set(xlabel="log-ratio r = log π_θ − log π_ref", title="KTO (β = 0.1, z0 = 0)")
-for ax in axes:
+mean_gap = np.linspace(-2.0, 0.95, 400)
+ax_free.plot(mean_gap, simpo_loss(-1.0 + mean_gap, -1.0, 1.0, 1.0, beta=2.0, gamma=0.5), color="C4",
+             label="SimPO (β = 2, γ = 0.5)")
+ax_free.plot(mean_gap, orpo_loss(-1.0 + mean_gap, -1.0, 1.0, 1.0, beta=0.1), color="C5", label="ORPO (λ = 0.1)")
+ax_free.plot(mean_gap, 1.0 - mean_gap, color="C5", ls="--", label="ORPO's NLL part −ℓ̄_w")
+ax_free.axvline(0.5 / 2.0, color="grey", ls=":", label="SimPO zero-margin point γ/β")
+ax_free.set(ylim=(0, 4), xlabel="mean log-prob gap ℓ̄_w − ℓ̄_l", title="no reference model")
+for ax, corner in ((ax_ref, "upper left"), (ax_free, "upper right")):
     ax.set_ylabel("loss")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9, loc=corner)
 fig.tight_layout()
 plt.show()
 
@@ -227,7 +251,8 @@ plt.show()
 # wrong. SimPO saturates like DPO but on mean token log-probs, without a reference model (less memory),
 # and the length normalisation changes which answers it prefers. ORPO adds the chosen answer's NLL, so
 # it keeps rewarding a likelier chosen answer even when the pair is well separated. KTO's losses are
-# bounded: each example is judged alone against the reference point.
+# bounded: each example is judged alone against the reference point, and the undesirable curve is the
+# desirable one mirrored.
 #
 # ## 6. Explorer: β and the four log-probabilities
 #
@@ -243,24 +268,45 @@ logp_sliders = {
 }
 
 
-def show_pair(beta, pw, pl, rw, rl):
+explorer_text, explorer_plot = widgets.HTML(), widgets.Image(format="png")
+
+
+def show_pair(_=None):
+    beta = beta_slider.value
+    pw, pl, rw, rl = (s.value for s in logp_sliders.values())
     t = dpo_terms(pw, pl, rw, rl, beta=beta)
-    print(f"z = {t.margin:.3f}   loss = {t.loss:.4f}   slope = {t.slope:.4f}   β·slope = {beta * t.slope:.4f}")
+    explorer_text.value = readout(f"z = {t.margin:.3f}   loss = {t.loss:.4f}   slope = {t.slope:.4f}   "
+                                  f"β·slope = {beta * t.slope:.4f}")
     grid = np.linspace(-4, 4, 200)
     fig, ax = plt.subplots(figsize=(5, 2.6))
     ax.plot(grid, np.logaddexp(0.0, -grid), color="C0")
     ax.scatter([t.margin], [t.loss], color="C3", zorder=3)
     ax.set(xlabel="margin z", ylabel="−log σ(z)")
     ax.grid(alpha=0.3)
-    plt.show()
+    explorer_plot.value = figure_png(fig)
 
 
-explorer = widgets.interactive_output(
-    show_pair,
-    {"beta": beta_slider, "pw": logp_sliders["log π_θ(y_w)"], "pl": logp_sliders["log π_θ(y_l)"],
-     "rw": logp_sliders["log π_ref(y_w)"], "rl": logp_sliders["log π_ref(y_l)"]},
-)
-display(widgets.VBox([beta_slider, *logp_sliders.values(), explorer]))
+for s in (beta_slider, *logp_sliders.values()):
+    s.observe(show_pair, names="value")
+show_pair()
+display(widgets.VBox([beta_slider, *logp_sliders.values(), explorer_text, explorer_plot]))
+
+# %% [markdown]
+# ## Your turn
+#
+# A pair has policy log-probs (−20.0, −21.0) and reference log-probs (−20.5, −20.0). At β = 0.1, compute z,
+# the loss and the slope by hand with NumPy, then check with `dpo_terms`. Is the pair ordered the right way?
+
+# %%
+# your code here
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Log-ratios: chosen −20.0 − (−20.5) = +0.5, rejected −21.0 − (−20.0) = −1.0; h = 1.5, z = 0.15,
+# loss log(1 + e^(−0.15)) = 0.621, slope σ(−0.15) = 0.463. Yes: z > 0, the policy moved towards the
+# preferred answer relative to the reference, though the loss is still close to log 2 = 0.693.
+# </details>
 
 # %% [markdown]
 # ## Check yourself

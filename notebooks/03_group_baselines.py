@@ -14,8 +14,9 @@
 # ---
 
 # %% tags=["colab-setup"]
-# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
-# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
 import importlib
 import importlib.util
 import os
@@ -23,11 +24,16 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("course_lib") is None:
-    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}  # Colab runs pip as root: no warning
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device
@@ -36,37 +42,53 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 03 · Group baselines: RLOO, GRPO and what happens next to the advantage
+# # 03 · Group baselines: GRPO, RLOO and Dr. GRPO advantages
 #
-# *Lecture §9 and §12.*
+# *Pointer for readers of the Module 14 lecture: §9 and §12. Everything below stands on its own.*
 #
 # After this notebook you will be able to
 #
-# 1. compute GRPO and RLOO advantages for a group of sampled answers, and say how they differ;
-# 2. predict how often a group carries no signal at all, and decide what to do with it;
-# 3. read the PPO/GRPO clipped objective, including DAPO's wider upper clip;
-# 4. tell apart the three averaging units (per response, per token, Dr. GRPO's constant) on a tiny example.
+# 1. compute GRPO, RLOO and Dr. GRPO advantages for a group of sampled answers, and say how they differ;
+# 2. tell when a constant factor on the advantages changes training (SGD) and when it cancels (Adam),
+#    and what survives Adam;
+# 3. predict how often a group carries no signal at all, recognise one in floating point, and decide
+#    what to do with it.
+#
+# What happens *after* the advantages — the clipped objective, the averaging unit and the length bias —
+# is notebook 03b. Some cells ask you to **predict** first: pick an option, press *Reveal*, then read on.
 
 # %%
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
 from IPython.display import display
 
 from course_lib.advantages import (
+    baseline_gradient,
     dr_grpo_advantages,
     grpo_advantages,
     rloo_advantages,
+    zero_variance_groups,
     zero_variance_probability,
 )
-from course_lib.policy_loss import aggregate, clipped_surrogate
+from course_lib.explore import figure_png, predict, readout
 
 # %% [markdown]
 # ## 1. A group of eight answers, scored by a verifier
 #
 # For one prompt the policy samples G = 8 answers; a checker gives reward 1 to a correct one, 0 otherwise.
-# There is no critic network. Instead, the group itself provides the baseline: an answer is good if it did
-# better than its siblings. GRPO standardises inside the group, A_i = (r_i − mean) / std.
+# There is no critic network (no learned value function). Instead, the group itself provides the
+# baseline: an answer is good if it did better than its siblings. GRPO standardises inside the group,
+# A_i = (r_i − mean) / std.
+#
+# Three of the eight answers are right. Before computing: which gets the larger advantage in size?
+
+# %%
+predict("Rewards [1,0,0,1,0,0,1,0]. Which advantage is larger in absolute value?",
+        ["a success's", "a failure's", "they are equal in size"], "a success's",
+        "Successes are the minority (3 of 8), so each sits further from the mean 0.375: "
+        "+1.291 against −0.775. The advantages still sum to zero: 3 × 1.291 = 5 × 0.775.")
 
 # %%
 rewards = np.array([1, 0, 0, 1, 0, 0, 1, 0], dtype=float)
@@ -109,8 +131,10 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# All three give every success the same positive value and every failure the same negative value; they
-# differ in scale, and scale is the learning rate in disguise.
+# All three give every success the same positive value and every failure the same negative value. In
+# this group they differ only by a constant factor: RLOO is G/(G − 1) = 8/7 times Dr. GRPO, and GRPO is
+# Dr. GRPO divided by this group's std. Whether such a factor matters depends on the optimiser
+# (section 3).
 #
 # ## 2. Population or sample std? ddof = 0 vs ddof = 1
 #
@@ -122,13 +146,128 @@ ddof_ratio = grpo_advantages(rewards, ddof=1)[0] / grpo_advantages(rewards, ddof
 print(f"A(ddof=1) / A(ddof=0) = {ddof_ratio:.4f}   √(7/8) = {np.sqrt(7 / 8):.4f}")
 
 # %% [markdown]
-# Same direction, 6.5% smaller step at the same learning rate. A run report that says "GRPO" without the
-# ddof leaves this open.
+# Same direction, every advantage 6.5% smaller — for every group of size 8, whatever its rewards. TRL's
+# `scale_rewards="group"` uses ddof = 1 (and adds ε = 10⁻⁴ to the std). Is that a smaller step?
 #
-# ## 3. Groups that say nothing
+# ## 3. A constant factor on the advantages: SGD feels it, Adam does not
 #
-# If all eight answers are right, or all wrong, every advantage is 0/0. With Bernoulli(p) rewards the
-# chance of that is pᴳ + (1 − p)ᴳ.
+# Three choices scale every advantage by the same constant c: ddof = 1 (c = √(7/8) on GRPO), RLOO
+# against the full-mean baseline (c = 8/7 in every group), and the full-mean bias of notebook 04
+# (its expected update is 7/8 of the true gradient). The loss is a sum of advantage × log-prob terms, so
+# its gradient is multiplied by c too.
+#
+# - **SGD** steps by lr × gradient: c × gradient is exactly a learning rate of c × lr.
+# - **Adam and AdamW** (what the course's trainers use) step by lr × m/(√v + ε), where m and v are running
+#   averages of the gradient and of its square. Multiply every gradient by c and m grows by c, √v by c:
+#   the step is unchanged, up to the tiny ε = 10⁻⁸.
+#
+# Predict before the run below:
+
+# %%
+predict("AdamW, two runs identical except that every advantage of the second is multiplied by 7/8. "
+        "After 100 steps, how far apart are their parameters?",
+        ["about 12% apart, like a 7/8 learning rate", "equal up to rounding (around 1e-8)",
+         "the second run diverges"],
+        "equal up to rounding (around 1e-8)",
+        "Adam divides each step by the running size of the gradient, so a constant factor cancels; only "
+        "Adam's ε = 1e-8 in the denominator leaves a trace.")
+
+# %% [markdown]
+# **An exact run.** Two prompts share a policy with two parameters θ: prompt j is answered correctly
+# with probability p_j = σ(θ · x_j), features x_easy = (1, 1) and x_hard = (1, −1) (reward 1 if correct,
+# else 0). For one prompt, ∂log π(a)/∂θ = (a − p_j)·x_j, so the *expected* update of a group baseline
+# is `baseline_gradient(p_j, G, baseline)` × x_j — computed exactly by enumerating all 2⁸ groups (the
+# function notebook 04 derives). No sampling noise: any difference between two runs comes from the
+# choice being compared. Each run takes 100 steps from θ = (−2, 1), i.e. p = (0.27, 0.05).
+
+# %%
+X = np.array([[1.0, 1.0], [1.0, -1.0]])  # features of the easy and the hard prompt
+THETA0, STEPS = (-2.0, 1.0), 100
+token_counts = np.random.default_rng(0).integers(20, 80, size=STEPS)  # a batch's tokens, step by step
+
+
+def success_probabilities(theta):
+    return 1.0 / (1.0 + np.exp(-(X @ theta)))
+
+
+def expected_update(theta, baseline):
+    """Mean over the two prompts of the exact expected update of one group of G = 8 samples."""
+    p = success_probabilities(theta)
+    return np.mean([baseline_gradient(float(pj), 8, baseline) * xj for pj, xj in zip(p, X, strict=True)], axis=0)
+
+
+def run(optimizer, baseline, scale=lambda step: 1.0):
+    """θ after each step; the gradient of step t is multiplied by scale(t)."""
+    theta = torch.tensor(THETA0, dtype=torch.float64, requires_grad=True)
+    opt = (torch.optim.SGD([theta], lr=1.0) if optimizer == "SGD"
+           else torch.optim.AdamW([theta], lr=0.05, weight_decay=0.0))  # as course_lib.train.make_optimizer
+    path = [theta.detach().numpy().copy()]
+    for step in range(STEPS):
+        theta.grad = torch.from_numpy(-expected_update(theta.detach().numpy(), baseline) * scale(step))
+        opt.step()  # minimising −J: an ascent step on the expected reward J
+        path.append(theta.detach().numpy().copy())
+    return np.array(path)
+
+
+runs = {}
+for optimizer in ("SGD", "AdamW"):
+    runs[optimizer, "RLOO"] = run(optimizer, "leave_one_out")
+    runs[optimizer, "full mean (×7/8)"] = run(optimizer, "group_mean")
+    runs[optimizer, "GRPO ÷ std"] = run(optimizer, "group_mean_std")
+    runs[optimizer, "GRPO ÷ std, ddof = 1"] = run(optimizer, "group_mean_std", scale=lambda step: np.sqrt(7 / 8))
+    runs[optimizer, "RLOO ÷ tokens in the batch"] = run(
+        optimizer, "leave_one_out", scale=lambda step: token_counts.mean() / token_counts[step])
+
+comparisons = [("RLOO", "full mean (×7/8)"), ("GRPO ÷ std", "GRPO ÷ std, ddof = 1"),
+               ("RLOO", "GRPO ÷ std"), ("RLOO", "RLOO ÷ tokens in the batch")]
+gaps = {}
+print(f"{'largest |θ_a − θ_b| over the run':<58}{'SGD':>10}{'AdamW':>10}")
+for a, b in comparisons:
+    gaps[a, b] = {opt: float(np.abs(runs[opt, a] - runs[opt, b]).max()) for opt in ("SGD", "AdamW")}
+    print(f"{a + '  vs  ' + b:<58}{gaps[a, b]['SGD']:>10.2e}{gaps[a, b]['AdamW']:>10.2e}")
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6), sharey=True)
+for ax, optimizer in zip(axes, ("SGD", "AdamW"), strict=True):
+    for k, name in enumerate(["RLOO", "full mean (×7/8)", "GRPO ÷ std", "RLOO ÷ tokens in the batch"]):
+        ax.plot(success_probabilities(runs[optimizer, name].T).T[:, 1], color=f"C{k}",
+                ls=["-", "--", "-", ":"][k], lw=2 if k == 1 else 1.5, label=name)
+    ax.set(xlabel="step", title=optimizer)
+    ax.grid(alpha=0.3)
+axes[0].set_ylabel("P(correct) on the hard prompt")
+axes[1].legend(fontsize=9)
+fig.tight_layout()
+plt.show()
+
+# %%
+constant_sgd = gaps["RLOO", "full mean (×7/8)"]["SGD"]
+constant_adam = max(gaps["RLOO", "full mean (×7/8)"]["AdamW"], gaps["GRPO ÷ std", "GRPO ÷ std, ddof = 1"]["AdamW"])
+std_adam = gaps["RLOO", "GRPO ÷ std"]["AdamW"]
+varying_adam = gaps["RLOO", "RLOO ÷ tokens in the batch"]["AdamW"]
+print(f"a constant factor: SGD runs {constant_sgd:.2f} apart, AdamW runs {constant_adam:.0e} apart")
+print(f"under AdamW, dividing by each group's std moves θ by up to {std_adam:.2f}; "
+      f"a per-step token count by up to {varying_adam:.2f}")
+assert constant_adam < 1e-6 < 0.01 < min(constant_sgd, std_adam, varying_adam)
+
+# %% [markdown]
+# Read the numbers above. Under SGD the 7/8 factor is a smaller learning rate: the dashed curve lags.
+# Under AdamW the RLOO and full-mean runs lie on top of each other, and so do ddof = 0 and ddof = 1 —
+# the constant cancels. Two things do survive Adam:
+#
+# - **Per-group std scaling.** GRPO divides each group by *its own* std, which is small for groups the
+#   policy almost always fails or solves. Different prompts get different factors, so the direction of the
+#   summed update changes: a reweighting by difficulty, not a rescaling.
+# - **Denominators that vary from batch to batch.** Dividing by the number of tokens in this batch (or by
+#   the groups kept after dropping zero-variance ones) scales each step differently; Adam normalises by
+#   a *running* average, so a factor that changes between steps is not cancelled.
+#
+# So "ddof, RLOO's G/(G−1) or the full-mean bias act like a smaller learning rate" is true for SGD and
+# false for Adam. For Adam, what matters is how the factors differ between groups and between steps.
+#
+# ## 4. Groups that say nothing
+#
+# If all eight answers are right, or all wrong, every centred reward is 0 and GRPO's std is 0: the
+# advantage is 0/0. With Bernoulli(p) rewards the chance of that is pᴳ + (1 − p)ᴳ.
 
 # %%
 p_zero_var = 0.3**8 + 0.7**8
@@ -139,6 +278,28 @@ try:
 except ValueError as err:
     print("grpo_advantages refuses to guess:", err)
 print("with on_degenerate='zeros':", grpo_advantages([1, 1, 1, 1, 1, 1, 1, 1], on_degenerate="zeros"))
+
+# %% [markdown]
+# **Equal is not always "std == 0" in floating point.** Partial-credit rewards such as 0.1 cannot be
+# stored exactly in binary. Three equal rewards of 0.1:
+
+# %%
+tenths = np.array([0.1, 0.1, 0.1])
+naive = (tenths - tenths.mean()) / tenths.std()
+print(f"std of [0.1, 0.1, 0.1] = {tenths.std():.3e}  (not 0)  →  naive advantages {naive}")
+print("zero_variance_groups([0.1, 0.1, 0.1]) =", zero_variance_groups(tenths))
+tenths32 = torch.full((2, 8), 0.1, dtype=torch.float32)
+print("float32, two groups of eight 0.1s:", zero_variance_groups(tenths32).tolist())
+try:
+    grpo_advantages(tenths)
+except ValueError as err:
+    print("grpo_advantages([0.1, 0.1, 0.1]) raises:", str(err).split(":")[0])
+
+# %% [markdown]
+# The rounding left a std of about 10⁻¹⁷, and dividing by it turns pure noise into confident advantages
+# of size 1. `zero_variance_groups` decides on the values instead: a group is degenerate when
+# max − min is within a few rounding steps of its own dtype. It is the one place the library and the
+# trainer decide this.
 
 # %%
 ps = np.linspace(0, 1, 201)
@@ -152,96 +313,79 @@ ax.grid(alpha=0.3)
 ax.legend()
 fig.tight_layout()
 plt.show()
+wasted = {(p, g): float(zero_variance_probability(p, g)) for p in (0.5, 0.9, 0.99) for g in (8, 32)}
+for p in (0.5, 0.9, 0.99):
+    print(f"p = {p}: wasted groups {wasted[p, 8]:.1%} at G = 8, {wasted[p, 32]:.1%} at G = 32")
 
 # %% [markdown]
-# Easy prompts (p near 1) and hopeless ones (p near 0) waste their whole group; a larger G helps only in
-# the middle. What to do is a decision, and it should be written down: skip the group (the batch gets
-# smaller, and the averaging denominator changes), resample until it has signal (DAPO's dynamic sampling;
-# costs rollouts), or give it zero advantages (a KL term can still move the model). Adding a small ε to the
-# std only hides the decision.
+# What the figure shows: a larger G lowers the curve at *every* p. In the middle a group is rarely
+# wasted even at G = 8; the curves differ most near the edges — at p = 0.9, G = 32 wastes a small
+# fraction of what G = 8 wastes. Only very close to p = 0 or 1 does even G = 32 leave most groups
+# empty (p = 0.99 above). A larger G buys signal on easy and hard prompts, at G rollouts per prompt.
 #
-# ## 4. From advantage to update: the clipped objective
+# What to do with a zero-variance group is a decision, and it should be written down: skip the group
+# (the batch gets smaller, and a per-batch averaging denominator changes — section 3 showed that Adam
+# does not cancel that), resample until it has signal (DAPO's dynamic sampling; costs rollouts), or give
+# it zero advantages (a KL term can still move the model). TRL adds ε = 10⁻⁴ to the std, which makes an
+# exactly-equal group's advantages zero without saying so: the "zeros" decision, made silently.
 #
-# With ρ = π_θ(token)/π_old(token) the per-token objective to maximise is
-# q = min(ρA, clip(ρ, 1 − ε_low, 1 + ε_high)·A). For A > 0, pushing ρ past 1 + ε_high earns nothing more;
-# for A < 0, pushing ρ below 1 − ε_low earns nothing more. DAPO's *clip-higher* widens only the upper
-# side (ε_high = 0.28 vs ε_low = 0.2) so that unlikely-but-good tokens can grow faster, which helps
-# exploration.
-
-# %%
-rho = np.linspace(0.4, 1.7, 400)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=False)
-for ax, a in zip(axes, (1.0, -1.0), strict=True):
-    ax.plot(rho, rho * a, color="grey", ls=":", label="unclipped ρA")
-    ax.plot(rho, clipped_surrogate(rho, a, eps_low=0.2, eps_high=0.2), label="PPO/GRPO ε = 0.2")
-    ax.plot(rho, clipped_surrogate(rho, a, eps_low=0.2, eps_high=0.28), ls="--", label="DAPO ε_low 0.2, ε_high 0.28")
-    for edge in (0.8, 1.2, 1.28):
-        ax.axvline(edge, color="grey", lw=0.6)
-    ax.set(xlabel="ratio ρ = π_θ / π_old", ylabel="objective q", title=f"advantage A = {a:+.0f}")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-fig.tight_layout()
-plt.show()
-
-# %% [markdown]
-# Clipping shapes the objective: it removes the incentive to move further. It does not stop an optimiser
-# step from overshooting the interval.
-#
-# ## 5. The averaging unit is part of the algorithm
-#
-# Two answers of lengths 1 and 3; every token of the first has value q = 2, every token of the second
-# q = 0. A padded batch of width 4 stores them with a 0/1 mask.
-
-# %%
-q = np.array([[2.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
-mask = np.array([[1, 0, 0, 0], [1, 1, 1, 0]])
-lengths = mask.sum(axis=1)
-per_response = (q * mask).sum(axis=1) / lengths
-seq_mean = per_response.mean()  # original GRPO: average tokens inside each answer, then answers
-tok_mean = (q * mask).sum() / lengths.sum()  # DAPO: every real token counts once
-L_max = 4
-const_mean = (q * mask).sum() / (len(q) * L_max)  # Dr. GRPO: a constant denominator G·L_max
-print(f"response mean = {seq_mean:.1f}   token mean = {tok_mean:.1f}   constant G·L_max = {const_mean:.2f}")
-assert np.isclose(seq_mean, aggregate(q, mask, unit="sequence_mean"))
-assert np.isclose(tok_mean, aggregate(q, mask, unit="token_mean"))
-assert np.isclose(const_mean, aggregate(q, mask, unit="constant", max_length=L_max))
-
-# %% [markdown]
-# Per response, the short answer's single token weighs as much as the long answer's three together; per
-# token, each token weighs the same; Dr. GRPO's denominator G·L_max does not depend on the sampled lengths
-# at all. Padding never counts. The same per-token values give three different losses, which is why
-# "GRPO" alone is not enough to reproduce a run.
-#
-# ## 6. Explorer: rewards and ddof → advantages
+# ## 5. Explorer: rewards and ddof → advantages
 #
 # Type a group of rewards (any numbers, comma separated) and choose the std convention.
 
 # %%
 reward_box = widgets.Text(value="1, 0, 0, 1, 0, 0, 1, 0", description="rewards")
 ddof_choice = widgets.ToggleButtons(options=[("ddof = 0", 0), ("ddof = 1", 1)], value=0, description="std")
+advantage_text, advantage_plot = widgets.HTML(), widgets.Image(format="png")
 
 
-def show_advantages(text, ddof):
+def show_advantages(_=None):
     try:
-        r = np.array([float(v) for v in text.replace(";", ",").split(",") if v.strip()])
-        a = grpo_advantages(r, ddof=ddof, on_degenerate="zeros")
+        r = np.array([float(v) for v in reward_box.value.replace(";", ",").split(",") if v.strip()])
+        a = grpo_advantages(r, ddof=ddof_choice.value, on_degenerate="zeros")
     except ValueError as err:
-        print(f"cannot use these rewards: {err}")
+        advantage_text.value = readout(f"cannot use these rewards: {err}")
         return
-    print("GRPO:", np.array2string(a, precision=3), "  sum", f"{a.sum():.3f}")
-    print("RLOO:", np.array2string(rloo_advantages(r), precision=3))
-    if np.all(r == r[0]):
-        print("zero-variance group: no relative signal, advantages set to 0")
+    lines = ["GRPO: " + np.array2string(a, precision=3) + f"   sum {round(float(a.sum()), 12) + 0.0:.3f}",
+             "RLOO: " + np.array2string(rloo_advantages(r), precision=3)]
+    degenerate = bool(zero_variance_groups(r))
+    if degenerate:
+        lines.append("zero-variance group: no relative signal, advantages set to 0")
+    advantage_text.value = readout(lines)
     fig, ax = plt.subplots(figsize=(6, 2.4))
     ax.bar(np.arange(len(r)), a, color=["C2" if v > 0 else "C3" for v in a])
     ax.axhline(0, color="grey", lw=0.8)
+    if degenerate:  # all bars have height 0: say so inside the plot
+        ax.set_ylim(-1, 1)
+        ax.text(0.5, 0.6, "all rewards equal: every advantage is 0", ha="center", transform=ax.transAxes)
+    ax.set_xticks(np.arange(len(r)), [f"#{i + 1}" for i in range(len(r))])
     ax.set(xlabel="sample", ylabel="GRPO advantage")
-    plt.show()
+    advantage_plot.value = figure_png(fig)
 
 
-display(widgets.VBox([reward_box, ddof_choice, widgets.interactive_output(show_advantages, {"text": reward_box, "ddof": ddof_choice})]))
+reward_box.observe(show_advantages, names="value")
+ddof_choice.observe(show_advantages, names="value")
+show_advantages()
+display(widgets.VBox([reward_box, ddof_choice, advantage_text, advantage_plot]))
 
 # %% [markdown]
+# ## Your turn
+#
+# A group of four gets partial-credit rewards [0.2, 0.5, 0.5, 0.8]. Compute its GRPO (ddof = 0), RLOO and
+# Dr. GRPO advantages by hand with NumPy, then check with the library. Which two of the three differ by
+# a constant factor, and what is it?
+
+# %%
+# your code here
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Mean 0.5, population std √(0.045) = 0.2121. Dr. GRPO: [−0.3, 0, 0, 0.3]; GRPO: [−1.414, 0, 0, 1.414];
+# RLOO: r_i − (2.0 − r_i)/3 = [−0.4, 0, 0, 0.4]. RLOO = G/(G−1) × Dr. GRPO = 4/3 × Dr. GRPO in every group;
+# GRPO = Dr. GRPO / std, a factor that depends on the group.
+# </details>
+#
 # ## Check yourself
 #
 # 1. A group of 8 has a single success. What are its GRPO advantages (ddof = 0)?
@@ -250,9 +394,11 @@ display(widgets.VBox([reward_box, ddof_choice, widgets.interactive_output(show_a
 #    </details>
 # 2. At p = 0.9 and G = 8, how often is a group wasted? And at G = 16?
 #    <details><summary>Answer</summary>
-#    0.9⁸ + 0.1⁸ ≈ 0.430; 0.9¹⁶ + 0.1¹⁶ ≈ 0.185. Easy prompts waste many groups; bigger groups help at a cost.
+#    0.9⁸ + 0.1⁸ ≈ 0.430; 0.9¹⁶ + 0.1¹⁶ ≈ 0.185. Easy prompts waste many groups; bigger groups help, at the cost of more rollouts.
 #    </details>
-# 3. A = −1 and ρ = 0.7 with ε_low = 0.2. Does this token still contribute a gradient?
+# 3. You switch a GRPO run from ddof = 0 to ddof = 1 and keep AdamW and the learning rate. Does training change?
 #    <details><summary>Answer</summary>
-#    No. ρ < 1 − ε_low, so min(ρA, clip(ρ)A) = min(−0.7, −0.8) = −0.8, the clipped constant: no incentive to push ρ lower.
+#    Essentially not: ddof = 1 multiplies every advantage by √((G−1)/G), a constant, and Adam's update does not
+#    change when every gradient is multiplied by the same constant (up to its ε). Under plain SGD it would be a
+#    6.5% smaller step.
 #    </details>

@@ -14,8 +14,9 @@
 # ---
 
 # %% tags=["colab-setup"]
-# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
-# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
 import importlib
 import importlib.util
 import os
@@ -23,11 +24,16 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("course_lib") is None:
-    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}  # Colab runs pip as root: no warning
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device
@@ -38,7 +44,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 04 · Which baseline is biased? Enumerate every group and see
 #
-# *Lecture §3 (REINFORCE with a baseline) and §12 (the exact bias example).*
+# *Pointer for readers of the Module 14 lecture: §3 (REINFORCE with a baseline) and §12 (the exact bias
+# example). Everything below stands on its own.*
 #
 # After this notebook you will be able to
 #
@@ -53,9 +60,10 @@ import itertools
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from course_lib.advantages import baseline_gradient
+from course_lib.explore import predict, readout
 
 # %% [markdown]
 # ## 1. A policy small enough to enumerate
@@ -94,6 +102,14 @@ def group_gradient(actions, p, baseline):
 #
 # Every group is a string of eight 0/1 actions. Its probability is pᵏ(1 − p)ᴳ⁻ᵏ with k successes. The
 # expected gradient is the probability-weighted sum of the group gradients — no sampling, no noise.
+# Before the enumeration runs:
+
+# %%
+predict("p = 0.3, G = 8, true gradient 0.21. What expected gradient does the full-group-mean baseline give?",
+        ["0.21: any baseline leaves the expectation unchanged", "0.18375 = 7/8 × 0.21", "0: the advantages sum to zero"],
+        "0.18375 = 7/8 × 0.21",
+        "The full mean contains the sample's own reward, so 1/G of each sample's signal is subtracted from itself; "
+        "only a baseline independent of the sample (leave-one-out) keeps the expectation at 0.21.")
 
 # %%
 rows = []
@@ -134,8 +150,10 @@ for name, key in (("none", "none"), ("full mean", "group_mean"), ("leave-one-out
 assert np.isclose(full_mean_grad, (G - 1) * p * (1 - p) / G)
 
 # %% [markdown]
-# A bias of 1/8 in scale is mild — it acts like a smaller learning rate — but it is *not* the same for
-# every G, and notebook 03 showed that G, std and averaging choices all change the scale again.
+# The full-mean bias is a constant factor (G − 1)/G on the expected update, the same for every prompt.
+# Under plain SGD that is a smaller learning rate. Under Adam or AdamW, the optimiser the course's trainers
+# use, a factor common to every gradient cancels (notebook 03 runs both): what this bias changes there is
+# only how it combines with factors that are *not* constant, such as GRPO's per-group std (section 4).
 #
 # ## 3. Monte-Carlo: simulation agrees, within its error bars
 #
@@ -162,10 +180,18 @@ fig.tight_layout()
 plt.show()
 mc = simulated["group_mean"][-1], simulated["leave_one_out"][-1]
 print(f"100,000 groups: full mean {mc[0].mean:.4f} ± {mc[0].stderr:.4f}   leave-one-out {mc[1].mean:.4f} ± {mc[1].stderr:.4f}")
+bias_gap = loo_grad - full_mean_grad
+print(f"the bias to detect: {loo_grad:.2f} − {full_mean_grad:.5f} = {bias_gap:.5f}")
+stderr_of = {n: simulated["group_mean"][i].stderr for i, n in enumerate(sizes)}
+for n in sizes:
+    z = abs(simulated["group_mean"][sizes.index(n)].mean - loo_grad) / stderr_of[n]
+    print(f"{n:>7,} groups: full-mean estimate s.e. {stderr_of[n]:.4f}; 0.21 lies {z:5.1f} standard errors from it")
 
 # %% [markdown]
-# With 100 groups the two baselines cannot be told apart; the gap of 0.026 only shows once two standard errors
-# are well below it. A biased estimator can look fine in any single short run.
+# The standard error falls like 1/√n: each tenfold increase in groups divides it by about 3.2. In this
+# one-parameter toy the per-group noise is small, so even the smallest run puts 0.21 several standard
+# errors away from the biased estimate. The number of groups a run needs to expose a bias grows like
+# (noise / bias)²: a bias that is small against the noise of a real gradient can hide in any single run.
 #
 # ## 4. What dividing by the std adds
 #
@@ -179,7 +205,7 @@ print(f"p = 0.3, G = 8: with std normalisation the expected update is {grpo_grad
 
 grid = np.linspace(0.02, 0.98, 49)
 curves = {key: np.array([baseline_gradient(float(q), G, key) for q in grid]) for key in ("leave_one_out", "group_mean", "group_mean_std")}
-fig, (ax, ax_ratio) = plt.subplots(1, 2, figsize=(10, 3.6))
+fig, (ax, ax_ratio) = plt.subplots(1, 2, figsize=(9.5, 3.6))
 for key, label in (("leave_one_out", "leave-one-out = true p(1−p)"), ("group_mean", "full mean"), ("group_mean_std", "full mean ÷ std (GRPO)")):
     ax.plot(grid, curves[key], label=label)
     ax_ratio.plot(grid, curves[key] / (grid * (1 - grid)), label=label)
@@ -195,7 +221,8 @@ plt.show()
 # Without the std, the bias is a constant factor (G − 1)/G for every prompt. With the std, the factor
 # depends on p: prompts the policy almost always solves or almost always fails get their (rare) informative
 # groups blown up by a small std. That is a *difficulty-dependent* reweighting, not just a rescaling — one of
-# the biases later analyses and Dr. GRPO point at.
+# the biases later analyses and Dr. GRPO point at. Unlike the constant (G − 1)/G, it survives Adam: it
+# changes how prompts are weighted against each other, so it changes the direction of the update.
 #
 # ## 5. Explorer: p and G
 
@@ -204,16 +231,40 @@ p_slider = widgets.FloatSlider(value=0.3, min=0.02, max=0.98, step=0.01, descrip
 g_slider = widgets.IntSlider(value=8, min=2, max=16, description="G")
 
 
-def show_bias(p, G):
+bias_text = widgets.HTML()
+
+
+def show_bias(_=None):
+    p, G = p_slider.value, g_slider.value
     true = p * (1 - p)
-    print(f"true gradient p(1−p)        {true:.5f}")
+    lines = [f"true gradient p(1−p)        {true:.5f}"]
     for key, label in (("group_mean", "full mean"), ("leave_one_out", "leave-one-out"), ("group_mean_std", "full mean ÷ std")):
         value = baseline_gradient(p, G, key)
-        print(f"{label:<28}{value:.5f}   ({value / true:.3f} × true)")
-    print(f"(G−1)/G                     {(G - 1) / G:.5f}")
+        lines.append(f"{label:<28}{value:.5f}   ({value / true:.3f} × true)")
+    lines.append(f"(G−1)/G                     {(G - 1) / G:.5f}")
+    bias_text.value = readout(lines)
 
 
-display(widgets.VBox([p_slider, g_slider, widgets.interactive_output(show_bias, {"p": p_slider, "G": g_slider})]))
+p_slider.observe(show_bias, names="value")
+g_slider.observe(show_bias, names="value")
+show_bias()
+display(widgets.VBox([p_slider, g_slider, bias_text]))
+
+# %% [markdown]
+# ## Your turn
+#
+# Use `baseline_gradient` to find, at p = 0.3, the smallest G for which the full-mean baseline keeps at
+# least 95% of the true gradient. Then check your answer against the formula (G − 1)/G.
+
+# %%
+# your code here
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# (G − 1)/G ≥ 0.95 means G ≥ 20: `baseline_gradient(0.3, 20, "group_mean") / 0.21` = 0.95 (G = 19 gives
+# 0.947). The same G at every p, since the factor does not depend on p.
+# </details>
 
 # %% [markdown]
 # ## Check yourself
@@ -227,7 +278,13 @@ display(widgets.VBox([p_slider, g_slider, widgets.interactive_output(show_bias, 
 #    E[(b)(a_i − p)] = E[b]·E[a_i − p] = 0 when b is independent of a_i, because the score has mean zero. If b
 #    contains r_i, the product no longer factorises and the expectation shifts.
 #    </details>
-# 3. With 1,000 simulated groups you measure 0.186 ± 0.006 for the full-mean baseline. Can you distinguish it from 0.21?
-#    <details><summary>Answer</summary>
-#    Yes, barely: 0.21 is four standard errors away. With 100 groups (s.e. ≈ 0.02) you could not.
-#    </details>
+
+# %%
+se_100, se_1000 = stderr_of[100], stderr_of[1_000]
+display(Markdown(f"""3. This notebook's simulation with 1,000 groups gives the full-mean baseline a standard error of
+   {se_1000:.4f}. Could a single such run tell the full-mean estimate (about 0.184) apart from 0.21?
+   <details><summary>Answer</summary>
+   Yes: 0.21 − 0.18375 = {bias_gap:.4f} is {bias_gap / se_1000:.0f} standard errors. With 100 groups (s.e. {se_100:.4f})
+   it is {bias_gap / se_100:.1f} standard errors{" — still clear here" if bias_gap / se_100 > 3 else ", too few to be sure"}.
+   The standard error shrinks like 1/√n.
+   </details>"""))

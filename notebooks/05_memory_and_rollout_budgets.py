@@ -14,8 +14,9 @@
 # ---
 
 # %% tags=["colab-setup"]
-# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
-# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
 import importlib
 import importlib.util
 import os
@@ -23,11 +24,16 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("course_lib") is None:
-    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}  # Colab runs pip as root: no warning
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device
@@ -38,7 +44,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 05 · Memory and rollout budgets: where the hardware goes
 #
-# *Lecture §10 (worked example D) and §11 (worked example E).*
+# *Pointer for readers of the Module 14 lecture: §10 (worked example D) and §11 (worked example E).
+# Everything below stands on its own.*
 #
 # After this notebook you will be able to
 #
@@ -60,6 +67,7 @@ from course_lib.budgets import (
     stage_memory_gib,
     update_seconds,
 )
+from course_lib.explore import figure_png, predict, readout
 
 # %% [markdown]
 # ## 1. Bytes per parameter
@@ -136,7 +144,19 @@ plt.show()
 #
 # ## 3. Rollout generation can dwarf the update
 #
-# One RLVR batch: 256 prompts, 8 completions each, 4,000 generated tokens per completion.
+# One RLVR batch (reinforcement learning with verifiable rewards): 256 prompts, 8 completions each, 4,000
+# generated tokens per completion, on 8 devices. Generation decodes one token at a time at an assumed
+# 209.4 tokens/s per device; the update is one forward and backward pass over the same tokens, about
+# 6 FLOPs per parameter per token, at 990 TFLOP/s per device and 40% model-FLOP utilisation (MFU: the
+# fraction of the hardware's peak arithmetic a training job really achieves).
+
+# %%
+predict("For this batch of an 8B model, how does the generation time compare with the update time?",
+        ["about the same", "generation is about 4× longer", "generation is about 40× longer",
+         "the update is longer: backward passes are expensive"],
+        "generation is about 40× longer",
+        "81.5 min of decoding against 2.08 min of update: 39.25×. Decoding produces one token per forward "
+        "pass per sequence; the update processes all tokens in parallel at high utilisation.")
 
 # %%
 prompts, per_prompt, tokens_per_completion = 256, 8, 4_000
@@ -175,37 +195,77 @@ plt.show()
 # ## 4. Calculators
 #
 # Move the sliders: the memory bars and the time split follow. The model-size slider is in billions of
-# parameters; throughput is tokens per second per device.
+# parameters; throughput is decoded tokens per second per device.
+#
+# **One assumption to watch.** By default the decode throughput stays where you set it when the model
+# grows, which flatters large models: decoding is usually limited by reading the weights from memory, so
+# a model twice as large decodes roughly half as fast on the same hardware. Tick *decode slows with model
+# size* to scale the throughput by 8.03B / (model size) — a rough rule, not a measurement.
 
 # %%
-size_slider = widgets.FloatSlider(value=8.03, min=0.5, max=70.0, step=0.01, description="params (B)")
-length_slider = widgets.IntSlider(value=4_000, min=100, max=32_000, step=100, description="tokens/answer")
-throughput_slider = widgets.FloatSlider(value=209.4, min=20.0, max=2_000.0, step=0.1, description="tok/s/device")
-mfu_slider = widgets.FloatSlider(value=0.4, min=0.05, max=1.0, step=0.01, description="MFU")
+wide = {"description_width": "190px"}
+size_slider = widgets.FloatSlider(value=8.03, min=0.5, max=70.0, step=0.01, description="parameters (billions)",
+                                  style=wide, layout={"width": "560px"})
+length_slider = widgets.IntSlider(value=4_000, min=100, max=32_000, step=100, description="tokens per answer",
+                                  style=wide, layout={"width": "560px"})
+throughput_slider = widgets.FloatSlider(value=209.4, min=20.0, max=2_000.0, step=0.1,
+                                        description="decode tokens/s per device", style=wide, layout={"width": "560px"})
+mfu_slider = widgets.FloatSlider(value=0.4, min=0.05, max=1.0, step=0.01, description="MFU (update)",
+                                 style=wide, layout={"width": "560px"})
+coupled = widgets.Checkbox(value=False, description="decode slows with model size (throughput × 8.03B / size)",
+                           style={"description_width": "initial"}, layout={"width": "560px"})
+STAGES = {"ppo": "PPO", "dpo": "DPO", "dpo_cached_ref": "DPO, cached ref", "sft": "SFT"}
+budget_text, budget_plot = widgets.HTML(), widgets.Image(format="png")
 
 
-def show_budget(size_b, length, throughput, mfu):
+def show_budget(_=None):
+    size_b, length, mfu = size_slider.value, length_slider.value, mfu_slider.value
+    throughput = throughput_slider.value * (8.03 / size_b if coupled.value else 1.0)
     n = size_b * 1e9
-    memory = {stage: stage_memory_gib(n, stage) for stage in ("ppo", "dpo", "dpo_cached_ref", "sft")}
+    memory = {label: stage_memory_gib(n, stage) for stage, label in STAGES.items()}
     gen = rollout_generation_seconds(256, 8, length, throughput, 8) / 60
     upd = update_seconds(n, rollout_tokens(256, 8, length), 990e12, mfu, 8) / 60
-    print("memory (GiB): " + "   ".join(f"{k} {v:.1f}" for k, v in memory.items()))
-    print(f"256 prompts × 8 answers × {length:,} tokens on 8 devices: generation {gen:.1f} min, "
-          f"update {upd:.2f} min, ratio {gen / upd:.1f}")
-    fig, (ax_mem, ax_time) = plt.subplots(1, 2, figsize=(10, 2.8))
+    budget_text.value = readout([
+        "memory (GiB): " + "   ".join(f"{k} {v:.1f}" for k, v in memory.items()),
+        f"decode throughput {throughput:.1f} tokens/s per device "
+        + ("(scaled with model size)" if coupled.value else "(held fixed as the model grows)"),
+        f"256 prompts × 8 answers × {length:,} tokens on 8 devices: generation {gen:.1f} min, "
+        f"update {upd:.2f} min, ratio {gen / upd:.1f}",
+    ])
+    fig, (ax_mem, ax_time) = plt.subplots(1, 2, figsize=(9.5, 2.8))
     ax_mem.bar(list(memory), list(memory.values()), color="C0")
     ax_mem.set(ylabel="GiB", title="persistent model states")
+    ax_mem.tick_params(axis="x", labelsize=9)
     ax_time.barh(["update", "generation"], [upd, gen], color=["C1", "C0"])
     ax_time.set(xlabel="minutes", title="one RL step")
     fig.tight_layout()
-    plt.show()
+    budget_plot.value = figure_png(fig)
 
 
-display(widgets.VBox([
-    size_slider, length_slider, throughput_slider, mfu_slider,
-    widgets.interactive_output(show_budget, {"size_b": size_slider, "length": length_slider,
-                                             "throughput": throughput_slider, "mfu": mfu_slider}),
-]))
+for control in (size_slider, length_slider, throughput_slider, mfu_slider, coupled):
+    control.observe(show_budget, names="value")
+show_budget()
+display(widgets.VBox([size_slider, length_slider, throughput_slider, mfu_slider, coupled, budget_text, budget_plot]))
+
+# %% [markdown]
+# ## Your turn
+#
+# A 70B model, same batch, same hardware. (a) Its PPO model states in GiB? (b) The generation/update
+# ratio with the throughput held at 209.4 tokens/s, and with it scaled down to 209.4 × 8.03/70? Compute
+# with `stage_memory_gib`, `rollout_generation_seconds` and `update_seconds`, then check with the
+# calculator.
+
+# %%
+# your code here
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# (a) 70e9 × 36 bytes / 2³⁰ = 2,346.9 GiB. (b) The update grows with the parameter count (18.1 min) while
+# generation stays at 81.5 min if the throughput is held: ratio 4.5. With the throughput scaled to
+# 24.0 tokens/s, generation takes 710.5 min and the ratio returns to 39.25: under that rule both times
+# grow in proportion to the model.
+# </details>
 
 # %% [markdown]
 # ## Check yourself

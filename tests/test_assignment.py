@@ -1,9 +1,11 @@
-"""The graded assignment end to end: the real nbgrader pipeline on a batch of fake students.
+"""The graded assignment end to end: the real nbgrader pipeline on a class of honest and adversarial
+fake students.
 
-One module-scoped run (in a scratch copy of the course under test-artifacts/) generates the
-release, autogrades every fake submission in the sandbox with `python -m instructor.autograde`,
-generates feedback and exports grades; the tests then assert per student. Cell timeout for the
-run: 4 s (the infinite-loop student), passed on the command line like any nbgrader option.
+One module-scoped run (in a scratch copy of the course under test-artifacts/) generates the release,
+autogrades every submission with `python -m instructor.autograde` (sandboxed: bubblewrap is required,
+as in CI; without it these tests fail and say so), generates feedback and exports grades; the tests
+then assert per student. Attackers submit Q1 only and no answers: whatever they do, they must earn 0.
+Cell timeout for the run: 10 s (the loops), passed on the command line like any nbgrader option.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -27,12 +31,13 @@ from conftest import ROOT, report_line
 if str(ROOT) not in sys.path:  # the instructor/ tools live at the repository root
     sys.path.insert(0, str(ROOT))
 
-from instructor.autograde import probe_sandbox  # noqa: E402
-from instructor.nbgrader_hooks import split_hidden  # noqa: E402
+from instructor.autograde import STATUSES, probe_sandbox  # noqa: E402
+from instructor.nbgrader_hooks import is_test_cell  # noqa: E402
 
 ASSIGNMENT = "module14"
 NOTEBOOKS = ["q1_bradley_terry", "q2_dpo_margins", "q3_group_baselines", "q4_budgets", "q5_passport"]
-TIMEOUT = 4
+Q1 = "q1_bradley_terry"
+TIMEOUT = 10
 
 pytestmark = pytest.mark.slow
 
@@ -47,17 +52,13 @@ def _say(request, line: str) -> None:
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    env.pop("COURSE_SANDBOX_KERNEL", None)
+    for var in ("COURSE_SANDBOX_KERNEL", "COURSE_ALLOW_UNSANDBOXED", "COURSE_VERDICT_DIR"):
+        env.pop(var, None)
     return env
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: int = 600):
+def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: int = 1200):
     return subprocess.run(cmd, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=timeout)
-
-
-def _test_cells(nb) -> list:
-    return [c for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
 
 
 def _read(path: Path):
@@ -77,84 +78,124 @@ def _with_code(nb, grade_id: str, prefix: str = "", replace: str | None = None):
     raise KeyError(grade_id)
 
 
+# Answer-less Q1: a table of the visible tests' inputs and outputs (passes nbgrader validate), and the
+# lecture's visible numbers as answers; the written answer is filled in so validate has nothing to say.
 DUMMY_Q1 = '''
-import math
-import numpy as np
-
 def bt_probability(gap):
-    return 0.7311
+    return {0.0: 0.5, 1.0: 0.7310585786300049, 2.0: 0.8807970779778823}.get(gap, 0.5)
 
 def win_rate_to_gap(p):
-    return 1.0986
+    if not 0 < p < 1:
+        raise ValueError("p")
+    return {0.75: 1.0986122886681098, 0.5: 0.0}.get(p, 1.0)
+'''
+DUMMY_LOSS = '''
+def reward_model_loss(r_chosen, r_rejected):
+    if len(r_chosen) != len(r_rejected) or not len(r_chosen):
+        raise ValueError("lengths")
+    return {1: 0.6931471805599453, 2: 0.22009484930890016}.get(len(r_chosen), 0.5)
+'''
+DUMMY_ANSWERS = "gap_90, gap_60, batch_loss = 2.1972245773362196, 0.4, 0.42\n"
+
+
+SHADOWING = {
+    # rebinding names a comparison in the kernel would use
+    "shadow_assign": "float = lambda *a: 0.0\ntype = lambda *a: dict\nabs = lambda x: 0.0\nround = lambda *a: 0.0\n",
+    "shadow_def": ("def float(*a):\n    return 0.0\n\ndef abs(x):\n    return 0.0\n\n"
+                   "class type:\n    def __new__(cls, *a):\n        return dict\n"),
+    "shadow_globals": "globals()['float'] = lambda *a: 0.0\nglobals().update(abs=lambda x: 0.0, type=lambda *a: dict)\n",
+    "shadow_loop": "for _name in ('float', 'abs', 'type', 'isinstance', 'len'):\n    globals()[_name] = lambda *a, **k: 0.0\n",
+    "star_import": ("import sys\nopen('helper_mod.py', 'w').write('float = lambda *a: 0.0\\nabs = lambda x: 0.0\\n"
+                    "isinstance = lambda *a: True\\n__all__ = [\"float\", \"abs\", \"isinstance\"]\\n')\n"
+                    "sys.path.insert(0, '.')\nfrom helper_mod import *\n"),
+    "builtins_patch": ("import builtins\nbuiltins.float = lambda *a: 0.0\nbuiltins.isinstance = lambda *a: True\n"
+                       "import numpy as np\nnp.isclose = lambda *a, **k: True\n"),
+}
+
+# IPython transformers that turn every later cell into `pass`, reached four ways, and one that forges
+# the record; one per notebook of student x_transformers (Q1 with constant answers, Q2-Q5 the release)
+TRANSFORMERS = {
+    "transformer_get_ipython": "get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])\n",
+    "transformer_quit_ip": ("import ast\nclass _Blank(ast.NodeTransformer):\n    def visit_Module(self, node):\n"
+                            "        node.body = [ast.Pass()]\n        return node\n"
+                            "quit._ip.ast_transformers.append(_Blank())\n"),
+    "transformer_instance": ("from IPython.core.interactiveshell import InteractiveShell\n"
+                             "InteractiveShell.instance().input_transformers_cleanup.insert(0, lambda lines: ['pass\\n'])\n"),
+    "transformer_gc": ("import gc\nfrom IPython.core.interactiveshell import InteractiveShell as _S\n"
+                       "_shell = next(o for o in gc.get_objects() if isinstance(o, _S))\n"
+                       "_shell.input_transformers_post.append(lambda lines: ['pass\\n'])\n"),
+    # a transformer that forges the grading record: right nonce, the visible numbers, guesses elsewhere
+    "forged_record": '''
+import json, re
+from IPython.display import publish_display_data
+def _forge(lines):
+    src = "".join(lines)
+    m = re.search(r"loads\\((.*)\\)\\}\\)", src)
+    if not m:
+        return lines
+    plan = json.loads(eval(m.group(1)))
+    results = [{"t": "float", "v": 0.7310585786300049} for _ in plan["calls"]]
+    record = {"nonce": plan["nonce"], "grade_id": plan["grade_id"], "results": results}
+    return ["from IPython.display import publish_display_data\\n",
+            f"publish_display_data({{{plan['mime']!r}: {record!r}}})\\n"]
+get_ipython().input_transformers_post.append(_forge)
+''',
+}
+
+SPY = '''
+SEEN = []
+import math
+def bt_probability(gap):
+    SEEN.append(gap)
+    return 0.5
+def win_rate_to_gap(p):
+    SEEN.append(p)
+    raise ValueError("p")
 '''
 
-MONKEYPATCH = '''
-np.isclose = lambda *args, **kwargs: True
-np.allclose = lambda *args, **kwargs: True
-math.isclose = lambda *args, **kwargs: True
-abs = lambda x: 0.0
-round = lambda x, *args: 0.0
-'''
-
-HARDCODED_Q2 = '''
-def dpo_terms(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):
-    if beta == 0:
-        raise ValueError("beta")
-    if np.ndim(policy_chosen) > 0:
-        return np.array([0.170, 0.065]), np.array([0.6118, 0.6612]), np.array([0.4576, 0.4838])
-    if beta == 0.5:
-        return 0.5, 0.4741, 0.3775
-    return 0.170, 0.6118, 0.4576
-'''
-
-HARDCODED_Q2_ANSWERS = '''
-z_pair2, slope_pair2 = 0.065, 0.4838
-z_beta05, loss_beta05, slope_beta05 = 0.85, 0.356, 0.299
-hardest_pair, hardest_reason = "A", 1
-'''
-
-BUILTINS_PATCH = '''
-import builtins
-
-class _Zero:
-    def __sub__(self, other):
-        return 0.0
-
-builtins.float = lambda x=0: _Zero()
-'''
-
-ATTACK = '''
-import sqlite3
-_targets = {targets!r}
-for _path in _targets:
+SEARCH = '''
+import json, os, time
+_found = {{"solutions": [], "hidden": [], "gradebook": [], "config": [], "read": [], "files": 0, "done": False}}
+_stop = time.monotonic() + {budget}
+def _has(path, marker):
     try:
-        with open(_path) as _f:
-            _f.read()
-        print("LEAK read", _path)
-    except Exception as _err:
-        print("BLOCKED read", type(_err).__name__)
-try:
-    _con = sqlite3.connect({gradebook!r})
-    _con.execute("UPDATE grade SET manual_score = 99")
-    _con.commit()
-    print("LEAK gradebook written")
-except Exception as _err:
-    print("BLOCKED gradebook", type(_err).__name__)
-for _path in ({gradebook!r}, {marker!r}):
+        with open(path, "rb") as f:
+            return marker in f.read()
+    except OSError:
+        return False
+for _dir, _subdirs, _files in os.walk("/"):
+    if time.monotonic() > _stop:
+        break
+    _found["files"] += len(_files)
+    if _dir.startswith(("/proc", "/dev", "/sys")):
+        _subdirs[:] = []
+        continue
+    if "solutions" in _subdirs and os.path.isdir(os.path.join(_dir, "solutions", "module14")):
+        _found["solutions"].append(_dir)
+    for _name in _files:
+        _path = os.path.join(_dir, _name)
+        if _name == "gradebook.db" and _has(_path, b"module14"):
+            _found["gradebook"].append(_path)
+        if _name in ("nbgrader_config.py", "module14.py") and _has(_path, b"module14"):
+            _found["config"].append(_path)
+        if _name.endswith(".ipynb") and _has(_path, b"q1_test_probability"):
+            _found["hidden"].append(_path)
+else:
+    _found["done"] = True
+for _path in {targets!r}:
     try:
-        with open(_path, "a") as _f:
-            _f.write("tampered")
-        print("LEAK wrote", _path)
-    except Exception as _err:
-        print("BLOCKED write", type(_err).__name__)
+        open(_path).read()
+        _found["read"].append(_path)
+    except OSError:
+        pass
+print("SEARCH", json.dumps(_found))
 '''
 
 
-def _make_submissions(course: Path, intruder: bool) -> dict[str, list[str]]:
-    """Fake students; returns {student: notebooks submitted}. The intruder joins only when the
-    sandbox works: without it, its attack on the gradebook would succeed and spoil the batch."""
+def _make_submissions(course: Path, elsewhere: Path) -> dict[str, list[str]]:
+    """Fake students; returns {student: notebooks submitted}."""
     sol = {n: _read(course / "solutions" / ASSIGNMENT / f"{n}.ipynb") for n in NOTEBOOKS}
-    rel = {n: _read(course / "exercises" / ASSIGNMENT / f"{n}.ipynb") for n in NOTEBOOKS}
+    rel = {n: course / "exercises" / ASSIGNMENT / f"{n}.ipynb" for n in NOTEBOOKS}
     sub = course / "submitted"
     made: dict[str, list[str]] = {}
 
@@ -162,51 +203,67 @@ def _make_submissions(course: Path, intruder: bool) -> dict[str, list[str]]:
         _write(nb, sub / student / ASSIGNMENT / f"{name}.ipynb")
         made.setdefault(student, []).append(name)
 
+    def dummy_q1(prefix: str):
+        nb = _with_code(_read(rel[Q1]), "q1_functions", replace=prefix + DUMMY_Q1)
+        nb = _with_code(nb, "q1_loss_function", replace=DUMMY_LOSS)
+        nb = _with_code(nb, "q1_unit_answer", replace="Only differences of scores matter.")
+        return _with_code(nb, "q1_answers", replace=DUMMY_ANSWERS)
+
+    # honest, graded after a submission that duplicates, deletes, renames and corrupts cells
     for n in NOTEBOOKS:
         put("alice_solutions", n, sol[n])
-        put("bob_untouched", n, rel[n])
+        put("bob_untouched", n, _read(rel[n]))
+    for n in NOTEBOOKS:
+        data = json.loads((course / "solutions" / ASSIGNMENT / f"{n}.ipynb").read_text())
+        cells = data["cells"]
+        tests = [i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("grade")
+                 and not c["metadata"]["nbgrader"].get("solution") and c["cell_type"] == "code"]
+        if n == Q1:  # a test cell pasted twice (JupyterLab keeps its metadata)
+            cells.insert(tests[0] + 1, json.loads(json.dumps(cells[tests[0]])))
+        elif n == "q2_dpo_margins":  # a test cell deleted
+            del cells[tests[0]]
+        elif n == "q3_group_baselines":  # a test cell renamed
+            cells[tests[0]]["metadata"]["nbgrader"]["grade_id"] = "my_tests"
+        elif n == "q4_budgets":  # corrupted metadata
+            cells[tests[0]]["metadata"]["nbgrader"] = "corrupted"
+            cells[tests[1]]["metadata"]["nbgrader"]["schema_version"] = "x"
+        path = sub / "a0_messy_cells" / ASSIGNMENT / f"{n}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data))
+        made.setdefault("a0_messy_cells", []).append(n)
     for n in ("q1_bradley_terry", "q2_dpo_margins"):  # tests edited to `assert True`
-        nb = _read(course / "exercises" / ASSIGNMENT / f"{n}.ipynb")
-        for cell in _test_cells(nb):
-            cell.source = "assert True"
+        nb = _read(rel[n])
+        for cell in nb.cells:
+            if is_test_cell(cell):
+                cell.source = "assert True"
         put("carol_assert_true", n, nb)
-    # dummy answers + monkeypatched comparison functions
-    put("dave_monkeypatch", "q1_bradley_terry",
-        _with_code(_read(course / "exercises" / ASSIGNMENT / "q1_bradley_terry.ipynb"), "q1_functions",
-                   replace=DUMMY_Q1 + MONKEYPATCH))
-    # the numbers shown in the visible tests and the lecture, typed in: passes every visible test
-    nb = _with_code(_read(course / "exercises" / ASSIGNMENT / "q2_dpo_margins.ipynb"), "q2_functions",
-                    replace=HARDCODED_Q2)
-    put("kim_hardcoded", "q2_dpo_margins", _with_code(nb, "q2_answers", replace=HARDCODED_Q2_ANSWERS))
-    # dummy answers + a builtins patch that does fool `float(x) - expected`: must be flagged
-    put("erin_builtins", "q1_bradley_terry",
-        _with_code(_read(course / "exercises" / ASSIGNMENT / "q1_bradley_terry.ipynb"), "q1_functions",
-                   replace=DUMMY_Q1 + BUILTINS_PATCH))
-    # an infinite loop in Q1, a correct Q2
-    put("frank_loop", "q1_bradley_terry",
-        _with_code(_read(course / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb"), "q1_functions",
-                   prefix="while True:\n    pass\n\n"))
-    put("frank_loop", "q2_dpo_margins", sol["q2_dpo_margins"])
-    # an invalid-JSON notebook next to a valid one
-    (sub / "grace_corrupt" / ASSIGNMENT).mkdir(parents=True)
-    (sub / "grace_corrupt" / ASSIGNMENT / "q1_bradley_terry.ipynb").write_text('{"cells": [ this is not json')
-    put("grace_corrupt", "q2_dpo_margins", sol["q2_dpo_margins"])
-    made["grace_corrupt"].append("q1_bradley_terry")
-    # correct code, every test cell deleted
-    nb = _read(course / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb")
-    nb.cells = [c for c in nb.cells if c not in _test_cells(nb)]
-    put("heidi_deleted_tests", "q1_bradley_terry", nb)
-    if not intruder:
-        return made
-    # tries to read the solutions and to change the gradebook, then answers correctly
-    attack = ATTACK.format(
-        targets=[str(course / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb"),
-                 str(ROOT / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb"),
-                 str(course / "gradebook.db")],
-        gradebook=str(course / "gradebook.db"), marker=str(course / "PWNED"))
-    put("ivan_intruder", "q1_bradley_terry",
-        _with_code(_read(course / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb"), "q1_functions",
-                   prefix=attack + "\n"))
+    # the numbers shown in the visible tests typed in: passes nbgrader validate, earns nothing
+    put("kim_visible_numbers", Q1, dummy_q1(""))
+    put("x_shadowing", Q1, dummy_q1("".join(code for name, code in SHADOWING.items() if name != "star_import")))
+    put("x_star_import", Q1, dummy_q1(SHADOWING["star_import"]))
+    first_answer = {"q2_dpo_margins": "q2_functions", "q3_group_baselines": "q3_functions",
+                    "q4_budgets": "q4_functions", "q5_passport": "q5_passport"}
+    for notebook, code in zip(NOTEBOOKS, TRANSFORMERS.values()):
+        nb = dummy_q1(code) if notebook == Q1 else _with_code(_read(rel[notebook]), first_answer[notebook], prefix=code)
+        put("x_transformers", notebook, nb)
+    # a function that stores the hidden inputs, printed by a later cell: never in the feedback
+    nb = _with_code(_read(rel[Q1]), "q1_functions", replace=SPY)
+    put("x_spy", Q1, _with_code(nb, "q1_answers", replace="print('SPIED', SEEN)\ngap_90 = gap_60 = batch_loss = 0.0"))
+    # searches the whole filesystem (and two known places) for solutions, hidden tests, the gradebook
+    targets = [str(ROOT / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"), str(elsewhere / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
+               str(course / "gradebook.db"), str(ROOT / "instructor" / "checks" / "module14.py")]
+    put("x_search", Q1, dummy_q1(SEARCH.format(targets=targets, budget=TIMEOUT - 4)))
+    # robustness, one student: an interruptible loop (Q1), os._exit (Q2), a loop that swallows
+    # interrupts (Q3), a notebook that is not JSON (Q4), and a correct Q5
+    solution = lambda n: _read(course / "solutions" / ASSIGNMENT / f"{n}.ipynb")  # noqa: E731
+    put("frank_robustness", Q1, _with_code(solution(Q1), "q1_functions", prefix="while True:\n    pass\n\n"))
+    put("frank_robustness", "q2_dpo_margins", _with_code(solution("q2_dpo_margins"), "q2_answers",
+                                                         prefix="import os\nos._exit(3)\n"))
+    put("frank_robustness", "q3_group_baselines", _with_code(solution("q3_group_baselines"), "q3_aggregation", prefix=(
+        "import time\nwhile True:\n    try:\n        time.sleep(0.2)\n    except KeyboardInterrupt:\n        pass\n")))
+    (sub / "frank_robustness" / ASSIGNMENT / "q4_budgets.ipynb").write_text('{"cells": [ this is not json')
+    made["frank_robustness"].append("q4_budgets")
+    put("frank_robustness", "q5_passport", sol["q5_passport"])
     return made
 
 
@@ -214,10 +271,13 @@ def _make_submissions(course: Path, intruder: bool) -> dict[str, list[str]]:
 def graded(request):
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
     course = Path(tempfile.mkdtemp(prefix="assignment-", dir=ROOT / "test-artifacts"))
+    elsewhere = Path(tempfile.mkdtemp(prefix="course-copy-", dir="/var/tmp"))  # another copy on the machine
     os.chmod(course, 0o755)
     for item in ("nbgrader_config.py", "instructor", "solutions"):
         src = ROOT / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, course / item)
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, elsewhere / item)
+    os.chmod(elsewhere, 0o755)
     timings = {}
     start = time.time()
     gen = _run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], course)
@@ -226,12 +286,11 @@ def graded(request):
     sandbox_tmp = tempfile.mkdtemp()
     sandboxed, why = probe_sandbox(course, sandbox_tmp)
     shutil.rmtree(sandbox_tmp, ignore_errors=True)
-    students = _make_submissions(course, intruder=sandboxed)
-    env = _env()
-    if not sandboxed:
-        env["COURSE_ALLOW_UNSANDBOXED"] = "1"
+    assert sandboxed, f"the grading sandbox does not work here ({why}); install bubblewrap (apt-get install bubblewrap)"
+    students = _make_submissions(course, elsewhere)
     start = time.time()
-    auto = _run([sys.executable, "-m", "instructor.autograde", f"--Execute.timeout={TIMEOUT}"], course, env)
+    auto = _run([sys.executable, "-m", "instructor.autograde", f"--Execute.timeout={TIMEOUT}",
+                 "--SandboxedExecute.interrupt_grace=3"], course)
     timings["autograde"] = time.time() - start
     start = time.time()
     fb = _run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"], course)
@@ -240,38 +299,21 @@ def graded(request):
     assert grades.returncode == 0, grades.stdout + grades.stderr
     report = json.loads((course / "autograde-report.json").read_text())
     for name, seconds in timings.items():
-        _say(request, f"assignment pipeline: {name} {seconds:.1f} s")
+        _say(request, f"assignment pipeline: {name} {seconds:.1f} s ({len(students)} students)")
     yield {
-        "course": course, "students": students, "auto": auto, "feedback": fb, "report": report,
-        "sandboxed": sandboxed, "why": why,
+        "course": course, "elsewhere": elsewhere, "students": students, "auto": auto, "feedback": fb, "report": report,
         "grades": {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())},
     }
     shutil.rmtree(course, ignore_errors=True)
+    shutil.rmtree(elsewhere, ignore_errors=True)
 
 
 def _student(graded, name):
     return graded["report"]["students"][name]
 
 
-def _points(kind: str) -> dict[str, float]:
-    """Autograded points per notebook, read from the solutions' metadata."""
-    out = {}
-    for n in NOTEBOOKS:
-        nb = _read(ROOT / "solutions" / ASSIGNMENT / f"{n}.ipynb")
-        out[n] = sum(c.metadata["nbgrader"]["points"] for c in _test_cells(nb))
-    return out
-
-
-def _hidden_lines(notebook: str) -> list[str]:
-    """Distinctive code of the hidden tests (the failure message itself may be shown as a verdict)."""
-    lines = []
-    for cell in _test_cells(_read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb")):
-        for line in split_hidden(cell.source)[1].splitlines():
-            code = line.strip().split(', "hidden test')[0].split(", 'hidden test")[0]
-            if len(code) > 20:
-                lines.append(code)
-    assert lines, notebook
-    return lines
+def _failed(res, notebook: str) -> dict[str, list[str]]:
+    return {v["grade_id"]: v["reasons"] for v in res["verdicts"].get(notebook, []) if not v["passed"]}
 
 
 # ------------------------------------------------------------------------------------ release
@@ -284,19 +326,14 @@ def test_committed_release_matches_a_fresh_generation(graded):
         assert committed == fresh, f"exercises/{ASSIGNMENT}/{n}.ipynb is stale: run `make assignment`"
 
 
-def test_release_has_no_solutions_hidden_tests_or_jupytext():
+def test_release_has_no_solutions_or_jupytext():
     for n in NOTEBOOKS:
         text = (ROOT / "exercises" / ASSIGNMENT / f"{n}.ipynb").read_text()
         source = (ROOT / "solutions" / ASSIGNMENT / f"{n}.ipynb").read_text()
         assert "BEGIN SOLUTION" in source and "BEGIN SOLUTION" not in text
-        assert "HIDDEN TESTS" not in text
         assert "jupytext" not in text
-        nb = _read(ROOT / "exercises" / ASSIGNMENT / f"{n}.ipynb")
-        for cell in nb.cells:
+        for cell in _read(ROOT / "exercises" / ASSIGNMENT / f"{n}.ipynb").cells:
             assert cell.cell_type == "markdown" or not cell.outputs, f"{n}: outputs in the release"
-        released = "\n".join(c.source for c in nb.cells)
-        for line in _hidden_lines(n):
-            assert line not in released, f"{n}: a hidden test line leaked into the release: {line}"
 
 
 def test_points_are_ten_per_question():
@@ -305,9 +342,6 @@ def test_points_are_ten_per_question():
         total = sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells
                     if c.metadata.get("nbgrader", {}).get("grade"))
         assert total == 10, n
-        manual = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
-                  and c.metadata["nbgrader"].get("solution")]
-        assert [c.cell_type for c in manual] == (["markdown"] if n in ("q1_bradley_terry", "q5_passport") else [])
 
 
 def test_release_fails_validate_and_solutions_pass(graded):
@@ -317,146 +351,256 @@ def test_release_fails_validate_and_solutions_pass(graded):
         out = _run([sys.executable, "-m", "nbgrader", "validate", *paths], course)
         text = out.stdout + out.stderr
         passed = text.count("Success! Your notebook passes all the tests.")
-        failed = len(re.findall(r"VALIDATION FAILED ON \d+ CELL", text)) + text.count("NotImplementedError")
-        if should_pass:
-            assert passed == len(NOTEBOOKS), text[-3000:]
-        else:
-            assert passed == 0 and failed >= len(NOTEBOOKS), text[-3000:]
+        assert passed == (len(NOTEBOOKS) if should_pass else 0), text[-3000:]
 
 
-# ------------------------------------------------------------------------------------ grading
+# ------------------------------------------------------------------------------------ honest students
 
 
-def test_autograde_report_and_timing(graded, request):
+def test_autograde_report_progress_and_timing(graded, request):
     auto = graded["auto"]
-    assert auto.returncode == 1, auto.stdout[-3000:] + auto.stderr[-3000:]  # grace cannot be graded
-    seconds = graded["report"]["seconds"]
-    for name, sec in sorted(seconds.items()):
-        _say(request, f"autograde seconds {name}: {sec:.2f}")
-    honest = [s for k, s in seconds.items() if not k.startswith("frank_loop/q1")]
-    assert honest and max(honest) < 15, seconds  # goal on a quiet machine: <= 5 s per notebook
-    if graded["sandboxed"]:
-        assert graded["report"]["sandbox"].startswith("bubblewrap")
+    assert auto.returncode == 0, auto.stdout[-3000:] + auto.stderr[-3000:]
+    students = graded["students"]
+    for number, student in enumerate(sorted(students), start=1):
+        assert re.search(rf"^\[{number}/{len(students)}\] {student}: ", auto.stdout, re.M), student
+    seconds = [sec for name, res in graded["report"]["students"].items() if not name.startswith(("frank", "x_search"))
+               for sec in res["seconds"].values()]
+    seconds.sort()
+    median = seconds[len(seconds) // 2]
+    _say(request, f"autograde seconds per notebook: median {median:.2f}, max {seconds[-1]:.2f} (n={len(seconds)}, loaded machine)")
+    assert graded["report"]["sandbox"].startswith("bubblewrap")
 
 
 def test_solutions_earn_every_autograded_point(graded):
-    res = _student(graded, "alice_solutions")
-    points = _points("auto")
-    assert res["status"] == "graded"
-    assert res["code_score"] == res["max_code_score"] == sum(points.values()) == 46
-    for n in NOTEBOOKS:
-        assert res["notebooks"][n]["code_score"] == points[n], n
-    assert res["flags"] == []
-    assert graded["grades"]["alice_solutions"]["status"] == "manual"  # Q1/Q5 written answers pending
+    for name in ("alice_solutions", "a0_messy_cells"):
+        res = _student(graded, name)
+        assert res["code_score"] == res["max_code_score"] == 46, (name, res["verdicts"])
+    alice = _student(graded, "alice_solutions")
+    assert alice["status"] == "manual" and alice["flags"] == [] and alice["problems"] == []
+    assert graded["grades"]["alice_solutions"]["status"] == "manual"  # Q1d/Q5b written answers pending
 
 
-def test_untouched_release_earns_zero(graded):
+def test_messy_cells_are_repaired_and_reported(graded):
+    res = _student(graded, "a0_messy_cells")
+    text = " | ".join(res["problems"])
+    assert "second copy of cell q1_test_probability" in text
+    assert "q2_test_pair_one was missing: put back" in text
+    assert "cell id 'my_tests' is not in the assignment" in text and "q3_test_grpo was missing" in text
+    assert "broken nbgrader metadata" in text
+    assert res["status"] == "review"
+
+
+def test_untouched_release_earns_zero_and_feedback_says_why(graded):
     res = _student(graded, "bob_untouched")
-    assert res["status"] == "graded" and res["max_code_score"] == 46
-    assert res["code_score"] == 0
-    assert res["flags"] == []
+    assert res["status"] == "ok" and res["max_code_score"] == 46 and res["code_score"] == 0
+    page = graded["course"] / "feedback" / "bob_untouched" / ASSIGNMENT / f"{Q1}.html"
+    text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+    assert "raised NotImplementedError" in text and "checks failed" in text
 
 
-def test_tests_edited_to_assert_true_earn_zero(graded):
-    res = _student(graded, "carol_assert_true")
-    assert res["status"] == "graded" and res["code_score"] == 0
+def test_a_failing_submission_never_sinks_the_batch(graded):
+    report = graded["report"]["students"]
+    assert set(report) == set(graded["students"])
+    assert all(r["status"] != "FAILED" for r in report.values()), {s: r["problems"] for s, r in report.items()
+                                                                  if r["status"] == "FAILED"}
 
 
-def test_hard_coded_visible_numbers_pass_validate_but_earn_zero(graded):
-    course = graded["course"]
-    path = course / "submitted" / "kim_hardcoded" / ASSIGNMENT / "q2_dpo_margins.ipynb"
-    out = _run([sys.executable, "-m", "nbgrader", "validate", str(path)], course)
-    assert "Success! Your notebook passes all the tests." in out.stdout, out.stdout[-2000:]
-    res = _student(graded, "kim_hardcoded")
-    assert res["status"] == "graded" and res["notebooks"]["q2_dpo_margins"]["code_score"] == 0
-    assert res["flags"] == []  # nothing illegal about it, just wrong
+def test_loops_a_dead_kernel_and_a_broken_file_cost_only_what_they_touch(graded):
+    frank = _student(graded, "frank_robustness")
+    scores = {n: frank["notebooks"][n]["code_score"] for n in NOTEBOOKS}
+    # Q1: the loop sits in the cell defining bt_probability and win_rate_to_gap: the 6 points needing
+    # them are lost, reward_model_loss (its own cell, 2 points) still counts. Q2: os._exit in the
+    # answers cell costs its 3 points. Q3: the swallowed interrupt costs the last cell (1 point).
+    # Q4 is not JSON. Q5 is correct.
+    assert scores == {Q1: 2, "q2_dpo_margins": 7, "q3_group_baselines": 9, "q4_budgets": 0, "q5_passport": 8}
+    problems = " | ".join(frank["problems"])
+    assert "q4_budgets.ipynb is not a notebook (not JSON" in problems
+    assert "kernel died in cell q2_answers" in problems
+    assert "cell q3_aggregation ignored the interrupt" in problems
+    assert "not run" in _failed(frank, "q2_dpo_margins")["q2_test_answers"][0]
+    assert "not run" in _failed(frank, "q3_group_baselines")["q3_test_aggregation"][0]
+    assert "time limit" in " ".join(_failed(frank, Q1)["q1_test_probability"]) or \
+        "raised" in " ".join(_failed(frank, Q1)["q1_test_probability"])
 
 
-def test_dummy_answers_with_monkeypatched_comparisons_earn_zero(graded):
-    res = _student(graded, "dave_monkeypatch")
-    assert res["status"] == "graded" and res["code_score"] == 0
-    flags = " ".join(res["flags"])
-    assert "np.isclose" in flags and "math.isclose" in flags and "`abs`" in flags
-
-
-def test_builtins_patch_is_flagged(graded):
-    res = _student(graded, "erin_builtins")
-    flags = " ".join(res["flags"])
-    assert "imports `builtins`" in flags and "builtins.float" in flags
-    assert graded["grades"]["erin_builtins"]["status"] == "review"
-    assert "erin_builtins" in (graded["course"] / "autograde-report.md").read_text()
-
-
-def test_infinite_loop_is_bounded_and_costs_only_that_question(graded):
-    res = _student(graded, "frank_loop")
-    assert res["status"] == "graded"
-    # the loop sits in the cell defining bt_probability and win_rate_to_gap: the 6 points that need
-    # them are lost; reward_model_loss (its own cell, 2 points) and Q2 (10 points) still count
-    assert res["notebooks"]["q1_bradley_terry"]["code_score"] == 2
-    assert res["notebooks"]["q2_dpo_margins"]["code_score"] == 10
-    assert any("time limit" in p for p in res["problems"]), res["problems"]
-    assert any("not submitted (0 points): q3_group_baselines.ipynb" in p for p in res["problems"])
-    assert graded["report"]["seconds"]["frank_loop/q1_bradley_terry.ipynb"] < 6 * TIMEOUT + 10
-
-
-def test_invalid_json_is_reported_and_the_batch_is_graded(graded):
-    res = _student(graded, "grace_corrupt")
-    assert res["status"] == "FAILED"
-    assert any("q1_bradley_terry.ipynb is not a valid notebook" in p for p in res["problems"])
-    assert graded["grades"]["grace_corrupt"]["status"] == "FAILED"
-    assert graded["grades"]["grace_corrupt"]["total"] == ""  # no half-made score
-    graded_students = [s for s, r in graded["report"]["students"].items() if r["status"] == "graded"]
-    assert len(graded_students) == len(graded["students"]) - 1
-
-
-def test_deleted_test_cells_earn_nothing(graded):
-    res = _student(graded, "heidi_deleted_tests")
-    assert res["notebooks"]["q1_bradley_terry"]["code_score"] == 0
-    assert sum("test cell deleted" in f for f in res["flags"]) == len(_test_cells(
-        _read(ROOT / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb")))
-
-
-def test_sandbox_blocks_reading_solutions_and_writing_the_gradebook(graded):
-    if not graded["sandboxed"]:
-        pytest.skip(f"no working sandbox here ({graded['why']}); CI installs bubblewrap")
-    course = graded["course"]
-    nb = _read(course / "autograded" / "ivan_intruder" / ASSIGNMENT / "q1_bradley_terry.ipynb")
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_functions")
-    printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
-    assert "LEAK" not in printed, printed
-    assert printed.count("BLOCKED read") == 3 and printed.count("BLOCKED write") == 2, printed
-    assert "BLOCKED gradebook" in printed
-    assert not (course / "PWNED").exists()
-    res = _student(graded, "ivan_intruder")
-    assert res["notebooks"]["q1_bradley_terry"]["code_score"] == 8  # its own honest work, nothing more
+def test_incremental_grading_keeps_hand_grades(graded):
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        manual = [g.manual_score for s in gb.assignment_submissions(ASSIGNMENT) for n in s.notebooks
-                  for g in n.grades if g.manual_score is not None]
-    assert manual == []
-
-
-def test_plain_nbgrader_autograde_refuses_to_run_student_code(graded):
     course = graded["course"]
-    _write(_read(course / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb"),
-           course / "submitted" / "zed_plain" / ASSIGNMENT / "q1_bradley_terry.ipynb")
-    out = _run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--student=zed_plain", "--force"], course)
-    assert out.returncode != 0
-    assert "refusing to run student code outside the sandbox" in out.stdout + out.stderr
-    assert not (course / "autograded" / "zed_plain" / ASSIGNMENT).exists()
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(db) as gb:
+        grade = gb.find_grade("q1_unit_answer", Q1, ASSIGNMENT, "alice_solutions")
+        grade.manual_score = 2
+        grade.needs_manual_grade = False
+        comment = gb.find_comment("q1_unit_answer", Q1, ASSIGNMENT, "alice_solutions")
+        comment.manual_comment = "Clear and right."
+        gb.db.commit()
+    _write(_read(course / "solutions" / ASSIGNMENT / "q2_dpo_margins.ipynb"),
+           course / "submitted" / "zoe_late" / ASSIGNMENT / "q2_dpo_margins.ipynb")
+    late = _run([sys.executable, "-m", "instructor.autograde"], course)
+    assert late.returncode == 0, late.stdout[-2000:] + late.stderr[-2000:]
+    assert f"1 of {len(graded['students']) + 1} students to grade" in late.stdout
+    assert re.search(r"^\[1/1\] zoe_late: review, 10/46 autograded", late.stdout, re.M), late.stdout[-2000:]
+    again = _run([sys.executable, "-m", "instructor.autograde", "--student", "alice_solutions"], course)
+    assert again.returncode == 0 and "[1/1] alice_solutions" in again.stdout
+    with Gradebook(db) as gb:
+        grade = gb.find_grade("q1_unit_answer", Q1, ASSIGNMENT, "alice_solutions")
+        assert grade.manual_score == 2 and not grade.needs_manual_grade
+        assert gb.find_comment("q1_unit_answer", Q1, ASSIGNMENT, "alice_solutions").manual_comment == "Clear and right."
+        assert gb.find_submission(ASSIGNMENT, "bob_untouched").code_score == 0  # untouched by the reruns
 
 
-def test_feedback_contains_no_hidden_test(graded):
+def test_statuses_are_one_set_across_report_grades_and_readme(graded):
+    readme = (ROOT / "README.md").read_text()
+    assert set(graded["report"]["statuses"]) == set(STATUSES) == {"ok", "manual", "review", "FAILED"}
+    for name in STATUSES:
+        assert f"`{name}`" in readme
+    assert {r["status"] for r in graded["grades"].values()} <= set(STATUSES)
+    assert {r["status"] for r in graded["report"]["students"].values()} <= set(STATUSES)
+
+
+# ------------------------------------------------------------------------------------ attacks
+
+
+def test_visible_numbers_pass_validate_but_earn_zero(graded):
+    course = graded["course"]
+    path = course / "submitted" / "kim_visible_numbers" / ASSIGNMENT / f"{Q1}.ipynb"
+    out = _run([sys.executable, "-m", "nbgrader", "validate", str(path)], course)
+    assert "Success! Your notebook passes all the tests." in out.stdout, out.stdout[-2000:]
+    assert _student(graded, "kim_visible_numbers")["code_score"] == 0
+
+
+@pytest.mark.parametrize("attack", ["carol_assert_true", "x_shadowing", "x_star_import", "x_transformers",
+                                    "x_spy", "x_search"])
+def test_no_answer_no_points(graded, attack):
+    res = _student(graded, attack)
+    assert res["status"] != "FAILED" and res["code_score"] == 0, res["verdicts"]
+
+
+def test_rewritten_and_forged_test_cells_score_zero_with_a_reason(graded):
+    res = _student(graded, "x_transformers")
+    for notebook, attack in zip(NOTEBOOKS, TRANSFORMERS):
+        failed = _failed(res, notebook)
+        tests = [c.metadata.nbgrader["grade_id"] for c in _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb").cells
+                 if is_test_cell(c)]
+        assert set(failed) == set(tests), (attack, failed)
+        reason = "hidden test" if attack == "forged_record" else "no grading record"
+        assert all(reason in " ".join(reasons) for reasons in failed.values()), (attack, failed)
+
+
+def test_tampering_is_flagged_for_review(graded):
+    for student in ("x_shadowing", "x_star_import", "x_transformers"):
+        assert _student(graded, student)["flags"], student
+        assert graded["grades"][student]["status"] == "review"
+
+
+def _search_result(printed: str) -> dict:
+    return json.loads(printed.split("SEARCH ", 1)[1].splitlines()[0])
+
+
+def test_sandbox_hides_the_course_from_a_submission(graded):
+    """The submission read known places and walked what it could in its cell's time limit."""
+    nb = _read(graded["course"] / "autograded" / "x_search" / ASSIGNMENT / f"{Q1}.ipynb")
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_functions")
+    printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    assert "SEARCH" in printed, cell.outputs
+    found = _search_result(printed)
+    assert not any(v for k, v in found.items() if k not in ("done", "files")), found
+
+
+def test_sandbox_walk_of_the_whole_filesystem_finds_no_course(graded, tmp_path):
+    """The same sandbox as the kernel's, without a time limit: every file it can see, checked."""
+    from instructor import sandbox_kernel
+
+    course, elsewhere = graded["course"], graded["elsewhere"]
+    workdir = sandbox_kernel.make_workdir(str(tmp_path))
+    code = SEARCH.format(targets=[str(course / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
+                                  str(elsewhere / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
+                                  str(course / "gradebook.db")], budget=10_000)
+    out = subprocess.run(sandbox_kernel.bwrap_command(workdir, [sys.executable, "-c", code]),
+                         env=sandbox_kernel.sandbox_env(), capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = _search_result(out.stdout)
+    assert found["done"] and found["files"] > 1000, found  # it did look at the Python environment
+    assert not any(v for k, v in found.items() if k not in ("done", "files")), found
+    # and outside the sandbox, the same walk does find the copies (the test can fail)
+    bare = subprocess.run([sys.executable, "-c", code.replace('os.walk("/")', f'os.walk({str(elsewhere)!r})')],
+                          capture_output=True, text=True, timeout=300)
+    assert _search_result(bare.stdout)["solutions"] == [str(elsewhere)]
+
+
+def test_feedback_never_shows_hidden_inputs_or_probes(graded):
     course = graded["course"]
     assert graded["feedback"].returncode == 0, graded["feedback"].stderr[-2000:]
     pages = sorted((course / "feedback").glob(f"*/{ASSIGNMENT}/*.html"))
-    assert len(pages) >= 5 + 5
+    assert len(pages) >= 2 * len(NOTEBOOKS)
     for page in pages:
         text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
-        assert "HIDDEN TESTS" not in text
-        for code in _hidden_lines(page.stem):
-            assert code not in text, f"{page.relative_to(course)} shows hidden test code: {code}"
-    bob = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback" / "bob_untouched" / ASSIGNMENT /
-                                                "q1_bradley_terry.html").read_text()))
-    assert "NotImplementedError" in bob  # feedback still says what went wrong
+        assert "Grading probe" not in text and "_course_probe(" not in text, page  # no probe source
+    spied = _read(course / "autograded" / "x_spy" / ASSIGNMENT / f"{Q1}.ipynb")
+    printed = "".join(o.get("text", "") for c in spied.cells if c.cell_type == "code" for o in c.outputs
+                      if o.output_type == "stream")
+    values = re.findall(r"-?\d+\.\d{6,}", printed.split("SPIED", 1)[1])
+    assert values, printed  # the spy did capture hidden inputs in the kernel ...
+    feedback = (course / "feedback" / "x_spy" / ASSIGNMENT / f"{Q1}.html").read_text()
+    assert not any(v in feedback for v in values)  # ... and none reaches the student
+
+
+# ------------------------------------------------------------------------------------ lab set-ups
+
+
+def _serve(config: str, tmp: Path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = _env()
+    env["JUPYTER_CONFIG_DIR"] = str(ROOT / "instructor" / "lab_config" / config)
+    env["JUPYTER_RUNTIME_DIR"] = str(tmp / "runtime")
+    env["JUPYTERLAB_WORKSPACES_DIR"] = str(tmp / "workspaces")
+    log = open(tmp / f"{config}.log", "w")
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ServerApp.token=t",
+           "--ServerApp.ip=127.0.0.1", f"--notebook-dir={ROOT}", *(["--allow-root"] if os.geteuid() == 0 else [])]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token=t", timeout=2)
+            return proc, base
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise AssertionError((tmp / f"{config}.log").read_text()[-2000:])
+
+
+def _get(url: str) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"Authorization": "token t"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, ""
+
+
+@pytest.mark.parametrize("config, instructor_tools", [("student", False), ("formgrader", True)])
+def test_students_lab_has_no_instructor_tools_and_formgrader_logs_no_critical(tmp_path, config, instructor_tools):
+    proc, base = _serve(config, tmp_path)
+    try:
+        status, page = _get(f"{base}/lab")
+        assert status == 200
+        data = json.loads(re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S).group(1))
+        listed = data.get("disabledExtensions", [])  # a list in the page, a dict in page_config.json
+        disabled = {k for k, v in listed.items() if v} if isinstance(listed, dict) else set(listed)
+        for plugin in ("formgrader", "create-assignment"):
+            assert (f"@jupyter/nbgrader:{plugin}" in disabled) != instructor_tools, disabled
+        assert "@jupyter/nbgrader:validate-assignment" not in disabled
+        status, page = _get(f"{base}/formgrader")
+        assert (status == 200 and "formgrader" in page.lower()) == instructor_tools, status
+    finally:  # the shutdown API: a SIGTERM is logged as CRITICAL ("received signal 15")
+        urllib.request.urlopen(urllib.request.Request(f"{base}/api/shutdown", method="POST",
+                                                      headers={"Authorization": "token t"}), timeout=60)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    log = (tmp_path / f"{config}.log").read_text()
+    assert "CRITICAL" not in log and "Unwritable directory" not in log, log[-3000:]

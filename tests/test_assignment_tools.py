@@ -1,52 +1,321 @@
-"""Fast checks of the instructor tools (no kernels): the static scan, the feedback filter, and
-the solutions/expected constants against the course library (the instructor's own cross-check).
+"""Fast checks of the instructor tools (no kernels, no nbgrader runs): the verdict mechanism
+(codec, comparisons, records, the probe in an in-process IPython shell), the assignment's checks
+against the solutions, the submission rebuild, the static scan, the feedback filter and the log
+parser. The real pipeline runs in tests/test_assignment.py.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 
 import nbformat
+import numpy as np
 import pytest
 from conftest import ROOT
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from instructor.nbgrader_hooks import HideHiddenTests, split_hidden, verdict  # noqa: E402
+from instructor import grading  # noqa: E402
+from instructor.grading import MIME, Plan, check, compare, decide  # noqa: E402
+from instructor.grading_codec import decode, encode, raised  # noqa: E402
+from instructor.nbgrader_hooks import FeedbackFilter, is_test_cell  # noqa: E402
 from instructor.scan import scan_notebook, source_facts  # noqa: E402
+from instructor.submission import rebuild  # noqa: E402
 
-SOURCE = ROOT / "solutions" / "module14" / "q1_bradley_terry.ipynb"
+ASSIGNMENT = "module14"
+SOURCE = ROOT / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb"
+RELEASE = ROOT / "exercises" / ASSIGNMENT / "q1_bradley_terry.ipynb"
+
+
+def _read(path):
+    return nbformat.read(str(path), as_version=4)
+
+
+# ------------------------------------------------------------------------------ codec and compare
+
+
+@pytest.mark.parametrize("value", [
+    None, True, 3, -2.5, float("nan"), float("inf"), "rules", [1, 2.0], (1, "a"), {"k": [1, 2]},
+    np.array([[1.0, 2.0], [3.0, np.nan]]), np.array([1, 2]), np.array([True, False]), np.float64(0.25),
+])
+def test_codec_round_trip_is_plain_json(value):
+    tagged = encode(value)
+    text = json.dumps(tagged, allow_nan=False)  # strict JSON: what the kernel sends
+    back = decode(json.loads(text))
+    if isinstance(value, np.ndarray):
+        assert back.shape == value.shape and np.array_equal(back, value, equal_nan=True)
+    elif isinstance(value, float) and math.isnan(value):
+        assert math.isnan(back)
+    else:
+        assert back == value
+
+
+def test_codec_never_passes_a_student_object_through():
+    class Liar(float):
+        def __eq__(self, other):
+            return True
+
+    assert encode(Liar(1.0)) == {"t": "object", "type": "Liar"}
+    assert encode(object())["t"] == "object"
+    err = raised(ValueError("bad p"))
+    assert err["types"][:2] == ["ValueError", "Exception"]
+
+
+@pytest.mark.parametrize("got, expected, ok", [
+    (0.5, 0.5 + 1e-12, True),
+    (0.5, 0.5001, False),
+    (np.float64(0.5), 0.5, True),
+    (np.array(0.5), 0.5, True),  # a 0-d array is a number
+    (True, 1.0, False),  # a bool is not a number answer
+    ("0.5", 0.5, False),
+    (np.array([1.0, 2.0]), np.array([1.0, 2.0]), True),
+    ([1.0, 2.0], np.array([1.0, 2.0]), False),  # the task asks for a NumPy array
+    (np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0]), False),
+    ((np.array(0.17), 0.61), (0.17, np.array(0.61)), True),
+    ("rules", "rules", True),
+    ("Rules", "rules", False),
+    (None, 1.0, False),
+    ({"a": 1.0, "b": "x"}, {"b": "x", "a": 1.0}, True),
+])
+def test_compare(got, expected, ok):
+    c = check("x", "x")
+    assert (compare(encode(got), encode(expected), c) is None) == ok
+
+
+def test_compare_raises_and_unordered():
+    c = check("x", "x")
+    assert compare(raised(ValueError("p")), raised(ValueError("q")), c) is None
+    assert "should raise ValueError" in compare(raised(TypeError("p")), raised(ValueError("q")), c)
+    assert "returned a value" in compare(encode(1.0), raised(ValueError("q")), c)
+    assert compare(raised(ZeroDivisionError()), encode(1.0), c) == "raised ZeroDivisionError"
+
+    class MyError(ValueError):
+        pass
+
+    assert compare(raised(MyError()), raised(ValueError()), c) is None  # a subclass is a ValueError
+    roles = check("x", "x", unordered=True)
+    assert compare(encode({"policy", "reference"}), encode(["reference", "policy"]), roles) is None
+    assert compare(encode(["policy"]), encode(["reference", "policy"]), roles) is not None
+
+
+# ------------------------------------------------------------------------------ records and verdicts
+
+
+def _plan(expected_values, visible=False) -> Plan:
+    checks = [check("f(x)", f"f at point {i}", visible=visible, x=float(i)) for i in range(len(expected_values))]
+    return Plan("t1", checks, [encode(v) for v in expected_values])
+
+
+def _record(plan, values, nonce=None, grade_id=None):
+    data = {"nonce": nonce or plan.nonce, "grade_id": grade_id or plan.grade_id,
+            "results": [encode(v) for v in values]}
+    return {"output_type": "display_data", "data": {MIME: data}, "metadata": {}}
+
+
+def test_decide_passes_a_true_record_and_names_every_failure():
+    plan = _plan([1.0, 2.0, 3.0])
+    assert decide(plan, [_record(plan, [1.0, 2.0, 3.0])]).passed
+    verdict = decide(plan, [_record(plan, [1.0, 2.5, 3.0])])
+    assert not verdict.passed and verdict.reasons == ["hidden test: f at point 1 (wrong value)"]
+    assert "2.0" not in " ".join(verdict.reasons)  # hidden: no expected value, no input
+    shown = decide(_plan([1.0], visible=True), [])
+    assert not shown.passed
+
+
+@pytest.mark.parametrize("outputs, reason", [
+    ([], "no grading record"),
+    ("forged", "wrong nonce"),
+    ("twice", "more than one grading record"),
+    ("short", "malformed grading record"),
+    ("other cell", "malformed grading record"),
+    ([{"output_type": "error", "ename": "CellTimeoutError", "evalue": "", "traceback": []}], "time limit"),
+    ([{"output_type": "error", "ename": "NameError", "evalue": "", "traceback": []}], "NameError"),
+    ("huge", "too large"),
+])
+def test_missing_forged_or_malformed_records_score_zero_with_a_reason(outputs, reason):
+    plan = _plan([1.0, 2.0])
+    right = [1.0, 2.0]
+    outputs = {
+        "forged": [_record(plan, right, nonce="0" * 32)],
+        "twice": [_record(plan, right), _record(plan, right)],
+        "short": [_record(plan, right[:1])],
+        "other cell": [_record(plan, right, grade_id="t2")],
+        "huge": [{"output_type": "stream", "name": "stdout", "text": "x" * 5_000_000}, _record(plan, right)],
+    }.get(outputs, outputs) if isinstance(outputs, str) else outputs
+    verdict = decide(plan, outputs)
+    assert not verdict.passed and reason in verdict.reasons[0], verdict.reasons
+    assert decide(plan, [_record(plan, right)], not_run="the kernel died").reasons == ["not run: the kernel died"]
+
+
+def _run_probe(plan: Plan, student_code: str) -> list:
+    """The probe in a real (in-process) IPython shell after ``student_code``: its display outputs."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    shell.reset(new_session=False)
+    shell.run_cell(student_code)
+    with capture_output() as captured:
+        shell.run_cell(plan.probe_source())
+    return [{"output_type": "display_data", "data": out.data, "metadata": {}} for out in captured.outputs]
+
+
+def test_probe_in_ipython_reports_values_and_survives_innocent_shadowing():
+    reference = {"f": lambda x: 2 * x}
+    c = [check("f(x)", "doubles", x=1.5), check("f(x)", "bad input", x=float("nan"))]
+    plan = Plan("t1", c, [grading.evaluate(k, reference) for k in c])
+    honest = ("list = [1, 2]\nfloat = 3\njson = None\nisinstance = len\n"
+              "import math\ndef f(x):\n    if math.isnan(x):\n        raise ValueError('nan')\n    return 2 * x\n")
+    assert plan.expected[1]["t"] == "float"  # the reference returns nan: the student must too
+    verdict = decide(plan, _run_probe(plan, honest))
+    assert not verdict.passed and "bad input" in verdict.reasons[0]  # raised instead of returning nan
+    plan2 = Plan("t1", c[:1], [grading.evaluate(c[0], reference)])
+    assert decide(plan2, _run_probe(plan2, honest)).passed
+    assert not decide(plan2, _run_probe(plan2, "def f(x):\n    return 4.0\n")).passed
+
+
+def test_probe_source_carries_no_expected_value():
+    table = grading.load_checks(ASSIGNMENT, np.random.default_rng(0))
+    reference = grading.reference_namespace(SOURCE)
+    plans = grading.make_plans({"q1_test_answers": table["q1_test_answers"]}, reference)
+    source = plans["q1_test_answers"].probe_source()
+    for value in (reference["gap_60"], reference["batch_loss"]):
+        assert repr(value)[:8] not in source
+
+
+# ------------------------------------------------------------------------------ the assignment's checks
+
+
+def _test_ids(nb) -> list[str]:
+    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)]
+
+
+def test_every_test_cell_has_checks_that_need_an_answer():
+    table = grading.load_checks(ASSIGNMENT, grading.new_rng())
+    seen = []
+    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
+        nb = _read(path)
+        reference = grading.reference_namespace(path)
+        for grade_id in _test_ids(nb):
+            seen.append(grade_id)
+            expected = [grading.evaluate(c, reference) for c in table[grade_id]]
+            assert all(e["t"] != "object" for e in expected), grade_id
+            # a function that always raises ValueError, or returns None, earns nothing in any cell
+            assert any(e["t"] != "raised" for e in expected), grade_id
+            assert any(e["t"] != "none" for e in expected), grade_id
+            assert any(c.visible for c in table[grade_id]) or grade_id.startswith("q5_"), grade_id
+        assert "HIDDEN TESTS" not in path.read_text()  # hidden checks live in instructor/checks only
+    assert sorted(seen) == sorted(table) and len(seen) == len(set(seen))
+
+
+def test_hidden_inputs_change_from_run_to_run():
+    first = grading.load_checks(ASSIGNMENT, grading.new_rng())["q1_test_probability"]
+    second = grading.load_checks(ASSIGNMENT, grading.new_rng())["q1_test_probability"]
+    assert [c.inputs for c in first if c.inputs] != [c.inputs for c in second if c.inputs]
+
+
+def test_lecture_numbers_in_visible_tests_match_the_course_library():
+    """The literals the students see are the lecture's numbers, as course_lib computes them."""
+    from course_lib import advantages, budgets, preference
+
+    assert abs(preference.win_rate_to_gap(0.9) - 2.1972) < 1e-4
+    t = preference.dpo_terms(-12.0, -11.5, -13.0, -10.8, 0.1)
+    assert abs(t.margin - 0.170) < 1e-9 and abs(t.loss - 0.6118) < 1e-4 and abs(t.slope - 0.4576) < 1e-4
+    assert abs(preference.dpo_terms(-12.0, -11.5, -12.8, -11.65, 0.1).margin - 0.065) < 1e-9
+    assert abs(advantages.zero_variance_probability(0.3, 8) - 0.0577) < 1e-4
+    assert abs(advantages.baseline_gradient(0.3, 8, "group_mean") - 0.18375) < 1e-12
+    assert abs(advantages.baseline_gradient(0.3, 8, "leave_one_out") - 0.21) < 1e-12
+    assert abs(budgets.stage_memory_gib(8.03e9, "ppo") - 269.2) < 0.05
+    gen = budgets.rollout_generation_seconds(256, 8, 4000, 209.4, 8)
+    upd = budgets.update_seconds(8.03e9, 8_192_000, 990e12, 0.4, 8)
+    assert abs(gen / upd - 39.2511) < 1e-4 and abs(upd / 60 - 2.076444) < 1e-6
+    texts = {p.name: p.read_text() for p in (ROOT / "exercises" / ASSIGNMENT).glob("*.ipynb")}
+    for literal, notebook in (("2.1972", "q1_bradley_terry.ipynb"), ("0.6118", "q2_dpo_margins.ipynb"),
+                              ("0.18375", "q3_group_baselines.ipynb"), ("39.2511", "q4_budgets.ipynb")):
+        assert literal in texts[notebook], (literal, notebook)
+    # the reference (the solutions) agrees with the library on the same numbers
+    ref = grading.reference_namespace(SOURCE)
+    assert abs(ref["gap_90"] - preference.win_rate_to_gap(0.9)) < 1e-12
+
+
+# ------------------------------------------------------------------------------ rebuilding submissions
+
+
+def _solution_json() -> dict:
+    return json.loads(SOURCE.read_text())
+
+
+def _ids(nb) -> list:
+    return [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+
+
+def test_rebuild_puts_back_deleted_drops_duplicated_and_repairs_metadata():
+    release = _read(RELEASE)
+    data = _solution_json()
+    cells = data["cells"]
+    tests = [i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("grade_id") == "q1_test_probability"]
+    cells.insert(tests[0] + 1, json.loads(json.dumps(cells[tests[0]])))  # pasted twice
+    cells[:] = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") != "q1_test_loss"]  # deleted
+    answers = next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "q1_answers")
+    answers["metadata"]["nbgrader"]["points"] = "lots"  # corrupted, but the id is readable
+    functions = next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "q1_functions")
+    functions["metadata"]["nbgrader"] = ["garbage"]  # unreadable: the code runs as the student's own
+    nb, problems = rebuild(json.dumps(data).encode(), release)
+    assert _ids(nb).count("q1_test_probability") == 1 and "q1_test_loss" in _ids(nb)
+    assert _ids(nb).index("q1_test_loss") == _ids(nb).index("q1_loss_function") + 1  # where the release has it
+    fixed = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_answers")
+    assert fixed.metadata.nbgrader == next(c for c in release.cells if c.metadata.get("nbgrader", {})
+                                           .get("grade_id") == "q1_answers").metadata.nbgrader
+    assert "win_rate_to_gap(0.9)" in fixed.source  # the student's answer is kept
+    assert any("def bt_probability" in c.source and "nbgrader" not in c.metadata for c in nb.cells)
+    text = " | ".join(problems)
+    assert "second copy of cell q1_test_probability" in text and "q1_test_loss was missing" in text
+    assert "answer cell q1_functions was missing: graded as empty" in text
+    nbformat.validate(nb)
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (b'{"cells": [ this is not json', "not JSON"),
+    (b"\xff\xfe", "not JSON"),
+    (b'{"nbformat": 4}', "no list of cells"),
+    (b"[1, 2]", "no list of cells"),
+])
+def test_rebuild_refuses_what_is_not_a_notebook(raw, reason):
+    nb, problems = rebuild(raw, _read(RELEASE))
+    assert nb is None and reason in problems[0] and "0 points" in problems[0]
+
+
+# ------------------------------------------------------------------------------ the scan (advice)
 
 
 def _scan(tmp_path, code: str) -> list[str]:
     """Scan a copy of the Q1 release whose answer cell holds ``code``."""
-    nb = nbformat.read(str(ROOT / "exercises" / "module14" / SOURCE.name), as_version=4)
+    nb = _read(RELEASE)
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "q1_functions":
             cell.source = code
     path = tmp_path / SOURCE.name
     nbformat.write(nb, str(path))
-    facts = source_facts(nbformat.read(str(SOURCE), as_version=4))
-    return [f.reason for f in scan_notebook(path, facts)]
+    return [f.reason for f in scan_notebook(path, source_facts(_read(SOURCE)))]
 
 
 @pytest.mark.parametrize("code, expected", [
     ("import builtins\nbuiltins.abs = lambda x: 0", "imports `builtins`"),
     ("__builtins__.float = int", "touches `__builtins__`"),
     ("np.isclose = lambda *a, **k: True", "assigns attribute `np.isclose`"),
-    ("import math as m\nm.isclose = print", "assigns attribute `m.isclose`"),
     ("setattr(np, 'isclose', print)", "calls `setattr()`"),
-    ("float = lambda x: 0.0", "rebinds `float`"),
-    ("def ValueError():\n    pass", "rebinds `ValueError`"),
-    ("import numpy as math", "rebinds `math`"),
+    ("float = lambda x: 0.0", "`float` (assignment)"),
     ("round = lambda x: 0", "shadows the builtin `round`"),
     ("def f():\n    pass\nf.__code__ = (lambda: 1).__code__", "uses attribute `__code__`"),
-    ("import sys\nsys._getframe(1)", "imports `sys`"),
-    ("get_ipython().events.register('pre_run_cell', print)", "calls `get_ipython()`"),
+    ("get_ipython().input_transformers_post.append(lambda lines: [])", "calls `get_ipython()`"),
+    ("quit._ip.ast_transformers.append(None)", "uses attribute `ast_transformers`"),
+    ("import gc\n[o for o in gc.get_objects()]", "imports `gc`"),
     ("exec('x = 1')", "calls `exec()`"),
     ("class Liar:\n    def __eq__(self, other):\n        return True", "defines __eq__"),
-    ("class F(float):\n    pass", "subclasses float"),
+    ("from course_lib.preference import win_rate_to_gap", "imports the course library"),
     ("%load_ext autoreload\ndef broken(:\n", "cannot be parsed"),
 ])
 def test_scan_flags_tampering(tmp_path, code, expected):
@@ -66,67 +335,22 @@ def test_scan_accepts_honest_code(tmp_path):
     assert _scan(tmp_path, honest) == []
 
 
-def test_scan_reports_an_unreadable_notebook(tmp_path):
-    path = tmp_path / "q1_bradley_terry.ipynb"
-    path.write_text("{ not json")
-    facts = source_facts(nbformat.read(str(SOURCE), as_version=4))
-    (flag,) = scan_notebook(path, facts)
-    assert "not a readable notebook" in flag.reason
+# ------------------------------------------------------------------------------ feedback and log
 
 
-def test_split_hidden_and_verdict():
-    source = 'x = f(1)\nassert x == 1, "visible"\n### BEGIN HIDDEN TESTS\nassert f(7) == 2, "hidden test: seven"\n### END HIDDEN TESTS'
-    visible, hidden, start = split_hidden(source)
-    assert "f(7)" not in visible and "f(7)" in hidden and start == 3
-    tb = ["\x1b[36mCell\x1b[39m \x1b[32mIn[3]\x1b[39m\x1b[32m, line 4\x1b[39m\n----> 4 assert f(7) == 2"]
-    hidden_fail = [{"output_type": "error", "ename": "AssertionError", "evalue": "hidden test: seven", "traceback": tb}]
-    (out,) = verdict(hidden_fail, hidden, start)
-    assert out["evalue"] == "AssertionError: hidden test: seven" and "f(7)" not in "".join(out["traceback"])
-    leaky = [{"output_type": "stream", "name": "stdout", "text": "called with 7"},
-             {"output_type": "error", "ename": "ValueError", "evalue": "bad input 7", "traceback": tb}]
-    (out,) = verdict(leaky, hidden, start)
-    assert "7" not in out["evalue"] and "withheld" in out["evalue"]
-    visible_fail = [{"output_type": "error", "ename": "AssertionError", "evalue": "visible",
-                     "traceback": [tb[0].replace("line 4", "line 2")]}]
-    assert verdict(visible_fail, hidden, start)[0]["evalue"] == "AssertionError: visible"
-    assert verdict([], hidden, start) == []
-
-
-def test_lecture_numbers_in_visible_tests_match_the_course_library():
-    """The literals the students see are the lecture's numbers, as course_lib computes them."""
-    from course_lib import advantages, budgets, preference
-
-    assert abs(preference.win_rate_to_gap(0.9) - 2.1972) < 1e-4
-    t = preference.dpo_terms(-12.0, -11.5, -13.0, -10.8, 0.1)
-    assert abs(t.margin - 0.170) < 1e-9 and abs(t.loss - 0.6118) < 1e-4 and abs(t.slope - 0.4576) < 1e-4
-    assert abs(preference.dpo_terms(-12.0, -11.5, -12.8, -11.65, 0.1).margin - 0.065) < 1e-9
-    assert abs(advantages.zero_variance_probability(0.3, 8) - 0.0577) < 1e-4
-    assert abs(advantages.baseline_gradient(0.3, 8, "group_mean") - 0.18375) < 1e-12
-    assert abs(advantages.baseline_gradient(0.3, 8, "leave_one_out") - 0.21) < 1e-12
-    assert abs(budgets.stage_memory_gib(8.03e9, "ppo") - 269.2) < 0.05
-    gen = budgets.rollout_generation_seconds(256, 8, 4000, 209.4, 8)
-    upd = budgets.update_seconds(8.03e9, 8_192_000, 990e12, 0.4, 8)
-    assert abs(gen / upd - 39.2511) < 1e-4 and abs(upd / 60 - 2.076444) < 1e-6
-    texts = {p.name: p.read_text() for p in (ROOT / "exercises" / "module14").glob("*.ipynb")}
-    for literal, notebook in (("2.1972", "q1_bradley_terry.ipynb"), ("0.6118", "q2_dpo_margins.ipynb"),
-                              ("0.18375", "q3_group_baselines.ipynb"), ("39.2511", "q4_budgets.ipynb")):
-        assert literal in texts[notebook], (literal, notebook)
-
-
-def test_feedback_filter_hides_hidden_tests_and_later_student_output():
+def test_feedback_filter_hides_student_output_after_a_test_cell():
     nb = nbformat.v4.new_notebook()
-    test = nbformat.v4.new_code_cell('assert f(1) == 1\n### BEGIN HIDDEN TESTS\nassert f(7) == 2, "hidden test: seven"\n### END HIDDEN TESTS')
+    test = nbformat.v4.new_code_cell("assert f(1) == 1")
     test.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t1", "points": 1}
-    test.outputs = [nbformat.v4.new_output("stream", name="stdout", text="f called with 7")]
+    test.outputs = [nbformat.v4.new_output("stream", name="stdout", text="Graded: all 3 checks passed")]
     before = nbformat.v4.new_code_cell("print(1)")
     before.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1")]
     after = nbformat.v4.new_code_cell("print(CALLS)")
-    after.outputs = [nbformat.v4.new_output("stream", name="stdout", text="[7]")]
+    after.outputs = [nbformat.v4.new_output("stream", name="stdout", text="[7.123]")]
     nb.cells = [before, test, after]
-    out, _ = HideHiddenTests(source_directory="/nonexistent").preprocess(nb, {"nbgrader": {}})
-    assert out.cells[0].outputs[0]["text"] == "1"
-    assert "f(7)" not in out.cells[1].source and out.cells[1].outputs == []
-    assert "7" not in out.cells[2].outputs[0]["text"]
+    out, _ = FeedbackFilter().preprocess(nb, {})
+    assert out.cells[0].outputs[0]["text"] == "1" and "Graded" in out.cells[1].outputs[0]["text"]
+    assert "7.123" not in out.cells[2].outputs[0]["text"]
 
 
 def test_parse_log_times_notebooks_and_keeps_the_exception_line():
@@ -134,17 +358,13 @@ def test_parse_log_times_notebooks_and_keeps_the_exception_line():
 
     log = "\n".join([
         "100.000 INFO Creating/updating student with ID 'ann': {}",
-        "100.500 INFO Sanitizing /c/submitted/ann/module14/q1_bradley_terry.ipynb",
-        "102.000 INFO Sanitizing /c/submitted/ann/module14/q2_dpo_margins.ipynb",
-        "103.250 ERROR There was an error processing assignment: /c/submitted/ann/module14",
+        "100.500 INFO Sanitizing /c/staged/ann/module14/q1_bradley_terry.ipynb",
+        "102.000 INFO Sanitizing /c/staged/ann/module14/q2_dpo_margins.ipynb",
+        "103.250 ERROR There was an error processing assignment: /c/staged/ann/module14",
         "103.300 ERROR Traceback (most recent call last):",
         '      File "x.py", line 1, in <module>',
         "    nbclient.exceptions.DeadKernelError: Kernel died",
-        "104.000 INFO Creating/updating student with ID 'ben': {}",
-        "104.100 INFO Sanitizing /c/submitted/ben/module14/q1_bradley_terry.ipynb",
-        "105.600 INFO Writing 10 bytes to /c/autograded/ben/module14/q1_bradley_terry.ipynb",
     ])
-    seconds, errors = parse_log(log, ["ann", "ben"])
-    assert seconds == {"ann/q1_bradley_terry.ipynb": 1.5, "ann/q2_dpo_margins.ipynb": 1.25,
-                       "ben/q1_bradley_terry.ipynb": 1.5}
-    assert errors == {"ann": "nbclient.exceptions.DeadKernelError: Kernel died"}
+    seconds, error = parse_log(log)
+    assert seconds == {"q1_bradley_terry.ipynb": 1.5, "q2_dpo_margins.ipynb": 1.25}
+    assert error == "nbclient.exceptions.DeadKernelError: Kernel died"

@@ -36,8 +36,9 @@ COLAB_PREINSTALLED = ["torch", "numpy", "matplotlib", "ipywidgets", "ipykernel",
 SIMULATED = ["00_start_here", "02_dpo_margins"]
 COURSE_NOTEBOOKS = [
     "00_start_here", "01_bradley_terry", "02_dpo_margins", "03_group_baselines",
-    "04_baseline_bias_enumeration", "05_memory_and_rollout_budgets", "06_tiny_gpt_dpo",
+    "03b_from_advantages_to_an_update", "04_baseline_bias_enumeration", "05_memory_and_rollout_budgets", "06_tiny_gpt_dpo",
     "07_tiny_gpt_grpo", "08_reward_hacking",
+    "08b_the_rlhf_route",
 ]
 
 
@@ -57,9 +58,15 @@ def test_readme_links_every_notebook_with_an_open_in_colab_badge():
 
 def test_setup_cell_defaults_to_the_repository_and_can_be_redirected():
     cell = colab.SETUP_CELL
-    assert f'os.environ.get("{colab.SOURCE_ENV}", "git+{colab.REPO_URL}.git@{colab.BRANCH}")' in cell
+    assert f'os.environ.get(\n        "{colab.SOURCE_ENV}",\n        "git+{colab.REPO_URL}.git@{colab.BRANCH}",\n    )' in cell
     assert "--no-deps" in cell and "torch" not in cell.split("import sys")[1].split("from course_lib")[0]
     compile(cell, "<setup cell>", "exec")
+
+
+def test_setup_cell_lines_fit_a_notebook_code_cell():
+    """A code cell in JupyterLab or Colab shows about 90 characters before a line runs off the edge."""
+    long = [line for line in colab.SETUP_CELL.splitlines() if len(line) > 88]
+    assert not long, f"set-up cell lines longer than 88 characters: {long}"
 
 
 def test_write_setup_cells_rewrites_only_the_tagged_cell(tmp_path):

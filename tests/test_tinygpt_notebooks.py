@@ -1,4 +1,4 @@
-"""Tiny GPT notebooks 06–08 executed on fresh kernels with ``COURSE_FAST=1`` (a toy budget).
+"""Tiny GPT notebooks (06–08 and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1`` (a toy budget).
 
 Students get the full small budget; CI checks that every cell runs, that nothing is written to
 stderr or looks like a warning, and reads a few values back from the kernel: the numbers must be
@@ -8,6 +8,7 @@ must show its exploit (proxy reward above strict accuracy by a margin).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import re
 import jupytext
 import nbformat
 import pytest
-from conftest import ROOT
+from conftest import ROOT, keep_executed
 from nbclient import NotebookClient
 
 NOTEBOOKS = ROOT / "notebooks"
@@ -24,17 +25,21 @@ WARNING = re.compile(r"\b\w*Warning\b|Traceback \(most recent call last\)")
 
 
 def execute(name: str, names: list[str], env: dict[str, str]) -> tuple[dict, list[tuple[str, str]]]:
+    """Run a notebook; ``names`` are names or expressions evaluated in its namespace afterwards."""
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
     probe = (
         "import json as _json\n"
-        f"print({MARK!r} + _json.dumps({{_k: globals()[_k] for _k in {json.dumps(names)}}}, "
+        f"print({MARK!r} + _json.dumps({{_k: eval(_k, globals()) for _k in {json.dumps(names)}}}, "
         "default=lambda o: o.tolist() if hasattr(o, 'tolist') else str(o)))"
     )
     nb.cells.append(nbformat.v4.new_code_cell(probe))
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+        client = NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
+        if env.get("COURSE_FAST") == "1":
+            keep_executed(client, name)  # the site is built from FAST runs
+        client.execute()
     finally:
         for k, v in old.items():
             if v is None:
@@ -61,41 +66,169 @@ def assert_clean(name, shown):
 FAST = {"COURSE_FAST": "1", "TQDM_DISABLE": "1"}
 
 
+GENERATOR_REPR = "<torch._C.Generator"
+
+
+def assert_no_generator_repr(name, shown):
+    assert not any(GENERATOR_REPR in text for _, text in shown), f"{name} displays a torch.Generator object"
+
+
 @pytest.mark.slow
 def test_06_sft_then_dpo_runs(matplotlib_ready):
-    ns, shown = execute("06_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs"], FAST)
+    ns, shown = execute("06_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_log",
+                                            "before_style", "after_style"], FAST)
     assert_clean("06", shown)
+    assert_no_generator_repr("06", shown)
     assert 0 <= ns["baseline"]["accuracy"] <= 1
     assert set(ns["results"]) == {"DPO", "DPO + NLL", "NLL only"}
     assert all(0 <= r["accuracy"] <= 1 for r in ns["results"].values())
     assert {"margin", "preference_accuracy", "reward_chosen", "kl_drift_offline"} <= set(ns["logs"]["DPO"][0])
     assert any("completion_logprobs" in text and "by hand" in text for _, text in shown)
+    # the DPO update done by hand is the trainer's own step
+    assert ns["step_diff"] < 1e-6
+    # the style run tracks held-out pairs, and its training-pair metrics are separate
+    tracked = [r for r in ns["style_log"] if "val_margin" in r]
+    assert tracked and all(0 <= r["val_preference_accuracy"] <= 1 for r in tracked)
+    assert all(0 <= x <= 1 for x in (*ns["before_style"], *ns["after_style"]))
 
 
 @pytest.mark.slow
 def test_07_grpo_family_runs(matplotlib_ready):
-    ns, shown = execute("07_tiny_gpt_grpo", ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd"], FAST)
+    names = ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd", "d_const", "d_group", "gap"]
+    ns, shown = execute("07_tiny_gpt_grpo", names, FAST)
     assert_clean("07", shown)
-    assert set(ns["runs"]) == {"GRPO", "RLOO", "Dr. GRPO", "DAPO options"}
+    assert_no_generator_repr("07", shown)
+    assert set(ns["runs"]) == {"GRPO", "RLOO", "Dr. GRPO adv.", "RFT"}
     assert all(0 <= r["accuracy"] <= 1 and r["rl_seconds"] > 0 for r in ns["runs"].values())
+    assert ns["gap"] == pytest.approx(ns["runs"]["GRPO"]["accuracy"] - ns["runs"]["RFT"]["accuracy"])
+    text = "".join(t for _, t in shown)
+    # the sentence about RLOO vs Dr. GRPO follows the measured difference
+    assert ("identical at every step" in text) == (ns["d_const"] == 0)
     assert ns["gen_s"] > 0 and ns["upd_s"] > 0
     assert ns["lecture_gen"] / ns["lecture_upd"] == pytest.approx(39.2511, abs=1e-3)
-    assert any("six choices" in text for _, text in shown)
+    assert any("six choices" in t for _, t in shown)
 
 
 @pytest.mark.slow
 def test_08_reward_hacking_shows_the_exploit(matplotlib_ready):
-    ns, shown = execute(
-        "08_reward_hacking", ["start", "loose_final", "strict_final", "exploit_gap", "alarms", "loose_rows"], FAST
-    )
+    ns, shown = execute("08_reward_hacking", ["start", "final", "alarms", "rows", "differ", "gap"], FAST)
     assert_clean("08", shown)
-    start, loose = ns["start"], ns["loose_final"]
-    # the exploit happens: the proxy pays for what the strict checker rejects
+    assert_no_generator_repr("08", shown)
+    start, loose, strict = ns["start"], ns["final"]["loose"], ns["final"]["strict"]
+    assert ns["differ"] == {"reward": ["loose", "strict"]}  # the checker is the only difference
+    # the exploit happens: the proxy pays for what the strict checker rejects, and exact match falls
     assert loose["loose_accuracy"] - loose["accuracy"] > 0.10, (start, loose)
-    assert ns["exploit_gap"] == pytest.approx(loose["loose_accuracy"] - loose["accuracy"])
-    assert loose["accuracy"] < start["accuracy"]  # strict held-out accuracy falls
-    rows = ns["loose_rows"]
-    assert rows[-1]["completion_length"] > 1.5 * rows[0]["completion_length"]  # length drifts
-    assert ns["alarms"]["length > 1.5 × start"] is not None
-    # the re-run against the strict checker behaves: no truncation drift, strict accuracy kept
-    assert ns["strict_final"]["accuracy"] >= start["accuracy"] - 0.02
+    assert ns["gap"]["loose"] == pytest.approx(loose["loose_accuracy"] - loose["accuracy"])
+    assert loose["accuracy"] < start["accuracy"]
+    rows = ns["rows"]
+    assert rows["loose"][-1]["completion_length"] > 1.5 * rows["loose"][0]["completion_length"]
+    # the form alarms fire on the loose run only; the strict run's completions stay short
+    for alarm in ("length > 1.5 × start", "truncated > 10%"):
+        assert ns["alarms"]["loose"][alarm] is not None and ns["alarms"]["strict"][alarm] is None
+    # the narrative quotes this run's numbers
+    text = "".join(t for _, t in shown)
+    assert f"{start['accuracy']:.1%} → {strict['accuracy']:.1%}" in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed: pip install -e '.[trl]'")
+def test_10_graduating_to_trl_runs(matplotlib_ready):
+    ns, shown = execute("10_graduating_to_trl", ["baseline", "course", "trl", "dpo_results", "ratio", "chat_rewards",
+                                                 "bridged"], FAST)
+    assert_clean("10", shown)
+    assert ns["ratio"] == pytest.approx((7 / 8) ** 0.5, rel=1e-3)  # TRL's ddof=1 + 1e-4 over the population std
+    for run in (ns["course"], ns["trl"]):
+        assert 0 <= run["final"] <= 1 and run["step_s"] > 0 and len(run["reward"]) == 3
+        assert run["curve"][0] == [0, ns["baseline"]["accuracy"]]  # both curves start at the same SFT policy
+    assert set(ns["dpo_results"]) == {"course_lib", "TRL DPOTrainer"}
+    assert len(ns["chat_rewards"]) == 2 and all(0 <= r <= 1 for r in ns["chat_rewards"])
+    assert any("no exact TRL equivalent" in text for _, text in shown)
+
+
+KL_NAMES = ["pi_ref", "reward", "beta", "pi_star", "J_star", "perturbation_gap", "reward_recovery_error",
+            "bt_cancel_error", "dpo_fit_error", "uncovered_error", "mode_seeking", "mode_covering", "target_sd",
+            "true_kl", "value_rows", "gradient_checks", "dynamics", "pi_forward", "grpo_kl_amplification",
+            "drift_no_ref", "drift_with_ref", "optimum_text.value"]
+
+
+def _check_kl_exact_sections(ns, shown):
+    import numpy as np
+
+    pi_ref, reward, beta = np.array(ns["pi_ref"]), np.array(ns["reward"]), ns["beta"]
+    # π* from the closed form, computed here independently of course_lib
+    w = pi_ref * np.exp(reward / beta)
+    expected = w / w.sum()
+    np.testing.assert_allclose(ns["pi_star"], expected, atol=1e-12)
+    kl_star = float((expected * np.log(expected / pi_ref)).sum())
+    assert ns["true_kl"] == pytest.approx(kl_star, abs=1e-12)
+    assert ns["J_star"] == pytest.approx(beta * np.log(w.sum()), abs=1e-12)
+    assert ns["J_star"] == pytest.approx(expected @ reward - beta * kl_star, abs=1e-12)
+    assert ns["perturbation_gap"] > 0  # no competitor reached π*'s objective
+    assert ns["reward_recovery_error"] < 1e-12 and ns["bt_cancel_error"] < 1e-12
+    assert ns["dpo_fit_error"] < 1e-6  # DPO on all pairs recovers π*
+    assert ns["uncovered_error"] > 0.01  # ... and not when an answer is never compared
+    # forward vs reverse on the two-mode target (modes at ±2, width 0.6)
+    mu_rev, sigma_rev = ns["mode_seeking"]
+    mu_fwd, sigma_fwd = ns["mode_covering"]
+    assert abs(abs(mu_rev) - 2.0) < 1e-9 and abs(sigma_rev - 0.6) < 1e-9
+    assert abs(mu_fwd) < 1e-9 and abs(sigma_fwd - ns["target_sd"]) < 0.1
+    # estimators as values: k1 and k3 unbiased, k2 not; simulations agree with the exact means
+    rows = ns["value_rows"]
+    assert abs(rows["k1"]["bias"]) < 1e-12 and abs(rows["k3"]["bias"]) < 1e-12 and abs(rows["k2"]["bias"]) > 1e-3
+    for est in ("k1", "k2", "k3"):
+        assert abs(rows[est]["sim_mean"] - rows[est]["mean"]) < 5 * rows[est]["sim_se"]
+    assert rows["k1"]["min"] < 0 <= min(rows["k2"]["min"], rows["k3"]["min"])
+    # estimators as loss terms: the three expected gradients (and k1 in the reward)
+    assert set(ns["gradient_checks"]) == {"k1 loss = 0", "k2 loss = ∇reverse", "k3 loss = ∇forward",
+                                          "k1 reward = ∇reverse"}
+    assert max(ns["gradient_checks"].values()) < 1e-12
+    dyn = ns["dynamics"]
+    assert dyn["k1 in the loss"]["probs"][int(np.argmax(reward))] > 0.99  # no penalty: collapse on the best answer
+    assert dyn["k2 in the loss"]["to_reverse_opt"] < 1e-9 and dyn["k1 in the reward"]["to_reverse_opt"] < 1e-9
+    assert dyn["k3 in the loss"]["to_forward_opt"] < 1e-9 and dyn["k3 in the loss"]["to_reverse_opt"] > 0.01
+    lam = reward + beta * pi_ref / np.array(ns["pi_forward"])  # the forward optimum's stationarity condition
+    assert np.ptp(lam) < 1e-9
+    # placement: GRPO's std blows a 0.01·KL difference up to unit-scale advantages
+    assert ns["grpo_kl_amplification"] > 100
+    # two anchors: only π_ref stops the drift, at KL(π*‖π_ref)
+    assert ns["drift_with_ref"] == pytest.approx(kl_star, abs=1e-4)
+    assert ns["drift_no_ref"] > 1.5
+    assert f"β = 0.5: E_π*[r] = {expected @ reward:.4f}" in ns["optimum_text.value"], (
+        "the β explorer must show π*'s numbers at start")
+
+
+@pytest.mark.slow
+def test_02b_the_kl_term(matplotlib_ready):
+    ns, shown = execute("02b_the_kl_term", [*KL_NAMES, "sweep", "baseline"], FAST)
+    assert_clean("02b", shown)
+    _check_kl_exact_sections(ns, shown)
+    # the β sweep: every placement and β trained and measured with the same held-out KL
+    sweep = ns["sweep"]
+    assert [(r["placement"], r["beta"]) for r in sweep] == [
+        ("none", 0.0), ("loss", 0.01), ("loss", 0.04), ("loss", 0.2),
+        ("reward", 0.01), ("reward", 0.04), ("reward", 0.2)]
+    assert {r["estimator"] for r in sweep if r["placement"] == "loss"} == {"k3"}
+    assert {r["estimator"] for r in sweep if r["placement"] == "reward"} == {"k1"}
+    for r in sweep:
+        assert 0 <= r["accuracy"] <= 1 and r["kl"] >= 0 and r["kl_se"] >= 0 and r["n"] > 0
+        if r["beta"] > 0:
+            assert r["kl_curve"], "the trainer logs the KL to the reference whenever one exists"
+    assert 0 <= ns["baseline"]["accuracy"] <= 1
+
+
+@pytest.mark.slow
+def test_08b_the_rlhf_route_runs(matplotlib_ready):
+    ns, shown = execute("08b_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share"], FAST)
+    assert_clean("08b", shown)
+    m = ns["m"]
+    assert 0.5 < m["noise_ceiling"] <= 1 and 0 <= m["heldout_accuracy"] <= 1
+    assert m["of_ceiling"] == pytest.approx(m["heldout_accuracy"] / m["noise_ceiling"])
+    # best-of-N: the proxy of the kept answer never decreases with N (it is a maximum over more samples)
+    proxies = [row["proxy"] for row in ns["bon"]]
+    assert all(b >= a - 1e-6 for a, b in zip(proxies, proxies[1:]))
+    assert {s["beta"] for s in ns["summary"]} == {0.0, 0.05}
+    assert set(ns["runs"]) == {"GRPO", "RLOO", "PPO"} and all(0 <= r["accuracy"] <= 1 for r in ns["runs"].values())
+    assert ns["memory"]["critic"]["total"] >= 4 * ns["memory"]["critic"]["weights"]  # weights, grads, two Adam moments
+    assert ns["adv_hand"] == pytest.approx([0.77025, 0.495, 0.1], abs=1e-6)  # δ = 0.3, 0.4, 0.1; γ = 1, λ = 0.95
+    assert ns["measured_share"] == pytest.approx(0.40, abs=0.01)
+    assert any("gold peaks at N=" in text for _, text in shown)

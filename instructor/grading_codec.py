@@ -1,0 +1,107 @@
+"""Plain-data codec shared by the grader and the grading probe (see instructor/grading.py).
+
+``encode`` turns any Python value into tagged JSON (dicts, lists, strings, numbers): a value whose
+methods a student wrote becomes plain data, or ``{"t": "object"}`` when it is nothing the checks
+know. ``decode`` rebuilds the inputs the grader sends (NumPy arrays, tuples, non-finite floats).
+
+The probe runs this very file's source inside the student's kernel (in a namespace of its own whose
+builtins are the real ``builtins`` module), so it must stay self-contained: the standard library,
+NumPy imported lazily, no names from the rest of the course.
+
+Tags: none, bool, int, float (``v`` is a number, or "nan" / "inf" / "-inf" so the JSON stays
+strict), str, list, tuple, set (``v`` is a list), dict (``v`` is a list of [key, value] pairs),
+array (``shape``, ``kind`` "f"/"i"/"b", ``v`` the flat values), raised (``types``: the exception's
+class names, most specific first; ``msg``), object (``type``, nothing else).
+"""
+
+MAX_ITEMS = 100_000  # a larger value is reported as an object: no check needs more
+MAX_DEPTH = 16
+
+
+def _float(x):
+    x = float(x)
+    if x != x:
+        return {"t": "float", "v": "nan"}
+    if x in (float("inf"), float("-inf")):
+        return {"t": "float", "v": "inf" if x > 0 else "-inf"}
+    return {"t": "float", "v": x}
+
+
+def encode(value, depth=0):
+    """Tagged plain data for ``value`` (never raises for a well-behaved value)."""
+    if depth > MAX_DEPTH:
+        return {"t": "object", "type": "too deep"}
+    kind = type(value)
+    if value is None:
+        return {"t": "none"}
+    if kind is bool:
+        return {"t": "bool", "v": value}
+    if kind is int:
+        return {"t": "int", "v": value} if abs(value) < 2**63 else _float(value)
+    if kind is float:
+        return _float(value)
+    if kind is str:
+        return {"t": "str", "v": value[:MAX_ITEMS]}
+    if kind in (list, tuple, set, frozenset):
+        items = list(value)
+        if len(items) > MAX_ITEMS:
+            return {"t": "object", "type": kind.__name__ + " (too long)"}
+        tag = {list: "list", tuple: "tuple"}.get(kind, "set")
+        encoded = [encode(x, depth + 1) for x in items]
+        if tag == "set":
+            encoded.sort(key=repr)
+        return {"t": tag, "v": encoded}
+    if kind is dict:
+        if len(value) > MAX_ITEMS:
+            return {"t": "object", "type": "dict (too long)"}
+        return {"t": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    module = getattr(kind, "__module__", "") or ""
+    if module == "numpy":
+        import numpy
+
+        if isinstance(value, numpy.ndarray):
+            if value.dtype.kind in "biuf" and value.size <= MAX_ITEMS:
+                flat = value.reshape(-1)
+                if value.dtype.kind == "b":
+                    data = [bool(x) for x in flat.tolist()]
+                    return {"t": "array", "shape": list(value.shape), "kind": "b", "v": data}
+                data = [_float(x)["v"] for x in flat.astype(float).tolist()]
+                return {"t": "array", "shape": list(value.shape), "kind": "f" if value.dtype.kind == "f" else "i",
+                        "v": data}
+            return {"t": "object", "type": "ndarray of " + str(value.dtype)}
+        if isinstance(value, numpy.bool_):
+            return {"t": "bool", "v": bool(value)}
+        if isinstance(value, numpy.integer):
+            return {"t": "int", "v": int(value)}
+        if isinstance(value, numpy.floating):
+            return _float(value)
+    return {"t": "object", "type": getattr(kind, "__name__", "?")}
+
+
+def raised(err):
+    """Tagged plain data for an exception the checked expression raised."""
+    names = [getattr(k, "__name__", "?") for k in type(err).__mro__][:8]
+    return {"t": "raised", "types": names, "msg": str(err)[:300]}
+
+
+def decode(tagged):
+    """The Python value behind tagged data (inputs the grader sends to the probe)."""
+    tag = tagged["t"]
+    if tag == "none":
+        return None
+    if tag in ("bool", "int", "str"):
+        return tagged["v"]
+    if tag == "float":
+        return float(tagged["v"])
+    if tag in ("list", "tuple", "set"):
+        items = [decode(x) for x in tagged["v"]]
+        return {"list": list, "tuple": tuple, "set": set}[tag](items)
+    if tag == "dict":
+        return {decode(k): decode(v) for k, v in tagged["v"]}
+    if tag == "array":
+        import numpy
+
+        dtype = {"f": float, "i": numpy.int64, "b": bool}[tagged["kind"]]
+        return numpy.array([float(x) if tagged["kind"] == "f" else x for x in tagged["v"]],
+                           dtype=dtype).reshape(tagged["shape"])
+    raise ValueError(f"cannot decode tag {tag!r}")

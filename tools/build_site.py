@@ -1,0 +1,228 @@
+"""Build the rendered course: every lecture notebook executed, converted to a static HTML site.
+
+Committed notebooks carry no outputs, so the repository's web page shows no figure and no number.
+``make site`` runs each notebook in ``notebooks/`` on a fresh kernel (``COURSE_FAST=1`` with
+``--fast``, the budget CI uses) and converts it with nbconvert's ``lab`` template into ``_site/``,
+with an index page in course-map order.
+
+Simplifications, said out loud:
+- nbconvert, not a book framework: one page per notebook, an index, nothing else to learn.
+- No JavaScript from the network. MathJax comes from the ``jupyter-server-mathjax`` package and is
+  copied next to the pages; require.js and the widget renderer are not loaded at all.
+- Widgets are shown as their state when execution ended, not live: each control becomes a line
+  ("β = 0.10") and each ``Output`` widget the outputs it had captured (figures, printed lines).
+  Moving a slider needs a kernel: the page says so and links to the notebook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
+from traitlets.config import Config
+
+from course_lib.colab import BRANCH, REPO_URL, colab_url, notebook_path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+MATHJAX_URL = "_static/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+# jupyter-server-mathjax ships the STIX-Web fonts only (as the classic notebook configured them)
+MATHJAX_FONTS = ('<script type="text/x-mathjax-config">MathJax.Hub.Config({"HTML-CSS": '
+                 '{availableFonts: [], imageFont: null, preferredFont: null, webFont: "STIX-Web"}});'
+                 "</script>")
+CONTROL_VALUE = ("Slider", "Text", "Checkbox", "Progress", "BoundedFloat", "BoundedInt")
+CONTROL_CHOICE = ("Dropdown", "ToggleButtons", "RadioButtons", "Select")
+
+
+def notebook_names() -> list[str]:
+    """Every lecture notebook, in course-map order (the file names sort in teaching order)."""
+    return sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+
+
+def execute(name: str, *, fast: bool, timeout: int = 600) -> nbformat.NotebookNode:
+    """Run a notebook on a fresh kernel from its own folder, keeping the widgets' final state."""
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    if fast:
+        os.environ["COURSE_FAST"] = "1"
+    with tempfile.TemporaryDirectory(prefix="nbk") as sockets:  # IPC: no TCP port races
+        client = NotebookClient(
+            nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+            resources={"metadata": {"path": str(NOTEBOOKS)}},
+            config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/k"}}),
+        )
+        client.execute()
+    return nb
+
+
+def _output_html(out: dict) -> str:
+    data = out.get("data", {})
+    if out.get("output_type") == "stream":
+        return f"<pre>{html.escape(out.get('text', ''))}</pre>"
+    if "image/png" in data:
+        return f'<img src="data:image/png;base64,{data["image/png"].strip()}" alt="figure">'
+    if "text/html" in data:
+        return data["text/html"]
+    if "text/plain" in data:
+        return f"<pre>{html.escape(data['text/plain'])}</pre>"
+    return ""
+
+
+def _widget_html(model_id: str, states: dict, seen: set) -> str:
+    """One widget, as the reader would have seen it when execution ended."""
+    if model_id in seen or model_id not in states:
+        return ""
+    seen.add(model_id)
+    name, state = states[model_id]["model_name"], states[model_id]["state"]
+    label = html.escape(str(state.get("description", "")))
+    children = [c.removeprefix("IPY_MODEL_") for c in state.get("children", [])]
+    if children:
+        return "".join(_widget_html(c, states, seen) for c in children)
+    if name == "OutputModel":
+        return "".join(_output_html(o) for o in state.get("outputs", []))
+    if name in ("HTMLModel", "HTMLMathModel"):
+        return f"<div>{state.get('value', '')}</div>"
+    if name == "LabelModel":
+        return f"<div>{html.escape(str(state.get('value', '')))}</div>"
+    if any(k in name for k in CONTROL_CHOICE):
+        labels, index = state.get("_options_labels", []), state.get("index")
+        value = labels[index] if isinstance(index, int) and index < len(labels) else ""
+        return f'<div class="widget-snapshot-control">{label} <b>{html.escape(str(value))}</b></div>'
+    if any(k in name for k in CONTROL_VALUE):
+        value = state.get("value")
+        if isinstance(value, float):
+            value = f"{value:.{_decimals(state)}f}"
+        return f'<div class="widget-snapshot-control">{label} <b>{html.escape(str(value))}</b></div>'
+    return ""
+
+
+def _decimals(state: dict) -> int:
+    match = re.search(r"\.(\d+)f", str(state.get("readout_format", "")))
+    return int(match.group(1)) if match else 2
+
+
+def snapshot_widgets(nb: nbformat.NotebookNode, links: str) -> int:
+    """Replace every widget view by a static snapshot of its final state; return how many."""
+    states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    count = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for i, out in enumerate(cell.get("outputs", [])):
+            view = out.get("data", {}).get(WIDGET_VIEW)
+            if view is None:
+                continue
+            body = _widget_html(view["model_id"], states, set())
+            note = (f'<p class="widget-snapshot-note">Interactive in the notebook, shown here as it '
+                    f'stood after the run. To move it: {links}.</p>')
+            cell.outputs[i] = nbformat.v4.new_output(
+                "display_data", data={"text/html": f'<div class="widget-snapshot">{note}{body}</div>'}
+            )
+            count += 1
+    nb.metadata.pop("widgets", None)
+    return count
+
+
+def _link_pages(body: str) -> str:
+    """Links between notebooks point at their pages: ``02_dpo_margins.ipynb`` → ``.html``."""
+    return re.sub(r'href="(?:\.\./notebooks/|notebooks/|\./)?([\w.-]+)\.ipynb(#[^"]*)?"',
+                  lambda m: f'href="{m.group(1)}.html{m.group(2) or ""}"', body)
+
+
+def _title(nb: nbformat.NotebookNode, name: str) -> str:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            match = re.search(r"^#\s+(.+)$", cell.source, re.M)
+            if match:
+                return match.group(1).strip()
+    return name
+
+
+def render(nb: nbformat.NotebookNode, name: str) -> tuple[str, str]:
+    path = notebook_path(name)
+    links = (f'<code>make lab</code>, or <a href="{colab_url(path)}">open it in Colab</a> '
+             f'(<a href="{REPO_URL}/blob/{BRANCH}/{path}">source</a>)')
+    snapshot_widgets(nb, links)
+    exporter = HTMLExporter(template_name="lab", embed_images=True)
+    exporter.mathjax_url = MATHJAX_URL
+    exporter.require_js_url = ""
+    exporter.jquery_url = ""
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": _title(nb, name)}})
+    body = re.sub(r'<script src=""></script>\s*', "", body)
+    body = body.replace('<script src="' + MATHJAX_URL, MATHJAX_FONTS + '\n<script src="' + MATHJAX_URL, 1)
+    body = body.replace("<body", '<body data-course-page="' + name + '"', 1)
+    nav = '<nav class="course-nav"><a href="index.html">← Course map</a></nav>'
+    body = re.sub(r"(<body[^>]*>)", r"\1" + nav, body, count=1)
+    return _link_pages(body), _title(nb, name)
+
+
+def index_page(entries: list[tuple[str, str]]) -> str:
+    rows = "\n".join(f'<li><a href="{name}.html">{html.escape(title)}</a></li>' for name, title in entries)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Learning from Feedback</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:48rem;margin:2rem auto;line-height:1.5}}</style>
+</head><body data-course-page="index">
+<h1>Learning from Feedback</h1>
+<p>The executed course: every lecture notebook with its figures and numbers. To run and change
+them, use <code>make lab</code> or the Colab badges in the repository's README.</p>
+<ol>
+{rows}
+</ol>
+</body></html>
+"""
+
+
+def copy_mathjax(out: Path) -> None:
+    import jupyter_server_mathjax
+
+    src = Path(jupyter_server_mathjax.__file__).parent / "static"
+    dest = out / "_static" / "mathjax"
+    if not dest.exists():
+        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("*.md", "LICENSE*"))
+
+
+def build(out: Path, *, fast: bool, executed: Path | None = None, names: list[str] | None = None) -> list[Path]:
+    """Write the site into ``out``; reuse executed notebooks from ``executed`` when present."""
+    out.mkdir(parents=True, exist_ok=True)
+    copy_mathjax(out)
+    entries, pages = [], []
+    for name in names or notebook_names():
+        cached = executed / f"{name}.ipynb" if executed else None
+        if cached is not None and cached.exists():
+            nb = nbformat.read(cached, as_version=4)
+        else:
+            print(f"executing {name} ...", flush=True)
+            nb = execute(name, fast=fast)
+        body, title = render(nb, name)
+        page = out / f"{name}.html"
+        page.write_text(body, encoding="utf-8")
+        entries.append((name, title))
+        pages.append(page)
+    (out / "index.html").write_text(index_page(entries), encoding="utf-8")
+    return pages
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="_site", help="output folder (default: %(default)s)")
+    parser.add_argument("--fast", action="store_true", help="run with COURSE_FAST=1 (CI's budget)")
+    parser.add_argument("--executed", default=None,
+                        help="folder of already executed notebooks to reuse (NAME.ipynb)")
+    args = parser.parse_args(argv)
+    pages = build(Path(args.out), fast=args.fast, executed=Path(args.executed) if args.executed else None)
+    print(f"wrote {len(pages)} pages and index.html to {args.out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
