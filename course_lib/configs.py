@@ -102,7 +102,8 @@ class GRPOConfig:
     max_completion_length: int = 6
     mask_truncated: bool = False
     temperature: float = 1.0
-    reward: str = "strict"  # strict | loose (notebook 08) | rm:DIR (a saved reward model)
+    reward: str = "strict"  # strict | loose (notebook 08) | partial (partial credit) | rm:DIR (a saved reward model)
+    share_prompt: bool = True  # run each group's prompt once in the update (same numbers, less work)
     eval_every: int = 20
 
 

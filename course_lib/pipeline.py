@@ -41,6 +41,7 @@ from course_lib.passport import format_passport, passport
 from course_lib.ppo import build_critic, train_ppo
 from course_lib.reward_model import fit_reward_model, save_reward_model
 from course_lib.rewards import resolve_reward
+from course_lib.rft import train_rft
 from course_lib.runtime import (
     DEFAULT_THREADS,
     Interrupted,
@@ -55,6 +56,7 @@ from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
 
 KINDS = ("sft", "dpo", "grpo", "rm", "ppo")
+CONTROLS = ("sft", "rft")  # the same wall-clock on more SFT | RFT on GRPO's prompts (course_lib.rft)
 RUN_FILES = ("checkpoint.pt", "checkpoint.pt.tmp", "sft.pt", "sft.pt.tmp", "metrics.jsonl", "sft_metrics.jsonl",
              "summary.json", "passport.json", "dashboard.png", "reward_model.json")
 ACCURACY_KEYS = ("accuracy", "loose_accuracy", "accuracy_carry", "accuracy_no_carry")
@@ -120,7 +122,7 @@ def run(
     device: str = "auto",
     seed: int = 0,
     steps: int | None = None,
-    control: bool = False,
+    control: bool | str | None = None,
     resume: bool = False,
     sft_checkpoint: str | None = None,
     overwrite: bool = False,
@@ -131,11 +133,19 @@ def run(
     """Train ``kind`` end to end and write the run folder; returns the summary dict.
 
     ``steps`` is the chosen trainer's total step count (a resumed run continues up to it).
+    ``control``: ``"sft"`` (or ``True``) also spends the same wall-clock on more SFT; ``"rft"``
+    (GRPO only) also runs rejection-sampling fine-tuning from the same SFT policy with the same
+    prompts, sampling, steps and optimiser (``course_lib.rft``): GRPO without baseline and negatives.
     ``resume=True`` continues ``out`` with its saved options (``cfg`` must be None).
     Raises ``runtime.Interrupted`` after saving a checkpoint when a stop was requested (Ctrl-C).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    control = "sft" if control is True else (control or None)
+    if control is not None and control not in CONTROLS:
+        raise ValueError(f"control must be one of {CONTROLS} (or True for 'sft'); got {control!r}")
+    if control == "rft" and kind != "grpo":
+        raise ValueError(f"control='rft' is GRPO's control (same prompts, samples and steps); kind is {kind!r}")
     if resume and kind in ("rm", "ppo"):
         raise ValueError(f"resume is not available for {kind} runs (they write no mid-run checkpoint); start it again")
     if control and kind == "rm":
@@ -152,6 +162,7 @@ def run(
         state = load_checkpoint(ckpt_path, kind=kind)
         cfg = configs.from_dict(json.loads(state["config"]))
         seed, control = state["seed"], control or state["control"]
+        control = "sft" if control is True else (control or None)
         sft_checkpoint = state["sft_checkpoint"]
     else:
         if sft_checkpoint is not None and kind == "sft":
@@ -291,12 +302,19 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
         length = {"grpo": cfg.grpo.max_completion_length, "ppo": cfg.ppo.max_completion_length}.get(kind)
         final = sft_eval if kind == "rm" else evaluate(model, task, max_completion_length=length)
 
-    # --- the control: the same wall-clock spent on more SFT ------------------------------------
+    # --- the control: the same wall-clock spent on more SFT, or RFT on the same prompts ----------
     control_accuracy = None
     if control and kind != "sft":
         previous = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
         if previous.get("steps") == steps_done and previous.get("control_accuracy") is not None:
             control_accuracy = previous["control_accuracy"]  # a resumed, already finished run
+        elif control == "rft":
+            ctrl = build_model(cfg.model, task.tokenizer).to(next(model.parameters()).device)
+            ctrl.load_state_dict(sft_weights)
+            say(f"[course_lib] control: RFT on GRPO's prompts for {cfg.grpo.steps} steps")
+            train_rft(ctrl, task, cfg.grpo, generator=rl_generator(seed), max_grad_norm=cfg.max_grad_norm,
+                      steps=steps_done, show_progress=show_progress, threads=None)
+            control_accuracy = evaluate(ctrl, task, max_completion_length=cfg.grpo.max_completion_length)["accuracy"]
         else:
             ctrl = build_model(cfg.model, task.tokenizer).to(next(model.parameters()).device)
             ctrl.load_state_dict(sft_weights)
@@ -326,6 +344,7 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
         "sft_accuracy": sft_eval["accuracy"],
         "final_accuracy": final["accuracy"],
         "final_loose_accuracy": final["loose_accuracy"],
+        "control": control,
         "control_accuracy": control_accuracy,
         "sft_checkpoint": common["sft_checkpoint"],
         "sft_seconds": sft_seconds,
@@ -348,7 +367,7 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
                 f"of the noise ceiling; use it with --reward rm:{out}")
     line += f" in {rl_seconds:.1f} s" if kind != "sft" else f" in {sft_seconds:.1f} s of SFT"
     if control_accuracy is not None:
-        line += f"; same-time SFT control {control_accuracy:.3f}"
+        line += f"; {'RFT' if control == 'rft' else 'same-time SFT'} control {control_accuracy:.3f}"
     say(line)
     say(f"[course_lib] wrote {out / 'summary.json'}, metrics.jsonl, dashboard.png")
     return summary
