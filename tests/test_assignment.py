@@ -184,7 +184,7 @@ else:
     _found["done"] = True
 for _path in {targets!r}:
     try:
-        open(_path).read()
+        open(_path, "rb").read()
         _found["read"].append(_path)
     except OSError:
         pass
