@@ -74,12 +74,18 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # | [06 Tiny GPT: SFT then DPO](06_tiny_gpt_dpo.ipynb) | §6, §8 | train a tiny GPT on a checkable task, then improve it with DPO |
 # | [07 Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO, Dr. GRPO and DAPO options on the same tiny GPT |
 # | [08 Reward hacking](08_reward_hacking.ipynb) | §15 | watch a loose verifier get exploited |
+# | [08b The RLHF route](08b_the_rlhf_route.ipynb) | §3–§4, §10, §15 | fit a reward model to noisy preferences, best-of-N and RL against it, PPO with a learned critic |
+# | [09 The passport](09_the_passport.ipynb) | §12, §17 | read a post-training run report field by field; what it must disclose |
+# | [10 Graduating to TRL](10_graduating_to_trl.ipynb) | — | the same recipes in Hugging Face TRL, on a real model on a GPU, on several GPUs |
 #
 # The § numbers point to the sections of the Module 14 lecture for readers who have it. You do not need it:
 # every idea the course uses, and every idea the assignment grades, is explained in the notebooks.
 #
-# Notebooks 01–05 run in seconds on any laptop. Notebooks 06–08 train a small model live: minutes on a
-# CPU, faster on a GPU. The graded assignment (questions Q1–Q5) lives in `exercises/module14/`.
+# Notebooks 01–05 and 09 run in seconds on any laptop. Notebooks 06–08, 08b and 10 (and the β sweep of
+# 02b) train a small model live: minutes on a
+# CPU, faster on a GPU. The graded assignment (questions Q1–Q5) lives in `exercises/module14/`: do Q1
+# after notebook 01, Q2 after 02, Q3 after 03 and 04, Q4 after 05 and Q5 after 09. The coding lab
+# (`exercises/lab14/`) comes after notebooks 03, 06 and 07.
 
 # %% [markdown]
 # ## Running the course
