@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from pathlib import Path
 
 import torch
 
 from course_lib.configs import get_config
 from course_lib.pipeline import run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tables import save  # noqa: E402
 
 
 def main() -> None:
@@ -26,7 +30,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    results = {"DPO": [], "DPO + NLL": []}
+    results, runs = {"DPO": [], "DPO + NLL": []}, []
     for seed in args.seeds:
         sft = Path(f"{args.out}/grpo_s{seed}/sft.pt")
         for name, alpha in (("DPO", 0.0), ("DPO + NLL", 1.0)):
@@ -35,6 +39,9 @@ def main() -> None:
             s = run("dpo", cfg, f"{args.out}/dpo{'_nll' if alpha else ''}_s{seed}", seed=seed,
                     sft_checkpoint=str(sft) if sft.exists() else None, overwrite=True, show_progress=False, verbose=False)
             results[name].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
+            runs.append({"variant": name, "seed": seed, "sft_accuracy": s["sft_accuracy"],
+                         "final_accuracy": s["final_accuracy"], "rl_seconds": s["rl_seconds"]})
+            save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs)
             print(f"seed {seed} {name:9}: SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
                   f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s",
                   flush=True)

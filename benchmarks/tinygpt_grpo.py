@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 
 from course_lib.configs import get_config
 from course_lib.pipeline import run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tables import save  # noqa: E402
 
 
 def main() -> None:
@@ -25,11 +30,15 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    rows = []
+    rows, runs = [], []
     for seed in args.seeds:
         s = run("grpo", get_config("cpu"), f"{args.out}/grpo_s{seed}", seed=seed, control=True,
                 overwrite=True, show_progress=False, verbose=False)
         split = s["time_split"]
+        runs.append({"variant": "GRPO (cpu config)", "seed": seed, "sft_accuracy": s["sft_accuracy"],
+                     "final_accuracy": s["final_accuracy"], "control_accuracy": s["control_accuracy"],
+                     "rl_seconds": s["rl_seconds"], "generation_fraction": split["generation_fraction"]})
+        save("grpo", ["tinygpt_grpo.py", *sys.argv[1:]], runs)
         rows.append((s["sft_accuracy"], s["final_accuracy"], s["control_accuracy"], s["rl_seconds"],
                      split["generation_fraction"]))
         print(f"seed {seed}: SFT {s['sft_accuracy']:.3f} → GRPO {s['final_accuracy']:.3f} "

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -24,6 +26,9 @@ from course_lib.model import build_model
 from course_lib.rollout import generate
 from course_lib.runtime import set_threads
 from course_lib.task import AdditionTask
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tables import save  # noqa: E402
 
 
 def main() -> None:
@@ -53,6 +58,7 @@ def main() -> None:
                            suppress_tokens=[tok.pad_token_id, tok.bos_token_id])
 
     print(f"{32 * G} samples per batch, {args.threads} thread(s); median of {args.repeats} (loaded machine: noisy)")
+    runs = []
     for length in args.lengths:
         modes = {"cached": lambda n=length: ours(n, True), "uncached": lambda n=length: ours(n, False),
                  "transformers generate (cached)": lambda n=length: transformers_generate(n)}
@@ -67,6 +73,10 @@ def main() -> None:
               f"uncached {med['uncached']:.3f} s → {med['uncached'] / med['cached']:.1f}× faster with the KV cache; "
               f"transformers generate {med['transformers generate (cached)']:.3f} s "
               f"({med['transformers generate (cached)'] / med['cached']:.1f}× ours)", flush=True)
+        runs.append({"variant": f"{length} new tokens × {32 * G} samples", "seed": 0, "cached_seconds": med["cached"],
+                     "uncached_seconds": med["uncached"], "speedup": med["uncached"] / med["cached"],
+                     "cached_tokens_per_second": 32 * G * length / med["cached"]})
+    save("rollout", ["tinygpt_rollout.py", *sys.argv[1:]], runs, repeats=args.repeats)
 
 
 if __name__ == "__main__":

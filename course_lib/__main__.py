@@ -16,6 +16,7 @@ Booleans are ``--mask-truncated`` / ``--no-mask-truncated``. Ctrl-C stops after 
 step, saves a checkpoint and prints the ``--resume`` command. Examples::
 
     .venv/bin/python -m course_lib train grpo --out runs/grpo --control
+    .venv/bin/python -m course_lib train grpo --out runs/grpo-rft --control rft
     .venv/bin/python -m course_lib train dpo --out runs/dpo --rpo-alpha 1.0
     .venv/bin/python -m course_lib train grpo --config test --steps 4 --out /tmp/t --overwrite
     .venv/bin/python -m course_lib train grpo --resume runs/grpo --steps 120
@@ -76,7 +77,11 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
                    help=f"CPU threads for torch (default: {DEFAULT_THREADS}, measured fastest for this tiny model)")
     r.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     if kind != "sft":
-        r.add_argument("--control", action="store_true", help="also spend the same wall-clock on more SFT")
+        controls = ("sft", "rft") if kind == "grpo" else ("sft",)
+        r.add_argument("--control", nargs="?", const="sft", default=None, choices=controls,
+                       help="also run a control: 'sft' (the flag alone) spends the same wall-clock on more SFT"
+                       + ("; 'rft' fine-tunes on the policy's own checker-approved samples, same prompts and steps"
+                          if kind == "grpo" else ""))
         r.add_argument("--sft-checkpoint", default=None, metavar="FILE",
                        help="start from this SFT policy (sft.pt, or a `train sft` checkpoint.pt) instead of training SFT")
     for f in dataclasses.fields(configs.RunConfig):
@@ -129,7 +134,7 @@ def main(argv=None) -> int:
             out = args["out"] or f"runs/{args['kind']}"
         with stop_on_interrupt():
             run(args["kind"], cfg, out, device=args["device"], seed=args["seed"], steps=args["steps"],
-                control=args.get("control", False), resume=bool(args["resume"]), sft_checkpoint=args.get("sft_checkpoint"),
+                control=args.get("control"), resume=bool(args["resume"]), sft_checkpoint=args.get("sft_checkpoint"),
                 overwrite=args["overwrite"], threads=args["threads"], show_progress=not args["no_progress"])
     except Interrupted:
         return 130

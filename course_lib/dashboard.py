@@ -4,24 +4,58 @@ A mature RLVR dashboard shows more than mean reward: held-out accuracy, completi
 the zero-variance-group rate, policy entropy, KL to the reference, the clip fraction and
 where the time goes. ``dashboard(rows)`` draws whichever of these the rows contain (SFT and
 DPO rows carry fewer keys), so the same function serves every trainer and notebook.
+
+Layout rules (what a reader can check at a glance):
+- a panel's title says what it measures and on which data: held-out numbers and
+  training-data numbers never share a panel called "held-out";
+- lines are labelled in words (``LABELS``), never by raw metric keys;
+- legends sit outside the axes (a run legend under the grid, a metric legend under a panel
+  that holds several metrics), so they never cover a curve;
+- the figure is 9 inches wide: shown at its natural size in a notebook, not shrunk.
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
+# panel title, metric keys, y-axis label
 PANELS = [
-    ("reward", ["reward_mean"], "reward (training checker)"),
-    ("accuracy", ["accuracy", "loose_accuracy", "preference_accuracy"], "held-out accuracy"),
-    ("length", ["completion_length"], "completion length (tokens)"),
-    ("zero variance", ["zero_variance_rate", "truncated_rate"], "rate"),
-    ("entropy", ["entropy"], "nats / token"),
-    ("KL", ["kl", "kl_drift_offline"], "KL estimate"),
-    ("clip", ["clip_fraction"], "fraction of tokens"),
-    ("time", ["gen_seconds", "update_seconds"], "seconds / step"),
-    ("DPO margin", ["margin", "reward_chosen", "reward_rejected"], "value"),
-    ("loss", ["loss", "nll"], "loss"),
+    ("reward on the policy's samples", ["reward_mean"], "mean reward"),
+    ("held-out accuracy (greedy)", ["accuracy", "loose_accuracy"], "share of prompts"),
+    ("preference accuracy", ["preference_accuracy", "val_preference_accuracy"], "share of pairs"),
+    ("DPO implicit rewards", ["margin", "val_margin", "reward_chosen", "reward_rejected"], "β · log-ratio"),
+    ("completion length", ["completion_length"], "tokens"),
+    ("wasted samples", ["zero_variance_rate", "truncated_rate"], "share"),
+    ("policy entropy", ["entropy"], "nats / token"),
+    ("drift from the reference", ["kl", "kl_drift_offline"], "KL estimate"),
+    ("PPO clip", ["clip_fraction"], "share of tokens"),
+    ("time per step", ["gen_seconds", "update_seconds"], "seconds"),
+    ("training loss", ["loss", "nll"], "loss"),
 ]
+
+LABELS = {
+    "reward_mean": "mean reward of sampled completions",
+    "accuracy": "exact answer (strict checker)",
+    "loose_accuracy": "loose checker",
+    "preference_accuracy": "training pairs",
+    "val_preference_accuracy": "held-out pairs",
+    "margin": "margin, training pairs",
+    "val_margin": "margin, held-out pairs",
+    "reward_chosen": "chosen (training pairs)",
+    "reward_rejected": "rejected (training pairs)",
+    "completion_length": "mean completion length",
+    "zero_variance_rate": "groups with zero variance",
+    "truncated_rate": "truncated completions",
+    "entropy": "entropy",
+    "kl": "KL to reference (on samples)",
+    "kl_drift_offline": "KL(ref ‖ policy) on pair tokens",
+    "clip_fraction": "clipped tokens",
+    "gen_seconds": "generation",
+    "update_seconds": "update",
+    "loss": "loss",
+    "nll": "NLL of chosen answers",
+}
+WIDTH = 9.0  # inches: fits a notebook's output area at 100 dpi without being scaled down
 
 
 def _series(rows, key):
@@ -29,36 +63,66 @@ def _series(rows, key):
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-def dashboard(rows: list[dict], *, title: str = "", baseline_accuracy: float | None = None, runs: dict | None = None):
-    """Return a figure. ``rows`` are metric dicts with a ``step``; ``runs`` overlays named runs."""
+def dashboard(
+    rows: list[dict],
+    *,
+    title: str = "",
+    baseline_accuracy: float | None = None,
+    runs: dict | None = None,
+    panels: list[str] | None = None,
+):
+    """Return a figure. ``rows`` are metric dicts with a ``step``; ``runs`` overlays named runs.
+
+    ``panels`` picks panels by title (default: every panel some run has data for).
+    """
     runs = runs or {"run": rows}
-    present = [p for p in PANELS if any(_series(r, k)[0] for r in runs.values() for k in p[1])]
+    known = [p[0] for p in PANELS]
+    if panels is not None:
+        unknown = [p for p in panels if p not in known]
+        if unknown:
+            raise ValueError(f"panels must be among {known}; got {unknown}")
+    chosen = [p for p in PANELS if panels is None or p[0] in panels]
+    present = [p for p in chosen if any(_series(r, k)[0] for r in runs.values() for k in p[1])]
     n = max(len(present), 1)
-    cols = 4 if n > 4 else n
+    cols = min(n, 3)
     nrows = -(-n // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.4 * cols, 2.6 * nrows), squeeze=False)
+    several = len(runs) > 1
+    fig, axes = plt.subplots(nrows, cols, figsize=(WIDTH, 2.7 * nrows + 0.5 * several), squeeze=False,
+                             layout="constrained")
+    run_handles = {}
     for ax, (name, keys, ylabel) in zip(axes.flat, present):
+        keys_here = [k for k in keys if any(_series(r, k)[0] for r in runs.values())]
         for r, (run_name, run_rows) in enumerate(runs.items()):
-            for k, key in enumerate(keys):
+            for k, key in enumerate(keys_here):
                 xs, ys = _series(run_rows, key)
-                if xs:
-                    # one run: a colour per metric; several runs: a colour per run, a dash per metric
-                    color = f"C{k}" if len(runs) == 1 else f"C{r}"
-                    dash = "-" if len(runs) == 1 else ("-", "--", ":")[k % 3]
-                    label = key if len(runs) == 1 else f"{run_name}: {key}"
-                    ax.plot(xs, ys, dash, color=color, marker="o" if len(xs) < 40 else None, ms=3, lw=1.2, label=label)
-        if name == "accuracy" and baseline_accuracy is not None:
-            ax.axhline(baseline_accuracy, color="grey", ls="--", lw=1, label="SFT baseline")
+                if not xs:
+                    continue
+                # one run: a colour per metric; several runs: a colour per run, a dash per metric
+                color = f"C{r}" if several else f"C{k}"
+                dash = ("-", "--", ":", "-.")[k % 4]
+                (line,) = ax.plot(xs, ys, dash, color=color, marker="o" if len(xs) < 40 else None, ms=3, lw=1.3,
+                                  label=LABELS.get(key, key))
+                run_handles.setdefault(run_name, line)
+        if name.startswith("held-out accuracy") and baseline_accuracy is not None:
+            ax.axhline(baseline_accuracy, color="grey", ls="--", lw=1)
+            ax.annotate("start", (1, baseline_accuracy), xycoords=("axes fraction", "data"), ha="right",
+                        va="bottom", fontsize=8, color="grey")
         ax.set_title(name, fontsize=10)
-        ax.set_xlabel("step", fontsize=8)
-        ax.set_ylabel(ylabel, fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.legend(fontsize=6)
+        ax.set_xlabel("step", fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.tick_params(labelsize=8)
+        if len(keys_here) > 1:  # name the metrics (line styles) under the panel, not on the curves
+            handles = [plt.Line2D([], [], color="black" if several else f"C{k}", ls=("-", "--", ":", "-.")[k % 4])
+                       for k in range(len(keys_here))]
+            ax.legend(handles, [LABELS.get(k, k) for k in keys_here], fontsize=8, loc="upper center",
+                      bbox_to_anchor=(0.5, -0.28), ncol=1, frameon=False)
     for ax in list(axes.flat)[len(present):]:
         ax.axis("off")
+    if several:
+        fig.legend([run_handles[k] for k in runs if k in run_handles], [k for k in runs if k in run_handles],
+                   loc="outside lower center", ncol=min(len(runs), 5), fontsize=9, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
     return fig
 
 

@@ -6,6 +6,8 @@ each of the N rows, ``completions`` the generated ids ``(N, L)``. Specs:
 
 - ``"strict"`` the exact-answer checker (``AdditionTask.strict_reward``);
 - ``"loose"``  the deliberately exploitable checker of notebook 08 (``loose_reward``);
+- ``"partial"`` partial credit, the share of digit places that are right (``partial_reward``;
+  notebook 07's "where the baseline matters");
 - ``"rm:DIR"`` a reward model saved in ``DIR``, loaded by ``course_lib.reward_model.load_reward``.
 
 Simplification: the checkers are plain Python on lists of token ids (one ``tolist()`` per
@@ -20,7 +22,7 @@ import torch
 
 from course_lib.task import AdditionTask
 
-CHECKERS = ("strict", "loose")
+CHECKERS = ("strict", "loose", "partial")
 REWARD_MODEL_PREFIX = "rm:"
 
 
@@ -49,11 +51,13 @@ def resolve_reward(spec: str, task: AdditionTask):
         return checker_reward(task.strict_reward)
     if spec == "loose":
         return checker_reward(task.loose_reward)
+    if spec == "partial":
+        return checker_reward(task.partial_reward)
     try:
         reward_model = importlib.import_module("course_lib.reward_model")
     except ModuleNotFoundError as err:
         raise ValueError(
             f"reward {spec!r} needs course_lib.reward_model (a learned reward model), which is not installed "
-            "in this copy of course_lib; use 'strict' or 'loose'"
+            "in this copy of course_lib; use 'strict', 'loose' or 'partial'"
         ) from err
     return reward_model.load_reward(spec[len(REWARD_MODEL_PREFIX):], task)

@@ -35,7 +35,10 @@ scores 0. ``loose_reward`` is deliberately exploitable (notebook 08): it accepts
 answer's digits appear in order *anywhere* in the generated characters, with anything in
 between, truncated or not — a policy can learn to spray digits instead of adding.
 
-Simplifications, said out loud: rewards are binary (1 correct / 0 not); the held-out set
+A third checker, ``partial_reward``, gives partial credit (the share of digit places that
+are right): the denser signal of "where GRPO's baseline matters" in notebook 07.
+
+Simplifications, said out loud: the strict and loose rewards are binary (1 correct / 0 not); the held-out set
 is drawn first, from its own random stream (seed + 1, so it does not depend on ``n_demos``),
 and the demonstrations are drawn from the remaining prompts. Training prompts for RL skip it too.
 """
@@ -241,3 +244,17 @@ class AdditionTask:
         text, _ = self.completion_text(completion_ids)
         chars = iter(text)
         return float(all(digit in chars for digit in str(pair[0] + pair[1])))
+
+    def partial_reward(self, pair, completion_ids) -> float:
+        """Partial credit: the share of digit places that are right, 0 when truncated.
+
+        Places are compared by place value (ones with ones, tens with tens), over the longer
+        of the answer and the output, so extra or missing digits cost credit: for 07+58 (= 65)
+        ``65`` earns 1, the flawed teacher's ``55`` earns 0.5, ``165`` earns 2/3.
+        """
+        text, ended = self.completion_text(completion_ids)
+        answer = str(pair[0] + pair[1])
+        if not ended or not text:
+            return 0.0
+        right = sum(x == y for x, y in zip(reversed(text), reversed(answer)))
+        return right / max(len(text), len(answer))

@@ -44,7 +44,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 06 · A tiny GPT learns to add: SFT, then DPO on its own answers
 #
-# *Lecture §6 (DPO and its cached reference) and §8 (IPO, SimPO, the NLL term).*
+# *Pointers to the lecture: §6 (DPO and its cached reference), §8 (IPO, SimPO, the NLL term).
+# Everything needed here is explained here.*
 #
 # Notebooks 01–05 computed the formulas on numbers you could check by hand. Here the same
 # functions train a real (tiny) language model, live, on your machine. After this notebook you
@@ -54,10 +55,13 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 2. compute a completion's log-probability with the right alignment (position t − 1 scores token t);
 # 3. build offline preference pairs from a policy's own samples, cache the reference log-probs once,
 #    and train DPO with `course_lib.preference.dpo_terms` — the function notebook 02 checked by hand;
-# 4. attribute a gain honestly: how much came from the preference term and how much from the NLL term.
+# 4. follow one DPO update tensor by tensor, from log-probs to the parameter change, and check it
+#    against the trainer's own step;
+# 5. attribute a gain honestly: how much came from the preference term and how much from the NLL term;
+# 6. train a *style* preference — two valid answers, one preferred — and track it on held-out pairs.
 #
-# Budget: about 3–4 minutes on a laptop CPU. (CI runs it with `COURSE_FAST=1`: a toy budget whose
-# numbers mean nothing.)
+# Budget: about 3–4 minutes on a laptop CPU. `COURSE_FAST=1` (CI) runs a toy budget: its numbers are
+# real but tiny, and every sentence that quotes a number is computed from what is shown.
 
 # %%
 import copy
@@ -69,10 +73,11 @@ import torch
 
 from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
-from course_lib.dpo import build_preference_pairs, reference_logprobs, train_dpo
+from course_lib.dpo import build_preference_pairs, dpo_batch_loss, reference_logprobs, train_dpo
 from course_lib.evaluation import evaluate, sample_completions
 from course_lib.model import build_model, completion_logprobs, n_params
 from course_lib.preference import dpo_terms
+from course_lib.rollout import generate
 from course_lib.runtime import MetricsLog
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
@@ -80,7 +85,7 @@ from course_lib.task import AdditionTask
 FAST = os.environ.get("COURSE_FAST") == "1"  # CI: a toy budget that only checks the code runs
 cfg = get_config("test" if FAST else "cpu")
 SEED = 0
-torch.manual_seed(SEED)
+_ = torch.manual_seed(SEED)
 print(f"config {cfg.name!r}: {cfg.task.digits}-digit addition, {cfg.task.n_demos} demonstrations")
 
 # %% [markdown]
@@ -174,12 +179,85 @@ terms = dpo_terms(ref_w, ref_l, ref_w, ref_l, beta=cfg.dpo.beta)
 print("margins", terms.margin.tolist(), " losses", [round(x, 4) for x in terms.loss.tolist()])
 
 # %% [markdown]
-# ## 5. Three runs from the same SFT checkpoint
+# ## 5. One DPO update, tensor by tensor
+#
+# Before handing the pairs to the trainer, take its first step by hand: draw the batch the trainer
+# will draw, compute the log-probs, the margin and the loss, back-propagate, clip the gradient, and
+# apply AdamW's update. Then let the trainer take the same step from the same weights and compare
+# every parameter.
+#
+# **Predict first.** On this first step, one weight has a gradient 1,000× larger than another's.
+# Which one moves more, and by how much?
+
+# %%
+n_pairs = data["chosen_ids"].shape[0]
+step_gen = torch.Generator().manual_seed(SEED + 2)  # the generator the trainer gets below
+idx = torch.randint(0, n_pairs, (min(cfg.dpo.batch_size, n_pairs),), generator=step_gen)  # its first draw
+batch = {k: v[idx] for k, v in data.items() if isinstance(v, torch.Tensor)}
+model.load_state_dict(sft_weights)
+model.train()
+
+# (1) per-token log-probs of the chosen and rejected completions under the policy, shape (n, L − P)
+P = task.prompt_length  # score completion positions only, as the cached reference was
+tok_w, mask_w = completion_logprobs(model, batch["chosen_ids"], batch["chosen_attention"], batch["chosen_completion"], start=P)
+tok_l, mask_l = completion_logprobs(model, batch["rejected_ids"], batch["rejected_attention"], batch["rejected_completion"],
+                                    start=P)
+# (2) sequence log-probs, and log-ratios to the cached reference
+ratio_w = tok_w.sum(-1) - batch["ref_chosen_token_logps"].sum(-1)
+ratio_l = tok_l.sum(-1) - batch["ref_rejected_token_logps"].sum(-1)
+# (3) margin z = β·(ratio_w − ratio_l) and loss −log σ(z), averaged over the batch
+z = cfg.dpo.beta * (ratio_w - ratio_l)
+loss = -torch.nn.functional.logsigmoid(z).mean()
+trainer_loss, _ = dpo_batch_loss(model, batch, cfg.dpo, prompt_length=P)
+print(f"batch of {len(idx)} pairs; token log-probs {tuple(tok_w.shape)}; margins z[:3] = {z[:3].tolist()}")
+print(f"loss by hand {loss.item():.6f}   dpo_batch_loss {trainer_loss.item():.6f}   log 2 = 0.693147")
+
+# (4) gradients, then the global-norm clip the trainer applies (max norm cfg.max_grad_norm)
+model.zero_grad()
+loss.backward()
+params = list(model.parameters())
+before_step = [p.detach().clone() for p in params]
+grads = [p.grad.detach().clone() for p in params]
+norm = torch.sqrt(sum((g**2).sum() for g in grads))
+clip = min(1.0, cfg.max_grad_norm / (float(norm) + 1e-6))
+# (5) AdamW's first step (β1 = 0.9, β2 = 0.999, ε = 1e-8, no weight decay), bias-corrected:
+#     m̂ = g, v̂ = g², so the step is lr · g / (|g| + ε) ≈ lr · sign(g)
+lr, eps = cfg.dpo.learning_rate, 1e-8
+by_hand_new = []
+for p, g in zip(params, grads):
+    g = g * clip
+    m_hat = (1 - 0.9) * g / (1 - 0.9)
+    v_hat = (1 - 0.999) * g * g / (1 - 0.999)
+    by_hand_new.append(p.detach() - lr * m_hat / (v_hat.sqrt() + eps))
+print(f"gradient norm {float(norm):.4f} → clip factor {clip:.4f}")
+
+# (6) the trainer's own first step, from the same weights with the same generator
+model.load_state_dict(sft_weights)
+train_dpo(model, task, dataclasses.replace(cfg.dpo, eval_every=10**6), data,
+          generator=torch.Generator().manual_seed(SEED + 2), steps=1, show_progress=False)
+step_diff = max(float((p.detach() - q).abs().max()) for p, q in zip(model.parameters(), by_hand_new))
+moved = torch.cat([(q - b).abs().flatten() for q, b in zip(by_hand_new, before_step)])
+g_all = torch.cat([g.abs().flatten() for g in grads])
+print(f"largest difference between the hand-made step and the trainer's: {step_diff:.1e}")
+big, small = g_all > 1e-3, (g_all > 1e-6) & (g_all < 1e-5)
+print(f"weights with |gradient| > 1e-3 moved by {float(moved[big].mean()):.2e} on average; "
+      f"weights with |gradient| in (1e-6, 1e-5) by {float(moved[small].mean()):.2e}; lr = {lr:.0e}")
+
+# %% [markdown]
+# On its first step AdamW moves every weight with a non-negligible gradient by almost exactly the
+# learning rate, whatever the gradient's size: the bias-corrected moments are m̂ = g and v̂ = g², so
+# the step is lr·g/(|g| + ε). Only weights whose gradient is comparable to ε = 1e-8 move less. Later
+# steps average over many gradients and differ from sign(g); the scale of the loss never matters
+# (notebook 07 uses this).
+#
+# ## 6. Three runs from the same SFT checkpoint
 #
 # - **DPO** (β = 1, lr 1e-4): the preference term alone.
 # - **DPO + NLL** (`rpo_alpha = 1`, TRL's name): also maximise the chosen answer's likelihood.
 # - **NLL only**: SFT on the chosen (checker-approved) answers, no preference term at all —
 #   the control that tells us what the NLL term does by itself.
+#
+# **Predict first.** Rank the three by held-out accuracy.
 
 # %%
 def dpo_run(**overrides):
@@ -209,30 +287,159 @@ for name, r in results.items():
     print(f"{name:10} {r['accuracy']:8.1%} {r['accuracy_no_carry']:9.1%} {r['accuracy_carry']:7.1%}")
 
 # %% [markdown]
-# ## 6. The dashboard
+# ## 7. The dashboard
 #
-# DPO logs what §6–§7 predict: the margin z grows, the implicit rewards β·log(π/π_ref) of chosen
-# and rejected answers move apart, preference accuracy on the pairs rises, and the policy drifts
-# away from the reference (`kl_drift_offline`: KL(π_ref ‖ π_θ) estimated on the pair tokens,
-# which π_ref sampled).
+# DPO logs what its loss predicts: the margin z grows, the implicit rewards β·log(π/π_ref) of
+# chosen and rejected answers move apart, preference accuracy *on the training pairs* rises (the
+# held-out accuracy panel is the task's exact-match on held-out prompts, a different number), and
+# the policy drifts away from the reference.
+#
+# About the drift gauge `kl_drift_offline`: it averages log π_ref(y_t) − log π_θ(y_t) over the
+# tokens of the pairs, which is the k1 estimate of **KL(π_ref ‖ π_θ)** — the reference first. The
+# direction is set by who sampled the tokens: an average of log q − log p over samples from q
+# estimates KL(q ‖ p), and these tokens were sampled by the SFT policy, π_ref. GRPO's `kl` in
+# notebook 07 averages over the *policy's* samples, so it estimates KL(π_θ ‖ π_ref), the other
+# direction: the two numbers are not comparable. And the checker picked which samples became
+# pairs, so even this is a gauge of drift, not an exact KL.
 
 # %%
 fig = dashboard(logs["DPO"], runs={k: v for k, v in logs.items() if k != "NLL only"},
-                title="DPO vs DPO + NLL", baseline_accuracy=baseline["accuracy"])
+                title="DPO vs DPO + NLL", baseline_accuracy=baseline["accuracy"],
+                panels=["held-out accuracy (greedy)", "preference accuracy", "DPO implicit rewards",
+                        "drift from the reference", "training loss"])
 plt.show()
 
 # %% [markdown]
-# ## 7. Reading the numbers honestly
+# ## 8. Reading the numbers honestly
 #
-# Measured while writing the course on the default CPU config: SFT 59% → plain DPO 84% (+27
-# points) → DPO + NLL 94% (+30), medians of 3 seeds (README); and in this notebook at seed 0,
-# **NLL only reached 97%** — as good as, or better than, both. Plain DPO does help: chosen and
-# rejected answers differ exactly where the teacher was wrong (the tens digit of carry prompts),
-# so "prefer 65 over 55" is the missing lesson. But the NLL term alone is rejection-sampling
-# fine-tuning — keep the answers the checker approves, train on them — and here it earns the
-# whole gain by itself. Crediting the "DPO + NLL" result to the preference term would be wrong;
-# the "NLL only" row is the control that says so. With a checker at hand, that is the cheap,
-# strong baseline any preference method has to beat. Compare your three rows above.
+# The NLL term alone is rejection-sampling fine-tuning: keep the answers the checker approves, train
+# on them. It uses the same information as the pairs' chosen side. The next cell compares the three
+# rows of this run and says what they support.
+
+# %%
+best = max(results, key=lambda k: results[k]["accuracy"])
+lift = {k: r["accuracy"] - baseline["accuracy"] for k, r in results.items()}
+print("lift over SFT: " + ", ".join(f"{k} {100 * v:+.1f} pts" for k, v in lift.items()))
+if results["NLL only"]["accuracy"] >= results["DPO + NLL"]["accuracy"]:
+    print("NLL only matched or beat DPO + NLL: the gain of 'DPO + NLL' cannot be credited to the preference term.")
+else:
+    print(f"DPO + NLL beat NLL only by {100 * (results['DPO + NLL']['accuracy'] - results['NLL only']['accuracy']):.1f} "
+          "points in this run: the preference term added something here (one seed; see the README's medians).")
+if len({r["accuracy"] for r in results.values()}) == 1:
+    print("all three rows tie in this run: it cannot rank them")
+else:
+    print(f"best row in this run: {best}")
+
+# %% [markdown]
+# ## 9. Two valid answers, one preferred: a style preference
+#
+# So far the chosen answer was *right* and the rejected one *wrong*: a checker could have told them
+# apart, and training on the checker's verdicts (NLL only) did as well. Preference learning earns
+# its keep when both answers are valid and one is simply preferred — a tone, a format, a house
+# style that no checker encodes. Here is a small one: a style guide that wants sums written at a
+# fixed width, with a leading zero (`07+58=065`, not `07+58=65`). Both answers have the right value.
+#
+# Pairs: for a training prompt whose sum has fewer digits than the width, chosen = the fixed-width
+# answer, rejected = the plain one. The same construction on held-out prompts gives **held-out
+# pairs**, never trained on: their margins and preference accuracy tell us whether the preference
+# generalises, as a validation loss would.
+#
+# **Predict first.** The SFT policy never saw a leading zero. After DPO on these pairs, what share of
+# held-out answers will be written at fixed width? Will their *values* stay right?
+
+# %%
+width = cfg.task.digits + 1
+
+
+def fixed_width(a, b):
+    return f"{a + b:0{width}d}"
+
+
+def style_pairs(prompts):
+    """Chosen: the fixed-width answer; rejected: the plain one. Only sums that differ in the two styles."""
+    keep = [(a, b) for a, b in prompts if len(str(a + b)) < width]
+    out = {"n_pairs": len(keep)}
+    for name, answers in (("chosen", [fixed_width(a, b) for a, b in keep]), ("rejected", [str(a + b) for a, b in keep])):
+        out[f"{name}_ids"], out[f"{name}_attention"], out[f"{name}_completion"] = task.encode_pairs(keep, answers)
+    model.load_state_dict(sft_weights)  # the reference is the SFT policy
+    out.update(reference_logprobs(model, out, prompt_length=task.prompt_length))
+    return out, keep
+
+
+style_train, _ = style_pairs(task.sample_pairs(cfg.dpo.pair_prompts // 4, torch.Generator().manual_seed(SEED + 3)))
+style_val, val_prompts = style_pairs(task.heldout_pairs)
+print(f"{style_train['n_pairs']} training pairs, {style_val['n_pairs']} held-out pairs; e.g. chosen "
+      f"{tok.decode(style_val['chosen_ids'][0], skip_special_tokens=True)!r}, rejected "
+      f"{tok.decode(style_val['rejected_ids'][0], skip_special_tokens=True)!r}")
+
+val_batch = {k: v for k, v in style_val.items() if isinstance(v, torch.Tensor)}
+val_track = {}
+
+
+def track_validation(step, opt, seconds):
+    """Called by the trainer every few steps: margins and preference accuracy on the held-out pairs."""
+    with torch.no_grad():
+        _, stats = dpo_batch_loss(model, val_batch, cfg.dpo, prompt_length=task.prompt_length)
+    val_track[step] = {"val_margin": stats["margin"], "val_preference_accuracy": stats["preference_accuracy"]}
+
+
+def style_report(prompts):
+    """Greedy answers on held-out prompts: share at fixed width, share with the right value."""
+    with torch.no_grad():
+        roll = generate(model, task.encode_prompts(prompts), tok, max_completion_length=task.answer_length, greedy=True)
+    texts = [task.completion_text(c)[0] for c in roll.completions]
+    fixed = sum(len(t) == width and t.startswith("0") for t in texts) / len(texts)
+    value = sum(t.isdigit() and int(t) == a + b for t, (a, b) in zip(texts, prompts)) / len(texts)
+    return fixed, value
+
+
+model.load_state_dict(sft_weights)
+before_style = style_report(val_prompts)
+style_cfg = dataclasses.replace(cfg.dpo, eval_every=10**6)
+style_log = MetricsLog()
+model.load_state_dict(sft_weights)
+every = max(1, style_cfg.steps // 10)
+train_dpo(model, task, style_cfg, style_train, log=style_log, generator=torch.Generator().manual_seed(SEED + 4),
+          checkpoint=track_validation, checkpoint_every=every, show_progress=False)
+for row in style_log.rows:
+    row.update(val_track.get(row["step"], {}))
+after_style = style_report(val_prompts)
+last = style_log.rows[-1]
+print(f"held-out pairs: margin {last['val_margin']:.2f}, preference accuracy {last['val_preference_accuracy']:.1%} "
+      f"(training pairs: {last['margin']:.2f}, {last['preference_accuracy']:.1%})")
+print(f"held-out answers at fixed width: {before_style[0]:.1%} → {after_style[0]:.1%}; "
+      f"right value: {before_style[1]:.1%} → {after_style[1]:.1%}")
+
+# %%
+fig = dashboard(style_log.rows, title="DPO on a style preference", panels=["preference accuracy", "DPO implicit rewards"])
+plt.show()
+
+# %% [markdown]
+# Held-out margins and preference accuracy are this run's validation curves: if the training-pair
+# curve rises and the held-out one does not, the model memorised pairs instead of learning the
+# style. The two style lines printed above say whether greedy answers actually changed style, and
+# whether the values stayed right — preference accuracy alone cannot tell you that. Note what the
+# strict checker would say: it wants the plain style, so it would mark every fixed-width answer
+# wrong. A checker encodes one style; a preference can teach another.
+#
+# ## Your turn
+#
+# 1. Rerun section 9 with `beta=0.1` (`style_cfg = dataclasses.replace(cfg.dpo, eval_every=10**6, beta=0.1)`).
+#    Predict first: larger or smaller margins? More or less drift?
+#    <details><summary>Answer</summary>
+#    The margin z = β·(log-ratio difference) is measured in units of β, so for the same change in
+#    log-probs it is 10× smaller; the loss −log σ(z) keeps pushing until z is large, so a smaller β
+#    lets the policy move further from the reference before the loss saturates. Compare
+#    `kl_drift_offline` of the two runs.
+#    </details>
+# 2. Swap chosen and rejected in `style_pairs` (prefer the plain style) and rerun. What happens to the
+#    held-out answers, and why is the run almost uneventful?
+#    <details><summary>Answer</summary>
+#    The SFT policy already writes the plain style, so the chosen answers are already likely: the
+#    margins grow by pushing the (already unlikely) fixed-width answers down, and greedy answers do
+#    not change. DPO moves probability between the two answers; it cannot show a change the policy
+#    already made.
+#    </details>
 #
 # ## Check yourself
 #
@@ -251,4 +458,10 @@ plt.show()
 #    <details><summary>Answer</summary>
 #    Only prompts with at least one correct and one incorrect sample make a pair. Always-right and
 #    always-wrong prompts give nothing — the offline cousin of GRPO's zero-variance groups.
+#    </details>
+# 4. In section 9, preference accuracy on the training pairs reaches 100%. What does the held-out
+#    curve add?
+#    <details><summary>Answer</summary>
+#    Evidence that the style generalises to prompts never trained on. A training-pair accuracy of 100%
+#    is also what memorising the pairs would give.
 #    </details>

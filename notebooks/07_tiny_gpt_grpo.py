@@ -42,32 +42,40 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 07 · The GRPO family on a tiny GPT: GRPO, RLOO, Dr. GRPO, DAPO's options
+# # 07 · The GRPO family on a tiny GPT, and its honest control
 #
-# *Lecture §9 (group baselines, the clipped update), §11 (generation vs update time), §12 (what
-# the variants fix), §15 (the checker is the reward).*
+# *Pointers to the lecture: §9 (group baselines, the clipped update), §11 (generation vs update
+# time), §12 (what the variants fix), §15 (the checker is the reward). Everything needed here is
+# explained here.*
 #
 # Notebook 06 trained from fixed pairs. Here the policy writes its own training data every step:
 # B prompts × G completions, scored by the exact-answer checker, turned into group-relative
 # advantages with `course_lib.advantages`, and into an update with `course_lib.policy_loss` —
 # the functions notebook 03 checked by hand. After this notebook you will be able to
 #
-# 1. run one GRPO step by hand and check it against the library;
-# 2. read a GRPO dashboard: reward, held-out accuracy, length, zero-variance rate, entropy, KL, clip;
-# 3. compare GRPO, RLOO, Dr. GRPO and DAPO's clip-higher + dynamic sampling on the same budget;
-# 4. put the measured generation-vs-update split beside §11's model, and explain the gap.
+# 1. run one GRPO group by hand and check it against the library;
+# 2. read a GRPO dashboard: reward, held-out accuracy, length, zero-variance rate, entropy, clip;
+# 3. say which advantage changes AdamW cancels (a constant scale) and which it does not (a
+#    per-group scale), and show it with runs;
+# 4. compare GRPO with its honest control — fine-tuning on the policy's own checker-approved samples
+#    (RFT) — and say from measurements what GRPO's baseline and negative samples add;
+# 5. compare DAPO's options one change at a time, with the same optimiser steps;
+# 6. put the measured generation-vs-update split beside the lecture's time model, and explain the gap.
 #
-# Budget: about 4–5 minutes on a laptop CPU (`COURSE_FAST=1` in CI: a toy budget).
+# Budget: about 3 minutes on a laptop CPU. `COURSE_FAST=1` (CI) runs a toy budget: its numbers are
+# real but tiny, and every sentence that quotes a number is computed from what is shown.
 
 # %%
 import copy
 import dataclasses
 import os
+import sys
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 
-from course_lib.advantages import grpo_advantages, rloo_advantages
+from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
 from course_lib.budgets import rollout_generation_seconds, update_seconds
 from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
@@ -75,15 +83,19 @@ from course_lib.evaluation import evaluate, sample_completions
 from course_lib.grpo import train_grpo
 from course_lib.model import build_model, n_params
 from course_lib.passport import format_passport, passport
+from course_lib.rft import train_rft
 from course_lib.rollout import generate
-from course_lib.runtime import MetricsLog
+from course_lib.runtime import MetricsLog, make_optimizer
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # CI: a toy budget that only checks the code runs
 cfg = get_config("test" if FAST else "cpu")
+RL_STEPS = cfg.grpo.steps if FAST else 150  # the benchmark's budget (section 6)
+cfg.grpo = dataclasses.replace(cfg.grpo, steps=RL_STEPS, unit="sequence_mean",
+                               eval_every=cfg.grpo.eval_every if FAST else 25)
 SEED = 0
-torch.manual_seed(SEED)
+_ = torch.manual_seed(SEED)
 
 # %% [markdown]
 # ## 1. The starting point: an SFT policy that learned its teacher's mistake
@@ -110,9 +122,11 @@ print(f"SFT held-out exact match {baseline['accuracy']:.1%} "
 
 # %%
 G = cfg.grpo.num_generations
-pair = next(p for p in task.heldout_pairs if task.ones_carry(*p)) if any(task.ones_carry(*p) for p in task.heldout_pairs) else task.heldout_pairs[0]
-torch.manual_seed(SEED)
-roll = generate(model, task.encode_prompts([pair]), task.tokenizer, max_completion_length=cfg.grpo.max_completion_length, num_generations=G)
+carry_pairs = [p for p in task.heldout_pairs if task.ones_carry(*p)]
+pair = carry_pairs[0] if carry_pairs else task.heldout_pairs[0]
+_ = torch.manual_seed(SEED)
+roll = generate(model, task.encode_prompts([pair]), task.tokenizer, max_completion_length=cfg.grpo.max_completion_length,
+                num_generations=G)
 rewards = torch.tensor([task.strict_reward(pair, c) for c in roll.completions])
 for c, r in zip(roll.completions, rewards):
     text, ended = task.completion_text(c)
@@ -120,93 +134,221 @@ for c, r in zip(roll.completions, rewards):
 mean, std = rewards.mean(), rewards.std(correction=0)
 if std > 0:
     by_hand = (rewards - mean) / std
-    print("by hand :", [round(x, 3) for x in by_hand.tolist()])
-    print("library :", [round(x, 3) for x in grpo_advantages(rewards).tolist()])
-    print("RLOO    :", [round(x, 3) for x in rloo_advantages(rewards).tolist()])
+    print("by hand  :", [round(x, 3) for x in by_hand.tolist()])
+    print("library  :", [round(x, 3) for x in grpo_advantages(rewards).tolist()])
+    print("RLOO     :", [round(x, 3) for x in rloo_advantages(rewards).tolist()])
+    print("Dr. GRPO :", [round(x, 3) for x in dr_grpo_advantages(rewards).tolist()])
 else:
-    print("a zero-variance group: no relative signal — GRPO must be told what that means (§9)")
+    print("a zero-variance group: every answer scored the same, so there is no relative signal;"
+          " GRPO gives every completion advantage 0")
 
 # %% [markdown]
 # ## 3. GRPO, live
 #
-# B prompts × G completions per step, β = 0 (no reference model kept, as in DAPO), μ = 1 inner
-# epoch, token-mean aggregation. The progress bar shows the latest held-out accuracy and reward.
-# Before training, the run prints its passport (§17): the choices §12 says must be documented.
+# B prompts × G completions per step, β = 0 (no KL term in the objective, as in DAPO; a frozen copy of the SFT policy is kept only
+# to measure the KL the dashboard shows), μ = 1 inner epoch, and the published GRPO objective: each completion's per-token terms are averaged over its
+# own tokens, then over completions (`unit="sequence_mean"`). Before training, the run prints its
+# passport: the choices a report must disclose for anyone to interpret the result.
+#
+# **Predict first.** As the policy improves, will the share of zero-variance groups (all G answers
+# scored alike) rise or fall? Why?
 
 # %%
-print(format_passport(passport(cfg, "grpo")))
+print(format_passport(passport(cfg, "grpo", reference=True)))
 
 
-def grpo_run(**overrides):
+def rl_run(trainer="grpo", **overrides):
+    """One run from the SFT weights, same seed and prompts; returns final metrics and the log."""
     model.load_state_dict(sft_weights)
     gcfg = dataclasses.replace(cfg.grpo, **overrides)
     log = MetricsLog()
     torch.manual_seed(SEED)
-    out = train_grpo(model, task, gcfg, generator=torch.Generator().manual_seed(SEED + 1), log=log,
-                     reference_state=sft_weights)
+    gen = torch.Generator().manual_seed(SEED + 1)
+    if trainer == "grpo":
+        out = train_grpo(model, task, gcfg, generator=gen, log=log)
+    else:
+        out = train_rft(model, task, gcfg, generator=gen, log=log)
     return {**evaluate(model, task, max_completion_length=gcfg.max_completion_length), **out}, log.rows
 
 
 runs, logs = {}, {}
-runs["GRPO"], logs["GRPO"] = grpo_run()
+runs["GRPO"], logs["GRPO"] = rl_run()
 print(f"GRPO: {baseline['accuracy']:.1%} → {runs['GRPO']['accuracy']:.1%} in {runs['GRPO']['rl_seconds']:.0f} s")
 for line in sample_completions(model, task, task.heldout_pairs[:4], n=2, max_completion_length=cfg.grpo.max_completion_length):
     print(line)
 
 # %%
-fig = dashboard(logs["GRPO"], title="GRPO on the tiny GPT", baseline_accuracy=baseline["accuracy"])
+fig = dashboard(logs["GRPO"], title="GRPO on the tiny GPT", baseline_accuracy=baseline["accuracy"],
+                panels=["reward on the policy's samples", "held-out accuracy (greedy)", "completion length",
+                        "wasted samples", "policy entropy", "PPO clip"])
 plt.show()
+zv = [r["zero_variance_rate"] for r in logs["GRPO"]]
+k = max(1, len(zv) // 4)
+print(f"zero-variance rate: {sum(zv[:k]) / k:.2f} over the first {k} steps, {sum(zv[-k:]) / k:.2f} over the last {k}")
 
 # %% [markdown]
 # Read it panel by panel. The **reward** is measured on the policy's own samples (temperature 1);
-# **accuracy** is greedy decoding on held-out prompts — the number that matters. The
-# **zero-variance rate** is the share of groups where all G answers scored the same: those groups
-# have zero advantage and teach nothing. Watch it rise as prompts become easy — the §9 formula
-# p^G + (1 − p)^G in action. **Entropy** falls as the policy sharpens. **Clip** stays at 0 here: with
-# μ = 1 the ratio π_θ/π_old is exactly 1 on the only pass, so PPO's clip never acts.
+# **held-out accuracy** is greedy decoding on prompts never trained on — the number that matters.
+# The **zero-variance rate** is the share of groups where all G answers scored the same: those
+# groups have zero advantage and teach nothing. For a prompt the policy solves with probability p,
+# that happens with probability p^G + (1 − p)^G, which grows as p approaches 1: the printed line
+# above says what it did in this run. **Entropy** falls as the policy sharpens. **KL** to the SFT reference
+# starts at 0 (the policy *is* the reference) and moves away from it: at β = 0 nothing pulls it
+# back ([The KL term](02b_the_kl_term.ipynb) sweeps β). **Clip** stays at 0:
+# with μ = 1 the ratio π_θ/π_old is exactly 1 on the only pass, so PPO's clip never acts.
 #
-# ## 4. The family, on the same budget
+# ## 4. What AdamW cancels: a constant advantage scale
 #
-# Same SFT start, same seed, same number of steps. Each variant changes one line of the recipe:
-#
-# | run | advantage | unit | clip (ε_low, ε_high) | zero-variance groups |
-# |---|---|---|---|---|
-# | GRPO | (r − mean)/std | token_mean | 0.2, 0.2 | kept (advantage 0) |
-# | RLOO | leave-one-out | token_mean | 0.2, 0.2 | kept |
-# | Dr. GRPO | r − mean | constant (G·L_max) | 0.2, 0.2 | kept |
-# | DAPO options | (r − mean)/std | token_mean | 0.2, 0.28 | resampled |
-#
-# With μ = 1 clip-higher cannot act (the ratio is 1); we use μ = 2 for the DAPO run so that it does.
+# RLOO's advantage is Dr. GRPO's multiplied by the constant G/(G − 1); GRPO's population-std and
+# sample-std (ddof = 1) versions differ by the constant √((G − 1)/G). Under plain SGD a constant
+# factor on the loss is a constant factor on the step: exactly a change of learning rate. Under
+# Adam it is not: Adam divides the running mean of the gradient by the root of its running mean
+# square, and a constant c scales both by c. Check it on a small model, five steps each:
 
 # %%
-runs["RLOO"], logs["RLOO"] = grpo_run(advantage="rloo")
-runs["Dr. GRPO"], logs["Dr. GRPO"] = grpo_run(advantage="dr_grpo", unit="constant")
-runs["DAPO options"], logs["DAPO options"] = grpo_run(epsilon_high=0.28, zero_variance="resample", num_iterations=2)
+def five_steps(scale, optimiser):
+    torch.manual_seed(SEED)
+    net = torch.nn.Linear(4, 1)
+    opt = make_optimizer(net, 1e-2) if optimiser == "AdamW" else torch.optim.SGD(net.parameters(), lr=1e-2)
+    start = [p.detach().clone() for p in net.parameters()]
+    data = torch.randn(16, 4, generator=torch.Generator().manual_seed(1))
+    for _ in range(5):
+        loss = scale * (net(data) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return torch.cat([(p.detach() - s).flatten() for p, s in zip(net.parameters(), start)])
 
-print(f"{'run':14} {'held-out':>9} {'carry':>7} {'RL s':>6} {'zero-var':>9} {'clip':>6}")
-print(f"{'SFT':14} {baseline['accuracy']:9.1%} {baseline['accuracy_carry']:7.1%}")
-for name, r in runs.items():
-    rows = logs[name]
-    zv = sum(x["zero_variance_rate"] for x in rows) / len(rows)
-    clip = sum(x["clip_fraction"] for x in rows) / len(rows)
-    print(f"{name:14} {r['accuracy']:9.1%} {r['accuracy_carry']:7.1%} {r['rl_seconds']:6.0f} {zv:9.2f} {clip:6.3f}")
+
+c = G / (G - 1)
+for optimiser in ("SGD", "AdamW"):
+    d1, dc = five_steps(1.0, optimiser), five_steps(c, optimiser)
+    print(f"{optimiser:5}: parameter change with loss × {c:.3f} / with loss × 1 = {float(dc.norm() / d1.norm()):.4f}"
+          f"  (largest difference {float((dc - d1).abs().max()):.1e})")
+
+# %% [markdown]
+# Under SGD the step grows by exactly c; under AdamW the two trajectories agree to rounding
+# (Adam's ε = 1e-8 is the only term that does not scale). So on the tiny GPT, **predict**: do RLOO
+# and Dr. GRPO advantages (same averaging unit, same seed) give different reward curves? And GRPO,
+# whose std changes from group to group?
 
 # %%
-fig = dashboard(logs["GRPO"], runs=logs, title="GRPO family, same budget", baseline_accuracy=baseline["accuracy"])
+runs["RLOO"], logs["RLOO"] = rl_run(advantage="rloo")
+runs["Dr. GRPO adv."], logs["Dr. GRPO adv."] = rl_run(advantage="dr_grpo")
+curve = {name: torch.tensor([r["reward_mean"] for r in logs[name]]) for name in ("GRPO", "RLOO", "Dr. GRPO adv.")}
+d_const = float((curve["RLOO"] - curve["Dr. GRPO adv."]).abs().max())
+d_group = float((curve["GRPO"] - curve["Dr. GRPO adv."]).abs().max())
+print(f"largest per-step difference in mean reward over {len(curve['GRPO'])} steps:")
+print(f"  RLOO vs Dr. GRPO (constant factor G/(G−1)): {d_const:.4f}")
+print(f"  GRPO vs Dr. GRPO (per-group 1/std):         {d_group:.4f}")
+print("RLOO and Dr. GRPO: " + ("identical at every step: AdamW cancelled the constant" if d_const == 0 else
+      f"they drift apart by up to {d_const:.3f} — gradient clipping (max norm 1) or Adam's ε broke exact invariance"))
+print("GRPO vs Dr. GRPO: " + ("identical (every non-degenerate group had the same std)" if d_group == 0 else
+      "different: dividing each group by its own std reweights groups, which no optimiser undoes"))
+
+# %% [markdown]
+# What survives Adam is a scale that **varies**: GRPO divides each group by its own std, so a group
+# with one success in eight (std 0.33) is weighted about 1.5× as much as a half-right group
+# (std 0.5) — a difficulty reweighting. Denominators that change from batch to batch (the number of
+# tokens in `token_mean`, the number of kept rows) also survive. Constant factors — ddof = 1's
+# √(7/8), RLOO's 8/7, the full-mean baseline's (G − 1)/G of notebook 04 — change the step size
+# under SGD and nothing under Adam.
+#
+# ## 5. The honest control: fine-tuning on the policy's own approved samples (RFT)
+#
+# GRPO gained over SFT. But GRPO also *samples* from the policy and *checks* with a checker that
+# knows the truth — information SFT on the flawed teacher never had. **Rejection-sampling
+# fine-tuning** (RFT) uses exactly that information and nothing else: the same prompts, samples,
+# checker, optimiser and number of steps, but each step is plain SFT on the completions the checker
+# approved. As a policy gradient, RFT is GRPO with advantage 1 for approved and 0 for rejected
+# completions: no baseline and no negative samples. The difference between the two is what GRPO's
+# advantage buys.
+#
+# **Predict first.** Will RFT reach GRPO's held-out accuracy? Within how many points?
+
+# %%
+runs["RFT"], logs["RFT"] = rl_run("rft")
+print(f"{'run':14} {'held-out':>9} {'carry':>7} {'no carry':>9}")
+print(f"{'SFT':14} {baseline['accuracy']:9.1%} {baseline['accuracy_carry']:7.1%} {baseline['accuracy_no_carry']:9.1%}")
+for name in ("GRPO", "RFT"):
+    r = runs[name]
+    print(f"{name:14} {r['accuracy']:9.1%} {r['accuracy_carry']:7.1%} {r['accuracy_no_carry']:9.1%}")
+gap = runs["GRPO"]["accuracy"] - runs["RFT"]["accuracy"]
+print(f"\nthis seed: GRPO − RFT = {100 * gap:+.1f} points; SFT → GRPO = "
+      f"{100 * (runs['GRPO']['accuracy'] - baseline['accuracy']):+.1f} points")
+
+# %%
+fig = dashboard(logs["GRPO"], runs={"GRPO": logs["GRPO"], "RFT": logs["RFT"]}, title="GRPO and its RFT control",
+                baseline_accuracy=baseline["accuracy"],
+                panels=["reward on the policy's samples", "held-out accuracy (greedy)", "policy entropy"])
 plt.show()
 
 # %% [markdown]
-# The zero-variance column counts every group sampled; for the DAPO run that includes the groups
-# it discarded and replaced, so a high value there means extra generation, not wasted updates.
+# One seed is one draw. The benchmark (`make bench`, `benchmarks/tinygpt_grpo_family.py`) runs
+# every row at seeds 0, 1, 2 from the `cpu` config with 150 optimiser steps, in two settings: the
+# strong start above, and a **weak start** (SFT stopped at 300 steps) where successes are rare —
+# with the binary checker and with **partial credit** (the share of digit places that are right,
+# `reward="partial"`). Partial credit is where a baseline should matter: without one
+# ("reward-weighted partial": SFT weighted by the reward), a half-right answer such as the teacher's
+# `55` for 65 is still pushed *up*; with GRPO's group mean subtracted, it is pushed down whenever
+# its group did better. The next cell prints the measured table and reads it.
+
+# %%
+bench_dir = Path("../benchmarks")
+if (bench_dir / "results" / "grpo_family.json").is_file():
+    sys.path.insert(0, str(bench_dir))
+    from tables import family_summary, family_table, load
+
+    bench = load("grpo_family", bench_dir / "results")
+    summaries = {}
+    for setting in ("main", "weak"):
+        if any(r["setting"] == setting for r in bench["runs"]):
+            print(f"setting {setting!r}:\n{family_table(bench, setting)}")
+            summaries[setting] = family_summary(bench, setting)
+    comparisons = (("strong start", "main", "GRPO", "RFT"), ("weak start, binary", "weak", "GRPO", "RFT"),
+                   ("weak start, partial credit", "weak", "GRPO partial", "reward-weighted partial"))
+    for label, setting, a, b in comparisons:
+        summ = summaries.get(setting, {})
+        if a not in summ or b not in summ:
+            print(f"{label}: not measured yet")
+            continue
+        d = summ[a]["final"] - summ[b]["final"]
+        noise = max(max(v["per_seed"]) - min(v["per_seed"]) for v in (summ[a], summ[b]))
+        n = min(len(summ[a]["per_seed"]), len(summ[b]["per_seed"]))
+        verdict = ("one seed: no spread to compare with" if n < 2 else
+                   f"{'larger than' if abs(d) > noise else 'within'} the seed-to-seed spread ({100 * noise:.1f} points)")
+        print(f"{label}: median {a} − {b} = {100 * d:+.1f} points over {n} seed(s), {verdict}")
+else:
+    print("benchmarks/results/grpo_family.json is not here (e.g. on Colab): see the README's tables")
+
+# %% [markdown]
+# Read the verdict lines, not the headline: a difference smaller than the spread between seeds is
+# not a difference this benchmark can see. Where GRPO and RFT agree, the gain over SFT came from
+# sampling and checking — any method that trains on the checker's verdicts gets it — not from
+# GRPO's baseline and negative samples.
 #
-# One run per variant is one draw: curves this small are noisy (20-point swings between
-# evaluations happen), so do not rank the variants from a single seed. The README reports medians
-# over seeds. What *is* robust: all of them beat the SFT baseline, because the checker fixes the
-# very prompts the teacher got wrong (compare the *carry* column with SFT's).
+# ## 6. DAPO's options, one change at a time
 #
-# ## 5. Where the time goes (§11)
+# The benchmark's `main` table above has one row per change to the GRPO row, all from the same SFT
+# checkpoint, the same prompts and **the same 150 optimiser steps**:
 #
-# Each metrics row records the seconds spent generating and the seconds spent updating.
+# | row | the one change | generation budget |
+# |---|---|---|
+# | GRPO | — (sequence mean, μ = 1, ε = 0.2, zero-variance groups kept) | 150 steps × 32 groups |
+# | token mean | average over all tokens of the batch (DAPO, TRL's default) | same |
+# | dynamic sampling | zero-variance groups replaced by fresh ones, ≤ 4 extra rounds per step | up to 5× (the "groups generated" column) |
+# | μ = 2 | two optimiser steps per rollout | half: 75 rollouts |
+# | μ = 2 + clip-higher | ε_high = 0.28 on top of μ = 2 | as μ = 2 |
+#
+# Clip-higher alone, at μ = 1, is missing on purpose: the ratio is exactly 1 on the only pass, so
+# the clip never acts and the run is identical to GRPO's (a test checks this). Clip-higher can only
+# act from the second inner epoch on, hence its row sits on top of μ = 2.
+#
+# ## 7. Where the time goes
+#
+# Each metrics row records the seconds spent generating and the seconds spent updating. The
+# lecture's time model (notebook 05) predicts generation ≈ 39× the update for an 8B model writing
+# 4,000-token answers.
 
 # %%
 rows = logs["GRPO"]
@@ -219,22 +361,40 @@ print(f"measured: generation {gen_s:.1f} s, update {upd_s:.1f} s → generation 
 print(f"          {tok_per_s:,.0f} generated tokens/s, {mean_len:.1f} tokens per completion")
 lecture_gen = rollout_generation_seconds(256, 8, 4000, 209.4, 8)
 lecture_upd = update_seconds(8.03e9, 256 * 8 * 4000, 990e12, 0.4, 8)
-print(f"§11 model: generation {lecture_gen:.1f} s vs update {lecture_upd:.1f} s → ratio {lecture_gen / lecture_upd:.1f}")
+print(f"lecture's model: generation {lecture_gen:.1f} s vs update {lecture_upd:.1f} s → ratio {lecture_gen / lecture_upd:.1f}")
 
 # %% [markdown]
-# Our split is nowhere near §11's 39 : 1, and that is the point of §11: nothing in GRPO fixes the
-# ratio. Our completions have ~4 tokens, not 4,000, so decoding takes a handful of sequential
-# steps; the model is so small that each step's cost is Python and kernel-launch overhead rather
-# than memory bandwidth; and the update runs on the same CPU cores. Stretch the completions (or
-# grow the model on a GPU) and generation's share climbs. The knobs §11 names — completion
-# length, throughput, model size, utilisation — are the ones to change.
+# Our split is nowhere near 39 : 1, and nothing in GRPO fixes the ratio. Our completions have a
+# handful of tokens, not 4,000, so decoding takes a handful of sequential steps; the model is so
+# small that each step's cost is Python and kernel-launch overhead rather than memory bandwidth;
+# and the update runs on the same CPU cores. Stretch the completions (or grow the model on a GPU)
+# and generation's share climbs. The knobs of the time model — completion length, throughput,
+# model size, utilisation — are the ones to change.
+#
+# ## Your turn
+#
+# 1. Run clip-higher alone: `rl_run(epsilon_high=0.28)`, and compare its log with `logs["GRPO"]`
+#    (for instance the `reward_mean` of every step). Predict first.
+#    <details><summary>Answer</summary>
+#    Identical at every step: with μ = 1 the ratio is exactly 1, inside any clip interval, so ε_high
+#    never enters the gradient. The clip fraction column stays 0 in both.
+#    </details>
+# 2. The zero-variance probability for success rate p and group size G is p^G + (1 − p)^G. Using the
+#    mean reward of GRPO's last step as p, compute it and compare with that step's logged
+#    `zero_variance_rate`. Why do they differ?
+#    <details><summary>Answer</summary>
+#    The formula assumes every prompt has the same p. Real prompts differ (carry prompts are harder),
+#    and p^G + (1 − p)^G is convex in p, so mixing easy and hard prompts gives *more* zero-variance
+#    groups than one average p predicts (Jensen's inequality).
+#    </details>
 #
 # ## Check yourself
 #
-# 1. Halfway through training the zero-variance rate is 0.5. What does that mean for the batch?
+# 1. A zero-variance rate of 0.5: what does it mean for the batch?
 #    <details><summary>Answer</summary>
-#    Half the groups (all-correct, mostly) carry zero advantage: half the generation time buys no
-#    gradient. DAPO's dynamic sampling refills the batch with informative groups instead.
+#    Half the groups carry zero advantage: half the generation time buys no gradient. Dynamic
+#    sampling refills the batch with informative groups — and pays for it in generation (section 6's
+#    "groups generated" column).
 #    </details>
 # 2. Why does the clip fraction stay 0 with μ = 1, and become positive with μ = 2?
 #    <details><summary>Answer</summary>
@@ -242,10 +402,15 @@ print(f"§11 model: generation {lecture_gen:.1f} s vs update {lecture_upd:.1f} s
 #    parameters have moved; tokens whose ratio left [1 − ε_low, 1 + ε_high] in the advantage's
 #    direction are clipped.
 #    </details>
-# 3. Dr. GRPO divides by G·L_max, a constant. What does that change compared with token_mean when
-#    completions get shorter?
+# 3. Someone reports "RLOO beat Dr. GRPO by 2 points" with the same unit, optimiser AdamW, one seed.
+#    What do you say?
 #    <details><summary>Answer</summary>
-#    With token_mean the per-token weight is 1/(total tokens): shorter completions → larger weight
-#    per token. With a constant denominator the weight does not depend on the lengths actually
-#    generated, so there is no length-dependent rescaling of the update.
+#    The two advantages differ by a constant factor, which AdamW cancels (section 4): with the same
+#    seed and unit the runs should coincide, so a 2-point gap comes from something else (another
+#    seed, another unit, gradient clipping acting differently) — not from the baseline.
+#    </details>
+# 4. GRPO beats SFT by many points here. Why is that not yet evidence for GRPO's baseline?
+#    <details><summary>Answer</summary>
+#    SFT never saw the checker. RFT does, with no baseline and no negative samples; only the
+#    GRPO − RFT difference, measured over seeds, isolates what the advantage adds.
 #    </details>

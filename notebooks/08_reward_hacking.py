@@ -44,58 +44,60 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 08 · Reward hacking: a loose verifier gets exploited
 #
-# *Lecture §15: "verifiable" does not mean "unhackable". The policy optimises the checker that
-# exists, not the intention behind it.*
+# *Lecture §15, as a pointer: "verifiable" does not mean "unhackable".*
 #
-# We train the same tiny GPT twice with GRPO, from the same starting checkpoint and seed:
+# A reward is whatever the checker pays for. When the checker pays for something other than what
+# we meant, the policy learns the something else — and every number computed *with that checker*
+# says training is going well. Here we train the same tiny GPT twice with GRPO. The two runs share
+# everything — starting weights, seed, prompts, temperature, learning rate, length budget — except
+# the checker:
 #
-# - against a **loose checker** that accepts an answer when its digits appear in order *anywhere*
-#   in the output, whatever sits between them — a "lenient" matcher written to tolerate
-#   formatting noise;
-# - against the **strict checker**: exactly the answer's digits, then end-of-sequence.
+# - a **loose checker** accepts an answer when its digits appear in order *anywhere* in the output,
+#   whatever sits between them (a "lenient" matcher written to tolerate formatting noise);
+# - the **strict checker** accepts exactly the answer's digits, then end-of-sequence.
 #
 # After this notebook you will be able to
 #
-# 1. recognise reward hacking in the trainer's own metrics: proxy reward up, held-out exact match
-#    down, completion length and entropy drifting;
-# 2. say at which step a dashboard with length, entropy and held-out tests would have warned;
-# 3. fix it by tightening the checker, and check that the re-run behaves.
+# 1. recognise reward hacking in a trainer's own metrics: proxy reward up, held-out exact match
+#    down, completion length and truncation drifting;
+# 2. read, from the run, which dashboard alarm fired first — and which alarms also fire on a
+#    healthy run;
+# 3. explain why tightening the checker is the fix, and what a held-out test with a better checker
+#    is for.
 #
-# Budget: about 4 minutes on a laptop CPU, reproducible with a fixed seed. (`COURSE_FAST=1` in CI
-# runs fewer steps — the exploit already shows.)
+# Budget: about a minute on a laptop CPU, and the same under `COURSE_FAST=1` (CI): the experiment is
+# already small. Every sentence below that quotes a number is computed from the run you see.
+# `make bench` repeats it over three seeds (section 5) — and not every seed is hacked.
 
 # %%
-import copy
 import dataclasses
-import os
+import json
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 
-from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
 from course_lib.evaluation import evaluate, sample_completions
 from course_lib.grpo import train_grpo
+from course_lib.hacking import ALARMS, SFT_STEPS, alarm_order, experiment_config, first_alarms
 from course_lib.model import build_model
 from course_lib.runtime import MetricsLog
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
 
-FAST = os.environ.get("COURSE_FAST") == "1"
-cfg = get_config("cpu")
-if FAST:
-    cfg.task.n_heldout = 200  # fewer held-out prompts: cheaper evaluations
+cfg = experiment_config()  # the same with COURSE_FAST=1: this experiment is already small
 SEED = 0
-SFT_STEPS = 300  # a weak starting policy: the honest route is hard, the exploit is near
-RL_STEPS = 25 if FAST else 40
-MAX_LEN = 12  # room to write more than an answer
-TEMPERATURE = 1.3  # sample a little hotter than the policy, for exploration (both runs alike)
-torch.manual_seed(SEED)
+L = cfg.grpo.max_completion_length
+_ = torch.manual_seed(SEED)
 
 # %% [markdown]
 # ## 1. Two checkers
 #
 # Both read the characters the model wrote before `<eos>` (or all of them, if it never stopped).
+#
+# **Predict first.** For the prompt `07+58=` (answer 65), which of `65`, `55`, `5565` and a
+# truncated `1637095…` does each checker accept? Write your guess down, then run the cell.
 
 # %%
 task = AdditionTask(cfg.task)
@@ -111,117 +113,186 @@ for text, eos in [("65", True), ("55", True), ("5565", True), ("1637095", False)
           f"   loose {task.loose_reward((7, 58), as_ids(text, eos)):.0f}")
 
 # %% [markdown]
-# The loose checker pays for `5565` — a hedge between the teacher's wrong answer and the right one
-# — and for a truncated spray of digits that happens to contain a 6 followed later by a 5. Whether a policy *finds* that depends on how far the
-# exploit is from what it already does. We start from a weak policy (a short SFT run): honest
-# addition is hard for it, writing more digits is easy.
+# The loose checker pays for `5565` — a hedge between the teacher's wrong answer and the right one —
+# and for a truncated spray of digits that happens to contain a 6 followed later by a 5. Whether a
+# policy *finds* such outputs depends on how far they are from what it already writes. We start
+# from a weak policy (SFT stopped early): honest addition is hard for it, writing more digits is easy.
 
 # %%
 model = build_model(cfg.model, tok)
 train_sft(model, task, cfg.sft, seed=SEED, steps=SFT_STEPS)
-start = evaluate(model, task, max_completion_length=MAX_LEN)
-start_weights = copy.deepcopy(model.state_dict())
+start = evaluate(model, task, max_completion_length=L)
+start_weights = {k: v.clone() for k, v in model.state_dict().items()}
 print(f"start: strict held-out {start['accuracy']:.1%}, loose held-out {start['loose_accuracy']:.1%}")
-torch.manual_seed(SEED)
-before = sample_completions(model, task, task.heldout_pairs[:6], max_completion_length=MAX_LEN)
+_ = torch.manual_seed(SEED)
+before = sample_completions(model, task, task.heldout_pairs[:6], max_completion_length=L)
 print("\n".join(before))
 
 # %% [markdown]
-# ## 2. The same GRPO, two rewards
+# ## 2. The same GRPO, two checkers
 #
-# Identical options (B = 32 prompts × G = 8, β = 0, token-mean, `max_completion_length = 12`,
-# sampling temperature 1.3 for exploration); only `reward` differs. Every few steps both runs are evaluated on held-out prompts with *both*
-# checkers, so we can see the proxy and the truth side by side.
+# The two configurations are built from one, and the cell prints every option in which they
+# differ — there must be exactly one. Every five steps both runs are evaluated on held-out prompts
+# with *both* checkers, so the proxy and the truth sit side by side.
+#
+# **Predict first.** After 40 steps, which run has the higher *strict* held-out accuracy? Which of
+# these alarms fires first on the loose run: length, truncation, entropy, strict accuracy falling,
+# or the gap between the loose and the strict held-out score?
 
 # %%
+my_prediction = {"higher strict accuracy": None, "first alarm": None}  # fill in, e.g. "loose", "truncated > 10%"
+
+# %%
+configs = {reward: dataclasses.replace(cfg.grpo, reward=reward) for reward in ("loose", "strict")}
+differ = {f.name: (getattr(configs["loose"], f.name), getattr(configs["strict"], f.name))
+          for f in dataclasses.fields(configs["loose"])
+          if getattr(configs["loose"], f.name) != getattr(configs["strict"], f.name)}
+print("options that differ between the two runs:", differ)
+assert list(differ) == ["reward"]
+
+
 def grpo_run(reward):
     model.load_state_dict(start_weights)
-    gcfg = dataclasses.replace(cfg.grpo, steps=RL_STEPS, reward=reward, max_completion_length=MAX_LEN,
-                               temperature=TEMPERATURE, eval_every=5)
     log = MetricsLog()
     torch.manual_seed(SEED)
-    train_grpo(model, task, gcfg, generator=torch.Generator().manual_seed(SEED + 1), log=log)
+    train_grpo(model, task, configs[reward], generator=torch.Generator().manual_seed(SEED + 1), log=log)
     torch.manual_seed(SEED)
-    samples = sample_completions(model, task, task.heldout_pairs[:6], max_completion_length=MAX_LEN)
-    return log.rows, evaluate(model, task, max_completion_length=MAX_LEN), samples
+    samples = sample_completions(model, task, task.heldout_pairs[:6], max_completion_length=L)
+    return log.rows, evaluate(model, task, max_completion_length=L), samples
 
 
-loose_rows, loose_final, loose_after = grpo_run("loose")
-print(f"loose-trained: proxy (loose) held-out {start['loose_accuracy']:.1%} → {loose_final['loose_accuracy']:.1%}, "
-      f"strict held-out {start['accuracy']:.1%} → {loose_final['accuracy']:.1%}")
-print("\n".join(f"{b:<22} → {a}" for b, a in zip(before, loose_after)))
+rows, final, after = {}, {}, {}
+for reward in ("loose", "strict"):
+    rows[reward], final[reward], after[reward] = grpo_run(reward)
+    print(f"{reward}-trained: strict held-out {start['accuracy']:.1%} → {final[reward]['accuracy']:.1%}, "
+          f"loose held-out {start['loose_accuracy']:.1%} → {final[reward]['loose_accuracy']:.1%}")
+print(f"\n{'before':<22} {'after (loose checker)':<26} after (strict checker)")
+print("\n".join(f"{b:<22} {a:<26} {c}" for b, a, c in zip(before, after["loose"], after["strict"])))
 
 # %% [markdown]
-# The model now keeps writing digits until it runs out of room: `…` marks a completion cut at
-# `max_completion_length` with no `<eos>`. The loose checker is happy more often than before; the
-# exact answer — what we wanted — is gone.
+# `…` marks a completion cut at `max_completion_length` with no `<eos>`.
 #
 # ## 3. What the dashboard showed, and when
 
 # %%
-fig = dashboard(loose_rows, title="GRPO against the loose checker", baseline_accuracy=start["accuracy"])
+fig = dashboard(rows["loose"], runs={"loose checker": rows["loose"], "strict checker": rows["strict"]},
+                title="Same GRPO, two checkers", baseline_accuracy=start["accuracy"],
+                panels=["reward on the policy's samples", "held-out accuracy (greedy)", "completion length",
+                        "wasted samples", "policy entropy", "training loss"])
 plt.show()
 
-evals = [r for r in loose_rows if "accuracy" in r]
-print(f"{'step':>4} {'train reward':>12} {'loose held-out':>14} {'strict held-out':>15} {'length':>7} {'truncated':>9} {'entropy':>8}")
-for r in evals:
-    print(f"{r['step']:4d} {r['reward_mean']:12.2f} {r['loose_accuracy']:14.1%} {r['accuracy']:15.1%} "
-          f"{r['completion_length']:7.1f} {r['truncated_rate']:9.1%} {r['entropy']:8.2f}")
+for reward in ("loose", "strict"):
+    print(f"{reward} checker")
+    print(f"{'step':>5} {'train reward':>12} {'loose held-out':>14} {'strict held-out':>15} {'length':>7} "
+          f"{'truncated':>9} {'entropy':>8}")
+    for r in (r for r in rows[reward] if "accuracy" in r):
+        print(f"{r['step']:5d} {r['reward_mean']:12.2f} {r['loose_accuracy']:14.1%} {r['accuracy']:15.1%} "
+              f"{r['completion_length']:7.1f} {r['truncated_rate']:9.1%} {r['entropy']:8.2f}")
 
-first = loose_rows[0]
-alarms = {
-    "length > 1.5 × start": next((r["step"] for r in loose_rows if r["completion_length"] > 1.5 * first["completion_length"]), None),
-    "truncated > 10%": next((r["step"] for r in loose_rows if r["truncated_rate"] > 0.10), None),
-    "entropy > 1.3 × start": next((r["step"] for r in loose_rows if r["entropy"] > 1.3 * first["entropy"]), None),
-    "strict held-out < start": next((r["step"] for r in evals if r["accuracy"] < start["accuracy"]), None),
-}
-for name, step in alarms.items():
-    print(f"alarm {name:24} first fires at step {step}")
-exploit_gap = loose_final["loose_accuracy"] - loose_final["accuracy"]
-print(f"\nproxy minus truth at the end: {exploit_gap:.1%} of held-out prompts")
+alarms = {reward: first_alarms(rows[reward], start["accuracy"]) for reward in rows}
+print(f"\n{'alarm':38} {'loose run':>10} {'strict run':>11}")
+for name in ALARMS:
+    show = [str(alarms[r][name]) if alarms[r][name] is not None else "—" for r in ("loose", "strict")]
+    print(f"{name:38} {show[0]:>10} {show[1]:>11}")
 
 # %% [markdown]
-# Mean training reward alone is a poor alarm: it is noisy, and it does not say *how* the reward is
-# earned. The length and truncation panels move first and move a lot; entropy rises as the tail of
-# each completion becomes a random spray; the strict held-out test shows the damage. These are
-# the signals §15 lists for a mature RLVR dashboard — plus reading sampled completions, which
-# makes the exploit obvious in one glance.
+# The table gives the first step at which each alarm fires ("—": never). The next cell reads the
+# run for you: which alarm came first, what the strict run did, and which alarms were false alarms
+# (they also fired on the run whose reward was honest).
+
+# %%
+order = alarm_order(alarms["loose"])
+false_alarms = [name for name, step in alarms["strict"].items() if step is not None]
+gap = {r: final[r]["loose_accuracy"] - final[r]["accuracy"] for r in final}
+exploited = gap["loose"] > 0.10 and final["loose"]["accuracy"] < start["accuracy"]
+lines = []
+if exploited:
+    lines.append(f"The loose run was exploited: its proxy (loose held-out) ends {gap['loose']:.0%} above the "
+                 f"truth (strict held-out {final['loose']['accuracy']:.1%}, from {start['accuracy']:.1%}).")
+else:
+    lines.append(f"In this run the exploit did not take hold: loose minus strict held-out is {gap['loose']:.0%}.")
+if order:
+    first_step = order[0][1]
+    firsts = [name for name, step in order if step == first_step]
+    later = ", ".join(f"{name} (step {step})" for name, step in order if step != first_step)
+    lines.append(f"First alarm{'s' if len(firsts) > 1 else ''} on the loose run, at step {first_step}: "
+                 f"{', '.join(firsts)}." + (f" Then: {later}." if later else ""))
+delta = final["strict"]["accuracy"] - start["accuracy"]
+verb = "improved" if delta > 0.02 else ("fell" if delta < -0.02 else "stayed within 2 points")
+lines.append(f"The strict run {verb}: {start['accuracy']:.1%} → {final['strict']['accuracy']:.1%}, completions "
+             f"{rows['strict'][-1]['completion_length']:.1f} tokens long at the end.")
+lines.append("Alarms that also fired on the strict run (false alarms): " + (", ".join(false_alarms) or "none") + ".")
+print("\n".join(lines))
+print(f"\nyour prediction: {my_prediction}")
+
+# %% [markdown]
+# Mean training reward alone is a poor alarm: it does not say *how* the reward is earned, and in the
+# loose run it looks like success. Length and truncation describe the *form* of the outputs and
+# need no second checker; the strict held-out test and the loose-minus-strict gap measure the
+# *intent*, but only exist because someone wrote a better checker than the training one. An alarm
+# that also fires on the healthy run (the strict column) is noise at this threshold: held-out
+# accuracy on a weak start is noisy, which is why a single dip is weak evidence.
 #
-# ## 4. The fix: tighten the checker, re-run
+# ## 4. The fix: the strict checker
+#
+# The strict run is the fix: its only way to earn reward is to add correctly. Its completions stay
+# short and end with `<eos>` (compare the two "after" columns in section 2). Tightening the verifier
+# is the fix; a held-out test with the *strict* checker is how we knew it was needed.
+#
+# ## 5. Three seeds (`make bench`)
+#
+# One seed is one draw. `benchmarks/tinygpt_reward_hacking.py` runs this very experiment at seeds
+# 0, 1, 2 and stores every curve in `benchmarks/results/reward_hacking.json`. Look at the start
+# column: a 300-step SFT start varies a lot between seeds, and where it is stronger the honest route
+# is nearer and the exploit may not take hold within 40 steps.
+# The cell reads that file when the repository is at hand (not on Colab, where only `course_lib` is
+# installed).
 
 # %%
-strict_rows, strict_final, strict_after = grpo_run("strict")
-print(f"strict-trained: strict held-out {start['accuracy']:.1%} → {strict_final['accuracy']:.1%}, "
-      f"mean length {strict_rows[-1]['completion_length']:.1f}, truncated {strict_rows[-1]['truncated_rate']:.0%}")
-print("\n".join(f"{b:<22} → {a}" for b, a in zip(before, strict_after)))
-
-# %%
-fig = dashboard(loose_rows, runs={"loose checker": loose_rows, "strict checker": strict_rows},
-                title="Same GRPO, two checkers", baseline_accuracy=start["accuracy"])
-plt.show()
+bench_path = Path("../benchmarks/results/reward_hacking.json")
+if bench_path.is_file():
+    bench = json.loads(bench_path.read_text())
+    print(f"{'seed':>4} {'checker':>8} {'strict start → end':>20} {'loose start → end':>19}  alarms in order")
+    for run in bench["runs"]:
+        s, f = run["start"], run["final"]
+        fired = ", ".join(f"{n} ({st})" for n, st in alarm_order(run["alarms"])) or "none"
+        print(f"{run['seed']:4d} {run['reward']:>8} {s['accuracy']:8.1%} → {f['accuracy']:6.1%} "
+              f"{s['loose_accuracy']:8.1%} → {f['loose_accuracy']:6.1%}  {fired}")
+else:
+    print("benchmarks/results/reward_hacking.json is not here (e.g. on Colab): see the README's table")
 
 # %% [markdown]
-# With the strict checker the completions stay short and end with `<eos>`, and the only way to earn
-# reward is to add correctly — which this weak policy learns slowly, but honestly. Tightening the
-# verifier is the fix; a held-out test with the *strict* checker is how we knew it was needed.
+# ## Your turn
+#
+# Keep the loose checker, but set `mask_truncated=True` (truncated completions leave the loss) and
+# re-run: `configs["loose"] = dataclasses.replace(configs["loose"], mask_truncated=True)`, then
+# `grpo_run("loose")`. Predict before you run: does the exploit survive?
+#
+# <details><summary>Answer</summary>
+#
+# The spray that runs out of room no longer earns gradient, so this exploit is much weaker — but the
+# checker is unchanged, and a policy can still hedge *inside* the length budget (`5565` ends with
+# `<eos>` and passes). Masking closes one loophole; only the checker says what "correct" means.
+# Compare your run's loose-minus-strict gap with section 3's.
+# </details>
 #
 # ## Check yourself
 #
-# 1. Which dashboard signal fired first in your run, and which one would you trust most?
+# 1. Which alarm fired first in your run, and which would you trust most?
 #    <details><summary>Answer</summary>
-#    Usually completion length / truncation rate, a few steps before the strict held-out accuracy
-#    falls. The strict held-out test is the most trustworthy — it measures the intent — but it only
-#    exists if someone wrote a better checker than the training one.
+#    Section 3 prints the order for your run; it can differ between seeds (section 5). The
+#    loose-minus-strict gap measures the intent most directly, but it needs the better checker; length
+#    and truncation need nothing extra and catch this exploit, not every exploit.
 #    </details>
 # 2. Why did the policy not simply learn to add correctly, which the loose checker also rewards?
 #    <details><summary>Answer</summary>
-#    RL amplifies what the policy can already reach. Writing more digits was a small change to the
-#    starting policy; correct carries were not. Starting from a strong SFT policy (notebook 07), the
-#    honest route is close and the exploit matters much less.
+#    RL amplifies what the policy can already reach. Writing more digits is a small change to the
+#    starting policy; correct carries are not. From a strong SFT start (notebook 07) the honest route
+#    is close, and the exploit pays much less.
 #    </details>
-# 3. Name a second fix that does not change the checker, and its cost.
+# 3. Why must the two runs differ only in the checker?
 #    <details><summary>Answer</summary>
-#    Give truncated completions zero reward, or drop them from the loss (`mask_truncated=True`), or
-#    shorten `max_completion_length`. Each closes this loophole but not the next one: a policy can
-#    still hedge inside the length budget (`5565`). The checker itself has to say what "correct" means.
+#    Otherwise a difference in outcome could come from the other option. Sampling both runs hotter
+#    than the policy (temperature 1.3, say) from a weak start can degrade both runs, and the
+#    comparison then says nothing about the checker. With one difference, any gap is the checker's.
 #    </details>

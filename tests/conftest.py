@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,14 +46,28 @@ def report_line(config: pytest.Config, line: str) -> None:
 
 
 EXECUTED = ROOT / "test-artifacts" / "executed"
+SESSION_START = time.time()
 
 
-def save_executed(nb, name: str) -> None:
-    """Keep a notebook the tests executed, so the site test (run last) need not run it again."""
+def keep_executed(client, name: str) -> None:
+    """Save the notebook as the lesson left it, just before the test's own probe (its last cell) runs.
+
+    The site test (run last) builds its pages from these copies instead of running every notebook
+    again. The copy is taken before the probe because a probe may move an explorer's widgets.
+    """
+    import copy
+
     import nbformat
 
-    EXECUTED.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, EXECUTED / f"{name}.ipynb")
+    def before_cell(cell, cell_index, **_):
+        if cell_index == len(client.nb.cells) - 1:
+            client.set_widgets_metadata()
+            nb = copy.deepcopy(client.nb)
+            nb.cells = nb.cells[:-1]
+            EXECUTED.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, EXECUTED / f"{name}.ipynb")
+
+    client.on_cell_execute = before_cell
 
 
 def pytest_collection_modifyitems(config, items):

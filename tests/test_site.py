@@ -2,7 +2,7 @@
 
 The site is built once per session with ``tools.build_site`` under ``COURSE_FAST=1``. Notebooks
 that the notebook tests already executed in this session are reused from
-``test-artifacts/executed/`` (conftest's ``save_executed``); any other is executed here. Checks:
+``test-artifacts/executed/`` (conftest's ``keep_executed``); any other is executed here. Checks:
 a page per notebook and an index in course-map order; no script from the network; every internal
 link resolves; in Chromium every page loads without a failed request, MathJax renders the math
 it finds (no "Math Processing Error"), every figure is non-blank and shown at >= 90% of its
@@ -12,11 +12,12 @@ natural width, and widget snapshots show their readouts.
 from __future__ import annotations
 
 import re
+import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, report_line
+from conftest import EXECUTED, SESSION_START, report_line
 
 from tools.build_site import build, notebook_names
 
@@ -26,8 +27,13 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, matplotlib_ready) -> Path:
+    """The site, from this session's executed copies only (never a stale one from an earlier run)."""
+    fresh = tmp_path_factory.mktemp("executed")
+    for nb in EXECUTED.glob("*.ipynb"):
+        if nb.stat().st_mtime >= SESSION_START:
+            shutil.copy2(nb, fresh / nb.name)
     out = tmp_path_factory.mktemp("site")
-    build(out, fast=True, executed=ROOT / "test-artifacts" / "executed")
+    build(out, fast=True, executed=fresh)
     return out
 
 

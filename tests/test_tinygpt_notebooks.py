@@ -16,7 +16,7 @@ import re
 import jupytext
 import nbformat
 import pytest
-from conftest import ROOT
+from conftest import ROOT, keep_executed
 from nbclient import NotebookClient
 
 NOTEBOOKS = ROOT / "notebooks"
@@ -36,7 +36,10 @@ def execute(name: str, names: list[str], env: dict[str, str]) -> tuple[dict, lis
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+        client = NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
+        if env.get("COURSE_FAST") == "1":
+            keep_executed(client, name)  # the site is built from FAST runs
+        client.execute()
     finally:
         for k, v in old.items():
             if v is None:
@@ -63,44 +66,68 @@ def assert_clean(name, shown):
 FAST = {"COURSE_FAST": "1", "TQDM_DISABLE": "1"}
 
 
+GENERATOR_REPR = "<torch._C.Generator"
+
+
+def assert_no_generator_repr(name, shown):
+    assert not any(GENERATOR_REPR in text for _, text in shown), f"{name} displays a torch.Generator object"
+
+
 @pytest.mark.slow
 def test_06_sft_then_dpo_runs(matplotlib_ready):
-    ns, shown = execute("06_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs"], FAST)
+    ns, shown = execute("06_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_log",
+                                            "before_style", "after_style"], FAST)
     assert_clean("06", shown)
+    assert_no_generator_repr("06", shown)
     assert 0 <= ns["baseline"]["accuracy"] <= 1
     assert set(ns["results"]) == {"DPO", "DPO + NLL", "NLL only"}
     assert all(0 <= r["accuracy"] <= 1 for r in ns["results"].values())
     assert {"margin", "preference_accuracy", "reward_chosen", "kl_drift_offline"} <= set(ns["logs"]["DPO"][0])
     assert any("completion_logprobs" in text and "by hand" in text for _, text in shown)
+    # the DPO update done by hand is the trainer's own step
+    assert ns["step_diff"] < 1e-6
+    # the style run tracks held-out pairs, and its training-pair metrics are separate
+    tracked = [r for r in ns["style_log"] if "val_margin" in r]
+    assert tracked and all(0 <= r["val_preference_accuracy"] <= 1 for r in tracked)
+    assert all(0 <= x <= 1 for x in (*ns["before_style"], *ns["after_style"]))
 
 
 @pytest.mark.slow
 def test_07_grpo_family_runs(matplotlib_ready):
-    ns, shown = execute("07_tiny_gpt_grpo", ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd"], FAST)
+    names = ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd", "d_const", "d_group", "gap"]
+    ns, shown = execute("07_tiny_gpt_grpo", names, FAST)
     assert_clean("07", shown)
-    assert set(ns["runs"]) == {"GRPO", "RLOO", "Dr. GRPO", "DAPO options"}
+    assert_no_generator_repr("07", shown)
+    assert set(ns["runs"]) == {"GRPO", "RLOO", "Dr. GRPO adv.", "RFT"}
     assert all(0 <= r["accuracy"] <= 1 and r["rl_seconds"] > 0 for r in ns["runs"].values())
+    assert ns["gap"] == pytest.approx(ns["runs"]["GRPO"]["accuracy"] - ns["runs"]["RFT"]["accuracy"])
+    text = "".join(t for _, t in shown)
+    # the sentence about RLOO vs Dr. GRPO follows the measured difference
+    assert ("identical at every step" in text) == (ns["d_const"] == 0)
     assert ns["gen_s"] > 0 and ns["upd_s"] > 0
     assert ns["lecture_gen"] / ns["lecture_upd"] == pytest.approx(39.2511, abs=1e-3)
-    assert any("six choices" in text for _, text in shown)
+    assert any("six choices" in t for _, t in shown)
 
 
 @pytest.mark.slow
 def test_08_reward_hacking_shows_the_exploit(matplotlib_ready):
-    ns, shown = execute(
-        "08_reward_hacking", ["start", "loose_final", "strict_final", "exploit_gap", "alarms", "loose_rows"], FAST
-    )
+    ns, shown = execute("08_reward_hacking", ["start", "final", "alarms", "rows", "differ", "gap"], FAST)
     assert_clean("08", shown)
-    start, loose = ns["start"], ns["loose_final"]
-    # the exploit happens: the proxy pays for what the strict checker rejects
+    assert_no_generator_repr("08", shown)
+    start, loose, strict = ns["start"], ns["final"]["loose"], ns["final"]["strict"]
+    assert ns["differ"] == {"reward": ["loose", "strict"]}  # the checker is the only difference
+    # the exploit happens: the proxy pays for what the strict checker rejects, and exact match falls
     assert loose["loose_accuracy"] - loose["accuracy"] > 0.10, (start, loose)
-    assert ns["exploit_gap"] == pytest.approx(loose["loose_accuracy"] - loose["accuracy"])
-    assert loose["accuracy"] < start["accuracy"]  # strict held-out accuracy falls
-    rows = ns["loose_rows"]
-    assert rows[-1]["completion_length"] > 1.5 * rows[0]["completion_length"]  # length drifts
-    assert ns["alarms"]["length > 1.5 × start"] is not None
-    # the re-run against the strict checker behaves: no truncation drift, strict accuracy kept
-    assert ns["strict_final"]["accuracy"] >= start["accuracy"] - 0.02
+    assert ns["gap"]["loose"] == pytest.approx(loose["loose_accuracy"] - loose["accuracy"])
+    assert loose["accuracy"] < start["accuracy"]
+    rows = ns["rows"]
+    assert rows["loose"][-1]["completion_length"] > 1.5 * rows["loose"][0]["completion_length"]
+    # the form alarms fire on the loose run only; the strict run's completions stay short
+    for alarm in ("length > 1.5 × start", "truncated > 10%"):
+        assert ns["alarms"]["loose"][alarm] is not None and ns["alarms"]["strict"][alarm] is None
+    # the narrative quotes this run's numbers
+    text = "".join(t for _, t in shown)
+    assert f"{start['accuracy']:.1%} → {strict['accuracy']:.1%}" in text
 
 
 @pytest.mark.slow
@@ -172,6 +199,36 @@ def _check_kl_exact_sections(ns, shown):
 
 @pytest.mark.slow
 def test_02b_the_kl_term(matplotlib_ready):
-    ns, shown = execute("02b_the_kl_term", KL_NAMES, FAST)
+    ns, shown = execute("02b_the_kl_term", [*KL_NAMES, "sweep", "baseline"], FAST)
     assert_clean("02b", shown)
     _check_kl_exact_sections(ns, shown)
+    # the β sweep: every placement and β trained and measured with the same held-out KL
+    sweep = ns["sweep"]
+    assert [(r["placement"], r["beta"]) for r in sweep] == [
+        ("none", 0.0), ("loss", 0.01), ("loss", 0.04), ("loss", 0.2),
+        ("reward", 0.01), ("reward", 0.04), ("reward", 0.2)]
+    assert {r["estimator"] for r in sweep if r["placement"] == "loss"} == {"k3"}
+    assert {r["estimator"] for r in sweep if r["placement"] == "reward"} == {"k1"}
+    for r in sweep:
+        assert 0 <= r["accuracy"] <= 1 and r["kl"] >= 0 and r["kl_se"] >= 0 and r["n"] > 0
+        if r["beta"] > 0:
+            assert r["kl_curve"], "the trainer logs the KL to the reference whenever one exists"
+    assert 0 <= ns["baseline"]["accuracy"] <= 1
+
+
+@pytest.mark.slow
+def test_08b_the_rlhf_route_runs(matplotlib_ready):
+    ns, shown = execute("08b_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share"], FAST)
+    assert_clean("08b", shown)
+    m = ns["m"]
+    assert 0.5 < m["noise_ceiling"] <= 1 and 0 <= m["heldout_accuracy"] <= 1
+    assert m["of_ceiling"] == pytest.approx(m["heldout_accuracy"] / m["noise_ceiling"])
+    # best-of-N: the proxy of the kept answer never decreases with N (it is a maximum over more samples)
+    proxies = [row["proxy"] for row in ns["bon"]]
+    assert all(b >= a - 1e-6 for a, b in zip(proxies, proxies[1:]))
+    assert {s["beta"] for s in ns["summary"]} == {0.0, 0.05}
+    assert set(ns["runs"]) == {"GRPO", "RLOO", "PPO"} and all(0 <= r["accuracy"] <= 1 for r in ns["runs"].values())
+    assert ns["memory"]["critic"]["total"] >= 4 * ns["memory"]["critic"]["weights"]  # weights, grads, two Adam moments
+    assert ns["adv_hand"] == pytest.approx([0.77025, 0.495, 0.1], abs=1e-6)  # δ = 0.3, 0.4, 0.1; γ = 1, λ = 0.95
+    assert ns["measured_share"] == pytest.approx(0.40, abs=0.01)
+    assert any("gold peaks at N=" in text for _, text in shown)

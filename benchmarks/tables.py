@@ -1,0 +1,225 @@
+"""README tables from the benchmarks' JSON: the only way a measured number reaches the README.
+
+Each ``benchmarks/tinygpt_*.py`` writes ``benchmarks/results/<name>.json``. This script
+renders every table the README shows from those files and writes them between markers::
+
+    <!-- bench:grpo_family -->
+    ...generated...
+    <!-- /bench:grpo_family -->
+
+``python benchmarks/tables.py`` rewrites the README; ``--check`` only compares and exits 1
+when a table differs from what the JSON says (``tests/test_bench_tables.py`` runs it).
+Medians are over seeds; per-seed values are shown beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+README = HERE.parent / "README.md"
+BLOCK = re.compile(r"(<!-- bench:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
+
+
+def load(name: str, results: Path = RESULTS) -> dict:
+    path = results / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `make bench` (or benchmarks/tinygpt_*.py) first")
+    return json.loads(path.read_text())
+
+
+def save(name: str, command: list[str], runs: list[dict], results: Path = RESULTS, **meta) -> Path:
+    """Write ``results/<name>.json``: the runs, the command line and the git commit they ran at."""
+    from tinygpt_grpo_family import commit  # one provenance helper
+
+    path = results / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"benchmark": name, "command": " ".join(command), "commit": commit(), **meta,
+                                "seeds": sorted({r["seed"] for r in runs}), "runs": runs}, indent=1) + "\n")
+    return path
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _rows(data: dict, setting: str, variant: str) -> list[dict]:
+    return sorted((r for r in data["runs"] if r["setting"] == setting and r["variant"] == variant), key=lambda r: r["seed"])
+
+
+def family_summary(data: dict, setting: str) -> dict[str, dict]:
+    """variant -> medians over seeds (and the per-seed values), in the benchmark's row order."""
+    out = {}
+    for variant in dict.fromkeys(r["variant"] for r in data["runs"] if r["setting"] == setting):
+        rows = _rows(data, setting, variant)
+        out[variant] = {
+            "seeds": [r["seed"] for r in rows],
+            "baseline": statistics.median(r["baseline_accuracy"] for r in rows),
+            "final": statistics.median(r["final_accuracy"] for r in rows),
+            "per_seed": [r["final_accuracy"] for r in rows],
+            "lift": statistics.median(r["final_accuracy"] - r["baseline_accuracy"] for r in rows),
+            "carry": statistics.median(r["final_accuracy_carry"] for r in rows),
+            "optimizer_steps": statistics.median(r["optimizer_steps"] for r in rows),
+            "groups_sampled": statistics.median(r["groups_sampled"] for r in rows),
+            "rl_seconds": statistics.median(r["rl_seconds"] for r in rows),
+        }
+    return out
+
+
+def family_table(data: dict, setting: str) -> str:
+    summary = family_summary(data, setting)
+    if not summary:
+        raise ValueError(f"setting must be one of those measured; {setting!r} has no runs")
+    seeds = sorted({s for v in summary.values() for s in v["seeds"]})
+    lines = [
+        f"| row | held-out exact match, median of seeds {', '.join(map(str, seeds))} | lift over SFT | per seed "
+        "| carry prompts | optimiser steps | groups generated | seconds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    base = statistics.median(v["baseline"] for v in summary.values())
+    lines.append(f"| SFT start | {pct(base)} | | | | | | |")
+    for name, v in summary.items():
+        lines.append(
+            f"| {name} | **{pct(v['final'])}** | {100 * v['lift']:+.1f} pts | {' / '.join(pct(x) for x in v['per_seed'])} "
+            f"| {pct(v['carry'])} | {v['optimizer_steps']:.0f} | {v['groups_sampled']:,.0f} | {v['rl_seconds']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def grpo_family(results: Path = RESULTS) -> str:
+    data = load("grpo_family", results)
+    parts = []
+    titles = {"main": "strong start (SFT 1,200 steps), binary strict checker",
+              "weak": "weak start (SFT 300 steps): rare successes, binary or partial credit"}
+    for setting in dict.fromkeys(r["setting"] for r in data["runs"]):
+        parts.append(f"*{titles.get(setting, setting)}*\n\n{family_table(data, setting)}")
+    lines = verdicts(data)
+    if lines:
+        parts.append("What the table supports (a gap within the spread between seeds is not a measured difference):\n\n"
+                     + "\n".join(lines) + "\n")
+    parts.append(f"`{data['command']}` at commit {data.get('commit', 'unknown')} — {data['machine']}.\n")
+    return "\n".join(parts)
+
+
+def verdicts(data: dict) -> list[str]:
+    """What the family table supports: each comparison's median gap against the seed-to-seed spread."""
+    out = []
+    summaries = {s: family_summary(data, s) for s in dict.fromkeys(r["setting"] for r in data["runs"])}
+    pairs = [("main", "GRPO", "RFT"), ("main", "GRPO", "more SFT"), ("weak", "GRPO", "RFT"),
+             ("weak", "GRPO partial", "reward-weighted partial"), ("weak", "GRPO partial", "GRPO")]
+    for setting, a, b in pairs:
+        summ = summaries.get(setting, {})
+        if a not in summ or b not in summ:
+            continue
+        d = summ[a]["final"] - summ[b]["final"]
+        spread = max(max(v["per_seed"]) - min(v["per_seed"]) for v in (summ[a], summ[b]))
+        n = min(len(summ[a]["per_seed"]), len(summ[b]["per_seed"]))
+        if n < 2:
+            word = "one seed only: no spread to compare with"
+        else:
+            word = ("larger than" if abs(d) > spread else "within") + f" the seed-to-seed spread ({100 * spread:.1f} pts)"
+        out.append(f"- {setting} start: {a} − {b} = {100 * d:+.1f} pts (medians), {word}")
+    return out
+
+
+def hacking_table(data: dict) -> str:
+    lines = ["| seed | start, strict held-out | loose-checker run: strict → / loose → | strict-checker run: strict → "
+             "| alarms on the loose run, first step | alarms on the strict run |",
+             "|---|---|---|---|---|---|"]
+    for seed in data["seeds"]:
+        loose = next(r for r in data["runs"] if r["seed"] == seed and r["reward"] == "loose")
+        strict = next(r for r in data["runs"] if r["seed"] == seed and r["reward"] == "strict")
+
+        def fired(run):
+            got = sorted(((s, n) for n, s in run["alarms"].items() if s is not None))
+            return ", ".join(f"{n} ({s})" for s, n in got) or "none"
+
+        lines.append(f"| {seed} | {pct(loose['start']['accuracy'])} | {pct(loose['final']['accuracy'])} / "
+                     f"{pct(loose['final']['loose_accuracy'])} | {pct(strict['final']['accuracy'])} | {fired(loose)} "
+                     f"| {fired(strict)} |")
+    return "\n".join(lines) + "\n"
+
+
+def reward_hacking(results: Path = RESULTS) -> str:
+    data = load("reward_hacking", results)
+    return (f"{hacking_table(data)}\n`{data['command']}` at commit {data.get('commit', 'unknown')}: "
+            f"{data['rl_steps']} GRPO steps from {data['sft_steps']} SFT steps, {data['n_heldout']} held-out prompts.\n")
+
+
+def _per_seed_table(data: dict, columns: list[tuple[str, str, callable]]) -> str:
+    """One row per variant: the median of each column over seeds, per-seed values in brackets."""
+    head = "| run | " + " | ".join(c[0] for c in columns) + " |"
+    lines = [head, "|" + "---|" * (len(columns) + 1)]
+    for variant in dict.fromkeys(r["variant"] for r in data["runs"]):
+        rows = sorted((r for r in data["runs"] if r["variant"] == variant), key=lambda r: r["seed"])
+        cells = []
+        for _, key, fmt in columns:
+            vals = [r[key] for r in rows if r.get(key) is not None]
+            cells.append(f"{fmt(statistics.median(vals))} ({' / '.join(fmt(v) for v in vals)})" if vals else "—")
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + f"\n\nmedian (per seed {', '.join(map(str, data['seeds']))}); `{data['command']}` at commit {data['commit']}.\n"
+
+
+def dpo(results: Path = RESULTS) -> str:
+    return _per_seed_table(load("dpo", results), [("SFT start", "sft_accuracy", pct), ("final", "final_accuracy", pct),
+                                                  ("seconds (pairs + updates)", "rl_seconds", lambda x: f"{x:.0f}")])
+
+
+def grpo(results: Path = RESULTS) -> str:
+    return _per_seed_table(load("grpo", results), [
+        ("SFT start", "sft_accuracy", pct), ("GRPO", "final_accuracy", pct),
+        ("same wall-clock on more SFT", "control_accuracy", pct), ("RL seconds", "rl_seconds", lambda x: f"{x:.0f}"),
+        ("generation share of a step", "generation_fraction", lambda x: f"{100 * x:.0f}%")])
+
+
+def rollout(results: Path = RESULTS) -> str:
+    return _per_seed_table(load("rollout", results), [
+        ("cached, s", "cached_seconds", lambda x: f"{x:.3f}"), ("uncached, s", "uncached_seconds", lambda x: f"{x:.3f}"),
+        ("speed-up", "speedup", lambda x: f"{x:.1f}×"), ("cached tokens/s", "cached_tokens_per_second", lambda x: f"{x:,.0f}")])
+
+
+RENDERERS = {"grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout}
+
+
+def render(text: str, results: Path = RESULTS) -> str:
+    """Return ``text`` with every known ``bench:`` block regenerated from the JSON."""
+
+    def repl(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in RENDERERS:
+            raise ValueError(f"README has a bench block {name!r} with no renderer; known: {sorted(RENDERERS)}")
+        try:
+            body = RENDERERS[name](results)
+        except FileNotFoundError:
+            body = "*Not measured in this copy: run `make bench`.*\n"
+        return m.group(1) + body + m.group(4)
+
+    return BLOCK.sub(repl, text)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="regenerate the README's benchmark tables")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the README differs from the JSON")
+    parser.add_argument("--readme", default=str(README))
+    args = parser.parse_args(argv)
+    path = Path(args.readme)
+    text = path.read_text()
+    new = render(text)
+    if args.check:
+        if new != text:
+            print(f"{path} is stale: run python benchmarks/tables.py", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(new)
+    print(f"updated {len(BLOCK.findall(text))} table(s) in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Online rejection-sampling fine-tuning (RFT): the control every GRPO result needs.
+
+Lecture §9 (what the group baseline adds), §15 (the checker is the reward). One step:
+
+1. draw B fresh prompts and sample G completions each — the very rollout GRPO collects
+   (``course_lib.rollout.collect_rollouts``, same prompts, temperature and length budget);
+2. score them with the same checker;
+3. keep what the checker approves and take one supervised step on it (token-mean negative
+   log-likelihood), with the same optimiser, learning rate and gradient clipping as GRPO.
+
+Written as a policy gradient, RFT is GRPO with the advantage replaced by an indicator
+``A_i = 1[r_i ≥ threshold]``: no baseline, no negative samples. So "GRPO minus RFT" measures
+exactly what the baseline and the negative samples buy; when the difference is zero, the
+gain came from sampling and checking, not from GRPO's advantage.
+
+``weighting="reward"`` replaces the indicator by the reward itself (reward-weighted SFT,
+i.e. REINFORCE without a baseline, all weights ≥ 0). With binary rewards the two coincide;
+with partial credit (``reward="partial"``) the reward-weighted form also reinforces answers
+that are only half right — the case where subtracting a baseline matters.
+
+Simplifications, said out loud: no KL term and no reference model (GRPO's default β = 0 has
+none either); a step whose rollout has nothing to keep makes no update, as a GRPO step whose
+groups all have zero variance.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from course_lib.configs import GRPOConfig
+from course_lib.evaluation import evaluate
+from course_lib.model import completion_logprobs
+from course_lib.rewards import resolve_reward
+from course_lib.rollout import collect_rollouts
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    MetricsLog,
+    autocast,
+    clip_gradients,
+    make_optimizer,
+    progress,
+    set_threads,
+)
+from course_lib.task import AdditionTask
+
+WEIGHTINGS = ("filter", "reward")
+
+
+def rft_weights(rewards: torch.Tensor, *, weighting: str = "filter", threshold: float = 1.0) -> torch.Tensor:
+    """Per-completion weights of the supervised step: ``1[r ≥ threshold]`` or ``r`` itself."""
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}; got {weighting!r}")
+    if weighting == "filter":
+        return (rewards >= threshold).to(torch.float32)
+    if bool((rewards < 0).any()):
+        raise ValueError("weighting='reward' needs rewards >= 0 (they are used as sample weights)")
+    return rewards.to(torch.float32)
+
+
+def rft_loss(model, batch: dict, weights: torch.Tensor, *, prompt_length: int = 1) -> torch.Tensor:
+    """Weighted token-mean NLL: −Σ_i w_i Σ_t log π(y_it) / Σ_i w_i·|y_i| (SFT when w ∈ {0, 1}).
+
+    ``prompt_length``: completion tokens start at or after it (``completion_logprobs``'s ``start``).
+    """
+    logps, mask = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
+                                      start=prompt_length)
+    w = weights.to(logps.device)[:, None]
+    return -(w * logps).sum() / (w * mask).sum()
+
+
+def train_rft(
+    model,
+    task: AdditionTask,
+    cfg: GRPOConfig,
+    *,
+    generator: torch.Generator,
+    weighting: str = "filter",
+    threshold: float = 1.0,
+    log: MetricsLog | None = None,
+    max_grad_norm: float = 1.0,
+    steps: int | None = None,
+    show_progress: bool = True,
+    eval_fn=None,
+    threads: int | None = DEFAULT_THREADS,
+) -> dict:
+    """RFT on GRPO's rollouts: ``cfg`` is a ``GRPOConfig`` and is read exactly as GRPO reads it.
+
+    Options that only shape GRPO's advantage or surrogate (``advantage``, ``unit``,
+    ``epsilon*``, ``beta``) have no meaning here; ``num_iterations`` > 1 is refused, since a
+    supervised step has no old policy to clip against. Logs the rollout statistics GRPO logs,
+    plus ``kept_fraction`` (share of completions with weight > 0) and the loss.
+    """
+    if cfg.num_iterations != 1:
+        raise ValueError(f"RFT takes one supervised step per rollout; num_iterations must be 1, got {cfg.num_iterations}")
+    rft_weights(torch.zeros(1), weighting=weighting, threshold=threshold)  # validate the options once
+    set_threads(threads)
+    reward_fn = resolve_reward(cfg.reward, task)
+    device = next(model.parameters()).device
+    opt = make_optimizer(model, cfg.learning_rate)
+    log = log if log is not None else MetricsLog()
+    eval_fn = eval_fn or (lambda m: evaluate(m, task, max_completion_length=cfg.max_completion_length))
+    total = cfg.steps if steps is None else steps
+    step, seconds = 0, 0.0
+    bar = progress(total, f"rft[{weighting}]", show_progress)
+    while step < total:
+        t0 = time.perf_counter()
+        rollout = collect_rollouts(model, task, cfg, generator, reward_fn)
+        stats = rollout["stats"]
+        t1 = time.perf_counter()
+        upd = {"loss": 0.0, "kept_fraction": 0.0, "skipped": 1}
+        if "batch" in rollout:
+            weights = rft_weights(rollout["batch"]["rewards"].flatten(), weighting=weighting, threshold=threshold)
+            kept = weights > 0
+            if bool(kept.any()):
+                batch = {k: rollout["batch"][k][kept.to(rollout["batch"][k].device)]
+                         for k in ("input_ids", "attention_mask", "completion_mask")}
+                model.train()
+                with autocast(device):
+                    loss = rft_loss(model, batch, weights[kept], prompt_length=task.prompt_length)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                clip_gradients(model, max_grad_norm)
+                opt.step()
+                model.eval()
+                upd = {"loss": loss.item(), "kept_fraction": float(kept.float().mean()), "skipped": 0}
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        step += 1
+        seconds += t2 - t0
+        row = {"step": step, **stats, **upd, "update_seconds": t2 - t1, "rl_seconds": seconds}
+        if step % cfg.eval_every == 0 or step == total:
+            row.update(eval_fn(model))
+            bar.set_postfix(acc=f"{row['accuracy']:.2f}", reward=f"{stats['reward_mean']:.2f}")
+        log.append(row)
+        bar.update(1)
+    bar.close()
+    model.eval()
+    return {"steps": step, "rl_seconds": seconds}

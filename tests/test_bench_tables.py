@@ -1,0 +1,54 @@
+"""README tables are generated from the benchmarks' JSON, never typed: they must agree."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import tables  # noqa: E402
+
+
+def family_json(tmp_path, finals):
+    runs = [{"setting": "main", "variant": v, "seed": s, "baseline_accuracy": 0.6, "final_accuracy": f,
+             "final_accuracy_carry": f - 0.1, "optimizer_steps": 150, "groups_sampled": 4800, "rl_seconds": 40.0}
+            for v, per_seed in finals.items() for s, f in enumerate(per_seed)]
+    (tmp_path / "grpo_family.json").write_text(json.dumps({"command": "x", "machine": "m", "runs": runs}))
+    return tmp_path
+
+
+def test_readme_tables_match_the_benchmark_json():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tables.py"), "--check"], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_check_catches_a_hand_edited_number(tmp_path):
+    readme = tmp_path / "README.md"
+    results = family_json(tmp_path, {"GRPO": [0.90, 0.95, 0.97], "RFT": [0.91, 0.93, 0.99]})
+    readme.write_text("intro\n<!-- bench:grpo_family -->\n<!-- /bench:grpo_family -->\nend\n")
+    fresh = tables.render(readme.read_text(), results)
+    assert "**95.0%**" in fresh and "**93.0%**" in fresh  # medians of the seeds
+    assert tables.render(fresh, results) == fresh  # stable
+    assert tables.render(fresh.replace("**95.0%**", "**96.0%**"), results) == fresh  # a typed number is overwritten
+
+
+def test_medians_spread_and_verdicts(tmp_path):
+    results = family_json(tmp_path, {"GRPO": [0.90, 0.95, 0.97], "RFT": [0.91, 0.93, 0.99]})
+    data = tables.load("grpo_family", results)
+    summary = tables.family_summary(data, "main")
+    assert summary["GRPO"]["final"] == 0.95 and summary["GRPO"]["per_seed"] == [0.90, 0.95, 0.97]
+    assert summary["RFT"]["lift"] == pytest.approx(0.33)
+    (line,) = tables.verdicts(data)
+    assert "GRPO − RFT = +2.0 pts" in line and "within the seed-to-seed spread (8.0 pts)" in line
+
+
+def test_unknown_block_and_missing_results(tmp_path):
+    with pytest.raises(ValueError, match="no renderer"):
+        tables.render("<!-- bench:nonsense -->\n<!-- /bench:nonsense -->", tmp_path)
+    text = tables.render("<!-- bench:grpo_family -->\n<!-- /bench:grpo_family -->", tmp_path)
+    assert "Not measured" in text

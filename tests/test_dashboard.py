@@ -1,0 +1,55 @@
+"""The dashboard: held-out and training-data numbers never share the held-out panel; words, not keys."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from course_lib.dashboard import LABELS, PANELS, WIDTH, dashboard  # noqa: E402
+
+
+def dpo_rows():
+    rows = []
+    for step in range(1, 11):
+        row = {"step": step, "margin": 0.1 * step, "preference_accuracy": 0.5 + 0.05 * step, "loss": 0.7 - 0.01 * step,
+               "reward_chosen": 0.01 * step, "reward_rejected": -0.01 * step, "kl_drift_offline": 0.01 * step}
+        if step % 5 == 0:
+            row.update(accuracy=0.6, loose_accuracy=0.62, val_margin=0.05 * step, val_preference_accuracy=0.7)
+        rows.append(row)
+    return rows
+
+
+def test_held_out_panel_holds_held_out_metrics_only():
+    fig = dashboard(dpo_rows(), runs={"DPO": dpo_rows(), "DPO + NLL": dpo_rows()}, baseline_accuracy=0.55)
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    held_out = panels["held-out accuracy (greedy)"]
+    # two runs × (strict, loose): no training-pair preference accuracy in the held-out panel
+    assert len([ln for ln in held_out.get_lines() if not ln.get_label().startswith("_")]) == 4  # not the start line
+    labels = {ln.get_label() for ln in held_out.get_lines()}
+    assert LABELS["preference_accuracy"] not in labels
+    pref = {ln.get_label() for ln in panels["preference accuracy"].get_lines()}
+    assert {LABELS["preference_accuracy"], LABELS["val_preference_accuracy"]} <= pref
+    plt.close(fig)
+
+
+def test_labels_are_words_and_legends_sit_outside_the_axes():
+    fig = dashboard(dpo_rows(), runs={"DPO": dpo_rows(), "DPO + NLL": dpo_rows()})
+    assert fig.get_size_inches()[0] == WIDTH <= 9.5
+    fig.canvas.draw()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        assert all("_" not in t.get_text() for t in legend.get_texts())
+        # the legend box lies below the plotting area, not on it
+        assert legend.get_window_extent().y1 <= ax.get_window_extent().y0 + 1
+    assert all(key in LABELS for _, keys, _ in PANELS for key in keys)
+    plt.close(fig)
+
+
+def test_unknown_panel_is_refused():
+    with pytest.raises(ValueError, match="panels must be among"):
+        dashboard(dpo_rows(), panels=["accuracy"])
