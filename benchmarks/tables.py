@@ -184,7 +184,20 @@ def rollout(results: Path = RESULTS) -> str:
         ("speed-up", "speedup", lambda x: f"{x:.1f}×"), ("cached tokens/s", "cached_tokens_per_second", lambda x: f"{x:,.0f}")])
 
 
-RENDERERS = {"grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout}
+def trl_vs_course_grpo(results: Path = RESULTS) -> str:
+    data = load("trl_vs_course_grpo", results)
+    table = _per_seed_table(data, [
+        ("SFT start", "baseline_accuracy", pct), ("after GRPO", "final_accuracy", pct),
+        ("lift, points", "lift", lambda x: f"{100 * x:+.1f}"), ("s/step", "step_seconds", lambda x: f"{x:.2f}"),
+        ("RL seconds", "rl_seconds", lambda x: f"{x:.0f}")])
+    trl = [r for r in data["runs"] if r["variant"].startswith("TRL `GRPOTrainer` (bridge)")]
+    lift, seconds = statistics.median(r["lift"] for r in trl), statistics.median(r["rl_seconds"] for r in trl)
+    return (f"{table}\nTRL's GRPO through the bridge: median lift {100 * lift:+.1f} points in a median {seconds:.0f} s "
+            f"of RL over {data['steps']} steps ({data['machine']}).\n")
+
+
+RENDERERS = {"grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
+             "trl_vs_course_grpo": trl_vs_course_grpo}
 
 
 def render(text: str, results: Path = RESULTS) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import json
 import statistics
 import sys
 import time
@@ -33,6 +32,12 @@ from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
 from course_lib.pipeline import rl_generator, sft_policy
 from course_lib.runtime import MetricsLog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tables import save  # noqa: E402
+
+LABELS = {"course": "course_lib `train_grpo`", "trl": "TRL `GRPOTrainer` (bridge)",
+          "trl_checkpointing": "TRL `GRPOTrainer`, gradient checkpointing on"}
 
 
 def course_run(model, task, cfg, seed: int, threads: int) -> dict:
@@ -89,19 +94,12 @@ def main() -> None:
             runs[name].append(r)
             line.append(f"{name} {r['final']:.3f} ({r['step']:.3f} s/step, {r['seconds']:.0f} s)")
         print("; ".join(line), flush=True)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "results.json").write_text(json.dumps({"args": vars(args), "runs": runs}, indent=2))
-    med = statistics.median
-    print(f"\nmedians over seeds {args.seeds}, {args.steps} steps, {args.threads} thread(s), this machine "
-          f"(shared: seconds are noisy):")
-    print("| trainer | held-out before → after | lift (points) | s/step | RL seconds |")
-    print("|---|---|---|---|---|")
-    labels = {"course": "course_lib `train_grpo`", "trl": "TRL `GRPOTrainer` (bridge)",
-              "trl_checkpointing": "TRL `GRPOTrainer`, gradient checkpointing on"}
-    for name, rows in runs.items():
-        lift = med(100 * (r["final"] - r["baseline"]) for r in rows)
-        print(f"| {labels[name]} | {100 * med(r['baseline'] for r in rows):.1f}% → {100 * med(r['final'] for r in rows):.1f}% "
-              f"| {lift:+.1f} | {med(r['step'] for r in rows):.3f} | {med(r['seconds'] for r in rows):.0f} |")
+    rows = [{"seed": seed, "variant": LABELS[name], "baseline_accuracy": r["baseline"], "final_accuracy": r["final"],
+             "lift": r["final"] - r["baseline"], "step_seconds": r["step"], "rl_seconds": r["seconds"]}
+            for name, results in runs.items() for seed, r in zip(args.seeds, results)]
+    path = save("trl_vs_course_grpo", ["trl_vs_course_grpo.py", *sys.argv[1:]], rows, steps=args.steps,
+                machine=f"{args.threads} thread(s), shared 2-core CPU")
+    print(f"wrote {path}; python benchmarks/tables.py puts the table in the README")
     sys.stdout.flush()
 
 

@@ -203,6 +203,8 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
     g = cfg.grpo
     if kind == "grpo" and g.advantage == "rloo":
         raise ValueError("grpo.advantage='rloo' is TRL's RLOOTrainer: translate(cfg, 'rloo')")
+    if kind == "rloo" and g.advantage != "rloo":
+        raise ValueError(f"kind='rloo' needs grpo.advantage='rloo' (RLOOTrainer's baseline); got {g.advantage!r}")
     completions = g.batch_prompts * g.num_generations
     per_device = _per_device(completions, num_processes, "batch_prompts × num_generations")
     config = _common(cfg, g, **common) | dict(

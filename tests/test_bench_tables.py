@@ -52,3 +52,15 @@ def test_unknown_block_and_missing_results(tmp_path):
         tables.render("<!-- bench:nonsense -->\n<!-- /bench:nonsense -->", tmp_path)
     text = tables.render("<!-- bench:grpo_family -->\n<!-- /bench:grpo_family -->", tmp_path)
     assert "Not measured" in text
+
+
+def test_trl_side_by_side_table_and_sentence_come_from_the_json(tmp_path):
+    runs = [{"seed": s, "variant": v, "baseline_accuracy": 0.6, "final_accuracy": f, "lift": f - 0.6,
+             "step_seconds": 1.0 + s, "rl_seconds": 60.0 * (1 + s)}
+            for v, finals in {"course_lib `train_grpo`": [0.9, 0.8, 0.85], "TRL `GRPOTrainer` (bridge)": [0.7, 0.95, 0.9]}.items()
+            for s, f in enumerate(finals)]
+    (tmp_path / "trl_vs_course_grpo.json").write_text(json.dumps(
+        {"command": "c", "commit": "abc", "steps": 60, "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
+    text = tables.trl_vs_course_grpo(tmp_path)
+    assert "90.0% (70.0% / 95.0% / 90.0%)" in text  # TRL's median and per-seed finals
+    assert "median lift +30.0 points in a median 120 s of RL over 60 steps" in text

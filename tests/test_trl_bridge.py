@@ -77,6 +77,8 @@ def test_rloo_goes_to_rloo_trainer_with_its_differences():
     assert "grpo.kl_placement / kl_estimator" not in _unmatched(same_kl)
     with pytest.raises(ValueError, match="RLOOTrainer"):
         trl_bridge.translate(_cfg(advantage="rloo"), "grpo")
+    with pytest.raises(ValueError, match="needs grpo.advantage='rloo'"):
+        trl_bridge.translate(_cfg(advantage="grpo"), "rloo")
 
 
 def test_dpo_family():
