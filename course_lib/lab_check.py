@@ -56,11 +56,11 @@ from course_lib.model import (
     ModelConfig,
     build_model,
     completion_logprobs,
-    generate,
     position_ids,
 )
 from course_lib.policy_loss import aggregate, clipped_surrogate
 from course_lib.preference import dpo_terms
+from course_lib.rollout import generate
 from course_lib.task import AdditionTask, TaskConfig
 
 
@@ -302,13 +302,21 @@ def prepare(config: LabConfig | None = None, cache_dir: str | Path | None = None
 
 # ---- what course_lib says the same logits should give ----------------------------------------
 class _GivenLogits:
-    """Stands in for the model so that ``completion_logprobs`` reads logits we already hold."""
+    """Stands in for the model so that ``completion_logprobs`` reads logits we already hold.
+
+    ``completion_logprobs`` runs ``model.transformer`` and then ``model.lm_head`` on the
+    positions it scores: here the "hidden states" are the logits and the head is the identity.
+    """
 
     def __init__(self, logits: torch.Tensor, config):
         self.logits, self.config = logits, config
 
-    def __call__(self, **_inputs):
-        return SimpleNamespace(logits=self.logits)
+    def transformer(self, **_inputs):
+        return SimpleNamespace(last_hidden_state=self.logits)
+
+    @staticmethod
+    def lm_head(hidden: torch.Tensor) -> torch.Tensor:
+        return hidden
 
 
 def _reference_logps(logits, ids, cmask, model_config):
