@@ -30,6 +30,12 @@ c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(ROOT, "gradebook.db")
 
+# This course hands out and collects notebooks without nbgrader's exchange. The formgrader still
+# checks the exchange folder when it opens; a private, git-ignored one keeps that check quiet (the
+# default /usr/local/share/nbgrader/exchange logs "Unwritable directory" as CRITICAL).
+c.Exchange.root = os.path.join(ROOT, ".exchange")
+os.makedirs(c.Exchange.root, exist_ok=True)
+
 # Seconds per cell. A correct answer runs in well under a second; a loop is interrupted here,
 # costs that student the cell (and the tests that depend on it), and grading moves on. A kernel
 # that ignores the interrupt, dies, or runs past the notebook's budget is stopped; the cells left

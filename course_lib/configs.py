@@ -8,7 +8,8 @@ A config is a tree of small dataclasses (``RunConfig``). Named configs:
 
 Override any field from the CLI (``--beta 0.04``) or in Python with ``dataclasses.replace``.
 
-Mapping to TRL (``DPOConfig`` / ``GRPOConfig``):
+Mapping to TRL (``DPOConfig`` / ``GRPOConfig``; ``PPOConfig`` and ``RewardModelConfig`` use TRL's
+``PPOConfig`` / ``RewardConfig`` names, see ``course_lib.ppo`` and ``course_lib.reward_model``):
 
 =========================  ===================================  =========================================
 here                        TRL                                  meaning
@@ -102,6 +103,47 @@ class GRPOConfig:
     mask_truncated: bool = False
     temperature: float = 1.0
     reward: str = "strict"  # strict | loose (notebook 08) | partial (partial credit) | rm:DIR (a saved reward model)
+    share_prompt: bool = True  # run each group's prompt once in the update (same numbers, less work)
+    eval_every: int = 20
+
+
+@dataclass
+class RewardModelConfig:
+    """The reward model of ``train rm`` (``course_lib.reward_model``): its data, labels and optimisation."""
+
+    pair_prompts: int = 8192  # training prompts sampled to build pairs
+    heldout_prompts: int = 500  # held-out prompts (the task's held-out set) for evaluation pairs
+    samples_per_prompt: int = 8  # SFT samples per prompt; one accepted + one rejected make a pair
+    pairs_per_prompt: int = 2  # at most this many (accepted, rejected) pairs per prompt, samples not reused
+    temperature: float = 1.0  # sampling temperature of the SFT policy when building pairs
+    max_completion_length: int = 6
+    noise: float = 0.1  # probability that a label is flipped
+    steps: int = 800
+    batch_size: int = 64  # pairs per step (TRL: per_device_train_batch_size)
+    learning_rate: float = 3e-4
+    init: str = "sft"  # sft: transformer weights from the SFT policy | scratch
+    eval_every: int = 200
+
+
+@dataclass
+class PPOConfig:
+    """PPO with a learned critic (``course_lib.ppo``), TRL ``PPOConfig`` names."""
+
+    steps: int = 300
+    batch_prompts: int = 256  # prompts per step
+    num_generations: int = 1  # completions per prompt: 256 × 1 = GRPO's 32 × 8 sampled completions
+    learning_rate: float = 3e-4  # policy
+    critic_learning_rate: float = 3e-4
+    num_ppo_epochs: int = 2  # passes over each batch (the value clip needs >= 2 to act)
+    cliprange: float = 0.2  # ε of the policy's clipped surrogate
+    cliprange_value: float = 0.2  # ε_v of the clipped value loss
+    vf_coef: float = 0.1  # weight of the value loss
+    gamma: float = 1.0
+    lam: float = 0.95
+    kl_coef: float = 0.0  # β of the per-token KL penalty in the reward; 0 keeps no reference
+    max_completion_length: int = 6
+    temperature: float = 1.0
+    reward: str = "strict"  # strict | loose | rm:DIR (a saved reward model)
     eval_every: int = 20
 
 
@@ -113,6 +155,8 @@ class RunConfig:
     sft: SFTConfig = field(default_factory=SFTConfig)
     dpo: DPOConfig = field(default_factory=DPOConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    rm: RewardModelConfig = field(default_factory=RewardModelConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
     max_grad_norm: float = 1.0
     checkpoint_every: int = 10
 
@@ -141,6 +185,9 @@ def _test() -> RunConfig:
         sft=SFTConfig(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30),
         dpo=DPOConfig(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4, eval_every=2),
         grpo=GRPOConfig(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2),
+        rm=RewardModelConfig(pair_prompts=64, heldout_prompts=30, samples_per_prompt=8, max_completion_length=4,
+                             temperature=1.5, steps=20, batch_size=16, eval_every=10),
+        ppo=PPOConfig(steps=4, batch_prompts=16, max_completion_length=4, eval_every=2),
         checkpoint_every=2,
     )
 
@@ -156,8 +203,15 @@ def get_config(name: str = "cpu") -> RunConfig:
 
 def validate(cfg: RunConfig) -> RunConfig:
     """Raise ValueError naming the first bad option (called before any training starts)."""
+    # imported here: those modules import this one
+    from course_lib.ppo import validate_config as validate_ppo
+    from course_lib.reward_model import validate_config as validate_rm
+
     g, d, t, m = cfg.grpo, cfg.dpo, cfg.task, cfg.model
     check_reward_spec(g.reward)
+    check_reward_spec(cfg.ppo.reward)
+    validate_rm(cfg.rm)
+    validate_ppo(cfg.ppo)
     checks = [(getattr(sec, name) in accepted, f"{label}.{name} must be one of {accepted}; got {getattr(sec, name)!r}")
               for label, sec in (("dpo", d), ("grpo", g)) for name, accepted in CHOICES.items() if hasattr(sec, name)]
     checks += [
@@ -199,10 +253,11 @@ def validate(cfg: RunConfig) -> RunConfig:
         if not ok:
             raise ValueError(message)
     prompt_len = 3 + 2 * t.digits
-    longest = prompt_len + max(g.max_completion_length, d.max_completion_length, t.digits + 2)
+    longest = prompt_len + max(g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length,
+                               cfg.ppo.max_completion_length, t.digits + 2)
     if longest > m.n_positions:
         raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + completion ({longest})")
-    for length in (g.max_completion_length, d.max_completion_length):
+    for length in (g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length, cfg.ppo.max_completion_length):
         if length < t.digits + 2:
             raise ValueError(
                 f"max_completion_length ({length}) must leave room for the longest answer plus <eos> "
@@ -223,6 +278,8 @@ def from_dict(data: dict) -> RunConfig:
         sft=SFTConfig(**data["sft"]),
         dpo=DPOConfig(**data["dpo"]),
         grpo=GRPOConfig(**data["grpo"]),
+        rm=RewardModelConfig(**data.get("rm", {})),  # runs saved before rm/ppo existed have neither section
+        ppo=PPOConfig(**data.get("ppo", {})),
         max_grad_norm=data["max_grad_norm"],
         checkpoint_every=data["checkpoint_every"],
     )

@@ -4,9 +4,10 @@ One step:
 
 1. draw B fresh prompts, sample G completions each, score them with the reward
    (``course_lib.rollout.collect_rollouts``, ``course_lib.rewards``);
-2. zero-variance groups: ``keep`` (zero advantage), ``drop``, or ``resample`` — draw more
-   prompts until B informative groups are found (DAPO's dynamic sampling), at most
-   ``max_resample_rounds`` extra rounds;
+2. zero-variance groups: ``keep`` (zero advantage), ``drop`` (out of the loss: their rows stay
+   in the batch with a zero mask, so the constant unit still divides by B·G·L_max), or
+   ``resample`` — draw more prompts until B informative groups are found (DAPO's dynamic
+   sampling), at most ``max_resample_rounds`` extra rounds;
 3. advantages from ``course_lib.advantages`` (``grpo`` with population std, ``rloo``,
    ``dr_grpo``), one per completion, applied to each of its tokens;
 4. μ = ``num_iterations`` inner epochs: ratio ρ = π_θ/π_old against log-probs frozen right
@@ -23,7 +24,10 @@ Simplifications, said out loud (nanochat-style):
 - No overlong reward shaping: a completion without ``<eos>`` is truncated and gets what the
   reward says (the strict checker: 0); ``mask_truncated`` drops such completions from the
   loss instead (TRL's ``mask_truncated_completions``).
-- β = 0 builds no reference model at all, so the logged ``kl`` is ``None`` then.
+- β = 0 keeps a reference only when one is given (the pipeline gives the SFT weights, to log
+  the KL); without one the logged ``kl`` is ``None``.
+- Each group's G completions share one prompt, so the update runs the prompt through the
+  model once per group and shares its keys/values (``share_prompt``; same numbers, less work).
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     """μ inner epochs of the clipped, optionally KL-regularised surrogate on one batch of groups.
 
     ``batch`` is ``collect_rollouts``'s: ``input_ids``, ``attention_mask``, ``completion_mask``,
-    ``truncated`` (N,), ``rewards`` (n_groups, G). With ``ref_model`` the KL to the reference
+    ``truncated`` (N,), optionally ``in_loss`` (N,) (rows of dropped groups: False), ``rewards``
+    (n_groups, G). With ``ref_model`` the KL to the reference
     is measured every step (k3 on the sampled tokens, per token) and, when ``cfg.beta > 0``,
     enters either the loss (``kl_placement="loss"``: −β·k per token, differentiated) or the
     reward (``"reward"``: ``kl_shaped_rewards`` before the baseline). With ``mask_truncated``
@@ -84,19 +89,23 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     ids, attn, cmask = (batch[k].to(device) for k in ("input_ids", "attention_mask", "completion_mask"))
     rewards = batch["rewards"].to(device)
     temperature = cfg.temperature  # log-probs of the distribution the sampler actually used
+    group = cfg.num_generations if cfg.share_prompt else 1  # rows g·G … g·G+G−1 share one prompt
     ref_logps = None
     if ref_model is not None:
         ref_logps = sequence_logprobs(ref_model, {"input_ids": ids, "attention_mask": attn, "completion_mask": cmask},
-                                      prompt_length=prompt_length, temperature=temperature)
+                                      prompt_length=prompt_length, temperature=temperature, group_size=group)
     old_logps = adv = loss_mask = None
     kl_value, losses = None, []
     for _ in range(cfg.num_iterations):
         with autocast(device):
             logps, mask, ent = completion_logprobs(model, ids, attn, cmask, with_entropy=True, temperature=temperature,
-                                                   start=prompt_length, validate=validate)
+                                                   start=prompt_length, validate=validate, group_size=group)
         if old_logps is None:  # epoch 1: the weights have not moved, so these are π_old (no extra forward)
             old_logps = logps.detach()
-            loss_mask = mask * (~batch["truncated"].to(device))[:, None] if cfg.mask_truncated else mask
+            in_loss = batch["in_loss"].to(device) if "in_loss" in batch else torch.ones_like(mask[:, 0], dtype=torch.bool)
+            if cfg.mask_truncated:
+                in_loss = in_loss & ~batch["truncated"].to(device)
+            loss_mask = mask * in_loss[:, None]  # rows left out keep their place in the denominators
             if ref_logps is not None:
                 kl_value = aggregate(kl_estimate(old_logps, ref_logps, "k3", validate=validate), mask,
                                      unit="token_mean", validate=validate)

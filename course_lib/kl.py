@@ -172,8 +172,9 @@ def reference_kl(model, ref_model, task, *, samples_per_prompt: int = 4, max_com
     """
     choice(estimator, "estimator", ("k1", "k3"))  # k2 is biased as a value
     # imported here: the exact categorical part of this module needs neither transformers nor a model
-    from course_lib.model import completion_logprobs, generate
-    from course_lib.train import autocast
+    from course_lib.model import completion_logprobs
+    from course_lib.rollout import generate
+    from course_lib.runtime import autocast
 
     if isinstance(samples_per_prompt, bool) or not isinstance(samples_per_prompt, int) or samples_per_prompt < 1:
         raise ValueError(f"samples_per_prompt must be an integer >= 1; got {samples_per_prompt!r}")

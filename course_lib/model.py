@@ -82,7 +82,8 @@ def causal_attention(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def completion_logprobs(
-    model, input_ids, attention_mask, completion_mask, *, with_entropy=False, temperature=1.0, start=1, validate=True
+    model, input_ids, attention_mask, completion_mask, *, with_entropy=False, temperature=1.0, start=1, validate=True,
+    group_size=1,
 ):
     """Per-token log π(y_t | x, y_<t) for completion tokens, aligned with ``input_ids[:, start:]`` (§6).
 
@@ -98,6 +99,11 @@ def completion_logprobs(
     log-probs are those of the distribution the sampler used (as TRL does). Sum over the last
     axis for a sequence log-prob. ``validate=False`` skips the checks that read tensor values
     (host synchronisations): for trainers that validated their batch once.
+
+    ``group_size=G > 1``: rows ``g·G … g·G+G−1`` share the same first ``start`` tokens (G
+    completions of one prompt, as rollouts produce them). The prompt then runs through the
+    model once per group and its keys and values are shared by the G completions — the same
+    numbers, about half the work when prompt and completion are equally long.
     """
     if input_ids.shape != attention_mask.shape or input_ids.shape != completion_mask.shape:
         raise ValueError(
@@ -108,13 +114,38 @@ def completion_logprobs(
         raise ValueError(f"start must be an integer in [1, {input_ids.shape[1] - 1}]; got {start!r}")
     if validate and bool((completion_mask[:, :start] != 0).any()):
         raise ValueError(f"completion_mask[:, :{start}] must be 0: positions before start are never scored")
-    hidden = model.transformer(
-        input_ids=input_ids,
-        attention_mask=causal_attention(attention_mask),
-        position_ids=position_ids(attention_mask),
-        use_cache=False,
-    ).last_hidden_state
-    logits = model.lm_head(hidden[:, start - 1 : -1]).float()  # position t-1 ...
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1 or input_ids.shape[0] % group_size:
+        raise ValueError(f"group_size must be a positive integer dividing the {input_ids.shape[0]} rows; got {group_size!r}")
+    if validate and group_size > 1:
+        heads = input_ids[:, :start].view(-1, group_size, start)
+        if bool((heads != heads[:, :1]).any()):
+            raise ValueError(f"group_size={group_size}: rows of a group must share their first start={start} tokens")
+    if group_size == 1:
+        hidden = model.transformer(
+            input_ids=input_ids,
+            attention_mask=causal_attention(attention_mask),
+            position_ids=position_ids(attention_mask),
+            use_cache=False,
+        ).last_hidden_state[:, start - 1 : -1]
+    else:
+        prompt = model.transformer(
+            input_ids=input_ids[::group_size, :start],
+            attention_mask=causal_attention(attention_mask[::group_size, :start]),
+            position_ids=position_ids(attention_mask[::group_size, :start]),
+            use_cache=True,
+        )
+        cache = prompt.cache
+        cache.batch_repeat_interleave(group_size)
+        rest = model.transformer(
+            input_ids=input_ids[:, start:],
+            attention_mask=causal_attention(attention_mask)[:, :, start:],
+            position_ids=position_ids(attention_mask)[:, start:],
+            cache=cache,
+            use_cache=True,
+        ).last_hidden_state
+        last_prompt = prompt.last_hidden_state[:, -1:].repeat_interleave(group_size, dim=0)
+        hidden = torch.cat([last_prompt, rest[:, :-1]], dim=1)
+    logits = model.lm_head(hidden).float()  # position t-1 ...
     if temperature != 1.0:
         logits = logits / temperature
     never = torch.tensor([model.config.pad_token_id, model.config.bos_token_id], device=logits.device)

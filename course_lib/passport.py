@@ -26,11 +26,14 @@ def reward_source(spec: str) -> str:
 
 
 def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threads: int | None = DEFAULT_THREADS,
-             device: str = "cpu", reference: bool | None = None) -> dict:
+             device: str = "cpu", reference: bool | None = None, reward_model_info: dict | None = None,
+             memory: dict | None = None) -> dict:
     """What this run did, in the four groups of §17 plus the six choices of §12.
 
     ``reference``: whether a GRPO run kept a frozen reference (default: when β > 0; the
-    pipeline always keeps one to log the KL).
+    pipeline always keeps one to log the KL). ``reward_model_info``: a trained reward model's
+    ``reward_model.json`` (an ``rm`` run; a ``ppo`` run against ``rm:DIR`` reads DIR's own);
+    ``memory``: a PPO run's measured bytes (``train_ppo``'s ``memory``), for the critic entry.
     """
     g, d = cfg.grpo, cfg.dpo
     demos = (
@@ -57,6 +60,47 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
                           "roles": ["policy", "reference (log-probs cached once)"] if d.loss_type != "simpo" else ["policy"],
                           "kl": "implicit, through beta and the reference ratio", "averaging_unit": "mean over pairs"},
         )
+    elif kind == "rm":
+        from course_lib.reward_model import LABELLING_RULE
+
+        r = cfg.rm
+        out.update(
+            data_and_policy={"examples": f"preference pairs from {r.pair_prompts} prompts × {r.samples_per_prompt} SFT samples "
+                                         f"(≤ {r.pairs_per_prompt} pairs per prompt)",
+                             "generated_by": f"the SFT checkpoint, once, temperature {r.temperature} (offline)",
+                             "reuse": "pairs sampled with replacement every step",
+                             "overlap": "held-out pairs come from the task's held-out prompts only"},
+            reward_contract={"source": "gold rule: " + CHECKERS["strict"], "labelling_rule": LABELLING_RULE,
+                             "noise": f"each label flipped with probability {r.noise}"},
+            optimisation={"algorithm": "Bradley–Terry reward-model loss −log σ(r_chosen − r_rejected)",
+                          "roles": ["reward model (GPT2ForSequenceClassification, 1 label)", "SFT policy (sampler, init)"],
+                          "kl": "none", "averaging_unit": "mean over pairs"},
+        )
+        if reward_model_info is not None:
+            from course_lib.reward_model import passport_fields
+
+            out["reward_model"] = passport_fields(reward_model_info)
+    elif kind == "ppo":
+        from course_lib.ppo import critic_passport
+
+        p = cfg.ppo
+        out.update(
+            data_and_policy={"examples": f"online trajectories: {p.batch_prompts} prompts × {p.num_generations} completion(s) per step",
+                             "generated_by": f"the current actor, temperature {p.temperature}",
+                             "reuse": f"each rollout used for {p.num_ppo_epochs} PPO epoch(s), then discarded",
+                             "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
+            reward_contract={"source": reward_source(p.reward), "granularity": "once per completion, on its last token",
+                             "truncation": "a truncated completion gets what the reward says (strict: 0)"},
+            optimisation={"algorithm": "PPO, on-policy, learned critic", "advantage": f"GAE(gamma={p.gamma}, lambda={p.lam})",
+                          "roles": ["policy", "critic (trained)"] + (["reference (frozen SFT copy)"] if p.kl_coef > 0 else []),
+                          "kl": (f"in the reward, per token, k1, kl_coef={p.kl_coef}" if p.kl_coef > 0 else "none (kl_coef=0)"),
+                          "averaging_unit": "token_mean", "clip": f"cliprange={p.cliprange}, cliprange_value={p.cliprange_value}"},
+            critic=critic_passport(p, memory),
+        )
+        if reward_model_info is not None:
+            from course_lib.reward_model import passport_fields
+
+            out["reward_model"] = passport_fields(reward_model_info)
     else:
         zv = {"keep": "kept with zero advantage", "drop": "dropped from the batch",
               "resample": f"dropped and refilled with fresh prompts (DAPO dynamic sampling, ≤{g.max_resample_rounds} extra rounds)"}[g.zero_variance]
@@ -88,7 +132,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
     out["systems"] = {
         "placement": "colocated: one process, generation and training share the weights",
         "loop": "synchronous (generate, then update)",
-        "staleness": "none beyond the inner epochs on one rollout" if kind == "grpo" else "offline data (not applicable)",
+        "staleness": "none beyond the inner epochs on one rollout" if kind in ("grpo", "ppo") else "offline data (not applicable)",
         "device": device,
         "cpu_threads": threads if threads is not None else "torch's default",
         "time_split": split or "not measured yet",

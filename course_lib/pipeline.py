@@ -38,6 +38,9 @@ from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
 from course_lib.model import build_model, n_params
 from course_lib.passport import format_passport, passport
+from course_lib.ppo import build_critic, train_ppo
+from course_lib.reward_model import fit_reward_model, save_reward_model
+from course_lib.rewards import resolve_reward
 from course_lib.rft import train_rft
 from course_lib.runtime import (
     DEFAULT_THREADS,
@@ -52,10 +55,10 @@ from course_lib.runtime import (
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
 
-KINDS = ("sft", "dpo", "grpo")
+KINDS = ("sft", "dpo", "grpo", "rm", "ppo")
 CONTROLS = ("sft", "rft")  # the same wall-clock on more SFT | RFT on GRPO's prompts (course_lib.rft)
 RUN_FILES = ("checkpoint.pt", "checkpoint.pt.tmp", "sft.pt", "sft.pt.tmp", "metrics.jsonl", "sft_metrics.jsonl",
-             "summary.json", "passport.json", "dashboard.png")
+             "summary.json", "passport.json", "dashboard.png", "reward_model.json")
 ACCURACY_KEYS = ("accuracy", "loose_accuracy", "accuracy_carry", "accuracy_no_carry")
 
 
@@ -143,6 +146,10 @@ def run(
         raise ValueError(f"control must be one of {CONTROLS} (or True for 'sft'); got {control!r}")
     if control == "rft" and kind != "grpo":
         raise ValueError(f"control='rft' is GRPO's control (same prompts, samples and steps); kind is {kind!r}")
+    if resume and kind in ("rm", "ppo"):
+        raise ValueError(f"resume is not available for {kind} runs (they write no mid-run checkpoint); start it again")
+    if control and kind == "rm":
+        raise ValueError("control (--control) compares RL with more SFT; an rm run trains no policy")
     out = Path(out)
     wall_start = time.perf_counter()
     say = print if verbose else (lambda *a, **k: None)
@@ -170,6 +177,9 @@ def run(
             raise ValueError(f"steps is the total: the run in {out} is already at {kind} step {state['step']}")
         section.steps = steps
     task, model = build_policy(cfg, seed=seed, device=device)
+    spec = {"grpo": cfg.grpo.reward, "ppo": cfg.ppo.reward}.get(kind, "")
+    if spec.startswith("rm:"):
+        resolve_reward(spec, task)  # a bad reward-model directory fails now, not after the SFT stage
     dev = next(model.parameters()).device
     say(f"[course_lib] {kind} on {dev.type} ({torch.get_num_threads()} CPU thread(s)), config {cfg.name!r}, "
         f"{n_params(model):,} parameters, seed {seed}")
@@ -234,7 +244,7 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
         say(f"[course_lib] SFT policy held-out accuracy {sft_eval['accuracy']:.3f}")
 
     # --- the chosen trainer ------------------------------------------------------------------
-    rl_seconds, data = 0.0, None
+    rl_seconds, data, extra_summary, rm_info = 0.0, None, {}, None
     if kind == "sft":
         final, steps_done, rows = sft_eval, res["steps"], log.rows
     else:
@@ -252,7 +262,26 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
 
         run_kwargs = dict(log=log, state=rl_state, max_grad_norm=cfg.max_grad_norm, checkpoint=rl_checkpoint,
                           checkpoint_every=cfg.checkpoint_every, show_progress=show_progress, threads=None)
-        if kind == "dpo":
+        if kind == "rm":  # the SFT policy writes the pairs and lends the reward model its transformer
+            fit = fit_reward_model(model, task, cfg.rm, seed=seed)
+            for row in fit["log"]:
+                log.append(row)
+            save_reward_model(fit["model"], task.tokenizer, out, task_config=cfg.task, cfg=cfg.rm, metrics=fit["metrics"])
+            rm_info = json.loads((out / "reward_model.json").read_text())
+            m = fit["metrics"]
+            say(f"[course_lib] reward model: {m['train_pairs']} pairs, held-out pairwise accuracy {m['heldout_accuracy']:.3f} "
+                f"= {m['of_ceiling']:.1%} of the noise ceiling {m['noise_ceiling']:.3f} (gold {m['heldout_gold_accuracy']:.3f})")
+            res = {"steps": cfg.rm.steps, "rl_seconds": m["data_seconds"] + m["train_seconds"]}
+            extra_summary = {"reward_model": m}
+        elif kind == "ppo":
+            reward_fn = resolve_reward(cfg.ppo.reward, task)  # a bad rm:DIR fails here, with its reason
+            if cfg.ppo.reward.startswith("rm:"):  # the reward model's own passport entry travels with the run
+                rm_info = json.loads((Path(cfg.ppo.reward[3:]) / "reward_model.json").read_text())
+            critic = build_critic(model, task.tokenizer)
+            res = train_ppo(model, critic, task, cfg.ppo, reward_fn, generator=gen, log=log,
+                            max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None)
+            extra_summary = {"memory": res["memory"]}
+        elif kind == "dpo":
             if rl_state is not None:
                 data = {k[5:]: v for k, v in rl_state.items() if k.startswith("data_")}
             else:
@@ -267,9 +296,11 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
             rl_seconds = res["rl_seconds"] + data["pair_seconds"]
         else:
             res = train_grpo(model, task, cfg.grpo, generator=gen, reference_state=sft_weights, **run_kwargs)
+        if kind != "dpo":
             rl_seconds = res["rl_seconds"]
         steps_done, rows = res["steps"], log.rows
-        final = evaluate(model, task, max_completion_length=cfg.grpo.max_completion_length if kind == "grpo" else None)
+        length = {"grpo": cfg.grpo.max_completion_length, "ppo": cfg.ppo.max_completion_length}.get(kind)
+        final = sft_eval if kind == "rm" else evaluate(model, task, max_completion_length=length)
 
     # --- the control: the same wall-clock spent on more SFT, or RFT on the same prompts ----------
     control_accuracy = None
@@ -298,7 +329,8 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     split = {"generation_seconds": gen_s, "update_seconds": upd_s,
              "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if kind == "grpo" else None
     dev = next(model.parameters()).device
-    pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True)
+    pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True,
+                  reward_model_info=rm_info, memory=extra_summary.get("memory"))
     start_accuracy = start_eval["accuracy"] if kind == "sft" else sft_eval["accuracy"]
     summary = {
         "kind": kind,
@@ -323,11 +355,16 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     }
     if split:
         summary["time_split"] = split
+    summary.update(extra_summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     (out / "passport.json").write_text(json.dumps(pp, indent=2))
     save_dashboard(rows, out / "dashboard.png", title=f"{kind} ({cfg.name})", baseline_accuracy=start_accuracy)
     say(format_passport(pp))
     line = f"[course_lib] held-out accuracy {start_accuracy:.3f} -> {final['accuracy']:.3f}"
+    if kind == "rm":  # the policy is unchanged: report the reward model
+        m = extra_summary["reward_model"]
+        line = (f"[course_lib] reward model held-out pairwise accuracy {m['heldout_accuracy']:.3f} = {m['of_ceiling']:.1%} "
+                f"of the noise ceiling; use it with --reward rm:{out}")
     line += f" in {rl_seconds:.1f} s" if kind != "sft" else f" in {sft_seconds:.1f} s of SFT"
     if control_accuracy is not None:
         line += f"; {'RFT' if control == 'rft' else 'same-time SFT'} control {control_accuracy:.3f}"

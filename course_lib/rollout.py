@@ -5,7 +5,8 @@ Lecture §9 (groups of G completions per prompt), §11 (generation with a KV cac
 on-policy trainer needs the same four things, so they live here and GRPO (``course_lib.grpo``)
 and a PPO trainer reuse them:
 
-1. ``generate`` / ``sample_groups``: completions with masks and truncation flags;
+1. ``generate`` / ``sample_groups``: completions with masks and truncation flags (a KV-cached
+   sampling loop: each prompt's forward is shared by its G completions);
 2. a reward callable from ``course_lib.rewards.resolve_reward`` scores them (batched);
 3. ``collect_rollouts``: one batch of B groups under a zero-variance policy (keep, drop,
    resample) with the statistics a dashboard shows;
@@ -22,6 +23,7 @@ Simplifications, said out loud:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -65,54 +67,67 @@ def generate(
     temperature: float = 1.0,
     greedy: bool = False,
     use_cache: bool = True,
+    min_completion_length: int = 0,
 ) -> Rollout:
-    """Sample completions with transformers' ``generate`` (KV cache on by default, §11).
+    """Sample completions token by token, with a KV cache by default (§11).
 
-    Each prompt row is repeated ``num_generations`` times (consecutive rows form a group).
-    Sequences that finish early are padded with ``<pad>``; a completion with no ``<eos>``
-    within ``max_completion_length`` tokens is *truncated* and flagged.
+    Each prompt row is repeated ``num_generations`` times (consecutive rows form a group). With
+    the cache, each prompt is run through the model once and its keys/values are shared by
+    the G completions of its group; every later step feeds one token per row. Without it,
+    every step re-runs the whole sequence (for comparison: the same samples, more work).
+    ``<pad>`` and ``<bos>`` are never sampled; ``<eos>`` not before ``min_completion_length``
+    tokens (for timing at a fixed length). Rows that finished are padded with ``<pad>``; a
+    completion with no ``<eos>`` within ``max_completion_length`` tokens is *truncated* and
+    flagged. Stops early once every row has finished.
     """
     was_training = model.training
     model.eval()
     start = time.perf_counter()
-    attention = torch.ones_like(prompt_ids)
-    kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
-    out = model.generate(
-        input_ids=prompt_ids,
-        attention_mask=attention,
-        max_new_tokens=max_completion_length,
-        num_return_sequences=num_generations,
-        pad_token_id=tokenizer.eos_token_id,  # finished rows are filled with <eos>, see below
-        eos_token_id=tokenizer.eos_token_id,
-        use_cache=use_cache,
-        suppress_tokens=[tokenizer.pad_token_id, tokenizer.bos_token_id],
-        **kwargs,
-    )
-    if prompt_ids.device.type == "cuda":
+    device = prompt_ids.device
+    n = prompt_ids.shape[0] * num_generations
+    plen = prompt_ids.shape[1]
+    never = torch.tensor([tokenizer.pad_token_id, tokenizer.bos_token_id], device=device)
+    eos = tokenizer.eos_token_id
+    prompts = prompt_ids.repeat_interleave(num_generations, dim=0)
+    if use_cache:
+        out = model(input_ids=prompt_ids, use_cache=True)  # one prompt forward per group
+        cache = out.cache
+        cache.batch_repeat_interleave(num_generations)
+        logits = out.logits[:, -1].repeat_interleave(num_generations, dim=0)
+    else:
+        logits = model(input_ids=prompts, use_cache=False).logits[:, -1]
+    tokens = torch.full((n, max_completion_length), tokenizer.pad_token_id, dtype=torch.long, device=device)
+    finished = torch.zeros(n, dtype=torch.bool, device=device)
+    for t in range(max_completion_length):
+        logits = logits.float().index_fill(-1, never, -math.inf)
+        if t < min_completion_length:
+            logits[:, eos] = -math.inf
+        if greedy:
+            nxt = logits.argmax(-1)
+        else:
+            nxt = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1).squeeze(-1)
+        tokens[:, t] = nxt.masked_fill(finished, tokenizer.pad_token_id)
+        finished |= nxt == eos
+        if t + 1 == max_completion_length or bool(finished.all()):
+            break
+        step_ids = nxt.masked_fill(finished, eos)[:, None]  # finished rows keep feeding a harmless token
+        if use_cache:
+            out = model(input_ids=step_ids, cache=cache, use_cache=True,
+                        position_ids=torch.full((n, 1), plen + t, dtype=torch.long, device=device))
+            cache = out.cache
+            logits = out.logits[:, -1]
+        else:
+            logits = model(input_ids=torch.cat([prompts, tokens[:, : t + 1]], dim=1), use_cache=False).logits[:, -1]
+    if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     if was_training:
         model.train()
-    plen = prompt_ids.shape[1]
-    completions = out[:, plen:]
-    if completions.shape[1] < max_completion_length:  # every row stopped early
-        pad = torch.full(
-            (completions.shape[0], max_completion_length - completions.shape[1]),
-            tokenizer.pad_token_id,
-            dtype=completions.dtype,
-            device=completions.device,
-        )
-        completions = torch.cat([completions, pad], dim=1)
-    cmask, truncated = completion_masks(completions, tokenizer.eos_token_id)
-    # transformers drops an all-ones attention mask inside generate; feeding <pad> back for
-    # finished rows would then trigger its "padding without attention mask" warning. So
-    # finished rows are filled with <eos> while generating and turned into <pad> here.
-    completions = completions.masked_fill(cmask == 0, tokenizer.pad_token_id)
-    prompts = prompt_ids.repeat_interleave(num_generations, dim=0)
-    input_ids = torch.cat([prompts, completions], dim=1)
+    cmask, truncated = completion_masks(tokens, eos)
+    input_ids = torch.cat([prompts, tokens], dim=1)
     completion_mask = torch.cat([torch.zeros_like(prompts), cmask], dim=1)
     attention_mask = torch.cat([torch.ones_like(prompts), cmask], dim=1)
-    return Rollout(input_ids, attention_mask, completion_mask, completions, truncated, seconds)
+    return Rollout(input_ids, attention_mask, completion_mask, tokens, truncated, seconds)
 
 
 def sample_groups(model, task: AdditionTask, pairs, *, num_generations: int, max_completion_length: int,
@@ -138,72 +153,79 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
 
     ``cfg`` needs ``batch_prompts``, ``num_generations``, ``max_completion_length``,
     ``temperature``, ``zero_variance`` and ``max_resample_rounds`` (``GRPOConfig`` has them).
-    Returns ``{"stats": …}`` plus, when any group is kept, ``"batch"`` (``input_ids``,
-    ``attention_mask``, ``completion_mask``, ``truncated``, ``rewards`` of shape (B', G)) and
-    ``"pairs"``. Zero-variance groups are decided by ``advantages.zero_variance_groups``.
+    Zero-variance groups are decided by ``advantages.zero_variance_groups``. ``drop`` and
+    ``resample`` never shrink the batch: a group left out of the loss keeps its rows with
+    ``in_loss`` False (so Dr. GRPO's constant stays B·G·L_max, as published); ``resample``
+    first replaces such groups with informative ones from up to ``max_resample_rounds`` fresh
+    draws. Returns ``{"stats": …}`` plus, when at least one group is in the loss, ``"batch"``
+    (``input_ids``, ``attention_mask``, ``completion_mask``, ``truncated`` and ``in_loss`` per
+    row, ``rewards`` of shape (B, G)) and ``"pairs"``.
     """
-    G = cfg.num_generations
+    G, B = cfg.num_generations, cfg.batch_prompts
     gen_seconds, groups_sampled, rounds = 0.0, 0, 0
-    kept_rows, kept_rewards, kept_pairs = [], [], []
+    used, spare = [], []  # (roll, group index, rewards, pair): groups in the loss; degenerate ones left out
     all_rewards, all_truncated, all_lengths, zero_var = [], [], [], []
     while True:
-        pairs = task.sample_pairs(cfg.batch_prompts, generator)
+        pairs = task.sample_pairs(B, generator)
         roll = sample_groups(model, task, pairs, num_generations=G, max_completion_length=cfg.max_completion_length,
                              temperature=cfg.temperature)
         gen_seconds += roll.seconds
         rewards = score_groups(reward_fn, pairs, roll, G)
-        degenerate = zero_variance_groups(rewards)
+        degenerate = zero_variance_groups(rewards).tolist()
         groups_sampled += len(pairs)
         all_rewards.append(rewards)
         all_truncated.append(roll.truncated.view(len(pairs), G).cpu())
         all_lengths.append(roll.completion_mask.sum(-1).view(len(pairs), G).cpu().float())
-        zero_var.append(degenerate)
-        keep = torch.ones_like(degenerate) if cfg.zero_variance == "keep" else ~degenerate
-        for gi in torch.nonzero(keep).flatten().tolist():
-            if len(kept_pairs) < cfg.batch_prompts:
-                kept_pairs.append(pairs[gi])
-                kept_rows.append((roll, gi))
-                kept_rewards.append(rewards[gi])
+        zero_var += degenerate
+        for gi, flat in enumerate(degenerate):
+            group = (roll, gi, rewards[gi], pairs[gi])
+            (spare if flat and cfg.zero_variance != "keep" else used).append(group)
         rounds += 1
-        if cfg.zero_variance != "resample" or len(kept_pairs) >= cfg.batch_prompts or rounds > cfg.max_resample_rounds:
+        if cfg.zero_variance != "resample" or len(used) >= B or rounds > cfg.max_resample_rounds:
             break
+    used = used[:B]
     lengths = torch.cat(all_lengths)
     stats = {
         "reward_mean": float(torch.cat(all_rewards).mean()),
-        "zero_variance_rate": float(torch.cat(zero_var).float().mean()),
+        "zero_variance_rate": sum(zero_var) / len(zero_var),
         "completion_length": float(lengths.mean()),
         "truncated_rate": float(torch.cat(all_truncated).float().mean()),
         "groups_sampled": groups_sampled,
-        "groups_used": len(kept_pairs),
+        "groups_used": len(used),
         "gen_seconds": gen_seconds,
         "generated_tokens": int(lengths.sum()),
     }
-    if not kept_pairs:
+    if not used:
         return {"stats": stats}
+    groups = used + spare[: B - len(used)]
 
     def gather(field):
-        return torch.cat([getattr(roll, field)[gi * G : (gi + 1) * G] for roll, gi in kept_rows])
+        return torch.cat([getattr(roll, field)[gi * G : (gi + 1) * G] for roll, gi, _, _ in groups])
 
+    in_loss = torch.tensor([i < len(used) for i in range(len(groups))]).repeat_interleave(G)
     batch = {
         "input_ids": gather("input_ids"),
         "attention_mask": gather("attention_mask"),
         "completion_mask": gather("completion_mask"),
         "truncated": gather("truncated"),
-        "rewards": torch.stack(kept_rewards),
+        "in_loss": in_loss.to(groups[0][0].input_ids.device),
+        "rewards": torch.stack([r for _, _, r, _ in groups]),
     }
-    return {"stats": stats, "batch": batch, "pairs": kept_pairs}
+    return {"stats": stats, "batch": batch, "pairs": [p for _, _, _, p in groups]}
 
 
 @torch.no_grad()
-def sequence_logprobs(model, batch: dict, *, prompt_length: int, temperature: float = 1.0) -> torch.Tensor:
+def sequence_logprobs(model, batch: dict, *, prompt_length: int, temperature: float = 1.0,
+                      group_size: int = 1) -> torch.Tensor:
     """Per-token log-probs of the batch's completion tokens under ``model``, shape (N, L), no graph.
 
-    The frozen "old" policy's log-probs (for μ > 1 inner epochs) and the reference's (for a KL).
+    The reference's log-probs (for a KL), or a frozen policy's. ``group_size=G`` shares each
+    group's prompt forward (``completion_logprobs``).
     """
     device = next(model.parameters()).device
     with autocast(device):
         logps, _ = completion_logprobs(
             model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
-            temperature=temperature, start=prompt_length, validate=False,
+            temperature=temperature, start=prompt_length, validate=False, group_size=group_size,
         )
     return logps.float()

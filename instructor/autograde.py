@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from instructor import sandbox_kernel
+from instructor import lab_grading, sandbox_kernel
 from instructor.scan import scan_submissions
 from instructor.submission import file_hashes, stage
 
@@ -129,6 +129,14 @@ def ensure_in_gradebook(root: Path, assignment: str, env: dict[str, str]) -> Non
         subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force",
                         f"--CourseDirectory.release_directory={release}"],
                        cwd=root, env=env, check=True, capture_output=True)
+
+
+def in_gradebook(root: Path, assignment: str) -> set[str]:
+    """Students with a submission of ``assignment`` in the gradebook (a deleted gradebook regrades all)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        return {sub.student.id for sub in gb.assignment_submissions(assignment)}
 
 
 def hand_grades(root: Path, assignment: str, student: str) -> dict[tuple[str, str], bool]:
@@ -387,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         env = nbgrader_env(sandbox_tmp, kernel_dir, str(verdict_dir))
         ensure_in_gradebook(root, args.assignment, env)
+        ready = lab_grading.warm(root, args.assignment)  # training checks: SFT baseline once, cached
+        if ready:
+            print(ready, flush=True)
 
         state = load_state(root)
         book = state.setdefault(args.assignment, {"code": "", "students": {}})
@@ -397,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.all or book["code"] != code:
             todo = everyone
         else:
-            todo = [s for s in everyone if s not in records or records[s]["status"] == "FAILED"
+            known = in_gradebook(root, args.assignment)
+            todo = [s for s in everyone if s not in records or records[s]["status"] == "FAILED" or s not in known
                     or records[s].get("hashes") != file_hashes(submitted / s / args.assignment)]
         flags = scan_submissions(root / "solutions", submitted, args.assignment, only=set(todo))
         print(f"autograde {args.assignment}: {len(todo)} of {len(everyone)} students to grade "

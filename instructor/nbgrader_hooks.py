@@ -16,6 +16,10 @@
   check failed, so nbgrader's ``SaveAutoGrades`` writes 0 for that cell into the gradebook, else the
   cell's points). Details per cell go to ``$COURSE_VERDICT_DIR`` for ``make autograde``'s report.
 
+Training cells (``DRIVEN`` in an assignment's checks module, e.g. the lab's): right after such a
+cell's probe, ``SandboxedExecute`` lets instructor/lab_grading.py train the tiny GPT through the same
+kernel, and ``DecideVerdicts`` takes that run's verdict for the cell (its probe must pass too).
+
 ``generate_feedback`` runs ``FeedbackFilter`` last: outputs of the student's own cells that ran after
 a probe are not shown (a function could have stored the hidden inputs and a later cell printed them).
 """
@@ -35,7 +39,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode
 
-from instructor import grading
+from instructor import grading, lab_grading
 
 STATE = "course_grading"  # key in nbconvert's resources shared by the three preprocessors
 
@@ -71,7 +75,8 @@ class InjectProbes(Preprocessor):
                 grade_id = cell.metadata.nbgrader["grade_id"]
                 shown[grade_id] = cell.source
                 cell.source = plans[grade_id].probe_source()
-        resources[STATE] = {"plans": plans, "shown": shown, "not_run": {}}
+        resources[STATE] = {"plans": plans, "shown": shown, "not_run": {}, "decided": {},
+                            "driven": lab_grading.driven_runs(assignment)}
         return nb, resources
 
 
@@ -131,7 +136,34 @@ class SandboxedExecute(Execute):
         timed_out = any(o.get("ename") == "CellTimeoutError" for o in cell.outputs if o.output_type == "error")
         if timed_out and not self._answers_after_interrupt(index):
             self._stop(f"cell {label} ignored the interrupt after the time limit; the kernel was stopped")
+        run = resources[STATE].get("driven", {}).get(label)
+        if run and not timed_out and not self._stop_reason:
+            resources[STATE]["decided"][label] = lab_grading.drive(label, run, self._source_runner(index, label))
+            self.nb.cells[index] = cell  # nbclient's execute_cell stored each exchange's cell at this index
         return cell, self.resources
+
+    def _source_runner(self, index: int, label: str):
+        """``execute(source) -> outputs`` in this kernel, within the notebook's time (training checks)."""
+        def execute(source: str) -> list:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                self._stop(f"the notebook used up its {self.notebook_timeout} s in the training check of {label}")
+                raise TimeoutError("the notebook's time ran out")
+            node = NotebookNode(cell_type="code", source=source, metadata={}, outputs=[], execution_count=None)
+            self.timeout = max(1, min(self._cell_timeout, math.ceil(remaining)))
+            try:
+                self.execute_cell(node, index, store_history=False)
+            except DeadKernelError:
+                self._stop(f"the kernel died in the training check of {label}")
+                raise
+            except CellTimeoutError:
+                self._stop(f"a step of the training check of {label} did not finish in time")
+                raise
+            finally:
+                self.timeout = self._cell_timeout
+            return list(node.outputs)
+
+        return execute
 
     def _answers_after_interrupt(self, index: int) -> bool:
         """After an interrupt, a kernel that runs ``pass`` within the grace period is still usable."""
@@ -173,6 +205,9 @@ class DecideVerdicts(Preprocessor):
             grade_id = cell.metadata.nbgrader["grade_id"]
             verdict = grading.decide(state["plans"][grade_id], list(cell.get("outputs", [])),
                                      state["not_run"].get(index))
+            if grade_id in state.get("driven", {}) and verdict.passed:  # a training cell: its run decides
+                verdict = state["decided"].get(grade_id) or grading.Verdict(
+                    grade_id, False, ["the training check did not run"], verdict.checks + 1, record_ok=False)
             cell.source = state["shown"][grade_id]
             cell.outputs = verdict_outputs(verdict)
             report.append({"grade_id": grade_id, "passed": verdict.passed, "reasons": verdict.reasons,

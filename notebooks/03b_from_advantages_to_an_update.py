@@ -69,8 +69,9 @@ from course_lib.advantages import dr_grpo_advantages, grpo_advantages
 from course_lib.configs import GRPOConfig, get_config
 from course_lib.explore import predict, readout
 from course_lib.grpo import policy_step
-from course_lib.model import build_model, completion_logprobs, completion_masks
+from course_lib.model import build_model, completion_logprobs
 from course_lib.policy_loss import aggregate, clipped_surrogate
+from course_lib.rollout import completion_masks
 from course_lib.task import AdditionTask
 
 torch.set_num_threads(1)  # tiny tensors: one thread is fastest and never fights other jobs
@@ -239,14 +240,12 @@ print(f"prompt {task.prompt_text(*pair)!r}; answers {answers} (+<eos>); rewards 
 print("input_ids (prompt | completion, padded):\n", input_ids)
 
 # %% [markdown]
-# **Step 1: log-probs.** `completion_logprobs` scores every completion token by the position before it.
-# We keep the completion positions only; padding gets mask 0.
+# **Step 1: log-probs.** `completion_logprobs` scores every token by the position before it; with
+# `start=prompt_length` it scores only the completion positions. Padding gets mask 0.
 
 # %%
-positions = slice(prompt_length - 1, None)
-logps, token_mask_4 = completion_logprobs(model, input_ids, attention_mask, completion_mask)
-logps, token_mask_4 = logps[:, positions], token_mask_4[:, positions]
-print("log π_θ per token:\n", logps.detach().numpy().round(3))
+logps, token_mask_4 = completion_logprobs(model, input_ids, attention_mask, completion_mask, start=prompt_length)
+print("log π_θ per token:\n", logps.detach().numpy().round(3) + 0.0)
 print("mask:\n", token_mask_4.numpy())
 
 # %% [markdown]
@@ -288,7 +287,7 @@ print(f"parameter change: {change.numel():,} numbers, largest |Δθ| {change.abs
 
 # %%
 with torch.no_grad():
-    new_logps = completion_logprobs(model, input_ids, attention_mask, completion_mask)[0][:, positions]
+    new_logps = completion_logprobs(model, input_ids, attention_mask, completion_mask, start=prompt_length)[0]
 sequence_before = (old_logps * token_mask_4).sum(-1)
 sequence_after = (new_logps * token_mask_4).sum(-1)
 for text, r, b, a in zip(answers, group[0].tolist(), sequence_before.tolist(), sequence_after.tolist(), strict=True):
@@ -310,8 +309,9 @@ batch = {"input_ids": input_ids, "attention_mask": attention_mask, "completion_m
 stats = policy_step(twin, None, trainer_optimizer, batch, grpo_config, prompt_length=prompt_length,
                     max_grad_norm=run_config.max_grad_norm)
 trainer_gap = max(float((p - q).detach().abs().max()) for p, q in zip(model.parameters(), twin.parameters(), strict=True))
-print(f"trainer loss {stats['loss']:+.4f} (ours {loss.item():+.4f}); largest parameter difference {trainer_gap:.1e}")
-assert trainer_gap < 1e-6 and abs(stats["loss"] - loss.item()) < 1e-6
+trainer_loss = float(stats["loss"])
+print(f"trainer loss {trainer_loss:+.4f} (ours {loss.item():+.4f}); largest parameter difference {trainer_gap:.1e}")
+assert trainer_gap < 1e-6 and abs(trainer_loss - loss.item()) < 1e-6
 
 # %% [markdown]
 # **A second pass (μ = 2).** Had the trainer made a second inner epoch on the same batch, the ratios

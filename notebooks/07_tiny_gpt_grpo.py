@@ -145,8 +145,8 @@ else:
 # %% [markdown]
 # ## 3. GRPO, live
 #
-# B prompts × G completions per step, β = 0 (no reference model kept, as in DAPO), μ = 1 inner
-# epoch, and the published GRPO objective: each completion's per-token terms are averaged over its
+# B prompts × G completions per step, β = 0 (no KL term in the objective, as in DAPO; a frozen copy of the SFT policy is kept only
+# to measure the KL the dashboard shows), μ = 1 inner epoch, and the published GRPO objective: each completion's per-token terms are averaged over its
 # own tokens, then over completions (`unit="sequence_mean"`). Before training, the run prints its
 # passport: the choices a report must disclose for anyone to interpret the result.
 #
@@ -154,7 +154,7 @@ else:
 # scored alike) rise or fall? Why?
 
 # %%
-print(format_passport(passport(cfg, "grpo")))
+print(format_passport(passport(cfg, "grpo", reference=True)))
 
 
 def rl_run(trainer="grpo", **overrides):
@@ -192,7 +192,9 @@ print(f"zero-variance rate: {sum(zv[:k]) / k:.2f} over the first {k} steps, {sum
 # The **zero-variance rate** is the share of groups where all G answers scored the same: those
 # groups have zero advantage and teach nothing. For a prompt the policy solves with probability p,
 # that happens with probability p^G + (1 − p)^G, which grows as p approaches 1: the printed line
-# above says what it did in this run. **Entropy** falls as the policy sharpens. **Clip** stays at 0:
+# above says what it did in this run. **Entropy** falls as the policy sharpens. **KL** to the SFT reference
+# starts at 0 (the policy *is* the reference) and moves away from it: at β = 0 nothing pulls it
+# back ([The KL term](02b_the_kl_term.ipynb) sweeps β). **Clip** stays at 0:
 # with μ = 1 the ratio π_θ/π_old is exactly 1 on the only pass, so PPO's clip never acts.
 #
 # ## 4. What AdamW cancels: a constant advantage scale

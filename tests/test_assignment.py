@@ -78,22 +78,25 @@ def _with_code(nb, grade_id: str, prefix: str = "", replace: str | None = None):
     raise KeyError(grade_id)
 
 
-# Answer-less Q1: constant functions and answers (the lecture's visible numbers).
+# Answer-less Q1: a table of the visible tests' inputs and outputs (passes nbgrader validate), and the
+# lecture's visible numbers as answers; the written answer is filled in so validate has nothing to say.
 DUMMY_Q1 = '''
 def bt_probability(gap):
-    return 0.7310585786300049
+    return {0.0: 0.5, 1.0: 0.7310585786300049, 2.0: 0.8807970779778823}.get(gap, 0.5)
 
 def win_rate_to_gap(p):
     if not 0 < p < 1:
         raise ValueError("p")
-    return 1.0986122886681098
-
+    return {0.75: 1.0986122886681098, 0.5: 0.0}.get(p, 1.0)
+'''
+DUMMY_LOSS = '''
 def reward_model_loss(r_chosen, r_rejected):
     if len(r_chosen) != len(r_rejected) or not len(r_chosen):
         raise ValueError("lengths")
-    return 0.6931471805599453
+    return {1: 0.6931471805599453, 2: 0.22009484930890016}.get(len(r_chosen), 0.5)
 '''
-DUMMY_ANSWERS = "gap_90, gap_60, batch_loss = 2.1972245773362196, 0.4054651081081644, 0.42\n"
+DUMMY_ANSWERS = "gap_90, gap_60, batch_loss = 2.1972245773362196, 0.4, 0.42\n"
+
 
 SHADOWING = {
     # rebinding names a comparison in the kernel would use
@@ -151,8 +154,9 @@ def win_rate_to_gap(p):
 '''
 
 SEARCH = '''
-import json, os
-_found = {{"solutions": [], "hidden": [], "gradebook": [], "config": [], "read": []}}
+import json, os, time
+_found = {{"solutions": [], "hidden": [], "gradebook": [], "config": [], "read": [], "files": 0, "done": False}}
+_stop = time.monotonic() + {budget}
 def _has(path, marker):
     try:
         with open(path, "rb") as f:
@@ -160,6 +164,9 @@ def _has(path, marker):
     except OSError:
         return False
 for _dir, _subdirs, _files in os.walk("/"):
+    if time.monotonic() > _stop:
+        break
+    _found["files"] += len(_files)
     if _dir.startswith(("/proc", "/dev", "/sys")):
         _subdirs[:] = []
         continue
@@ -173,6 +180,8 @@ for _dir, _subdirs, _files in os.walk("/"):
             _found["config"].append(_path)
         if _name.endswith(".ipynb") and _has(_path, b"q1_test_probability"):
             _found["hidden"].append(_path)
+else:
+    _found["done"] = True
 for _path in {targets!r}:
     try:
         open(_path).read()
@@ -196,6 +205,8 @@ def _make_submissions(course: Path, elsewhere: Path) -> dict[str, list[str]]:
 
     def dummy_q1(prefix: str):
         nb = _with_code(_read(rel[Q1]), "q1_functions", replace=prefix + DUMMY_Q1)
+        nb = _with_code(nb, "q1_loss_function", replace=DUMMY_LOSS)
+        nb = _with_code(nb, "q1_unit_answer", replace="Only differences of scores matter.")
         return _with_code(nb, "q1_answers", replace=DUMMY_ANSWERS)
 
     # honest, graded after a submission that duplicates, deletes, renames and corrupts cells
@@ -241,7 +252,7 @@ def _make_submissions(course: Path, elsewhere: Path) -> dict[str, list[str]]:
     # searches the whole filesystem (and two known places) for solutions, hidden tests, the gradebook
     targets = [str(ROOT / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"), str(elsewhere / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
                str(course / "gradebook.db"), str(ROOT / "instructor" / "checks" / "module14.py")]
-    put("x_search", Q1, dummy_q1(SEARCH.format(targets=targets)))
+    put("x_search", Q1, dummy_q1(SEARCH.format(targets=targets, budget=TIMEOUT - 4)))
     # robustness, one student: an interruptible loop (Q1), os._exit (Q2), a loop that swallows
     # interrupts (Q3), a notebook that is not JSON (Q4), and a correct Q5
     solution = lambda n: _read(course / "solutions" / ASSIGNMENT / f"{n}.ipynb")  # noqa: E731
@@ -290,7 +301,7 @@ def graded(request):
     for name, seconds in timings.items():
         _say(request, f"assignment pipeline: {name} {seconds:.1f} s ({len(students)} students)")
     yield {
-        "course": course, "students": students, "auto": auto, "feedback": fb, "report": report,
+        "course": course, "elsewhere": elsewhere, "students": students, "auto": auto, "feedback": fb, "report": report,
         "grades": {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())},
     }
     shutil.rmtree(course, ignore_errors=True)
@@ -483,12 +494,39 @@ def test_tampering_is_flagged_for_review(graded):
         assert graded["grades"][student]["status"] == "review"
 
 
-def test_sandbox_hides_the_course_everywhere(graded):
+def _search_result(printed: str) -> dict:
+    return json.loads(printed.split("SEARCH ", 1)[1].splitlines()[0])
+
+
+def test_sandbox_hides_the_course_from_a_submission(graded):
+    """The submission read known places and walked what it could in its cell's time limit."""
     nb = _read(graded["course"] / "autograded" / "x_search" / ASSIGNMENT / f"{Q1}.ipynb")
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_functions")
     printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
-    found = json.loads(printed.split("SEARCH ", 1)[1].splitlines()[0])
-    assert found == {"solutions": [], "hidden": [], "gradebook": [], "config": [], "read": []}, found
+    assert "SEARCH" in printed, cell.outputs
+    found = _search_result(printed)
+    assert not any(v for k, v in found.items() if k not in ("done", "files")), found
+
+
+def test_sandbox_walk_of_the_whole_filesystem_finds_no_course(graded, tmp_path):
+    """The same sandbox as the kernel's, without a time limit: every file it can see, checked."""
+    from instructor import sandbox_kernel
+
+    course, elsewhere = graded["course"], graded["elsewhere"]
+    workdir = sandbox_kernel.make_workdir(str(tmp_path))
+    code = SEARCH.format(targets=[str(course / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
+                                  str(elsewhere / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
+                                  str(course / "gradebook.db")], budget=10_000)
+    out = subprocess.run(sandbox_kernel.bwrap_command(workdir, [sys.executable, "-c", code]),
+                         env=sandbox_kernel.sandbox_env(), capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = _search_result(out.stdout)
+    assert found["done"] and found["files"] > 1000, found  # it did look at the Python environment
+    assert not any(v for k, v in found.items() if k not in ("done", "files")), found
+    # and outside the sandbox, the same walk does find the copies (the test can fail)
+    bare = subprocess.run([sys.executable, "-c", code.replace('os.walk("/")', f'os.walk({str(elsewhere)!r})')],
+                          capture_output=True, text=True, timeout=300)
+    assert _search_result(bare.stdout)["solutions"] == [str(elsewhere)]
 
 
 def test_feedback_never_shows_hidden_inputs_or_probes(graded):
@@ -498,7 +536,7 @@ def test_feedback_never_shows_hidden_inputs_or_probes(graded):
     assert len(pages) >= 2 * len(NOTEBOOKS)
     for page in pages:
         text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
-        assert "Grading probe" not in text and "NAMESPACE" not in text and "nonce" not in text
+        assert "Grading probe" not in text and "_course_probe(" not in text, page  # no probe source
     spied = _read(course / "autograded" / "x_spy" / ASSIGNMENT / f"{Q1}.ipynb")
     printed = "".join(o.get("text", "") for c in spied.cells if c.cell_type == "code" for o in c.outputs
                       if o.output_type == "stream")
@@ -535,8 +573,9 @@ def _serve(config: str, tmp: Path):
 
 
 def _get(url: str) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"Authorization": "token t"})
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, ""
@@ -546,16 +585,22 @@ def _get(url: str) -> tuple[int, str]:
 def test_students_lab_has_no_instructor_tools_and_formgrader_logs_no_critical(tmp_path, config, instructor_tools):
     proc, base = _serve(config, tmp_path)
     try:
-        status, page = _get(f"{base}/lab?token=t")
+        status, page = _get(f"{base}/lab")
         assert status == 200
         data = json.loads(re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S).group(1))
-        disabled = {k for k, v in data.get("disabledExtensions", {}).items() if v} | set(data.get("disabledExtensions", []) if isinstance(data.get("disabledExtensions"), list) else [])
+        listed = data.get("disabledExtensions", [])  # a list in the page, a dict in page_config.json
+        disabled = {k for k, v in listed.items() if v} if isinstance(listed, dict) else set(listed)
         for plugin in ("formgrader", "create-assignment"):
             assert (f"@jupyter/nbgrader:{plugin}" in disabled) != instructor_tools, disabled
         assert "@jupyter/nbgrader:validate-assignment" not in disabled
-        assert (_get(f"{base}/formgrader?token=t")[0] == 200) == instructor_tools
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        status, page = _get(f"{base}/formgrader")
+        assert (status == 200 and "formgrader" in page.lower()) == instructor_tools, status
+    finally:  # the shutdown API: a SIGTERM is logged as CRITICAL ("received signal 15")
+        urllib.request.urlopen(urllib.request.Request(f"{base}/api/shutdown", method="POST",
+                                                      headers={"Authorization": "token t"}), timeout=60)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
     log = (tmp_path / f"{config}.log").read_text()
     assert "CRITICAL" not in log and "Unwritable directory" not in log, log[-3000:]

@@ -40,6 +40,7 @@ LECTURE = [
     "03b_from_advantages_to_an_update",
     "04_baseline_bias_enumeration",
     "05_memory_and_rollout_budgets",
+    "09_the_passport",
 ]
 PAIRED = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) or LECTURE
 MARK = "@@NAMESPACE@@"
@@ -183,6 +184,8 @@ NAMESPACE = {
                                       "[(w.description, w.style.description_width) for w in "
                                       "(size_slider, length_slider, throughput_slider, mfu_slider)]",
                                       "[setattr(coupled, 'value', True), budget_text.value][1]"],
+    "09_the_passport": ["per_completion", "per_token", "constant", "easy_share", "recipe_1", "recipe_2",
+                        "same_policy", "course_unit"],
 }
 SHOWN = {
     "00_start_here": ["0.731", "0.6118", "0.0577", "269.2 GiB"],
@@ -203,6 +206,8 @@ SHOWN = {
                                       "PPO 269.2 GiB   DPO 134.6 GiB   ratio 2.00", "critic = 44%",
                                       "rollout tokens 8,192,000", "4890.2 s = 81.5 min",
                                       "2.076444 min", "ratio 39.2511"],
+    "09_the_passport": ["per completion (sequence_mean) = 1.00   per token (token_mean) = 0.50",
+                        "identical policies: True", "averaging unit: token_mean"],
 }
 
 
@@ -426,10 +431,24 @@ def check_05(ns, shown, widgets):
     assert "(scaled with model size)" in ns["[setattr(coupled, 'value', True), budget_text.value][1]"]
 
 
+def check_09(ns, shown, widgets):
+    assert ns["per_completion"] == 1.0 and ns["per_token"] == 0.5 and ns["constant"] == 0.25
+    assert math.isclose(ns["easy_share"], 0.97**16 + 0.03**16, rel_tol=1e-12)
+    text = (NOTEBOOKS / "09_the_passport.py").read_text(encoding="utf-8")
+    # the check-yourself answer quotes the computed share and the resampling cost
+    assert f"About {ns['easy_share']:.0%} of groups" in text
+    assert f"about {1 - ns['easy_share']:.0%} of the batch" in text
+    assert f"about {1 / (1 - ns['easy_share']):.1f}× the generation" in text
+    assert ns["same_policy"] is True
+    assert all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(ns["recipe_1"], ns["recipe_2"], strict=True))
+    assert ns["course_unit"] == "token_mean", "the course's GRPO default unit changed: update section 6"
+    assert "8 of 8 fields match" not in widgets and "0 of 8 fields match" in widgets
+
+
 CHECKS = {"00_start_here": check_00, "01_bradley_terry": check_01, "02_dpo_margins": check_02,
           "03_group_baselines": check_03, "03b_from_advantages_to_an_update": check_03b,
           "04_baseline_bias_enumeration": check_04,
-          "05_memory_and_rollout_budgets": check_05}
+          "05_memory_and_rollout_budgets": check_05, "09_the_passport": check_09}
 
 
 @pytest.fixture(scope="module")

@@ -41,3 +41,23 @@ def test_readme_gives_the_two_setup_commands(command):
 
 def test_ci_calls_the_readme_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_install_route_installs_the_same_extras():
+    """The optional extras (dev, trl) reach CI through the Makefile and conda users through
+    environment.yml; a new extra missing from either would skip its tests silently."""
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    assert {"dev", "trl"} <= extras
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_section = next(e["pip"] for e in env["dependencies"] if isinstance(e, dict) and "pip" in e)
+    wanted = "-e .[" + ",".join(sorted(extras)) + "]"
+    assert wanted in pip_section, f"environment.yml must pip-install {wanted!r}; has {pip_section}"
+    make = (ROOT / "Makefile").read_text()
+    assert f'-e ".[{",".join(sorted(extras))}]"' in make, "the Makefile's venv step must install every extra"
+
+
+def test_trl_extra_is_pinned_and_keeps_the_torch_pin():
+    extra = dict(_split(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["trl"])
+    assert set(extra) == {"trl", "accelerate"} and all(v.startswith("==") for v in extra.values())
+    # installing the extra must not let pip replace the CPU torch wheel: the pin rides along
+    assert '-e ".[dev,trl]" "$(TORCH_PIN)"' in (ROOT / "Makefile").read_text()

@@ -429,3 +429,55 @@ def test_checker_rewards_are_batched_on_lists(task):
     if importlib.util.find_spec("course_lib.reward_model") is None:  # until the reward-model module exists
         with pytest.raises(ValueError, match="course_lib.reward_model"):
             resolve_reward("rm:/nowhere", task)
+
+
+def test_sharing_each_prompt_across_its_group_changes_nothing_but_the_work(task, model):
+    """group_size=G runs each prompt once and shares its keys/values: same log-probs, same gradients."""
+    batch = _grpo_batch(task, model, torch.zeros(3, 4))
+    args = (batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    out = {}
+    for group in (1, 4):
+        model.zero_grad()
+        lp, mask, ent = completion_logprobs(model, *args, start=task.prompt_length, group_size=group, with_entropy=True)
+        lp.sum().backward()
+        out[group] = (lp.detach(), ent, [p.grad.clone() for p in model.parameters()])
+    assert torch.allclose(out[1][0], out[4][0], atol=1e-5) and torch.allclose(out[1][1], out[4][1], atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(out[1][2], out[4][2]))
+    shuffled = batch["input_ids"][[0, 4, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11]]
+    with pytest.raises(ValueError, match="must share their first"):
+        completion_logprobs(model, shuffled, *args[1:], start=task.prompt_length, group_size=4)
+
+
+def test_generation_respects_the_minimum_length_and_never_samples_pad_or_bos(task, model):
+    torch.manual_seed(0)
+    roll = generate(model, task.encode_prompts(task.heldout_pairs[:8]), task.tokenizer, max_completion_length=6,
+                    num_generations=4, min_completion_length=3)
+    tok = task.tokenizer
+    assert not bool((roll.completions[:, :3] == tok.eos_token_id).any())
+    assert not bool((roll.completions == tok.bos_token_id).any())
+    ended = ~roll.truncated
+    assert bool((roll.completion_mask.sum(-1)[ended] >= 4).all())
+    assert torch.equal(roll.input_ids[:, : task.prompt_length], task.encode_prompts(task.heldout_pairs[:8]).repeat_interleave(4, 0))
+
+
+def test_dropped_groups_keep_their_rows_so_the_constant_stays_published(task, model):
+    """zero_variance='drop': a zero-variance group leaves the loss but not the batch; the constant unit
+    divides by B·G·L_max (issue: never by the rows left)."""
+    def reward(pairs, completions):  # first group informative, the others all zero
+        return torch.tensor([float(i % 4 < 2) if i < 4 else 0.0 for i in range(len(pairs))])
+
+    cfg = GRPOConfig(batch_prompts=3, num_generations=4, max_completion_length=5, zero_variance="drop", unit="constant")
+    torch.manual_seed(0)
+    out = collect_rollouts(model, task, cfg, torch.Generator().manual_seed(0), reward)
+    batch = out["batch"]
+    assert batch["rewards"].shape == (3, 4) and out["stats"]["groups_used"] == 1
+    assert batch["in_loss"].tolist() == [True] * 4 + [False] * 8
+    opt = _NoStep(model.parameters(), lr=0.0)
+    step = policy_step(model, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
+    lp, mask = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
+                                   start=task.prompt_length)
+    from course_lib.grpo import compute_advantages
+
+    adv = compute_advantages(batch["rewards"], "grpo").flatten()
+    expected = -(adv[:4, None] * mask[:4]).sum() / (3 * 4 * 5)  # ratio 1 at μ = 1
+    assert float(step["loss"]) == pytest.approx(float(expected), abs=1e-6)

@@ -8,6 +8,7 @@ must show its exploit (proxy reward above strict accuracy by a margin).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -129,6 +130,21 @@ def test_08_reward_hacking_shows_the_exploit(matplotlib_ready):
     assert f"{start['accuracy']:.1%} → {strict['accuracy']:.1%}" in text
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed: pip install -e '.[trl]'")
+def test_10_graduating_to_trl_runs(matplotlib_ready):
+    ns, shown = execute("10_graduating_to_trl", ["baseline", "course", "trl", "dpo_results", "ratio", "chat_rewards",
+                                                 "bridged"], FAST)
+    assert_clean("10", shown)
+    assert ns["ratio"] == pytest.approx((7 / 8) ** 0.5, rel=1e-3)  # TRL's ddof=1 + 1e-4 over the population std
+    for run in (ns["course"], ns["trl"]):
+        assert 0 <= run["final"] <= 1 and run["step_s"] > 0 and len(run["reward"]) == 3
+        assert run["curve"][0] == [0, ns["baseline"]["accuracy"]]  # both curves start at the same SFT policy
+    assert set(ns["dpo_results"]) == {"course_lib", "TRL DPOTrainer"}
+    assert len(ns["chat_rewards"]) == 2 and all(0 <= r <= 1 for r in ns["chat_rewards"])
+    assert any("no exact TRL equivalent" in text for _, text in shown)
+
+
 KL_NAMES = ["pi_ref", "reward", "beta", "pi_star", "J_star", "perturbation_gap", "reward_recovery_error",
             "bt_cancel_error", "dpo_fit_error", "uncovered_error", "mode_seeking", "mode_covering", "target_sd",
             "true_kl", "value_rows", "gradient_checks", "dynamics", "pi_forward", "grpo_kl_amplification",
@@ -183,6 +199,36 @@ def _check_kl_exact_sections(ns, shown):
 
 @pytest.mark.slow
 def test_02b_the_kl_term(matplotlib_ready):
-    ns, shown = execute("02b_the_kl_term", KL_NAMES, FAST)
+    ns, shown = execute("02b_the_kl_term", [*KL_NAMES, "sweep", "baseline"], FAST)
     assert_clean("02b", shown)
     _check_kl_exact_sections(ns, shown)
+    # the β sweep: every placement and β trained and measured with the same held-out KL
+    sweep = ns["sweep"]
+    assert [(r["placement"], r["beta"]) for r in sweep] == [
+        ("none", 0.0), ("loss", 0.01), ("loss", 0.04), ("loss", 0.2),
+        ("reward", 0.01), ("reward", 0.04), ("reward", 0.2)]
+    assert {r["estimator"] for r in sweep if r["placement"] == "loss"} == {"k3"}
+    assert {r["estimator"] for r in sweep if r["placement"] == "reward"} == {"k1"}
+    for r in sweep:
+        assert 0 <= r["accuracy"] <= 1 and r["kl"] >= 0 and r["kl_se"] >= 0 and r["n"] > 0
+        if r["beta"] > 0:
+            assert r["kl_curve"], "the trainer logs the KL to the reference whenever one exists"
+    assert 0 <= ns["baseline"]["accuracy"] <= 1
+
+
+@pytest.mark.slow
+def test_08b_the_rlhf_route_runs(matplotlib_ready):
+    ns, shown = execute("08b_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share"], FAST)
+    assert_clean("08b", shown)
+    m = ns["m"]
+    assert 0.5 < m["noise_ceiling"] <= 1 and 0 <= m["heldout_accuracy"] <= 1
+    assert m["of_ceiling"] == pytest.approx(m["heldout_accuracy"] / m["noise_ceiling"])
+    # best-of-N: the proxy of the kept answer never decreases with N (it is a maximum over more samples)
+    proxies = [row["proxy"] for row in ns["bon"]]
+    assert all(b >= a - 1e-6 for a, b in zip(proxies, proxies[1:]))
+    assert {s["beta"] for s in ns["summary"]} == {0.0, 0.05}
+    assert set(ns["runs"]) == {"GRPO", "RLOO", "PPO"} and all(0 <= r["accuracy"] <= 1 for r in ns["runs"].values())
+    assert ns["memory"]["critic"]["total"] >= 4 * ns["memory"]["critic"]["weights"]  # weights, grads, two Adam moments
+    assert ns["adv_hand"] == pytest.approx([0.77025, 0.495, 0.1], abs=1e-6)  # δ = 0.3, 0.4, 0.1; γ = 1, λ = 0.95
+    assert ns["measured_share"] == pytest.approx(0.40, abs=0.01)
+    assert any("gold peaks at N=" in text for _, text in shown)

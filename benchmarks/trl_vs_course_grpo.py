@@ -1,0 +1,109 @@
+"""Our GRPO step against TRL's GRPOTrainer on the same recipe, side by side (issue 16/17).
+
+Same SFT start (one course SFT run per seed, copied into both), same model, tokenizer, prompt
+sampler and strict checker; B = 32 prompts × G = 8, L_max = 6, μ = 1, β = 0, lr 3e-4,
+token-mean loss (TRL ``loss_type="dapo"``), one thread. TRL runs twice: gradient checkpointing
+off (the bridge's default) and on (TRL's own default). Prints, per seed and as medians over
+seeds: held-out exact match before and after, the median seconds per step, and RL seconds.
+
+The known formula difference is reported, not hidden: TRL's ``scale_rewards="group"`` divides by
+the sample std + 1e-4, the course trainer by the population std (see course_lib.trl_bridge).
+
+    python benchmarks/trl_vs_course_grpo.py [--seeds 0 1 2] [--steps 300] [--threads 1]
+
+Skips (exit 0, with the reason) when TRL is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from course_lib import trl_bridge
+from course_lib.configs import get_config
+from course_lib.evaluation import evaluate
+from course_lib.grpo import train_grpo
+from course_lib.pipeline import rl_generator, sft_policy
+from course_lib.runtime import MetricsLog
+
+
+def course_run(model, task, cfg, seed: int, threads: int) -> dict:
+    log = MetricsLog()
+    g = dataclasses.replace(cfg.grpo, eval_every=10**9)  # evaluated once, after the run, as TRL's
+    out = train_grpo(model, task, g, generator=rl_generator(seed), log=log, max_grad_norm=cfg.max_grad_norm,
+                     show_progress=False, eval_fn=lambda m: {"accuracy": float("nan")}, threads=threads)
+    step_seconds = [r["update_seconds"] + r["gen_seconds"] + r["other_seconds"] for r in log.rows]
+    return {"seconds": out["rl_seconds"], "step": statistics.median(step_seconds)}
+
+
+def trl_run(model, task, cfg, seed: int, checkpointing: bool, out_dir: str) -> dict:
+    rl_generator(seed)  # the same torch seed for sampling as the course's RL stage
+    trainer, _ = trl_bridge.make_trainer("grpo", model, task, cfg, seed=seed + 1, output_dir=out_dir,
+                                         checkpointing=checkpointing)
+    trainer.train()
+    steps = [r["step_time"] for r in trainer.state.log_history if "step_time" in r]
+    return {"seconds": sum(steps), "step": statistics.median(steps)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default="runs/bench_trl")
+    args = parser.parse_args()
+    if not trl_bridge.trl_available():
+        print(f"skipped: {trl_bridge.INSTALL_HINT}")
+        return
+    trl_bridge.quiet()
+    torch.set_num_threads(args.threads)
+    cfg = get_config("cpu")
+    cfg.grpo.steps = args.steps
+    L = cfg.grpo.max_completion_length
+
+    def acc(m):
+        return evaluate(m, task, max_completion_length=L)["accuracy"]
+
+    runs = {"course": [], "trl": [], "trl_checkpointing": []}
+    for seed in args.seeds:
+        task, sft, _ = sft_policy(cfg, seed=seed, device="cpu", show_progress=False, threads=args.threads)
+        base = acc(sft)
+        line = [f"seed {seed}: SFT {base:.3f}"]
+        for name in runs:
+            model = copy.deepcopy(sft)
+            t0 = time.perf_counter()
+            if name == "course":
+                r = course_run(model, task, cfg, seed, args.threads)
+            else:
+                r = trl_run(model, task, cfg, seed, name == "trl_checkpointing", f"{args.out}/{name}_s{seed}")
+            torch.set_num_threads(args.threads)
+            r.update(wall=time.perf_counter() - t0, baseline=base, final=acc(model))
+            runs[name].append(r)
+            line.append(f"{name} {r['final']:.3f} ({r['step']:.3f} s/step, {r['seconds']:.0f} s)")
+        print("; ".join(line), flush=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "results.json").write_text(json.dumps({"args": vars(args), "runs": runs}, indent=2))
+    med = statistics.median
+    print(f"\nmedians over seeds {args.seeds}, {args.steps} steps, {args.threads} thread(s), this machine "
+          f"(shared: seconds are noisy):")
+    print("| trainer | held-out before → after | lift (points) | s/step | RL seconds |")
+    print("|---|---|---|---|---|")
+    labels = {"course": "course_lib `train_grpo`", "trl": "TRL `GRPOTrainer` (bridge)",
+              "trl_checkpointing": "TRL `GRPOTrainer`, gradient checkpointing on"}
+    for name, rows in runs.items():
+        lift = med(100 * (r["final"] - r["baseline"]) for r in rows)
+        print(f"| {labels[name]} | {100 * med(r['baseline'] for r in rows):.1f}% → {100 * med(r['final'] for r in rows):.1f}% "
+              f"| {lift:+.1f} | {med(r['step'] for r in rows):.3f} | {med(r['seconds'] for r in rows):.0f} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,556 @@
+"""The coding lab's training check: the tiny GPT trained with a student's own loss functions.
+
+The lab (``exercises/lab14``) asks for the pieces of a training loop: masked completion
+log-probs, the DPO loss on a batch, group advantages, and the clipped, aggregated policy loss.
+This module trains the tiny GPT *with those functions* — a short DPO run and a short GRPO run,
+each from the same SFT policy — and judges each run on two things:
+
+1. **the run computed the objective it was configured with**: at every step the student's loss
+   and its gradient with respect to the logits (and, for GRPO, the advantages) agree with the
+   same quantities computed by ``course_lib``'s own functions on the very same logits;
+2. **the run helped**: greedy held-out exact-match accuracy rose by at least ``min_gain``.
+
+Why both. A sign flip makes accuracy fall, but on this task *every* averaging unit trains (the
+answers are 3–4 tokens long), and a log-prob that forgets the mask can still train through a
+correctly masked average; accuracy alone would pass such runs. The run is only the student's
+if it optimised what the configuration names — so a wrong unit or a missing mask fails (1),
+and an objective that is right on paper but does not train fails (2).
+
+Trust boundary. The model, the data, sampling, rewards, held-out evaluation and both verdicts
+live in the caller's process. The student's functions are reached through one narrow door,
+``remote(op, payload) -> dict``, that carries plain data only: numbers, strings and arrays
+encoded as base64 float32/int64 with their shape (``pack``/``unpack``). What comes back is
+checked (keys, dtypes, shapes, finiteness) before it is used; nothing the student wrote is
+ever called here. ``KERNEL_ADAPTER`` is the code that runs on the student's side of the door
+(in their kernel at grading time, or beside their functions for a self-check); it calls the
+four lab functions by name.
+
+Simplifications, said out loud:
+- One fixed setting (``LabConfig``): 2-digit addition with the flawed teacher of
+  ``course_lib.task``, the ``cpu`` model, a short SFT baseline that is trained once and cached.
+- The SFT baseline is trained here with a plain token-mean NLL; the DPO pairs are sampled once
+  from it (one accepted and one rejected answer per prompt) with reference log-probs cached.
+- GRPO: synchronous, strict checker, zero-variance groups kept with zero advantage, no KL
+  term (β = 0), μ = 2 inner epochs so that the ratio and the clip are exercised.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from course_lib.advantages import dr_grpo_advantages, grpo_advantages
+from course_lib.model import (
+    NEVER_LOGIT,
+    ModelConfig,
+    build_model,
+    completion_logprobs,
+    generate,
+    position_ids,
+)
+from course_lib.policy_loss import aggregate, clipped_surrogate
+from course_lib.preference import dpo_terms
+from course_lib.task import AdditionTask, TaskConfig
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    seed: int = 0
+    threads: int = 1
+    # the SFT baseline (trained once, cached)
+    sft_steps: int = 600
+    sft_batch_size: int = 64
+    sft_learning_rate: float = 1e-3
+    max_completion_length: int = 6
+    # DPO on offline pairs
+    dpo_pair_prompts: int = 1024
+    dpo_samples_per_prompt: int = 8
+    dpo_steps: int = 30
+    dpo_batch_pairs: int = 32
+    dpo_learning_rate: float = 3e-4
+    dpo_beta: float = 1.0
+    # GRPO, online
+    grpo_steps: int = 16
+    grpo_batch_prompts: int = 16
+    grpo_num_generations: int = 8
+    grpo_learning_rate: float = 3e-4
+    grpo_num_iterations: int = 2
+    grpo_epsilon: float = 0.2
+    grpo_epsilon_high: float = 0.28
+    grpo_unit: str = "token_mean"
+    grpo_scale: str = "group"
+    # verdicts
+    min_gain: float = 0.05  # held-out accuracy must rise by at least this much
+    rtol: float = 1e-3  # relative agreement of loss and gradient with course_lib's
+    max_grad_norm: float = 1.0
+
+
+OPS = ("dpo", "grpo")
+
+
+# ---- plain data across the trust boundary ----------------------------------------------------
+_DTYPES = {"float32": np.float32, "int64": np.int64}
+
+
+def pack(t) -> dict:
+    """An array as plain data: ``{"dtype", "shape", "b64"}`` (float32 or int64, C order)."""
+    a = torch.as_tensor(t).detach().cpu()
+    kind = "float32" if a.is_floating_point() else "int64"
+    a = a.to(torch.float32 if kind == "float32" else torch.int64).contiguous().numpy()
+    return {"dtype": kind, "shape": list(a.shape), "b64": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def unpack(obj, name: str, *, shape: tuple | None = None, dtype: str = "float32") -> torch.Tensor:
+    """Decode ``pack``'s output, refusing anything else (ValueError naming ``name``)."""
+    if not isinstance(obj, dict) or set(obj) != {"dtype", "shape", "b64"}:
+        raise ValueError(f"{name} must be a packed array {{dtype, shape, b64}}")
+    if type(obj["dtype"]) is not str or obj["dtype"] != dtype:
+        raise ValueError(f"{name} must have dtype {dtype}; got {obj['dtype']!r}")
+    dims = obj["shape"]
+    if type(dims) is not list or not all(type(d) is int and d >= 0 for d in dims):
+        raise ValueError(f"{name} has a malformed shape")
+    if shape is not None and tuple(dims) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}; got {tuple(dims)}")
+    if type(obj["b64"]) is not str:
+        raise ValueError(f"{name} must carry base64 text")
+    raw = base64.b64decode(obj["b64"].encode("ascii"), validate=True)
+    item = np.dtype(_DTYPES[dtype]).itemsize
+    if len(raw) != item * math.prod(dims):
+        raise ValueError(f"{name}: {len(raw)} bytes do not fill shape {tuple(dims)}")
+    arr = np.frombuffer(raw, dtype=_DTYPES[dtype]).reshape(dims).copy()
+    out = torch.from_numpy(arr)
+    if dtype == "float32" and not bool(torch.isfinite(out).all()):
+        raise ValueError(f"{name} contains NaN or inf")
+    return out
+
+
+def plain_float(value, name: str) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number; got {type(value).__name__}")
+    return float(value)
+
+
+# The code on the student's side of the door. It reads a JSON request, calls the lab functions by
+# name, differentiates the loss with respect to the logits and answers with JSON. Self-contained.
+KERNEL_ADAPTER = r'''
+def _lab_call(_request_json):
+    import base64 as _b64
+    import json as _json
+
+    import numpy as _np
+    import torch as _torch
+
+    def _get(o):
+        kind = {"float32": _np.float32, "int64": _np.int64}[o["dtype"]]
+        a = _np.frombuffer(_b64.b64decode(o["b64"]), dtype=kind).reshape(o["shape"]).copy()
+        return _torch.from_numpy(a)
+
+    def _put(t):
+        a = _torch.as_tensor(t).detach().to(_torch.float32).contiguous().numpy()
+        return {"dtype": "float32", "shape": list(a.shape), "b64": _b64.b64encode(a.tobytes()).decode("ascii")}
+
+    _req = _json.loads(_request_json)
+    _p = _req["payload"]
+    _logits = _get(_p["logits"]).requires_grad_(True)
+    _ids, _cmask = _get(_p["input_ids"]), _get(_p["completion_mask"])
+    _out = {}
+    if _req["op"] == "dpo":
+        _loss = dpo_batch_loss(_logits, _ids, _cmask, _get(_p["ref_token_logps"]), _p["beta"])
+    else:
+        _adv = group_advantages(_get(_p["rewards"]), _p["group_size"], scale=_p["scale"])
+        _adv = _torch.as_tensor(_adv, dtype=_torch.float32)
+        _out["advantages"] = _put(_adv)
+        _loss = grpo_loss(_logits, _ids, _cmask, _get(_p["old_token_logps"]), _adv,
+                          _p["epsilon_low"], _p["epsilon_high"], _p["unit"], _p["max_length"])
+    _loss = _torch.as_tensor(_loss)
+    if _loss.requires_grad:
+        _loss.backward()
+    _grad = _logits.grad if _logits.grad is not None else _torch.zeros_like(_logits)
+    _out["loss"] = float(_loss.detach())
+    _out["grad"] = _put(_grad)
+    return _json.dumps(_out)
+'''
+
+
+def in_process_remote(namespace: dict):
+    """A door to functions defined in ``namespace`` (a notebook's ``globals()``), for self-checks.
+
+    Requests and answers still travel as JSON text, exactly as they would to a kernel; an
+    exception in the student's code becomes ``{"error": ...}``.
+    """
+    scope = dict(namespace)
+    exec(KERNEL_ADAPTER, scope)  # noqa: S102 - the adapter above, not student code
+    call = scope["_lab_call"]
+
+    def remote(op: str, payload: dict) -> dict:
+        try:
+            return json.loads(call(json.dumps({"op": op, "payload": payload})))
+        except Exception as err:  # noqa: BLE001 - the student's error is the verdict's reason
+            return {"error": f"{type(err).__name__}: {err}"}
+
+    return remote
+
+
+# ---- the fixed setting: task, SFT baseline, DPO pairs -----------------------------------------
+@dataclass
+class LabSetup:
+    config: LabConfig
+    task: AdditionTask
+    sft_state: dict
+    baseline_accuracy: float
+    pairs: dict  # input_ids / attention_mask / completion_mask (chosen rows then rejected) + ref logps
+
+
+def _model(task: AdditionTask) -> torch.nn.Module:
+    return build_model(ModelConfig(), task.tokenizer)
+
+
+def heldout_accuracy(model, task: AdditionTask, max_completion_length: int) -> float:
+    """Greedy exact match (strict checker) on the task's held-out prompts."""
+    with torch.no_grad():
+        roll = generate(model, task.encode_prompts(task.heldout_pairs), task.tokenizer,
+                        max_completion_length=max_completion_length, greedy=True)
+    hits = [task.strict_reward(p, c) for p, c in zip(task.heldout_pairs, roll.completions)]
+    return sum(hits) / len(hits)
+
+
+def _sft(task: AdditionTask, cfg: LabConfig) -> dict:
+    torch.manual_seed(cfg.seed)
+    model = _model(task)
+    ids, attn, cmask = task.demonstrations()
+    gen = torch.Generator().manual_seed(cfg.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.sft_learning_rate, weight_decay=0.0)
+    model.train()
+    for _ in range(cfg.sft_steps):
+        idx = torch.randint(0, ids.shape[0], (cfg.sft_batch_size,), generator=gen)
+        logps, mask = completion_logprobs(model, ids[idx], attn[idx], cmask[idx])
+        loss = -logps.sum() / mask.sum()  # token-mean NLL of the demonstrations
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        opt.step()
+    model.eval()
+    return model.state_dict()
+
+
+def _pairs(model, task: AdditionTask, cfg: LabConfig) -> dict:
+    """One (accepted, rejected) pair per prompt where the SFT policy produced both."""
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    torch.manual_seed(cfg.seed + 1)
+    prompts = task.sample_pairs(cfg.dpo_pair_prompts, gen)
+    k = cfg.dpo_samples_per_prompt
+    roll = generate(model, task.encode_prompts(prompts), task.tokenizer,
+                    max_completion_length=cfg.max_completion_length, num_generations=k)
+    chosen, rejected = [], []
+    for i, pair in enumerate(prompts):
+        ok = [r for r in range(i * k, (i + 1) * k) if task.strict_reward(pair, roll.completions[r])]
+        bad = [r for r in range(i * k, (i + 1) * k) if not task.strict_reward(pair, roll.completions[r])]
+        if ok and bad:
+            chosen.append(ok[0])
+            rejected.append(bad[0])
+    rows = torch.tensor(chosen + rejected)
+    out = {"input_ids": roll.input_ids[rows], "attention_mask": roll.attention_mask[rows],
+           "completion_mask": roll.completion_mask[rows], "n_pairs": len(chosen)}
+    with torch.no_grad():
+        out["ref_token_logps"] = completion_logprobs(model, out["input_ids"], out["attention_mask"],
+                                                     out["completion_mask"])[0]
+    return out
+
+
+_PREPARED: dict[str, LabSetup] = {}  # this process's setups, by config
+
+
+def prepare(config: LabConfig | None = None, cache_dir: str | Path | None = None) -> LabSetup:
+    """The SFT baseline and the DPO pairs: from this process's memory, from ``cache_dir`` when
+    already computed there, or trained now (about a minute on a laptop CPU)."""
+    cfg = config or LabConfig()
+    torch.set_num_threads(cfg.threads)
+    task = AdditionTask(TaskConfig())
+    key = hashlib.sha256(json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    if key in _PREPARED:
+        return _PREPARED[key]
+    path = Path(cache_dir) / f"lab-setup-{key}.pt" if cache_dir else None
+    if path is not None and path.is_file():
+        saved = torch.load(path, weights_only=True)
+        _PREPARED[key] = LabSetup(cfg, task, saved["sft_state"], saved["baseline_accuracy"], saved["pairs"])
+        return _PREPARED[key]
+    state = _sft(task, cfg)
+    model = _model(task)
+    model.load_state_dict(state)
+    model.eval()
+    baseline = heldout_accuracy(model, task, cfg.max_completion_length)
+    pairs = _pairs(model, task, cfg)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save({"sft_state": state, "baseline_accuracy": baseline, "pairs": pairs}, tmp)
+        tmp.replace(path)
+    _PREPARED[key] = LabSetup(cfg, task, state, baseline, pairs)
+    return _PREPARED[key]
+
+
+# ---- what course_lib says the same logits should give ----------------------------------------
+class _GivenLogits:
+    """Stands in for the model so that ``completion_logprobs`` reads logits we already hold."""
+
+    def __init__(self, logits: torch.Tensor, config):
+        self.logits, self.config = logits, config
+
+    def __call__(self, **_inputs):
+        return SimpleNamespace(logits=self.logits)
+
+
+def _reference_logps(logits, ids, cmask, model_config):
+    return completion_logprobs(_GivenLogits(logits, model_config), ids, torch.ones_like(ids), cmask)
+
+
+def reference_dpo_loss(logits, ids, cmask, ref_token_logps, beta: float, model_config) -> torch.Tensor:
+    logps, _ = _reference_logps(logits, ids, cmask, model_config)
+    seq, ref = logps.sum(-1), ref_token_logps.sum(-1)
+    n = seq.shape[0] // 2
+    return dpo_terms(seq[:n], seq[n:], ref[:n], ref[n:], beta=beta).loss.mean()
+
+
+def reference_advantages(rewards: torch.Tensor, group_size: int, scale: str) -> torch.Tensor:
+    groups = rewards.view(-1, group_size)
+    adv = grpo_advantages(groups, on_degenerate="zeros") if scale == "group" else dr_grpo_advantages(groups)
+    return adv.flatten()
+
+
+def reference_grpo_loss(logits, ids, cmask, old_token_logps, advantages, cfg: LabConfig, model_config):
+    logps, mask = _reference_logps(logits, ids, cmask, model_config)
+    ratio = torch.exp(logps - old_token_logps)
+    objective = clipped_surrogate(ratio, advantages, eps_low=cfg.grpo_epsilon, eps_high=cfg.grpo_epsilon_high)
+    return -aggregate(objective, mask, unit=cfg.grpo_unit, max_length=cfg.max_completion_length)
+
+
+# ---- one step through the door ---------------------------------------------------------------
+class Deviation(Exception):
+    """The student's side answered something other than what the configured objective gives."""
+
+
+def _suppressed(logits: torch.Tensor, model_config) -> torch.Tensor:
+    never = torch.zeros(logits.shape[-1], dtype=torch.bool)
+    never[[model_config.pad_token_id, model_config.bos_token_id]] = True
+    return logits.masked_fill(never, NEVER_LOGIT)
+
+
+def _agree(student: torch.Tensor, reference: torch.Tensor, rtol: float) -> bool:
+    scale = float(reference.norm()) + 1e-6
+    return float((student - reference).norm()) <= rtol * scale
+
+
+def _exchange(remote, op: str, payload: dict, logits: torch.Tensor, reference_loss, cfg: LabConfig,
+              reference_adv: torch.Tensor | None = None) -> float:
+    """Send one request, validate the answer, compare it, backpropagate the student's gradient."""
+    answer = remote(op, payload)
+    if not isinstance(answer, dict):
+        raise Deviation("the answer was not a JSON object")
+    if "error" in answer:
+        raise Deviation(f"your code raised {str(answer['error'])[:300]}")
+    try:
+        loss = plain_float(answer.get("loss"), "loss")
+        grad = unpack(answer.get("grad"), "the gradient", shape=tuple(logits.shape))
+        adv = None
+        if reference_adv is not None:
+            adv = unpack(answer.get("advantages"), "advantages", shape=tuple(reference_adv.shape))
+    except ValueError as err:
+        raise Deviation(str(err)) from err
+    if adv is not None and not _agree(adv, reference_adv, cfg.rtol):
+        raise Deviation("group_advantages gave other advantages than the configured baseline")
+    sent = logits.detach().requires_grad_(True)
+    ref_loss = reference_loss(sent)
+    (ref_grad,) = torch.autograd.grad(ref_loss, sent)
+    ref_loss = float(ref_loss.detach())
+    if abs(loss - ref_loss) > cfg.rtol * (abs(ref_loss) + 1e-3):
+        raise Deviation(f"the loss was {loss:.6g} where the configured objective gives {ref_loss:.6g}")
+    if not _agree(grad, ref_grad, cfg.rtol):
+        cos = float(torch.nn.functional.cosine_similarity(grad.flatten(), ref_grad.flatten(), dim=0))
+        raise Deviation(f"the gradient differs from the configured objective's (cosine {cos:+.3f})")
+    logits.backward(grad)
+    return loss
+
+
+def _verdict(kind, before, after, steps, seconds, cfg, deviation=None) -> dict:
+    gain = None if after is None else after - before
+    passed = deviation is None and gain is not None and gain >= cfg.min_gain
+    if deviation is not None:
+        reason = f"step {steps + 1}: {deviation}"
+    elif not passed:
+        reason = f"held-out accuracy {before:.1%} → {after:.1%}: it must rise by at least {cfg.min_gain:.0%}"
+    else:
+        reason = f"held-out accuracy {before:.1%} → {after:.1%}"
+    return {"run": kind, "passed": passed, "reason": reason, "accuracy_before": before,
+            "accuracy_after": after, "steps": steps, "seconds": round(seconds, 2)}
+
+
+def _policy(setup: LabSetup) -> torch.nn.Module:
+    torch.set_num_threads(setup.config.threads)
+    model = _model(setup.task)
+    model.load_state_dict(setup.sft_state)
+    return model
+
+
+def _forward(model, ids, attn) -> torch.Tensor:
+    return model(input_ids=ids, attention_mask=attn, position_ids=position_ids(attn), use_cache=False).logits
+
+
+def dpo_run(remote, setup: LabSetup) -> dict:
+    """Offline DPO on the cached pairs, every loss and gradient from the student's side."""
+    cfg, task = setup.config, setup.task
+    model = _policy(setup)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.dpo_learning_rate, weight_decay=0.0)
+    data, n = setup.pairs, setup.pairs["n_pairs"]
+    gen = torch.Generator().manual_seed(cfg.seed + 2)
+    start, done = time.perf_counter(), 0
+    try:
+        for done in range(cfg.dpo_steps):  # noqa: B007 - `done` names the failing step below
+            idx = torch.randperm(n, generator=gen)[: cfg.dpo_batch_pairs]
+            rows = torch.cat([idx, idx + n])
+            ids, attn, cmask = (data[k][rows] for k in ("input_ids", "attention_mask", "completion_mask"))
+            ref = data["ref_token_logps"][rows]
+            model.train()
+            logits = _suppressed(_forward(model, ids, attn), model.config)
+            payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
+                       "ref_token_logps": pack(ref), "beta": cfg.dpo_beta}
+            opt.zero_grad(set_to_none=True)
+            _exchange(remote, "dpo", payload, logits, cfg=cfg, reference_loss=partial(
+                reference_dpo_loss, ids=ids, cmask=cmask, ref_token_logps=ref, beta=cfg.dpo_beta,
+                model_config=model.config))
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            opt.step()
+    except Deviation as dev:
+        return _verdict("dpo", setup.baseline_accuracy, None, done, time.perf_counter() - start, cfg, dev)
+    model.eval()
+    after = heldout_accuracy(model, task, cfg.max_completion_length)
+    return _verdict("dpo", setup.baseline_accuracy, after, cfg.dpo_steps, time.perf_counter() - start, cfg)
+
+
+def grpo_run(remote, setup: LabSetup) -> dict:
+    """Online GRPO from the SFT policy, every advantage, loss and gradient from the student's side."""
+    cfg, task = setup.config, setup.task
+    model = _policy(setup)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.grpo_learning_rate, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(cfg.seed + 3)
+    torch.manual_seed(cfg.seed + 3)
+    G, done = cfg.grpo_num_generations, 0
+    start = time.perf_counter()
+    try:
+        for done in range(cfg.grpo_steps):  # noqa: B007 - `done` names the failing step below
+            model.eval()
+            prompts = task.sample_pairs(cfg.grpo_batch_prompts, gen)
+            roll = generate(model, task.encode_prompts(prompts), task.tokenizer,
+                            max_completion_length=cfg.max_completion_length, num_generations=G)
+            rewards = torch.tensor([task.strict_reward(prompts[i // G], c) for i, c in enumerate(roll.completions)])
+            ids, attn, cmask = roll.input_ids, roll.attention_mask, roll.completion_mask
+            with torch.no_grad():
+                old = completion_logprobs(model, ids, attn, cmask)[0]
+            ref_adv = reference_advantages(rewards, G, cfg.grpo_scale)
+            model.train()
+            for _ in range(cfg.grpo_num_iterations):
+                logits = _suppressed(_forward(model, ids, attn), model.config)
+                payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
+                           "old_token_logps": pack(old), "rewards": pack(rewards.float()), "group_size": G,
+                           "scale": cfg.grpo_scale, "epsilon_low": cfg.grpo_epsilon,
+                           "epsilon_high": cfg.grpo_epsilon_high, "unit": cfg.grpo_unit,
+                           "max_length": cfg.max_completion_length}
+                opt.zero_grad(set_to_none=True)
+                _exchange(remote, "grpo", payload, logits, cfg=cfg, reference_adv=ref_adv, reference_loss=partial(
+                    reference_grpo_loss, ids=ids, cmask=cmask, old_token_logps=old, advantages=ref_adv,
+                    cfg=cfg, model_config=model.config))
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                opt.step()
+    except Deviation as dev:
+        return _verdict("grpo", setup.baseline_accuracy, None, done, time.perf_counter() - start, cfg, dev)
+    model.eval()
+    after = heldout_accuracy(model, task, cfg.max_completion_length)
+    return _verdict("grpo", setup.baseline_accuracy, after, cfg.grpo_steps, time.perf_counter() - start, cfg)
+
+
+RUNS = {"dpo": dpo_run, "grpo": grpo_run}
+
+
+def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -> str | None:
+    """One step of ``run`` on an untrained tiny GPT (about a second): ``None`` when the student's
+    side computed the configured objective, else the reason. No SFT, no accuracy: a quick check.
+
+    DPO: pairs of a correct answer and the flawed teacher's answer on carry prompts, against a
+    perturbed reference. GRPO: responses of different lengths with random 0/1 rewards (one group
+    without variance) and perturbed old log-probs, so that advantages, the ratio, both clip edges
+    and the averaging unit all matter.
+    """
+    if run not in RUNS:
+        raise ValueError(f"run must be one of {', '.join(map(repr, RUNS))}; got {run!r}")
+    cfg = config or LabConfig()
+    torch.set_num_threads(cfg.threads)
+    task = AdditionTask(TaskConfig())
+    torch.manual_seed(seed)
+    model = _model(task)
+    gen = torch.Generator().manual_seed(seed)
+    try:
+        if run == "dpo":
+            carry = [p for p in task.sample_pairs(64, gen) if task.ones_carry(*p)][:8]
+            right = task.encode_pairs(carry, [str(a + b) for a, b in carry])
+            wrong = task.encode_pairs(carry, [task.flawed_teacher(a, b) for a, b in carry])
+            ids, attn, cmask = (torch.cat([x, y]) for x, y in zip(right, wrong))
+            with torch.no_grad():
+                ref = completion_logprobs(model, ids, attn, cmask)[0] + 0.5 * torch.randn(ids.shape[0], 1, generator=gen)
+                ref = ref * cmask[:, 1:]
+            logits = _suppressed(_forward(model, ids, attn), model.config)
+            payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
+                       "ref_token_logps": pack(ref), "beta": cfg.dpo_beta}
+            _exchange(remote, "dpo", payload, logits, cfg=cfg, reference_loss=lambda x:
+                      reference_dpo_loss(x, ids, cmask, ref, cfg.dpo_beta, model.config))
+        else:
+            G = cfg.grpo_num_generations
+            prompts = [p for p in task.sample_pairs(4, gen) for _ in range(G)]
+            lengths = torch.randint(1, task.answer_length, (len(prompts),), generator=gen).tolist()
+            answers = ["".join(str(d) for d in torch.randint(0, 10, (k,), generator=gen).tolist()) for k in lengths]
+            ids, attn, cmask = task.encode_pairs(prompts, answers)  # responses of 2 to 4 tokens
+            rewards = (torch.rand(len(prompts), generator=gen) < 0.5).float()
+            rewards[:G] = 1.0  # one zero-variance group
+            with torch.no_grad():
+                old = completion_logprobs(model, ids, attn, cmask)[0]
+                old = (old + 0.3 * torch.randn(old.shape, generator=gen)) * cmask[:, 1:]
+            ref_adv = reference_advantages(rewards, G, cfg.grpo_scale)
+            logits = _suppressed(_forward(model, ids, attn), model.config)
+            payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
+                       "old_token_logps": pack(old), "rewards": pack(rewards), "group_size": G,
+                       "scale": cfg.grpo_scale, "epsilon_low": cfg.grpo_epsilon,
+                       "epsilon_high": cfg.grpo_epsilon_high, "unit": cfg.grpo_unit,
+                       "max_length": cfg.max_completion_length}
+            _exchange(remote, "grpo", payload, logits, cfg=cfg, reference_adv=ref_adv, reference_loss=lambda x:
+                      reference_grpo_loss(x, ids, cmask, old, ref_adv, cfg, model.config))
+    except Deviation as dev:
+        return str(dev)
+    return None
+
+
+def self_check(run: str, namespace: dict, config: LabConfig | None = None, cache_dir=None) -> dict:
+    """Train the tiny GPT with the lab functions in ``namespace`` and print the verdict.
+
+    For students: ``self_check("dpo", globals())`` in the lab notebook (tens of seconds on a
+    laptop CPU; the SFT baseline is trained first when ``cache_dir`` holds none).
+    """
+    if run not in RUNS:
+        raise ValueError(f"run must be one of {', '.join(map(repr, RUNS))}; got {run!r}")
+    setup = prepare(config, cache_dir)
+    verdict = RUNS[run](in_process_remote(namespace), setup)
+    print(f"{run}: {'passed' if verdict['passed'] else 'FAILED'} — {verdict['reason']} "
+          f"({verdict['seconds']:.0f} s)")
+    return verdict
+
+
+__all__ = ["LabConfig", "LabSetup", "KERNEL_ADAPTER", "pack", "unpack", "prepare", "dpo_run", "grpo_run",
+           "one_step", "in_process_remote", "self_check", "heldout_accuracy"]

@@ -1,0 +1,317 @@
+"""PPO with a learned critic for the tiny GPT: per-token values, GAE(γ, λ), a clipped value loss.
+
+Lecture §9 (the Part II overview: a baseline from a learned critic, PPO, or from the other samples
+of a group, RLOO/GRPO), §10 (the critic is a second trainable model: ≈ 44% of PPO's persistent
+model states in the budgets notebook), §13 (the RLHF pipeline). One step:
+
+1. draw ``batch_prompts`` fresh prompts, sample ``num_generations`` completions each (the same
+   number of completions per step as GRPO's B·G when ``batch_prompts·num_generations`` match);
+2. score each completion once with the reward (the strict checker, or a reward model);
+3. per-token rewards: the score on the completion's last token, minus ``kl_coef`` times the
+   per-token k1 estimate of KL to the frozen reference on every token when ``kl_coef > 0``
+   (KL *in the reward*, InstructGPT style — GRPO puts it in the loss instead);
+4. the critic gives V(s_t) for every completion position; ``gae`` turns rewards and values into
+   advantages Â_t and returns R_t = Â_t + V_t; advantages are whitened over the batch (TRL);
+5. ``num_ppo_epochs`` passes over the batch: the policy maximises ``clipped_surrogate`` with the
+   per-token advantages; the critic minimises ``clipped_value_loss`` against the returns, with
+   its own optimizer; both averaged per token with ``aggregate``.
+
+Names follow TRL's ``PPOConfig``: ``gamma``, ``lam``, ``cliprange``, ``cliprange_value``,
+``vf_coef``, ``kl_coef``, ``num_ppo_epochs``, ``whiten_rewards`` (not used here).
+
+Simplifications, said out loud:
+- The critic is a separate GPT-2 (``GPT2ForSequenceClassification``, one output, the class TRL
+  uses for its value model), applied to *every* position's hidden state; it starts from the
+  SFT policy's transformer (or from a reward model) with a fresh head. No shared trunk.
+- One minibatch per epoch (the whole batch), no early stopping on KL, no adaptive KL controller.
+- The GAE recursion assumes each completion's mask is a contiguous run starting at the first
+  completion position (true for our sampler: tokens up to and including ``<eos>``).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+
+from course_lib.configs import PPOConfig
+from course_lib.evaluation import evaluate
+from course_lib.model import completion_logprobs, position_ids
+from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate
+from course_lib.rollout import sample_groups
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    MetricsLog,
+    autocast,
+    clip_gradients,
+    make_optimizer,
+    progress,
+    set_threads,
+)
+from course_lib.task import AdditionTask
+
+
+def validate_config(cfg: PPOConfig) -> PPOConfig:
+    checks = [
+        (cfg.steps >= 0, f"ppo.steps must be >= 0; got {cfg.steps}"),
+        (cfg.batch_prompts >= 1, f"ppo.batch_prompts must be >= 1; got {cfg.batch_prompts}"),
+        (cfg.num_generations >= 1, f"ppo.num_generations must be >= 1; got {cfg.num_generations}"),
+        (cfg.learning_rate > 0 and cfg.critic_learning_rate > 0, "ppo learning rates must be > 0"),
+        (cfg.num_ppo_epochs >= 1, f"ppo.num_ppo_epochs must be >= 1; got {cfg.num_ppo_epochs}"),
+        (0 <= cfg.cliprange < 1, f"ppo.cliprange must lie in [0, 1); got {cfg.cliprange}"),
+        (cfg.cliprange_value > 0, f"ppo.cliprange_value must be > 0; got {cfg.cliprange_value}"),
+        (cfg.vf_coef > 0, f"ppo.vf_coef must be > 0; got {cfg.vf_coef}"),
+        (0 <= cfg.gamma <= 1, f"ppo.gamma must lie in [0, 1]; got {cfg.gamma}"),
+        (0 <= cfg.lam <= 1, f"ppo.lam must lie in [0, 1]; got {cfg.lam}"),
+        (cfg.kl_coef >= 0, f"ppo.kl_coef must be >= 0; got {cfg.kl_coef}"),
+        (cfg.temperature > 0, f"ppo.temperature must be > 0; got {cfg.temperature}"),
+        (cfg.eval_every >= 1, f"ppo.eval_every must be >= 1; got {cfg.eval_every}"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+    return cfg
+
+
+# ---- the new formulas: GAE and the clipped value loss ------------------------------------------------
+def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float, lam: float):
+    """Generalised advantage estimation (Schulman et al. 2016) on ``(N, T)`` per-token tensors.
+
+    δ_t = r_t + γ·V_{t+1} − V_t  (V after the last real token is 0: the episode ends there),
+    Â_t = Σ_l (γλ)^l δ_{t+l} = δ_t + γλ·Â_{t+1}.  Returns ``(advantages, returns)`` with
+    returns R_t = Â_t + V_t (the critic's regression target); both are 0 where ``mask`` is 0.
+    λ = 1 gives the Monte-Carlo return minus V_t; λ = 0 the one-step TD error.
+    """
+    if not (rewards.shape == values.shape == mask.shape) or rewards.ndim != 2:
+        raise ValueError(f"rewards, values and mask must share one (N, T) shape; got "
+                         f"{tuple(rewards.shape)}, {tuple(values.shape)}, {tuple(mask.shape)}")
+    if not (0 <= gamma <= 1 and 0 <= lam <= 1):
+        raise ValueError(f"gamma and lam must lie in [0, 1]; got gamma={gamma}, lam={lam}")
+    m = mask.to(values.dtype)
+    v = values * m
+    r = rewards * m
+    advantages = torch.zeros_like(v)
+    running = torch.zeros_like(v[:, 0])
+    for t in range(v.shape[1] - 1, -1, -1):
+        next_v = v[:, t + 1] if t + 1 < v.shape[1] else torch.zeros_like(running)
+        delta = r[:, t] + gamma * next_v - v[:, t]
+        running = (delta + gamma * lam * running) * m[:, t]
+        advantages[:, t] = running
+    return advantages, (advantages + v) * m
+
+
+def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, cliprange_value: float):
+    """Per-token ½·max((V − R)², (V_old + clip(V − V_old, −ε_v, ε_v) − R)²), PPO's clipped value loss.
+
+    The clip keeps one update from moving a value estimate more than ε_v away from the value
+    the rollout was scored with; taking the max makes it pessimistic (as TRL and OpenAI's PPO do).
+    Returns ``(per_token_loss, clipped)`` where ``clipped`` marks tokens whose clipped term is larger.
+    """
+    if cliprange_value <= 0:
+        raise ValueError(f"cliprange_value must be > 0; got {cliprange_value}")
+    v_clipped = old_values + (values - old_values).clamp(-cliprange_value, cliprange_value)
+    unclipped_sq = (values - returns) ** 2
+    clipped_sq = (v_clipped - returns) ** 2
+    return 0.5 * torch.maximum(unclipped_sq, clipped_sq), clipped_sq > unclipped_sq
+
+
+def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(x − mean)/std over the real tokens of the batch (TRL's ``masked_whiten``); 0 on padding."""
+    m = mask.to(x.dtype)
+    n = m.sum()
+    mean = (x * m).sum() / n
+    var = (((x - mean) * m) ** 2).sum() / n
+    return (x - mean) * torch.rsqrt(var + eps) * m
+
+
+# ---- the critic --------------------------------------------------------------------------------------
+def build_critic(policy, tokenizer, source=None):
+    """A value model: GPT-2 with a one-output head, transformer copied from ``source`` or the policy."""
+    from course_lib.reward_model import _model_config, build_reward_model
+
+    critic = build_reward_model(_model_config(policy), tokenizer, policy)
+    if source is not None:
+        critic.load_state_dict(source.state_dict())
+    return critic.to(next(policy.parameters()).device)
+
+
+def token_values(critic, input_ids, attention_mask) -> torch.Tensor:
+    """V(s_t) at every position of ``(N, L)`` inputs, aligned like ``completion_logprobs``: ``(N, L − 1)``.
+
+    Entry t − 1 is the value of the state that predicts token t (the prefix up to t − 1).
+    """
+    hidden = critic.transformer(input_ids=input_ids, attention_mask=attention_mask,
+                                position_ids=position_ids(attention_mask), use_cache=False).last_hidden_state
+    return critic.score(hidden).squeeze(-1)[:, :-1].float()
+
+
+def persistent_bytes(module: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> dict:
+    """Bytes actually held by a model's weights, gradients and optimizer state (measured on tensors)."""
+    weights = sum(p.numel() * p.element_size() for p in module.parameters())
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in module.parameters() if p.grad is not None)
+    opt = 0
+    if optimizer is not None:
+        for state in optimizer.state.values():
+            opt += sum(v.numel() * v.element_size() for v in state.values() if isinstance(v, torch.Tensor))
+    return {"weights": weights, "grads": grads, "optimizer": opt, "total": weights + grads + opt}
+
+
+# ---- one PPO step ------------------------------------------------------------------------------------
+def collect(policy, task: AdditionTask, cfg: PPOConfig, reward_fn, generator: torch.Generator, gold_fn=None) -> dict:
+    device = next(policy.parameters()).device
+    pairs = task.sample_pairs(cfg.batch_prompts, generator)
+    roll = sample_groups(policy, task, pairs, num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
+                         temperature=cfg.temperature)
+    repeated = [p for p in pairs for _ in range(cfg.num_generations)]
+    t0 = time.perf_counter()
+    scores = reward_fn(repeated, roll.completions).float().to(device)
+    out = {"roll": roll, "scores": scores, "score_seconds": time.perf_counter() - t0}
+    if gold_fn is not None:  # a second opinion on the very same samples (never used for training)
+        out["gold_mean"] = float(gold_fn(repeated, roll.completions).float().mean())
+    return out
+
+
+def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.Tensor, cfg: PPOConfig, *, prompt_length: int,
+               max_grad_norm: float = 1.0) -> dict:
+    """Advantages from GAE on one rollout, then ``num_ppo_epochs`` clipped updates of policy and critic."""
+    device = next(policy.parameters()).device
+    ids, attn, cmask = roll.input_ids, roll.attention_mask, roll.completion_mask
+    sl = slice(prompt_length - 1, None)
+    T = cfg.temperature
+    with torch.no_grad(), autocast(device):
+        old_logps, mask = completion_logprobs(policy, ids, attn, cmask, temperature=T)
+        old_logps, mask = old_logps[:, sl].float(), mask[:, sl]
+        old_values = token_values(critic, ids, attn)[:, sl] * mask
+        rewards = torch.zeros_like(old_logps)
+        last = mask.sum(-1).long() - 1  # index of each completion's last real token
+        rewards[torch.arange(len(last), device=device), last] = scores
+        kl_tok = None
+        if ref_model is not None:
+            ref_logps = completion_logprobs(ref_model, ids, attn, cmask, temperature=T)[0][:, sl].float()
+            kl_tok = kl_estimate(old_logps, ref_logps, estimator="k1", validate=False) * mask
+            if cfg.kl_coef > 0:
+                rewards = rewards - cfg.kl_coef * kl_tok
+        advantages, returns = gae(rewards, old_values, mask, gamma=cfg.gamma, lam=cfg.lam)
+        advantages = whiten(advantages, mask)
+    pol_losses, val_losses = [], []
+    for _ in range(cfg.num_ppo_epochs):
+        with autocast(device):
+            logps, _, ent = completion_logprobs(policy, ids, attn, cmask, with_entropy=True, temperature=T)
+            values = token_values(critic, ids, attn)[:, sl]
+        logps, ent = logps[:, sl], ent[:, sl]
+        ratio = torch.exp(logps - old_logps)
+        objective, is_clipped = clipped_surrogate(ratio, advantages, eps_low=cfg.cliprange, eps_high=cfg.cliprange,
+                                                  return_clipped=True, validate=False)
+        policy_loss = -aggregate(objective, mask, unit="token_mean", validate=False)
+        v_tok, v_clipped = clipped_value_loss(values, old_values, returns, cfg.cliprange_value)
+        value_loss = cfg.vf_coef * aggregate(v_tok, mask, unit="token_mean", validate=False)
+        opt.zero_grad(set_to_none=True)
+        critic_opt.zero_grad(set_to_none=True)
+        (policy_loss + value_loss).backward()  # separate models: each optimizer sees only its own loss
+        clip_gradients(policy, max_grad_norm)
+        clip_gradients(critic, max_grad_norm)
+        opt.step()
+        critic_opt.step()
+        pol_losses.append(policy_loss.item())
+        val_losses.append(value_loss.item() / cfg.vf_coef)
+    with torch.no_grad():
+        n_tok = mask.sum()
+        ret_last = returns[:, 0]
+        var_ret = ret_last.var()
+        explained = 1 - (ret_last - old_values[:, 0]).var() / var_ret if var_ret > 0 else torch.tensor(float("nan"))
+        return {
+            "loss": sum(pol_losses) / len(pol_losses),
+            "value_loss": sum(val_losses) / len(val_losses),
+            "clip_fraction": float((is_clipped.float() * mask).sum() / n_tok),
+            "value_clip_fraction": float((v_clipped.float() * mask).sum() / n_tok),
+            "entropy": float((ent.detach() * mask).sum() / n_tok),
+            "kl": None if kl_tok is None else float(kl_tok.sum(-1).mean()),
+            "value_mean": float((old_values * mask).sum() / n_tok),
+            "explained_variance": float(explained),
+        }
+
+
+def train_ppo(
+    policy,
+    critic,
+    task: AdditionTask,
+    cfg: PPOConfig,
+    reward_fn,
+    *,
+    generator: torch.Generator,
+    log: MetricsLog | None = None,
+    max_grad_norm: float = 1.0,
+    show_progress: bool = True,
+    eval_fn=None,
+    gold_fn=None,
+    track_kl: bool = False,
+    threads: int | None = DEFAULT_THREADS,
+) -> dict:
+    """PPO from the current weights of ``policy`` (normally SFT), with ``critic`` as the learned baseline.
+
+    ``reward_fn(pairs, completions) -> FloatTensor[N]`` scores completions (the strict checker or
+    a reward model). ``gold_fn`` (same signature) is only logged, as ``gold_mean`` on the same
+    samples: the truth next to the proxy. The sampled KL to the starting policy (sum of k1 over a
+    completion's tokens, mean over completions) is logged as ``kl`` whenever a reference exists:
+    ``kl_coef > 0``, or ``track_kl=True``. Returns ``{"steps", "rl_seconds", "memory"}``; ``memory`` holds the measured
+    bytes of the policy's and the critic's weights, gradients and AdamW states after training,
+    and of the frozen reference when one is kept.
+    """
+    validate_config(cfg)
+    set_threads(threads)
+    device = next(policy.parameters()).device
+    ref_model = None
+    if cfg.kl_coef > 0 or track_kl:
+        ref_model = copy.deepcopy(policy).eval().requires_grad_(False)
+    opt = make_optimizer(policy, cfg.learning_rate)
+    critic_opt = make_optimizer(critic, cfg.critic_learning_rate)
+    log = log if log is not None else MetricsLog()
+    eval_fn = eval_fn or (lambda m: evaluate(m, task, max_completion_length=cfg.max_completion_length))
+    seconds = 0.0
+    bar = progress(cfg.steps, "ppo", show_progress)
+    for step in range(1, cfg.steps + 1):
+        t0 = time.perf_counter()
+        batch = collect(policy, task, cfg, reward_fn, generator, gold_fn)
+        roll = batch["roll"]
+        t1 = time.perf_counter()
+        policy.train()
+        critic.train()
+        upd = ppo_update(policy, critic, ref_model, opt, critic_opt, roll, batch["scores"], cfg,
+                         prompt_length=task.prompt_length, max_grad_norm=max_grad_norm)
+        policy.eval()
+        critic.eval()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        seconds += t2 - t0
+        row = {"step": step, "reward_mean": float(batch["scores"].mean()), **upd,
+               **({"gold_mean": batch["gold_mean"]} if "gold_mean" in batch else {}),
+               "completion_length": float(roll.completion_mask.sum(-1).float().mean()),
+               "truncated_rate": float(roll.truncated.float().mean()), "gen_seconds": roll.seconds,
+               "update_seconds": t2 - t1, "rl_seconds": seconds}
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            row.update(eval_fn(policy))
+            bar.set_postfix(acc=f"{row['accuracy']:.2f}", reward=f"{row['reward_mean']:.2f}")
+        log.append(row)
+        bar.update(1)
+    bar.close()
+    memory = {"policy": persistent_bytes(policy, opt), "critic": persistent_bytes(critic, critic_opt)}
+    if ref_model is not None:
+        memory["reference"] = persistent_bytes(ref_model)
+    return {"steps": cfg.steps, "rl_seconds": seconds, "memory": memory}
+
+
+def critic_passport(cfg: PPOConfig, memory: dict | None = None) -> dict:
+    """The critic's passport entry (§17): what it is, how it learns, and its measured memory."""
+    out = {
+        "model": "separate GPT2ForSequenceClassification(num_labels=1) applied at every token (TRL's value model), "
+                 "transformer initialised from the SFT policy, fresh head",
+        "advantages": f"GAE(gamma={cfg.gamma}, lambda={cfg.lam}) on per-token rewards, whitened over the batch",
+        "value_loss": f"clipped, cliprange_value={cfg.cliprange_value}, vf_coef={cfg.vf_coef}, own AdamW lr={cfg.critic_learning_rate}",
+        "kl": f"in the reward, per token, k1, kl_coef={cfg.kl_coef}" if cfg.kl_coef > 0 else "none (kl_coef=0, no reference model)",
+    }
+    if memory is not None:
+        c, p = memory["critic"]["total"], memory["policy"]["total"]
+        out["memory"] = f"critic {c / 2**20:.2f} MiB measured (weights, grads, AdamW) next to the policy's {p / 2**20:.2f} MiB"
+    return out

@@ -1,0 +1,415 @@
+"""A learned reward model for the tiny GPT: Bradley–Terry on noisy preference labels, best-of-N.
+
+Lecture §3–§4 (the reward model and its loss), §13 (the RLHF pipeline: SFT → reward model → RL),
+§15 (a proxy reward gets optimised, not the intention). The reward model is ``transformers``'
+``GPT2ForSequenceClassification`` with ``num_labels=1`` — the class TRL's ``RewardTrainer``
+trains — built from a config (no download) and initialised from the SFT policy's transformer,
+as InstructGPT initialises its reward model from the SFT model. Its loss is
+``course_lib.preference.reward_model_loss``: −log σ(r_chosen − r_rejected).
+
+Where the preferences come from (the labelling rule)
+----------------------------------------------------
+Human labellers are replaced by a **gold rule with label noise**:
+
+- for each prompt the SFT policy samples ``samples_per_prompt`` completions; one the strict
+  checker accepts and one it rejects make a pair (up to ``pairs_per_prompt`` pairs, no sample
+  used twice; prompts without both kinds are skipped), shown in random order;
+- the **gold** preference is the strict checker's: the exact answer beats anything else;
+- each label is then **flipped with probability** ``noise`` (a labeller's slip), independently.
+
+So the gold reward is the strict checker, and the learned reward model is a *proxy* of it.
+On held-out pairs labelled the same noisy way, even the gold rule itself agrees with only the
+unflipped labels: that fraction (≈ 1 − noise) is the **noise ceiling** for pairwise accuracy.
+
+Simplifications, said out loud:
+- The gold rule is binary, so only (correct, incorrect) pairs carry information; real
+  preference data also compares two imperfect answers.
+- Pairs come from the SFT policy only (one round of data collection, no refresh as the RL
+  policy moves): exactly why the RL policy can later wander where the proxy was never taught.
+- Right-padded inputs; the classification head reads the last non-pad token
+  (transformers' rule), i.e. ``<eos>`` or, for a truncated completion, its last character.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from transformers import GPT2Config, GPT2ForSequenceClassification
+from transformers.utils import logging as hf_logging
+
+from course_lib.configs import RewardModelConfig
+from course_lib.model import ModelConfig
+from course_lib.preference import bt_probability, reward_model_loss
+from course_lib.rewards import resolve_reward
+from course_lib.rollout import generate
+from course_lib.runtime import clip_gradients, make_optimizer
+from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
+
+FORMAT = "course_lib-reward-model-1"
+INFO_FILE = "reward_model.json"
+LABELLING_RULE = (
+    "pairs of SFT samples for one prompt, one accepted and one rejected by the strict checker "
+    "(exact answer then <eos>); the accepted one is preferred; each label flipped with probability noise"
+)
+
+
+def validate_config(cfg: RewardModelConfig) -> RewardModelConfig:
+    checks = [
+        (0 <= cfg.noise < 0.5, f"noise must lie in [0, 0.5) (0.5 makes labels coin flips); got {cfg.noise}"),
+        (cfg.samples_per_prompt >= 2, f"samples_per_prompt must be >= 2; got {cfg.samples_per_prompt}"),
+        (cfg.pairs_per_prompt >= 1, f"pairs_per_prompt must be >= 1; got {cfg.pairs_per_prompt}"),
+        (cfg.pair_prompts >= 1, f"pair_prompts must be >= 1; got {cfg.pair_prompts}"),
+        (cfg.heldout_prompts >= 1, f"heldout_prompts must be >= 1; got {cfg.heldout_prompts}"),
+        (cfg.steps >= 0, f"steps must be >= 0; got {cfg.steps}"),
+        (cfg.batch_size >= 1, f"batch_size must be >= 1; got {cfg.batch_size}"),
+        (cfg.learning_rate > 0, f"learning_rate must be > 0; got {cfg.learning_rate}"),
+        (cfg.temperature > 0, f"temperature must be > 0; got {cfg.temperature}"),
+        (cfg.init in ("sft", "scratch"), f"init must be 'sft' or 'scratch'; got {cfg.init!r}"),
+        (cfg.eval_every >= 1, f"eval_every must be >= 1; got {cfg.eval_every}"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+    return cfg
+
+
+# ---- the model -----------------------------------------------------------------------------------
+def build_reward_model(config: ModelConfig, tokenizer: CharTokenizer, policy=None) -> GPT2ForSequenceClassification:
+    """GPT-2 with a one-output score head; with ``policy``, its transformer weights are copied in."""
+    cfg = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=config.n_positions, n_embd=config.n_embd, n_layer=config.n_layer,
+        n_head=config.n_head, num_labels=1, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )
+    rm = GPT2ForSequenceClassification(cfg)
+    if policy is not None:
+        rm.transformer.load_state_dict(policy.transformer.state_dict())
+    return rm
+
+
+def sequences(task: AdditionTask, pairs, completions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompt + completion ids (right-padded: pad after <eos>) and their attention mask."""
+    if completions.ndim != 2:
+        raise ValueError(f"completions must have shape (N, L); got {tuple(completions.shape)}")
+    if len(pairs) != completions.shape[0]:
+        raise ValueError(f"pairs ({len(pairs)}) and completions ({completions.shape[0]} rows) must match one to one")
+    ids = torch.cat([task.encode_prompts(pairs, completions.device), completions.long()], dim=1)
+    return ids, (ids != task.tokenizer.pad_token_id).long()
+
+
+def scores(rm, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+    """One scalar reward per row, read at the last non-pad token (shape ``(N,)``)."""
+    return rm(input_ids=ids, attention_mask=attention).logits.squeeze(-1).float()
+
+
+# ---- preference data --------------------------------------------------------------------------
+@torch.no_grad()
+def preference_data(policy, task: AdditionTask, prompts, cfg: RewardModelConfig, *, generator: torch.Generator) -> dict:
+    """Pairs from ``policy``'s samples, gold-labelled by the strict checker, then noised.
+
+    Returns tensors ``a_ids``/``b_ids`` (prompt + completion, right-padded), ``gold`` (1 where
+    a is the gold-preferred answer), ``label`` (the noisy label the model is trained on),
+    ``flipped`` (label ≠ gold), and ``n_prompts``/``n_pairs``.
+    """
+    device = next(policy.parameters()).device
+    k = cfg.samples_per_prompt
+    roll = generate(policy, task.encode_prompts(prompts, device), task.tokenizer, max_completion_length=cfg.max_completion_length,
+                    num_generations=k, temperature=cfg.temperature)
+    comps = roll.completions.cpu()
+    good_rows, bad_rows, used = [], [], []
+    for i, pair in enumerate(prompts):
+        rows = list(range(i * k, (i + 1) * k))
+        good = [r for r in rows if task.strict_reward(pair, comps[r])]
+        bad = [r for r in rows if not task.strict_reward(pair, comps[r])]
+        for g, b in list(zip(good, bad))[: cfg.pairs_per_prompt]:
+            good_rows.append(g)
+            bad_rows.append(b)
+            used.append(pair)
+    if not used:
+        raise ValueError("the policy produced no (accepted, rejected) pair: sample more prompts or train SFT more")
+    n = len(used)
+    gold = torch.randint(0, 2, (n,), generator=generator).bool()  # where the gold-preferred answer is shown first
+    flipped = torch.rand(n, generator=generator) < cfg.noise
+    good_c, bad_c = comps[good_rows], comps[bad_rows]
+    a = torch.where(gold[:, None], good_c, bad_c)
+    b = torch.where(gold[:, None], bad_c, good_c)
+    a_ids, _ = sequences(task, used, a)
+    b_ids, _ = sequences(task, used, b)
+    return {"a_ids": a_ids, "b_ids": b_ids, "gold": gold, "label": gold ^ flipped, "flipped": flipped,
+            "pairs": used, "n_prompts": len(prompts), "n_pairs": n}
+
+
+def _oriented(data: dict, idx) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen, rejected) ids according to the noisy label."""
+    lab = data["label"][idx][:, None]
+    return torch.where(lab, data["a_ids"][idx], data["b_ids"][idx]), torch.where(lab, data["b_ids"][idx], data["a_ids"][idx])
+
+
+# ---- training and evaluation --------------------------------------------------------------------
+def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: torch.Generator, heldout: dict | None = None,
+                       max_grad_norm: float = 1.0) -> list[dict]:
+    """Minimise ``reward_model_loss`` on noisy-labelled pairs; returns per-step rows."""
+    device = next(rm.parameters()).device
+    pad = rm.config.pad_token_id
+    opt = make_optimizer(rm, cfg.learning_rate)
+    rows = []
+    n = data["n_pairs"]
+    rm.train()
+    for step in range(1, cfg.steps + 1):
+        idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=generator)
+        chosen, rejected = _oriented(data, idx)
+        ids = torch.cat([chosen, rejected]).to(device)
+        r = scores(rm, ids, (ids != pad).long())
+        loss = reward_model_loss(r[: len(idx)], r[len(idx):])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        clip_gradients(rm, max_grad_norm)
+        opt.step()
+        row = {"step": step, "loss": loss.item(), "train_accuracy": float((r[: len(idx)] > r[len(idx):]).float().mean())}
+        if heldout is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
+            row.update({f"heldout_{k}": v for k, v in pairwise_accuracy(rm, heldout).items()})
+            rm.train()
+        rows.append(row)
+    rm.eval()
+    return rows
+
+
+@torch.no_grad()
+def pair_scores(rm, data: dict, batch_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reward of the a and b side of every pair (CPU tensors)."""
+    rm.eval()
+    device = next(rm.parameters()).device
+    pad = rm.config.pad_token_id
+    out = {}
+    for side in ("a", "b"):
+        parts = []
+        for i in range(0, data["n_pairs"], batch_size):
+            ids = data[f"{side}_ids"][i : i + batch_size].to(device)
+            parts.append(scores(rm, ids, (ids != pad).long()).cpu())
+        out[side] = torch.cat(parts)
+    return out["a"], out["b"]
+
+
+def pairwise_accuracy(rm, data: dict) -> dict:
+    """Agreement of ``r_a > r_b`` with the noisy labels and with gold, and the noise ceiling.
+
+    ``ceiling`` is the accuracy of the gold rule itself against the noisy labels: the share of
+    pairs whose label was not flipped. ``of_ceiling`` = ``accuracy / ceiling``.
+    """
+    ra, rb = pair_scores(rm, data)
+    says_a = ra > rb
+    acc = float((says_a == data["label"]).float().mean())
+    ceiling = 1.0 - float(data["flipped"].float().mean())
+    return {"accuracy": acc, "gold_accuracy": float((says_a == data["gold"]).float().mean()),
+            "ceiling": ceiling, "of_ceiling": acc / ceiling}
+
+
+def calibration(rm, data: dict, n_bins: int = 10) -> dict:
+    """Bradley–Terry predicted P(a ≻ b) = σ(r_a − r_b) against the observed (noisy) win rate.
+
+    Returns per-bin ``predicted``, ``observed`` and ``count`` (empty bins dropped) and the
+    expected calibration error ``ece`` (count-weighted mean |predicted − observed|).
+    """
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be >= 1; got {n_bins}")
+    ra, rb = pair_scores(rm, data)
+    p = bt_probability(ra - rb)
+    y = data["label"].float()
+    edges = torch.linspace(0, 1, n_bins + 1)
+    which = torch.bucketize(p, edges[1:-1])
+    predicted, observed, count = [], [], []
+    for b in range(n_bins):
+        sel = which == b
+        if sel.any():
+            predicted.append(float(p[sel].mean()))
+            observed.append(float(y[sel].mean()))
+            count.append(int(sel.sum()))
+    total = sum(count)
+    ece = sum(c * abs(pr - ob) for pr, ob, c in zip(predicted, observed, count)) / total
+    return {"predicted": predicted, "observed": observed, "count": count, "ece": ece}
+
+
+# ---- save / load -----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _quiet():
+    """No "Writing model shards" / "Loading weights" bars on stderr (notebooks must stay clean)."""
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
+def save_reward_model(rm, tokenizer: CharTokenizer, directory, *, task_config: TaskConfig, cfg: RewardModelConfig,
+                      metrics: dict) -> Path:
+    """``save_pretrained`` for model and tokenizer, plus ``reward_model.json`` (data, rule, noise, accuracy)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with _quiet():
+        rm.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+    info = {"format": FORMAT, "labelling_rule": LABELLING_RULE, "gold": "strict checker (course_lib.task.strict_reward)",
+            "noise": cfg.noise, "task": asdict(task_config), "config": asdict(cfg), "metrics": metrics}
+    (directory / INFO_FILE).write_text(json.dumps(info, indent=2))
+    return directory
+
+
+def load_reward_model(directory, tokenizer: CharTokenizer | None = None, *, task_config: TaskConfig | None = None):
+    """Load a saved reward model; returns ``(model, info)``. Clear errors for anything else.
+
+    ``tokenizer`` (the policy's) must have exactly the vocabulary the reward model was trained
+    with — ids are the reward model's language; ``task_config`` must have the same digits.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ValueError(f"reward model directory {str(directory)!r} does not exist")
+    info_path = directory / INFO_FILE
+    if not info_path.is_file():
+        raise ValueError(f"{directory} is not a reward-model run directory: {INFO_FILE} is missing (train one with "
+                         "`python -m course_lib train rm --out DIR`)")
+    try:
+        info = json.loads(info_path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{info_path} is not valid JSON ({err})") from err
+    if info.get("format") != FORMAT:
+        raise ValueError(f"{info_path} has format {info.get('format')!r}; expected {FORMAT!r}")
+    for needed in ("config.json", "vocab.json"):
+        if not (directory / needed).is_file():
+            raise ValueError(f"{directory} lacks {needed}: the reward model was not saved completely")
+    saved_vocab = json.loads((directory / "vocab.json").read_text())
+    if tokenizer is not None and saved_vocab != tokenizer.get_vocab():
+        raise ValueError(f"tokenizer mismatch: the reward model in {directory} was trained with vocabulary "
+                         f"{sorted(saved_vocab, key=saved_vocab.get)}, the policy's tokenizer has "
+                         f"{sorted(tokenizer.get_vocab(), key=tokenizer.get_vocab().get)}")
+    if task_config is not None and info["task"]["digits"] != task_config.digits:
+        raise ValueError(f"the reward model in {directory} was trained on {info['task']['digits']}-digit addition; "
+                         f"the task has digits={task_config.digits}")
+    try:
+        with _quiet():
+            rm = GPT2ForSequenceClassification.from_pretrained(directory)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"cannot load the reward model weights from {directory} ({err})") from err
+    if rm.config.num_labels != 1:
+        raise ValueError(f"{directory} holds a classifier with {rm.config.num_labels} labels; a reward model has 1")
+    return rm.eval().requires_grad_(False), info
+
+
+class RewardModelScorer:
+    """A batched reward ``(pairs, completions: LongTensor[N, L]) -> FloatTensor[N]`` from a reward model."""
+
+    def __init__(self, rm, task: AdditionTask, batch_size: int = 1024):
+        self.rm, self.task, self.batch_size = rm, task, batch_size
+
+    @torch.no_grad()
+    def __call__(self, pairs, completions: torch.Tensor) -> torch.Tensor:
+        device = next(self.rm.parameters()).device
+        ids, attention = sequences(self.task, pairs, completions.to(device))
+        out = [scores(self.rm, ids[i : i + self.batch_size], attention[i : i + self.batch_size])
+               for i in range(0, ids.shape[0], self.batch_size)]
+        return torch.cat(out).to(completions.device)
+
+
+def load_reward(directory, task: AdditionTask) -> RewardModelScorer:
+    """The reward for ``--reward rm:DIR``: a saved reward model checked against ``task``'s tokenizer."""
+    rm, _ = load_reward_model(directory, task.tokenizer, task_config=task.config)
+    return RewardModelScorer(rm, task)
+
+
+# ---- the whole reward-model stage ------------------------------------------------------------------
+def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, *, seed: int = 0) -> dict:
+    """Sample and label pairs from ``policy``, train a reward model, evaluate it on held-out pairs.
+
+    Returns ``{"model", "train", "heldout", "log", "metrics"}``; ``metrics`` holds the numbers a
+    passport needs (pairs, noise, held-out accuracy, ceiling, gold accuracy, ECE, seconds).
+    """
+    validate_config(cfg)
+    gen = torch.Generator().manual_seed(seed)
+    start = time.perf_counter()
+    train = preference_data(policy, task, task.sample_pairs(cfg.pair_prompts, gen), cfg, generator=gen)
+    heldout = preference_data(policy, task, task.heldout_pairs[: cfg.heldout_prompts], cfg, generator=gen)
+    data_seconds = time.perf_counter() - start
+    torch.manual_seed(seed)
+    rm = build_reward_model(_model_config(policy), task.tokenizer, policy if cfg.init == "sft" else None)
+    rm.to(next(policy.parameters()).device)
+    t0 = time.perf_counter()
+    log = train_reward_model(rm, train, cfg, generator=gen, heldout=heldout)
+    train_seconds = time.perf_counter() - t0
+    acc = pairwise_accuracy(rm, heldout)
+    cal = calibration(rm, heldout)
+    metrics = {"train_pairs": train["n_pairs"], "train_prompts": train["n_prompts"], "heldout_pairs": heldout["n_pairs"],
+               "noise": cfg.noise, "train_flipped": float(train["flipped"].float().mean()),
+               "heldout_accuracy": acc["accuracy"], "heldout_gold_accuracy": acc["gold_accuracy"],
+               "noise_ceiling": acc["ceiling"], "of_ceiling": acc["of_ceiling"], "ece": cal["ece"],
+               "data_seconds": data_seconds, "train_seconds": train_seconds}
+    return {"model": rm, "train": train, "heldout": heldout, "log": log, "metrics": metrics, "calibration": cal}
+
+
+def _model_config(policy) -> ModelConfig:
+    c = policy.config
+    return ModelConfig(n_layer=c.n_layer, n_embd=c.n_embd, n_head=c.n_head, n_positions=c.n_positions)
+
+
+# ---- best-of-N ----------------------------------------------------------------------------------------
+def best_of_n_kl(n: int) -> float:
+    """KL(best-of-n ‖ base) = log n − (n − 1)/n, the analytic value for distinct samples (Stiennon et al. 2020)."""
+    if int(n) != n or n < 1:
+        raise ValueError(f"n must be a positive integer; got {n!r}")
+    return math.log(n) - (n - 1) / n
+
+
+def best_of_n_curve(proxy: torch.Tensor, gold: torch.Tensor, ns) -> list[dict]:
+    """Gold and proxy reward of best-of-n selection, from ``(P, K)`` scores of K samples per prompt.
+
+    For each n dividing K, the K samples of a prompt are split into K/n disjoint groups; the
+    proxy's favourite of each group is kept (first one on ties). Returns one row per n with
+    mean ``gold`` and ``proxy`` of the kept samples and the analytic ``kl``.
+    """
+    proxy, gold = torch.as_tensor(proxy, dtype=torch.float32), torch.as_tensor(gold, dtype=torch.float32)
+    if proxy.ndim != 2 or proxy.shape != gold.shape:
+        raise ValueError(f"proxy and gold must both have shape (prompts, samples); got {tuple(proxy.shape)}, {tuple(gold.shape)}")
+    k = proxy.shape[1]
+    rows = []
+    for n in ns:
+        if int(n) != n or n < 1 or k % n:
+            raise ValueError(f"every n must be a positive divisor of the {k} samples per prompt; got {n!r}")
+        p = proxy.reshape(proxy.shape[0], k // n, n)
+        g = gold.reshape(gold.shape[0], k // n, n)
+        best = p.argmax(-1, keepdim=True)
+        rows.append({"n": int(n), "gold": float(g.gather(-1, best).mean()), "proxy": float(p.gather(-1, best).mean()),
+                     "kl": best_of_n_kl(int(n))})
+    return rows
+
+
+@torch.no_grad()
+def best_of_n_scores(policy, task: AdditionTask, pairs, proxy, *, k: int = 64, max_completion_length: int = 6,
+                     temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample ``k`` completions per prompt; return proxy and gold (strict checker) scores, each ``(P, k)``."""
+    device = next(policy.parameters()).device
+    roll = generate(policy, task.encode_prompts(pairs, device), task.tokenizer, max_completion_length=max_completion_length,
+                    num_generations=k, temperature=temperature)
+    repeated = [p for p in pairs for _ in range(k)]
+    comps = roll.completions
+    return proxy(repeated, comps).view(len(pairs), k).cpu(), resolve_reward("strict", task)(repeated, comps).view(len(pairs), k)
+
+
+def passport_fields(info: dict) -> dict:
+    """The reward model's passport entry (§17): data, labelling rule, noise, accuracy, from ``reward_model.json``."""
+    c, m = info["config"], info["metrics"]
+    return {
+        "data": (f"{m['train_pairs']} pairs from {m['train_prompts']} prompts, {c['samples_per_prompt']} SFT samples per "
+                 f"prompt at temperature {c['temperature']} (one round, never refreshed); "
+                 f"{m['heldout_pairs']} held-out pairs from the task's held-out prompts"),
+        "labelling_rule": info["labelling_rule"],
+        "noise": f"each label flipped with probability {info['noise']} ({m['train_flipped']:.1%} of training labels)",
+        "model": f"GPT2ForSequenceClassification(num_labels=1), initialised from {'the SFT policy' if c['init'] == 'sft' else 'scratch'}",
+        "accuracy": (f"held-out pairwise {m['heldout_accuracy']:.1%} = {m['of_ceiling']:.1%} of the noise ceiling "
+                     f"{m['noise_ceiling']:.1%}; against gold {m['heldout_gold_accuracy']:.1%}; ECE {m['ece']:.3f}"),
+    }

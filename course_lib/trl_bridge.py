@@ -1,0 +1,642 @@
+"""From the course's trainers to Hugging Face TRL: the same recipe, TRL's configs and trainers.
+
+A course ``RunConfig`` (SFT, the DPO family, the GRPO family, RLOO) becomes
+
+- ``translate(cfg, kind)``: the keyword arguments of the equivalent TRL config
+  (``SFTConfig``, ``DPOConfig``, ``CPOConfig`` for SimPO, ``GRPOConfig``, ``RLOOConfig``),
+  which trainer takes them, and every course option **without** an exact TRL equivalent,
+  each with what TRL does instead. Pure data: it needs no TRL installed;
+- ``trl_config(bridged)``: the TRL config object itself (imports TRL);
+- datasets (``prompt_dataset``, ``preference_dataset``, ``sft_dataset``) and reward
+  functions (``reward_function``) in TRL's formats, built from the course's task and checkers;
+- ``make_trainer(...)``: a ready TRL trainer on the tiny GPT and its character tokenizer, with a
+  callback (``HeldoutAccuracy``) that logs the course's held-out exact match while TRL trains;
+- ``instruct_recipe(...)`` and ``tiny_instruct_standin()``: the same GRPO recipe on a chat
+  model (a real small instruct model on a GPU; in tests a tiny random one built from a config).
+
+TRL is optional (``pip install -e .[trl]``): importing ``course_lib`` and this module never
+imports TRL; only ``trl_config`` and the functions that build TRL objects do, and they say how to
+install it when it is missing. Which settings reproduce TRL exactly, formula by formula, is
+pinned by ``tests/test_trl_parity.py`` (TRL's own loss and advantage code on identical tensors).
+
+Simplifications, said out loud:
+- Precision and memory: TRL 1.x defaults to ``bf16=True`` and gradient checkpointing on; the
+  course runs float32 on a CPU (bf16 autocast on CUDA) without checkpointing, so the bridge
+  sets ``bf16`` from the device and ``activation_checkpointing=False`` (pass
+  ``checkpointing=True`` to trade speed for memory on a real model).
+- One process, no gradient accumulation: a course step is one TRL optimiser step on B·G
+  completions (``steps_per_generation=1``). Under ``accelerate launch`` the per-device batch
+  is divided by the number of processes so a step still sees B·G completions.
+- TRL iterates over a finite dataset; the bridge draws exactly ``steps × B`` fresh training
+  prompts up front with the course's prompt sampler (held-out prompts excluded).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+
+import torch
+from transformers import TrainerCallback
+
+from course_lib.configs import RunConfig, validate
+from course_lib.task import AdditionTask
+
+KINDS = ("sft", "dpo", "grpo", "rloo")
+INSTALL_HINT = "TRL is not installed: pip install -e '.[trl]' (or make test, which installs it)"
+
+
+def trl_available() -> bool:
+    return importlib.util.find_spec("trl") is not None
+
+
+def require_trl():
+    """Import TRL or raise ``ImportError`` saying how to install it."""
+    if not trl_available():
+        raise ImportError(INSTALL_HINT)
+    import trl
+
+    return trl
+
+
+@dataclass
+class Unmatched:
+    """A course option TRL has no exact equivalent for, and what TRL does instead."""
+
+    option: str
+    value: object
+    trl_does: str
+
+    def __str__(self) -> str:
+        return f"{self.option}={self.value!r}: {self.trl_does}"
+
+
+@dataclass
+class Bridged:
+    """The TRL side of one course recipe."""
+
+    kind: str
+    trainer: str  # TRL trainer class name
+    config_class: str  # TRL config class name
+    config: dict  # keyword arguments for the config class
+    unmatched: list[Unmatched] = field(default_factory=list)
+
+    def report(self) -> str:
+        lines = [f"{self.kind} -> trl.{self.trainer}(args=trl.{self.config_class}(...))"]
+        lines += [f"  {k} = {v!r}" for k, v in sorted(self.config.items())]
+        lines.append(f"  no exact TRL equivalent ({len(self.unmatched)}):")
+        lines += [f"    - {u}" for u in self.unmatched] or ["    (none)"]
+        return "\n".join(lines)
+
+
+def _common(cfg: RunConfig, section, *, output_dir: str, seed: int, cuda: bool, checkpointing: bool) -> dict:
+    return dict(
+        output_dir=output_dir,
+        seed=seed,
+        learning_rate=section.learning_rate,
+        max_steps=section.steps,
+        lr_scheduler_type="constant",  # the course's AdamW runs at a constant rate
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=cfg.max_grad_norm,
+        gradient_accumulation_steps=1,
+        bf16=cuda,  # TRL defaults to bf16 even on a CPU; the course autocasts bf16 only on CUDA
+        use_cpu=not cuda,
+        gradient_checkpointing=None,  # the deprecated name; TRL's default would turn it on
+        activation_checkpointing=checkpointing,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,  # every parameter gets a gradient; skip DDP's extra graph walk
+    )
+
+
+def translate(
+    cfg: RunConfig,
+    kind: str,
+    *,
+    output_dir: str = "trl-out",
+    seed: int = 0,
+    cuda: bool = False,
+    checkpointing: bool = False,
+    num_processes: int = 1,
+) -> Bridged:
+    """The TRL config for the course recipe ``kind`` ('sft', 'dpo', 'grpo' or 'rloo').
+
+    ``rloo`` is the GRPO section of ``cfg`` with ``advantage='rloo'``, handed to TRL's
+    ``RLOOTrainer``; ``grpo`` with ``advantage='rloo'`` is refused (say ``rloo``).
+    ``num_processes`` divides the per-device batch (``accelerate launch``) so one step still
+    sees the course's B·G completions (or ``batch_size`` pairs/demonstrations).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    if not isinstance(num_processes, int) or num_processes < 1:
+        raise ValueError(f"num_processes must be a positive integer; got {num_processes!r}")
+    validate(cfg)
+    common = dict(output_dir=output_dir, seed=seed, cuda=cuda, checkpointing=checkpointing)
+    if kind == "sft":
+        return _sft(cfg, num_processes, **common)
+    if kind == "dpo":
+        return _dpo(cfg, num_processes, **common)
+    return _online(cfg, kind, num_processes, **common)
+
+
+def _per_device(total: int, num_processes: int, what: str) -> int:
+    if total % num_processes:
+        raise ValueError(f"{what} ({total}) must be divisible by num_processes ({num_processes})")
+    return total // num_processes
+
+
+def _sft(cfg, num_processes, **common) -> Bridged:
+    s = cfg.sft
+    config = _common(cfg, s, **common) | dict(
+        per_device_train_batch_size=_per_device(s.batch_size, num_processes, "sft.batch_size"),
+        completion_only_loss=True,  # token-mean NLL of the completion tokens, as train.sft_loss
+        max_length=AdditionTask(cfg.task).prompt_length + cfg.task.digits + 2,
+    )
+    unmatched = [
+        Unmatched("sft data order", "with replacement", "TRL walks shuffled epochs over the demonstrations"),
+        Unmatched("sft.eval_every", s.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+    ]
+    return Bridged("sft", "SFTTrainer", "SFTConfig", config, unmatched)
+
+
+def _dpo(cfg, num_processes, **common) -> Bridged:
+    d = cfg.dpo
+    batch = _per_device(d.batch_size, num_processes, "dpo.batch_size")
+    length = AdditionTask(cfg.task).prompt_length + d.max_completion_length
+    unmatched = [
+        Unmatched("dpo.pair_prompts / samples_per_prompt", (d.pair_prompts, d.samples_per_prompt),
+                  "course-side data: pairs are built before training (preference_dataset); TRL trains on a finished dataset"),
+        Unmatched("dpo data order", "with replacement", "TRL walks shuffled epochs over the pairs"),
+        Unmatched("dpo.eval_every", d.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        Unmatched("model: <pad>/<bos> removed from the softmax", True,
+                  "TRL's log-probs use the full vocabulary (after SFT these two tokens carry ~0 mass)"),
+    ]
+    if d.loss_type == "simpo":
+        config = _common(cfg, d, **common) | dict(
+            per_device_train_batch_size=batch, loss_type="simpo", beta=d.beta, simpo_gamma=d.simpo_gamma,
+            cpo_alpha=d.rpo_alpha,  # CPO's NLL weight on chosen; 0 = pure SimPO
+            max_length=length,
+        )
+        return Bridged("dpo", "CPOTrainer", "CPOConfig", config, unmatched)
+    loss_type, weights = [d.loss_type], [1.0]
+    if d.rpo_alpha > 0:  # DPO + NLL: TRL 1.x spells rpo_alpha as a weighted "sft" term
+        loss_type, weights = [d.loss_type, "sft"], [1.0, d.rpo_alpha]
+    config = _common(cfg, d, **common) | dict(
+        per_device_train_batch_size=batch, loss_type=loss_type, loss_weights=weights, beta=d.beta,
+        precompute_ref_log_probs=True,  # the course caches reference log-probs once (§6)
+        max_length=length,
+    )
+    if d.loss_type == "ipo":
+        unmatched.append(Unmatched(
+            "dpo.loss_type", "ipo",
+            "TRL's ipo averages each completion's log-ratio over its tokens; the course trainer sums them "
+            "(preference.ipo_loss(chosen_lengths=..., rejected_lengths=...) is TRL's form)",
+        ))
+    return Bridged("dpo", "DPOTrainer", "DPOConfig", config, unmatched)
+
+
+def _online(cfg, kind, num_processes, **common) -> Bridged:
+    g = cfg.grpo
+    if kind == "grpo" and g.advantage == "rloo":
+        raise ValueError("grpo.advantage='rloo' is TRL's RLOOTrainer: translate(cfg, 'rloo')")
+    completions = g.batch_prompts * g.num_generations
+    per_device = _per_device(completions, num_processes, "batch_prompts × num_generations")
+    config = _common(cfg, g, **common) | dict(
+        per_device_train_batch_size=per_device,
+        num_generations=g.num_generations,
+        steps_per_generation=1,  # one optimiser step per rollout batch, as the course does
+        max_completion_length=g.max_completion_length,
+        num_iterations=g.num_iterations,
+        epsilon=g.epsilon,
+        epsilon_high=g.epsilon_high,
+        beta=g.beta,
+        temperature=g.temperature,
+        top_k=0,
+        top_p=1.0,
+        mask_truncated_completions=g.mask_truncated,
+        shuffle_dataset=False,  # prompts are already fresh random draws
+    )
+    unmatched = [
+        Unmatched("grpo.eval_every", g.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        Unmatched("model: <pad>/<bos> removed from the softmax", True,
+                  "TRL samples and scores over the full vocabulary (after SFT these two tokens carry ~0 mass)"),
+    ]
+    if g.zero_variance != "keep":
+        unmatched.append(Unmatched("grpo.zero_variance", g.zero_variance,
+                                   "TRL keeps zero-variance groups (zero advantage); no drop or dynamic resampling"))
+    if g.beta > 0 and kind == "grpo" and g.kl_placement != "loss":
+        unmatched.append(Unmatched("grpo.kl_placement", g.kl_placement,
+                                   "GRPOTrainer puts the KL in the loss only (RLOOTrainer puts k1 in the reward)"))
+    elif g.beta > 0 and kind == "grpo" and g.kl_estimator != "k3":
+        unmatched.append(Unmatched("grpo.kl_estimator", g.kl_estimator, "GRPOTrainer always puts k3 in the loss"))
+    if kind == "grpo":
+        scale = {"grpo": "group", "dr_grpo": "none"}[g.advantage]
+        unit = {"sequence_mean": "grpo", "token_mean": "dapo", "constant": "dr_grpo"}[g.unit]
+        config |= dict(scale_rewards=scale, loss_type=unit)
+        if g.beta > 0:
+            # TRL 1.16 multiplies k3 by the importance ratio by default (DeepSeek-V3.2's unbiased
+            # reverse-KL gradient); the course's plain k3 in the loss is use_bias_correction_kl=False
+            config["use_bias_correction_kl"] = False
+        if g.advantage == "grpo":
+            unmatched.append(Unmatched(
+                "grpo.advantage", "grpo",
+                "scale_rewards='group' divides by the sample std (ddof=1) + 1e-4; the course trainer uses the "
+                "population std (ddof=0) and no epsilon: grpo_advantages(ddof=1, epsilon=1e-4) is TRL's form, "
+                "so TRL's advantages are sqrt((G-1)/G) of ours",
+            ))
+        return Bridged("grpo", "GRPOTrainer", "GRPOConfig", config, unmatched)
+    config |= dict(normalize_advantages=False)
+    unmatched.append(Unmatched(
+        "grpo.unit", g.unit,
+        "RLOOTrainer's ratio is per sequence (sum of token log-ratios) and its loss a mean over completions; "
+        "the course clips per token and averages with the unit (the gradients agree only at μ=1 with "
+        "unit='constant', max_length=1)",
+    ))
+    if g.beta > 0 and (g.kl_placement, g.kl_estimator) != ("reward", "k1"):
+        unmatched.append(Unmatched(
+            "grpo.kl_placement / kl_estimator", (g.kl_placement, g.kl_estimator),
+            "RLOOTrainer puts k1 in the reward before the baseline (policy_loss.kl_shaped_rewards): "
+            "kl_placement='reward', kl_estimator='k1' is its form",
+        ))
+    return Bridged("rloo", "RLOOTrainer", "RLOOConfig", config, unmatched)
+
+
+def quiet() -> None:
+    """Silence what TRL 1.16 + transformers 5 print on every run but a student cannot act on.
+
+    ``datasets``' progress bars (stderr), transformers' info/warning log lines (among them a
+    padding hint raised while TRL's ``generate`` pads finished rows), and the ``FutureWarning``
+    TRL triggers by calling transformers' deprecated ``*gradient_checkpointing*`` names — only
+    those: any other warning still shows.
+    """
+    import warnings
+
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated", category=FutureWarning)
+    if importlib.util.find_spec("datasets") is not None:
+        import datasets
+
+        datasets.disable_progress_bars()
+
+
+def trl_config(bridged: Bridged):
+    """Instantiate the TRL config object (``trl.GRPOConfig(**bridged.config)``, ...)."""
+    trl = require_trl()
+    if bridged.config_class == "CPOConfig":
+        from trl.experimental.cpo import CPOConfig
+
+        return CPOConfig(**bridged.config)
+    return getattr(trl, bridged.config_class)(**bridged.config)
+
+
+# ---- data and rewards in TRL's formats --------------------------------------------------------
+def _datasets():
+    try:
+        import datasets
+    except ImportError as err:  # datasets comes with TRL
+        raise ImportError(INSTALL_HINT) from err
+    return datasets
+
+
+def prompt_text(task: AdditionTask, a: int, b: int) -> str:
+    """The prompt as TRL tokenizes it: ``<bos>07+58=`` (the character tokenizer maps <bos> to its id)."""
+    return task.tokenizer.bos_token + task.prompt_text(a, b)
+
+
+def prompt_dataset(task: AdditionTask, n: int, generator: torch.Generator):
+    """``n`` fresh training prompts (held-out ones excluded) with their operands as columns."""
+    pairs = task.sample_pairs(n, generator)
+    return _datasets().Dataset.from_dict({
+        "prompt": [prompt_text(task, a, b) for a, b in pairs],
+        "a": [a for a, _ in pairs],
+        "b": [b for _, b in pairs],
+    })
+
+
+def sft_dataset(task: AdditionTask):
+    """The task's demonstrations (flawed teacher included) as prompt/completion text; TRL appends <eos>."""
+    return _datasets().Dataset.from_dict({
+        "prompt": [prompt_text(task, a, b) for a, b in task.demo_pairs],
+        "completion": list(task.demo_answers),
+    })
+
+
+def preference_dataset(task: AdditionTask, pairs: dict):
+    """``train.build_preference_pairs`` output as TRL's prompt/chosen/rejected text (with <eos>)."""
+    tok, plen = task.tokenizer, task.prompt_length
+    rows = {"prompt": [], "chosen": [], "rejected": []}
+    for i in range(pairs["n_pairs"]):
+        chosen = pairs["chosen_ids"][i][pairs["chosen_attention"][i].bool()].tolist()
+        rejected = pairs["rejected_ids"][i][pairs["rejected_attention"][i].bool()].tolist()
+        rows["prompt"].append(tok.decode(chosen[:plen]))
+        rows["chosen"].append(tok.decode(chosen[plen:]))
+        rows["rejected"].append(tok.decode(rejected[plen:]))
+    return _datasets().Dataset.from_dict(rows)
+
+
+def reward_function(task: AdditionTask, spec: str = "strict"):
+    """The course reward (``rewards.resolve_reward``: a checker or ``rm:DIR``) as a TRL reward function.
+
+    It scores token ids, not decoded text, so ``<eos>`` and truncation count exactly as in the
+    course trainer (TRL hands over each completion's ids up to and including its ``<eos>``).
+    """
+    from course_lib.rewards import resolve_reward
+
+    batched = resolve_reward(spec, task)
+    pad = task.tokenizer.pad_token_id
+
+    def reward(prompts, completions, completion_ids, a, b, **kwargs):
+        width = max(len(ids) for ids in completion_ids)
+        padded = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in completion_ids], dtype=torch.long)
+        return batched(list(zip(a, b)), padded).tolist()
+
+    reward.__name__ = spec.split(":", 1)[0]  # TRL logs rewards/<name>/mean
+    return reward
+
+
+class HeldoutAccuracy(TrainerCallback):
+    """Greedy held-out exact match (``train.evaluate``) every ``every`` steps and at the end.
+
+    Each row is ``{"step", "accuracy", "loose_accuracy", ...}``; the first is taken before
+    training (step 0). Evaluation time is excluded from ``train_seconds`` (wall time of steps).
+    """
+
+    def __init__(self, task: AdditionTask, every: int, *, max_completion_length: int | None = None):
+        if every < 1:
+            raise ValueError(f"every must be >= 1; got {every}")
+        self.task, self.every, self.length = task, every, max_completion_length
+        self.rows: list[dict] = []
+
+    def _eval(self, model, step):
+        from course_lib.evaluation import evaluate
+
+        was_training = model.training
+        self.rows.append({"step": step, **evaluate(model, self.task, max_completion_length=self.length)})
+        model.train(was_training)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if args.process_index == 0:
+            self._eval(model, 0)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        done = state.global_step == state.max_steps
+        if args.process_index == 0 and (state.global_step % self.every == 0 or done):
+            self._eval(model, state.global_step)
+
+
+def _save_reference(model, task: AdditionTask, path: str) -> None:
+    """Write the starting weights where TRL will load its reference model from (β > 0).
+
+    TRL creates the reference with ``from_pretrained(model.config._name_or_path)``; a model built
+    from a config has no path, so the current weights (the course's reference: the SFT start) are
+    saved and the path recorded in the config.
+    """
+    model.save_pretrained(path)
+    task.tokenizer.save_pretrained(path)
+    model.config._name_or_path = path
+
+
+def make_trainer(
+    kind: str,
+    model,
+    task: AdditionTask,
+    cfg: RunConfig,
+    *,
+    seed: int = 0,
+    output_dir: str = "trl-out",
+    checkpointing: bool = False,
+    pairs: dict | None = None,
+    num_processes: int = 1,
+    callbacks: list | None = None,
+):
+    """A TRL trainer for the tiny GPT on the course's task, configured by ``translate``.
+
+    ``kind``: 'sft' (demonstrations), 'dpo' (needs ``pairs`` from
+    ``train.build_preference_pairs``), 'grpo' or 'rloo' (fresh prompts, the course checker as
+    reward). Returns ``(trainer, bridged)``; ``trainer.train()`` runs it.
+    """
+    require_trl()
+    trainer, bridged = _build_trainer(kind, model, task, cfg, seed=seed, output_dir=output_dir,
+                                      checkpointing=checkpointing, pairs=pairs, num_processes=num_processes,
+                                      callbacks=callbacks)
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # metrics stay in trainer.state.log_history
+    return trainer, bridged
+
+
+def _build_trainer(kind, model, task, cfg, *, seed, output_dir, checkpointing, pairs, num_processes, callbacks):
+    cuda = next(model.parameters()).device.type == "cuda"
+    bridged = translate(cfg, kind, output_dir=output_dir, seed=seed, cuda=cuda,
+                        checkpointing=checkpointing, num_processes=num_processes)
+    args = trl_config(bridged)
+    common = dict(model=model, args=args, processing_class=task.tokenizer, callbacks=callbacks)
+    if kind == "sft":
+        from trl import SFTTrainer
+
+        return SFTTrainer(train_dataset=sft_dataset(task), **common), bridged
+    if kind == "dpo":
+        if pairs is None:
+            raise ValueError("pairs is required for kind='dpo' (train.build_preference_pairs)")
+        data = preference_dataset(task, pairs)
+        if bridged.trainer == "CPOTrainer":
+            from trl.experimental.cpo import CPOTrainer
+
+            return CPOTrainer(train_dataset=data, **common), bridged
+        from trl import DPOTrainer
+
+        return DPOTrainer(train_dataset=data, **common), bridged
+    g = cfg.grpo
+    if g.beta > 0:  # TRL builds its frozen reference by loading the policy's checkpoint path
+        _save_reference(model, task, f"{output_dir}/reference")
+    prompts = prompt_dataset(task, g.steps * g.batch_prompts, torch.Generator().manual_seed(seed))
+    reward = reward_function(task, g.reward)
+    if kind == "rloo":
+        from trl import RLOOTrainer
+
+        return RLOOTrainer(reward_funcs=reward, train_dataset=prompts, **common), bridged
+    from trl import GRPOTrainer
+
+    return GRPOTrainer(reward_funcs=reward, train_dataset=prompts, **common), bridged
+
+
+# ---- the same recipe on a chat model ------------------------------------------------------------
+INSTRUCT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # a small instruct model for a Colab GPU
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def instruct_prompt_dataset(task: AdditionTask, n: int, generator: torch.Generator):
+    """``n`` fresh prompts as chat messages a real instruct model understands."""
+    pairs = task.sample_pairs(n, generator)
+    return _datasets().Dataset.from_dict({
+        "prompt": [[{"role": "user", "content": f"What is {a} + {b}? Reply with the number only."}] for a, b in pairs],
+        "a": [a for a, _ in pairs],
+        "b": [b for _, b in pairs],
+    })
+
+
+def text_reward_function(name: str = "strict"):
+    """The task's two checkers on a chat model's text.
+
+    ``strict``: the reply, stripped of surrounding white space, is exactly the sum's digits (a
+    truncated reply never is, unless it stopped exactly there). ``loose``: the sum's digits appear
+    in order anywhere in the reply — exploitable, as notebook 08 shows on the tiny GPT.
+    """
+    if name not in ("strict", "loose"):
+        raise ValueError(f"name must be 'strict' or 'loose'; got {name!r}")
+
+    def reward(prompts, completions, a, b, **kwargs):
+        out = []
+        for completion, x, y in zip(completions, a, b):
+            text = completion[-1]["content"] if isinstance(completion, list) else completion
+            answer = str(x + y)
+            if name == "strict":
+                out.append(float(text.strip() == answer))
+            else:
+                chars = iter(text)
+                out.append(float(all(d in chars for d in answer)))
+        return out
+
+    reward.__name__ = name
+    return reward
+
+
+def instruct_recipe(model, tokenizer, task: AdditionTask, cfg: RunConfig, *, seed: int = 0,
+                    output_dir: str = "trl-instruct", checkpointing: bool = True, callbacks: list | None = None):
+    """The course's GRPO recipe (``cfg.grpo``) on a chat model: TRL's GRPOTrainer, ready to train.
+
+    ``model`` is a ``transformers`` causal LM (e.g. ``AutoModelForCausalLM.from_pretrained(
+    INSTRUCT_MODEL)`` on a GPU) and ``tokenizer`` its tokenizer with a chat template. Same
+    options as the tiny GPT's recipe; gradient checkpointing is on by default here (a real model's
+    activations, not its speed, are what runs out first on a Colab GPU).
+    """
+    require_trl()
+    from transformers.trainer_callback import PrinterCallback
+    from trl import GRPOTrainer
+
+    cuda = next(model.parameters()).device.type == "cuda" or torch.cuda.is_available()
+    bridged = translate(cfg, "grpo", output_dir=output_dir, seed=seed, cuda=cuda, checkpointing=checkpointing)
+    g = cfg.grpo
+    prompts = instruct_prompt_dataset(task, g.steps * g.batch_prompts, torch.Generator().manual_seed(seed))
+    trainer = GRPOTrainer(model=model, reward_funcs=text_reward_function(g.reward), args=trl_config(bridged),
+                          train_dataset=prompts, processing_class=tokenizer, callbacks=callbacks)
+    trainer.remove_callback(PrinterCallback)
+    return trainer, bridged
+
+
+def tiny_instruct_standin(seed: int = 0):
+    """A tiny random chat model and tokenizer built from configs (no download): a stand-in for
+    ``INSTRUCT_MODEL`` that runs ``instruct_recipe``'s exact code path on a CPU in seconds.
+
+    The tokenizer is byte-level (every UTF-8 byte a token, ChatML special tokens, a chat template);
+    the model a 1-layer Qwen2 — the architecture family of Qwen2.5-Instruct.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"], chat_template=CHATML,
+    )
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                         bos_token_id=None, tie_word_embeddings=True)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+# ---- command line: one recipe, one or many processes -------------------------------------------
+def main(argv: list[str] | None = None) -> dict:
+    """``python -m course_lib.trl_bridge {grpo,rloo,dpo} [--config test] [--steps N] [--out DIR]``.
+
+    Trains the course's SFT start (deterministic on a CPU: every process trains the same one),
+    then the bridged TRL recipe, and writes ``summary.json`` (held-out accuracy before and after,
+    seconds, number of processes) from the main process. Runs unchanged under
+    ``accelerate launch --num_processes N`` (see ``configs/accelerate/multi_gpu.yaml``).
+    """
+    import argparse
+    import dataclasses
+    import json
+    import os
+    import time
+    from pathlib import Path
+
+    from course_lib.configs import get_config
+    from course_lib.dpo import build_preference_pairs
+    from course_lib.evaluation import evaluate
+    from course_lib.pipeline import rl_generator, sft_policy
+
+    parser = argparse.ArgumentParser(prog="python -m course_lib.trl_bridge", description=main.__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=("grpo", "rloo", "dpo"))
+    parser.add_argument("--config", default="cpu")
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default="runs/trl")
+    args = parser.parse_args(argv)
+    require_trl()
+    quiet()
+    torch.set_num_threads(args.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    main_process = int(os.environ.get("RANK", "0")) == 0
+    cfg = get_config(args.config)
+    section = "dpo" if args.kind == "dpo" else "grpo"
+    if args.steps is not None:
+        setattr(cfg, section, dataclasses.replace(getattr(cfg, section), steps=args.steps))
+    if args.kind == "rloo":
+        cfg.grpo = dataclasses.replace(cfg.grpo, advantage="rloo")
+    task, model, _ = sft_policy(cfg, seed=args.seed, device="cpu", show_progress=False, threads=args.threads)
+    rl_generator(args.seed)  # the RL stage's torch seed, as a course run sets it
+    length = getattr(cfg, section).max_completion_length
+    before = evaluate(model, task, max_completion_length=length)["accuracy"]
+    pairs = None
+    if args.kind == "dpo":
+        pairs = build_preference_pairs(model, task, cfg.dpo, generator=torch.Generator().manual_seed(args.seed + 1))
+    trainer, bridged = make_trainer(args.kind, model, task, cfg, seed=args.seed, output_dir=args.out,
+                                    pairs=pairs, num_processes=world)
+    def checksum():
+        weights = [p.detach().flatten().double() for p in trainer.accelerator.unwrap_model(trainer.model).parameters()]
+        return float(torch.cat(weights).sum())
+
+    start_sum = checksum()
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    summary = {
+        "kind": args.kind, "config": args.config, "trainer": bridged.trainer, "num_processes": world,
+        "per_device_train_batch_size": bridged.config["per_device_train_batch_size"],
+        "steps": trainer.state.global_step, "train_seconds": seconds,
+        "baseline_accuracy": before,
+        "final_accuracy": evaluate(trainer.accelerator.unwrap_model(trainer.model), task, max_completion_length=length)["accuracy"],
+        "unmatched": [str(u) for u in bridged.unmatched],
+    }
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    rank = int(os.environ.get("RANK", "0"))  # each process records its weights: DDP keeps them identical
+    (Path(args.out) / f"weights_rank{rank}.json").write_text(json.dumps({"before": start_sum, "after": checksum()}))
+    if main_process:
+        (Path(args.out) / "summary.json").write_text(json.dumps(summary, indent=2))
+        print(f"{bridged.trainer} on {world} process(es): held-out {before:.1%} -> {summary['final_accuracy']:.1%} "
+              f"in {seconds:.0f} s ({summary['steps']} steps)")
+    return summary
+
+
+if __name__ == "__main__":
+    main()

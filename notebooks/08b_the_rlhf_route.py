@@ -1,0 +1,494 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (course)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab-setup"]
+# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
+# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}  # Colab runs pip as root: no warning
+    subprocess.run([*pip, "--no-deps", source], check=True, env=env)
+    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True, env=env)
+    importlib.invalidate_caches()
+
+from course_lib.device import on_colab, resolve_device
+
+DEVICE = resolve_device("auto")
+print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
+
+# %% [markdown]
+# # 08b · The RLHF route: a learned reward model, best-of-N, over-optimisation, PPO with a critic
+#
+# *Pointer for readers of the Module 14 lecture: §3–§4, §9–§10, §13 and §15. Everything below stands on its own.*
+#
+# [Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) trained against a checker that is exactly
+# right. The classic RLHF pipeline has no such checker: people compare answers, a **reward model**
+# learns their preferences, and RL optimises the reward model — a *proxy* of what people want. Here
+# the "people" are a gold rule (the strict checker) whose labels are flipped now and then, so we can
+# always measure the truth the proxy stands in for.
+#
+# After this notebook you will be able to
+#
+# 1. build a reward model from noisy preference pairs and judge it against the ceiling the noise
+#    allows, and say whether its Bradley–Terry probabilities are calibrated;
+# 2. predict what best-of-N against a learned reward does to the proxy and to the gold score as N grows;
+# 3. read proxy and gold reward against √KL during RL, the shape of reward over-optimisation;
+# 4. compute GAE advantages by hand, and weigh PPO's learned critic against GRPO's and RLOO's group
+#    baselines in accuracy, time and memory.
+#
+# Budget: about 10 minutes on a laptop CPU for the full run; `COURSE_FAST=1` (CI) runs a toy budget
+# in under a minute — its numbers are noisier, and the text below is computed from whichever ran.
+
+# %%
+import copy
+import dataclasses
+import math
+import os
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import display
+
+from course_lib.budgets import stage_memory_gib
+from course_lib.configs import PPOConfig, RewardModelConfig, get_config
+from course_lib.evaluation import evaluate
+from course_lib.explore import predict
+from course_lib.grpo import train_grpo
+from course_lib.model import build_model
+from course_lib.ppo import build_critic, clipped_value_loss, gae, train_ppo
+from course_lib.preference import reward_model_loss
+from course_lib.reward_model import (
+    RewardModelScorer,
+    best_of_n_curve,
+    best_of_n_scores,
+    fit_reward_model,
+    scores,
+)
+from course_lib.rewards import resolve_reward
+from course_lib.rollout import sample_groups
+from course_lib.runtime import MetricsLog
+from course_lib.sft import train_sft
+from course_lib.task import AdditionTask
+
+torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
+FAST = os.environ.get("COURSE_FAST") == "1"
+cfg = get_config("cpu")
+if FAST:
+    cfg.task.n_heldout = 200
+SEED = 0
+SFT_STEPS = 400 if FAST else cfg.sft.steps
+RM_CFG = RewardModelConfig(pair_prompts=1024, steps=100, heldout_prompts=200) if FAST else RewardModelConfig()
+BON_PROMPTS, BON_K = (100, 16) if FAST else (200, 64)
+OVEROPT_SEEDS, OVEROPT_STEPS = ((0,), 15) if FAST else ((0, 1, 2), 80)
+RL_STEPS = 10 if FAST else cfg.grpo.steps
+
+# %% [markdown]
+# ## 1. Step one of the pipeline: the SFT policy
+#
+# The same tiny GPT and task as notebooks 06–07: 2-digit addition, demonstrations from a teacher who
+# often forgets the carry.
+
+# %%
+task = AdditionTask(cfg.task)
+torch.manual_seed(SEED)
+policy = build_model(cfg.model, task.tokenizer)
+sft = train_sft(policy, task, cfg.sft, seed=SEED, steps=SFT_STEPS, show_progress=False)
+sft_weights = copy.deepcopy(policy.state_dict())
+print(f"SFT policy: held-out exact match {sft['accuracy']:.1%} "
+      f"(carry prompts {sft['accuracy_carry']:.1%}, no carry {sft['accuracy_no_carry']:.1%})")
+
+# %% [markdown]
+# ## 2. Preference pairs from a gold rule, with label noise
+#
+# For each prompt the SFT policy writes several answers. One the strict checker accepts and one it
+# rejects make a pair, shown in random order. The **gold** label prefers the correct one; then each
+# label is flipped with probability `noise` — a labeller's slip. The reward model only ever sees the
+# noisy labels.
+#
+# **Predict first.** With `noise = 0.1`, a reward model that agrees with the gold rule on *every* pair
+# is scored against held-out pairs labelled the same noisy way. What pairwise accuracy does it get?
+
+# %%
+display(predict("A reward model that always agrees with the gold rule, scored against labels with 10% flipped, reaches …",
+                ["100%", "about 90%", "about 80%", "about 50%"], "about 90%",
+                "It disagrees exactly with the flipped labels: accuracy = 1 − (share flipped)."))
+
+# %%
+rm_run = fit_reward_model(policy, task, RM_CFG, seed=SEED)
+train_pairs, heldout_pairs = rm_run["train"], rm_run["heldout"]
+m = rm_run["metrics"]
+p_len = task.prompt_length
+for i in range(4):
+    a = task.completion_text(train_pairs["a_ids"][i, p_len:])[0]
+    b = task.completion_text(train_pairs["b_ids"][i, p_len:])[0]
+    pa, pb = train_pairs["pairs"][i]
+    print(f"{task.prompt_text(pa, pb)}  a={a!r:6} b={b!r:6}  gold prefers {'a' if train_pairs['gold'][i] else 'b'}, "
+          f"label says {'a' if train_pairs['label'][i] else 'b'}{'  (flipped)' if train_pairs['flipped'][i] else ''}")
+print(f"\n{m['train_pairs']} training pairs from {m['train_prompts']} prompts, {m['heldout_pairs']} held-out pairs; "
+      f"{m['train_flipped']:.1%} of training labels flipped")
+print(f"noise ceiling on the held-out pairs: {m['noise_ceiling']:.1%} (the share of labels not flipped)")
+
+# %% [markdown]
+# The gold rule itself only agrees with the unflipped labels: about 1 − noise. That is the **noise
+# ceiling**; a reward model "above" it would be fitting the slips.
+#
+# ## 3. The reward model: `transformers`' GPT-2 with a one-output head
+#
+# `GPT2ForSequenceClassification(num_labels=1)` — the class TRL's `RewardTrainer` trains — reads the
+# last real token and outputs one number. It starts from the SFT policy's transformer (InstructGPT
+# does the same) with a fresh head, and is trained with the Bradley–Terry loss −log σ(r_chosen −
+# r_rejected) from [Bradley–Terry](01_bradley_terry.ipynb). By hand on four training pairs, against
+# `course_lib.preference.reward_model_loss`:
+
+# %%
+rm = rm_run["model"]
+lab = train_pairs["label"][:4, None]
+chosen = torch.where(lab, train_pairs["a_ids"][:4], train_pairs["b_ids"][:4])
+rejected = torch.where(lab, train_pairs["b_ids"][:4], train_pairs["a_ids"][:4])
+pad = task.tokenizer.pad_token_id
+with torch.no_grad():
+    r_c = scores(rm, chosen, (chosen != pad).long())
+    r_r = scores(rm, rejected, (rejected != pad).long())
+by_hand = sum(-math.log(1 / (1 + math.exp(-(c - r)))) for c, r in zip(r_c.tolist(), r_r.tolist())) / 4
+library = float(reward_model_loss(r_c, r_r))
+print(f"loss by hand {by_hand:.6f}   reward_model_loss {library:.6f}")
+assert abs(by_hand - library) < 1e-5
+
+# %%
+log = rm_run["log"]
+evals = [r for r in log if "heldout_accuracy" in r]
+fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9.5, 3))
+ax_loss.plot([r["step"] for r in log], [r["loss"] for r in log], lw=0.8)
+eps = RM_CFG.noise
+ax_loss.axhline(-(eps * math.log(eps) + (1 - eps) * math.log(1 - eps)), ls=":", c="k", label="entropy of the label noise")
+ax_loss.set(xlabel="step", ylabel="loss", title="reward-model loss (training batches)")
+ax_loss.legend()
+ax_acc.plot([r["step"] for r in evals], [r["heldout_accuracy"] for r in evals], "o-", label="vs noisy labels")
+ax_acc.plot([r["step"] for r in evals], [r["heldout_gold_accuracy"] for r in evals], "s-", label="vs gold")
+ax_acc.axhline(m["noise_ceiling"], ls="--", c="k", label="noise ceiling")
+ax_acc.set(xlabel="step", ylabel="pairwise accuracy", title="held-out pairs", ylim=(0.4, 1.02))
+ax_acc.legend()
+fig.tight_layout()
+plt.show()
+print(f"held-out pairwise accuracy {m['heldout_accuracy']:.1%} = {m['of_ceiling']:.1%} of the noise ceiling "
+      f"({m['noise_ceiling']:.1%}); against gold labels {m['heldout_gold_accuracy']:.1%}")
+
+# %% [markdown]
+# ### Calibration: do its Bradley–Terry probabilities mean what they say?
+#
+# For each held-out pair the model predicts P(a ≻ b) = σ(r_a − r_b). Group pairs by that prediction
+# and compare with how often the (noisy) label actually preferred a. A calibrated model sits on the
+# diagonal. Note what noise does: a model that knew the gold answer *for certain* would predict 0 or 1,
+# yet observe only 1 − noise — confident and wrong by exactly the flip rate.
+
+# %%
+cal = rm_run["calibration"]
+fig, ax = plt.subplots(figsize=(4.2, 4))
+ax.plot([0, 1], [0, 1], ls=":", c="k")
+ax.scatter(cal["predicted"], cal["observed"], s=[8 + c for c in cal["count"]], alpha=0.7)
+ax.set(xlabel="predicted P(a ≻ b)", ylabel="observed win rate of a", title="reliability diagram (held-out)")
+plt.show()
+print(f"expected calibration error {cal['ece']:.3f} over {sum(cal['count'])} pairs "
+      f"(a perfectly confident gold model would score {1 - m['noise_ceiling']:.3f}: the flip rate)")
+
+# %% [markdown]
+# ## 4. Best-of-N against the reward model
+#
+# The simplest way to use a reward model: sample N answers, keep the one it scores highest. No training
+# at all. For best-of-N the KL to the base policy is known in closed form, log N − (N − 1)/N.
+#
+# **Predict first.** As N grows, the proxy score of the chosen answer rises (it is a maximum over
+# more samples). What does the *gold* accuracy do? (The samples are drawn and scored below; nothing
+# is shown until you reveal.)
+
+# %%
+scorer = RewardModelScorer(rm, task)
+torch.manual_seed(SEED)
+proxy, gold = best_of_n_scores(policy, task, task.heldout_pairs[:BON_PROMPTS], scorer, k=BON_K)
+ns = [n for n in (1, 2, 4, 8, 16, 32, 64) if n <= BON_K]
+bon = best_of_n_curve(proxy, gold, ns)
+best = max(bon, key=lambda r: r["gold"])
+falls = bon[-1]["gold"] < best["gold"] - 0.01
+if falls:
+    bon_answer = "rises, then falls" if best["n"] > 1 else "falls from the start"
+else:
+    bon_answer = "keeps rising" if bon[-1]["gold"] > bon[0]["gold"] + 0.01 else "stays flat"
+display(predict(f"Best-of-N against the reward model, N = 1 … {ns[-1]}: gold accuracy of the kept answer …",
+                ["keeps rising", "rises, then falls", "falls from the start", "stays flat"], bon_answer,
+                f"In this run: {bon[0]['gold']:.1%} at N=1, {best['gold']:.1%} at N={best['n']}, "
+                f"{bon[-1]['gold']:.1%} at N={bon[-1]['n']}."))
+
+# %%
+for row in bon:
+    print(f"N={row['n']:2d}  KL {row['kl']:.3f}  proxy {row['proxy']:+.3f}  gold {row['gold']:.1%}")
+gain16 = next(r["gold"] for r in bon if r["n"] == min(16, BON_K)) - bon[0]["gold"]
+print(f"\ngold peaks at N={best['n']} ({best['gold']:.1%})"
+      + (f", then falls to {bon[-1]['gold']:.1%} at N={bon[-1]['n']} while the proxy keeps rising" if falls
+         else f" and has not fallen by N={bon[-1]['n']} at this budget"))
+print(f"best-of-{min(16, BON_K)} minus best-of-1, gold: {gain16:+.1%}")
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 3.4))
+x = [math.sqrt(r["kl"]) for r in bon]
+ax.plot(x, [r["gold"] for r in bon], "o-", c="C2", label="gold (strict accuracy)")
+ax.set(xlabel="√KL(best-of-N ‖ SFT)", ylabel="gold accuracy")
+ax2 = ax.twinx()
+ax2.plot(x, [r["proxy"] for r in bon], "s--", c="C0", label="proxy (reward model)")
+ax2.set_ylabel("proxy reward")
+for r, xi in zip(bon, x):
+    ax.annotate(f"N={r['n']}", (xi, r["gold"]), textcoords="offset points", xytext=(0, 6), fontsize=8)
+fig.legend(loc="lower right")
+ax.set_title("best-of-N: proxy vs gold")
+plt.show()
+
+# %% [markdown]
+# Explore one prompt at a time: the slider picks N; you see the N samples the reward model chose from
+# and which one it kept.
+
+# %%
+n_slider = widgets.SelectionSlider(options=ns, value=min(16, BON_K), description="N")
+prompt_slider = widgets.IntSlider(value=0, min=0, max=9, description="prompt")
+torch.manual_seed(SEED + 7)
+explore_pairs = task.heldout_pairs[:10]
+explore_roll = sample_groups(policy, task, explore_pairs, num_generations=BON_K, max_completion_length=6)
+explore_prompts = [p for p in explore_pairs for _ in range(BON_K)]
+explore_proxy = scorer(explore_prompts, explore_roll.completions).view(10, BON_K)
+explore_gold = resolve_reward("strict", task)(explore_prompts, explore_roll.completions).view(10, BON_K)
+
+
+def show_choice(n, i):
+    comps = explore_roll.completions[i * BON_K : i * BON_K + n]
+    proxy_i, gold_i = explore_proxy[i, :n], explore_gold[i, :n]
+    kept = int(proxy_i.argmax())
+    a, b = explore_pairs[i]
+    print(f"{task.prompt_text(a, b)}  (answer {a + b})")
+    for j, c in enumerate(comps):
+        text, ended = task.completion_text(c)
+        mark = "← kept" if j == kept else ""
+        print(f"  {text + ('' if ended else '…'):8} proxy {float(proxy_i[j]):+.2f}  gold {int(gold_i[j])}  {mark}")
+
+
+display(widgets.VBox([n_slider, prompt_slider,
+                      widgets.interactive_output(show_choice, {"n": n_slider, "i": prompt_slider})]))
+
+# %% [markdown]
+# ## 5. RL against the reward model: over-optimisation
+#
+# Now PPO (built in section 6) optimises the reward model's score directly, with the KL to the SFT
+# policy *in the reward* (InstructGPT): each token pays β times its k1 estimate. Two runs per seed,
+# β = 0 and β = 0.05; every step logs the proxy and the gold score **on the same samples**, and the
+# sampled KL to the SFT policy.
+#
+# **Predict first.** Will gold rise, rise then fall, or fall? And which β moves further in KL?
+
+# %%
+over = {}
+for seed in OVEROPT_SEEDS:
+    for beta in (0.0, 0.05):
+        policy.load_state_dict(sft_weights)
+        torch.manual_seed(seed)
+        critic = build_critic(policy, task.tokenizer)
+        over_log = MetricsLog()
+        pcfg = PPOConfig(steps=OVEROPT_STEPS, batch_prompts=128, kl_coef=beta, eval_every=OVEROPT_STEPS)
+        train_ppo(policy, critic, task, pcfg, scorer, generator=torch.Generator().manual_seed(seed + 1), log=over_log,
+                  show_progress=False, gold_fn=resolve_reward("strict", task), track_kl=True)
+        over[(seed, beta)] = over_log.rows
+
+fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4), sharey=False)
+for (seed, beta), rows in over.items():
+    x = [math.sqrt(max(r["kl"], 0.0)) for r in rows]
+    style = "-" if beta == 0 else "--"
+    axes[0].plot(x, [r["reward_mean"] for r in rows], style, c=f"C{seed}", lw=1, label=f"seed {seed}, β={beta}")
+    axes[1].plot(x, [r["gold_mean"] for r in rows], style, c=f"C{seed}", lw=1, label=f"seed {seed}, β={beta}")
+axes[0].set(xlabel="√KL to SFT (sampled)", ylabel="proxy reward (reward model)", title="what PPO optimises")
+axes[1].set(xlabel="√KL to SFT (sampled)", ylabel="gold (strict) on the same samples", title="what we wanted")
+axes[1].legend(fontsize=7)
+fig.tight_layout()
+plt.show()
+
+summary = []
+for (seed, beta), rows in over.items():
+    golds = [r["gold_mean"] for r in rows]
+    peak = max(range(len(golds)), key=golds.__getitem__)
+    summary.append({"seed": seed, "beta": beta, "proxy_start": rows[0]["reward_mean"], "proxy_end": rows[-1]["reward_mean"],
+                    "gold_start": golds[0], "gold_peak": golds[peak], "peak_step": rows[peak]["step"],
+                    "gold_end": golds[-1], "kl_end": rows[-1]["kl"]})
+    print(f"seed {seed} β={beta}: proxy {rows[0]['reward_mean']:+.2f} → {rows[-1]['reward_mean']:+.2f}; gold "
+          f"{golds[0]:.1%} → peak {golds[peak]:.1%} (step {rows[peak]['step']}) → {golds[-1]:.1%}; KL {rows[-1]['kl']:.2f}")
+proxy_up = [s for s in summary if s["proxy_end"] > s["proxy_start"]]
+rose_then_fell = [s for s in proxy_up if s["gold_peak"] > s["gold_start"] + 0.03 and s["gold_end"] < s["gold_peak"] - 0.03]
+fell = [s for s in proxy_up if s["gold_end"] < s["gold_start"] - 0.03 and s not in rose_then_fell]
+print(f"\nproxy rose in {len(proxy_up)} of {len(summary)} runs; of those, gold rose by > 3 points and then fell by > 3 "
+      f"points in {len(rose_then_fell)}, and only fell (no rise first) in {len(fell)}")
+
+# %% [markdown]
+# Read the two panels together. The left one is all the trainer sees. Where the right one goes down
+# while the left keeps climbing, the policy has found answers the reward model overrates — the reward
+# model was fitted on the SFT policy's samples and never saw the regions RL pushes into. The published
+# curves (gold against √KL) first rise, then fall; whether the rise shows depends on how good the
+# proxy is where the policy first moves: if PPO finds the reward model's blind spots faster than its
+# real signal, gold only falls. The count above says which shape *your* runs took; best-of-N (section
+# 4) is the gentler optimiser to compare with. Compare also the KL each β reached: the penalty is
+# what keeps the walk short.
+#
+# ## 6. PPO with a learned critic, against GRPO and RLOO
+#
+# GRPO and RLOO get a baseline from the other answers to the same prompt. PPO learns one: a **critic**
+# V(s_t) predicts, at every token, the reward still to come, and **GAE** (generalised advantage
+# estimation) mixes its predictions with the rewards actually seen:
+#
+# δ_t = r_t + γ V(s_{t+1}) − V(s_t),  Â_t = δ_t + γλ Â_{t+1}.
+#
+# By hand for one answer of three tokens, reward 1 at the end, values 0.2, 0.5, 0.9 and γ = 1,
+# λ = 0.95, against `course_lib.ppo.gae`:
+
+# %%
+r_tok, v_tok = [0.0, 0.0, 1.0], [0.2, 0.5, 0.9]
+gamma, lam = 1.0, 0.95
+deltas = [r_tok[t] + gamma * (v_tok[t + 1] if t + 1 < 3 else 0.0) - v_tok[t] for t in range(3)]
+adv_hand = [0.0, 0.0, 0.0]
+running = 0.0
+for t in (2, 1, 0):
+    running = deltas[t] + gamma * lam * running
+    adv_hand[t] = running
+adv_lib, returns = gae(torch.tensor([r_tok]), torch.tensor([v_tok]), torch.ones(1, 3), gamma=gamma, lam=lam)
+print("δ by hand       ", [round(d, 4) for d in deltas])
+print("Â by hand       ", [round(a, 4) for a in adv_hand])
+print("Â course_lib.gae", [round(a, 4) for a in adv_lib[0].tolist()])
+assert torch.allclose(adv_lib, torch.tensor([adv_hand]))
+v_loss, was_clipped = clipped_value_loss(torch.tensor([0.5]), torch.tensor([0.0]), torch.tensor([1.0]), 0.2)
+print(f"clipped value loss: V_old 0, V 0.5, return 1, ε_v 0.2 → {float(v_loss):.2f} (clip active: {bool(was_clipped)})")
+
+# %% [markdown]
+# The critic's value loss is clipped like the policy's ratio: within one update a value estimate may not
+# move more than ε_v from the one the rollout was scored with.
+#
+# **Predict first.** At the same number of sampled answers per step (256: GRPO's 32 prompts × 8, PPO's
+# 256 prompts × 1), will PPO's held-out accuracy land above, near or below GRPO's? And how much memory
+# does its critic add? The three runs below print nothing until you reveal.
+
+# %%
+grpo_cfg = dataclasses.replace(cfg.grpo, steps=RL_STEPS, eval_every=RL_STEPS)
+runs = {}
+for name, advantage in (("GRPO", "grpo"), ("RLOO", "rloo")):
+    policy.load_state_dict(sft_weights)
+    torch.manual_seed(SEED)
+    res = train_grpo(policy, task, dataclasses.replace(grpo_cfg, advantage=advantage),
+                     generator=torch.Generator().manual_seed(SEED + 1), show_progress=False)
+    runs[name] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"], "rl_seconds": res["rl_seconds"]}
+policy.load_state_dict(sft_weights)
+torch.manual_seed(SEED)
+critic = build_critic(policy, task.tokenizer)
+ppo_cfg = PPOConfig(steps=RL_STEPS, batch_prompts=grpo_cfg.batch_prompts * grpo_cfg.num_generations, eval_every=RL_STEPS)
+ppo_log = MetricsLog()
+res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task), generator=torch.Generator().manual_seed(SEED + 1),
+                log=ppo_log, show_progress=False)
+runs["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"], "rl_seconds": res["rl_seconds"]}
+memory = res["memory"]
+gap = runs["PPO"]["accuracy"] - runs["GRPO"]["accuracy"]
+ppo_answer = ("more than 10 points above GRPO" if gap > 0.10 else "within 10 points of GRPO" if gap >= -0.10
+              else "more than 10 points below GRPO")
+display(predict(f"After {RL_STEPS} steps of 256 sampled answers each, PPO's held-out accuracy is …",
+                ["more than 10 points above GRPO", "within 10 points of GRPO", "more than 10 points below GRPO"],
+                ppo_answer, f"In this run PPO − GRPO = {100 * gap:+.1f} points; the critic's states are as large as the policy's."))
+
+# %%
+mib = 2**20
+for name, r in runs.items():
+    extra = f"   + critic {memory['critic']['total'] / mib:.2f} MiB" if name == "PPO" else ""
+    print(f"{name:5} held-out {r['accuracy']:.1%} (SFT {sft['accuracy']:.1%})   RL {r['rl_seconds']:.1f} s   "
+          f"policy states {memory['policy']['total'] / mib:.2f} MiB{extra}")
+print(f"\nPPO − GRPO: {100 * gap:+.1f} points at {RL_STEPS} steps; PPO took {runs['PPO']['rl_seconds'] / runs['GRPO']['rl_seconds']:.2f}× "
+      f"GRPO's time (one seed on a shared CPU: timings are noisy; see `make bench` for medians)")
+print(f"last step: value loss {ppo_log.rows[-1]['value_loss']:.4f}, explained variance {ppo_log.rows[-1]['explained_variance']:.2f}, "
+      f"value clip fraction {ppo_log.rows[-1]['value_clip_fraction']:.1%}")
+
+# %% [markdown]
+# ### Where the critic's memory goes, and the 44% of the budgets notebook
+#
+# [Memory and rollout budgets](05_memory_and_rollout_budgets.ipynb) counted PPO's persistent model
+# states as two trained models (16 bytes per parameter each) plus two frozen bf16 copies (2 each): the
+# critic is 16/36 ≈ 44%. Here every tensor is fp32 on the CPU, and the tensors were measured: the
+# critic holds weights, gradients and AdamW's two moments.
+
+# %%
+n_critic = sum(p.numel() for p in critic.parameters())
+measured_share = memory["critic"]["total"] / (memory["policy"]["total"] + memory["critic"]["total"]
+                                              + 2 * memory["policy"]["weights"])
+lecture_share = stage_memory_gib(n_critic, ["train"]) / stage_memory_gib(n_critic, "ppo")
+print(f"critic: {n_critic:,} parameters, measured {memory['critic']['total']:,} bytes = "
+      f"{memory['critic']['total'] / n_critic:.1f} bytes/parameter")
+print(f"critic share of PPO's model states: lecture stack {lecture_share:.0%}; measured here with fp32 frozen "
+      f"reference and reward model (4 bytes/parameter each) {measured_share:.0%}")
+
+# %% [markdown]
+# The measured share is lower than 44% only because our frozen copies are fp32 (4 bytes per parameter,
+# not bf16's 2): 16/(16 + 16 + 4 + 4) = 40%. Against GRPO and RLOO, which keep no critic, PPO's extra
+# model is a whole second set of trained states — as large as the policy's.
+#
+# ## Your turn
+#
+# A labelling team flips 25% of its labels. (a) What is the noise ceiling on labels of that quality?
+# (b) A reward model that knows the gold answer and says so with certainty (P = 0 or 1): what is its
+# expected calibration error? (c) Check `best_of_n_kl(16)` against log N − (N − 1)/N by hand.
+
+# %%
+# your code here
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# (a) 75%: the gold rule agrees with exactly the unflipped labels. (b) 0.25: it predicts 1 where the
+# observed win rate is 0.75 (and 0 where it is 0.25). (c) `math.log(16) - 15 / 16` = 1.8351, the value
+# `course_lib.reward_model.best_of_n_kl(16)` returns.
+# </details>
+#
+# ## Check yourself
+#
+# 1. Your reward model reaches 80% held-out pairwise accuracy with `noise = 0.1`. Is that 80% of
+#    "perfect"?
+#    <details><summary>Answer</summary>
+#    No: with 10% of held-out labels flipped, even the gold rule scores about 90%. 80% is about 89% of
+#    the ceiling — and against the gold labels it is higher than 80%.
+#    </details>
+# 2. Best-of-64 has a KL of log 64 − 63/64 ≈ 3.17 nats, whatever the reward model. Why can gold
+#    accuracy fall as N grows even though nothing was trained?
+#    <details><summary>Answer</summary>
+#    Selection is optimisation: the larger N, the more the kept answer is the one the proxy *overrates
+#    most*, not the one that is best. Where the reward model's errors are largest (answers it rarely saw)
+#    a big N finds them.
+#    </details>
+# 3. PPO's critic doubles the trained-model states. What does it buy, and what do GRPO and RLOO pay
+#    instead?
+#    <details><summary>Answer</summary>
+#    A per-token baseline from one sample per prompt (credit assignment inside the answer, usable when
+#    only one answer per prompt is affordable). GRPO and RLOO pay with G samples per prompt and a
+#    per-answer (not per-token) baseline, and keep no second model.
+#    </details>
+# 4. In section 5, which curve would you show a manager who asks "is RL still helping?" — and which
+#    number would you need that real RLHF does not have?
+#    <details><summary>Answer</summary>
+#    The gold curve against KL: it shows when to stop. Real RLHF has no gold rule; it estimates the gold
+#    curve with fresh human (or stronger-model) comparisons on held-out prompts, and stops or raises β
+#    when the proxy rises while those comparisons do not.
+#    </details>
