@@ -402,17 +402,18 @@ model.load_state_dict(sft_weights)
 every = max(1, style_cfg.steps // 10)
 train_dpo(model, task, style_cfg, style_train, log=style_log, generator=torch.Generator().manual_seed(SEED + 4),
           checkpoint=track_validation, checkpoint_every=every, show_progress=False)
-for row in style_log.rows:
+style_rows = style_log.rows
+for row in style_rows:
     row.update(val_track.get(row["step"], {}))
 after_style = style_report(val_prompts)
-last = style_log.rows[-1]
+last = style_rows[-1]
 print(f"held-out pairs: margin {last['val_margin']:.2f}, preference accuracy {last['val_preference_accuracy']:.1%} "
       f"(training pairs: {last['margin']:.2f}, {last['preference_accuracy']:.1%})")
 print(f"held-out answers at fixed width: {before_style[0]:.1%} → {after_style[0]:.1%}; "
       f"right value: {before_style[1]:.1%} → {after_style[1]:.1%}")
 
 # %%
-fig = dashboard(style_log.rows, title="DPO on a style preference", panels=["preference accuracy", "DPO implicit rewards"])
+fig = dashboard(style_rows, title="DPO on a style preference", panels=["preference accuracy", "DPO implicit rewards"])
 plt.show()
 
 # %% [markdown]

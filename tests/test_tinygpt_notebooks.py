@@ -72,7 +72,7 @@ def assert_no_generator_repr(name, shown):
 
 @pytest.mark.slow
 def test_06_sft_then_dpo_runs(matplotlib_ready):
-    ns, shown = execute("06_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_log",
+    ns, shown = execute("06_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_rows",
                                             "before_style", "after_style"], FAST)
     assert_clean("06", shown)
     assert_no_generator_repr("06", shown)
@@ -84,7 +84,7 @@ def test_06_sft_then_dpo_runs(matplotlib_ready):
     # the DPO update done by hand is the trainer's own step
     assert ns["step_diff"] < 5e-6  # float32 rounding; one AdamW step moves weights by ~lr = 1e-4
     # the style run tracks held-out pairs, and its training-pair metrics are separate
-    tracked = [r for r in ns["style_log"] if "val_margin" in r]
+    tracked = [r for r in ns["style_rows"] if "val_margin" in r]
     assert tracked and all(0 <= r["val_preference_accuracy"] <= 1 for r in tracked)
     assert all(0 <= x <= 1 for x in (*ns["before_style"], *ns["after_style"]))
 
