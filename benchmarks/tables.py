@@ -24,6 +24,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 README = HERE.parent / "README.md"
+sys.path.insert(0, str(HERE))
+from tinygpt_grpo_family import commit  # noqa: E402  (one provenance helper)
+
+COMMIT_AT_START = commit()
 BLOCK = re.compile(r"(<!-- bench:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
 
 
@@ -35,12 +39,11 @@ def load(name: str, results: Path = RESULTS) -> dict:
 
 
 def save(name: str, command: list[str], runs: list[dict], results: Path = RESULTS, **meta) -> Path:
-    """Write ``results/<name>.json``: the runs, the command line and the git commit they ran at."""
-    from tinygpt_grpo_family import commit  # one provenance helper
-
+    """Write ``results/<name>.json``: the runs, the command line and the git commit they ran at
+    (read when this module was first imported, i.e. when the benchmark started)."""
     path = results / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"benchmark": name, "command": " ".join(command), "commit": commit(), **meta,
+    path.write_text(json.dumps({"benchmark": name, "command": " ".join(command), "commit": COMMIT_AT_START, **meta,
                                 "seeds": sorted({r["seed"] for r in runs}), "runs": runs}, indent=1) + "\n")
     return path
 

@@ -139,6 +139,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=str(RESULTS / "grpo_family.json"))
     args = parser.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
+    args.commit = commit()  # the code this process runs: read once, before anything can change it
     torch.set_num_threads(args.threads)
     cfg = get_config(args.config)
     cfg.grpo.steps, cfg.grpo.eval_every = args.steps, 25
@@ -183,7 +184,7 @@ def write(args, cfg, runs) -> None:
     Path(args.out).write_text(json.dumps({
         "benchmark": "grpo_family",
         "command": " ".join(["tinygpt_grpo_family.py", *args.argv]),
-        "commit": commit(),
+        "commit": args.commit,
         "config": args.config,
         "seeds": sorted({r["seed"] for r in runs}),
         "machine": f"{platform.machine()}, {args.threads} thread(s), shared 2-core CPU",

@@ -238,7 +238,8 @@ train_dpo(model, task, dataclasses.replace(cfg.dpo, eval_every=10**6), data,
 step_diff = max(float((p.detach() - q).abs().max()) for p, q in zip(model.parameters(), by_hand_new))
 moved = torch.cat([(q - b).abs().flatten() for q, b in zip(by_hand_new, before_step)])
 g_all = torch.cat([g.abs().flatten() for g in grads])
-print(f"largest difference between the hand-made step and the trainer's: {step_diff:.1e}")
+print(f"largest difference between the hand-made step and the trainer's: {step_diff:.1e} "
+      f"(float32 rounding of weights of size ~1 is ~1e-7)")
 big, small = g_all > 1e-3, (g_all > 1e-6) & (g_all < 1e-5)
 print(f"weights with |gradient| > 1e-3 moved by {float(moved[big].mean()):.2e} on average; "
       f"weights with |gradient| in (1e-6, 1e-5) by {float(moved[small].mean()):.2e}; lr = {lr:.0e}")
@@ -320,14 +321,14 @@ plt.show()
 best = max(results, key=lambda k: results[k]["accuracy"])
 lift = {k: r["accuracy"] - baseline["accuracy"] for k, r in results.items()}
 print("lift over SFT: " + ", ".join(f"{k} {100 * v:+.1f} pts" for k, v in lift.items()))
-if results["NLL only"]["accuracy"] >= results["DPO + NLL"]["accuracy"]:
+if len({r["accuracy"] for r in results.values()}) == 1:
+    print("all three rows tie in this run: it cannot rank them, nor attribute a gain")
+elif results["NLL only"]["accuracy"] >= results["DPO + NLL"]["accuracy"]:
     print("NLL only matched or beat DPO + NLL: the gain of 'DPO + NLL' cannot be credited to the preference term.")
 else:
     print(f"DPO + NLL beat NLL only by {100 * (results['DPO + NLL']['accuracy'] - results['NLL only']['accuracy']):.1f} "
           "points in this run: the preference term added something here (one seed; see the README's medians).")
-if len({r["accuracy"] for r in results.values()}) == 1:
-    print("all three rows tie in this run: it cannot rank them")
-else:
+if len({r["accuracy"] for r in results.values()}) > 1:
     print(f"best row in this run: {best}")
 
 # %% [markdown]
@@ -401,17 +402,18 @@ model.load_state_dict(sft_weights)
 every = max(1, style_cfg.steps // 10)
 train_dpo(model, task, style_cfg, style_train, log=style_log, generator=torch.Generator().manual_seed(SEED + 4),
           checkpoint=track_validation, checkpoint_every=every, show_progress=False)
-for row in style_log.rows:
+style_rows = style_log.rows
+for row in style_rows:
     row.update(val_track.get(row["step"], {}))
 after_style = style_report(val_prompts)
-last = style_log.rows[-1]
+last = style_rows[-1]
 print(f"held-out pairs: margin {last['val_margin']:.2f}, preference accuracy {last['val_preference_accuracy']:.1%} "
       f"(training pairs: {last['margin']:.2f}, {last['preference_accuracy']:.1%})")
 print(f"held-out answers at fixed width: {before_style[0]:.1%} → {after_style[0]:.1%}; "
       f"right value: {before_style[1]:.1%} → {after_style[1]:.1%}")
 
 # %%
-fig = dashboard(style_log.rows, title="DPO on a style preference", panels=["preference accuracy", "DPO implicit rewards"])
+fig = dashboard(style_rows, title="DPO on a style preference", panels=["preference accuracy", "DPO implicit rewards"])
 plt.show()
 
 # %% [markdown]
