@@ -671,7 +671,7 @@ print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling �
 
 # %%
 cfg = get_config("test" if FAST else "cpu")
-SWEEP_STEPS = cfg.grpo.steps if FAST else 80  # the benchmark's budget: its seed 0 is this run
+SWEEP_STEPS = cfg.grpo.steps if FAST else 80  # the benchmark's budget (benchmarks/tinygpt_kl_frontier.py)
 SEED = 0
 task = AdditionTask(cfg.task)
 torch.manual_seed(SEED)
@@ -751,12 +751,12 @@ for placement in ("loss", "reward"):
 
 # %% [markdown]
 # Read the printout, not a slogan: it is one seed, and on this task single runs move by several points
-# (`benchmarks/tinygpt_kl_frontier.py` runs the same sweep over three seeds and reports medians; this run is its
-# seed 0).
+# (`benchmarks/tinygpt_kl_frontier.py` runs the same sweep, with the settings of this run as its seed 0, over
+# three seeds and reports medians).
 # What the sweep shows is how β trades distance from the reference for reward. Here the reward is an
-# exact checker, so moving away from the SFT model is exactly what is wanted, and a penalty can only buy
-# closeness at the price of accuracy; its value shows up when the reward can be gamed (see
-# [Reward hacking](08_reward_hacking.ipynb)) or when the reference's other skills must survive. The two
+# exact checker, so moving away from the SFT model is what is wanted: the penalty protects nothing on this
+# task, and the printout shows what it cost in this run. Its value shows up when the reward can be gamed
+# (see [Reward hacking](08_reward_hacking.ipynb)) or when the reference's other skills must survive. The two
 # placements are not the same knob at the same β: in the reward the k1 penalty is centred by the group
 # baseline and scaled by the group std, in the loss k3 acts on every token directly (section 7).
 
