@@ -368,3 +368,94 @@ def test_parse_log_times_notebooks_and_keeps_the_exception_line():
     seconds, error = parse_log(log)
     assert seconds == {"q1_bradley_terry.ipynb": 1.5, "q2_dpo_margins.ipynb": 1.25}
     assert error == "nbclient.exceptions.DeadKernelError: Kernel died"
+
+
+# ------------------------------------------------------------------ Validate tells the truth (issue #14)
+# Every stated contract has a visible test: an answer that breaks one fails its test cell when the
+# student runs it (what Validate runs), not only the hidden checks at grading time.
+
+NAIVE_SIGMOID = "def bt_probability(gap):\n    return 1.0 / (1.0 + math.exp(-gap))\n"
+NAN_BLIND_GAP = ("def win_rate_to_gap(p):\n    if p <= 0 or p >= 1:\n        raise ValueError('p')\n"
+                 "    return math.log(p / (1 - p))\n")
+NAIVE_LOSS = ("def reward_model_loss(r_chosen, r_rejected):\n    rw, rl = np.asarray(r_chosen, float), np.asarray(r_rejected, float)\n"
+              "    if rw.shape != rl.shape or rw.size == 0:\n        raise ValueError('x')\n"
+              "    with np.errstate(all='ignore'):\n        return float(np.mean(-np.log(1 / (1 + np.exp(-(rw - rl))))))\n")
+NAIVE_DPO = ("def dpo_terms(pc, pr, rc, rr, beta=0.1):\n    if not beta > 0:\n        raise ValueError('beta')\n"
+             "    z = beta * ((np.asarray(pc, float) - rc) - (np.asarray(pr, float) - rr))\n"
+             "    with np.errstate(all='ignore'):\n        return z, -np.log(1 / (1 + np.exp(-z))), 1 / (1 + np.exp(z))\n")
+NAN_BLIND_DPO = ("def dpo_terms(pc, pr, rc, rr, beta=0.1):\n    if not beta > 0:\n        raise ValueError('beta')\n"
+                 "    z = beta * ((np.asarray(pc, float) - rc) - (np.asarray(pr, float) - rr))\n"
+                 "    with np.errstate(all='ignore'):\n        return z, np.logaddexp(0, -z), np.exp(-np.logaddexp(0, z))\n")
+STD_TEST_GRPO = ("def grpo_advantages(rewards, on_zero_variance='raise'):\n    r = np.asarray(rewards, float)\n"
+                 "    if r.ndim != 1 or r.size < 2 or not np.all(np.isfinite(r)):\n        raise ValueError('r')\n"
+                 "    if r.std() == 0:\n        raise ValueError('zero variance')\n    return (r - r.mean()) / r.std()\n")
+EMPTY_BLIND_AGG = ("def aggregate(token_values, unit):\n    if unit not in ('response', 'token'):\n        raise ValueError(unit)\n"
+                   "    with np.errstate(all='ignore'):\n"
+                   "        if unit == 'response':\n            return float(np.mean([np.mean(v) if len(v) else 0.0 for v in token_values]))\n"
+                   "        return float(sum(map(sum, token_values)) / sum(map(len, token_values)))\n")
+NAN_BLIND_MEMORY = ("def memory_gib(n_params, n_trainable, n_frozen):\n"
+                    "    if n_params <= 0 or n_trainable < 0 or n_frozen < 0 or n_trainable + n_frozen == 0:\n"
+                    "        raise ValueError('x')\n    return (16 * n_trainable + 2 * n_frozen) * n_params / 2**30\n")
+
+
+@pytest.mark.parametrize("notebook, grade_id, code, says", [
+    ("q1_bradley_terry", "q1_test_probability", NAIVE_SIGMOID, ""),  # OverflowError at -1e4
+    ("q1_bradley_terry", "q1_test_inverse", NAN_BLIND_GAP, "nan"),
+    ("q1_bradley_terry", "q1_test_loss", NAIVE_LOSS, "1e4"),
+    ("q1_bradley_terry", "q1_test_answers", "gap_60 = None", "set gap_60 in 1c (still None)"),  # not a TypeError
+    ("q2_dpo_margins", "q2_test_pair_one", NAIVE_DPO, "misordered"),
+    ("q2_dpo_margins", "q2_test_bad_input", NAN_BLIND_DPO, "nan"),
+    ("q2_dpo_margins", "q2_test_answers", "z_pair2 = None", "set z_pair2 in 2b"),
+    ("q3_group_baselines", "q3_test_grpo", STD_TEST_GRPO, "compare the rewards, not the std"),
+    ("q3_group_baselines", "q3_test_aggregation", EMPTY_BLIND_AGG, "no tokens"),
+    ("q3_group_baselines", "q3_test_zero_variance", "def zero_variance_probability(p, G):\n    return p**G + (1 - p)**G\n",
+     "whole number"),
+    ("q4_budgets", "q4_test_memory", NAN_BLIND_MEMORY, "nan"),
+    ("q4_budgets", "q4_test_answers", "ratio_fast_decode = 3 * ratio", "ratio_fast_decode"),
+    ("q4_budgets", "q4_test_answers", "ppo_70b_gib = memory_gib(70e6, 2, 2)", "ppo_70b_gib"),
+    ("q5_passport", "q5_test_loop", "del passport['roles']", "missing ['roles']"),
+])
+def test_visible_tests_catch_a_broken_contract(notebook, grade_id, code, says):
+    """The solution passes the visible test cell; the same with one contract broken fails it, saying why."""
+    nb = _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb")
+    test_source = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    namespace: dict = {}
+    for source in grading.code_cells(nb):
+        exec(source, namespace)  # noqa: S102 - the instructor's solution
+    exec(test_source, dict(namespace))  # noqa: S102 - passes as written
+    exec(code, namespace)  # noqa: S102
+    with pytest.raises(Exception) as err:  # noqa: PT011 - an assert or the broken function's own error
+        exec(test_source, namespace)  # noqa: S102
+    assert not isinstance(err.value, TypeError), err.value  # a hint, not a raw TypeError on None
+    assert says in str(err.value), str(err.value)
+
+
+def test_visible_tests_and_grader_accept_what_the_text_allows():
+    """A NumPy string for hardest_pair and an int-like hardest_reason pass the visible test and the grader."""
+    path = ROOT / "solutions" / ASSIGNMENT / "q2_dpo_margins.ipynb"
+    nb = _read(path)
+    namespace: dict = {}
+    for source in grading.code_cells(nb):
+        exec(source, namespace)  # noqa: S102 - the instructor's solution
+    reference = grading.reference_namespace(path)
+    table = {c.expr: c for c in grading.load_checks(ASSIGNMENT, grading.new_rng())["q2_test_answers"]}
+    test_source = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q2_test_answers")
+    for pair, reason in ((np.array(["A", "B", "C"])[2], np.int64(2)), ("C", 2.0)):
+        exec(test_source, {**namespace, "hardest_pair": pair, "hardest_reason": reason})  # noqa: S102
+        for name, value in (("hardest_pair", pair), ("hardest_reason", reason)):
+            got = json.loads(json.dumps(encode(value)))
+            assert compare(got, grading.evaluate(table[name], reference), table[name]) is None, (name, value)
+
+
+def test_visible_checks_are_the_ones_the_notebooks_show():
+    """Each check marked visible is what some test cell of its notebook runs (same call, same literals)."""
+    def norm(text):
+        return "".join(text.split()).replace('"', "'")
+
+    table = grading.load_checks(ASSIGNMENT, grading.new_rng())
+    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
+        cells = {c.metadata["nbgrader"]["grade_id"]: norm(c.source) for c in _read(path).cells if is_test_cell(c)}
+        for grade_id, source in cells.items():
+            for c in table[grade_id]:
+                if c.visible and not c.inputs:
+                    assert norm(c.expr) in source, (grade_id, c.expr)
