@@ -316,6 +316,9 @@ def _scan(tmp_path, code: str) -> list[str]:
     ("exec('x = 1')", "calls `exec()`"),
     ("class Liar:\n    def __eq__(self, other):\n        return True", "defines __eq__"),
     ("from course_lib.preference import win_rate_to_gap", "imports the course library"),
+    ("import course_lib.preference as cp", "imports the course library"),
+    ("bt_probability = course_lib.preference.bt_probability", "uses the course library"),
+    ("import importlib\npref = importlib.import_module('course_lib.preference')", "names the course library"),
     ("%load_ext autoreload\ndef broken(:\n", "cannot be parsed"),
 ])
 def test_scan_flags_tampering(tmp_path, code, expected):
@@ -459,3 +462,53 @@ def test_visible_checks_are_the_ones_the_notebooks_show():
             for c in table[grade_id]:
                 if c.visible and not c.inputs:
                     assert norm(c.expr) in source, (grade_id, c.expr)
+
+
+# ------------------------------------------------------------------ answers copied from course_lib (issue #14)
+
+
+def test_scan_flags_every_answer_that_calls_the_course_library(tmp_path):
+    from copied_answers import ANSWERS
+
+    for notebook, cells in ANSWERS.items():
+        source = _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb")
+        nb = _read(ROOT / "exercises" / ASSIGNMENT / f"{notebook}.ipynb")
+        for cell in nb.cells:
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if gid in cells:
+                cell.source = cells[gid]
+        path = tmp_path / f"{notebook}.ipynb"
+        nbformat.write(nb, str(path))
+        flags = scan_notebook(path, source_facts(source))
+        flagged = {f.cell for f in flags if "course library" in f.reason}
+        uses_library = {gid for gid, code in cells.items() if "course_lib" in code}
+        assert flagged == uses_library, (notebook, [str(f) for f in flags])
+
+
+def test_copied_library_answers_would_score_outside_the_sandbox():
+    """Control for the pipeline test: where course_lib is importable, the copied answers pass many checks
+    (so their zero in the sandbox comes from the sandbox, not from wrappers that never worked)."""
+    from copied_answers import ANSWERS
+
+    table = grading.load_checks(ASSIGNMENT, grading.new_rng())
+    earned = total = 0
+    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
+        nb = _read(path)
+        reference = grading.reference_namespace(path)
+        namespace: dict = {}
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and not meta.get("grade") and not meta.get("solution"):
+                exec(cell.source, namespace)  # noqa: S102 - the locked set-up cells
+        for code in ANSWERS.get(path.stem, {}).values():
+            exec(code, namespace)  # noqa: S102 - the copied answers
+        for cell in nb.cells:
+            if is_test_cell(cell):
+                meta = cell.metadata["nbgrader"]
+                total += meta["points"]
+                checks = table[meta["grade_id"]]
+                got = [json.loads(json.dumps(grading.evaluate(c, namespace))) for c in checks]
+                if all(compare(g, grading.evaluate(c, reference), c) is None for g, c in zip(got, checks)):
+                    earned += meta["points"]
+    print(f"copied course_lib answers outside the sandbox: {earned}/{total} points")
+    assert earned >= 0.3 * total, (earned, total)
