@@ -69,6 +69,8 @@ def encode(value, depth=0):
                 return {"t": "array", "shape": list(value.shape), "kind": "f" if value.dtype.kind == "f" else "i",
                         "v": data}
             return {"t": "object", "type": "ndarray of " + str(value.dtype)}
+        if isinstance(value, numpy.str_):  # e.g. an item of an array of strings: any str is an answer
+            return {"t": "str", "v": str(value)[:MAX_ITEMS]}
         if isinstance(value, numpy.bool_):
             return {"t": "bool", "v": bool(value)}
         if isinstance(value, numpy.integer):

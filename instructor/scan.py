@@ -13,7 +13,10 @@ code cells do one of these things:
 - use ``exec``/``eval``/``compile``/``__import__``/``globals()``/``get_ipython()``, or import a
   module that can hook execution (``sys``, ``inspect``, ``ctypes``, ``IPython``, ``threading``, ...);
 - define classes with comparison or conversion dunders (objects that lie to ``==`` or ``float``);
-- import the course library (the assignment forbids it; the grading sandbox does not have it);
+- use the course library: import it, use ``course_lib`` as a name (``course_lib.preference.dpo_terms``)
+  or name it in a string (``importlib.import_module("course_lib.budgets")``). The assignment forbids
+  it and the grading sandbox does not have it, so such an answer earns nothing; the flag tells the
+  grader why (and that the written answers may be copied from the library too);
 - cannot be parsed at all.
 
 Cells that nbgrader overwrites with the instructor's version (locked cells with a known grade_id)
@@ -45,6 +48,8 @@ SUSPICIOUS_ATTRS = {
     "setprofile", "events", "input_transformers_post", "ast_transformers",
 }
 BUILTIN_NAMES = set(dir(builtins)) - {"_", "__doc__", "__name__", "__package__", "__spec__", "__loader__"}
+COURSE_LIB = "course_lib"
+COURSE_LIB_IMPORT = "imports the course library (not allowed; it is not importable when graded)"
 LYING_DUNDERS = {
     "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__int__", "__index__",
     "__bool__", "__sub__", "__rsub__", "__abs__", "__contains__", "__round__", "__array__",
@@ -170,8 +175,8 @@ class _Scanner(ast.NodeVisitor):
             root = alias.name.split(".")[0]
             if root in SUSPICIOUS_MODULES:
                 self.flag(node, f"imports `{alias.name}`")
-            if root == "course_lib":
-                self.flag(node, "imports the course library (not allowed; it is not importable when graded)")
+            if root == COURSE_LIB:
+                self.flag(node, COURSE_LIB_IMPORT)
             if (alias.name, bound) not in self.facts.allowed_imports:
                 self._bind(node, bound, f"import {alias.name}")
 
@@ -179,8 +184,8 @@ class _Scanner(ast.NodeVisitor):
         root = (node.module or "").split(".")[0]
         if root in SUSPICIOUS_MODULES:
             self.flag(node, f"imports from `{node.module}`")
-        if root == "course_lib":
-            self.flag(node, "imports the course library (not allowed; it is not importable when graded)")
+        if root == COURSE_LIB:
+            self.flag(node, COURSE_LIB_IMPORT)
         for alias in node.names:
             bound = alias.asname or alias.name
             if (f"{node.module}.{alias.name}", bound) not in self.facts.allowed_imports:
@@ -189,6 +194,8 @@ class _Scanner(ast.NodeVisitor):
     def visit_Name(self, node):
         if node.id in ("__builtins__", "__builtin__"):
             self.flag(node, f"touches `{node.id}`")
+        if node.id == COURSE_LIB and isinstance(node.ctx, ast.Load):
+            self.flag(node, "uses the course library (`course_lib`; not allowed, not importable when graded)")
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self._bind(node, node.id, "assignment")
 
@@ -250,6 +257,10 @@ class _Scanner(ast.NodeVisitor):
         if node.attr in SUSPICIOUS_ATTRS:
             self.flag(node, f"uses attribute `{node.attr}`")
         self.generic_visit(node)
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, str) and node.value.split(".")[0] == COURSE_LIB:
+            self.flag(node, f"names the course library in a string ({node.value!r})")
 
     def visit_Call(self, node):
         if isinstance(node.func, ast.Name) and node.func.id in SUSPICIOUS_CALLS:

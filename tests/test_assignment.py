@@ -27,6 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import ROOT, report_line
+from copied_answers import ANSWERS as COPIED_ANSWERS
 
 if str(ROOT) not in sys.path:  # the instructor/ tools live at the repository root
     sys.path.insert(0, str(ROOT))
@@ -246,6 +247,12 @@ def _make_submissions(course: Path, elsewhere: Path) -> dict[str, list[str]]:
     for notebook, code in zip(NOTEBOOKS, TRANSFORMERS.values()):
         nb = dummy_q1(code) if notebook == Q1 else _with_code(_read(rel[notebook]), first_answer[notebook], prefix=code)
         put("x_transformers", notebook, nb)
+    # answers that only call course_lib (issue #14): the sandbox cannot import it
+    for notebook, cells in COPIED_ANSWERS.items():
+        nb = _read(rel[notebook])
+        for grade_id, code in cells.items():
+            nb = _with_code(nb, grade_id, replace=code)
+        put("x_course_lib", notebook, nb)
     # a function that stores the hidden inputs, printed by a later cell: never in the feedback
     nb = _with_code(_read(rel[Q1]), "q1_functions", replace=SPY)
     put("x_spy", Q1, _with_code(nb, "q1_answers", replace="print('SPIED', SEEN)\ngap_90 = gap_60 = batch_loss = 0.0"))
@@ -486,6 +493,20 @@ def test_rewritten_and_forged_test_cells_score_zero_with_a_reason(graded):
         assert set(failed) == set(tests), (attack, failed)
         reason = "hidden test" if attack == "forged_record" else "no grading record"
         assert all(reason in " ".join(reasons) for reasons in failed.values()), (attack, failed)
+
+
+def test_answers_that_call_the_course_library_earn_nothing_and_are_flagged(graded):
+    """Outside the sandbox these answers pass 28 of 46 points (tests/test_assignment_tools.py); graded, at
+    most 10% (here 0: course_lib cannot be imported), and the report names the library use."""
+    res = _student(graded, "x_course_lib")
+    assert res["status"] == "review" and res["code_score"] <= 0.1 * res["max_code_score"], res["verdicts"]
+    assert res["max_code_score"] == 46
+    library_flags = [f for f in res["flags"] if "course library" in f]
+    uses = sum("course_lib" in code for cells in COPIED_ANSWERS.values() for code in cells.values())
+    assert len(library_flags) >= uses, res["flags"]
+    report = (graded["course"] / "autograde-report.md").read_text()
+    assert "x_course_lib" in report and "imports the course library" in report
+    assert "uses the course library" in report
 
 
 def test_tampering_is_flagged_for_review(graded):

@@ -316,6 +316,9 @@ def _scan(tmp_path, code: str) -> list[str]:
     ("exec('x = 1')", "calls `exec()`"),
     ("class Liar:\n    def __eq__(self, other):\n        return True", "defines __eq__"),
     ("from course_lib.preference import win_rate_to_gap", "imports the course library"),
+    ("import course_lib.preference as cp", "imports the course library"),
+    ("bt_probability = course_lib.preference.bt_probability", "uses the course library"),
+    ("import importlib\npref = importlib.import_module('course_lib.preference')", "names the course library"),
     ("%load_ext autoreload\ndef broken(:\n", "cannot be parsed"),
 ])
 def test_scan_flags_tampering(tmp_path, code, expected):
@@ -368,3 +371,144 @@ def test_parse_log_times_notebooks_and_keeps_the_exception_line():
     seconds, error = parse_log(log)
     assert seconds == {"q1_bradley_terry.ipynb": 1.5, "q2_dpo_margins.ipynb": 1.25}
     assert error == "nbclient.exceptions.DeadKernelError: Kernel died"
+
+
+# ------------------------------------------------------------------ Validate tells the truth (issue #14)
+# Every stated contract has a visible test: an answer that breaks one fails its test cell when the
+# student runs it (what Validate runs), not only the hidden checks at grading time.
+
+NAIVE_SIGMOID = "def bt_probability(gap):\n    return 1.0 / (1.0 + math.exp(-gap))\n"
+NAN_BLIND_GAP = ("def win_rate_to_gap(p):\n    if p <= 0 or p >= 1:\n        raise ValueError('p')\n"
+                 "    return math.log(p / (1 - p))\n")
+NAIVE_LOSS = ("def reward_model_loss(r_chosen, r_rejected):\n    rw, rl = np.asarray(r_chosen, float), np.asarray(r_rejected, float)\n"
+              "    if rw.shape != rl.shape or rw.size == 0:\n        raise ValueError('x')\n"
+              "    with np.errstate(all='ignore'):\n        return float(np.mean(-np.log(1 / (1 + np.exp(-(rw - rl))))))\n")
+NAIVE_DPO = ("def dpo_terms(pc, pr, rc, rr, beta=0.1):\n    if not beta > 0:\n        raise ValueError('beta')\n"
+             "    z = beta * ((np.asarray(pc, float) - rc) - (np.asarray(pr, float) - rr))\n"
+             "    with np.errstate(all='ignore'):\n        return z, -np.log(1 / (1 + np.exp(-z))), 1 / (1 + np.exp(z))\n")
+NAN_BLIND_DPO = ("def dpo_terms(pc, pr, rc, rr, beta=0.1):\n    if not beta > 0:\n        raise ValueError('beta')\n"
+                 "    z = beta * ((np.asarray(pc, float) - rc) - (np.asarray(pr, float) - rr))\n"
+                 "    with np.errstate(all='ignore'):\n        return z, np.logaddexp(0, -z), np.exp(-np.logaddexp(0, z))\n")
+STD_TEST_GRPO = ("def grpo_advantages(rewards, on_zero_variance='raise'):\n    r = np.asarray(rewards, float)\n"
+                 "    if r.ndim != 1 or r.size < 2 or not np.all(np.isfinite(r)):\n        raise ValueError('r')\n"
+                 "    if r.std() == 0:\n        raise ValueError('zero variance')\n    return (r - r.mean()) / r.std()\n")
+EMPTY_BLIND_AGG = ("def aggregate(token_values, unit):\n    if unit not in ('response', 'token'):\n        raise ValueError(unit)\n"
+                   "    with np.errstate(all='ignore'):\n"
+                   "        if unit == 'response':\n            return float(np.mean([np.mean(v) if len(v) else 0.0 for v in token_values]))\n"
+                   "        return float(sum(map(sum, token_values)) / sum(map(len, token_values)))\n")
+NAN_BLIND_MEMORY = ("def memory_gib(n_params, n_trainable, n_frozen):\n"
+                    "    if n_params <= 0 or n_trainable < 0 or n_frozen < 0 or n_trainable + n_frozen == 0:\n"
+                    "        raise ValueError('x')\n    return (16 * n_trainable + 2 * n_frozen) * n_params / 2**30\n")
+
+
+@pytest.mark.parametrize("notebook, grade_id, code, says", [
+    ("q1_bradley_terry", "q1_test_probability", NAIVE_SIGMOID, ""),  # OverflowError at -1e4
+    ("q1_bradley_terry", "q1_test_inverse", NAN_BLIND_GAP, "nan"),
+    ("q1_bradley_terry", "q1_test_loss", NAIVE_LOSS, "1e4"),
+    ("q1_bradley_terry", "q1_test_answers", "gap_60 = None", "set gap_60 in 1c (still None)"),  # not a TypeError
+    ("q2_dpo_margins", "q2_test_pair_one", NAIVE_DPO, "misordered"),
+    ("q2_dpo_margins", "q2_test_bad_input", NAN_BLIND_DPO, "nan"),
+    ("q2_dpo_margins", "q2_test_answers", "z_pair2 = None", "set z_pair2 in 2b"),
+    ("q3_group_baselines", "q3_test_grpo", STD_TEST_GRPO, "compare the rewards, not the std"),
+    ("q3_group_baselines", "q3_test_aggregation", EMPTY_BLIND_AGG, "no tokens"),
+    ("q3_group_baselines", "q3_test_zero_variance", "def zero_variance_probability(p, G):\n    return p**G + (1 - p)**G\n",
+     "whole number"),
+    ("q4_budgets", "q4_test_memory", NAN_BLIND_MEMORY, "nan"),
+    ("q4_budgets", "q4_test_answers", "ratio_fast_decode = 3 * ratio", "ratio_fast_decode"),
+    ("q4_budgets", "q4_test_answers", "ppo_70b_gib = memory_gib(70e6, 2, 2)", "ppo_70b_gib"),
+    ("q5_passport", "q5_test_loop", "del passport['roles']", "missing ['roles']"),
+])
+def test_visible_tests_catch_a_broken_contract(notebook, grade_id, code, says):
+    """The solution passes the visible test cell; the same with one contract broken fails it, saying why."""
+    nb = _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb")
+    test_source = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    namespace: dict = {}
+    for source in grading.code_cells(nb):
+        exec(source, namespace)  # noqa: S102 - the instructor's solution
+    exec(test_source, dict(namespace))  # noqa: S102 - passes as written
+    exec(code, namespace)  # noqa: S102
+    with pytest.raises(Exception) as err:  # noqa: PT011 - an assert or the broken function's own error
+        exec(test_source, namespace)  # noqa: S102
+    assert not isinstance(err.value, TypeError), err.value  # a hint, not a raw TypeError on None
+    assert says in str(err.value), str(err.value)
+
+
+def test_visible_tests_and_grader_accept_what_the_text_allows():
+    """A NumPy string for hardest_pair and an int-like hardest_reason pass the visible test and the grader."""
+    path = ROOT / "solutions" / ASSIGNMENT / "q2_dpo_margins.ipynb"
+    nb = _read(path)
+    namespace: dict = {}
+    for source in grading.code_cells(nb):
+        exec(source, namespace)  # noqa: S102 - the instructor's solution
+    reference = grading.reference_namespace(path)
+    table = {c.expr: c for c in grading.load_checks(ASSIGNMENT, grading.new_rng())["q2_test_answers"]}
+    test_source = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q2_test_answers")
+    for pair, reason in ((np.array(["A", "B", "C"])[2], np.int64(2)), ("C", 2.0)):
+        exec(test_source, {**namespace, "hardest_pair": pair, "hardest_reason": reason})  # noqa: S102
+        for name, value in (("hardest_pair", pair), ("hardest_reason", reason)):
+            got = json.loads(json.dumps(encode(value)))
+            assert compare(got, grading.evaluate(table[name], reference), table[name]) is None, (name, value)
+
+
+def test_visible_checks_are_the_ones_the_notebooks_show():
+    """Each check marked visible is what some test cell of its notebook runs (same call, same literals)."""
+    def norm(text):
+        return "".join(text.split()).replace('"', "'")
+
+    table = grading.load_checks(ASSIGNMENT, grading.new_rng())
+    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
+        cells = {c.metadata["nbgrader"]["grade_id"]: norm(c.source) for c in _read(path).cells if is_test_cell(c)}
+        for grade_id, source in cells.items():
+            for c in table[grade_id]:
+                if c.visible and not c.inputs:
+                    assert norm(c.expr) in source, (grade_id, c.expr)
+
+
+# ------------------------------------------------------------------ answers copied from course_lib (issue #14)
+
+
+def test_scan_flags_every_answer_that_calls_the_course_library(tmp_path):
+    from copied_answers import ANSWERS
+
+    for notebook, cells in ANSWERS.items():
+        source = _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb")
+        nb = _read(ROOT / "exercises" / ASSIGNMENT / f"{notebook}.ipynb")
+        for cell in nb.cells:
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if gid in cells:
+                cell.source = cells[gid]
+        path = tmp_path / f"{notebook}.ipynb"
+        nbformat.write(nb, str(path))
+        flags = scan_notebook(path, source_facts(source))
+        flagged = {f.cell for f in flags if "course library" in f.reason}
+        uses_library = {gid for gid, code in cells.items() if "course_lib" in code}
+        assert flagged == uses_library, (notebook, [str(f) for f in flags])
+
+
+def test_copied_library_answers_would_score_outside_the_sandbox():
+    """Control for the pipeline test: where course_lib is importable, the copied answers pass many checks
+    (so their zero in the sandbox comes from the sandbox, not from wrappers that never worked)."""
+    from copied_answers import ANSWERS
+
+    table = grading.load_checks(ASSIGNMENT, grading.new_rng())
+    earned = total = 0
+    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
+        nb = _read(path)
+        reference = grading.reference_namespace(path)
+        namespace: dict = {}
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and not meta.get("grade") and not meta.get("solution"):
+                exec(cell.source, namespace)  # noqa: S102 - the locked set-up cells
+        for code in ANSWERS.get(path.stem, {}).values():
+            exec(code, namespace)  # noqa: S102 - the copied answers
+        for cell in nb.cells:
+            if is_test_cell(cell):
+                meta = cell.metadata["nbgrader"]
+                total += meta["points"]
+                checks = table[meta["grade_id"]]
+                got = [json.loads(json.dumps(grading.evaluate(c, namespace))) for c in checks]
+                if all(compare(g, grading.evaluate(c, reference), c) is None for g, c in zip(got, checks)):
+                    earned += meta["points"]
+    print(f"copied course_lib answers outside the sandbox: {earned}/{total} points")
+    assert earned >= 0.3 * total, (earned, total)
