@@ -199,8 +199,21 @@ def trl_vs_course_grpo(results: Path = RESULTS) -> str:
             f"of RL over {data['steps']} steps ({data['machine']}).\n")
 
 
+def kl_frontier(results: Path = RESULTS) -> str:
+    data = load("kl_frontier", results)
+    lines = ["| KL placement | β | estimator | held-out accuracy | KL(π‖π_ref) on held-out prompts |", "|---|---|---|---|---|"]
+    for row in data["table"]:
+        acc = " / ".join(pct(v) for v in row["accuracy_per_seed"])
+        kl = " / ".join(f"{v:.2f}" for v in row["kl_per_seed"])
+        estimator = row["estimator"] if row["beta"] > 0 else "—"
+        lines.append(f"| {row['placement']} | {row['beta']:g} | {estimator} | {pct(row['accuracy'])} ({acc}) | "
+                     f"{row['kl']:.2f} ({kl}) |")
+    return ("\n".join(lines) + f"\n\nmedian (per seed {', '.join(map(str, data['seeds']))}), {data['steps']} GRPO steps; "
+            f"`{data['command']}` at commit {data.get('commit') or 'not recorded'} ({data['machine']}).\n")
+
+
 RENDERERS = {"grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
-             "trl_vs_course_grpo": trl_vs_course_grpo}
+             "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier}
 
 
 def render(text: str, results: Path = RESULTS) -> str:
