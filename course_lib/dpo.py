@@ -29,14 +29,13 @@ from course_lib.rewards import resolve_reward
 from course_lib.rollout import sample_groups
 from course_lib.runtime import (
     DEFAULT_THREADS,
-    Interrupted,
     MetricsLog,
     autocast,
     clip_gradients,
+    end_of_step,
     make_optimizer,
     progress,
     set_threads,
-    stop_requested,
 )
 from course_lib.task import AdditionTask
 
@@ -210,13 +209,8 @@ def train_dpo(
             row.update(evaluate(model, task))
             bar.set_postfix(acc=f"{row['accuracy']:.2f}")
             model.train()
-        log.append(row)
-        bar.update(1)
-        if checkpoint is not None and (step % checkpoint_every == 0 or step == total or stop_requested()):
-            checkpoint(step, opt, seconds)
-        if stop_requested():
-            bar.close()
-            raise Interrupted("dpo", step)
+        end_of_step("dpo", step, total, row, log=log, bar=bar, checkpoint=checkpoint,
+                    checkpoint_every=checkpoint_every, opt=opt, seconds=seconds)
     bar.close()
     model.eval()
     return {"steps": step, "rl_seconds": seconds}

@@ -141,6 +141,19 @@ def request_stop() -> None:
     _stop["requested"] = True
 
 
+def end_of_step(stage: str, step: int, total: int, row: dict, *, log, bar, checkpoint, checkpoint_every: int,
+                opt, seconds: float) -> None:
+    """What every resumable trainer does after an optimiser step: log the row, advance the bar,
+    checkpoint when due (or when a stop was asked for), then stop with ``Interrupted`` if asked."""
+    log.append(row)
+    bar.update(1)
+    if checkpoint is not None and (step % checkpoint_every == 0 or step == total or stop_requested()):
+        checkpoint(step, opt, seconds)
+    if stop_requested():
+        bar.close()
+        raise Interrupted(stage, step)
+
+
 @contextlib.contextmanager
 def stop_on_interrupt():
     """Turn the first Ctrl-C into ``request_stop()`` (a second one interrupts at once)."""

@@ -23,14 +23,13 @@ from course_lib.model import completion_logprobs
 from course_lib.policy_loss import aggregate
 from course_lib.runtime import (
     DEFAULT_THREADS,
-    Interrupted,
     MetricsLog,
     autocast,
     clip_gradients,
+    end_of_step,
     make_optimizer,
     progress,
     set_threads,
-    stop_requested,
 )
 from course_lib.task import AdditionTask
 
@@ -108,13 +107,8 @@ def train_sft(
             row.update(evaluate(model, task))
             bar.set_postfix(acc=f"{row['accuracy']:.2f}")
             model.train()
-        log.append(row)
-        bar.update(1)
-        if checkpoint is not None and (step % checkpoint_every == 0 or step == total or stop_requested()):
-            checkpoint(step, opt, seconds)
-        if stop_requested():
-            bar.close()
-            raise Interrupted("sft", step)
+        end_of_step("sft", step, total, row, log=log, bar=bar, checkpoint=checkpoint,
+                    checkpoint_every=checkpoint_every, opt=opt, seconds=seconds)
     bar.close()
     result = {"steps": step, "seconds": seconds}
     if eval_at_end:
