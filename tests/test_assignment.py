@@ -83,7 +83,7 @@ def _with_code(nb, grade_id: str, prefix: str = "", replace: str | None = None):
 # lecture's visible numbers as answers; the written answer is filled in so validate has nothing to say.
 DUMMY_Q1 = '''
 def bt_probability(gap):
-    return {0.0: 0.5, 1.0: 0.7310585786300049, 2.0: 0.8807970779778823}.get(gap, 0.5)
+    return {0.0: 0.5, 1.0: 0.7310585786300049, 2.0: 0.8807970779778823, 1e4: 1.0, -1e4: 0.0}.get(gap, 0.5)
 
 def win_rate_to_gap(p):
     if not 0 < p < 1:
@@ -94,7 +94,9 @@ DUMMY_LOSS = '''
 def reward_model_loss(r_chosen, r_rejected):
     if len(r_chosen) != len(r_rejected) or not len(r_chosen):
         raise ValueError("lengths")
-    return {1: 0.6931471805599453, 2: 0.22009484930890016}.get(len(r_chosen), 0.5)
+    table = {((0.0,), (0.0,)): 0.6931471805599453, ((1.0, 2.0), (0.0, 0.0)): 0.22009484930890016,
+             ((0.0,), (1e4,)): 1e4, ((1e4,), (0.0,)): 0.0}
+    return table.get((tuple(r_chosen), tuple(r_rejected)), 0.5)
 '''
 DUMMY_ANSWERS = "gap_90, gap_60, batch_loss = 2.1972245773362196, 0.4, 0.42\n"
 
@@ -496,7 +498,7 @@ def test_rewritten_and_forged_test_cells_score_zero_with_a_reason(graded):
 
 
 def test_answers_that_call_the_course_library_earn_nothing_and_are_flagged(graded):
-    """Outside the sandbox these answers pass 28 of 46 points (tests/test_assignment_tools.py); graded, at
+    """Outside the sandbox these answers pass 25 of 46 points (tests/test_assignment_tools.py); graded, at
     most 10% (here 0: course_lib cannot be imported), and the report names the library use."""
     res = _student(graded, "x_course_lib")
     assert res["status"] == "review" and res["code_score"] <= 0.1 * res["max_code_score"], res["verdicts"]

@@ -122,7 +122,7 @@ def _q2(rng) -> dict:
 def _q3(rng) -> dict:
     group = list(rng.normal(0, 1.5, size=int(rng.integers(3, 9))).round(3))
     group = [float(x) for x in group]
-    p, small_g = float(rng.uniform(0.05, 0.95)), int(rng.integers(2, 7))
+    p, small_g, c = float(rng.uniform(0.05, 0.95)), int(rng.integers(2, 7)), float(rng.uniform(0.05, 0.95))
     tokens = [[float(x) for x in rng.normal(0, 2, size=int(k))] for k in rng.integers(1, 6, size=3)]
     binary = [1, 0, 0, 1, 0, 0, 1, 0]
     return {
@@ -162,6 +162,16 @@ def _q3(rng) -> dict:
             check("expected_gradient(0.3, 8, 'leave_one_out')", "leave-one-out at p=0.3, G=8", visible=True),
             check("expected_gradient(p, G, 'full_mean')", "full-mean baseline at a random p and G", p=p, G=small_g),
             check("expected_gradient(p, G, 'leave_one_out')", "leave-one-out at a random p and G", p=p, G=small_g),
+            check("expected_gradient(0.3, 8, 'full_mean', wrong_reward=0.5)", "full-group mean, wrong answers earn 0.5",
+                  visible=True),
+            check("expected_gradient(p, G, 'full_mean', wrong_reward=c)", "full-mean baseline, a random partial credit",
+                  p=p, G=small_g, c=c),
+            check("expected_gradient(p, G, 'leave_one_out', c)", "leave-one-out, a random partial credit",
+                  p=p, G=small_g, c=c),
+            check("expected_gradient(0.3, 4, 'full_mean', wrong_reward=1.5)", "wrong_reward > 1 must raise ValueError",
+                  visible=True),
+            check("expected_gradient(0.3, 4, 'full_mean', wrong_reward=float('nan'))",
+                  "a nan wrong_reward must raise ValueError"),
             check("expected_gradient(0.5, 2, 'full_mean')", "the smallest group"),
             check("expected_gradient(0.3, 4, 'std')", "an unknown baseline must raise ValueError"),
         ],
