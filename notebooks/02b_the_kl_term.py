@@ -106,12 +106,12 @@ rng = np.random.default_rng(0)
 # Take one prompt with five possible answers A–E. The reference policy (the SFT model) gives them
 # probabilities π_ref; a reward model scores them r. The RLHF objective for this prompt is
 #
-# J(π) = Σ_y π(y)·r(y) − β·Σ_y π(y)·log(π(y)/π_ref(y)).
+# $$J(\pi) = \sum_y \pi(y)\,r(y) \;-\; \beta \sum_y \pi(y) \log\frac{\pi(y)}{\pi_{\mathrm{ref}}(y)}.$$
 #
 # Maximise over all distributions π (a Lagrange multiplier for Σπ = 1): the derivative
 # r(y) − β·log(π(y)/π_ref(y)) − β − λ must vanish for every y, so log π(y) = log π_ref(y) + r(y)/β + const:
 #
-# **π\*(y) = π_ref(y)·exp(r(y)/β) / Z,  Z = Σ_y π_ref(y)·exp(r(y)/β).**
+# $$\pi^*(y) = \frac{\pi_{\mathrm{ref}}(y)\, e^{r(y)/\beta}}{Z}, \qquad Z = \sum_y \pi_{\mathrm{ref}}(y)\, e^{r(y)/\beta}.$$
 #
 # The reference is re-weighted by exp(r/β): β is the exchange rate between reward and log-probability.
 # The answers below: A has the best reward, C is the reference's favourite.
@@ -170,7 +170,7 @@ print(f"best of {len(competitors):,} competitors: J = {J_competitors.max():.6f} 
 #
 # **Step 1 — solve for the reward.** Take logs of π* = π_ref·exp(r/β)/Z and rearrange:
 #
-# r(y) = β·log(π*(y)/π_ref(y)) + β·log Z.
+# $$r(y) = \beta \log\frac{\pi^*(y)}{\pi_{\mathrm{ref}}(y)} + \beta \log Z.$$
 #
 # This needs Z finite (true for finitely many answers) and π_ref(y) > 0 for every answer we reason about.
 
@@ -184,7 +184,7 @@ print(f"β·log(π*/π_ref) + β·log Z = {np.round(recovered, 6)}  (max error {
 # P(y_w ≻ y_l) = σ(r(y_w) − r(y_l)). Z depends on the prompt, not on the answer, so in the difference
 # the β·log Z terms cancel:
 #
-# P(y_w ≻ y_l) = σ(β·log(π*(y_w)/π_ref(y_w)) − β·log(π*(y_l)/π_ref(y_l))).
+# $$P(y_w \succ y_l) = \sigma\!\left(\beta \log\frac{\pi^*(y_w)}{\pi_{\mathrm{ref}}(y_w)} - \beta \log\frac{\pi^*(y_l)}{\pi_{\mathrm{ref}}(y_l)}\right).$$
 #
 # Check on all 20 ordered pairs: the preference probability computed from the rewards and computed from
 # the two policies alone (no Z anywhere) agree.

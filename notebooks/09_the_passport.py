@@ -14,8 +14,9 @@
 # ---
 
 # %% tags=["colab-setup"]
-# Set-up: does nothing where the course is installed (make lab); on Colab or any fresh runtime it
-# installs course_lib from the course repository, keeps the runtime's own torch, picks the device.
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
 import importlib
 import importlib.util
 import os
@@ -23,11 +24,16 @@ import subprocess
 import sys
 
 if importlib.util.find_spec("course_lib") is None:
-    source = os.environ.get("COURSE_LIB_SOURCE", "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main")
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}  # Colab runs pip as root: no warning
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    subprocess.run([*pip, "tqdm>=4.66", "transformers>=5.0,<6"], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
 from course_lib.device import on_colab, resolve_device
@@ -38,8 +44,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 09 · Reading a post-training passport
 #
-# *Lecture §17 (the passport), with §1 (signals and timing), §4 (roles), §9 and §12 (the six choices),
-# §11 (loops) and §16 (what behaviour cannot tell you).*
+# *Pointer for readers of the Module 14 lecture: §17 (the passport), with §1, §4, §9, §11, §12 and §16. Everything below stands on its own.*
 #
 # "We trained it with GRPO" names an estimator, not a training run. Two runs that both say GRPO can
 # differ in where their rewards come from, which models they keep, where the KL term sits, how they
@@ -64,13 +69,14 @@ from IPython.display import display
 
 from course_lib.advantages import zero_variance_probability
 from course_lib.configs import get_config
-from course_lib.grpo import format_passport, passport
+from course_lib.explore import predict
+from course_lib.passport import format_passport, passport
 from course_lib.policy_loss import aggregate
 
 # %% [markdown]
 # ## 1. Four groups of questions
 #
-# A passport answers four groups of questions (§17). Read them as a checklist; a report that answers
+# A passport answers four groups of questions. Read them as a checklist; a report that answers
 # all of them can be reproduced, a report that answers none can only be admired.
 #
 # | group | it asks |
@@ -88,7 +94,7 @@ from course_lib.policy_loss import aggregate
 # | `feedback_source` | `human`, `learned_judge`, `rules`, `environment` | who produces the reward or the label. A reward model or an LLM grader is a **learned judge** (even if humans labelled its training data); an answer checker, a unit-test suite or a regex is **rules**; the end state of an interactive task (a game, a sandboxed shell, a browser) is an **environment** |
 # | `reward_granularity` | `per_completion`, `per_step` | one number for a finished answer, or rewards along the trajectory (per reasoning step, per tool call). A KL penalty charged per token does not make the *task* reward per step |
 # | `data_timing` | `offline`, `on_policy`, `off_policy` | **offline**: a fixed dataset collected before training. **on-policy**: fresh samples from the model being trained (a few optimiser steps on one batch still count). **off-policy**: deliberately trained on samples of older or other policies (replay buffers, stale queues) |
-# | `roles` | `policy`, `old_policy`, `reference`, `critic`, `reward_model` | which models the algorithm keeps (§4). **old policy**: the frozen snapshot that generated the batch, the denominator of a clipped ratio; it is a distinct role only when the batch is used for more than one step (μ > 1) or arrives stale. **reference**: the long-term anchor of a KL term (DPO's cached reference counts). **critic**: a learned value model. **reward model**: a learned judge *kept during training* |
+# | `roles` | `policy`, `old_policy`, `reference`, `critic`, `reward_model` | which models the algorithm keeps. **old policy**: the frozen snapshot that generated the batch, the denominator of a clipped ratio; it is a distinct role only when the batch is used for more than one step (μ > 1) or arrives stale. **reference**: the long-term anchor of a KL term (DPO's cached reference counts). **critic**: a learned value model. **reward model**: a learned judge *kept during training* |
 # | `kl_placement` | `none`, `in_reward`, `in_loss` | **in the reward**: the penalty is subtracted from each sample's reward before advantages are computed (classic RLHF). **in the loss**: a separate term added to the objective (GRPO, TRL). DPO's reference ratio sits inside its loss |
 # | `averaging_unit` | `prompt`, `completion`, `token` | what each term of the loss is weighted by: one weight per prompt (a pair, a group), per completion (average over its own tokens first: original GRPO) or per token (DAPO's token mean; Dr. GRPO also weighs every token equally, with a constant denominator) |
 # | `zero_variance` | `kept`, `zero_advantage`, `dropped`, `resampled` | a group whose samples all earn the same reward: **kept** with no special rule, **zero_advantage** kept but explicitly given advantage 0 (it still counts in the loss's denominator), **dropped** without replacement (the batch shrinks), **resampled**: dropped and replaced by fresh prompts until the batch is full (DAPO's dynamic sampling) |
@@ -97,7 +103,8 @@ from course_lib.policy_loss import aggregate
 # %% [markdown]
 # ## 2. A worked passport: predict, then reveal
 #
-# Read the report below and write down your eight values **before** running the next cell.
+# Read the report below and write down your eight values **before** running the next cell. Start
+# with the field readers most often get wrong:
 #
 # > **Run A ("Heron-Chat").** We start from our instruction-tuned model, which is also kept frozen as
 # > the reference. Annotators compared pairs of answers to 60k prompts; a 6B reward model was trained
@@ -106,6 +113,13 @@ from course_lib.policy_loss import aggregate
 # > reference from the reward, estimates advantages with a value network and GAE, and takes four
 # > epochs of clipped updates on the batch before discarding it. Losses are averaged per token. The
 # > next batch is sampled only after the update finishes.
+
+# %%
+predict("Run A: where does its KL penalty sit?",
+        ["in the reward, before advantages are estimated", "in the loss, as a separate per-token term", "nowhere: no KL"],
+        "in the reward, before advantages are estimated",
+        "It 'subtracts 0.02 times the per-token log-ratio to the reference from the reward': the penalty is part "
+        "of the reward that the critic and GAE turn into advantages, not a separate term in the loss.")
 
 # %%
 REPORTS = {
@@ -152,7 +166,7 @@ show("A")
 # - **Roles.** All five are present: the policy; the *old policy*, because each batch serves four
 #   epochs of clipped updates (the ratio's denominator is the snapshot that sampled it); the frozen
 #   *reference* of the KL term; the *critic* (value network); the *reward model*, kept and queried for
-#   every sample. This is classic RLHF's four-model contract of §4 plus the old-policy snapshot.
+#   every sample. This is classic RLHF's four-model contract (policy, reference, critic, reward model) plus the old-policy snapshot.
 # - **KL placement** is `in_reward`: the penalty is folded into each sample's reward *before* the
 #   critic and GAE turn rewards into advantages. In the loss it would be a separate term with its own
 #   gradient, untouched by advantage estimation.
@@ -294,7 +308,7 @@ for name in ("B", "C", "D"):
 # ## 5. What a report does not disclose — and why behaviour cannot fill the gap
 #
 # Filling the eight fields is half of reading a passport. The other half is listing what is missing.
-# Walk the four groups of §1 and ask each question; anything the report does not answer goes on the
+# Walk the four groups of section 1 and ask each question; anything the report does not answer goes on the
 # list. For run B, for example: how often do the unit tests accept a wrong program (the verifier's own
 # accuracy)? Are the competition problems disjoint from the benchmarks it is evaluated on
 # (contamination)? What does a solution that hits the length limit score (truncation)? How many steps,
@@ -325,7 +339,7 @@ print("identical policies:", same_policy)
 # Any behaviour you can observe is a function of the policy, so it cannot tell these two recipes
 # apart — and the same holds for SFT on samples from π* (distillation), which produces π* without any
 # reward at all. Behaviour is evidence about *what the model does*; it is not evidence about *how it
-# was trained*. When a field is absent, the honest entry is "not disclosed" (§16–§17).
+# was trained*. When a field is absent, the honest entry is "not disclosed".
 #
 # ## 6. The course's own passport
 #
@@ -415,9 +429,12 @@ display(widgets.VBox([*pickers.values(), widgets.HBox(list(role_boxes.values()))
 on_check()
 
 # %% [markdown]
-# Prefer code? Fill `my_passport` for run F and run the cell.
+# ## Your turn
+#
+# Prefer code? Fill `my_passport` for run F and run the cell (the worked answer is in the explorer above).
 
 # %%
+# your code here: replace each "?" and list the roles
 my_passport = {
     "feedback_source": "?",
     "reward_granularity": "?",
@@ -432,7 +449,7 @@ print("\n".join(compare("F", my_passport)))
 
 # %% [markdown]
 # Then, for run F, write down three things the report does not disclose, one from each of three
-# different groups of §1, and one sentence on why the trained model's behaviour cannot supply them.
+# different groups of section 1, and one sentence on why the trained model's behaviour cannot supply them.
 #
 # ## Check yourself
 #
