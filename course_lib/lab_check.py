@@ -78,7 +78,7 @@ class LabConfig:
     dpo_samples_per_prompt: int = 8
     dpo_steps: int = 30
     dpo_batch_pairs: int = 32
-    dpo_learning_rate: float = 3e-4
+    dpo_learning_rate: float = 1e-4  # 3e-4 lowered held-out accuracy after the trainer's new held-out draw (48.6% → 41.8%)
     dpo_beta: float = 1.0
     # GRPO, online
     grpo_steps: int = 16

@@ -302,7 +302,10 @@ assert sequence_after[0] > sequence_before[0] and sequence_after[2] < sequence_b
 # what moves it is how the network generalises, not the loss on it alone. One Adam step moves every
 # parameter by about the learning rate, so on a fresh model one step changes probabilities a lot.
 #
-# **The check.** The trainer's `policy_step` on the identical copy, with the same batch and settings:
+# **The check.** The trainer's `policy_step` on the identical copy, with the same batch and settings. The
+# trainer computes the same numbers along a faster path (each prompt runs once per group), so they agree
+# to float32 rounding, not bit for bit; Adam divides each gradient by its own size, which can magnify a
+# rounding difference in a near-zero gradient, so we compare the loss, the gradients and the step:
 
 # %%
 trainer_optimizer = torch.optim.AdamW(twin.parameters(), lr=grpo_config.learning_rate, weight_decay=0.0)
@@ -310,10 +313,13 @@ batch = {"input_ids": input_ids, "attention_mask": attention_mask, "completion_m
          "truncated": truncated, "rewards": group}
 stats = policy_step(twin, None, trainer_optimizer, batch, grpo_config, prompt_length=prompt_length,
                     max_grad_norm=run_config.max_grad_norm)
-trainer_gap = max(float((p - q).detach().abs().max()) for p, q in zip(model.parameters(), twin.parameters(), strict=True))
+pairs = list(zip(model.parameters(), twin.parameters(), strict=True))
+grad_gap = max(float((p.grad - q.grad).abs().max()) for p, q in pairs) / max(float(p.grad.abs().max()) for p, _ in pairs)
+trainer_gap = max(float((p - q).detach().abs().max()) for p, q in pairs)
 trainer_loss = float(stats["loss"])
-print(f"trainer loss {trainer_loss:+.4f} (ours {loss.item():+.4f}); largest parameter difference {trainer_gap:.1e}")
-assert trainer_gap < 1e-6 and abs(trainer_loss - loss.item()) < 1e-6
+print(f"trainer loss {trainer_loss:+.4f} (ours {loss.item():+.4f}); gradients agree to {grad_gap:.1e} of the largest; "
+      f"largest parameter difference {trainer_gap:.1e} (the step itself moved parameters by up to {change.abs().max():.1e})")
+assert abs(trainer_loss - loss.item()) < 1e-6 and grad_gap < 1e-4 and trainer_gap < 0.01 * float(change.abs().max())
 
 # %% [markdown]
 # **A second pass (μ = 2).** Had the trainer made a second inner epoch on the same batch, the ratios
