@@ -72,7 +72,6 @@ from course_lib.grpo import policy_step
 from course_lib.model import build_model, completion_logprobs
 from course_lib.policy_loss import aggregate, clipped_surrogate
 from course_lib.rollout import completion_masks
-from course_lib.runtime import set_threads
 from course_lib.task import AdditionTask
 
 torch.set_num_threads(1)  # tiny tensors: one thread is fastest and never fights other jobs
@@ -220,7 +219,6 @@ length_bias_ratio = float(weights["sequence_mean"][2, 0] / weights["sequence_mea
 # model, and the parameters must agree.
 
 # %%
-set_threads()  # one thread, as the trainer runs: the two computations below then add in the same order
 torch.manual_seed(0)
 run_config = get_config("cpu")
 task = AdditionTask(run_config.task)
