@@ -361,6 +361,30 @@ def test_policy_step_reads_no_tensor_on_the_host(task, model, monkeypatch, optio
     assert math.isfinite(float(out["loss"])) and out["kl"] is not None
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_the_samplers_entropy_is_the_policys_entropy_on_its_samples(task, model, temperature):
+    """The dashboard's entropy comes from the sampling loop's softmax (no extra forward); it must equal
+    the entropy ``completion_logprobs`` computes from a full forward on the same completions."""
+    prompts = task.encode_prompts(task.heldout_pairs[:3])
+    torch.manual_seed(2)
+    roll = generate(model, prompts, task.tokenizer, max_completion_length=5, num_generations=4, temperature=temperature)
+    _, mask, ent = completion_logprobs(model, roll.input_ids, roll.attention_mask, roll.completion_mask,
+                                       with_entropy=True, temperature=temperature, start=task.prompt_length)
+    assert torch.allclose(roll.entropy, ent, atol=1e-5) and float(ent.sum()) > 0
+    assert generate(model, prompts, task.tokenizer, max_completion_length=5, greedy=True).entropy is None
+
+
+def test_the_update_without_zero_variance_rows_reads_no_tensor_on_the_host(task, model, monkeypatch):
+    """The path that leaves zero-variance groups out (no reference, ``informative`` given) is sync-free too."""
+    batch = {**_grpo_batch(task, model, torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])),
+             "informative": [True, False]}
+    cfg = GRPOConfig(num_generations=4, max_completion_length=5, num_iterations=2)
+    opt = make_optimizer(model, 1e-3)
+    hot, out = _count_host_reads(monkeypatch, lambda: policy_step(model, None, opt, batch, cfg, validate=False,
+                                                                  prompt_length=task.prompt_length, max_grad_norm=1.0))
+    assert hot == [] and math.isfinite(float(out["loss"]))
+
+
 def test_kl_in_the_reward_is_folded_in_before_the_baseline(task, model):
     """kl_placement='reward': equal checker rewards, yet each completion's KL penalty differs, so the
     gradient is the policy gradient of the KL-shaped rewards' group advantages (and nothing else)."""
