@@ -98,10 +98,12 @@ def family_table(data: dict, setting: str) -> str:
 def grpo_family(results: Path = RESULTS) -> str:
     data = load("grpo_family", results)
     parts = []
-    titles = {"main": "strong start (SFT 1,200 steps), binary strict checker",
-              "weak": "weak start (SFT 300 steps): rare successes, binary or partial credit"}
+    titles = {"main": "strong start (SFT 1,200 steps{}), binary strict checker",
+              "weak": "weak start (SFT 300 steps{}), binary or partial credit"}
     for setting in dict.fromkeys(r["setting"] for r in data["runs"]):
-        parts.append(f"*{titles.get(setting, setting)}*\n\n{family_table(data, setting)}")
+        start = statistics.median(r["baseline_accuracy"] for r in data["runs"] if r["setting"] == setting)
+        title = titles.get(setting, setting + "{}").format(f": {pct(start)} held-out exact match at the start, median")
+        parts.append(f"*{title}*\n\n{family_table(data, setting)}")
     lines = verdicts(data)
     if lines:
         parts.append("What the table supports (a gap within the spread between seeds is not a measured difference):\n\n"
