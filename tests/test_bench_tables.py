@@ -54,13 +54,20 @@ def test_unknown_block_and_missing_results(tmp_path):
     assert "Not measured" in text
 
 
-def test_trl_side_by_side_table_and_sentence_come_from_the_json(tmp_path):
+def test_trl_side_by_side_table_and_ratio_come_from_the_json(tmp_path):
+    cpu = {"course_lib `train_grpo`": [0.1, 0.2, 0.3], "TRL `GRPOTrainer` (bridge)": [0.4, 0.3, 0.5]}
     runs = [{"seed": s, "variant": v, "baseline_accuracy": 0.6, "final_accuracy": f, "lift": f - 0.6,
-             "step_seconds": 1.0 + s, "rl_seconds": 60.0 * (1 + s)}
+             "step_seconds": 1.0 + s, "cpu_step_seconds": cpu[v][s], "rl_seconds": 60.0 * (1 + s)}
             for v, finals in {"course_lib `train_grpo`": [0.9, 0.8, 0.85], "TRL `GRPOTrainer` (bridge)": [0.7, 0.95, 0.9]}.items()
             for s, f in enumerate(finals)]
     (tmp_path / "trl_vs_course_grpo.json").write_text(json.dumps(
         {"command": "c", "commit": "abc", "steps": 60, "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
     text = tables.trl_vs_course_grpo(tmp_path)
     assert "90.0% (70.0% / 95.0% / 90.0%)" in text  # TRL's median and per-seed finals
-    assert "median lift +30.0 points in a median 120 s of RL over 60 steps" in text
+    # per-seed ratios 0.25, 0.67, 0.60: the median 0.60 misses the goal
+    assert "CPU seconds per step: median **0.60** (per seed 0.25 / 0.67 / 0.60)" in text and "not met" in text
+    for r in runs:
+        r["cpu_step_seconds"] = r["cpu_step_seconds"] / 4 if r["variant"].startswith("course") else r["cpu_step_seconds"]
+    (tmp_path / "trl_vs_course_grpo.json").write_text(json.dumps(
+        {"command": "c", "commit": "abc", "steps": 60, "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
+    assert "≤ 0.5: met" in tables.trl_vs_course_grpo(tmp_path)
