@@ -98,14 +98,21 @@ print(f"σ(1) = {sigma_1:.3f}   σ(2) = {sigma_2:.3f}   σ(0) = {sigmoid(0.0):.3
 # A gap of 1 means the better item wins about 73% of comparisons; a gap of 2, about 88%. Doubling the
 # gap does not double the win rate: the curve flattens as it approaches 1.
 #
-# The direct formula has one weakness: for a very negative u, `np.exp(-u)` overflows. The library uses
-# a form that is safe for any gap. Same numbers where both work:
+# The direct formula has one weakness: for a very negative u, `np.exp(-u)` overflows. A form that is
+# safe for any gap: σ(u) = 1 / (1 + e^(−u)) = exp(−log(1 + e^(−u))), and log(1 + e^(−u)) is
+# `np.logaddexp(0, -u)`, which never overflows. Same numbers where both work, and the library agrees:
 
 # %%
+def stable_sigmoid(u):
+    return np.exp(-np.logaddexp(0.0, -np.asarray(u, dtype=float)))
+
+
 for gap in (1.0, 2.0, -3.0):
-    print(f"gap {gap:+.1f}:  ours {sigmoid(gap):.6f}   course_lib {bt_probability(gap):.6f}")
+    print(f"gap {gap:+.1f}:  direct {sigmoid(gap):.6f}   stable {stable_sigmoid(gap):.6f}   "
+          f"course_lib {bt_probability(gap):.6f}")
 assert np.isclose(sigma_1, bt_probability(1.0)) and np.isclose(sigma_2, bt_probability(2.0))
-print(f"gap -1e4: course_lib gives {bt_probability(-1e4):.1f} with no overflow warning")
+assert stable_sigmoid(-1e4) == bt_probability(-1e4) == 0.0 and stable_sigmoid(1e4) == 1.0
+print(f"gap -1e4: stable form {stable_sigmoid(-1e4):.1f}, course_lib {bt_probability(-1e4):.1f}, no overflow warning")
 
 # %% [markdown]
 # ## 2. Inverting the model: which gap explains a win rate?

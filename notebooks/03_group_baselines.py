@@ -298,8 +298,9 @@ except ValueError as err:
 # %% [markdown]
 # The rounding left a std of about 10⁻¹⁷, and dividing by it turns pure noise into confident advantages
 # of size 1. `zero_variance_groups` decides on the values instead: a group is degenerate when
-# max − min is within a few rounding steps of its own dtype. It is the one place the library and the
-# trainer decide this.
+# max − min ≤ 8·ε·max(1, max|r|), with ε the rounding step of its own dtype (`np.finfo(float).eps`
+# ≈ 2.2e-16 in float64) — a few rounding steps, so `[0.1 + 0.2, 0.3, 0.3]` counts as equal while
+# `[0, 1e-6]` does not. It is the one place the library and the trainer decide this.
 
 # %%
 ps = np.linspace(0, 1, 201)
