@@ -400,6 +400,40 @@ def best_of_n_scores(policy, task: AdditionTask, pairs, proxy, *, k: int = 64, m
     return proxy(repeated, comps).view(len(pairs), k).cpu(), resolve_reward("strict", task)(repeated, comps).view(len(pairs), k)
 
 
+def over_optimisation(rows, window: int = 5, tol: float = 0.03) -> dict:
+    """Proxy and gold over an RL run against a reward model, read as the published curves are.
+
+    ``rows``: per step ``{"step", "proxy", "gold", "kl"}`` (gold scored on the same samples as the
+    proxy, ``kl`` the sampled KL to the reference). Per-step means of a batch are noisy, so every
+    number is a ``window``-step moving mean: start (first window), end (last window), and the
+    gold peak with its step and √KL. ``shape`` names what gold did, with ``tol`` as the smallest
+    move that counts: "rises then falls" (up by > tol, then down by > tol from the peak),
+    "falls", "rises" or "flat". The maximum of a noisy curve is biased upwards: a peak only a
+    little above the start is not evidence of a peak.
+    """
+    if window < 1 or len(rows) < window:
+        raise ValueError(f"window must lie in [1, len(rows)={len(rows)}]; got {window}")
+
+    def smooth(key):
+        vals = [float(r[key]) for r in rows]
+        return [sum(vals[i : i + window]) / window for i in range(len(vals) - window + 1)]
+
+    gold, proxy, kl = smooth("gold"), smooth("proxy"), smooth("kl")
+    peak = max(range(len(gold)), key=gold.__getitem__)
+    rose, fell = gold[peak] > gold[0] + tol, gold[-1] < gold[peak] - tol
+    if rose and fell:
+        shape = "rises then falls"
+    elif gold[-1] < gold[0] - tol:
+        shape = "falls"
+    elif gold[-1] > gold[0] + tol:
+        shape = "rises"
+    else:
+        shape = "flat"
+    return {"proxy_start": proxy[0], "proxy_end": proxy[-1], "gold_start": gold[0], "gold_peak": gold[peak],
+            "gold_end": gold[-1], "peak_step": rows[peak + window // 2]["step"],
+            "sqrt_kl_peak": math.sqrt(max(kl[peak], 0.0)), "sqrt_kl_end": math.sqrt(max(kl[-1], 0.0)), "shape": shape}
+
+
 def passport_fields(info: dict) -> dict:
     """The reward model's passport entry (§17): data, labelling rule, noise, accuracy, from ``reward_model.json``."""
     c, m = info["config"], info["metrics"]
