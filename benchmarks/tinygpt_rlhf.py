@@ -13,7 +13,7 @@ Targets (issue 13): held-out pairwise accuracy >= 90% of the noise ceiling; best
 (strict) accuracy over best-of-1; PPO within 10 points of GRPO's held-out accuracy, with the
 critic's measured memory and the wall time reported.
 
-    python benchmarks/tinygpt_rlhf.py [--seeds 0 1 2] [--threads 1] [--rl-steps 40]
+    python benchmarks/tinygpt_rlhf.py [--seeds 0 1 2] [--threads 1] [--rl-steps 50] [--sft-dir DIR]
 """
 
 from __future__ import annotations
@@ -58,7 +58,15 @@ def one_seed(seed: int, args) -> dict:
     task = AdditionTask(cfg.task)
     torch.manual_seed(seed)
     policy = build_model(cfg.model, task.tokenizer)
-    sft = train_sft(policy, task, cfg.sft, seed=seed, show_progress=False)
+    cached = Path(args.sft_dir) / f"sft_s{seed}.pt" if args.sft_dir else None
+    if cached is not None and cached.is_file():  # the same SFT run, saved by an earlier call with this --sft-dir
+        policy.load_state_dict(torch.load(cached))
+        sft = evaluate(policy, task)  # as train_sft evaluates at its end
+    else:
+        sft = train_sft(policy, task, cfg.sft, seed=seed, show_progress=False)
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(policy.state_dict(), cached)
     sft_weights = copy.deepcopy(policy.state_dict())
     strict = resolve_reward("strict", task)
 
@@ -136,11 +144,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rl-steps", type=int, default=40, help="GRPO/RLOO/PPO steps against the strict checker")
+    parser.add_argument("--rl-steps", type=int, default=50, help="GRPO/RLOO/PPO steps against the strict checker")
     parser.add_argument("--bon-prompts", type=int, default=200)
     parser.add_argument("--overopt-beta", type=float, nargs="+", default=[0.05], help="kl_coef of PPO against the RM")
     parser.add_argument("--overopt-steps", type=int, default=60)
     parser.add_argument("--overopt-prompts", type=int, default=128)
+    parser.add_argument("--sft-dir", default=None, help="cache the SFT policy of each seed here (reused when present)")
     args = parser.parse_args()
     if any(b <= 0 or not math.isfinite(b) for b in args.overopt_beta):
         parser.error("--overopt-beta values must be > 0 (the over-optimisation runs are about the KL term)")

@@ -21,6 +21,14 @@ So the gold reward is the strict checker, and the learned reward model is a *pro
 On held-out pairs labelled the same noisy way, even the gold rule itself agrees with only the
 unflipped labels: that fraction (≈ 1 − noise) is the **noise ceiling** for pairwise accuracy.
 
+Optimisation (measured, seed 0, 7,930 training pairs, 477 held-out pairs, noise 0.1): with 64
+pairs per step the model underfits — 71.7% held-out pairwise accuracy after 400 steps at lr 3e-4
+(training accuracy still rising), worse at lr 1e-3 (65.6%) and 3e-3 (54.7%), and worse from
+scratch (61.4%): each flipped label in a small batch pushes hard the wrong way. 256 pairs per
+step average the flips out and tolerate a larger step: lr 3e-4 gives 81.6% (90.3% of the noise
+ceiling) after 400 steps, lr 6e-4 gives 83.4% / 86.6% / 87.2% (92.3% / 95.8% / 96.5% of the
+ceiling) after 200 / 300 / 400 steps. The defaults are 256 pairs, lr 6e-4, 300 steps.
+
 Simplifications, said out loud:
 - The gold rule is binary, so only (correct, incorrect) pairs carry information; real
   preference data also compares two imperfect answers.
