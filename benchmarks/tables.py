@@ -261,7 +261,9 @@ def rlhf(results: Path = RESULTS) -> str:
         lines.append(f"| {name} | {fmt(statistics.median(vals))} | {' / '.join(fmt(v) for v in vals)} |")
     shapes = [f"seed {r['seed']}: " + ", ".join(f"β = {o['beta']:g} {o['shape']}" for o in r["overopt"]) for r in runs]
     return ("\n".join(lines) + "\n\nGold under PPO against the reward model (5-step moving means, a move counts above 3 points): "
-            + "; ".join(shapes) + f".\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
+            + "; ".join(shapes) + ". PPO's time covers its critic and two passes over each batch (GRPO and RLOO: one); "
+            "its 256 prompts per step are each sampled once, GRPO's 32 eight times. Seconds are wall time on a shared, "
+            f"loaded machine.\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
 
 
 RENDERERS = {"grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
