@@ -232,8 +232,12 @@ def rlhf(results: Path = RESULTS) -> str:
             ("reward model training pairs", lambda r: r["rm"]["train_pairs"], lambda x: f"{x:,.0f}"),
             ("reward model training seconds", lambda r: r["rm"]["train_seconds"], lambda x: f"{x:.0f}"),
             ("best-of-1 gold (strict) accuracy", bon(1), pct),
+            ("best-of-8 gold accuracy", bon(8), pct),
             ("**best-of-16** gold accuracy", bon(16), pct),
-            ("best-of-64 gold accuracy", bon(64), pct)]
+            ("best-of-64 gold accuracy", bon(64), pct),
+            ("best-of-N: the N with the highest gold", lambda r: max(r["bon"], key=lambda x: x["gold"])["n"], lambda x: f"{x:g}"),
+            ("best-of-N: √KL at that N, √(log N − (N − 1)/N)",
+             lambda r: max(r["bon"], key=lambda x: x["gold"])["kl"] ** 0.5, lambda x: f"{x:.2f}")]
     for i, o in enumerate(runs[0]["overopt"]):
         def get(key, i=i):
             return lambda r: r["overopt"][i][key]

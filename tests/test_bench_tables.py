@@ -68,7 +68,7 @@ def test_trl_side_by_side_table_and_sentence_come_from_the_json(tmp_path):
 
 def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
     def run(seed, of_ceiling, bon1, bon16, grpo, ppo):
-        bon = [{"n": n, "gold": bon1 if n == 1 else bon16 if n == 16 else 0.5, "proxy": 0.0, "kl": 0.0} for n in (1, 16, 64)]
+        bon = [{"n": n, "gold": {1: bon1, 8: 0.5, 16: bon16, 64: 0.5}[n], "proxy": 0.0, "kl": float(n)} for n in (1, 8, 16, 64)]
         over = {"beta": 0.05, "steps": 60, "batch_prompts": 128, "gold_start": 0.5, "gold_peak": 0.6, "gold_end": 0.4,
                 "sqrt_kl_peak": 0.5, "sqrt_kl_end": 1.0, "proxy_start": 0.0, "proxy_end": 2.0, "shape": "rises then falls"}
         rl = {"GRPO": {"accuracy": grpo, "rl_seconds": 100.0}, "RLOO": {"accuracy": grpo, "rl_seconds": 100.0},
@@ -84,5 +84,6 @@ def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
     assert "| **reward model / noise ceiling** (target ≥ 90%) | 91.0% | 95.0% / 85.0% / 91.0% |" in text
     assert "| **best-of-16** gold accuracy | 65.0% | 70.0% / 60.0% / 65.0% |" in text
     assert "| PPO − GRPO, points | +0.0 | -10.0 / +0.0 / +10.0 |" in text
+    assert "| best-of-N: the N with the highest gold | 16 | 16 / 1 / 16 |" in text  # seed 1: best-of-1 = best-of-16 (first)
     assert "| critic: extra measured memory (weights, grads, AdamW) | 1.00 MiB |" in text
     assert "seed 2: β = 0.05 rises then falls" in text and "at commit abc" in text
