@@ -264,7 +264,11 @@ def rlhf(results: Path = RESULTS) -> str:
         vals = [f(r) for r in runs]
         lines.append(f"| {name} | {fmt(statistics.median(vals))} | {' / '.join(fmt(v) for v in vals)} |")
     shapes = [f"seed {r['seed']}: " + ", ".join(f"β = {o['beta']:g} {o['shape']}" for o in r["overopt"]) for r in runs]
-    return ("\n".join(lines) + "\n\nGold under PPO against the reward model (5-step moving means, a move counts above 3 points): "
+    peaked = [r for r in runs if 1 < max(r["bon"], key=lambda x: x["gold"])["n"] < r["bon"][-1]["n"]
+              and r["bon"][-1]["gold"] < max(x["gold"] for x in r["bon"]) - 0.03]
+    return ("\n".join(lines) + f"\n\nBest-of-N: gold rises, peaks at an N between the ends and falls by more than 3 points "
+            f"by N = {runs[0]['bon'][-1]['n']} in {len(peaked)} of {len(runs)} seeds. "
+            "Gold under PPO against the reward model (5-step moving means, a move counts above 3 points): "
             + "; ".join(shapes) + ". PPO's time covers its critic and two passes over each batch (GRPO and RLOO: one); "
             "its 256 prompts per step are each sampled once, GRPO's 32 eight times. Seconds are wall time on a shared, "
             f"loaded machine.\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")

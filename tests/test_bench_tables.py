@@ -87,3 +87,4 @@ def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
     assert "| best-of-N: the N with the highest gold | 16 | 16 / 1 / 16 |" in text  # seed 1: best-of-1 = best-of-16 (first)
     assert "| critic: extra measured memory (weights, grads, AdamW) | 1.00 MiB |" in text
     assert "seed 2: β = 0.05 rises then falls" in text and "at commit abc" in text
+    assert "falls by more than 3 points by N = 64 in 2 of 3 seeds" in text  # seed 1 peaks at N = 1
