@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rl-steps", type=int, default=50, help="GRPO/RLOO/PPO steps against the strict checker")
     parser.add_argument("--bon-prompts", type=int, default=200)
-    parser.add_argument("--overopt-beta", type=float, nargs="+", default=[0.05], help="kl_coef of PPO against the RM")
+    parser.add_argument("--overopt-beta", type=float, nargs="+", default=[0.05, 0.5], help="kl_coef of PPO against the RM")
     parser.add_argument("--overopt-steps", type=int, default=60)
     parser.add_argument("--overopt-prompts", type=int, default=128)
     parser.add_argument("--sft-dir", default=None, help="cache the SFT policy of each seed here (reused when present)")
