@@ -203,12 +203,13 @@ print(f"held-out pairwise accuracy {m['heldout_accuracy']:.1%} = {m['of_ceiling'
 
 # %% [markdown]
 # **Why 256 pairs per step.** The full run trains on 256 pairs per step at learning rate 6e-4 for
-# 300 steps (`RewardModelConfig`'s defaults). With 64 pairs per step the same model underfit: 71.7%
-# held-out pairwise accuracy after 400 steps on seed 0, and a larger step made it worse, not better.
-# A flipped label pushes the model the wrong way; in a small batch a few flips dominate the gradient,
-# in a large one they average out, and the larger step becomes safe. (Each measurement is listed in
-# `course_lib.reward_model`'s docstring; the README's RLHF table has the medians over seeds.)
-# `COURSE_FAST=1` trains on a few hundred pairs for a few dozen steps: expect a much weaker model.
+# 300 steps (`RewardModelConfig`'s defaults). With 64 pairs per step at 3e-4 the same model
+# underfit: 71.7% held-out pairwise accuracy after 400 steps on seed 0, with a larger step at that
+# batch doing worse, not better. It needed to see more pairs and to take larger steps, and the
+# larger step was safe with 256 pairs per step, where the flipped labels of a batch have more
+# correct ones around them. (Each measurement is listed in `course_lib.reward_model`'s docstring;
+# the README's RLHF table has the medians over seeds.) `COURSE_FAST=1` trains on a few hundred
+# pairs for a few dozen steps: expect a much weaker model.
 #
 # ### Calibration: do its Bradley–Terry probabilities mean what they say?
 #
