@@ -206,8 +206,8 @@ print(f"held-out pairwise accuracy {m['heldout_accuracy']:.1%} = {m['of_ceiling'
 # 300 steps (`RewardModelConfig`'s defaults). With 64 pairs per step at 3e-4 the same model
 # underfit: 71.7% held-out pairwise accuracy after 400 steps on seed 0, with a larger step at that
 # batch doing worse, not better. It needed to see more pairs and to take larger steps, and the
-# larger step was safe with 256 pairs per step, where the flipped labels of a batch have more
-# correct ones around them. (Each measurement is listed in `course_lib.reward_model`'s docstring;
+# larger step was safe with 256 pairs per step (why was not isolated; a likely reason is that the
+# gradient of a larger batch depends less on which few of its labels were flipped). (Each measurement is listed in `course_lib.reward_model`'s docstring;
 # the README's RLHF table has the medians over seeds.) `COURSE_FAST=1` trains on a few hundred
 # pairs for a few dozen steps: expect a much weaker model.
 #
