@@ -395,9 +395,10 @@ print(f"lecture's model: generation {lecture_gen:.1f} s vs update {lecture_upd:.
 #
 # 1. A zero-variance rate of 0.5: what does it mean for the batch?
 #    <details><summary>Answer</summary>
-#    Half the groups carry zero advantage: half the generation time buys no gradient. Dynamic
-#    sampling refills the batch with informative groups — and pays for it in generation (section 6's
-#    "groups generated" column).
+#    Half the groups carry zero advantage: half the generation time buys no gradient. (The update
+#    at least skips them: with no KL term their gradient is exactly zero, so `policy_step` leaves
+#    their rows out of the forward and backward passes.) Dynamic sampling refills the batch with
+#    informative groups — and pays for it in generation (section 6's "groups generated" column).
 #    </details>
 # 2. Why does the clip fraction stay 0 with μ = 1, and become positive with μ = 2?
 #    <details><summary>Answer</summary>
