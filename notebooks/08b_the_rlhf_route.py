@@ -104,7 +104,7 @@ if FAST:
     cfg.task.n_heldout = 200
 SEED = 0
 SFT_STEPS = 400 if FAST else cfg.sft.steps
-RM_CFG = RewardModelConfig(pair_prompts=768, steps=50, batch_size=128, heldout_prompts=200) if FAST else RewardModelConfig()
+RM_CFG = RewardModelConfig(pair_prompts=512, steps=40, batch_size=128, heldout_prompts=200) if FAST else RewardModelConfig()
 BON_PROMPTS, BON_K = (100, 16) if FAST else (200, 64)
 # PPO against the reward model: seeds, steps, prompts per step, and the moving mean that reads the curves
 OVEROPT_SEEDS, OVEROPT_STEPS, OVEROPT_PROMPTS, WINDOW = ((0,), 6, 64, 3) if FAST else ((0, 1, 2), 80, 128, 5)
