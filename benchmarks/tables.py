@@ -106,7 +106,9 @@ def grpo_family(results: Path = RESULTS) -> str:
         parts.append(f"*{title}*\n\n{family_table(data, setting)}")
     lines = verdicts(data)
     if lines:
-        parts.append("What the table supports (a gap within the spread between seeds is not a measured difference):\n\n"
+        parts.append("What the table supports (a gap within the spread between seeds is not a measured difference; "
+                     "runs of one seed share the SFT start and the prompts, so the seed-by-seed differences are the "
+                     "sharper reading, and three seeds are still few):\n\n"
                      + "\n".join(lines) + "\n")
     parts.append(f"`{data['command']}` at commit {data.get('commit', 'unknown')} — {data['machine']}.\n")
     return "\n".join(parts)
@@ -129,7 +131,13 @@ def verdicts(data: dict) -> list[str]:
             word = "one seed only: no spread to compare with"
         else:
             word = ("larger than" if abs(d) > spread else "within") + f" the seed-to-seed spread ({100 * spread:.1f} pts)"
-        out.append(f"- {setting} start: {a} − {b} = {100 * d:+.1f} pts (medians), {word}")
+        # the same seed means the same SFT start and prompts: the paired difference is the sharper test
+        by_seed = [(x - y) for s, x in zip(summ[a]["seeds"], summ[a]["per_seed"])
+                   for t, y in zip(summ[b]["seeds"], summ[b]["per_seed"]) if s == t]
+        ahead = sum(x > 0 for x in by_seed)
+        paired = (f"; seed by seed {' / '.join(f'{100 * x:+.1f}' for x in by_seed)}: {a} ahead in {ahead} of "
+                  f"{len(by_seed)}") if len(by_seed) > 1 else ""
+        out.append(f"- {setting} start: {a} − {b} = {100 * d:+.1f} pts (medians), {word}{paired}")
     return out
 
 

@@ -300,27 +300,13 @@ plt.show()
 bench_dir = Path("../benchmarks")
 if (bench_dir / "results" / "grpo_family.json").is_file():
     sys.path.insert(0, str(bench_dir))
-    from tables import family_summary, family_table, load
+    from tables import family_table, load, verdicts
 
     bench = load("grpo_family", bench_dir / "results")
-    summaries = {}
     for setting in ("main", "weak"):
         if any(r["setting"] == setting for r in bench["runs"]):
             print(f"setting {setting!r}:\n{family_table(bench, setting)}")
-            summaries[setting] = family_summary(bench, setting)
-    comparisons = (("strong start", "main", "GRPO", "RFT"), ("weak start, binary", "weak", "GRPO", "RFT"),
-                   ("weak start, partial credit", "weak", "GRPO partial", "reward-weighted partial"))
-    for label, setting, a, b in comparisons:
-        summ = summaries.get(setting, {})
-        if a not in summ or b not in summ:
-            print(f"{label}: not measured yet")
-            continue
-        d = summ[a]["final"] - summ[b]["final"]
-        noise = max(max(v["per_seed"]) - min(v["per_seed"]) for v in (summ[a], summ[b]))
-        n = min(len(summ[a]["per_seed"]), len(summ[b]["per_seed"]))
-        verdict = ("one seed: no spread to compare with" if n < 2 else
-                   f"{'larger than' if abs(d) > noise else 'within'} the seed-to-seed spread ({100 * noise:.1f} points)")
-        print(f"{label}: median {a} − {b} = {100 * d:+.1f} points over {n} seed(s), {verdict}")
+    print("\n".join(verdicts(bench)) or "no comparison measured yet")
 else:
     print("benchmarks/results/grpo_family.json is not here (e.g. on Colab): see the README's tables")
 

@@ -45,6 +45,7 @@ def test_medians_spread_and_verdicts(tmp_path):
     assert summary["RFT"]["lift"] == pytest.approx(0.33)
     (line,) = tables.verdicts(data)
     assert "GRPO − RFT = +2.0 pts" in line and "within the seed-to-seed spread (8.0 pts)" in line
+    assert "seed by seed -1.0 / +2.0 / -2.0: GRPO ahead in 1 of 3" in line  # paired: same seed, same start
 
 
 def test_unknown_block_and_missing_results(tmp_path):
