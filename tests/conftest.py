@@ -70,6 +70,33 @@ def keep_executed(client, name: str) -> None:
     client.on_cell_execute = before_cell
 
 
+# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`): each group runs whole,
+# in collection order, on one worker. A test file is its own group, except files that depend on each
+# other or share files on disk, which share a group:
+SHARED_GROUPS = {
+    # the site test builds its pages from the notebooks these two executed (keep_executed), so it
+    # needs their copies in test-artifacts/executed/ from the same worker, before it runs
+    "test_notebooks.py": "executed-notebooks",
+    "test_tinygpt_notebooks.py": "executed-notebooks",
+    "test_site.py": "executed-notebooks",
+    # both train into and read test-artifacts/lab-cache/ (the lab's SFT model and pairs)
+    "test_lab.py": "lab14",
+    "test_lab_pipeline.py": "lab14",
+}
+# The longest groups start first, so that no long group is the last one left on a worker. Any other
+# group follows in file order. (Only the order depends on these, never a result.)
+LONGEST_FIRST = ["test_browser.py", "executed-notebooks", "test_assignment.py", "lab14",
+                 "test_trl_parity.py", "test_trl_bridge.py", "test_tinygpt_cli.py", "test_colab.py"]
+
+
+def group_of(item: pytest.Item) -> str:
+    return SHARED_GROUPS.get(item.path.name, item.path.name)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    """The site is built from the notebooks the other tests executed: its tests run last."""
-    items.sort(key=lambda item: item.nodeid.startswith("tests/test_site.py"))
+    """Mark each test with its group; longest groups first; the site's tests last in their group."""
+    rank = {group: index for index, group in enumerate(LONGEST_FIRST)}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
+    items.sort(key=lambda item: (rank.get(group_of(item), len(rank)), item.path.name == "test_site.py"))
