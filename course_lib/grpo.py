@@ -79,10 +79,16 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     truncated completions keep their row and get a zero mask, so ``sequence_mean`` and
     ``constant`` still divide by all rows (as Dr. GRPO publishes and TRL does).
 
+    Zero-variance groups (``batch["informative"]`` False, as ``collect_rollouts`` marks them)
+    have zero advantages, so without a reference model their gradient is exactly zero: their
+    rows are then left out of the forward and backward passes, and their zero objective keeps
+    its place in every denominator — the same loss and gradient, less work. (With a reference
+    the KL term reaches every row, so every row is computed.)
+
     Returns the logged quantities as 0-d tensors (``loss`` averaged over the inner epochs;
-    ``clip_fraction`` and ``entropy`` of the last one): reading them is the caller's host
-    synchronisation, once per step. ``validate=False`` (the hot loop, after one validated
-    step) skips every input check, so the step never reads a tensor value on the host.
+    ``clip_fraction`` of the last one): reading them is the caller's host synchronisation,
+    once per step. ``validate=False`` (the hot loop, after one validated step) skips every
+    input check, so the step never reads a tensor value on the host.
     """
     device = next(model.parameters()).device
     ids, attn, cmask = (batch[k].to(device) for k in ("input_ids", "attention_mask", "completion_mask"))
@@ -93,40 +99,55 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     if ref_model is not None:
         ref_logps = sequence_logprobs(ref_model, {"input_ids": ids, "attention_mask": attn, "completion_mask": cmask},
                                       prompt_length=prompt_length, temperature=temperature, group_size=group)
-    old_logps = adv = loss_mask = None
+    in_loss = batch["in_loss"].to(device) if "in_loss" in batch else torch.ones_like(cmask[:, 0], dtype=torch.bool)
+    if cfg.mask_truncated:
+        in_loss = in_loss & ~batch["truncated"].to(device)
+    loss_mask = (cmask[:, prompt_length:] * in_loss[:, None]).float()  # rows left out keep their place in the denominators
+    rows = None  # every row goes through the model
+    if ref_model is None and "informative" in batch and not all(batch["informative"]):
+        G = cfg.num_generations
+        rows = torch.tensor([g * G + i for g, keep in enumerate(batch["informative"]) if keep for i in range(G)],
+                            dtype=torch.long, device=device)
+    old_logps = adv = None
     kl_value, losses = None, []
     for _ in range(cfg.num_iterations):
-        with autocast(device):
-            logps, mask, ent = completion_logprobs(model, ids, attn, cmask, with_entropy=True, temperature=temperature,
-                                                   start=prompt_length, validate=validate, group_size=group)
-        if old_logps is None:  # epoch 1: the weights have not moved, so these are π_old (no extra forward)
-            old_logps = logps.detach()
-            in_loss = batch["in_loss"].to(device) if "in_loss" in batch else torch.ones_like(mask[:, 0], dtype=torch.bool)
-            if cfg.mask_truncated:
-                in_loss = in_loss & ~batch["truncated"].to(device)
-            loss_mask = mask * in_loss[:, None]  # rows left out keep their place in the denominators
-            if ref_logps is not None:
-                kl_value = aggregate(kl_estimate(old_logps, ref_logps, "k3", validate=validate), mask,
-                                     unit="token_mean", validate=validate)
-                if cfg.beta > 0 and cfg.kl_placement == "reward":
-                    rewards = kl_shaped_rewards(rewards.flatten(), old_logps, ref_logps, mask, beta=cfg.beta,
-                                                estimator=cfg.kl_estimator, validate=validate).view_as(rewards)
-            adv = compute_advantages(rewards, cfg.advantage, validate=validate).flatten()
-        ratio = torch.exp(logps - old_logps)
-        objective, clipped = clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
-                                               return_clipped=True, validate=validate)
-        if ref_logps is not None and cfg.beta > 0 and cfg.kl_placement == "loss":
-            objective = objective - cfg.beta * kl_estimate(logps, ref_logps, cfg.kl_estimator, validate=validate)
+        if rows is not None and len(rows) == 0:  # nothing informative: a zero gradient, still an optimiser step
+            for p in model.parameters():
+                p.grad = torch.zeros_like(p) if p.requires_grad else None
+            objective = torch.zeros_like(loss_mask)
+            clipped = torch.zeros_like(loss_mask, dtype=torch.bool)
+        else:
+            sel = (lambda t: t) if rows is None else (lambda t: t.index_select(0, rows))
+            with autocast(device):
+                logps, mask = completion_logprobs(model, sel(ids), sel(attn), sel(cmask), temperature=temperature,
+                                                  start=prompt_length, validate=validate, group_size=group)
+            if old_logps is None:  # epoch 1: the weights have not moved, so these are π_old (no extra forward)
+                old_logps = logps.detach()
+                if ref_logps is not None:
+                    kl_value = aggregate(kl_estimate(old_logps, ref_logps, "k3", validate=validate), mask,
+                                         unit="token_mean", validate=validate)
+                    if cfg.beta > 0 and cfg.kl_placement == "reward":
+                        rewards = kl_shaped_rewards(rewards.flatten(), old_logps, ref_logps, mask, beta=cfg.beta,
+                                                    estimator=cfg.kl_estimator, validate=validate).view_as(rewards)
+                adv = sel(compute_advantages(rewards, cfg.advantage, validate=validate).flatten())
+            ratio = torch.exp(logps - old_logps)
+            objective, clipped = clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
+                                                   return_clipped=True, validate=validate)
+            if ref_logps is not None and cfg.beta > 0 and cfg.kl_placement == "loss":
+                objective = objective - cfg.beta * kl_estimate(logps, ref_logps, cfg.kl_estimator, validate=validate)
+            if rows is not None:  # the left-out rows' objective is exactly 0: put the rest back in its place
+                objective = torch.zeros_like(loss_mask).index_copy(0, rows, objective)
+                clipped = torch.zeros_like(loss_mask, dtype=torch.bool).index_copy(0, rows, clipped)
+            opt.zero_grad(set_to_none=True)
         loss = -aggregate(objective, loss_mask, unit=cfg.unit, max_length=cfg.max_completion_length, validate=validate)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if loss.requires_grad:
+            loss.backward()
         clip_gradients(model, max_grad_norm)
         opt.step()
         losses.append(loss.detach())
-    with torch.no_grad():  # diagnostics of the last inner epoch, over the tokens in the loss
-        clip_fraction = aggregate(clipped.to(mask.dtype), loss_mask, unit="token_mean", validate=validate)
-        entropy = aggregate(ent, mask, unit="token_mean", validate=validate)
-    return {"loss": torch.stack(losses).mean(), "clip_fraction": clip_fraction, "entropy": entropy, "kl": kl_value}
+    with torch.no_grad():  # diagnostic of the last inner epoch, over the tokens in the loss
+        clip_fraction = aggregate(clipped.to(loss_mask.dtype), loss_mask, unit="token_mean", validate=validate)
+    return {"loss": torch.stack(losses).mean(), "clip_fraction": clip_fraction, "kl": kl_value}
 
 
 def _as_floats(upd: dict) -> dict:
@@ -195,7 +216,7 @@ def train_grpo(
             validated = True
             upd = {**_as_floats(upd), "skipped": 0}
         else:  # every group was dropped: nothing to learn from this step
-            upd = {"loss": 0.0, "clip_fraction": 0.0, "entropy": None, "kl": None, "skipped": 1}
+            upd = {"loss": 0.0, "clip_fraction": 0.0, "kl": None, "skipped": 1}
         t2 = time.perf_counter()
         step += 1
         seconds += t2 - t0

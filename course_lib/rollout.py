@@ -45,6 +45,7 @@ class Rollout:
     completions: torch.Tensor  # (N, L) generated ids (pad after <eos>)
     truncated: torch.Tensor  # (N,) bool: no <eos> within max_completion_length
     seconds: float
+    entropy: torch.Tensor | None = None  # (N, L) entropy of each sampling distribution (0 after <eos>); None if greedy
 
 
 def completion_masks(completions: torch.Tensor, eos_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,7 +79,9 @@ def generate(
     ``<pad>`` and ``<bos>`` are never sampled; ``<eos>`` not before ``min_completion_length``
     tokens (for timing at a fixed length). Rows that finished are padded with ``<pad>``; a
     completion with no ``<eos>`` within ``max_completion_length`` tokens is *truncated* and
-    flagged. Stops early once every row has finished.
+    flagged. Stops early once every row has finished. When sampling, the entropy of each
+    sampling distribution is kept (the softmax is computed anyway): the policy entropy a
+    dashboard shows, at no extra forward.
     """
     was_training = model.training
     model.eval()
@@ -98,6 +101,7 @@ def generate(
         logits = model(input_ids=prompts, use_cache=False).logits[:, -1]
     tokens = torch.full((n, max_completion_length), tokenizer.pad_token_id, dtype=torch.long, device=device)
     finished = torch.zeros(n, dtype=torch.bool, device=device)
+    entropy = None if greedy else torch.zeros(n, max_completion_length, device=device)
     for t in range(max_completion_length):
         logits = logits.float().index_fill(-1, never, -math.inf)
         if t < min_completion_length:
@@ -105,7 +109,9 @@ def generate(
         if greedy:
             nxt = logits.argmax(-1)
         else:
-            nxt = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1).squeeze(-1)
+            probs = torch.softmax(logits / temperature, dim=-1)
+            entropy[:, t] = torch.special.entr(probs).sum(-1)  # −Σ p log p, with 0 · log 0 = 0
+            nxt = torch.multinomial(probs, 1).squeeze(-1)
         tokens[:, t] = nxt.masked_fill(finished, tokenizer.pad_token_id)
         finished |= nxt == eos
         if t + 1 == max_completion_length or bool(finished.all()):
@@ -127,7 +133,9 @@ def generate(
     input_ids = torch.cat([prompts, tokens], dim=1)
     completion_mask = torch.cat([torch.zeros_like(prompts), cmask], dim=1)
     attention_mask = torch.cat([torch.ones_like(prompts), cmask], dim=1)
-    return Rollout(input_ids, attention_mask, completion_mask, tokens, truncated, seconds)
+    if entropy is not None:
+        entropy = entropy * cmask
+    return Rollout(input_ids, attention_mask, completion_mask, tokens, truncated, seconds, entropy)
 
 
 def sample_groups(model, task: AdditionTask, pairs, *, num_generations: int, max_completion_length: int,
@@ -159,12 +167,14 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
     first replaces such groups with informative ones from up to ``max_resample_rounds`` fresh
     draws. Returns ``{"stats": …}`` plus, when at least one group is in the loss, ``"batch"``
     (``input_ids``, ``attention_mask``, ``completion_mask``, ``truncated`` and ``in_loss`` per
-    row, ``rewards`` of shape (B, G)) and ``"pairs"``.
+    row, ``rewards`` of shape (B, G), and ``informative``: per group, a Python bool, False for
+    a zero-variance group, whose advantages are zero) and ``"pairs"``. ``stats["entropy"]`` is
+    the sampling distributions' entropy per completion token, over every sampled row.
     """
     G, B = cfg.num_generations, cfg.batch_prompts
     gen_seconds, groups_sampled, rounds = 0.0, 0, 0
     used, spare = [], []  # (roll, group index, rewards, pair): groups in the loss; degenerate ones left out
-    all_rewards, all_truncated, all_lengths, zero_var = [], [], [], []
+    all_rewards, all_truncated, all_lengths, all_entropy, zero_var = [], [], [], [], []
     while True:
         pairs = task.sample_pairs(B, generator)
         roll = sample_groups(model, task, pairs, num_generations=G, max_completion_length=cfg.max_completion_length,
@@ -176,9 +186,10 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
         all_rewards.append(rewards)
         all_truncated.append(roll.truncated.view(len(pairs), G).cpu())
         all_lengths.append(roll.completion_mask.sum(-1).view(len(pairs), G).cpu().float())
+        all_entropy.append(roll.entropy.sum().cpu())
         zero_var += degenerate
         for gi, flat in enumerate(degenerate):
-            group = (roll, gi, rewards[gi], pairs[gi])
+            group = (roll, gi, rewards[gi], pairs[gi], not flat)
             (spare if flat and cfg.zero_variance != "keep" else used).append(group)
         rounds += 1
         if cfg.zero_variance != "resample" or len(used) >= B or rounds > cfg.max_resample_rounds:
@@ -194,13 +205,14 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
         "groups_used": len(used),
         "gen_seconds": gen_seconds,
         "generated_tokens": int(lengths.sum()),
+        "entropy": float(torch.stack(all_entropy).sum() / lengths.sum()),
     }
     if not used:
         return {"stats": stats}
     groups = used + spare[: B - len(used)]
 
     def gather(field):
-        return torch.cat([getattr(roll, field)[gi * G : (gi + 1) * G] for roll, gi, _, _ in groups])
+        return torch.cat([getattr(roll, field)[gi * G : (gi + 1) * G] for roll, gi, *_ in groups])
 
     in_loss = torch.tensor([i < len(used) for i in range(len(groups))]).repeat_interleave(G)
     batch = {
@@ -209,9 +221,10 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
         "completion_mask": gather("completion_mask"),
         "truncated": gather("truncated"),
         "in_loss": in_loss.to(groups[0][0].input_ids.device),
-        "rewards": torch.stack([r for _, _, r, _ in groups]),
+        "rewards": torch.stack([r for _, _, r, _, _ in groups]),
+        "informative": [informative for *_, informative in groups],
     }
-    return {"stats": stats, "batch": batch, "pairs": [p for _, _, _, p in groups]}
+    return {"stats": stats, "batch": batch, "pairs": [p for _, _, _, p, _ in groups]}
 
 
 @torch.no_grad()

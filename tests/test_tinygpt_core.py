@@ -141,6 +141,56 @@ def _grpo_batch(task, model, rewards, G=4):
     }
 
 
+@pytest.mark.parametrize("options", [
+    dict(),
+    dict(unit="sequence_mean", num_iterations=2, mask_truncated=True, epsilon=0.05),
+    dict(unit="constant", advantage="dr_grpo"),
+    dict(advantage="rloo", zero_variance="drop"),
+])
+def test_leaving_zero_variance_groups_out_of_the_update_changes_nothing(task, model, options):
+    """Zero-variance groups have zero advantages: leaving their rows out of the forward/backward
+    (``batch["informative"]``) gives the same loss, clip fraction and gradient (to float rounding),
+    under μ = 2 with clipping, masked truncation and every averaging unit; and when every group is
+    degenerate the AdamW step still happens, exactly as with the full batch (momentum moves)."""
+    from course_lib.advantages import zero_variance_groups
+
+    mixed = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+    flat = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
+    cfg = GRPOConfig(num_generations=4, max_completion_length=5, **options)
+
+    def batch_for(rewards, skip):
+        batch = _grpo_batch(task, model, rewards)
+        if options.get("zero_variance") == "drop":
+            batch["in_loss"] = (~zero_variance_groups(rewards)).repeat_interleave(4)
+        return {**batch, "informative": (~zero_variance_groups(rewards)).tolist()} if skip else batch
+
+    def grads(m):
+        return torch.cat([p.grad.flatten() for p in m.parameters()])
+
+    outs, gs = [], []
+    for skip in (False, True):
+        m = copy.deepcopy(model)
+        opt = _NoStep(m.parameters(), lr=0.0)
+        outs.append(policy_step(m, None, opt, batch_for(mixed, skip), cfg, prompt_length=task.prompt_length,
+                                max_grad_norm=1e9))
+        gs.append(grads(m))
+    assert float(outs[1]["loss"]) == pytest.approx(float(outs[0]["loss"]), abs=1e-6)
+    assert float(outs[1]["clip_fraction"]) == pytest.approx(float(outs[0]["clip_fraction"]), abs=1e-6)
+    assert gs[0].abs().max() > 0 and torch.allclose(gs[1], gs[0], rtol=0, atol=1e-5 * float(gs[0].abs().max()))
+
+    weights = []
+    for skip in (False, True):
+        m = copy.deepcopy(model)
+        opt = make_optimizer(m, 1e-2)
+        policy_step(m, None, opt, batch_for(mixed, False), cfg, prompt_length=task.prompt_length, max_grad_norm=1.0)
+        before = torch.cat([p.detach().flatten() for p in m.parameters()])
+        out = policy_step(m, None, opt, batch_for(flat, skip), cfg, prompt_length=task.prompt_length, max_grad_norm=1.0)
+        assert float(out["loss"]) == 0.0
+        weights.append(torch.cat([p.detach().flatten() for p in m.parameters()]))
+        assert not torch.equal(weights[-1], before), "AdamW's momentum still moves the weights"
+    assert torch.equal(weights[0], weights[1])
+
+
 class _NoStep(torch.optim.SGD):
     """Keeps the gradients for inspection: lr 0 means parameters do not move."""
 
