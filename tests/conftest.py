@@ -89,14 +89,30 @@ LONGEST_FIRST = ["test_browser.py", "executed-notebooks", "test_assignment.py", 
                  "test_trl_parity.py", "test_trl_bridge.py", "test_tinygpt_cli.py", "test_colab.py"]
 
 
-def group_of(item: pytest.Item) -> str:
-    return SHARED_GROUPS.get(item.path.name, item.path.name)
+def group_of(nodeid: str) -> str:
+    file = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return SHARED_GROUPS.get(file, file)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    """Mark each test with its group; longest groups first; the site's tests last in their group."""
+    """Longest groups first; the site's tests last in their group."""
     rank = {group: index for index, group in enumerate(LONGEST_FIRST)}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group_of(item)))
-    items.sort(key=lambda item: (rank.get(group_of(item), len(rank)), item.path.name == "test_site.py"))
+    items.sort(key=lambda item: (rank.get(group_of(item.nodeid), len(rank)), item.path.name == "test_site.py"))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the groups above.
+
+    pytest-xdist's own loadgroup reads ``xdist_group`` marks by renaming each test's node id, which
+    pytest 9 no longer lets a plugin do: the marks would be ignored and every test sent on its own.
+    Its scope scheduler with our grouping of node ids does the same job through a public hook.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return FileGroups(config, log)
