@@ -98,10 +98,12 @@ def family_table(data: dict, setting: str) -> str:
 def grpo_family(results: Path = RESULTS) -> str:
     data = load("grpo_family", results)
     parts = []
-    titles = {"main": "strong start (SFT 1,200 steps), binary strict checker",
-              "weak": "weak start (SFT 300 steps): rare successes, binary or partial credit"}
+    titles = {"main": "strong start (SFT 1,200 steps{}), binary strict checker",
+              "weak": "weak start (SFT 300 steps{}), binary or partial credit"}
     for setting in dict.fromkeys(r["setting"] for r in data["runs"]):
-        parts.append(f"*{titles.get(setting, setting)}*\n\n{family_table(data, setting)}")
+        start = statistics.median(r["baseline_accuracy"] for r in data["runs"] if r["setting"] == setting)
+        title = titles.get(setting, setting + "{}").format(f": {pct(start)} held-out exact match at the start, median")
+        parts.append(f"*{title}*\n\n{family_table(data, setting)}")
     lines = verdicts(data)
     if lines:
         parts.append("What the table supports (a gap within the spread between seeds is not a measured difference):\n\n"
@@ -219,8 +221,70 @@ def kl_frontier(results: Path = RESULTS) -> str:
             f"`{data['command']}` at commit {data.get('commit') or 'not recorded'} ({data['machine']}).\n")
 
 
+def rlhf(results: Path = RESULTS) -> str:
+    """The RLHF route (notebook 08b): one row per measure, the median over seeds and each seed's value."""
+    data = load("rlhf", results)
+    runs = sorted(data["runs"], key=lambda r: r["seed"])
+
+    def bon(n):
+        return lambda r: next(x["gold"] for x in r["bon"] if x["n"] == n)
+
+    def mib(x):
+        return f"{x / 2**20:.2f} MiB"
+
+    rows = [("SFT held-out exact match", lambda r: r["sft_accuracy"], pct),
+            ("reward model: held-out pairwise accuracy (noisy labels)", lambda r: r["rm"]["heldout_accuracy"], pct),
+            ("noise ceiling (held-out labels not flipped)", lambda r: r["rm"]["noise_ceiling"], pct),
+            ("**reward model / noise ceiling** (target ≥ 90%)", lambda r: r["rm"]["of_ceiling"], pct),
+            ("reward model against gold labels", lambda r: r["rm"]["heldout_gold_accuracy"], pct),
+            ("reward model calibration error (ECE)", lambda r: r["rm"]["ece"], lambda x: f"{x:.3f}"),
+            ("reward model training pairs", lambda r: r["rm"]["train_pairs"], lambda x: f"{x:,.0f}"),
+            ("reward model training seconds", lambda r: r["rm"]["train_seconds"], lambda x: f"{x:.0f}"),
+            ("best-of-1 gold (strict) accuracy", bon(1), pct),
+            ("best-of-8 gold accuracy", bon(8), pct),
+            ("**best-of-16** gold accuracy", bon(16), pct),
+            ("best-of-64 gold accuracy", bon(64), pct),
+            ("best-of-N: the N with the highest gold", lambda r: max(r["bon"], key=lambda x: x["gold"])["n"], lambda x: f"{x:g}"),
+            ("best-of-N: √KL at that N, √(log N − (N − 1)/N)",
+             lambda r: max(r["bon"], key=lambda x: x["gold"])["kl"] ** 0.5, lambda x: f"{x:.2f}")]
+    for i, o in enumerate(runs[0]["overopt"]):
+        def get(key, i=i):
+            return lambda r: r["overopt"][i][key]
+
+        head = f"PPO against the reward model, β = {o['beta']:g}, {o['steps']} steps × {o['batch_prompts']}"
+        rows += [(f"{head}: gold at start", get("gold_start"), pct), (f"{head}: gold at its peak", get("gold_peak"), pct),
+                 (f"{head}: √KL at the gold peak", get("sqrt_kl_peak"), lambda x: f"{x:.2f}"),
+                 (f"{head}: gold at the end", get("gold_end"), pct),
+                 (f"{head}: proxy at start → end", lambda r, i=i: r["overopt"][i]["proxy_end"] - r["overopt"][i]["proxy_start"],
+                  lambda x: f"{x:+.2f}"),
+                 (f"{head}: √KL at the end", get("sqrt_kl_end"), lambda x: f"{x:.2f}")]
+    steps = f"{data['rl_steps']} steps × {data['completions_per_step']} sampled completions, strict checker"
+    for k in ("GRPO", "RLOO", "PPO"):
+        rows.append((f"{k} held-out exact match ({steps})", lambda r, k=k: r["rl"][k]["accuracy"], pct))
+    rows += [("PPO − GRPO, points", lambda r: 100 * (r["rl"]["PPO"]["accuracy"] - r["rl"]["GRPO"]["accuracy"]),
+              lambda x: f"{x:+.1f}")]
+    for k in ("GRPO", "RLOO", "PPO"):
+        rows.append((f"{k} RL seconds", lambda r, k=k: r["rl"][k]["rl_seconds"], lambda x: f"{x:.0f}"))
+    rows += [("PPO time / GRPO time", lambda r: r["rl"]["PPO"]["rl_seconds"] / r["rl"]["GRPO"]["rl_seconds"], lambda x: f"{x:.2f}×"),
+             ("critic: extra measured memory (weights, grads, AdamW)", lambda r: r["rl"]["PPO"]["critic_bytes"], mib),
+             ("critic share of PPO's trained-model states", lambda r: r["rl"]["PPO"]["critic_bytes"] / r["rl"]["PPO"]["bytes"], pct)]
+    lines = [f"| measure | median | per seed {' / '.join(str(r['seed']) for r in runs)} |", "|---|---|---|"]
+    for name, f, fmt in rows:
+        vals = [f(r) for r in runs]
+        lines.append(f"| {name} | {fmt(statistics.median(vals))} | {' / '.join(fmt(v) for v in vals)} |")
+    shapes = [f"seed {r['seed']}: " + ", ".join(f"β = {o['beta']:g} {o['shape']}" for o in r["overopt"]) for r in runs]
+    peaked = [r for r in runs if 1 < max(r["bon"], key=lambda x: x["gold"])["n"] < r["bon"][-1]["n"]
+              and r["bon"][-1]["gold"] < max(x["gold"] for x in r["bon"]) - 0.03]
+    return ("\n".join(lines) + f"\n\nBest-of-N: gold rises, peaks at an N between the ends and falls by more than 3 points "
+            f"by N = {runs[0]['bon'][-1]['n']} in {len(peaked)} of {len(runs)} seeds. "
+            "Gold under PPO against the reward model (5-step moving means, a move counts above 3 points): "
+            + "; ".join(shapes) + ". PPO's time covers its critic and two passes over each batch (GRPO and RLOO: one); "
+            "its 256 prompts per step are each sampled once, GRPO's 32 eight times. Seconds are wall time on a shared, "
+            f"loaded machine.\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
+
+
 RENDERERS = {"grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
-             "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier}
+             "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf}
 
 
 def render(text: str, results: Path = RESULTS) -> str:

@@ -16,7 +16,7 @@ setting ``main`` (the ``cpu`` config: SFT 1,200 steps, binary strict checker)
 - ``RFT``: supervised steps on the policy's own checker-approved samples (``course_lib.rft``);
 - ``more SFT``: the same number of steps of SFT on the same flawed demonstrations.
 
-setting ``weak`` (where the baseline may matter: SFT stopped at 300 steps, successes rare)
+setting ``weak`` (where the baseline may matter: SFT stopped at 300 steps, fewer right samples)
 - ``GRPO`` and ``RFT`` with the strict checker; ``GRPO partial`` with partial credit
   (``reward="partial"``); ``reward-weighted partial``: SFT weighted by the partial reward,
   i.e. the same signal without a baseline or negative samples.

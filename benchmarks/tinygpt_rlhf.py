@@ -1,12 +1,19 @@
-"""The RLHF route on the tiny GPT: reward-model accuracy against the noise ceiling, best-of-N
-against it, and PPO with a learned critic against GRPO and RLOO at the same number of sampled
-completions. Prints per-seed lines and medians over seeds (single runs mislead).
+"""The RLHF route on the tiny GPT, over seeds: the reward model against the noise ceiling,
+best-of-N against it, PPO with β > 0 against it (over-optimisation), and PPO with a learned
+critic against GRPO and RLOO at the same number of sampled completions.
+
+Per seed: SFT (cpu config), then a reward model (``RewardModelConfig()`` defaults) on noisy
+gold-labelled pairs; best-of-N gold and proxy for N = 1 … 64 on held-out prompts; PPO against
+the reward model with the KL in the reward (``--overopt-beta``), logging proxy and gold on the
+same samples and the sampled KL to the SFT policy every step; GRPO, RLOO and PPO against the
+strict checker for ``--rl-steps`` steps of 256 sampled completions each. Writes
+``benchmarks/results/rlhf.json`` after every seed (``tables.py`` renders the README block).
 
 Targets (issue 13): held-out pairwise accuracy >= 90% of the noise ceiling; best-of-16 raises gold
 (strict) accuracy over best-of-1; PPO within 10 points of GRPO's held-out accuracy, with the
 critic's measured memory and the wall time reported.
 
-    python benchmarks/tinygpt_rlhf.py [--seeds 0 1 2] [--threads 1] [--rl-steps 300] [--json out.json]
+    python benchmarks/tinygpt_rlhf.py [--seeds 0 1 2] [--threads 1] [--rl-steps 50] [--sft-dir DIR]
 """
 
 from __future__ import annotations
@@ -14,8 +21,12 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import json
+import math
+import platform
 import statistics
+import sys
+import time
+from pathlib import Path
 
 import torch
 
@@ -29,103 +40,127 @@ from course_lib.reward_model import (
     best_of_n_curve,
     best_of_n_scores,
     fit_reward_model,
+    over_optimisation,
 )
 from course_lib.rewards import resolve_reward
+from course_lib.runtime import MetricsLog
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tables import save  # noqa: E402
 
 NS = (1, 2, 4, 8, 16, 32, 64)
 
 
-def one_seed(seed: int, rl_steps: int, bon_prompts: int) -> dict:
+def one_seed(seed: int, args) -> dict:
     cfg = get_config("cpu")
     task = AdditionTask(cfg.task)
     torch.manual_seed(seed)
     policy = build_model(cfg.model, task.tokenizer)
-    sft = train_sft(policy, task, cfg.sft, seed=seed, show_progress=False)
+    cached = Path(args.sft_dir) / f"sft_s{seed}.pt" if args.sft_dir else None
+    if cached is not None and cached.is_file():  # the same SFT run, saved by an earlier call with this --sft-dir
+        policy.load_state_dict(torch.load(cached))
+        sft = evaluate(policy, task)  # as train_sft evaluates at its end
+    else:
+        sft = train_sft(policy, task, cfg.sft, seed=seed, show_progress=False)
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(policy.state_dict(), cached)
     sft_weights = copy.deepcopy(policy.state_dict())
+    strict = resolve_reward("strict", task)
 
     rm = fit_reward_model(policy, task, RewardModelConfig(), seed=seed)
     scorer = RewardModelScorer(rm["model"], task)
     torch.manual_seed(seed)
-    proxy, gold = best_of_n_scores(policy, task, task.heldout_pairs[:bon_prompts], scorer, k=max(NS))
-    bon = best_of_n_curve(proxy, gold, NS)
+    proxy, gold = best_of_n_scores(policy, task, task.heldout_pairs[: args.bon_prompts], scorer, k=max(NS))
+    out = {"seed": seed, "sft_accuracy": sft["accuracy"], "rm": rm["metrics"], "bon": best_of_n_curve(proxy, gold, NS),
+           "overopt": [], "rl": {}}
 
-    out = {"seed": seed, "rl_steps": rl_steps, "sft_accuracy": sft["accuracy"], "rm": rm["metrics"], "bon": bon, "rl": {}}
-    grpo_cfg = dataclasses.replace(cfg.grpo, steps=rl_steps, eval_every=rl_steps)
+    for beta in args.overopt_beta:  # RL against the learned reward model, KL in the reward
+        policy.load_state_dict(sft_weights)
+        torch.manual_seed(seed)
+        critic = build_critic(policy, task.tokenizer)
+        log = MetricsLog()
+        pcfg = PPOConfig(steps=args.overopt_steps, batch_prompts=args.overopt_prompts, kl_coef=beta, eval_every=args.overopt_steps)
+        t0 = time.perf_counter()
+        train_ppo(policy, critic, task, pcfg, scorer, generator=torch.Generator().manual_seed(seed + 1), log=log,
+                  show_progress=False, gold_fn=strict, track_kl=True)
+        rows = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl"]} for r in log.rows]
+        out["overopt"].append({"beta": beta, "steps": args.overopt_steps, "batch_prompts": args.overopt_prompts,
+                               "rows": rows, "heldout_accuracy": log.rows[-1]["accuracy"],
+                               "seconds": time.perf_counter() - t0, **over_optimisation(rows)})
+
+    grpo_cfg = dataclasses.replace(cfg.grpo, steps=args.rl_steps, eval_every=args.rl_steps)
+    L = grpo_cfg.max_completion_length
     for name, advantage in (("GRPO", "grpo"), ("RLOO", "rloo")):
         policy.load_state_dict(sft_weights)
         torch.manual_seed(seed)
         res = train_grpo(policy, task, dataclasses.replace(grpo_cfg, advantage=advantage),
                          generator=torch.Generator().manual_seed(seed + 1), show_progress=False)
-        out["rl"][name] = {"accuracy": evaluate(policy, task, max_completion_length=grpo_cfg.max_completion_length)["accuracy"],
-                           "rl_seconds": res["rl_seconds"]}
+        out["rl"][name] = {"accuracy": evaluate(policy, task, max_completion_length=L)["accuracy"], "rl_seconds": res["rl_seconds"]}
     policy.load_state_dict(sft_weights)
     torch.manual_seed(seed)
-    ppo_cfg = PPOConfig(steps=rl_steps, batch_prompts=grpo_cfg.batch_prompts * grpo_cfg.num_generations,
-                        eval_every=rl_steps, max_completion_length=grpo_cfg.max_completion_length)
+    ppo_cfg = PPOConfig(steps=args.rl_steps, batch_prompts=grpo_cfg.batch_prompts * grpo_cfg.num_generations,
+                        eval_every=args.rl_steps, max_completion_length=L)
     critic = build_critic(policy, task.tokenizer)
-    res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task), generator=torch.Generator().manual_seed(seed + 1),
-                    show_progress=False)
+    res = train_ppo(policy, critic, task, ppo_cfg, strict, generator=torch.Generator().manual_seed(seed + 1), show_progress=False)
     mem = res["memory"]
-    out["rl"]["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=ppo_cfg.max_completion_length)["accuracy"],
-                        "rl_seconds": res["rl_seconds"], "bytes": mem["policy"]["total"] + mem["critic"]["total"],
-                        "critic_bytes": mem["critic"]["total"], "policy_bytes": mem["policy"]["total"]}
+    out["rl"]["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=L)["accuracy"], "rl_seconds": res["rl_seconds"],
+                        "bytes": mem["policy"]["total"] + mem["critic"]["total"], "critic_bytes": mem["critic"]["total"],
+                        "policy_bytes": mem["policy"]["total"]}
     for name in ("GRPO", "RLOO"):  # the same policy and AdamW, measured in the PPO run; no critic (beta = 0: no reference)
         out["rl"][name]["bytes"] = mem["policy"]["total"]
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rl-steps", type=int, default=300)
-    parser.add_argument("--bon-prompts", type=int, default=200)
-    parser.add_argument("--json", default=None, help="also write every number to this file")
-    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
-                        help="print per-seed lines and medians from files written by --json (seeds run in parallel)")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    results = []
-    if args.merge:
-        for path in args.merge:
-            with open(path, encoding="utf-8") as fh:
-                results += json.load(fh)
-    for r in results if args.merge else (one_seed(seed, args.rl_steps, args.bon_prompts) for seed in args.seeds):
-        if not args.merge:
-            results.append(r)
-        seed = r["seed"]
-        m, b = r["rm"], {row["n"]: row for row in r["bon"]}
-        rl = r["rl"]
-        print(f"seed {seed}: SFT {r['sft_accuracy']:.3f}; RM held-out {m['heldout_accuracy']:.3f} of ceiling "
-              f"{m['noise_ceiling']:.3f} = {m['of_ceiling']:.1%} (gold {m['heldout_gold_accuracy']:.3f}, ECE {m['ece']:.3f}, "
-              f"{m['train_pairs']} pairs); BoN gold " + " ".join(f"{n}:{b[n]['gold']:.3f}" for n in NS) + "; "
-              + "; ".join(f"{k} {v['accuracy']:.3f} in {v['rl_seconds']:.0f} s" for k, v in rl.items())
-              + f"; critic {rl['PPO']['critic_bytes'] / 2**20:.2f} MiB", flush=True)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(results, fh, indent=2)
+def print_seed(r: dict) -> None:
+    m, b, rl = r["rm"], {row["n"]: row for row in r["bon"]}, r["rl"]
+    print(f"seed {r['seed']}: SFT {r['sft_accuracy']:.3f}; RM held-out {m['heldout_accuracy']:.3f} of ceiling "
+          f"{m['noise_ceiling']:.3f} = {m['of_ceiling']:.1%} (gold {m['heldout_gold_accuracy']:.3f}, ECE {m['ece']:.3f}, "
+          f"{m['train_pairs']} pairs, {m['train_seconds']:.0f} s); BoN gold " + " ".join(f"{n}:{b[n]['gold']:.3f}" for n in NS))
+    for o in r["overopt"]:
+        print(f"  PPO vs RM, beta={o['beta']}: proxy {o['proxy_start']:+.2f} → {o['proxy_end']:+.2f}; gold {o['gold_start']:.3f} "
+              f"→ peak {o['gold_peak']:.3f} (step {o['peak_step']}, √KL {o['sqrt_kl_peak']:.2f}) → {o['gold_end']:.3f}; "
+              f"√KL end {o['sqrt_kl_end']:.2f}")
+    print("  " + "; ".join(f"{k} {v['accuracy']:.3f} in {v['rl_seconds']:.0f} s" for k, v in rl.items())
+          + f"; critic {rl['PPO']['critic_bytes'] / 2**20:.2f} MiB", flush=True)
 
+
+def print_medians(results: list[dict]) -> None:
     def med(f):
         return statistics.median(f(r) for r in results)
 
-    print(f"\nmedian over {len(results)} seeds ({results[0].get('rl_steps', args.rl_steps)} RL steps, 256 sampled completions per step):")
+    print(f"\nmedian over {len(results)} seeds:")
     print(f"reward model: held-out pairwise accuracy {med(lambda r: r['rm']['heldout_accuracy']):.3f}, noise ceiling "
-          f"{med(lambda r: r['rm']['noise_ceiling']):.3f}, {med(lambda r: r['rm']['of_ceiling']):.1%} of the ceiling; "
-          f"against gold {med(lambda r: r['rm']['heldout_gold_accuracy']):.3f}; ECE {med(lambda r: r['rm']['ece']):.3f}")
-    bon = {n: (med(lambda r, n=n: next(x['gold'] for x in r['bon'] if x['n'] == n)),
-               med(lambda r, n=n: next(x['proxy'] for x in r['bon'] if x['n'] == n))) for n in NS}
-    print("best-of-N (gold strict accuracy / proxy reward): " + ", ".join(f"N={n} {g:.3f}/{p:.2f}" for n, (g, p) in bon.items()))
-    print(f"best-of-16 minus best-of-1, gold: {bon[16][0] - bon[1][0]:+.3f}")
+          f"{med(lambda r: r['rm']['noise_ceiling']):.3f}, {med(lambda r: r['rm']['of_ceiling']):.1%} of the ceiling")
+    bon = {n: med(lambda r, n=n: next(x["gold"] for x in r["bon"] if x["n"] == n)) for n in NS}
+    print("best-of-N gold: " + ", ".join(f"N={n} {g:.3f}" for n, g in bon.items()))
     for k in ("GRPO", "RLOO", "PPO"):
-        print(f"{k}: held-out {med(lambda r, k=k: r['rl'][k]['accuracy']):.3f} in {med(lambda r, k=k: r['rl'][k]['rl_seconds']):.0f} s, "
-              f"trained-model states {med(lambda r, k=k: r['rl'][k]['bytes']) / 2**20:.2f} MiB")
-    gap = med(lambda r: r["rl"]["GRPO"]["accuracy"] - r["rl"]["PPO"]["accuracy"])
-    share = med(lambda r: r["rl"]["PPO"]["critic_bytes"] / r["rl"]["PPO"]["bytes"])
-    print(f"PPO − GRPO: {-100 * gap:+.1f} points; critic = {share:.0%} of PPO's trained-model states "
-          f"(+ {med(lambda r: r['rl']['PPO']['critic_bytes']) / 2**20:.2f} MiB); PPO/GRPO time "
-          f"{med(lambda r: r['rl']['PPO']['rl_seconds'] / r['rl']['GRPO']['rl_seconds']):.2f}x")
+        print(f"{k}: held-out {med(lambda r, k=k: r['rl'][k]['accuracy']):.3f} in {med(lambda r, k=k: r['rl'][k]['rl_seconds']):.0f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rl-steps", type=int, default=50, help="GRPO/RLOO/PPO steps against the strict checker")
+    parser.add_argument("--bon-prompts", type=int, default=200)
+    parser.add_argument("--overopt-beta", type=float, nargs="+", default=[0.05, 0.5], help="kl_coef of PPO against the RM")
+    parser.add_argument("--overopt-steps", type=int, default=60)
+    parser.add_argument("--overopt-prompts", type=int, default=128)
+    parser.add_argument("--sft-dir", default=None, help="cache the SFT policy of each seed here (reused when present)")
+    args = parser.parse_args()
+    if any(b <= 0 or not math.isfinite(b) for b in args.overopt_beta):
+        parser.error("--overopt-beta values must be > 0 (the over-optimisation runs are about the KL term)")
+    torch.set_num_threads(args.threads)
+    results = []
+    for seed in args.seeds:
+        results.append(one_seed(seed, args))
+        print_seed(results[-1])
+        save("rlhf", ["tinygpt_rlhf.py", *sys.argv[1:]], results, rl_steps=args.rl_steps, completions_per_step=256,
+             machine=f"{platform.machine()}, {args.threads} thread(s), shared 2-core CPU")
+    print_medians(results)
 
 
 if __name__ == "__main__":

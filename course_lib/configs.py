@@ -118,11 +118,11 @@ class RewardModelConfig:
     temperature: float = 1.0  # sampling temperature of the SFT policy when building pairs
     max_completion_length: int = 6
     noise: float = 0.1  # probability that a label is flipped
-    steps: int = 800
-    batch_size: int = 64  # pairs per step (TRL: per_device_train_batch_size)
-    learning_rate: float = 3e-4
+    steps: int = 300
+    batch_size: int = 256  # pairs per step (TRL: per_device_train_batch_size); see reward_model's docstring
+    learning_rate: float = 6e-4
     init: str = "sft"  # sft: transformer weights from the SFT policy | scratch
-    eval_every: int = 200
+    eval_every: int = 100
 
 
 @dataclass

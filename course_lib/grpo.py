@@ -80,10 +80,11 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     ``constant`` still divide by all rows (as Dr. GRPO publishes and TRL does).
 
     Zero-variance groups (``batch["informative"]`` False, as ``collect_rollouts`` marks them)
-    have zero advantages, so without a reference model their gradient is exactly zero: their
-    rows are then left out of the forward and backward passes, and their zero objective keeps
-    its place in every denominator — the same loss and gradient, less work. (With a reference
-    the KL term reaches every row, so every row is computed.)
+    have zero advantages, so without a KL term their gradient is exactly zero: their rows are
+    then left out of the forward and backward passes, and their zero objective keeps its place
+    in every denominator — the same loss and gradient, less work. A reference kept only to log
+    the KL (β = 0) then takes π_old's log-probs from the sampler (``sampler_logps``). With
+    β > 0 the KL term reaches every row, so every row is computed.
 
     Returns the logged quantities as 0-d tensors (``loss`` averaged over the inner epochs;
     ``clip_fraction`` of the last one): reading them is the caller's host synchronisation,
@@ -104,12 +105,18 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
         in_loss = in_loss & ~batch["truncated"].to(device)
     loss_mask = (cmask[:, prompt_length:] * in_loss[:, None]).float()  # rows left out keep their place in the denominators
     rows = None  # every row goes through the model
-    if ref_model is None and "informative" in batch and not all(batch["informative"]):
+    # Without a KL term every zero-variance row has an exactly zero gradient; a reference kept
+    # only to *log* the KL (β = 0) reads π_old's log-probs from the sampler instead of the forward.
+    logged_only = ref_model is not None and cfg.beta == 0 and "sampler_logps" in batch
+    if (ref_model is None or logged_only) and "informative" in batch and not all(batch["informative"]):
         G = cfg.num_generations
         rows = torch.tensor([g * G + i for g, keep in enumerate(batch["informative"]) if keep for i in range(G)],
                             dtype=torch.long, device=device)
     old_logps = adv = None
     kl_value, losses = None, []
+    if rows is not None and ref_logps is not None:  # logged only: every row's KL, from the sampler's log-probs
+        kl_value = aggregate(kl_estimate(batch["sampler_logps"].to(device), ref_logps, "k3", validate=validate),
+                             cmask[:, prompt_length:].float(), unit="token_mean", validate=validate)
     for _ in range(cfg.num_iterations):
         if rows is not None and len(rows) == 0:  # nothing informative: a zero gradient, still an optimiser step
             for p in model.parameters():
@@ -123,7 +130,7 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                                                   start=prompt_length, validate=validate, group_size=group)
             if old_logps is None:  # epoch 1: the weights have not moved, so these are π_old (no extra forward)
                 old_logps = logps.detach()
-                if ref_logps is not None:
+                if ref_logps is not None and rows is None:
                     kl_value = aggregate(kl_estimate(old_logps, ref_logps, "k3", validate=validate), mask,
                                          unit="token_mean", validate=validate)
                     if cfg.beta > 0 and cfg.kl_placement == "reward":

@@ -21,6 +21,17 @@ So the gold reward is the strict checker, and the learned reward model is a *pro
 On held-out pairs labelled the same noisy way, even the gold rule itself agrees with only the
 unflipped labels: that fraction (≈ 1 − noise) is the **noise ceiling** for pairwise accuracy.
 
+Optimisation (measured, seed 0, 7,930 training pairs, 477 held-out pairs, noise 0.1): with 64
+pairs per step at lr 3e-4 the model underfits — 71.7% held-out pairwise accuracy after 400 steps,
+training accuracy still rising; a larger step at that batch is worse (lr 1e-3: 65.6%, 3e-3:
+54.7%), and so is a start from scratch (61.4%). At equal pairs seen and lr 3e-4 the batch size
+hardly matters (256 × 200 steps: 75.5%; 64 × 800 steps: 75.4% in an earlier run): the model needs
+more pairs seen and a larger step, and the larger step is safe with 256 pairs per step. lr 6e-4
+with 256 pairs gives 83.4% / 86.6% / 87.2% (92.3% / 95.8% / 96.5% of the noise ceiling) after
+200 / 300 / 400 steps. The defaults are 256 pairs, lr 6e-4, 300 steps (1.5× the pairs seen of
+the old 64 × 800). Why a larger batch tolerates the larger step (flipped labels averaging out
+is the likely reason) was not isolated; lr 6e-4 at 64 pairs was not run.
+
 Simplifications, said out loud:
 - The gold rule is binary, so only (correct, incorrect) pairs carry information; real
   preference data also compares two imperfect answers.
@@ -398,6 +409,40 @@ def best_of_n_scores(policy, task: AdditionTask, pairs, proxy, *, k: int = 64, m
     repeated = [p for p in pairs for _ in range(k)]
     comps = roll.completions
     return proxy(repeated, comps).view(len(pairs), k).cpu(), resolve_reward("strict", task)(repeated, comps).view(len(pairs), k)
+
+
+def over_optimisation(rows, window: int = 5, tol: float = 0.03) -> dict:
+    """Proxy and gold over an RL run against a reward model, read as the published curves are.
+
+    ``rows``: per step ``{"step", "proxy", "gold", "kl"}`` (gold scored on the same samples as the
+    proxy, ``kl`` the sampled KL to the reference). Per-step means of a batch are noisy, so every
+    number is a ``window``-step moving mean: start (first window), end (last window), and the
+    gold peak with its step and √KL. ``shape`` names what gold did, with ``tol`` as the smallest
+    move that counts: "rises then falls" (up by > tol, then down by > tol from the peak),
+    "falls", "rises" or "flat". The maximum of a noisy curve is biased upwards: a peak only a
+    little above the start is not evidence of a peak.
+    """
+    if window < 1 or len(rows) < window:
+        raise ValueError(f"window must lie in [1, len(rows)={len(rows)}]; got {window}")
+
+    def smooth(key):
+        vals = [float(r[key]) for r in rows]
+        return [sum(vals[i : i + window]) / window for i in range(len(vals) - window + 1)]
+
+    gold, proxy, kl = smooth("gold"), smooth("proxy"), smooth("kl")
+    peak = max(range(len(gold)), key=gold.__getitem__)
+    rose, fell = gold[peak] > gold[0] + tol, gold[-1] < gold[peak] - tol
+    if rose and fell:
+        shape = "rises then falls"
+    elif gold[-1] < gold[0] - tol:
+        shape = "falls"
+    elif gold[-1] > gold[0] + tol:
+        shape = "rises"
+    else:
+        shape = "flat"
+    return {"proxy_start": proxy[0], "proxy_end": proxy[-1], "gold_start": gold[0], "gold_peak": gold[peak],
+            "gold_end": gold[-1], "peak_step": rows[peak + window // 2]["step"],
+            "sqrt_kl_peak": math.sqrt(max(kl[peak], 0.0)), "sqrt_kl_end": math.sqrt(max(kl[-1], 0.0)), "shape": shape}
 
 
 def passport_fields(info: dict) -> dict:

@@ -46,6 +46,7 @@ class Rollout:
     truncated: torch.Tensor  # (N,) bool: no <eos> within max_completion_length
     seconds: float
     entropy: torch.Tensor | None = None  # (N, L) entropy of each sampling distribution (0 after <eos>); None if greedy
+    logps: torch.Tensor | None = None  # (N, L) log-prob of each sampled token under the sampler (0 after <eos>)
 
 
 def completion_masks(completions: torch.Tensor, eos_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,8 +81,9 @@ def generate(
     tokens (for timing at a fixed length). Rows that finished are padded with ``<pad>``; a
     completion with no ``<eos>`` within ``max_completion_length`` tokens is *truncated* and
     flagged. Stops early once every row has finished. When sampling, the entropy of each
-    sampling distribution is kept (the softmax is computed anyway): the policy entropy a
-    dashboard shows, at no extra forward.
+    sampling distribution and the log-prob of each sampled token are kept (the softmax is
+    computed anyway): the policy entropy a dashboard shows, and π_old's log-probs for a logged
+    KL, at no extra forward.
     """
     was_training = model.training
     model.eval()
@@ -102,6 +104,7 @@ def generate(
     tokens = torch.full((n, max_completion_length), tokenizer.pad_token_id, dtype=torch.long, device=device)
     finished = torch.zeros(n, dtype=torch.bool, device=device)
     entropy = None if greedy else torch.zeros(n, max_completion_length, device=device)
+    logps = None if greedy else torch.zeros(n, max_completion_length, device=device)
     for t in range(max_completion_length):
         logits = logits.float().index_fill(-1, never, -math.inf)
         if t < min_completion_length:
@@ -112,6 +115,7 @@ def generate(
             probs = torch.softmax(logits / temperature, dim=-1)
             entropy[:, t] = torch.special.entr(probs).sum(-1)  # −Σ p log p, with 0 · log 0 = 0
             nxt = torch.multinomial(probs, 1).squeeze(-1)
+            logps[:, t] = torch.log(probs.gather(-1, nxt[:, None]).squeeze(-1))
         tokens[:, t] = nxt.masked_fill(finished, tokenizer.pad_token_id)
         finished |= nxt == eos
         if t + 1 == max_completion_length or bool(finished.all()):
@@ -134,8 +138,8 @@ def generate(
     completion_mask = torch.cat([torch.zeros_like(prompts), cmask], dim=1)
     attention_mask = torch.cat([torch.ones_like(prompts), cmask], dim=1)
     if entropy is not None:
-        entropy = entropy * cmask
-    return Rollout(input_ids, attention_mask, completion_mask, tokens, truncated, seconds, entropy)
+        entropy, logps = entropy * cmask, logps * cmask
+    return Rollout(input_ids, attention_mask, completion_mask, tokens, truncated, seconds, entropy, logps)
 
 
 def sample_groups(model, task: AdditionTask, pairs, *, num_generations: int, max_completion_length: int,
@@ -167,8 +171,9 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
     first replaces such groups with informative ones from up to ``max_resample_rounds`` fresh
     draws. Returns ``{"stats": …}`` plus, when at least one group is in the loss, ``"batch"``
     (``input_ids``, ``attention_mask``, ``completion_mask``, ``truncated`` and ``in_loss`` per
-    row, ``rewards`` of shape (B, G), and ``informative``: per group, a Python bool, False for
-    a zero-variance group, whose advantages are zero) and ``"pairs"``. ``stats["entropy"]`` is
+    row, ``rewards`` of shape (B, G), ``sampler_logps`` (N, L): the sampled tokens' log-probs
+    under the sampling policy, and ``informative``: per group, a Python bool, False for a
+    zero-variance group, whose advantages are zero) and ``"pairs"``. ``stats["entropy"]`` is
     the sampling distributions' entropy per completion token, over every sampled row.
     """
     G, B = cfg.num_generations, cfg.batch_prompts
@@ -220,6 +225,7 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
         "attention_mask": gather("attention_mask"),
         "completion_mask": gather("completion_mask"),
         "truncated": gather("truncated"),
+        "sampler_logps": gather("logps"),
         "in_loss": in_loss.to(groups[0][0].input_ids.device),
         "rewards": torch.stack([r for _, _, r, _, _ in groups]),
         "informative": [informative for *_, informative in groups],

@@ -51,7 +51,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # 1. turn a score gap into a preference probability with the sigmoid, and a win rate back into a gap;
 # 2. explain why a gap of "1.099" is a coordinate of a logistic model, not a measured human utility;
-# 3. compute the reward-model loss −log σ(r_w − r_l) on a batch of pairs, stably.
+# 3. compute the reward-model loss −log σ(r_w − r_l) on a batch of pairs, stably;
+# 4. work with a whole field of models: every pairwise probability at once, chains of wins, and the
+#    loss of comparisons stored as (winner, loser) indices.
 #
 # Some cells ask you to **predict** before the next cell shows the answer: pick an option, press
 # *Reveal*, then read on.
@@ -96,14 +98,21 @@ print(f"σ(1) = {sigma_1:.3f}   σ(2) = {sigma_2:.3f}   σ(0) = {sigmoid(0.0):.3
 # A gap of 1 means the better item wins about 73% of comparisons; a gap of 2, about 88%. Doubling the
 # gap does not double the win rate: the curve flattens as it approaches 1.
 #
-# The direct formula has one weakness: for a very negative u, `np.exp(-u)` overflows. The library uses
-# a form that is safe for any gap. Same numbers where both work:
+# The direct formula has one weakness: for a very negative u, `np.exp(-u)` overflows. A form that is
+# safe for any gap: σ(u) = 1 / (1 + e^(−u)) = exp(−log(1 + e^(−u))), and log(1 + e^(−u)) is
+# `np.logaddexp(0, -u)`, which never overflows. Same numbers where both work, and the library agrees:
 
 # %%
+def stable_sigmoid(u):
+    return np.exp(-np.logaddexp(0.0, -np.asarray(u, dtype=float)))
+
+
 for gap in (1.0, 2.0, -3.0):
-    print(f"gap {gap:+.1f}:  ours {sigmoid(gap):.6f}   course_lib {bt_probability(gap):.6f}")
+    print(f"gap {gap:+.1f}:  direct {sigmoid(gap):.6f}   stable {stable_sigmoid(gap):.6f}   "
+          f"course_lib {bt_probability(gap):.6f}")
 assert np.isclose(sigma_1, bt_probability(1.0)) and np.isclose(sigma_2, bt_probability(2.0))
-print(f"gap -1e4: course_lib gives {bt_probability(-1e4):.1f} with no overflow warning")
+assert stable_sigmoid(-1e4) == bt_probability(-1e4) == 0.0 and stable_sigmoid(1e4) == 1.0
+print(f"gap -1e4: stable form {stable_sigmoid(-1e4):.1f}, course_lib {bt_probability(-1e4):.1f}, no overflow warning")
 
 # %% [markdown]
 # ## 2. Inverting the model: which gap explains a win rate?
@@ -270,6 +279,50 @@ gap_slider.observe(_from_gap, names="value")
 rate_slider.observe(_from_rate, names="value")
 _show()
 display(widgets.VBox([gap_slider, rate_slider, explorer_line]))
+
+# %% [markdown]
+# ## 6. A field of models: all pairs, chains of wins, a tournament
+#
+# An arena ranks many models with one score each. Every pairwise probability follows from the score
+# differences, so one broadcast gives them all: P[i, j] = σ(s_i − s_j), with 0.5 on the diagonal and
+# P[i, j] + P[j, i] = 1. (For scores far apart, write σ in the stable form of section 1.)
+
+# %%
+field = np.array([0.0, 1.0, 3.0])
+gap_matrix = field[:, None] - field[None, :]  # gap_matrix[i, j] = s_i − s_j
+P = sigmoid(gap_matrix)
+print(np.round(P, 4))
+assert np.allclose(P, bt_probability(gap_matrix)) and np.allclose(P + P.T, 1.0)
+
+# %% [markdown]
+# Row 2 says the strongest model beats the weakest with σ(3) = 0.953. Since only gaps matter, gaps add
+# along a chain: if A beats B with win rate p and B beats C with win rate q, the gap from A to C is
+# logit p + logit q. Before computing it: A beats B in 75% of comparisons and B beats C in 75%.
+
+# %%
+predict("A beats B 75% of the time, B beats C 75% of the time. How often does A beat C under Bradley–Terry?",
+        ["75% (the same edge again)", "90%", "56% (0.75 · 0.75)"],
+        "90%", "The gaps add: log 3 + log 3 = log 9, and σ(log 9) = 9/10. Win rates do not multiply; "
+        "0.75 · 0.75 would be the chance of winning two separate games.")
+
+# %%
+chain_gap = float(win_rate_to_gap(0.75) + win_rate_to_gap(0.75))
+p_chain = float(bt_probability(chain_gap))
+print(f"gap A→C = log 3 + log 3 = {chain_gap:.4f} (log 9 = {np.log(9):.4f});  P(A beats C) = {p_chain:.4f}")
+
+# %% [markdown]
+# The chain is a *prediction* about a match nobody observed, and it fails when preferences are not
+# transitive: if A beats B, B beats C and C beats A, each more than half of the time, no three scores
+# fit. To fit the scores of a field, comparisons are stored as index pairs (winner, loser), and the
+# loss is the mean of −log σ(s[winner] − s[loser]); NumPy's integer indexing picks each pair's scores.
+
+# %%
+scores = np.array([1.0, 0.0, -0.5])
+winners, losers = np.array([0, 1, 2, 0]), np.array([1, 2, 0, 2])  # the third comparison is an upset
+per_comparison = np.logaddexp(0.0, -(scores[winners] - scores[losers]))
+field_loss = per_comparison.mean()
+print("loss per comparison:", np.round(per_comparison, 4), f"  mean {field_loss:.4f}")
+assert np.isclose(field_loss, reward_model_loss(scores[winners], scores[losers]))
 
 # %% [markdown]
 # ## Your turn

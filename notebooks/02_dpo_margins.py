@@ -49,8 +49,10 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # After this notebook you will be able to
 #
-# 1. compute the DPO margin z, the pair loss −log σ(z) and its local slope σ(−z) from four log-probabilities;
-# 2. say which pairs pull hardest on the policy, and what changing β does and does not mean;
+# 1. compute the DPO margin z, the pair loss −log σ(z) and its local slope σ(−z) from four log-probabilities,
+#    and those four from masked per-token log-probabilities;
+# 2. say which pairs pull hardest on the policy, what reaches its log-probabilities (−β·σ(−z)), and what
+#    changing β does and does not mean;
 # 3. read DPO's "implicit reward" for what it is;
 # 4. place IPO, SimPO, ORPO and KTO next to DPO by the data they need and the margin they push.
 
@@ -106,6 +108,21 @@ assert np.allclose([terms.margin, terms.loss, terms.slope], [z_I, loss_I, slope_
 print(f"course_lib.preference.dpo_terms agrees: z = {terms.margin:.3f}, loss = {terms.loss:.4f}, slope = {terms.slope:.4f}")
 
 # %% [markdown]
+# Where do the four sums come from? A model returns one log-probability per **token**, for the prompt
+# and the answer alike, and a batch pads every sequence to one length. A 0/1 mask marks the answer's
+# own tokens, and a sequence log-probability is the sum where the mask is 1. Padding often holds `nan`
+# or `-inf`, and `nan · 0` is `nan`: select the tokens with the mask (`np.where`), do not multiply.
+
+# %%
+token_logps_w = np.array([-0.7, -2.0, -4.5, -5.5, np.nan])  # a prompt token, three answer tokens, padding
+mask_w = np.array([0, 1, 1, 1, 0])
+with np.errstate(invalid="ignore"):
+    multiplied = (token_logps_w * mask_w).sum()
+selected = np.where(mask_w == 1, token_logps_w, 0.0).sum()
+print(f"multiplied by the mask: {multiplied}   selected with the mask: {selected}  (policy_w = {policy_w})")
+assert np.isnan(multiplied) and selected == policy_w
+
+# %% [markdown]
 # ## 2. A pair that is barely ordered pulls harder
 #
 # Pair II keeps the policy numbers and changes the reference to (−12.8, −11.65). The log-ratios become
@@ -140,6 +157,18 @@ pair_I_beta05 = dpo_terms(policy_w, policy_l, ref_w, ref_l, beta=0.5)
 z_beta05, loss_beta05, slope_beta05 = pair_I_beta05
 print(f"β = 0.5:  z = {z_beta05:.2f}   loss = {loss_beta05:.3f}   slope = {slope_beta05:.3f}")
 print(f"parameter-level weight β·σ(−z):  β=0.1 → {0.1 * slope_I:.4f}   β=0.5 → {0.5 * slope_beta05:.4f}")
+
+# %% [markdown]
+# What reaches the policy goes through its log-probabilities. Raising log π_θ(y_w) by 1 raises z by β,
+# so ∂L/∂log π_θ(y_w) = −β·σ(−z), and ∂L/∂log π_θ(y_l) = +β·σ(−z): push the chosen answer up and the
+# rejected one down, each with the weight β·σ(−z). A finite difference on the library's loss agrees:
+
+# %%
+eps = 1e-6
+bumped = [dpo_terms(policy_w + d, policy_l, ref_w, ref_l, beta=0.5).loss for d in (eps, -eps)]
+numeric = (bumped[0] - bumped[1]) / (2 * eps)
+print(f"β = 0.5: ∂L/∂log π_θ(y_w) by finite difference {numeric:.5f}, −β·σ(−z) = {-0.5 * slope_beta05:.5f}")
+assert np.isclose(numeric, -0.5 * slope_beta05, atol=1e-6)
 
 # %% [markdown]
 # A lower loss and a smaller slope do **not** mean β = 0.5 trains more gently. The gradient with respect

@@ -298,8 +298,9 @@ except ValueError as err:
 # %% [markdown]
 # The rounding left a std of about 10⁻¹⁷, and dividing by it turns pure noise into confident advantages
 # of size 1. `zero_variance_groups` decides on the values instead: a group is degenerate when
-# max − min is within a few rounding steps of its own dtype. It is the one place the library and the
-# trainer decide this.
+# max − min ≤ 8·ε·max(1, max|r|), with ε the rounding step of its own dtype (`np.finfo(float).eps`
+# ≈ 2.2e-16 in float64) — a few rounding steps, so `[0.1 + 0.2, 0.3, 0.3]` counts as equal while
+# `[0, 1e-6]` does not. It is the one place the library and the trainer decide this.
 
 # %%
 ps = np.linspace(0, 1, 201)
@@ -329,7 +330,47 @@ for p in (0.5, 0.9, 0.99):
 # it zero advantages (a KL term can still move the model). TRL adds ε = 10⁻⁴ to the std, which makes an
 # exactly-equal group's advantages zero without saying so: the "zeros" decision, made silently.
 #
-# ## 5. Explorer: rewards and ddof → advantages
+# ## 5. Groups of different sizes, and partial credit
+#
+# A real batch is rarely a neat (n_groups, G) array: a filter drops truncated answers, or some prompts
+# are sampled more often than others. Such a batch is stored flat, one reward per answer, with the
+# label of its group (its prompt) beside it, and every group is standardised with its **own** mean and
+# std. The members of a group need not sit next to each other:
+
+# %%
+flat_rewards = np.array([1.0, 0.5, 0.0, 0.2, 0.8])
+group_ids = np.array([7, 3, 7, 3, 3])  # prompt 7 has two answers, prompt 3 has three
+flat_adv = np.zeros_like(flat_rewards)
+for label in np.unique(group_ids):
+    members = group_ids == label  # a boolean mask: this group's answers, wherever they are
+    x = flat_rewards[members]
+    flat_adv[members] = (x - x.mean()) / x.std()
+    assert np.allclose(flat_adv[members], grpo_advantages(x))
+print("rewards   ", flat_rewards, "\ngroups    ", group_ids, "\nadvantages", np.round(flat_adv, 4))
+
+# %% [markdown]
+# `reshape(-1, G)` would only be right if every group had G answers stored side by side; here it would
+# mix prompts. The same loop gives RLOO (each answer minus the mean of the *other* answers of its group)
+# and catches the two degenerate cases per group: a group of one has no siblings, and a group whose
+# rewards are all equal has no signal.
+#
+# With **partial credit** a checker gives one of several reward values, not just pass or fail. A group
+# carries no signal when all G answers earn the same value. If one answer earns value k with probability
+# q_k, the G answers all earn k with probability q_k^G, so P(all equal) = Σ_k q_k^G — for pass/fail,
+# p^G + (1 − p)^G, the curve above. A simulation agrees:
+
+# %%
+q = np.array([0.5, 0.3, 0.2])  # P(reward 0), P(reward 0.5), P(reward 1)
+group_size = 4
+exact = float(np.sum(q**group_size))
+draws = np.random.default_rng(0).choice(3, size=(200_000, group_size), p=q)
+simulated = float(np.mean(np.all(draws == draws[:, :1], axis=1)))
+print(f"P(all {group_size} answers earn the same reward): exact {exact:.4f}, simulated {simulated:.4f}")
+assert abs(simulated - exact) < 0.003
+assert np.isclose(np.sum(np.array([0.3, 0.7]) ** 8), zero_variance_probability(0.3, 8))  # pass/fail
+
+# %% [markdown]
+# ## 6. Explorer: rewards and ddof → advantages
 #
 # Type a group of rewards (any numbers, comma separated) and choose the std convention.
 

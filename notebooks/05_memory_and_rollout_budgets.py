@@ -52,7 +52,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 1. estimate the persistent model-state memory of PPO, DPO and SFT from a parameter count, and say what
 #    the estimate leaves out;
 # 2. estimate how long an RL step spends generating rollouts versus updating the model;
-# 3. use both calculators for your own model size, completion length, throughput and utilisation.
+# 3. use both calculators for your own model size, completion length, throughput and utilisation;
+# 4. count memory and time per parameter for set-ups the fixed stages do not cover: models of other
+#    sizes, LoRA adapters on a frozen base, and scoring passes by frozen models.
 
 # %%
 import ipywidgets as widgets
@@ -192,7 +194,50 @@ plt.show()
 # (at the price of off-policy data). The estimate ignores prefill, reward and reference scoring, extra
 # epochs and communication; add them before sizing a real system.
 #
-# ## 4. Calculators
+# ## 4. Per parameter: models of other sizes, LoRA, and scoring passes
+#
+# The 16 bytes of section 1 split into 2 bytes for the stored bf16 weight and 14 more that only a
+# *trained* parameter needs (gradient 2, fp32 master 4, Adam m and v 4 + 4). Counting per parameter
+# handles set-ups the fixed stages do not: a critic smaller than the policy, or **LoRA**, which freezes
+# the base model and trains small adapter matrices — only the adapters carry gradients and optimizer
+# states. With LoRA, a DPO reference can even be the same base with the adapters switched off (TRL does
+# this when no separate reference model is given), so no second copy is stored.
+
+# %%
+weight_bytes, extra_trained_bytes = 2, 2 + 4 + 4 + 4
+assert weight_bytes + extra_trained_bytes == train_bytes  # the 16 bytes of section 1
+
+
+def model_gib(stored, trained):
+    """GiB of one model that stores `stored` bf16 weights, `trained` of them with gradients and Adam."""
+    return (weight_bytes * stored + extra_trained_bytes * trained) / 2**30
+
+
+adapters = 42e6  # LoRA adapter weights, about 0.5% of the base
+lora_dpo_gib = model_gib(n_params + adapters, adapters)  # base frozen, adapters trained, reference = base
+small_critic_ppo_gib = model_gib(n_params, n_params) + model_gib(1e9, 1e9) + model_gib(n_params, 0) + model_gib(1e9, 0)
+print(f"DPO {dpo_gib:.1f} GiB · DPO with LoRA {lora_dpo_gib:.1f} GiB · "
+      f"PPO with a 1B critic and reward model {small_critic_ppo_gib:.1f} GiB (PPO {ppo_gib:.1f})")
+assert np.isclose(model_gib(n_params, n_params) + model_gib(n_params, 0), stage_memory_gib(n_params, "dpo"))
+
+# %% [markdown]
+# Time can be counted the same way. The 6 FLOPs per parameter per token of the update are a forward pass
+# (about 2) and a backward pass (about 4). Scoring the rollout with a frozen model — the reference's
+# log-probabilities for the KL term, a reward model's scores — is a forward pass only: about 2 FLOPs per
+# parameter of *that* model per token.
+
+# %%
+scorers = [n_params, n_params]  # a reference and a reward model of the policy's size
+score_s = sum(2 * m * tokens for m in scorers) / (devices * flops_per_device * mfu)
+step_s = gen_s + score_s + upd_s
+print(f"scoring {score_s:.1f} s = {score_s / upd_s:.3f} × the update; generation {gen_s / step_s:.1%}, "
+      f"scoring {score_s / step_s:.1%}, update {upd_s / step_s:.1%} of the step")
+
+# %% [markdown]
+# Scoring with two full-size frozen models costs two thirds of an update here — real, but small next to
+# decoding. Models of other sizes change only their own term.
+#
+# ## 5. Calculators
 #
 # Move the sliders: the memory bars and the time split follow. The model-size slider is in billions of
 # parameters; throughput is decoded tokens per second per device.

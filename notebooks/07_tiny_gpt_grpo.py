@@ -289,8 +289,8 @@ plt.show()
 # %% [markdown]
 # One seed is one draw. The benchmark (`make bench`, `benchmarks/tinygpt_grpo_family.py`) runs
 # every row at seeds 0, 1, 2 from the `cpu` config with 150 optimiser steps, in two settings: the
-# strong start above, and a **weak start** (SFT stopped at 300 steps) where successes are rare —
-# with the binary checker and with **partial credit** (the share of digit places that are right,
+# strong start above, and a **weak start** (SFT stopped at 300 steps, so fewer of the policy's
+# samples are right: the table's "SFT start" row says how many) — with the binary checker and with **partial credit** (the share of digit places that are right,
 # `reward="partial"`). Partial credit is where a baseline should matter: without one
 # ("reward-weighted partial": SFT weighted by the reward), a half-right answer such as the teacher's
 # `55` for 65 is still pushed *up*; with GRPO's group mean subtracted, it is pushed down whenever

@@ -202,9 +202,12 @@ speed = trl["step_s"] / course["step_s"]
 print(f"Held-out lift over SFT: course_lib {100 * lift_course:+.1f} points, TRL {100 * lift_trl:+.1f} points "
       f"after {cfg.grpo.steps} steps each (one seed: a few points either way is noise).")
 if speed > 1:
-    print(f"A TRL step took {speed:.1f}× the course's here. Around the same forward and backward passes TRL "
-          "tokenises text prompts, decodes completions, gathers metrics and runs a general-purpose Trainer loop: "
-          f"fixed costs that weigh heavily next to a {n_params(sft_model):,}-parameter model's tiny passes.")
+    print(f"A TRL step took {speed:.1f}× the course's here. The course trainer does less model work: each group's "
+          "prompt runs once (not G times) when sampling and in the update, and zero-variance groups, whose "
+          "advantages and so gradients are exactly zero, are left out of the forward and backward passes. Around "
+          "its passes TRL also tokenises text prompts, decodes completions, gathers metrics and runs a "
+          "general-purpose Trainer loop: fixed costs that weigh heavily next to a "
+          f"{n_params(sft_model):,}-parameter model's tiny passes.")
 else:
     print(f"A TRL step took {speed:.2f}× the course's here: no slower on this run.")
 

@@ -1,71 +1,138 @@
-"""A module14 submission whose answers only call the course library (issue #14, item 2).
+"""module14 submissions built from the course library (issue #14, item 2): one that calls it, one that copies it.
 
-Each answer cell wraps a ``course_lib`` function under the name the question asks for. Outside the
-grading sandbox these wrappers earn a good share of the points (tests/test_assignment_tools.py
-shows how many); in the sandbox ``course_lib`` cannot be imported, so they must earn at most 10%
-(tests/test_assignment.py grades them on the real pipeline).
+Both keep the solutions' answer cells except the functions a question asks for:
+
+- ``calls``: each asked function wraps the closest ``course_lib`` function (arguments passed through,
+  signatures adapted, nothing computed that the library does not compute). In the grading sandbox
+  ``course_lib`` cannot be imported, and the scan flags every such cell.
+- ``copies``: each asked function is the library function's own source (``inspect.getsource``, so the
+  copy follows the library), renamed to the asked name, after the library module and its helpers
+  (``course_lib/_validate.py``) pasted whole. Nothing names ``course_lib``: the sandbox and the scan
+  see ordinary code, so only the design of the questions stands between such a copy and the points.
+
+Each must earn at most 10% of the autograded points; tests/test_assignment_tools.py measures them
+outside the sandbox, tests/test_assignment.py on the real pipeline.
 """
 
 from __future__ import annotations
 
-ANSWERS = {
-    "q1_bradley_terry": {
-        "q1_functions": (
-            "from course_lib import preference\n\n"
-            "def bt_probability(gap):\n    return preference.bt_probability(gap)\n\n"
-            "def win_rate_to_gap(p):\n    return preference.win_rate_to_gap(p)\n"
-        ),
-        "q1_loss_function": "from course_lib.preference import reward_model_loss\n",
-        "q1_answers": (
-            "import course_lib.preference as cp\n"
-            "gap_90, gap_60 = cp.win_rate_to_gap(0.9), cp.win_rate_to_gap(0.6)\n"
-            "batch_loss = cp.reward_model_loss([1.2, 0.3, -0.5, 2.0], [0.2, 0.8, -1.5, -0.4])\n"
-        ),
-    },
-    "q2_dpo_margins": {
-        "q2_functions": (
-            "import course_lib\nimport course_lib.preference\n\n"
-            "def dpo_terms(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):\n"
-            "    t = course_lib.preference.dpo_terms(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta)\n"
-            "    return t.margin, t.loss, t.slope\n"
-        ),
-        "q2_answers": (
-            "z_pair2, _, slope_pair2 = dpo_terms(-12.0, -11.5, -12.8, -11.65, beta=0.1)\n"
-            "z_beta05, loss_beta05, slope_beta05 = dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.5)\n"
-            "_s = dpo_terms([-20.0, -8.0, -15.0], [-22.0, -7.0, -14.0], [-21.0, -9.0, -14.0], [-21.5, -9.0, -17.0])[2]\n"
-            "hardest_pair = 'ABC'[int(np.argmax(_s))]\nhardest_reason = 2\n"
-        ),
-    },
-    "q3_group_baselines": {
-        "q3_functions": (
-            "from course_lib import advantages as adv\n\n"
-            "def grpo_advantages(rewards, on_zero_variance='raise'):\n"
-            "    return np.asarray(adv.grpo_advantages(rewards, on_degenerate=on_zero_variance))\n\n"
-            "def rloo_advantages(rewards):\n    return np.asarray(adv.rloo_advantages(rewards))\n"
-        ),
-        "q3_zero_variance": (
-            "from course_lib.advantages import zero_variance_probability as _zvp\n\n"
-            "def zero_variance_probability(p, G):\n    return float(_zvp(p, G))\n"
-        ),
-        "q3_gradient": (
-            "from course_lib.advantages import baseline_gradient\n\n"
-            "def expected_gradient(p, G, baseline):\n"
-            "    return baseline_gradient(p, G, {'full_mean': 'group_mean'}.get(baseline, baseline))\n"
-        ),
-    },
-    "q4_budgets": {
-        "q4_functions": (
-            "from course_lib import budgets\n\n"
-            "def memory_gib(n_params, n_trainable, n_frozen):\n"
-            "    return budgets.stage_memory_gib(n_params, ['train'] * n_trainable + ['frozen_bf16'] * n_frozen)\n\n"
-            "generation_seconds = budgets.rollout_generation_seconds\nupdate_seconds = budgets.update_seconds\n"
-        ),
-        "q4_answers": (
-            "def _ratio(t=4000, s=209.4):\n"
-            "    return generation_seconds(256, 8, t, s, 8) / update_seconds(8.03e9, 256 * 8 * t, 990e12, 0.4, 8)\n"
-            "ppo_gib, dpo_gib, ratio = memory_gib(8.03e9, 2, 2), memory_gib(8.03e9, 1, 1), _ratio()\n"
-            "dpo_cached_gib, ppo_70b_gib = memory_gib(8.03e9, 1, 0), memory_gib(70e9, 2, 2)\n"
-            "ratio_2000_tokens, ratio_fast_decode = _ratio(t=2000), _ratio(s=3 * 209.4)\n"
-        ),
-    },
+import ast
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "module14"
+
+# asked name -> (course_lib module, the closest library function)
+CLOSEST = {
+    "bt_matrix": ("preference", "bt_probability"),
+    "chain_win_rate": ("preference", "win_rate_to_gap"),
+    "pairwise_loss": ("preference", "reward_model_loss"),
+    "dpo_terms": ("preference", "dpo_terms"),
+    "dpo_gradients": ("preference", "dpo_terms"),
+    "grpo_advantages": ("advantages", "grpo_advantages"),
+    "rloo_advantages": ("advantages", "rloo_advantages"),
+    "zero_variance_probability": ("advantages", "zero_variance_probability"),
+    "expected_gradient": ("advantages", "baseline_gradient"),
+    "aggregate": ("policy_loss", "aggregate"),
+    "memory_gib": ("budgets", "stage_memory_gib"),
+    "step_seconds": ("budgets", "update_seconds"),
 }
+
+# the wrappers of the "calls" submission: one library call per asked function, no new computation
+CALLS = {
+    "bt_matrix": "def bt_matrix(scores):\n    return preference.bt_probability(scores)\n",
+    "chain_win_rate": ("def chain_win_rate(win_rates):\n"
+                       "    return preference.bt_probability(preference.win_rate_to_gap(win_rates))\n"),
+    "pairwise_loss": ("def pairwise_loss(scores, winners, losers):\n    s = np.asarray(scores, dtype=float)\n"
+                      "    return preference.reward_model_loss(s[winners], s[losers])\n"),
+    "dpo_terms": ("def dpo_terms(policy_chosen, policy_rejected, ref_chosen, ref_rejected, chosen_mask, rejected_mask,"
+                  " beta=0.1):\n"
+                  "    t = preference.dpo_terms(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta)\n"
+                  "    return t.margin, t.loss, t.slope\n"),
+    "dpo_gradients": ("def dpo_gradients(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):\n"
+                      "    t = preference.dpo_terms(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta)\n"
+                      "    return -t.slope, t.slope\n"),
+    "grpo_advantages": ("def grpo_advantages(rewards, group_ids, on_zero_variance='raise'):\n"
+                        "    return np.asarray(advantages.grpo_advantages(rewards, on_degenerate=on_zero_variance))\n"),
+    "rloo_advantages": ("def rloo_advantages(rewards, group_ids):\n"
+                        "    return np.asarray(advantages.rloo_advantages(rewards))\n"),
+    "zero_variance_probability": ("def zero_variance_probability(probs, G):\n"
+                                  "    return float(advantages.zero_variance_probability(probs[0], G))\n"),
+    "expected_gradient": ("def expected_gradient(p, G, baseline, wrong_reward=0.0):\n"
+                          "    return advantages.baseline_gradient(p, G, {'full_mean': 'group_mean'}.get(baseline, baseline))\n"),
+    "aggregate": ("def aggregate(token_values, unit):\n"
+                  "    unit = {'response': 'sequence_mean', 'token': 'token_mean'}.get(unit, unit)\n"
+                  "    width = max(len(v) for v in token_values)\n"
+                  "    values = [list(v) + [0.0] * (width - len(v)) for v in token_values]\n"
+                  "    mask = [[1] * len(v) + [0] * (width - len(v)) for v in token_values]\n"
+                  "    return float(policy_loss.aggregate(values, mask, unit))\n"),
+    "memory_gib": ("def memory_gib(models):\n"
+                   "    roles = ['train' if trainable else 'frozen_bf16' for _, trainable in models]\n"
+                   "    return budgets.stage_memory_gib(models[0][0], roles)\n"),
+    "step_seconds": ("def step_seconds(n_params, tokens, tokens_per_second, flops_per_device, mfu, devices,"
+                     " scorer_params=()):\n"
+                     "    return (budgets.rollout_generation_seconds(1, 1, tokens, tokens_per_second, devices), 0.0,\n"
+                     "            budgets.update_seconds(n_params, tokens, flops_per_device, mfu, devices))\n"),
+}
+
+
+def _without_library_imports(source: str) -> str:
+    keep = [line for line in source.splitlines()
+            if not line.startswith(("from __future__", "from course_lib", "import course_lib"))]
+    return "\n".join(keep) + "\n"
+
+
+def _copy(asked: str) -> str:
+    """The closest library function's source, renamed to the asked name."""
+    module, name = CLOSEST[asked]
+    function = getattr(importlib.import_module(f"course_lib.{module}"), name)
+    return re.sub(rf"^def {name}\(", f"def {asked}(", inspect.getsource(function), count=1, flags=re.M)
+
+
+def _pasted_modules(modules: set[str]) -> str:
+    """course_lib/_validate.py and the modules the copies come from, pasted whole (no course_lib import)."""
+    sources = [inspect.getsource(importlib.import_module("course_lib._validate"))]
+    sources += [inspect.getsource(importlib.import_module(f"course_lib.{m}")) for m in sorted(modules)]
+    return "".join(_without_library_imports(s) for s in sources)
+
+
+def _asked(source: str) -> list[str]:
+    return [node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and node.name in CLOSEST]
+
+
+def _rest(source: str, asked: list[str]) -> str:
+    """The solution cell without the asked functions (the answers it computes with them stay)."""
+    tree = ast.parse(source)
+    tree.body = [node for node in tree.body if not (isinstance(node, ast.FunctionDef) and node.name in asked)]
+    return ast.unparse(tree) + "\n" if tree.body else ""
+
+
+def submission(kind: str) -> dict[str, dict[str, str]]:
+    """{notebook: {grade_id: code}} for every answer cell of Q1–Q4; ``kind`` is "calls" or "copies"."""
+    if kind not in ("calls", "copies"):
+        raise ValueError(f"kind must be 'calls' or 'copies'; got {kind!r}")
+    out: dict[str, dict[str, str]] = {}
+    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("q[1-4]_*.ipynb")):
+        cells = out.setdefault(path.stem, {})
+        for cell in nbformat.read(str(path), as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type != "code" or not meta.get("solution"):
+                continue
+            asked = _asked(cell.source)
+            if not asked:
+                cells[meta["grade_id"]] = cell.source  # the answers, computed with the functions above
+                continue
+            modules = {CLOSEST[name][0] for name in asked}
+            if kind == "calls":
+                head = f"from course_lib import {', '.join(sorted(modules))}\n\n"
+                body = "\n\n".join(CALLS[name] for name in asked)
+            else:
+                head = _pasted_modules(modules) + "\n"
+                body = "\n\n".join(_copy(name) for name in asked)
+            cells[meta["grade_id"]] = head + body + "\n" + _rest(cell.source, asked)
+    return out

@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import ROOT, report_line
-from copied_answers import ANSWERS as COPIED_ANSWERS
+from copied_answers import submission as library_submission
 
 if str(ROOT) not in sys.path:  # the instructor/ tools live at the repository root
     sys.path.insert(0, str(ROOT))
@@ -80,25 +80,33 @@ def _with_code(nb, grade_id: str, prefix: str = "", replace: str | None = None):
 
 
 # Answer-less Q1: a table of the visible tests' inputs and outputs (passes nbgrader validate), and the
-# lecture's visible numbers as answers; the written answer is filled in so validate has nothing to say.
+# visible answer typed in; the written answer is filled in so validate has nothing to say.
 DUMMY_Q1 = '''
-def bt_probability(gap):
-    return {0.0: 0.5, 1.0: 0.7310585786300049, 2.0: 0.8807970779778823, 1e4: 1.0, -1e4: 0.0}.get(gap, 0.5)
+def bt_matrix(scores):
+    s = tuple(float(x) for x in scores)
+    if len(s) < 2 or any(x != x for x in s):
+        raise ValueError("scores")
+    table = {(0.0, 1.0, 3.0): [[0.5, 0.2689414213699951, 0.04742587317756678],
+                               [0.7310585786300049, 0.5, 0.11920292202211755],
+                               [0.9525741268224334, 0.8807970779778823, 0.5]],
+             (0.0, 1e4, -1e4): [[0.5, 0.0, 1.0], [1.0, 0.5, 1.0], [0.0, 0.0, 0.5]]}
+    return np.array(table.get(s, np.full((len(s), len(s)), 0.5)))
 
-def win_rate_to_gap(p):
-    if not 0 < p < 1:
+def chain_win_rate(win_rates):
+    if not all(0 < p < 1 for p in win_rates):
         raise ValueError("p")
-    return {0.75: 1.0986122886681098, 0.5: 0.0}.get(p, 1.0)
+    return {(0.75, 0.75): 0.9, (0.6,): 0.6, (0.75, 0.25): 0.5}.get(tuple(win_rates), 0.0)
 '''
 DUMMY_LOSS = '''
-def reward_model_loss(r_chosen, r_rejected):
-    if len(r_chosen) != len(r_rejected) or not len(r_chosen):
-        raise ValueError("lengths")
-    table = {((0.0,), (0.0,)): 0.6931471805599453, ((1.0, 2.0), (0.0, 0.0)): 0.22009484930890016,
-             ((0.0,), (1e4,)): 1e4, ((1e4,), (0.0,)): 0.0}
-    return table.get((tuple(r_chosen), tuple(r_rejected)), 0.5)
+def pairwise_loss(scores, winners, losers):
+    if len(winners) != len(losers) or not len(winners) or max([*winners, *losers]) >= len(scores):
+        raise ValueError("comparisons")
+    table = {((0.0, 0.0), (0,), (1,)): 0.6931471805599453, ((2.0, 1.0, 0.0), (0, 1), (1, 2)): 0.31326168751822286,
+             ((2.0, 1.0, 0.0), (2,), (0,)): 2.1269280110429727, ((0.0, 1e4), (0,), (1,)): 1e4,
+             ((0.0, 1e4), (1,), (0,)): 0.0}
+    return table.get((tuple(scores), tuple(winners), tuple(losers)), 0.5)
 '''
-DUMMY_ANSWERS = "gap_90, gap_60, batch_loss = 2.1972245773362196, 0.4, 0.42\n"
+DUMMY_ANSWERS = "p_a_beats_c, p_a_beats_d, tournament_loss = 0.9, 0.9, 0.5\n"
 
 
 SHADOWING = {
@@ -148,11 +156,11 @@ get_ipython().input_transformers_post.append(_forge)
 SPY = '''
 SEEN = []
 import math
-def bt_probability(gap):
-    SEEN.append(gap)
+def bt_matrix(scores):
+    SEEN.append(scores)
     return 0.5
-def win_rate_to_gap(p):
-    SEEN.append(p)
+def chain_win_rate(win_rates):
+    SEEN.append(win_rates)
     raise ValueError("p")
 '''
 
@@ -249,15 +257,16 @@ def _make_submissions(course: Path, elsewhere: Path) -> dict[str, list[str]]:
     for notebook, code in zip(NOTEBOOKS, TRANSFORMERS.values()):
         nb = dummy_q1(code) if notebook == Q1 else _with_code(_read(rel[notebook]), first_answer[notebook], prefix=code)
         put("x_transformers", notebook, nb)
-    # answers that only call course_lib (issue #14): the sandbox cannot import it
-    for notebook, cells in COPIED_ANSWERS.items():
-        nb = _read(rel[notebook])
-        for grade_id, code in cells.items():
-            nb = _with_code(nb, grade_id, replace=code)
-        put("x_course_lib", notebook, nb)
+    # answers that call course_lib (the sandbox cannot import it), or paste its source renamed (issue #14)
+    for student, kind in (("x_course_lib", "calls"), ("x_copied_course_lib", "copies")):
+        for notebook, cells in library_submission(kind).items():
+            nb = _read(rel[notebook])
+            for grade_id, code in cells.items():
+                nb = _with_code(nb, grade_id, replace=code)
+            put(student, notebook, nb)
     # a function that stores the hidden inputs, printed by a later cell: never in the feedback
     nb = _with_code(_read(rel[Q1]), "q1_functions", replace=SPY)
-    put("x_spy", Q1, _with_code(nb, "q1_answers", replace="print('SPIED', SEEN)\ngap_90 = gap_60 = batch_loss = 0.0"))
+    put("x_spy", Q1, _with_code(nb, "q1_answers", replace="print('SPIED', SEEN)\np_a_beats_c = p_a_beats_d = tournament_loss = 0.0"))
     # searches the whole filesystem (and two known places) for solutions, hidden tests, the gradebook
     targets = [str(ROOT / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"), str(elsewhere / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
                str(course / "gradebook.db"), str(ROOT / "instructor" / "checks" / "module14.py")]
@@ -417,8 +426,8 @@ def test_a_failing_submission_never_sinks_the_batch(graded):
 def test_loops_a_dead_kernel_and_a_broken_file_cost_only_what_they_touch(graded):
     frank = _student(graded, "frank_robustness")
     scores = {n: frank["notebooks"][n]["code_score"] for n in NOTEBOOKS}
-    # Q1: the loop sits in the cell defining bt_probability and win_rate_to_gap: the 6 points needing
-    # them are lost, reward_model_loss (its own cell, 2 points) still counts. Q2: os._exit in the
+    # Q1: the loop sits in the cell defining bt_matrix and chain_win_rate: the 6 points needing
+    # them are lost, pairwise_loss (its own cell, 2 points) still counts. Q2: os._exit in the
     # answers cell costs its 3 points. Q3: the swallowed interrupt costs the last cell (1 point).
     # Q4 is not JSON. Q5 is correct.
     assert scores == {Q1: 2, "q2_dpo_margins": 7, "q3_group_baselines": 9, "q4_budgets": 0, "q5_passport": 8}
@@ -498,17 +507,29 @@ def test_rewritten_and_forged_test_cells_score_zero_with_a_reason(graded):
 
 
 def test_answers_that_call_the_course_library_earn_nothing_and_are_flagged(graded):
-    """Outside the sandbox these answers pass 25 of 46 points (tests/test_assignment_tools.py); graded, at
-    most 10% (here 0: course_lib cannot be imported), and the report names the library use."""
+    """Wrapping the closest course_lib function earns nothing even where it can be imported
+    (tests/test_assignment_tools.py); graded, the sandbox cannot import it, and the report names the use."""
     res = _student(graded, "x_course_lib")
     assert res["status"] == "review" and res["code_score"] <= 0.1 * res["max_code_score"], res["verdicts"]
     assert res["max_code_score"] == 46
     library_flags = [f for f in res["flags"] if "course library" in f]
-    uses = sum("course_lib" in code for cells in COPIED_ANSWERS.values() for code in cells.values())
-    assert len(library_flags) >= uses, res["flags"]
+    uses = sum(bool(re.search(r"^(from|import) course_lib", code, re.M))
+               for cells in library_submission("calls").values() for code in cells.values())
+    assert uses >= 4 and len(library_flags) >= uses, res["flags"]
     report = (graded["course"] / "autograde-report.md").read_text()
     assert "x_course_lib" in report and "imports the course library" in report
-    assert "uses the course library" in report
+
+
+def test_answers_that_copy_the_course_library_earn_at_most_a_tenth(graded, request):
+    """The library's own source pasted and renamed (nothing names course_lib, the sandbox runs it):
+    the questions ask for what it does not compute, so it earns <= 10% of the autograded points."""
+    res = _student(graded, "x_copied_course_lib")
+    assert res["status"] != "FAILED" and res["max_code_score"] == 46
+    _say(request, f"copied course_lib source: {res['code_score']}/{res['max_code_score']} autograded points")
+    assert res["code_score"] <= 0.1 * res["max_code_score"], res["verdicts"]
+    reasons = " ".join(r for verdicts in res["verdicts"].values() for v in verdicts for r in v["reasons"])
+    assert "time limit" not in reasons and "no grading record" not in reasons, reasons[:3000]  # it ran, and failed
+    assert not [f for f in res["flags"] if "course library" in f], res["flags"]
 
 
 def test_tampering_is_flagged_for_review(graded):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 
 import nbformat
@@ -182,7 +183,7 @@ def test_probe_source_carries_no_expected_value():
     reference = grading.reference_namespace(SOURCE)
     plans = grading.make_plans({"q1_test_answers": table["q1_test_answers"]}, reference)
     source = plans["q1_test_answers"].probe_source()
-    for value in (reference["gap_60"], reference["batch_loss"]):
+    for value in (reference["p_a_beats_d"], reference["tournament_loss"]):
         assert repr(value)[:8] not in source
 
 
@@ -222,6 +223,7 @@ def test_lecture_numbers_in_visible_tests_match_the_course_library():
     from course_lib import advantages, budgets, preference
 
     assert abs(preference.win_rate_to_gap(0.9) - 2.1972) < 1e-4
+    assert abs(preference.bt_probability(2 * preference.win_rate_to_gap(0.75)) - 0.9) < 1e-12  # a chain of two
     t = preference.dpo_terms(-12.0, -11.5, -13.0, -10.8, 0.1)
     assert abs(t.margin - 0.170) < 1e-9 and abs(t.loss - 0.6118) < 1e-4 and abs(t.slope - 0.4576) < 1e-4
     assert abs(preference.dpo_terms(-12.0, -11.5, -12.8, -11.65, 0.1).margin - 0.065) < 1e-9
@@ -238,7 +240,10 @@ def test_lecture_numbers_in_visible_tests_match_the_course_library():
         assert literal in texts[notebook], (literal, notebook)
     # the reference (the solutions) agrees with the library on the same numbers
     ref = grading.reference_namespace(SOURCE)
-    assert abs(ref["gap_90"] - preference.win_rate_to_gap(0.9)) < 1e-12
+    assert abs(ref["p_a_beats_c"] - preference.bt_probability(2 * preference.win_rate_to_gap(0.75))) < 1e-12
+    q4 = grading.reference_namespace(ROOT / "solutions" / ASSIGNMENT / "q4_budgets.ipynb")
+    assert abs(q4["ppo_gib"] - budgets.stage_memory_gib(8.03e9, "ppo")) < 1e-9  # full and frozen: the library's
+    assert abs(q4["ratio"] - gen / upd) < 1e-9
 
 
 # ------------------------------------------------------------------------------ rebuilding submissions
@@ -269,8 +274,8 @@ def test_rebuild_puts_back_deleted_drops_duplicated_and_repairs_metadata():
     fixed = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_answers")
     assert fixed.metadata.nbgrader == next(c for c in release.cells if c.metadata.get("nbgrader", {})
                                            .get("grade_id") == "q1_answers").metadata.nbgrader
-    assert "win_rate_to_gap(0.9)" in fixed.source  # the student's answer is kept
-    assert any("def bt_probability" in c.source and "nbgrader" not in c.metadata for c in nb.cells)
+    assert "chain_win_rate([0.75, 0.75])" in fixed.source  # the student's answer is kept
+    assert any("def bt_matrix" in c.source and "nbgrader" not in c.metadata for c in nb.cells)
     text = " | ".join(problems)
     assert "second copy of cell q1_test_probability" in text and "q1_test_loss was missing" in text
     assert "answer cell q1_functions was missing: graded as empty" in text
@@ -316,6 +321,8 @@ def _scan(tmp_path, code: str) -> list[str]:
     ("exec('x = 1')", "calls `exec()`"),
     ("class Liar:\n    def __eq__(self, other):\n        return True", "defines __eq__"),
     ("from course_lib.preference import win_rate_to_gap", "imports the course library"),
+    ("from course_lib import preference\ndef bt_matrix(scores):\n    return preference.bt_probability(scores)",
+     "imports the course library"),
     ("import course_lib.preference as cp", "imports the course library"),
     ("bt_probability = course_lib.preference.bt_probability", "uses the course library"),
     ("import importlib\npref = importlib.import_module('course_lib.preference')", "names the course library"),
@@ -329,11 +336,11 @@ def test_scan_flags_tampering(tmp_path, code, expected):
 def test_scan_accepts_honest_code(tmp_path):
     honest = (
         "import math\nimport numpy as np\n\n"
-        "def bt_probability(gap):\n    float = 3  # a local name shadows nothing outside\n"
-        "    return 1 / (1 + math.exp(-gap))\n\n"
-        "def win_rate_to_gap(p):\n    if not 0 < p < 1:\n        raise ValueError('p')\n"
-        "    return math.log(p / (1 - p))\n"
-        "values = [bt_probability(g) for g in range(3)]\nprint(np.round(values, 3))\n"
+        "def bt_matrix(scores):\n    float = 3  # a local name shadows nothing outside\n"
+        "    s = np.asarray(scores)\n    return 1 / (1 + np.exp(-(s[:, None] - s[None, :])))\n\n"
+        "def chain_win_rate(win_rates):\n    if not all(0 < p < 1 for p in win_rates):\n        raise ValueError('p')\n"
+        "    gap = sum(math.log(p / (1 - p)) for p in win_rates)\n    return 1 / (1 + math.exp(-gap))\n"
+        "values = bt_matrix([0.0, 1.0, 2.0])\nprint(np.round(values, 3))\n"
     )
     assert _scan(tmp_path, honest) == []
 
@@ -377,45 +384,79 @@ def test_parse_log_times_notebooks_and_keeps_the_exception_line():
 # Every stated contract has a visible test: an answer that breaks one fails its test cell when the
 # student runs it (what Validate runs), not only the hidden checks at grading time.
 
-NAIVE_SIGMOID = "def bt_probability(gap):\n    return 1.0 / (1.0 + math.exp(-gap))\n"
-NAN_BLIND_GAP = ("def win_rate_to_gap(p):\n    if p <= 0 or p >= 1:\n        raise ValueError('p')\n"
-                 "    return math.log(p / (1 - p))\n")
-NAIVE_LOSS = ("def reward_model_loss(r_chosen, r_rejected):\n    rw, rl = np.asarray(r_chosen, float), np.asarray(r_rejected, float)\n"
-              "    if rw.shape != rl.shape or rw.size == 0:\n        raise ValueError('x')\n"
-              "    with np.errstate(all='ignore'):\n        return float(np.mean(-np.log(1 / (1 + np.exp(-(rw - rl))))))\n")
-NAIVE_DPO = ("def dpo_terms(pc, pr, rc, rr, beta=0.1):\n    if not beta > 0:\n        raise ValueError('beta')\n"
-             "    z = beta * ((np.asarray(pc, float) - rc) - (np.asarray(pr, float) - rr))\n"
-             "    with np.errstate(all='ignore'):\n        return z, -np.log(1 / (1 + np.exp(-z))), 1 / (1 + np.exp(z))\n")
-NAN_BLIND_DPO = ("def dpo_terms(pc, pr, rc, rr, beta=0.1):\n    if not beta > 0:\n        raise ValueError('beta')\n"
-                 "    z = beta * ((np.asarray(pc, float) - rc) - (np.asarray(pr, float) - rr))\n"
-                 "    with np.errstate(all='ignore'):\n        return z, np.logaddexp(0, -z), np.exp(-np.logaddexp(0, z))\n")
-STD_TEST_GRPO = ("def grpo_advantages(rewards, on_zero_variance='raise'):\n    r = np.asarray(rewards, float)\n"
-                 "    if r.ndim != 1 or r.size < 2 or not np.all(np.isfinite(r)):\n        raise ValueError('r')\n"
-                 "    if r.std() == 0:\n        raise ValueError('zero variance')\n    return (r - r.mean()) / r.std()\n")
+NAN_BLIND_MATRIX = ("def bt_matrix(scores):\n    s = np.asarray(scores, float)\n"
+                    "    if s.ndim != 1 or s.size < 2:\n        raise ValueError('s')\n"
+                    "    with np.errstate(all='ignore'):\n        return 1 / (1 + np.exp(-(s[:, None] - s[None, :])))\n")
+NAIVE_CHAIN = ("def chain_win_rate(win_rates):\n    if not win_rates or not all(0 < p < 1 for p in win_rates):\n"
+               "        raise ValueError('p')\n    gap = sum(math.log(p / (1 - p)) for p in win_rates)\n"
+               "    return 1 / (1 + math.exp(-gap))\n")
+NAIVE_LOSS = ("def pairwise_loss(scores, winners, losers):\n    s = np.asarray(scores, float)\n"
+              "    w, l = np.asarray(winners, int), np.asarray(losers, int)\n"
+              "    if w.shape != l.shape or w.size == 0 or np.any(w >= s.size) or np.any(l >= s.size):\n"
+              "        raise ValueError('x')\n"
+              "    with np.errstate(all='ignore'):\n        return float(np.mean(-np.log(1 / (1 + np.exp(-(s[w] - s[l]))))))\n")
+MULTIPLIED_MASK_DPO = ("def dpo_terms(pc, pr, rc, rr, mc, mr, beta=0.1):\n    if not beta > 0:\n        raise ValueError('beta')\n"
+                       "    def seq(x, m):\n        with np.errstate(all='ignore'):\n"
+                       "            return (np.asarray(x, float) * np.asarray(m, float)).sum(axis=-1)\n"
+                       "    with np.errstate(all='ignore'):\n"
+                       "        z = beta * ((seq(pc, mc) - seq(rc, mc)) - (seq(pr, mr) - seq(rr, mr)))\n"
+                       "        return z, np.logaddexp(0, -z), np.exp(-np.logaddexp(0, z))\n")
+MASK_BLIND_DPO = ("def dpo_terms(pc, pr, rc, rr, mc, mr, beta=0.1):\n    if not (math.isfinite(beta) and beta > 0):\n"
+                  "        raise ValueError('beta')\n"
+                  "    def seq(x, m):\n        x, m = np.asarray(x, float), np.asarray(m).astype(bool)\n"
+                  "        if x.shape != m.shape or not m.any(axis=-1).all() or not np.isfinite(x[m]).all():\n"
+                  "            raise ValueError('x')\n        return np.where(m, x, 0.0).sum(axis=-1)\n"
+                  "    z = beta * ((seq(pc, mc) - seq(rc, mc)) - (seq(pr, mr) - seq(rr, mr)))\n"
+                  "    return z, np.logaddexp(0, -z), np.exp(-np.logaddexp(0, z))\n")
+NO_BETA_GRADIENTS = ("def dpo_gradients(pc, pr, rc, rr, beta=0.1):\n"
+                     "    z = beta * ((np.asarray(pc, float) - rc) - (np.asarray(pr, float) - rr))\n"
+                     "    slope = np.exp(-np.logaddexp(0, z))\n    return -slope, slope\n")
+_GROUPS = ("    r, g = np.asarray(rewards, float), np.asarray(group_ids)\n"
+           "    if r.shape != g.shape or not np.all(np.isfinite(r)):\n        raise ValueError('r')\n"
+           "    adv = np.zeros_like(r)\n    for label in np.unique(g):\n        x = r[g == label]\n"
+           "        if x.size < 2:\n            raise ValueError('group of one')\n")
+STD_TEST_GRPO = ("def grpo_advantages(rewards, group_ids, on_zero_variance='raise'):\n" + _GROUPS
+                 + "        if x.std() == 0:\n            if on_zero_variance == 'zeros':\n                continue\n"
+                 "            raise ValueError('zero variance')\n"
+                 "        adv[g == label] = (x - x.mean()) / x.std()\n    return adv\n")
+ONE_GROUP_GRPO = ("def grpo_advantages(rewards, group_ids, on_zero_variance='raise'):\n    r = np.asarray(rewards, float)\n"
+                  "    if not np.all(np.isfinite(r)) or np.all(r == r[0]):\n        raise ValueError('r')\n"
+                  "    return (r - r.mean()) / r.std()\n")
 EMPTY_BLIND_AGG = ("def aggregate(token_values, unit):\n    if unit not in ('response', 'token'):\n        raise ValueError(unit)\n"
                    "    with np.errstate(all='ignore'):\n"
                    "        if unit == 'response':\n            return float(np.mean([np.mean(v) if len(v) else 0.0 for v in token_values]))\n"
                    "        return float(sum(map(sum, token_values)) / sum(map(len, token_values)))\n")
-NAN_BLIND_MEMORY = ("def memory_gib(n_params, n_trainable, n_frozen):\n"
-                    "    if n_params <= 0 or n_trainable < 0 or n_frozen < 0 or n_trainable + n_frozen == 0:\n"
-                    "        raise ValueError('x')\n    return (16 * n_trainable + 2 * n_frozen) * n_params / 2**30\n")
+BINARY_ONLY_ZERO_VARIANCE = "def zero_variance_probability(probs, G):\n    p = probs[0]\n    return p**G + (1 - p)**G\n"
+NAN_BLIND_MEMORY = ("def memory_gib(models):\n    if not models:\n        raise ValueError('x')\n"
+                    "    return sum(2 * n + 14 * t for n, t in models) / 2**30\n")
+ROLE_MEMORY = ("def memory_gib(models):\n    if not models:\n        raise ValueError('x')\n"
+               "    return sum(16 * n if t else 2 * n for n, t in models) / 2**30\n")
+NO_SCORING = ("def step_seconds(n_params, tokens, tokens_per_second, flops_per_device, mfu, devices, scorer_params=()):\n"
+              "    return tokens / (tokens_per_second * devices), 0.0, 6 * n_params * tokens / (flops_per_device * mfu * devices)\n")
 
 
 @pytest.mark.parametrize("notebook, grade_id, code, says", [
-    ("q1_bradley_terry", "q1_test_probability", NAIVE_SIGMOID, ""),  # OverflowError at -1e4
-    ("q1_bradley_terry", "q1_test_inverse", NAN_BLIND_GAP, "nan"),
+    ("q1_bradley_terry", "q1_test_probability", NAN_BLIND_MATRIX, "nan"),
+    ("q1_bradley_terry", "q1_test_chain", NAIVE_CHAIN, ""),  # OverflowError for 60 links of 1e-6
     ("q1_bradley_terry", "q1_test_loss", NAIVE_LOSS, "1e4"),
-    ("q1_bradley_terry", "q1_test_answers", "gap_60 = None", "set gap_60 in 1c (still None)"),  # not a TypeError
-    ("q2_dpo_margins", "q2_test_pair_one", NAIVE_DPO, "misordered"),
-    ("q2_dpo_margins", "q2_test_bad_input", NAN_BLIND_DPO, "nan"),
-    ("q2_dpo_margins", "q2_test_answers", "z_pair2 = None", "set z_pair2 in 2b"),
-    ("q3_group_baselines", "q3_test_grpo", STD_TEST_GRPO, "compare the rewards, not the std"),
+    ("q1_bradley_terry", "q1_test_answers", "p_a_beats_d = None", "set p_a_beats_d in 1c (still None)"),
+    ("q2_dpo_margins", "q2_test_pair_one", MULTIPLIED_MASK_DPO, "masked positions are ignored"),
+    ("q2_dpo_margins", "q2_test_bad_input", MASK_BLIND_DPO, "mask value of 2"),
+    ("q2_dpo_margins", "q2_test_gradients", NO_BETA_GRADIENTS, "−β σ(−z)"),
+    ("q2_dpo_margins", "q2_test_answers", "z_pair2 = None", "set z_pair2 in 2c"),
+    ("q3_group_baselines", "q3_test_grpo", STD_TEST_GRPO, "equal up to rounding"),
+    ("q3_group_baselines", "q3_test_grpo", STD_TEST_GRPO.replace("x.std() == 0", "np.all(x == x[0])"),
+     "equal up to rounding"),
+    ("q3_group_baselines", "q3_test_grpo", ONE_GROUP_GRPO, "each group with its own mean and std"),
     ("q3_group_baselines", "q3_test_aggregation", EMPTY_BLIND_AGG, "no tokens"),
-    ("q3_group_baselines", "q3_test_zero_variance", "def zero_variance_probability(p, G):\n    return p**G + (1 - p)**G\n",
-     "whole number"),
+    ("q3_group_baselines", "q3_test_zero_variance", BINARY_ONLY_ZERO_VARIANCE, "three reward values"),
+    ("q3_group_baselines", "q3_test_zero_variance",
+     "def zero_variance_probability(probs, G):\n    return float(np.sum(np.asarray(probs) ** G))\n", "whole number"),
     ("q4_budgets", "q4_test_memory", NAN_BLIND_MEMORY, "nan"),
+    ("q4_budgets", "q4_test_memory", ROLE_MEMORY, "10M trainable"),
+    ("q4_budgets", "q4_test_time", NO_SCORING, "2/3 of the update"),
     ("q4_budgets", "q4_test_answers", "ratio_fast_decode = 3 * ratio", "ratio_fast_decode"),
-    ("q4_budgets", "q4_test_answers", "ppo_70b_gib = memory_gib(70e6, 2, 2)", "ppo_70b_gib"),
+    ("q4_budgets", "q4_test_answers", "lora_dpo_gib = memory_gib([(8.03e9, 8.03e9), (8.03e9, 0)])", "lora_dpo_gib"),
     ("q5_passport", "q5_test_loop", "del passport['roles']", "missing ['roles']"),
 ])
 def test_visible_tests_catch_a_broken_contract(notebook, grade_id, code, says):
@@ -468,47 +509,81 @@ def test_visible_checks_are_the_ones_the_notebooks_show():
 
 
 def test_scan_flags_every_answer_that_calls_the_course_library(tmp_path):
-    from copied_answers import ANSWERS
+    from copied_answers import submission
 
-    for notebook, cells in ANSWERS.items():
-        source = _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb")
-        nb = _read(ROOT / "exercises" / ASSIGNMENT / f"{notebook}.ipynb")
-        for cell in nb.cells:
-            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if gid in cells:
-                cell.source = cells[gid]
-        path = tmp_path / f"{notebook}.ipynb"
-        nbformat.write(nb, str(path))
-        flags = scan_notebook(path, source_facts(source))
-        flagged = {f.cell for f in flags if "course library" in f.reason}
-        uses_library = {gid for gid, code in cells.items() if "course_lib" in code}
-        assert flagged == uses_library, (notebook, [str(f) for f in flags])
+    for kind in ("calls", "copies"):
+        for notebook, cells in submission(kind).items():
+            source = _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb")
+            nb = _read(ROOT / "exercises" / ASSIGNMENT / f"{notebook}.ipynb")
+            for cell in nb.cells:
+                gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+                if gid in cells:
+                    cell.source = cells[gid]
+            path = tmp_path / f"{notebook}.ipynb"
+            nbformat.write(nb, str(path))
+            flags = scan_notebook(path, source_facts(source))
+            flagged = {f.cell for f in flags if "course library" in f.reason}
+            imports = {gid for gid, code in cells.items() if re.search(r"^(from|import) course_lib", code, re.M)}
+            assert flagged == imports, (kind, notebook, [str(f) for f in flags])
+            assert bool(imports) == (kind == "calls"), (kind, notebook)  # a copy never imports course_lib
 
 
-def test_copied_library_answers_would_score_outside_the_sandbox():
-    """Control for the pipeline test: where course_lib is importable, the copied answers pass many checks
-    (so their zero in the sandbox comes from the sandbox, not from wrappers that never worked)."""
-    from copied_answers import ANSWERS
-
+def _score_outside_the_sandbox(answers: dict) -> tuple[int, int, dict]:
+    """Points the answer cells earn where course_lib is importable and nothing times out."""
     table = grading.load_checks(ASSIGNMENT, grading.new_rng())
-    earned = total = 0
-    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
+    earned = total = checks_passed = 0
+    passed = {}
+    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("q[1-4]_*.ipynb")):
         nb = _read(path)
         reference = grading.reference_namespace(path)
         namespace: dict = {}
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type == "code" and not meta.get("grade") and not meta.get("solution"):
-                exec(cell.source, namespace)  # noqa: S102 - the locked set-up cells
-        for code in ANSWERS.get(path.stem, {}).values():
-            exec(code, namespace)  # noqa: S102 - the copied answers
+            if cell.cell_type != "code" or (meta.get("grade") and not meta.get("solution")):
+                continue
+            code = answers[path.stem][meta["grade_id"]] if meta.get("solution") else cell.source
+            try:
+                exec(code, namespace)  # noqa: S102 - the built submission, cell by cell as a kernel runs it
+            except Exception:  # noqa: BLE001 - a failing answer cell fails, the next cells still run
+                pass
         for cell in nb.cells:
             if is_test_cell(cell):
                 meta = cell.metadata["nbgrader"]
                 total += meta["points"]
                 checks = table[meta["grade_id"]]
                 got = [json.loads(json.dumps(grading.evaluate(c, namespace))) for c in checks]
-                if all(compare(g, grading.evaluate(c, reference), c) is None for g, c in zip(got, checks)):
+                ok = [compare(g, grading.evaluate(c, reference), c) is None for g, c in zip(got, checks)]
+                checks_passed += sum(ok)
+                if all(ok):
                     earned += meta["points"]
-    print(f"copied course_lib answers outside the sandbox: {earned}/{total} points")
-    assert earned >= 0.3 * total, (earned, total)
+                    passed[meta["grade_id"]] = meta["points"]
+    return earned, total, passed, checks_passed
+
+
+def test_solution_answers_rebuilt_by_the_fixture_earn_every_point():
+    """Control: the builder keeps the answer cells working (the solutions' own cells give full marks)."""
+    from copied_answers import ROOT as FIXTURE_ROOT
+
+    answers = {}
+    for path in sorted((FIXTURE_ROOT / "solutions" / ASSIGNMENT).glob("q[1-4]_*.ipynb")):
+        answers[path.stem] = {c.metadata.nbgrader["grade_id"]: c.source for c in _read(path).cells
+                              if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
+    earned, total, _, _ = _score_outside_the_sandbox(answers)
+    assert earned == total == 38, (earned, total)
+
+
+@pytest.mark.parametrize("kind", ["calls", "copies"])
+def test_answers_from_the_course_library_earn_at_most_a_tenth_even_outside_the_sandbox(kind, request):
+    """Q1–Q4 ask for what no course_lib function computes: wrapping (calls) or pasting and renaming
+    (copies) the closest library function earns <= 10% of the 46 autograded points, even where
+    course_lib is importable and no time limit applies (Q5, 8 points, is a reading, not a function)."""
+    from copied_answers import submission
+
+    earned, total, passed, checks = _score_outside_the_sandbox(submission(kind))
+    line = (f"course_lib {kind} outside the sandbox: {earned}/46 autograded points ({passed or 'no cell'}); "
+            f"{checks} single checks pass")
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        print("\n" + line)
+    assert total == 38 and earned <= 0.1 * 46, line
+    assert checks >= 20, line  # the library code runs and answers what it covers (the lecture's own cases)

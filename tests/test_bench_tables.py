@@ -54,13 +54,44 @@ def test_unknown_block_and_missing_results(tmp_path):
     assert "Not measured" in text
 
 
-def test_trl_side_by_side_table_and_sentence_come_from_the_json(tmp_path):
+def test_trl_side_by_side_table_and_ratio_come_from_the_json(tmp_path):
+    cpu = {"course_lib `train_grpo`": [0.1, 0.2, 0.3], "TRL `GRPOTrainer` (bridge)": [0.4, 0.3, 0.5]}
     runs = [{"seed": s, "variant": v, "baseline_accuracy": 0.6, "final_accuracy": f, "lift": f - 0.6,
-             "step_seconds": 1.0 + s, "rl_seconds": 60.0 * (1 + s)}
+             "step_seconds": 1.0 + s, "cpu_step_seconds": cpu[v][s], "rl_seconds": 60.0 * (1 + s)}
             for v, finals in {"course_lib `train_grpo`": [0.9, 0.8, 0.85], "TRL `GRPOTrainer` (bridge)": [0.7, 0.95, 0.9]}.items()
             for s, f in enumerate(finals)]
     (tmp_path / "trl_vs_course_grpo.json").write_text(json.dumps(
         {"command": "c", "commit": "abc", "steps": 60, "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
     text = tables.trl_vs_course_grpo(tmp_path)
     assert "90.0% (70.0% / 95.0% / 90.0%)" in text  # TRL's median and per-seed finals
-    assert "median lift +30.0 points in a median 120 s of RL over 60 steps" in text
+    # per-seed ratios 0.25, 0.67, 0.60: the median 0.60 misses the goal
+    assert "CPU seconds per step: median **0.60** (per seed 0.25 / 0.67 / 0.60)" in text and "not met" in text
+    for r in runs:
+        r["cpu_step_seconds"] = r["cpu_step_seconds"] / 4 if r["variant"].startswith("course") else r["cpu_step_seconds"]
+    (tmp_path / "trl_vs_course_grpo.json").write_text(json.dumps(
+        {"command": "c", "commit": "abc", "steps": 60, "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
+    assert "≤ 0.5: met" in tables.trl_vs_course_grpo(tmp_path)
+
+
+def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
+    def run(seed, of_ceiling, bon1, bon16, grpo, ppo):
+        bon = [{"n": n, "gold": {1: bon1, 8: 0.5, 16: bon16, 64: 0.5}[n], "proxy": 0.0, "kl": float(n)} for n in (1, 8, 16, 64)]
+        over = {"beta": 0.05, "steps": 60, "batch_prompts": 128, "gold_start": 0.5, "gold_peak": 0.6, "gold_end": 0.4,
+                "sqrt_kl_peak": 0.5, "sqrt_kl_end": 1.0, "proxy_start": 0.0, "proxy_end": 2.0, "shape": "rises then falls"}
+        rl = {"GRPO": {"accuracy": grpo, "rl_seconds": 100.0}, "RLOO": {"accuracy": grpo, "rl_seconds": 100.0},
+              "PPO": {"accuracy": ppo, "rl_seconds": 150.0, "critic_bytes": 2**20, "bytes": 2**21}}
+        rm = {"heldout_accuracy": 0.8, "noise_ceiling": 0.9, "of_ceiling": of_ceiling, "heldout_gold_accuracy": 0.85,
+              "ece": 0.05, "train_pairs": 8000, "train_seconds": 60.0}
+        return {"seed": seed, "sft_accuracy": 0.58, "rm": rm, "bon": bon, "overopt": [over], "rl": rl}
+
+    runs = [run(0, 0.95, 0.5, 0.7, 0.9, 0.8), run(1, 0.85, 0.6, 0.6, 0.9, 0.9), run(2, 0.91, 0.55, 0.65, 0.8, 0.9)]
+    (tmp_path / "rlhf.json").write_text(json.dumps({"command": "c", "commit": "abc", "rl_steps": 40, "completions_per_step": 256,
+                                                     "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
+    text = tables.rlhf(tmp_path)
+    assert "| **reward model / noise ceiling** (target ≥ 90%) | 91.0% | 95.0% / 85.0% / 91.0% |" in text
+    assert "| **best-of-16** gold accuracy | 65.0% | 70.0% / 60.0% / 65.0% |" in text
+    assert "| PPO − GRPO, points | +0.0 | -10.0 / +0.0 / +10.0 |" in text
+    assert "| best-of-N: the N with the highest gold | 16 | 16 / 1 / 16 |" in text  # seed 1: best-of-1 = best-of-16 (first)
+    assert "| critic: extra measured memory (weights, grads, AdamW) | 1.00 MiB |" in text
+    assert "seed 2: β = 0.05 rises then falls" in text and "at commit abc" in text
+    assert "falls by more than 3 points by N = 64 in 2 of 3 seeds" in text  # seed 1 peaks at N = 1

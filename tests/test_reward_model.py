@@ -22,6 +22,7 @@ from course_lib.reward_model import (
     fit_reward_model,
     load_reward,
     load_reward_model,
+    over_optimisation,
     pairwise_accuracy,
     passport_fields,
     preference_data,
@@ -133,6 +134,23 @@ def test_best_of_n_curve_by_hand():
         best_of_n_curve(proxy, gold, [3])
     with pytest.raises(ValueError, match="n must be a positive integer"):
         best_of_n_kl(0)
+
+
+def test_over_optimisation_reads_moving_means_and_names_the_shape():
+    def rows(golds):
+        return [{"step": i + 1, "proxy": 0.1 * i, "gold": g, "kl": 0.01 * i * i} for i, g in enumerate(golds)]
+
+    up_down = over_optimisation(rows([0.5, 0.5, 0.6, 0.7, 0.7, 0.6, 0.4, 0.3]), window=2)
+    # moving means of 2: 0.5 0.55 0.65 0.7 0.65 0.5 0.35; peak 0.7 from steps 4–5 (reported at step 5)
+    assert up_down["gold_start"] == pytest.approx(0.5) and up_down["gold_peak"] == pytest.approx(0.7)
+    assert up_down["gold_end"] == pytest.approx(0.35) and up_down["peak_step"] == 5 and up_down["shape"] == "rises then falls"
+    assert up_down["sqrt_kl_peak"] == pytest.approx(math.sqrt((0.09 + 0.16) / 2))
+    assert up_down["proxy_end"] - up_down["proxy_start"] == pytest.approx(0.6)
+    assert over_optimisation(rows([0.6, 0.55, 0.5, 0.4]), window=1)["shape"] == "falls"
+    assert over_optimisation(rows([0.4, 0.45, 0.5, 0.6]), window=1)["shape"] == "rises"
+    assert over_optimisation(rows([0.5, 0.51, 0.5, 0.49]), window=1)["shape"] == "flat"  # moves within tol do not count
+    with pytest.raises(ValueError, match="window"):
+        over_optimisation(rows([0.5, 0.5]), window=3)
 
 
 def test_save_load_roundtrip_and_batched_reward(setup, tmp_path):

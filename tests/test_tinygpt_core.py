@@ -191,6 +191,32 @@ def test_leaving_zero_variance_groups_out_of_the_update_changes_nothing(task, mo
     assert torch.equal(weights[0], weights[1])
 
 
+def test_a_reference_kept_only_to_log_the_kl_does_not_stop_the_sparse_update(task, model):
+    """β = 0 with a reference (the pipeline keeps one to log the KL): zero-variance rows still leave the
+    update, and the logged KL, from the sampler's own log-probs, equals the full forward's."""
+    from course_lib.advantages import zero_variance_groups
+
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+    prompts = task.encode_prompts(task.heldout_pairs[:3])
+    torch.manual_seed(1)
+    roll = generate(model, prompts, task.tokenizer, max_completion_length=5, num_generations=4)
+    batch = {"input_ids": roll.input_ids, "attention_mask": roll.attention_mask, "completion_mask": roll.completion_mask,
+             "truncated": roll.truncated, "rewards": rewards}
+    ref = copy.deepcopy(model).requires_grad_(False)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    cfg = GRPOConfig(num_generations=4, max_completion_length=5)
+    outs, grads = [], []
+    for extra in ({}, {"informative": (~zero_variance_groups(rewards)).tolist(), "sampler_logps": roll.logps}):
+        m = copy.deepcopy(model)
+        outs.append(policy_step(m, ref, _NoStep(m.parameters(), lr=0.0), {**batch, **extra}, cfg,
+                                prompt_length=task.prompt_length, max_grad_norm=1e9))
+        grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
+    assert float(outs[0]["kl"]) > 1e-3 and float(outs[1]["kl"]) == pytest.approx(float(outs[0]["kl"]), rel=1e-5)
+    assert torch.allclose(grads[1], grads[0], rtol=0, atol=1e-5 * float(grads[0].abs().max()))
+
+
 class _NoStep(torch.optim.SGD):
     """Keeps the gradients for inspection: lr 0 means parameters do not move."""
 
@@ -359,6 +385,34 @@ def test_policy_step_reads_no_tensor_on_the_host(task, model, monkeypatch, optio
     assert checked, "the counter must see the validated step's checks"
     assert hot == []
     assert math.isfinite(float(out["loss"])) and out["kl"] is not None
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_the_samplers_entropy_is_the_policys_entropy_on_its_samples(task, model, temperature):
+    """The dashboard's entropy comes from the sampling loop's softmax (no extra forward); it must equal
+    the entropy ``completion_logprobs`` computes from a full forward on the same completions."""
+    prompts = task.encode_prompts(task.heldout_pairs[:3])
+    torch.manual_seed(2)
+    roll = generate(model, prompts, task.tokenizer, max_completion_length=5, num_generations=4, temperature=temperature)
+    _, mask, ent = completion_logprobs(model, roll.input_ids, roll.attention_mask, roll.completion_mask,
+                                       with_entropy=True, temperature=temperature, start=task.prompt_length)
+    assert torch.allclose(roll.entropy, ent, atol=1e-5) and float(ent.sum()) > 0
+    assert generate(model, prompts, task.tokenizer, max_completion_length=5, greedy=True).entropy is None
+
+
+@pytest.mark.parametrize("log_kl", [False, True])
+def test_the_update_without_zero_variance_rows_reads_no_tensor_on_the_host(task, model, monkeypatch, log_kl):
+    """The path that leaves zero-variance groups out (``informative`` given; with or without a reference
+    kept to log the KL) is sync-free too."""
+    batch = {**_grpo_batch(task, model, torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])),
+             "informative": [True, False]}
+    batch["sampler_logps"] = torch.full(batch["completion_mask"][:, task.prompt_length:].shape, -0.5)
+    ref = copy.deepcopy(model).requires_grad_(False) if log_kl else None
+    cfg = GRPOConfig(num_generations=4, max_completion_length=5, num_iterations=2)
+    opt = make_optimizer(model, 1e-3)
+    hot, out = _count_host_reads(monkeypatch, lambda: policy_step(model, ref, opt, batch, cfg, validate=False,
+                                                                  prompt_length=task.prompt_length, max_grad_norm=1.0))
+    assert hot == [] and math.isfinite(float(out["loss"])) and (out["kl"] is not None) == log_kl
 
 
 def test_kl_in_the_reward_is_folded_in_before_the_baseline(task, model):

@@ -5,10 +5,18 @@ shows (so students can self-check with Validate); every other check is hidden: i
 from ``rng`` for each grading run where a random input makes sense (so a table of memorised outputs
 earns nothing), or are fixed edge cases and bad input. Every cell has at least one value check on a
 random input when it checks a function, so a function that always raises ``ValueError`` earns
-nothing either; answers the student computes (``gap_90``, the passport) are fixed values.
+nothing either; answers the student computes (``p_a_beats_c``, the passport) are fixed values.
+
+Answers not on the shelf (issue #14): Q1–Q4 ask for what ``course_lib`` does not hold in one function
+(a matrix of win probabilities, chains of wins, a loss over indexed comparisons; DPO from masked
+per-token log-probs and its gradients; advantages for a ragged batch of groups, zero variance with
+several reward values; memory of partly trainable models, a step's time with scorers), so neither a
+call nor a renamed copy of a library function passes a cell (tests/copied_answers.py).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from instructor.grading import check
 
@@ -17,148 +25,245 @@ PASSPORT = ("feedback_source", "reward_granularity", "data_timing", "roles", "kl
 
 
 def _q1(rng) -> dict:
-    gaps = [float(x) for x in rng.uniform(-6, 6, size=3)]
-    win = float(rng.uniform(0.02, 0.98))
-    n = int(rng.integers(3, 7))
-    chosen, rejected = rng.normal(0, 2, size=n).tolist(), rng.normal(0, 2, size=n).tolist()
+    n = int(rng.integers(2, 8))
+    scores = [float(x) for x in rng.normal(0, 3, size=n)]
+    rates = [float(x) for x in rng.uniform(0.02, 0.98, size=int(rng.integers(1, 7)))]
+    m_scores = [float(x) for x in rng.normal(0, 2, size=int(rng.integers(3, 8)))]
+    pairs = [rng.choice(len(m_scores), size=2, replace=False) for _ in range(int(rng.integers(1, 11)))]
+    winners, losers = [int(p[0]) for p in pairs], [int(p[1]) for p in pairs]
     return {
         "q1_test_probability": [
-            check("bt_probability(0.0)", "equal scores are a coin flip", visible=True),
-            check("bt_probability(1.0)", "a gap of 1 (lecture §5)", visible=True),
-            check("bt_probability(2.0)", "a gap of 2", visible=True),
-            *[check("bt_probability(g)", "probability for a random gap", g=g) for g in gaps],
-            check("bt_probability(g) + bt_probability(-g)", "P(w beats l) + P(l beats w) must be 1",
-                  g=gaps[0], tol=1e-12),
-            check("bt_probability(1e4)", "stable (close to 1) for a very large positive gap", visible=True, tol=1e-12),
-            check("bt_probability(-1e4)", "stable (0, not nan) for a very large negative gap", visible=True,
-                  tol=1e-300),
-            check("bt_probability(-800.0)", "no overflow for a large negative gap", tol=1e-300),
+            check("bt_matrix([0.0, 1.0, 3.0])", "all pairs of three models", visible=True),
+            check("bt_matrix([0.0, 1e4, -1e4])", "stable for gaps of ±1e4 (no overflow, no nan)", visible=True,
+                  tol=1e-12),
+            check("bt_matrix([1.0, float('nan')])", "a nan score must raise ValueError", visible=True),
+            check("bt_matrix([2.0])", "a single model must raise ValueError", visible=True),
+            check("bt_matrix(s)", "all pairs of random scores (a list)", s=scores),
+            check("bt_matrix(s)", "all pairs of random scores (an array)", s=rng.normal(0, 2, size=int(rng.integers(2, 6)))),
+            check("bt_matrix(s) + bt_matrix(s).T", "P[i, j] + P[j, i] must be 1", s=scores, tol=1e-12),
+            check("bt_matrix(s)", "stable for random huge gaps", s=rng.uniform(-1e4, 1e4, size=4), tol=1e-12),
+            check("bt_matrix([[0.0, 1.0], [1.0, 0.0]])", "a 2-D input must raise ValueError"),
+            check("bt_matrix([0.0, float('inf')])", "an infinite score must raise ValueError"),
+            check("bt_matrix([])", "no model at all must raise ValueError"),
         ],
-        "q1_test_inverse": [
-            check("win_rate_to_gap(0.75)", "log 3 (lecture §5)", visible=True),
-            check("win_rate_to_gap(0.5)", "a 50% win rate means no gap", visible=True, tol=1e-12),
-            check("win_rate_to_gap(1.0)", "a 100% win rate has no finite gap", visible=True),
-            check("win_rate_to_gap(p)", "gap for a random win rate", p=win),
-            check("win_rate_to_gap(0.999)", "gap for a win rate close to 1"),
-            check("bt_probability(win_rate_to_gap(p))", "bt_probability(win_rate_to_gap(p)) must give p back",
-                  p=float(rng.uniform(0.05, 0.95)), tol=1e-12),
-            check("win_rate_to_gap(0.0)", "a win rate of 0 must raise ValueError"),
-            check("win_rate_to_gap(1.5)", "a win rate above 1 must raise ValueError"),
-            check("win_rate_to_gap(-0.25)", "a negative win rate must raise ValueError"),
-            check("win_rate_to_gap(float('nan'))", "a nan win rate must raise ValueError", visible=True),
+        "q1_test_chain": [
+            check("chain_win_rate([0.75, 0.75])", "two 75% links give 90%", visible=True),
+            check("chain_win_rate([0.6])", "a chain of one link", visible=True),
+            check("chain_win_rate([0.75, 0.25])", "opposite links cancel", visible=True),
+            check("chain_win_rate([1e-6] * 60)", "stable for a long chain of losses", visible=True, tol=1e-300),
+            check("chain_win_rate([0.9, 1.0])", "a win rate of 1 must raise ValueError", visible=True),
+            check("chain_win_rate([0.5, float('nan')])", "a nan win rate must raise ValueError", visible=True),
+            check("chain_win_rate(p)", "a random chain (a list)", p=rates),
+            check("chain_win_rate(p)", "a random chain (an array)", p=rng.uniform(0.05, 0.95, size=3)),
+            check("chain_win_rate([p, 1 - p])", "a win and the opposite win cancel", p=rates[0], tol=1e-12),
+            check("chain_win_rate([0.999999] * 60)", "stable for a long chain of wins", tol=1e-12),
+            check("chain_win_rate([])", "an empty chain must raise ValueError"),
+            check("chain_win_rate([0.0, 0.5])", "a win rate of 0 must raise ValueError"),
+            check("chain_win_rate([0.5, 1.5])", "a win rate above 1 must raise ValueError"),
+            check("chain_win_rate([-0.25])", "a negative win rate must raise ValueError"),
         ],
         "q1_test_loss": [
-            check("reward_model_loss([0.0], [0.0])", "a tie costs log 2", visible=True),
-            check("reward_model_loss([1.0, 2.0], [0.0, 0.0])", "mean loss of gaps 1 and 2", visible=True),
-            check("reward_model_loss(chosen, rejected)", "mean loss of a random batch (lists)",
-                  chosen=chosen, rejected=rejected),
-            check("reward_model_loss(chosen, rejected)", "mean loss of a random batch (arrays)",
-                  chosen=rng.normal(0, 3, size=n), rejected=rng.normal(0, 3, size=n)),
-            check("reward_model_loss([1e4], [0.0])", "stable (close to 0) for a gap of +1e4", visible=True, tol=1e-12),
-            check("reward_model_loss(big, zero)", "stable (close to 0) for a huge positive gap",
-                  big=rng.uniform(1e3, 1e4, size=1), zero=[0.0], tol=1e-12),
-            check("reward_model_loss([0.0], [1e4])", "stable (the gap, not inf) for a huge negative gap",
-                  visible=True, tol=1e-6),
-            check("reward_model_loss([1.0, 2.0], [0.0])", "sequences of different lengths must raise ValueError",
-                  visible=True),
-            check("reward_model_loss([], [])", "an empty batch must raise ValueError"),
+            check("pairwise_loss([0.0, 0.0], [0], [1])", "a tie costs log 2", visible=True),
+            check("pairwise_loss([2.0, 1.0, 0.0], [0, 1], [1, 2])", "mean loss of two gaps of 1", visible=True),
+            check("pairwise_loss([2.0, 1.0, 0.0], [2], [0])", "an upset", visible=True),
+            check("pairwise_loss([0.0, 1e4], [0], [1])", "stable (the gap, not inf) for a gap of -1e4", visible=True,
+                  tol=1e-6),
+            check("pairwise_loss([0.0, 1e4], [1], [0])", "stable (close to 0) for a gap of +1e4", visible=True,
+                  tol=1e-12),
+            check("pairwise_loss([1.0, 2.0], [0, 1], [1])", "different lengths must raise ValueError", visible=True),
+            check("pairwise_loss([1.0, 2.0], [0], [2])", "an index out of range must raise ValueError", visible=True),
+            check("pairwise_loss(s, w, l)", "mean loss of a random tournament (lists)", s=m_scores, w=winners, l=losers),
+            check("pairwise_loss(s, w, l)", "mean loss of a random tournament (arrays)", s=np.asarray(m_scores),
+                  w=np.asarray(winners), l=np.asarray(losers)),
+            check("pairwise_loss(s, w, l)", "whole-float indices are accepted", s=m_scores,
+                  w=[float(i) for i in winners], l=[float(i) for i in losers]),
+            check("pairwise_loss([0.0, big], [0], [1])", "stable for a random huge negative gap",
+                  big=float(rng.uniform(1e3, 1e4)), tol=1e-6),
+            check("pairwise_loss([1.0, 2.0], [], [])", "no comparison at all must raise ValueError"),
+            check("pairwise_loss([1.0, 2.0], [-1], [0])", "a negative index must raise ValueError"),
+            check("pairwise_loss([1.0, 2.0], [0.5], [1])", "a non-integer index must raise ValueError"),
+            check("pairwise_loss([1.0, float('nan')], [0], [1])", "a nan score must raise ValueError"),
         ],
         "q1_test_answers": [
-            check("gap_90", "gap_90 = log 9", visible=True, tol=1e-6),
-            check("gap_60", "gap_60 is the gap behind a 60% win rate", tol=1e-6),
-            check("batch_loss", "batch_loss is the mean loss of the four given pairs", tol=1e-6),
+            check("p_a_beats_c", "p_a_beats_c = 0.9", visible=True, tol=1e-6),
+            check("p_a_beats_d", "p_a_beats_d is the chain 60%, 70%, 80%", tol=1e-6),
+            check("tournament_loss", "tournament_loss is the mean loss of the five comparisons", tol=1e-6),
         ],
     }
+
+
+PAIR_ONE = dict(pc=[-0.7, -2.0, -4.5, -5.5], pr=[-0.7, -3.0, -8.5], rc=[-0.9, -2.5, -4.0, -6.5],
+                rr=[-0.9, -2.8, -8.0], mc=[0, 1, 1, 1], mr=[0, 1, 1])
+
+
+def _token_batch(rng, pairs: int | None) -> dict:
+    """Random per-token log-probs and masks (nan at masked positions): one pair, or a batch of pairs."""
+    out = {}
+    for side in ("c", "r"):
+        t = int(rng.integers(1, 7))
+        shape = (t,) if pairs is None else (pairs, t)
+        mask = rng.random(shape) < 0.7
+        mask[..., int(rng.integers(0, t))] = True  # every completion has a token
+        for who in ("p", "r"):
+            out[who + side] = np.where(mask, rng.uniform(-8, -0.1, size=shape), np.nan)
+        out["m" + side] = mask.astype(int) if side == "c" else mask  # 0/1 and booleans
+    return out
 
 
 def _q2(rng) -> dict:
     lp = [float(x) for x in rng.uniform(-30, -5, size=4)]
     beta = float(rng.uniform(0.05, 1.0))
-    arrays = {k: rng.uniform(-30, -5, size=3) for k in ("pc", "rc")}
-    shared = [float(x) for x in rng.uniform(-30, -5, size=2)]
-    pair_one = "dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1)"
+    one, batch = _token_batch(rng, None), _token_batch(rng, int(rng.integers(2, 5)))
+    call = "dpo_terms(pc, pr, rc, rr, mc, mr, beta=beta)"
+    bad = "dpo_terms([-1.0, -2.0], [-1.5], [-1.0, -1.5], [-1.5], [1, 1], [1], beta=0.0)"
     return {
         "q2_test_pair_one": [
-            check(pair_one, "pair I of the lecture: (z, loss, slope)", visible=True),
-            check("dpo_terms(a, b, c, d, beta=beta)", "(z, loss, slope) for a random pair and beta",
-                  a=lp[0], b=lp[1], c=lp[2], d=lp[3], beta=beta),
-            check("dpo_terms(-20.0, -5.0, -5.0, -20.0, beta=0.2)", "a misordered pair"),
-            check("dpo_terms(-5000.0, -10.0, -10.0, -5000.0, beta=1.0)",
+            check("dpo_terms(pc, pr, rc, rr, mc, mr, beta=0.1)", "pair I token by token: (z, loss, slope)",
+                  visible=True, **PAIR_ONE),
+            check("dpo_terms([float('nan'), -1.0], [-2.0], [float('-inf'), -1.5], [-1.5], [0, 1], [1], beta=0.5)",
+                  "masked positions are ignored, even nan and -inf", visible=True),
+            check("dpo_terms([-5000.0], [-10.0], [-10.0], [-5000.0], [1], [1], beta=1.0)",
                   "loss and slope stable for a strongly misordered pair", visible=True, tol=1e-6),
-            check("dpo_terms(-10.0, -5000.0, -5000.0, -10.0, beta=1.0)",
+            check("dpo_terms([-10.0], [-5000.0], [-5000.0], [-10.0], [1], [1], beta=1.0)",
                   "loss and slope stable for a very well-ordered pair", visible=True, tol=1e-12),
-        ],
-        "q2_test_broadcast": [
-            check("dpo_terms([-12.0, -12.0], [-11.5, -11.5], [-13.0, -12.8], [-10.8, -11.65], beta=0.1)",
-                  "two pairs in, two values of each out", visible=True),
-            check("dpo_terms(pc, pr, rc, rr, beta=beta)", "scalars must broadcast against arrays",
-                  pc=arrays["pc"], pr=shared[0], rc=arrays["rc"], rr=shared[1], beta=beta),
+            check(call, "(z, loss, slope) of a random pair with masked nan padding and a random beta",
+                  beta=beta, **one),
+            check(call, "(z, loss, slope) of a random padded batch of pairs", beta=beta, **batch),
+            check("dpo_terms([-20.0, -1.0], [-5.0], [-5.0, -1.0], [-20.0], [1, 0], [1], beta=0.2)", "a misordered pair"),
         ],
         "q2_test_bad_input": [
-            check("dpo_terms(-1.0, -2.0, -1.5, -1.5, beta=0.5)", "z for a simple pair", visible=True),
-            check("dpo_terms(-1.0, -2.0, -1.5, -1.5, beta=0.0)", "beta = 0 must raise ValueError", visible=True),
-            check("dpo_terms(a, b, c, d, beta=beta)", "a valid random pair is not bad input",
-                  a=lp[1], b=lp[0], c=lp[3], d=lp[2], beta=beta),
-            check("dpo_terms(-1.0, -2.0, -1.5, -1.5, beta=-0.1)", "a negative beta must raise ValueError"),
-            check("dpo_terms(-1.0, -2.0, -1.5, -1.5, beta=float('nan'))", "a nan beta must raise ValueError"),
-            check("dpo_terms(-1.0, -2.0, -1.5, -1.5, beta=float('inf'))", "an infinite beta must raise ValueError"),
-            check("dpo_terms(float('-inf'), -2.0, -1.5, -1.5)", "an infinite log-probability must raise ValueError",
+            check("dpo_terms([-1.0, -2.0], [-1.5], [-1.0, -1.5], [-1.5], [1, 1], [1], beta=0.5)", "z for a simple pair",
                   visible=True),
-            check("dpo_terms([-1.0, float('nan')], -2.0, -1.5, -1.5)", "a nan inside an array must raise ValueError",
+            check(bad, "beta = 0 must raise ValueError", visible=True),
+            check("dpo_terms([-1.0, float('nan')], [-1.5], [-1.0, -1.5], [-1.5], [1, 1], [1])",
+                  "a nan log-probability at a completion token must raise ValueError", visible=True),
+            check("dpo_terms([-1.0, -2.0], [-1.5], [-1.0, -1.5], [-1.5], [1, 2], [1])",
+                  "a mask value of 2 must raise ValueError", visible=True),
+            check("dpo_terms([-1.0, -2.0], [-1.5], [-1.0, -1.5], [-1.5], [1, 1], [0])",
+                  "a completion with no token must raise ValueError", visible=True),
+            check("dpo_terms([-1.0, -2.0], [-1.5], [-1.0], [-1.5], [1, 1], [1])",
+                  "a log-prob array with another shape than its mask must raise ValueError", visible=True),
+            check(call, "a valid random batch is not bad input", beta=beta, **_token_batch(rng, 2)),
+            check(bad.replace("0.0)", "-0.1)"), "a negative beta must raise ValueError"),
+            check(bad.replace("0.0)", "float('nan'))"), "a nan beta must raise ValueError"),
+            check(bad.replace("0.0)", "float('inf'))"), "an infinite beta must raise ValueError"),
+            check("dpo_terms([-1.0, -2.0], [float('-inf')], [-1.0, -1.5], [-1.5], [1, 1], [1])",
+                  "an infinite log-probability at a completion token must raise ValueError"),
+            check("dpo_terms([-1.0, -2.0], [-1.5], [-1.0, -1.5], [-1.5], [1, float('nan')], [1])",
+                  "a nan in a mask must raise ValueError"),
+            check("dpo_terms(pc, pr, rc, rr, mc, mr)", "chosen and rejected with different numbers of pairs must raise "
+                  "ValueError", pc=[[-1.0], [-2.0]], rc=[[-1.5], [-1.5]], mc=[[1], [1]], pr=[[-1.0], [-2.0], [-3.0]],
+                  rr=[[-1.0], [-1.0], [-1.0]], mr=[[1], [1], [1]]),
+        ],
+        "q2_test_gradients": [
+            check("dpo_gradients(-12.0, -11.5, -13.0, -10.8, beta=0.1)", "pair I at β = 0.1", visible=True),
+            check("dpo_gradients([-12.0, -12.0], -11.5, [-13.0, -12.8], [-10.8, -11.65], beta=0.1)",
+                  "two pairs in, two values of each out", visible=True),
+            check("dpo_gradients(-5000.0, -10.0, -10.0, -5000.0, beta=1.0)", "stable for a strongly misordered pair",
+                  visible=True, tol=1e-9),
+            check("dpo_gradients(float('nan'), -2.0, -1.5, -1.5)", "a nan log-probability must raise ValueError",
                   visible=True),
+            check("dpo_gradients(a, b, c, d, beta=beta)", "gradients of a random pair and beta",
+                  a=lp[0], b=lp[1], c=lp[2], d=lp[3], beta=beta),
+            check("dpo_gradients(pc, pr, rc, rr, beta=beta)", "scalars must broadcast against arrays",
+                  pc=rng.uniform(-30, -5, size=3), pr=lp[1], rc=rng.uniform(-30, -5, size=3), rr=lp[3], beta=beta),
+            check("dpo_gradients(-10.0, -5000.0, -5000.0, -10.0, beta=1.0)", "stable for a very well-ordered pair",
+                  tol=1e-12),
+            check("dpo_gradients(-1.0, -2.0, -1.5, -1.5, beta=0.0)", "beta = 0 must raise ValueError"),
+            check("dpo_gradients(-1.0, -2.0, -1.5, -1.5, beta=float('inf'))", "an infinite beta must raise ValueError"),
+            check("dpo_gradients([-1.0, float('-inf')], -2.0, -1.5, -1.5)",
+                  "an infinite log-probability must raise ValueError"),
         ],
         "q2_test_answers": [
-            check("z_pair2", "z_pair2 (lecture §7)", visible=True, tol=1e-6),
-            check("z_beta05", "z_beta05 (lecture §7)", visible=True, tol=1e-6),
+            check("z_pair2", "z_pair2 (notebook 02's pair II)", visible=True, tol=1e-6),
+            check("z_beta05", "z_beta05 (pair I at β = 0.5)", visible=True, tol=1e-6),
             check("slope_pair2", "slope_pair2", tol=1e-6),
             check("loss_beta05", "loss_beta05", tol=1e-6),
             check("slope_beta05", "slope_beta05", tol=1e-6),
+            check("pull_beta01", "pull_beta01 = |∂L/∂log π(y_w)| of pair I at β = 0.1", tol=1e-6),
+            check("pull_beta05", "pull_beta05 = |∂L/∂log π(y_w)| of pair I at β = 0.5", tol=1e-6),
             check("hardest_pair", "hardest_pair is the pair with the largest |∂L/∂z|"),
             check("hardest_reason", "hardest_reason is the right explanation"),
         ],
     }
 
 
+def _ragged(rng, labels) -> tuple[list[float], list]:
+    """A shuffled batch of 2–4 groups of 2–6 real rewards, with the group label of each reward."""
+    sizes = rng.integers(2, 7, size=int(rng.integers(2, 5)))
+    rewards = [float(x) for x in rng.normal(0, 1.5, size=int(sizes.sum())).round(3)]
+    ids = [labels[k] for k, size in enumerate(sizes) for _ in range(int(size))]
+    order = rng.permutation(len(ids))
+    return [rewards[i] for i in order], [ids[i] for i in order]
+
+
 def _q3(rng) -> dict:
-    group = list(rng.normal(0, 1.5, size=int(rng.integers(3, 9))).round(3))
-    group = [float(x) for x in group]
     p, small_g, c = float(rng.uniform(0.05, 0.95)), int(rng.integers(2, 7)), float(rng.uniform(0.05, 0.95))
     tokens = [[float(x) for x in rng.normal(0, 2, size=int(k))] for k in rng.integers(1, 6, size=3)]
-    binary = [1, 0, 0, 1, 0, 0, 1, 0]
+    binary, one_group = [1, 0, 0, 1, 0, 0, 1, 0], [0] * 8
+    r_int, g_int = _ragged(rng, [int(x) for x in rng.permutation(50)[:4]])
+    r_str, g_str = _ragged(rng, ["alpha", "beta", "gamma", "delta"])
+    v, k = float(rng.uniform(0.05, 3.0)), int(rng.integers(2, 7))
+    probs = [float(x) for x in rng.dirichlet(np.ones(int(rng.integers(2, 6))))]
     return {
         "q3_test_grpo": [
-            check("grpo_advantages(r)", "GRPO advantages of [1,0,0,1,0,0,1,0] (lecture §9)", visible=True, r=binary),
-            check("grpo_advantages([1, 1, 1, 1])", "a zero-variance group raises ValueError by default", visible=True),
-            check("grpo_advantages(r)", "GRPO advantages of random real rewards", r=group),
-            check("grpo_advantages(r)", "GRPO advantages of a random NumPy array", r=rng.normal(0, 1, size=5)),
-            check("grpo_advantages([0.1, 0.1, 0.1])", "[0.1, 0.1, 0.1] has zero variance (its float std is not 0)",
+            check("grpo_advantages(r, g)", "GRPO advantages of one group [1,0,0,1,0,0,1,0] (notebook 03)", visible=True,
+                  r=binary, g=one_group),
+            check("grpo_advantages([1.0, 0.5, 0.0, 0.2, 0.8], [7, 3, 7, 3, 3])", "two interleaved groups of sizes 2 and 3",
                   visible=True),
-            check("grpo_advantages([v] * k, on_zero_variance='zeros')", "equal random rewards with 'zeros' give zeros",
-                  v=float(rng.uniform(0.05, 3.0)), k=int(rng.integers(2, 9))),
-            check("grpo_advantages([0.3, 0.3, 0.3], on_zero_variance='zeros')", "on_zero_variance='zeros' gives zeros"),
-            check("grpo_advantages([1, 0, 1], on_zero_variance='epsilon')", "an unknown policy must raise ValueError"),
-            check("grpo_advantages([1.0])", "a group of one must raise ValueError"),
-            check("grpo_advantages([1.0, float('nan')])", "a nan reward must raise ValueError", visible=True),
+            check("grpo_advantages([1, 1, 0, 1], [0, 0, 1, 1], on_zero_variance='zeros')",
+                  "'zeros' gives a zero-variance group zeros and the others their advantages", visible=True),
+            check("grpo_advantages([1, 1, 0, 1], [0, 0, 1, 1])", "a zero-variance group raises ValueError by default",
+                  visible=True),
+            check("grpo_advantages([0.1, 0.1, 0.1, 0.0, 1.0], [0, 0, 0, 1, 1])",
+                  "[0.1, 0.1, 0.1] has zero variance (its float std is not 0)", visible=True),
+            check("grpo_advantages([0.1 + 0.2, 0.3, 0.3, 0.0, 1.0], [0, 0, 0, 1, 1], on_zero_variance='zeros')",
+                  "[0.1 + 0.2, 0.3, 0.3] is equal up to rounding: a zero-variance group", visible=True),
+            check("grpo_advantages([0.0, 1e-6, 0.5, 0.5], [0, 0, 1, 1], on_zero_variance='zeros')",
+                  "[0, 1e-6] differs by far more than rounding: not a zero-variance group"),
+            check("grpo_advantages([1.0, 0.0, 1.0], [0, 0, 1])", "a group of one must raise ValueError", visible=True),
+            check("grpo_advantages([1.0, float('nan')], [0, 0])", "a nan reward must raise ValueError", visible=True),
+            check("grpo_advantages(r, g)", "a random shuffled batch of groups of different sizes", r=r_int, g=g_int),
+            check("grpo_advantages(r, g)", "string group labels", r=r_str, g=g_str),
+            check("grpo_advantages(r, g)", "NumPy arrays in", r=np.asarray(r_int), g=np.asarray(g_int)),
+            check("grpo_advantages(r + [v] * k, g + [99] * k, on_zero_variance='zeros')",
+                  "a random zero-variance group among others with 'zeros'", r=r_int, g=g_int, v=v, k=k),
+            check("grpo_advantages([1, 0, 1, 0], [0, 0, 1, 1], on_zero_variance='epsilon')",
+                  "an unknown policy must raise ValueError"),
+            check("grpo_advantages([1.0, 0.0, 1.0], [0, 0])", "lengths that differ must raise ValueError"),
         ],
         "q3_test_rloo": [
-            check("rloo_advantages(r)", "RLOO advantages of [1,0,0,1,0,0,1,0]", visible=True, r=binary),
-            check("rloo_advantages(r)", "RLOO advantages of random real rewards", r=group),
-            check("rloo_advantages([2.0, 2.0])", "equal rewards give zero RLOO advantages", tol=1e-15),
-            check("rloo_advantages([[1.0, 0.0], [0.0, 1.0]])", "a 2-D input must raise ValueError"),
-            check("rloo_advantages([float('inf'), 0.0])", "an infinite reward must raise ValueError"),
+            check("rloo_advantages(r, g)", "RLOO advantages of one group [1,0,0,1,0,0,1,0]", visible=True,
+                  r=binary, g=one_group),
+            check("rloo_advantages([1.0, 0.5, 0.0, 0.2, 0.8], [7, 3, 7, 3, 3])", "two interleaved groups", visible=True),
+            check("rloo_advantages([1.0, 0.0], [0, 0, 0])", "lengths that differ must raise ValueError", visible=True),
+            check("rloo_advantages(r, g)", "a random shuffled batch of groups of different sizes", r=r_int, g=g_int),
+            check("rloo_advantages(r, g)", "string group labels", r=r_str, g=g_str),
+            check("rloo_advantages([2.0, 2.0, 1.0, 3.0], [5, 5, 6, 6])", "equal rewards give zero RLOO advantages",
+                  tol=1e-15),
+            check("rloo_advantages([1.0, 0.0, 1.0], [0, 0, 1])", "a group of one must raise ValueError"),
+            check("rloo_advantages([float('inf'), 0.0], [0, 0])", "an infinite reward must raise ValueError"),
         ],
         "q3_test_zero_variance": [
-            check("zero_variance_probability(0.3, 8)", "p=0.3, G=8 (lecture §9)", visible=True),
-            check("zero_variance_probability(p, G)", "a random p and G", p=p, G=int(rng.integers(2, 17))),
-            check("zero_variance_probability(0.0, 8)", "with p = 0 every group is all failures", tol=1e-12),
-            check("zero_variance_probability(1.2, 8)", "p > 1 must raise ValueError"),
-            check("zero_variance_probability(0.5, 1)", "G < 2 must raise ValueError"),
-            check("zero_variance_probability(0.5, 2.5)", "a non-integer G must raise ValueError", visible=True),
-            check("zero_variance_probability(0.5, 8.0)", "a whole float G is accepted"),
-            check("zero_variance_probability(0.5, float('nan'))", "a nan G must raise ValueError"),
+            check("zero_variance_probability([0.3, 0.7], 8)", "pass/fail with p=0.3, G=8 (notebook 03)", visible=True),
+            check("zero_variance_probability([0.5, 0.3, 0.2], 4)", "three reward values, G=4", visible=True),
+            check("zero_variance_probability([0.5, 0.5], 2.5)", "a non-integer G must raise ValueError", visible=True),
+            check("zero_variance_probability([0.5, 0.6], 4)", "probabilities that do not sum to 1 must raise ValueError",
+                  visible=True),
+            check("zero_variance_probability(q, G)", "random reward-value probabilities and G", q=probs,
+                  G=int(rng.integers(2, 17))),
+            check("zero_variance_probability([p, 1 - p], G)", "pass/fail at a random p and G", p=p,
+                  G=int(rng.integers(2, 17))),
+            check("zero_variance_probability(q, 8.0)", "a whole float G is accepted", q=np.asarray(probs)),
+            check("zero_variance_probability([0.0, 1.0], 5)", "a checker that always gives the same reward", tol=1e-12),
+            check("zero_variance_probability([1.2, -0.2], 8)", "a probability outside [0, 1] must raise ValueError"),
+            check("zero_variance_probability([0.5, 0.5], 1)", "G < 2 must raise ValueError"),
+            check("zero_variance_probability([0.5, 0.5], True)", "a bool G must raise ValueError"),
+            check("zero_variance_probability([0.5, 0.5], float('nan'))", "a nan G must raise ValueError"),
+            check("zero_variance_probability([float('nan'), 0.5], 4)", "a nan probability must raise ValueError"),
         ],
         "q3_test_gradient": [
-            check("expected_gradient(0.3, 8, 'full_mean')", "full-group mean at p=0.3, G=8 (lecture §12)", visible=True),
+            check("expected_gradient(0.3, 8, 'full_mean')", "full-group mean at p=0.3, G=8 (notebook 04 §2)", visible=True),
             check("expected_gradient(0.3, 8, 'leave_one_out')", "leave-one-out at p=0.3, G=8", visible=True),
             check("expected_gradient(p, G, 'full_mean')", "full-mean baseline at a random p and G", p=p, G=small_g),
             check("expected_gradient(p, G, 'leave_one_out')", "leave-one-out at a random p and G", p=p, G=small_g),
@@ -193,42 +298,56 @@ def _q3(rng) -> dict:
 
 
 def _q4(rng) -> dict:
-    n = float(rng.uniform(1e8, 1e11))
-    counts = [int(x) for x in rng.integers(0, 4, size=2)]
-    counts[0] += 1  # at least one model
-    gen_args = dict(p=int(rng.integers(16, 1024)), c=int(rng.integers(1, 17)), t=int(rng.integers(100, 8000)),
-                    s=float(rng.uniform(50, 3000)), d=int(rng.integers(1, 65)))
-    upd_args = dict(n=n, tokens=float(rng.uniform(1e5, 1e8)), f=float(rng.uniform(1e14, 2e15)),
-                    u=float(rng.uniform(0.05, 1.0)), d=int(rng.integers(1, 65)))
-    answers = ("ppo_gib", "dpo_gib", "ratio", "dpo_cached_gib", "ppo_70b_gib", "ratio_2000_tokens", "ratio_fast_decode")
+    models = []
+    for _ in range(int(rng.integers(1, 5))):
+        size = float(rng.uniform(1e8, 1e11))
+        models.append((size, float(rng.choice([0.0, size, size * rng.uniform(1e-4, 0.05)]))))
+    step = dict(n=float(rng.uniform(1e8, 1e11)), t=float(rng.integers(1e5, 1e8)), s=float(rng.uniform(50, 3000)),
+                f=float(rng.uniform(1e14, 2e15)), u=float(rng.uniform(0.05, 1.0)), k=int(rng.integers(1, 65)))
+    scorers = [float(x) for x in rng.uniform(1e8, 1e11, size=int(rng.integers(1, 4)))]
+    lecture = "step_seconds(8.03e9, 8_192_000, 209.4, 990e12, 0.4, 8"
+    answers = ("ppo_gib", "dpo_gib", "ratio", "lora_dpo_gib", "ppo_small_gib", "scoring_share", "ratio_fast_decode")
     return {
         "q4_test_memory": [
-            check("memory_gib(8.03e9, 2, 2)", "PPO for 8.03B params (lecture §10)", visible=True),
-            check("memory_gib(8.03e9, 1, 1)", "DPO with a resident reference", visible=True),
-            check("memory_gib(n, a, b)", "memory for a random size and random model counts",
-                  n=n, a=counts[0], b=counts[1]),
-            check("memory_gib(n, 0, 3)", "frozen models only", n=n),
-            check("memory_gib(0, 1, 1)", "n_params = 0 must raise ValueError"),
-            check("memory_gib(float('inf'), 1, 1)", "an infinite n_params must raise ValueError"),
-            check("memory_gib(1e9, -1, 2)", "a negative count must raise ValueError"),
-            check("memory_gib(1e9, 0, 0)", "no model at all must raise ValueError", visible=True),
-            check("memory_gib(float('nan'), 1, 1)", "a nan n_params must raise ValueError", visible=True),
+            check("memory_gib([(8.03e9, 8.03e9), (8.03e9, 8.03e9), (8.03e9, 0), (8.03e9, 0)])",
+                  "PPO for 8.03B params (notebook 05)", visible=True),
+            check("memory_gib([(8.03e9, 8.03e9), (8.03e9, 0)])", "DPO with a resident reference", visible=True),
+            check("memory_gib([(1e9, 0)])", "a frozen 1B model", visible=True),
+            check("memory_gib([(1e9, 1e7)])", "a partly trainable 1B model", visible=True),
+            check("memory_gib([(float('nan'), 0)])", "a nan n_params must raise ValueError", visible=True),
+            check("memory_gib([])", "no model at all must raise ValueError", visible=True),
+            check("memory_gib([(1e9, 2e9)])", "more trainable than stored parameters must raise ValueError",
+                  visible=True),
+            check("memory_gib(models)", "random models, fully trained, frozen or partly trainable", models=models),
+            check("memory_gib([[n, t]])", "a model given as a list [n_params, n_trainable]", n=models[0][0],
+                  t=models[0][1]),
+            check("memory_gib([(0, 0)])", "n_params = 0 must raise ValueError"),
+            check("memory_gib([(float('inf'), 0)])", "an infinite n_params must raise ValueError"),
+            check("memory_gib([(1e9, -1.0)])", "a negative n_trainable must raise ValueError"),
+            check("memory_gib([(1e9, float('nan'))])", "a nan n_trainable must raise ValueError"),
         ],
         "q4_test_time": [
-            check("generation_seconds(256, 8, 4000, 209.4, 8)", "generation time (lecture §11)", visible=True),
-            check("update_seconds(8.03e9, 8_192_000, 990e12, 0.4, 8)", "one 6ND pass (lecture §11)", visible=True),
-            check("generation_seconds(p, c, t, s, d)", "generation time of a random rollout batch", **gen_args),
-            check("update_seconds(n, tokens, f, u, d)", "update time for a random model and hardware", **upd_args),
-            check("update_seconds(8.03e9, 8_192_000, 990e12, 1.5, 8)", "mfu > 1 must raise ValueError", visible=True),
-            check("update_seconds(8.03e9, 8_192_000, 990e12, 0.0, 8)", "mfu = 0 must raise ValueError"),
-            check("generation_seconds(256, 8, 4000, 209.4, 0)", "zero devices must raise ValueError"),
-            check("generation_seconds(256, 8, -4000, 209.4, 8)", "a negative length must raise ValueError"),
-            check("generation_seconds(256, 8, 4000, float('nan'), 8)", "a nan throughput must raise ValueError"),
-            check("generation_seconds(256, 8, 4000, float('inf'), 8)", "an infinite throughput must raise ValueError",
+            check(lecture + ")", "generation, scoring and update (notebook 05)", visible=True),
+            check(lecture + ", scorer_params=[8.03e9, 8.03e9])", "with a reference and a reward model scoring",
                   visible=True),
+            check("step_seconds(8.03e9, 8_192_000, float('inf'), 990e12, 0.4, 8)",
+                  "an infinite throughput must raise ValueError", visible=True),
+            check(lecture.replace("0.4", "1.5") + ")", "mfu > 1 must raise ValueError", visible=True),
+            check(lecture + ", scorer_params=[float('nan')])", "a nan scorer size must raise ValueError", visible=True),
+            check("step_seconds(n, t, s, f, u, k)", "a random step without scorers", **step),
+            check("step_seconds(n, t, s, f, u, k, scorer_params=m)", "a random step with random scorers", m=scorers,
+                  **step),
+            check("step_seconds(n, t, s, f, u, k, m)", "scorer_params given by position", m=scorers, **step),
+            check("step_seconds(8.03e9, 8_192_000, 209.4, 990e12, 0.4, 0)",
+                  "zero devices must raise ValueError"),
+            check("step_seconds(8.03e9, -8_192_000, 209.4, 990e12, 0.4, 8)", "negative tokens must raise ValueError"),
+            check("step_seconds(8.03e9, 8_192_000, float('nan'), 990e12, 0.4, 8)",
+                  "a nan throughput must raise ValueError"),
+            check(lecture.replace("0.4", "0.0") + ")", "mfu = 0 must raise ValueError"),
+            check(lecture + ", scorer_params=[-1e9])", "a negative scorer size must raise ValueError"),
         ],
         "q4_test_answers": [
-            check(name, f"{name} in the lecture's scenario", visible=name in ("ppo_gib", "dpo_gib", "ratio"),
+            check(name, f"{name} in notebook 05's scenario", visible=name in ("ppo_gib", "dpo_gib", "ratio"),
                   tol=1e-6, rtol=1e-8)
             for name in answers
         ],
