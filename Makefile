@@ -30,9 +30,11 @@ lab: $(STAMP)
 	JUPYTER_CONFIG_DIR="$(CURDIR)/instructor/lab_config/student" PATH="$(CURDIR)/$(BIN):$$PATH" \
 	  $(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/00_start_here.ipynb
 
+# Two workers (pytest-xdist); tests/conftest.py groups the files that must share one worker and
+# starts the longest first (no reordering by test count). `pytest tests/x.py` alone stays serial.
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

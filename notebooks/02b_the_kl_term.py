@@ -260,8 +260,10 @@ print(f"pairs never showing E: π_θ = {np.round(pi_dpo_no_E, 4)}   max |π_θ �
 # Move β. The bars are π_ref and π*; the printout gives E[r], the KL paid for it, and J(π*) = β·log Z.
 
 # %%
-beta_slider = widgets.FloatLogSlider(value=0.5, base=10, min=-2, max=1.5, step=0.05, description="β",
-                                     style={"description_width": "40px"})
+# a linear slider whose grid holds 0.5: a log slider's grid (10^(−2 + 0.05k)) does not, and the browser
+# would snap the start to β = 0.501
+beta_slider = widgets.FloatSlider(value=0.5, min=0.01, max=5.0, step=0.01, description="β",
+                                  style={"description_width": "40px"})
 optimum_text, optimum_plot = widgets.HTML(), widgets.Image(format="png")
 
 

@@ -70,6 +70,49 @@ def keep_executed(client, name: str) -> None:
     client.on_cell_execute = before_cell
 
 
+# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`): each group runs whole,
+# in collection order, on one worker. A test file is its own group, except files that depend on each
+# other or share files on disk, which share a group:
+SHARED_GROUPS = {
+    # the site test builds its pages from the notebooks these two executed (keep_executed), so it
+    # needs their copies in test-artifacts/executed/ from the same worker, before it runs
+    "test_notebooks.py": "executed-notebooks",
+    "test_tinygpt_notebooks.py": "executed-notebooks",
+    "test_site.py": "executed-notebooks",
+    # both train into and read test-artifacts/lab-cache/ (the lab's SFT model and pairs)
+    "test_lab.py": "lab14",
+    "test_lab_pipeline.py": "lab14",
+}
+# The longest groups start first, so that no long group is the last one left on a worker. Any other
+# group follows in file order. (Only the order depends on these, never a result.)
+LONGEST_FIRST = ["test_browser.py", "executed-notebooks", "test_assignment.py", "lab14",
+                 "test_trl_parity.py", "test_trl_bridge.py", "test_tinygpt_cli.py", "test_colab.py"]
+
+
+def group_of(nodeid: str) -> str:
+    file = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return SHARED_GROUPS.get(file, file)
+
+
 def pytest_collection_modifyitems(config, items):
-    """The site is built from the notebooks the other tests executed: its tests run last."""
-    items.sort(key=lambda item: item.nodeid.startswith("tests/test_site.py"))
+    """Longest groups first; the site's tests last in their group."""
+    rank = {group: index for index, group in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: (rank.get(group_of(item.nodeid), len(rank)), item.path.name == "test_site.py"))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the groups above.
+
+    pytest-xdist's own loadgroup reads ``xdist_group`` marks by renaming each test's node id, which
+    pytest 9 no longer lets a plugin do: the marks would be ignored and every test sent on its own.
+    Its scope scheduler with our grouping of node ids does the same job through a public hook.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return FileGroups(config, log)
