@@ -100,6 +100,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: (rank.get(group_of(item.nodeid), len(rank)), item.path.name == "test_site.py"))
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without the plugin, nothing to do
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup`` with the groups above.
 
