@@ -273,21 +273,24 @@ def _close(page, lab) -> None:
 def _run_all(page, panel) -> None:
     """Run All Cells and wait until every code cell has an execution count and the kernel is idle.
 
-    The menu command is disabled for a moment after a kernel connects; a click that lands then does
-    nothing, so it is repeated (at most three times) until a cell starts. A dialog instead fails the
-    test with its text.
+    The menu command is disabled for a moment after a kernel connects (much longer on the first
+    start in a fresh environment); a click that lands then does nothing, so it is repeated, for up
+    to about five minutes, until a cell starts. A dialog instead fails the test with its text, and
+    a Run All that never starts fails at once rather than waiting out the run's own time limit.
     """
     started = r"""panel => [...panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
                         .some(p => /\[(\d+|\*)\]/.test(p.textContent))
                      || document.querySelector('.jp-Dialog') !== null"""
-    for _ in range(3):
+    for _ in range(15):
         page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
         try:
             page.wait_for_function(started, arg=panel.element_handle(), timeout=20_000, polling=250)
             break
-        except Exception:  # noqa: BLE001 - retried below; the final wait reports the failure
+        except Exception:  # noqa: BLE001 - retried; fails below if no cell ever started
             page.keyboard.press("Escape")
+    else:
+        raise AssertionError("Run All Cells never started a cell (15 tries, 20 s apart)")
     dialog = page.locator(".jp-Dialog")
     assert not dialog.count(), f"JupyterLab asks: {dialog.first.inner_text()!r}"
     page.wait_for_function(  # every cell ran, or one failed (Run All stops there); the kernel is idle
