@@ -156,6 +156,7 @@ def lab(tmp_path_factory):
         str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
         f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the test can wait for a ready kernel
     ]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
@@ -278,6 +279,15 @@ def _run_all(page, panel) -> None:
     to about five minutes, until a cell starts. A dialog instead fails the test with its text, and
     a Run All that never starts fails at once rather than waiting out the run's own time limit.
     """
+    # Run All sent before the notebook's kernel connection is ready clears the cells and runs none:
+    # wait for JupyterLab's own promises (the app restored, the document and its session ready)
+    page.evaluate("""async () => {
+        const app = window.jupyterapp;
+        await app.restored;
+        const widget = app.shell.currentWidget;
+        await widget.context.ready;
+        await widget.sessionContext.ready;
+    }""")
     started = r"""panel => [...panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
                         .some(p => /\[(\d+|\*)\]/.test(p.textContent))
                      || document.querySelector('.jp-Dialog') !== null"""
