@@ -1,9 +1,14 @@
 """Build the rendered course: every lecture notebook executed, converted to a static HTML site.
 
 Committed notebooks carry no outputs, so the repository's web page shows no figure and no number.
-``make site`` runs each notebook in ``notebooks/`` on a fresh kernel (``COURSE_FAST=1`` with
-``--fast``, the budget CI uses) and converts it with nbconvert's ``lab`` template into ``_site/``,
-with an index page in course-map order.
+``make site`` runs each notebook in ``notebooks/`` on a fresh kernel with the full budget (what a
+student runs) and converts it with nbconvert's ``lab`` template into ``_site/``, with an index page
+in course-map order; ``make site FAST=1`` (``--fast``, ``COURSE_FAST=1``) is CI's quick build. Every
+page says which budget produced its outputs.
+
+Executed notebooks are cached per budget in ``.site-cache/`` under a key made of the notebook's file
+and every ``course_lib`` source, so a rebuild runs only the notebooks whose inputs changed; a line
+per notebook says whether it ran (and in how long) or came from the cache.
 
 Simplifications, said out loud:
 - nbconvert, not a book framework: one page per notebook, an index, nothing else to learn.
@@ -17,12 +22,15 @@ Simplifications, said out loud:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import html
 import os
 import re
 import shutil
 import sys
 import tempfile
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
@@ -34,6 +42,8 @@ from course_lib.colab import BRANCH, REPO_URL, colab_url, notebook_path
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
+LIBRARY = ROOT / "course_lib"
+CACHE = ROOT / ".site-cache"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 MATHJAX_URL = "_static/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
@@ -50,19 +60,87 @@ def notebook_names() -> list[str]:
     return sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
 
 
-def execute(name: str, *, fast: bool, timeout: int = 600) -> nbformat.NotebookNode:
-    """Run a notebook on a fresh kernel from its own folder, keeping the widgets' final state."""
+def budget_name(fast: bool) -> str:
+    return "fast" if fast else "full"
+
+
+def execute(name: str, *, fast: bool, timeout: int = 1800) -> nbformat.NotebookNode:
+    """Run a notebook on a fresh kernel from its own folder, keeping the widgets' final state.
+
+    The kernel inherits this process's environment with ``COURSE_FAST`` set to the budget asked
+    for (and removed for the full budget, so a ``COURSE_FAST=1`` shell cannot leak into it).
+    """
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    saved = os.environ.get("COURSE_FAST")
     if fast:
         os.environ["COURSE_FAST"] = "1"
-    with tempfile.TemporaryDirectory(prefix="nbk") as sockets:  # IPC: no TCP port races
-        client = NotebookClient(
-            nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
-            resources={"metadata": {"path": str(NOTEBOOKS)}},
-            config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/k"}}),
-        )
-        client.execute()
+    else:
+        os.environ.pop("COURSE_FAST", None)
+    try:
+        with tempfile.TemporaryDirectory(prefix="nbk") as sockets:  # IPC: no TCP port races
+            client = NotebookClient(
+                nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+                resources={"metadata": {"path": str(NOTEBOOKS)}},
+                config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/k"}}),
+            )
+            client.execute()
+    finally:
+        if saved is None:
+            os.environ.pop("COURSE_FAST", None)
+        else:
+            os.environ["COURSE_FAST"] = saved
     return nb
+
+
+def cache_key(name: str, budget: str) -> str:
+    """What an executed notebook depends on: its own file, the library's sources and the budget."""
+    digest = hashlib.sha256(budget.encode())
+    digest.update((NOTEBOOKS / f"{name}.ipynb").read_bytes())
+    for source in sorted(LIBRARY.rglob("*.py")):
+        digest.update(str(source.relative_to(LIBRARY)).encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def executed_notebook(name: str, *, fast: bool, cache: Path | None) -> tuple[nbformat.NotebookNode, str]:
+    """The notebook run at this budget, from the cache when its inputs are unchanged; and how."""
+    budget = budget_name(fast)
+    key = cache_key(name, budget)
+    cached = cache / budget / f"{name}.ipynb" if cache is not None else None
+    if cached is not None and cached.exists():
+        nb = nbformat.read(cached, as_version=4)
+        meta = nb.metadata.get("course_site", {})
+        if meta.get("key") == key:
+            return nb, f"from the cache (ran {meta['seconds']:.1f} s on {meta['executed_at']})"
+    start = time.perf_counter()
+    nb = execute(name, fast=fast)
+    seconds = time.perf_counter() - start
+    nb.metadata["course_site"] = {
+        "key": key, "budget": budget, "seconds": round(seconds, 1),
+        "executed_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(".partial")
+        nbformat.write(nb, partial)
+        partial.replace(cached)  # a build stopped half-way never leaves a truncated cache entry
+    return nb, f"executed in {seconds:.1f} s"
+
+
+BUDGET_NOTE = {
+    "full": "Outputs from the full budget: what a student sees after running this notebook with "
+            "<code>make lab</code>.",
+    "fast": "Outputs from CI's quick budget (<code>COURSE_FAST=1</code>): the same lesson with "
+            "smaller runs than a student's, so the numbers differ from a full run.",
+}
+
+
+def budget_banner(nb: nbformat.NotebookNode, fast: bool) -> str:
+    meta = nb.metadata.get("course_site", {})
+    budget = meta.get("budget", budget_name(fast))
+    when = (f" Executed {meta['executed_at']} in {meta['seconds']:.0f} s."
+            if "seconds" in meta else "")
+    return f'<p class="course-budget" data-budget="{budget}">{BUDGET_NOTE[budget]}{when}</p>'
 
 
 def _output_html(out: dict) -> str:
@@ -148,7 +226,7 @@ def _title(nb: nbformat.NotebookNode, name: str) -> str:
     return name
 
 
-def render(nb: nbformat.NotebookNode, name: str) -> tuple[str, str]:
+def render(nb: nbformat.NotebookNode, name: str, *, fast: bool) -> tuple[str, str]:
     path = notebook_path(name)
     links = (f'<code>make lab</code>, or <a href="{colab_url(path)}">open it in Colab</a> '
              f'(<a href="{REPO_URL}/blob/{BRANCH}/{path}">source</a>)')
@@ -161,12 +239,12 @@ def render(nb: nbformat.NotebookNode, name: str) -> tuple[str, str]:
     body = re.sub(r'<script src=""></script>\s*', "", body)
     body = body.replace('<script src="' + MATHJAX_URL, MATHJAX_FONTS + '\n<script src="' + MATHJAX_URL, 1)
     body = body.replace("<body", '<body data-course-page="' + name + '"', 1)
-    nav = '<nav class="course-nav"><a href="index.html">← Course map</a></nav>'
-    body = re.sub(r"(<body[^>]*>)", r"\1" + nav, body, count=1)
+    nav = '<nav class="course-nav"><a href="index.html">← Course map</a></nav>' + budget_banner(nb, fast)
+    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + nav, body, count=1)
     return _link_pages(body), _title(nb, name)
 
 
-def index_page(entries: list[tuple[str, str]]) -> str:
+def index_page(entries: list[tuple[str, str]], *, fast: bool) -> str:
     rows = "\n".join(f'<li><a href="{name}.html">{html.escape(title)}</a></li>' for name, title in entries)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Learning from Feedback</title>
@@ -175,6 +253,7 @@ def index_page(entries: list[tuple[str, str]]) -> str:
 <h1>Learning from Feedback</h1>
 <p>The executed course: every lecture notebook with its figures and numbers. To run and change
 them, use <code>make lab</code> or the Colab badges in the repository's README.</p>
+<p class="course-budget" data-budget="{budget_name(fast)}">{BUDGET_NOTE[budget_name(fast)]}</p>
 <ol>
 {rows}
 </ol>
@@ -191,35 +270,49 @@ def copy_mathjax(out: Path) -> None:
         shutil.copytree(src, dest, ignore=shutil.ignore_patterns("*.md", "LICENSE*"))
 
 
-def build(out: Path, *, fast: bool, executed: Path | None = None, names: list[str] | None = None) -> list[Path]:
-    """Write the site into ``out``; reuse executed notebooks from ``executed`` when present."""
+def build(out: Path, *, fast: bool, executed: Path | None = None, names: list[str] | None = None,
+          cache: Path | None = None) -> list[Path]:
+    """Write the site into ``out``.
+
+    Each notebook comes from ``executed`` when it holds one (the test suite's copies, run at the
+    FAST budget), else from ``cache`` when its inputs are unchanged, else from a fresh run.
+    """
     out.mkdir(parents=True, exist_ok=True)
     copy_mathjax(out)
     entries, pages = [], []
-    for name in names or notebook_names():
-        cached = executed / f"{name}.ipynb" if executed else None
-        if cached is not None and cached.exists():
-            nb = nbformat.read(cached, as_version=4)
+    names = names or notebook_names()
+    for i, name in enumerate(names, 1):
+        given = executed / f"{name}.ipynb" if executed else None
+        if given is not None and given.exists():
+            nb, how = nbformat.read(given, as_version=4), "already executed"
         else:
-            print(f"executing {name} ...", flush=True)
-            nb = execute(name, fast=fast)
-        body, title = render(nb, name)
+            print(f"[{i}/{len(names)}] {name}: running ({budget_name(fast)} budget) ...", flush=True)
+            nb, how = executed_notebook(name, fast=fast, cache=cache)
+        print(f"[{i}/{len(names)}] {name}: {how}", flush=True)
+        body, title = render(nb, name, fast=fast)
         page = out / f"{name}.html"
         page.write_text(body, encoding="utf-8")
         entries.append((name, title))
         pages.append(page)
-    (out / "index.html").write_text(index_page(entries), encoding="utf-8")
+    (out / "index.html").write_text(index_page(entries, fast=fast), encoding="utf-8")
     return pages
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="_site", help="output folder (default: %(default)s)")
-    parser.add_argument("--fast", action="store_true", help="run with COURSE_FAST=1 (CI's budget)")
+    parser.add_argument("--fast", action="store_true",
+                        help="run with COURSE_FAST=1 (CI's quick budget); default: the full budget")
     parser.add_argument("--executed", default=None,
                         help="folder of already executed notebooks to reuse (NAME.ipynb)")
+    parser.add_argument("--cache", default=str(CACHE),
+                        help="folder of executed notebooks kept between builds (default: %(default)s)")
+    parser.add_argument("--no-cache", action="store_true", help="run every notebook afresh")
     args = parser.parse_args(argv)
-    pages = build(Path(args.out), fast=args.fast, executed=Path(args.executed) if args.executed else None)
+    start = time.perf_counter()
+    pages = build(Path(args.out), fast=args.fast, executed=Path(args.executed) if args.executed else None,
+                  cache=None if args.no_cache else Path(args.cache))
+    print(f"({time.perf_counter() - start:.0f} s in all)")
     print(f"wrote {len(pages)} pages and index.html to {args.out}/")
     return 0
 
