@@ -55,7 +55,8 @@ site: $(STAMP)
 
 # Every benchmark writes benchmarks/results/<name>.json; tables.py renders the README's tables from them.
 bench: $(STAMP)
-	for b in benchmarks/tinygpt_*.py benchmarks/trl_vs_course_grpo.py; do $(PY) $$b || exit 1; done
+	for b in benchmarks/tinygpt_*.py benchmarks/trl_vs_course_grpo.py; do \
+	  start=$$(date +%s); $(PY) $$b || exit 1; echo "== $$b: $$(( $$(date +%s) - start )) s"; done
 	$(PY) benchmarks/tables.py
 
 # Instructor workflow for the graded assignment (README, "For instructors"). nbgrader shells out

@@ -291,7 +291,21 @@ def rlhf(results: Path = RESULTS) -> str:
             f"loaded machine.\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
 
 
-RENDERERS = {"grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
+def provenance(results: Path = RESULTS) -> str:
+    """One line on where every results file came from: one commit, or which file ran at which."""
+    files = sorted(results.glob("*.json"))
+    if not files:
+        raise FileNotFoundError(f"no results in {results}")
+    commits = {f.stem: json.loads(f.read_text()).get("commit") or "not recorded" for f in files}
+    distinct = sorted(set(commits.values()))
+    if len(distinct) == 1 and distinct[0] != "not recorded":
+        return f"Every table below ran at commit {distinct[0]} ({len(files)} results files).\n"
+    by_commit = "; ".join(f"{c}: {', '.join(n for n, cc in commits.items() if cc == c)}" for c in distinct)
+    return (f"**The tables below come from {len(distinct)} different commits** ({by_commit}); "
+            f"`make bench` re-runs every benchmark at one commit.\n")
+
+
+RENDERERS = {"provenance": provenance, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf}
 
 

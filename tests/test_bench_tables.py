@@ -96,3 +96,13 @@ def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
     assert "| critic: extra measured memory (weights, grads, AdamW) | 1.00 MiB |" in text
     assert "seed 2: β = 0.05 rises then falls" in text and "at commit abc" in text
     assert "falls by more than 3 points by N = 64 in 2 of 3 seeds" in text  # seed 1 peaks at N = 1
+
+
+def test_the_readme_says_once_whether_every_result_came_from_one_commit(tmp_path):
+    for name, commit in (("a", "abc1234"), ("b", "abc1234")):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"commit": commit, "runs": []}))
+    assert tables.provenance(tmp_path) == "Every table below ran at commit abc1234 (2 results files).\n"
+    (tmp_path / "c.json").write_text(json.dumps({"runs": []}))  # an old file with no commit recorded
+    line = tables.provenance(tmp_path)
+    assert "**The tables below come from 2 different commits**" in line
+    assert "abc1234: a, b" in line and "not recorded: c" in line

@@ -78,6 +78,11 @@ def test_internal_links_resolve_and_no_script_comes_from_the_network(site):
             assert target.exists(), f"{page.name} links to {href}, which the site does not have"
 
 
+def test_every_page_names_the_budget_its_outputs_came_from(site):
+    for page in site.glob("*.html"):
+        assert 'class="course-budget" data-budget="fast"' in page.read_text(encoding="utf-8"), page.name
+
+
 def test_no_page_shows_an_error_or_a_warning(site):
     for page in site.glob("*.html"):
         text = page.read_text(encoding="utf-8")
