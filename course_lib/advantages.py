@@ -12,8 +12,8 @@ Simplifications, said out loud:
   of ``[0.1, 0.1, 0.1]`` is ~1e-17 in floating point, not 0, and dividing by it turns rounding
   noise into confident ±1 advantages. By default no epsilon is added to the denominator;
   ``epsilon=1e-4`` with ``ddof=1`` reproduces TRL's ``scale_rewards="group"`` exactly.
-- ``baseline_gradient`` studies the one-parameter Bernoulli policy of §12 (p = σ(θ),
-  reward = the action), where everything can be enumerated exactly.
+- ``baseline_gradient`` and ``conditional_advantage`` study the one-parameter Bernoulli policy of
+  §12 (p = σ(θ), reward = the action), where everything can be enumerated exactly.
 """
 
 from __future__ import annotations
@@ -151,21 +151,23 @@ class GradientEstimate(NamedTuple):
     stderr: float
 
 
+def _per_group_advantage(actions: np.ndarray, baseline: str) -> np.ndarray:
+    """Each answer's advantage under ``baseline``, groups on rows: the library's own estimators."""
+    if baseline == "none":
+        return actions
+    if baseline == "group_mean":
+        return dr_grpo_advantages(actions)
+    if baseline == "leave_one_out":
+        return rloo_advantages(actions)
+    return grpo_advantages(actions, on_degenerate="zeros")  # group_mean_std: zero-variance groups → 0
+
+
 def _per_group_gradient(actions: np.ndarray, p: float, baseline: str) -> np.ndarray:
     """Average over the group of A_i·∂log π(a_i)/∂θ, one value per group (row).
 
-    Reward r = a and ∂log π(a)/∂θ = a − p for a Bernoulli policy with logit θ. The advantages
-    are the library's own (no second home for the baselines).
+    Reward r = a and ∂log π(a)/∂θ = a − p for a Bernoulli policy with logit θ.
     """
-    if baseline == "none":
-        adv = actions
-    elif baseline == "group_mean":
-        adv = dr_grpo_advantages(actions)
-    elif baseline == "leave_one_out":
-        adv = rloo_advantages(actions)
-    else:  # group_mean_std: zero-variance groups get zero advantages
-        adv = grpo_advantages(actions, on_degenerate="zeros")
-    return (adv * (actions - p)).mean(axis=-1)
+    return (_per_group_advantage(actions, baseline) * (actions - p)).mean(axis=-1)
 
 
 def baseline_gradient(
@@ -211,3 +213,43 @@ def baseline_gradient(
     actions = (rng.random((n, g)) < p).astype(np.float64)
     per_group = _per_group_gradient(actions, p, baseline)
     return GradientEstimate(float(per_group.mean()), float(per_group.std(ddof=1) / math.sqrt(n)))
+
+
+class AdvantageBias(NamedTuple):
+    """The advantage a group-relative estimator gives, against the one it stands in for."""
+
+    estimate: float
+    true: float
+
+
+def conditional_advantage(p: float, group_size: int, baseline: str = "group_mean", outcome: int = 1) -> AdvantageBias:
+    """Exact E[Â_i | r_i = outcome, the group is not zero-variance] for Bernoulli(p) rewards.
+
+    Yang et al. 2026 ("Your Group-Relative Advantage Is Biased"): only groups with both outcomes
+    produce a gradient, and conditioning on that moves the expected baseline. A correct answer
+    to a hard prompt (p small) sits in a group whose other answers are mostly wrong but not all
+    right, so its advantage is *under*-estimated; on an easy prompt (p near 1) at least one other
+    answer had to fail, so a correct answer's advantage is *over*-estimated. ``true`` is the
+    advantage the estimator stands in for: r − p (``group_mean``, ``leave_one_out``), r
+    (``none``) or the standardised (r − p)/√(p(1 − p)) (``group_mean_std``).
+
+    Enumerates the other G − 1 rewards exactly (the count of successes is Binomial(G − 1, p));
+    each group's advantage comes from the library's own baseline (``_per_group_advantage``).
+    ``p`` must lie strictly inside (0, 1), where both outcomes are possible.
+    """
+    g = integer(group_size, "group_size", minimum=2)
+    choice(baseline, "baseline", BASELINES)
+    p = float(positive_scalar(p, "p", allow_zero=True))
+    if not 0 < p < 1:
+        raise ValueError(f"p must lie strictly between 0 and 1 (both outcomes possible); got {p!r}")
+    if outcome not in (0, 1):
+        raise ValueError(f"outcome must be 0 or 1 (the reward of the answer we follow); got {outcome!r}")
+    ks = range(g)  # successes among the other G − 1 answers: 0 … G − 1
+    weight = np.array([math.comb(g - 1, k) * p**k * (1 - p) ** (g - 1 - k) for k in ks])
+    groups = np.array([[outcome] + [1] * k + [0] * (g - 1 - k) for k in ks], dtype=np.float64)
+    mixed = groups.min(axis=1) != groups.max(axis=1)
+    adv = _per_group_advantage(groups[mixed], baseline)[:, 0]
+    estimate = float((weight[mixed] * adv).sum() / weight[mixed].sum())
+    true = {"none": float(outcome), "group_mean": outcome - p, "leave_one_out": outcome - p,
+            "group_mean_std": (outcome - p) / math.sqrt(p * (1 - p))}[baseline]
+    return AdvantageBias(estimate, true)

@@ -16,6 +16,10 @@ unit ``token_mean``   ``loss_type="bnpo"/"dapo"`` Σ tokens / number of real tok
 unit ``constant``     ``loss_type="dr_grpo"``     Σ tokens / (rows · L_max)
 ``beta`` (trainer)    ``beta``                    KL coefficient
 ``kl_estimate`` k3    (fixed, in the loss)        per-token KL term
+``sequence_ratio``    ``importance_sampling_level  GSPO: one length-normalised ratio per
+                      ="sequence"``               completion, clipped as a whole
+``cispo_objective``   ``loss_type="cispo"``       CISPO: the importance weight capped at
+                      (``epsilon_high`` = ε_max)   ε_max, every token keeps its gradient
 ====================  ==========================  ======================================
 
 Conventions shared with TRL: ``eps_low >= 1`` means no lower clip; a completion whose mask is
@@ -128,6 +132,63 @@ def aggregate(
         l_max = q.shape[-1] if max_length is None else positive_scalar(max_length, "max_length")
         result = total.sum() / (q.shape[0] * l_max)
     return output(result, as_tensor)
+
+
+def sequence_ratio(logps, old_logps, mask, *, validate: bool = True):
+    """GSPO's importance ratio, one per completion: s_i = exp(mean over its real tokens of log π_θ/π_old).
+
+    Zheng et al. 2025 (Group Sequence Policy Optimization): the reward is given to a whole
+    completion, so the off-policy correction should be too. GRPO's per-token ratios each carry
+    their own noise and are clipped one by one; GSPO takes their geometric mean (the length
+    normalisation keeps s_i on the same scale for short and long answers) and clips the
+    completion as a whole: ``clipped_surrogate(sequence_ratio(...), advantages)`` gives one
+    objective per completion, averaged over completions (the ``sequence_mean`` unit: a token
+    unit would weight each completion by its length, which the method does not mean). Shapes:
+    ``(N, T)`` in, ``(N,)`` out; a row with no real token gets s = 1 (TRL does the same).
+    The gradient flows through every token of the completion, each weighted by s_i·A_i/|y_i|.
+    """
+    if validate:
+        (lp, old, m), as_tensor = tensors(logps=logps, old_logps=old_logps, mask=mask)
+        if lp.ndim != 2 or lp.shape != old.shape or lp.shape != m.shape:
+            raise ValueError(f"logps, old_logps and mask must share one (N, T) shape; got "
+                             f"{tuple(lp.shape)}, {tuple(old.shape)}, {tuple(m.shape)}")
+        m = m.to(lp.dtype)
+    else:
+        lp, old, m, as_tensor = logps, old_logps, mask.to(logps.dtype), True
+    mean_log_ratio = ((lp - old) * m).sum(dim=-1) / m.sum(dim=-1).clamp(min=1)
+    return output(torch.exp(mean_log_ratio), as_tensor)
+
+
+def cispo_objective(ratio, advantages, logps, eps_max: float = 5.0, *, return_clipped: bool = False,
+                    validate: bool = True):
+    """CISPO's per-token objective to **maximise**: sg(min(ρ, ε_max)) · A · log π_θ.
+
+    MiniMax-M1 (2025), "clipped IS-weight policy optimisation". PPO's clip removes the gradient
+    of every token whose ratio left the band — in long reasoning answers these are often the
+    rare, decisive tokens. CISPO clips the importance *weight* instead, as a constant (stop-
+    gradient), so every token keeps a gradient min(ρ, ε_max)·A·∇log π_θ. ``ratio`` is π_θ/π_old
+    per token, ``logps`` the differentiable log π_θ of the same tokens (N, T); ``advantages``
+    per completion (N,) or per token. ε_max is TRL's ``epsilon_high`` under ``loss_type="cispo"``
+    (TRL recommends 5.0); the paper also allows a lower bound, which TRL leaves out, as we do.
+    Aggregate with the token unit (TRL normalises CISPO by the batch's tokens).
+    ``return_clipped=True`` also returns where the weight was capped.
+    """
+    cap = positive_scalar(eps_max, "eps_max")
+    if np.ndim(advantages) == np.ndim(ratio) - 1:  # one advantage per completion
+        advantages = (advantages.unsqueeze(-1) if isinstance(advantages, torch.Tensor)
+                      else np.asarray(advantages, dtype=np.float64)[..., None])
+    if validate:
+        (rho, adv, lp), as_tensor = tensors(ratio=ratio, advantages=advantages, logps=logps)
+        if not bool((rho >= 0).all()):
+            raise ValueError("ratio must be >= 0 (it is a ratio of probabilities)")
+    else:
+        rho, adv, lp, as_tensor = ratio, advantages, logps, True
+    weight = rho.clamp(max=cap).detach()
+    objective = weight * adv * lp
+    if not return_clipped:
+        return output(objective, as_tensor)
+    clipped = rho > cap
+    return output(objective, as_tensor), (clipped if as_tensor else clipped.cpu().numpy())
 
 
 def kl_estimate(logps, ref_logps, estimator: str = "k3", *, validate: bool = True):

@@ -178,3 +178,57 @@ def test_kl_in_the_reward_is_a_detached_sequence_penalty():
     assert not shaped.requires_grad  # a reward is a constant for the policy gradient
     np.testing.assert_allclose(kl_shaped_rewards([1.0, 0.0], lp.detach().numpy(), ref.numpy(),
                                                  mask.numpy(), beta=0.0), [1.0, 0.0])
+
+
+# --- GSPO's sequence ratio and CISPO's capped weight ------------------------------------------------
+
+def test_sequence_ratio_is_the_geometric_mean_of_the_real_tokens_ratios():
+    from course_lib.policy_loss import sequence_ratio
+
+    logps = torch.log(torch.tensor([[0.5, 0.2, 0.9], [0.4, 0.4, 0.4], [0.3, 0.3, 0.3]], dtype=torch.float64))
+    old = torch.log(torch.tensor([[0.25, 0.8, 0.1], [0.2, 0.4, 0.4], [0.6, 0.6, 0.6]], dtype=torch.float64))
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [0, 0, 0]])
+    s = sequence_ratio(logps, old, mask)
+    # row 0: ratios 2 and 1/4 on its two real tokens (the padded 9 never counts): √(2·¼) = 0.7071
+    assert s.tolist() == pytest.approx([(2 * 0.25) ** 0.5, 2 ** (1 / 3), 1.0])
+
+
+@given(st.lists(st.floats(-2, 2), min_size=1, max_size=6), st.floats(-3, 3))
+def test_gspo_gradient_spreads_s_times_a_over_the_completions_tokens(deltas, adv):
+    """Inside the clip band, ∂(s·A)/∂log π_t = s·A/|y| for every real token t."""
+    from course_lib.policy_loss import sequence_ratio
+
+    n = len(deltas)
+    lp = torch.tensor([deltas], dtype=torch.float64, requires_grad=True)
+    s = sequence_ratio(lp, torch.zeros(1, n, dtype=torch.float64), torch.ones(1, n))
+    (s * adv).sum().backward()
+    assert lp.grad[0].tolist() == pytest.approx([float(s.detach()) * adv / n] * n, rel=1e-9, abs=1e-12)
+
+
+def test_cispo_keeps_a_gradient_where_the_ppo_clip_removes_it():
+    from course_lib.policy_loss import cispo_objective
+
+    lp = torch.log(torch.tensor([[0.9, 0.5, 0.2]], dtype=torch.float64)).requires_grad_()
+    old = torch.log(torch.tensor([[0.3, 0.5, 0.4]], dtype=torch.float64))
+    ratio = torch.exp(lp - old)  # 3, 1, 0.5
+    adv = torch.tensor([1.0], dtype=torch.float64)
+    objective, capped = cispo_objective(ratio, adv, lp, eps_max=2.0, return_clipped=True)
+    objective.sum().backward()
+    assert capped.tolist() == [[True, False, False]]
+    assert lp.grad[0].tolist() == pytest.approx([2.0, 1.0, 0.5])  # min(ρ, ε_max)·A on every token
+    lp.grad = None
+    clipped_surrogate(torch.exp(lp - old), adv, 0.2, 0.2).sum().backward()
+    assert lp.grad[0, 0] == 0.0, "PPO's clip: a token above 1 + ε with A > 0 gets no gradient"
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda f: f["cispo"]([[1.0]], [1.0], [[0.0]], eps_max=0), "eps_max"),
+    (lambda f: f["cispo"]([[-1.0]], [1.0], [[0.0]]), "ratio must be >= 0"),
+    (lambda f: f["seq"]([[0.0, 0.0]], [[0.0, 0.0, 0.0]], [[1, 1]]), "old_logps"),
+    (lambda f: f["seq"]([0.0, 0.0], [0.0, 0.0], [1, 1]), r"\(N, T\) shape"),
+])
+def test_gspo_and_cispo_refuse_bad_input(call, match):
+    from course_lib.policy_loss import cispo_objective, sequence_ratio
+
+    with pytest.raises(ValueError, match=match):
+        call({"cispo": cispo_objective, "seq": sequence_ratio})

@@ -29,7 +29,13 @@ from course_lib import trl_bridge  # noqa: E402
 from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages  # noqa: E402
 from course_lib.configs import get_config  # noqa: E402
 from course_lib.model import build_model  # noqa: E402
-from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate  # noqa: E402
+from course_lib.policy_loss import (  # noqa: E402
+    aggregate,
+    cispo_objective,
+    clipped_surrogate,
+    kl_estimate,
+    sequence_ratio,
+)
 from course_lib.preference import dpo_terms, ipo_loss, simpo_loss  # noqa: E402
 from course_lib.task import AdditionTask  # noqa: E402
 
@@ -176,6 +182,70 @@ def test_clipped_surrogate_and_units_are_trl_compute_loss(setup, unit, loss_type
     assert close(theirs.detach(), ours.detach())
     for g_theirs, p in zip(grads_theirs, model.parameters()):
         assert close(g_theirs, p.grad)
+
+
+def _perturbed_old_logps(trainer, model, inputs):
+    """TRL's per-token log-probs of the batch, and old log-probs moved off them (the clip is active)."""
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+    attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+    T = inputs["completion_ids"].shape[1]
+    with torch.no_grad():
+        logps0, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attn, T)
+    gen = torch.Generator().manual_seed(11)
+    inputs["old_per_token_logps"] = logps0 + 0.4 * torch.randn(logps0.shape, generator=gen, dtype=torch.float64)
+    return lambda: trainer._get_per_token_logps_and_entropies(model, ids, attn, T)[0]
+
+
+def _theirs_and_ours(trainer, model, inputs, ours_from_logps):
+    model.zero_grad()
+    theirs = trainer._compute_loss(model, inputs)
+    theirs.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    ours = ours_from_logps()
+    ours.backward()
+    assert close(theirs.detach(), ours.detach())
+    for g_theirs, p in zip(grads, model.parameters()):
+        assert close(g_theirs, p.grad)
+
+
+@pytest.mark.parametrize("truncated", [(), (1, 4)])
+def test_gspo_is_trl_sequence_level_importance_sampling(setup, truncated):
+    """GSPO = TRL's importance_sampling_level="sequence" with loss_type="grpo" (its recommended unit)."""
+    cfg, task, model, _ = setup
+    trainer, cfg = _online_trainer(setup, unit="sequence_mean", epsilon=0.1, epsilon_high=0.1,
+                                   mask_truncated=bool(truncated))
+    trainer.importance_sampling_level = "sequence"
+    inputs = _batch(task, model, truncated_rows=truncated)
+    logps_of = _perturbed_old_logps(trainer, model, inputs)
+    mask = inputs["completion_mask"]
+    s0 = sequence_ratio(logps_of().detach(), inputs["old_per_token_logps"], mask)
+    assert bool(((s0 - 1).abs() > 0.1).any()), "some completion's ratio must be outside the clip band"
+
+    def ours():
+        s = sequence_ratio(logps_of(), inputs["old_per_token_logps"], mask)
+        objective = clipped_surrogate(s, inputs["advantages"], 0.1, 0.1)
+        return -aggregate(objective[:, None].expand(mask.shape), mask, "sequence_mean")
+
+    _theirs_and_ours(trainer, model, inputs, ours)
+
+
+def test_cispo_is_trl_loss_type_cispo(setup):
+    """CISPO = TRL's loss_type="cispo" (epsilon_high is ε_max), normalised by the batch's tokens."""
+    cfg, task, model, _ = setup
+    trainer, cfg = _online_trainer(setup, unit="token_mean")
+    trainer.loss_type, trainer.epsilon_high = "cispo", 1.3
+    inputs = _batch(task, model)
+    logps_of = _perturbed_old_logps(trainer, model, inputs)
+
+    def ours():
+        logps = logps_of()
+        ratio = torch.exp(logps - inputs["old_per_token_logps"])
+        objective, capped = cispo_objective(ratio, inputs["advantages"], logps, eps_max=1.3, return_clipped=True)
+        assert bool((capped & inputs["completion_mask"].bool()).any()), "the cap must be active somewhere"
+        return -aggregate(objective, inputs["completion_mask"], "token_mean")
+
+    _theirs_and_ours(trainer, model, inputs, ours)
 
 
 def _dpo_trainer(setup, **dpo):
