@@ -60,10 +60,12 @@ import itertools
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
 from IPython.display import Markdown, display
 
-from course_lib.advantages import baseline_gradient
+from course_lib.advantages import baseline_gradient, conditional_advantage, grpo_advantages
 from course_lib.explore import predict, readout
+from course_lib.policy_loss import aggregate, clipped_surrogate
 
 # %% [markdown]
 # ## 1. A policy small enough to enumerate
@@ -249,6 +251,94 @@ p_slider.observe(show_bias, names="value")
 g_slider.observe(show_bias, names="value")
 show_bias()
 display(widgets.VBox([p_slider, g_slider, bias_text]))
+
+# %% [markdown]
+# ## 6. Two answers per prompt: GRPO as a contrastive pair
+#
+# Take the smallest group, G = 2, with a 0/1 reward. The pair either agrees (zero variance: no update) or
+# it is mixed, and then GRPO's advantages are +1 for the right answer and −1 for the wrong one (mean ½,
+# population std ½). The update pushes log π(y⁺) up and log π(y⁻) down by the same amount: the shape of
+# DPO's gradient on a (chosen, rejected) pair, with a constant weight where DPO has β·σ(−z). Wu et al.
+# read GRPO this way ("It Takes Two: Your GRPO Is Secretly DPO", 2025,
+# [arXiv:2510.00977](https://arxiv.org/abs/2510.00977)). How much of the true gradient does it keep?
+
+# %%
+predict("p = 0.3, G = 2. What fraction of the true gradient p(1 − p) does GRPO's expected update keep?",
+        ["1/2, like the full mean at G = 2", "all of it", "it depends on p"],
+        "all of it",
+        "A mixed pair contributes ½[(1 − p) + p] = ½ per answer and happens with probability 2p(1 − p), so the "
+        "expectation is exactly p(1 − p) at every p: dividing by the pair's std (½) undoes the full mean's ½.")
+
+# %%
+print("GRPO advantages of a mixed pair:", grpo_advantages([1.0, 0.0]).tolist())
+for q in (0.1, 0.3, 0.5, 0.9):
+    print(f"p = {q}: GRPO at G = 2 → {baseline_gradient(q, 2, 'group_mean_std'):.4f}   "
+          f"true p(1 − p) = {q * (1 - q):.4f}   full mean alone → {baseline_gradient(q, 2, 'group_mean'):.4f}")
+
+# %% [markdown]
+# The same identity on token sequences, by hand and then through the library's loss: two completions
+# with per-token log-probs, on-policy (π_old = π_θ, so every ratio is 1 and no clip is active), averaged
+# per completion. The loss's gradient should be ½(∇ mean log π(y⁺) − ∇ mean log π(y⁻)):
+
+# %%
+logps = torch.log(torch.tensor([[0.6, 0.3, 0.8], [0.5, 0.9, 0.2]], dtype=torch.float64)).requires_grad_()
+mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]], dtype=torch.float64)  # y⁺ has 2 tokens, y⁻ has 3
+advantages = grpo_advantages(torch.tensor([1.0, 0.0], dtype=torch.float64))
+objective = clipped_surrogate(torch.exp(logps - logps.detach()), advantages)
+(library_grad,) = torch.autograd.grad(aggregate(objective, mask, "sequence_mean"), logps)
+by_hand = 0.5 * torch.stack([mask[0] / 2, -mask[1] / 3])  # ½ ∂(mean log π(y⁺) − mean log π(y⁻))
+print("library:", library_grad.numpy().round(4).tolist())
+print("by hand:", by_hand.numpy().round(4).tolist())
+print(f"largest difference: {float((library_grad - by_hand).abs().max()):.1e}")
+
+# %% [markdown]
+# So at G = 2, GRPO is a pairwise, DPO-like objective on length-normalised log-probs (SimPO's averaging),
+# built online from the policy's own samples and weighted equally instead of by σ(−z). What it gives up is
+# the number of informative pairs: only a fraction 2p(1 − p) of prompts produce one.
+#
+# ## 7. The advantage once a group carries signal
+#
+# Section 4 looked at the whole gradient. Yang et al. look at a single answer's advantage ("Your
+# Group-Relative Advantage Is Biased", 2026, [arXiv:2601.08521](https://arxiv.org/abs/2601.08521)). Only
+# groups with both outcomes produce an update, so the advantages that actually train the model are
+# averages over those groups only. Condition on that, and the expected baseline moves — differently for
+# hard and easy prompts. `conditional_advantage(p, G, baseline)` enumerates the other G − 1 answers exactly.
+
+# %%
+predict("p = 0.05 (a hard prompt), G = 8, full-mean baseline. Over the groups that produce an update, is a "
+        "correct answer's average advantage above or below its true advantage 1 − p = 0.95?",
+        ["above", "below", "equal: the advantages sum to zero"],
+        "below",
+        "A group that produces an update has at least one other right answer or at least one wrong one; for a hard "
+        "prompt a correct answer's group mean is at least 1/8, so its advantage is at most 0.875 — less than 0.95. "
+        "On an easy prompt at least one other answer had to fail, which pushes a correct answer's advantage up.")
+
+# %%
+for q in (0.05, 0.2, 0.5, 0.8, 0.95):
+    mean_b, std_b = conditional_advantage(q, G, "group_mean"), conditional_advantage(q, G, "group_mean_std")
+    print(f"p = {q:4}: full mean {mean_b.estimate:+.3f} vs true {mean_b.true:+.3f}   "
+          f"÷ std {std_b.estimate:+.3f} vs true {std_b.true:+.3f}")
+
+grid = np.linspace(0.02, 0.98, 49)
+fig, ax = plt.subplots(figsize=(6, 3.4))
+for key, label in (("group_mean", "full mean"), ("group_mean_std", "full mean ÷ std (GRPO)")):
+    ratio = [conditional_advantage(float(q), G, key).estimate / conditional_advantage(float(q), G, key).true
+             for q in grid]
+    ax.plot(grid, ratio, label=label)
+ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+ax.set(xlabel="p (how often the policy solves the prompt)", ylabel="estimate / true advantage",
+       title=f"a correct answer's advantage, G = {G}, given an update")
+ax.grid(alpha=0.3)
+ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Below the dashed line on hard prompts, above it on easy ones: the estimator under-rates the rare
+# successes that matter most for learning and over-rates answers the policy already gives. Larger G
+# shrinks the effect (try `conditional_advantage(0.05, 64)`), and the paper's repair reweights each prompt
+# by a running estimate of its difficulty. Neither analysis makes GRPO wrong; each names an inductive bias a
+# run report should know about.
 
 # %% [markdown]
 # ## Your turn

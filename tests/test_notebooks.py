@@ -177,7 +177,8 @@ NAMESPACE = {
                                          "[t.get_text().strip() for ax in clip_fig.axes for t in ax.texts]",
                                          "bias_text.value"],
     "04_baseline_bias_enumeration": ["true_grad", "full_mean_grad", "loo_grad", "rows", "mc", "grpo_grad",
-                                     "se_100", "se_1000", "bias_text.value"],
+                                     "se_100", "se_1000", "bias_text.value",
+                                     "float((library_grad - by_hand).abs().max())"],
     "05_memory_and_rollout_budgets": ["trainable_gib", "frozen_gib", "ppo_gib", "dpo_gib", "ratio_mem",
                                       "critic_share", "tokens", "gen_s", "gen_min", "upd_min", "time_ratio",
                                       "budget_text.value",
@@ -414,6 +415,11 @@ def check_04(ns, shown, widgets):
     # the check-yourself answer quotes this notebook's own simulated standard errors
     assert f"standard error of\n   {ns['se_1000']:.4f}" in shown and f"(s.e. {ns['se_100']:.4f})" in shown
     assert "full mean                   0.18375" in ns["bias_text.value"]
+    # §6: GRPO at G = 2 keeps the whole gradient, and its loss is the contrastive pair, token by token
+    assert "p = 0.3: GRPO at G = 2 → 0.2100   true p(1 − p) = 0.2100   full mean alone → 0.1050" in shown
+    assert ns["float((library_grad - by_hand).abs().max())"] < 1e-12
+    # §7: a correct answer's advantage, given an update: under-rated when hard, over-rated when easy
+    assert "p = 0.05: full mean +0.831 vs true +0.950" in shown and "p = 0.95: full mean +0.145 vs true +0.050" in shown
 
 
 def check_05(ns, shown, widgets):
