@@ -80,6 +80,7 @@ FIRST_READOUT = {
     "08b_the_rlhf_route": _best_of_n_first_prompt,
     "09_the_passport": "0 of 8 fields match",
     "10_graduating_to_trl": None,
+    "11_closing": "use: DPO, IPO, SimPO (offline); a Bradley–Terry reward model, then RL",
 }
 FIGURELESS = {"00_start_here", "09_the_passport"}  # notebooks that draw no figure
 

@@ -41,6 +41,7 @@ LECTURE = [
     "04_baseline_bias_enumeration",
     "05_memory_and_rollout_budgets",
     "09_the_passport",
+    "11_closing",
 ]
 PAIRED = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) or LECTURE
 MARK = "@@NAMESPACE@@"
@@ -187,6 +188,7 @@ NAMESPACE = {
                                       "[setattr(coupled, 'value', True), budget_text.value][1]"],
     "09_the_passport": ["per_completion", "per_token", "constant", "easy_share", "recipe_1", "recipe_2",
                         "same_policy", "course_unit"],
+    "11_closing": ["entries", "takeaways", "contract_text.value"],
 }
 SHOWN = {
     "00_start_here": ["0.731", "0.6118", "0.0577", "269.2 GiB"],
@@ -209,6 +211,8 @@ SHOWN = {
                                       "2.076444 min", "ratio 39.2511"],
     "09_the_passport": ["per completion (sequence_mean) = 1.00   per token (token_mean) = 0.50",
                         "identical policies: True", "averaging unit: token_mean"],
+    "11_closing": ["1.099   (notebook 01)", "0.6118   (notebook 02)", "0.0577 of the time   (notebook 03)",
+                   "269.2 vs 134.6 GiB   (notebook 05)", "39.3 ×   (notebook 05)"],
 }
 
 
@@ -452,10 +456,22 @@ def check_09(ns, shown, widgets):
     assert "8 of 8 fields match" not in widgets and "0 of 8 fields match" in widgets
 
 
+def check_11(ns, shown, widgets):
+    from course_lib.sources import SOURCES
+
+    assert [key for _, key in ns["entries"]] and {key for _, key in ns["entries"]} == set(SOURCES)
+    years = [date[0] for date, _ in ns["entries"]]
+    assert years == sorted(years), "the timeline is in date order"
+    for _, key in ns["entries"]:  # every source is listed with its link
+        assert SOURCES[key].url in shown, f"{key} is not listed"
+    assert len(ns["takeaways"]) == 6
+    assert "use: DPO, IPO, SimPO" in ns["contract_text.value"] and "Rafailov et al. 2023" in ns["contract_text.value"]
+
+
 CHECKS = {"00_start_here": check_00, "01_bradley_terry": check_01, "02_dpo_margins": check_02,
           "03_group_baselines": check_03, "03b_from_advantages_to_an_update": check_03b,
           "04_baseline_bias_enumeration": check_04,
-          "05_memory_and_rollout_budgets": check_05, "09_the_passport": check_09}
+          "05_memory_and_rollout_budgets": check_05, "09_the_passport": check_09, "11_closing": check_11}
 
 
 @pytest.fixture(scope="module")

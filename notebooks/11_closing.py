@@ -1,0 +1,272 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (course)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab-setup"]
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
+    subprocess.run([*pip, "--no-deps", source], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
+    importlib.invalidate_caches()
+
+from course_lib.device import on_colab, resolve_device
+
+DEVICE = resolve_device("auto")
+print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
+
+# %% [markdown]
+# # 11 · Closing: the map, the sources, and where to go next
+#
+# *Pointer for readers of the Module 14 lecture: §2 (how the pipeline came about) and §20 (takeaways and
+# sources). Everything below stands on its own.*
+#
+# After this notebook you will be able to
+#
+# 1. place each method of the course on the timeline it came from, with its primary source;
+# 2. state the lecture's takeaways and point to the notebook where you saw each one happen;
+# 3. say which tools take over where the course stops.
+
+# %%
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+from IPython.display import Markdown, display
+
+from course_lib.advantages import zero_variance_probability
+from course_lib.budgets import (
+    rollout_generation_seconds,
+    rollout_tokens,
+    stage_memory_gib,
+    update_seconds,
+)
+from course_lib.explore import predict, readout
+from course_lib.preference import bt_probability, dpo_terms, win_rate_to_gap
+from course_lib.sources import SOURCES, cite, date, timeline
+
+# %% [markdown]
+# ## 1. How the pipeline came about
+#
+# The methods of this course were not designed together. Each answered a problem the previous one left.
+# Before the timeline is drawn, a question about its order:
+
+# %%
+predict("Which came first?",
+        ["DPO removed the RL loop, then GRPO dropped the critic",
+         "GRPO dropped the critic, then DPO removed the RL loop",
+         "both in the same month"],
+        "DPO removed the RL loop, then GRPO dropped the critic",
+        f"DPO is from {date('dpo')[0]}-{date('dpo')[1]:02d}; GRPO arrived with DeepSeekMath in "
+        f"{date('deepseekmath')[0]}-{date('deepseekmath')[1]:02d}. RL did not disappear after DPO: verifiable "
+        "rewards brought online RL back, with cheaper baselines.")
+
+# %%
+entries = timeline()
+fig, ax = plt.subplots(figsize=(9.5, 7.2))
+for row, ((year, month), key) in enumerate(entries):
+    source = SOURCES[key]
+    x = year + (month - 0.5) / 12 if month else year + 0.5
+    style = {"paper": "o", "note": "s", "software": "D"}[source.kind]
+    ax.plot(x, row, style, color="C0" if source.lecture else "C1", ms=6)
+    ax.text(x + 0.15, row, f"{source.authors}: {source.idea}", va="center", fontsize=8)
+ax.set_yticks([])
+ax.set_ylim(len(entries), -1)
+ax.set_xlim(2015, 2030.8)
+ax.set_xticks(range(2015, 2027))
+ax.set_xlabel("year (arXiv month for papers; year alone for software and notes)")
+ax.set_title("The methods of the course in time")
+ax.legend(handles=[plt.Line2D([], [], marker="o", ls="", color="C0", label="paper the lecture lists"),
+                   plt.Line2D([], [], marker="o", ls="", color="C1", label="added by the course"),
+                   plt.Line2D([], [], marker="s", ls="", color="C1", label="note"),
+                   plt.Line2D([], [], marker="D", ls="", color="C0", label="software stack")],
+          loc="lower left", fontsize=8)
+ax.grid(axis="x", alpha=0.3)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Read it as four waves:
+#
+# - **Reward models from comparisons** (2017–2022): a learned reward, then PPO under a KL term — the
+#   classical RLHF contract of notebooks 01, 06 and the RLHF route (08b).
+# - **Direct preference losses** (2023–2024): DPO turned the KL-regularised objective into a pairwise loss
+#   (notebooks 02 and 02b); IPO, KTO, SimPO and ORPO changed the margin or the data each one needs.
+# - **Critic-free RL with verifiable rewards** (2024–2025): RLOO and GRPO build baselines from sibling
+#   answers (03, 04, 07); DAPO and Dr. GRPO repair what GRPO's normalisation got wrong (03b, 07); GSPO and
+#   CISPO change what is clipped.
+# - **RL as a system** (2025–2026): rollout workers, environments and freshness control (verl, NeMo RL,
+#   NeMo Gym) — where the optimiser is one stage of a data-generation pipeline.
+#
+# Every source, with its link:
+
+# %%
+display(Markdown("\n".join(
+    f"- {cite(key)} — *{SOURCES[key].title}*: {SOURCES[key].idea}"
+    + ("" if SOURCES[key].lecture else " (added by the course)")
+    for _, key in entries)))
+
+# %% [markdown]
+# ## 2. The takeaways, and where you saw each one
+#
+# Each line below is a takeaway of the lecture with the number that goes with it, recomputed by the library
+# (not typed), and the notebook where you derived it.
+
+# %%
+gen_s = rollout_generation_seconds(256, 8, 4000, 209.4, 8)
+upd_s = update_seconds(8.03e9, rollout_tokens(256, 8, 4000), 990e12, 0.4, 8)
+takeaways = [
+    ("Bradley–Terry: a 75% win rate is a score gap of log 3", f"{win_rate_to_gap(0.75):.3f}", "01"),
+    ("and a gap of 1 wins", f"{bt_probability(1.0):.3f} of the time", "01"),
+    ("DPO's loss of pair I: the implicit reward is a policy ratio",
+     f"{dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1).loss:.4f}", "02"),
+    ("GRPO: a group with no spread carries no signal; at p = 0.3, G = 8 it happens",
+     f"{zero_variance_probability(0.3, 8):.4f} of the time", "03"),
+    ("The frozen memory scenario: PPO vs DPO with a resident reference",
+     f"{stage_memory_gib(8.03e9, 'ppo'):.1f} vs {stage_memory_gib(8.03e9, 'dpo'):.1f} GiB", "05"),
+    ("The frozen rollout scenario: generation vs one training pass", f"{gen_s / upd_s:.1f} ×", "05"),
+]
+for claim, value, notebook in takeaways:
+    print(f"{claim:<78} {value:>22}   (notebook {notebook})")
+
+# %% [markdown]
+# And the takeaways that are not numbers:
+#
+# - **Distinguish the signals.** Demonstrations give a target, preferences rank alternatives, verifiers score
+#   outcomes. Name the feedback format, how it was collected and the update rule separately — the passport
+#   (notebook 09) has a field for each.
+# - **Direct losses differ by contract.** IPO changes the margin's geometry, KTO needs only pointwise labels,
+#   SimPO drops the reference and normalises by length, ORPO folds SFT and preference into one stage
+#   (notebook 02).
+# - **Group baselines have identifiable biases.** The full mean keeps (G − 1)/G of the gradient, the std turns
+#   it into a difficulty-dependent weight, and zero-variance groups carry nothing (notebooks 03 and 04).
+# - **A verifier is still a target.** The tiny GPT found the loose checker's gap (notebook 08); the proxy and
+#   the gold reward came apart against a learned reward model (08b). Held-out accuracy, length, entropy and
+#   the share of degenerate groups belong on the dashboard.
+# - **The scenarios are conditional.** 269.2 GiB and the 39× ratio follow from stated assumptions (model size,
+#   precision, throughput, utilisation); change one and the conclusion moves (notebook 05's calculators).
+# - **RL became a system.** Generation dominates a step (notebook 07 measures its share on your CPU), so
+#   production stacks overlap it with updates and control how stale a rollout may be.
+#
+# ## 3. Explorer: which contract fits your data?
+#
+# The lecture's advice in one sentence: pick the method whose data contract matches the feedback you
+# actually have. Choose what you have; the readout names the methods that consume it and the notebook
+# where the course trained or derived each.
+
+# %%
+CONTRACTS = {
+    "demonstrations only": ("SFT (and rejection-sampling SFT once you have a checker)", "06, 07", ["instructgpt"]),
+    "pairs: chosen vs rejected": ("DPO, IPO, SimPO (offline); a Bradley–Terry reward model, then RL", "01, 02, 06, 08b",
+                                  ["dpo", "ipo", "simpo"]),
+    "single answers labelled good / bad": ("KTO (no pairs needed)", "02", ["kto"]),
+    "SFT data and pairs, one stage, no reference": ("ORPO", "02", ["orpo"]),
+    "a program that checks answers": ("RLVR: GRPO, RLOO, DAPO, Dr. GRPO (online)", "03, 03b, 04, 07, 08",
+                                      ["deepseekmath", "rloo", "dapo", "dr_grpo"]),
+    "a written list of principles": ("AI feedback: a judge labels pairs, then a reward model or DPO",
+                                     "none yet (next steps)", ["constitutional_ai"]),
+}
+data_choice = widgets.Dropdown(options=list(CONTRACTS), value="pairs: chosen vs rejected",
+                               description="you have", style={"description_width": "initial"},
+                               layout={"width": "30rem"})
+contract_text = widgets.HTML()
+
+
+def show_contract(_=None):
+    methods, notebooks, keys = CONTRACTS[data_choice.value]
+    authors = ", ".join(f"{SOURCES[k].authors} {date(k)[0]}" for k in keys)
+    contract_text.value = readout([f"use: {methods}", f"notebooks: {notebooks}", f"sources: {authors}"])
+
+
+data_choice.observe(show_contract, names="value")
+show_contract()
+display(widgets.VBox([data_choice, contract_text]))
+
+# %% [markdown]
+# ## 4. Where to go next
+#
+# - **Hugging Face TRL** — the trainers you met in notebook 10 (`GRPOTrainer`, `DPOTrainer`, `RLOOTrainer`,
+#   `KTOTrainer`, `PPOTrainer`), with the same option names this course uses; the first step to a real model.
+# - **Production RL stacks** — where rollout workers, asynchronous queues and environments are components:
+
+# %%
+display(Markdown("\n".join(f"- {cite(key)}: {SOURCES[key].idea}"
+                           for key, s in SOURCES.items() if s.kind == "software")))
+
+# %% [markdown]
+# - **The next module** studies reasoning models and test-time compute: here we changed the policy; next we
+#   decide how much computation an already trained policy should spend on one request.
+#
+# ## Your turn
+#
+# List, with `SOURCES`, `date` and `cite`, the sources of 2025 and later that the lecture itself lists
+# (`lecture=True`). Which of them does the course implement in `course_lib`?
+
+# %%
+# your code here
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# `[cite(k) for k, s in SOURCES.items() if s.lecture and date(k)[0] >= 2025]` gives DeepSeek-R1, DAPO,
+# Dr. GRPO, It Takes Two, Yang et al. and the three software stacks. The course implements DAPO's options
+# and Dr. GRPO's unit and advantages (`policy_loss`, `advantages`), and both analyses exactly
+# (`advantages.baseline_gradient`, `advantages.conditional_advantage`, notebook 04).
+# </details>
+#
+# ## Check yourself
+#
+# 1. Why did verifiable rewards bring online RL back after DPO had removed it?
+#    <details><summary>Answer</summary>
+#    DPO needs preference pairs collected in advance. A checker can score any answer the current policy
+#    writes, so fresh on-policy samples are cheap to label — and critic-free baselines (RLOO, GRPO) made
+#    the update cheap too.
+#    </details>
+# 2. Which two numbers of the lecture are conditional calculations, and on what?
+#    <details><summary>Answer</summary>
+#    269.2 GiB (PPO's persistent state) and the 39× generation-to-update ratio: both follow from stated
+#    assumptions — 8.03B parameters, the precision of each copy, decode throughput, MFU, device count.
+#    </details>
+# 3. A run report says "GRPO, β = 0". Name two choices it still leaves open that change the update.
+#    <details><summary>Answer</summary>
+#    The averaging unit (sequence mean, token mean, constant) and the zero-variance rule (keep, drop,
+#    resample) — two of the passport's fields (notebook 09) — or whether the std normalisation was on.
+#    </details>
+
+# %%
+predict("A run report says 'GRPO, β = 0'. Which question does it leave open that changes the update's "
+        "direction, not just its size?",
+        ["the learning rate", "whether the std normalisation was on", "the number of GPUs"],
+        "whether the std normalisation was on",
+        "Dividing by the group's std reweights prompts by difficulty (notebooks 04 and 07); Adam cancels a constant "
+        "scale such as the learning rate's effect on the loss, and the device count changes nothing in the formula.")
+
+# %%
+predict("Which method needs neither a reward model nor a reference model during training?",
+        ["PPO", "DPO", "SimPO"], "SimPO",
+        "SimPO's margin is a length-normalised log-probability difference with no reference term; DPO keeps a "
+        "reference (its log-probs can be cached), PPO needs a reward and usually a critic and a reference.")
