@@ -311,6 +311,20 @@ def test_passport_names_the_six_choices():
     }
 
 
+@pytest.mark.parametrize("kind", ["grpo", "ppo"])
+@pytest.mark.parametrize("reward", ["strict", "loose", "partial"])
+def test_the_passport_names_every_checker_from_its_one_home(kind, reward):
+    """A --reward partial run used to say "learned reward model loaded from tial" and "(binary)"."""
+    from course_lib.rewards import CHECKERS
+
+    cfg = get_config("test")
+    getattr(cfg, kind).reward = reward
+    contract = passport(cfg, kind)["reward_contract"]
+    assert contract["source"] == CHECKERS[reward].description and "learned" not in contract["source"]
+    assert ("binary" in contract["granularity"]) == (reward != "partial")
+    assert "partial credit" in contract["granularity"] or reward != "partial"
+
+
 def test_gpu_config_builds_and_steps_on_cpu():
     cfg = validate(get_config("gpu"))
     task = AdditionTask(TaskConfig(**{**cfg.task.__dict__, "n_demos": 20, "n_heldout": 10}))
@@ -521,6 +535,24 @@ def test_k1_in_the_loss_is_refused_with_the_reason():
         validate(cfg)
     cfg.grpo.kl_placement = "reward"
     validate(cfg)  # k1 in the reward is the InstructGPT/RLOO choice
+
+
+@pytest.mark.parametrize("placement, estimator, ok", [
+    ("loss", "k1", False), ("loss", "k2", True), ("loss", "k3", True),
+    ("reward", "k1", True), ("reward", "k2", False), ("reward", "k3", False),
+])
+def test_every_placement_estimator_pair_is_decided_with_its_reason(placement, estimator, ok):
+    cfg = get_config("test")
+    cfg.grpo.beta, cfg.grpo.kl_placement, cfg.grpo.kl_estimator = 0.1, placement, estimator
+    if ok:
+        validate(cfg)
+    else:
+        reason = "zero expected gradient" if placement == "loss" else "only k1 is a valid per-sequence penalty"
+        with pytest.raises(ValueError, match=reason) as err:
+            validate(cfg)
+        assert f"kl_placement={placement!r}" in str(err.value) and repr(estimator) in str(err.value)
+    cfg.grpo.beta = 0.0
+    validate(cfg)  # without a penalty the estimator only names the logged quantity
 
 
 def test_checker_rewards_are_batched_on_lists(task):
