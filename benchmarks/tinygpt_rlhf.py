@@ -86,7 +86,7 @@ def one_seed(seed: int, args) -> dict:
         t0 = time.perf_counter()
         train_ppo(policy, critic, task, pcfg, scorer, generator=torch.Generator().manual_seed(seed + 1), log=log,
                   show_progress=False, gold_fn=strict, track_kl=True)
-        rows = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl"]} for r in log.rows]
+        rows = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"]} for r in log.rows]
         out["overopt"].append({"beta": beta, "steps": args.overopt_steps, "batch_prompts": args.overopt_prompts,
                                "rows": rows, "heldout_accuracy": log.rows[-1]["accuracy"],
                                "seconds": time.perf_counter() - t0, **over_optimisation(rows)})

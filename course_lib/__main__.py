@@ -31,11 +31,12 @@ import sys
 from course_lib import configs
 from course_lib.device import DEVICES
 from course_lib.pipeline import KINDS, run
+from course_lib.rewards import SPEC_HELP
 from course_lib.runtime import DEFAULT_THREADS, Interrupted, stop_on_interrupt
 
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
 HELP = {
-    "reward": "strict | loose | rm:DIR (a saved reward model)",
+    "reward": SPEC_HELP,
     "beta": "GRPO: KL coefficient (0 keeps no reference); DPO: temperature",
     "kl_estimator": "k1's expected gradient is zero in the loss: use it with --kl-placement reward",
     "steps": "TOTAL optimizer steps of the trainer (a resumed run continues up to it)",

@@ -59,7 +59,7 @@ def zero_variance_groups(rewards, *, atol: float | None = None):
     ~1e-17 in float64, not 0): a group is degenerate when max − min <= tol, where
     tol = ``atol`` if given, else 8 · eps(dtype) · max(1, max |r|) — a few rounding steps
     of the rewards' own dtype, so it works alike in float32 and float64. The one place
-    degeneracy is decided: ``grpo_advantages`` and the trainer both call it.
+    degeneracy is decided: the three advantage functions and the trainer all use it.
     Tensor in → bool tensor; otherwise a NumPy bool (array).
     """
     r, as_tensor = _rewards(rewards)
@@ -110,25 +110,35 @@ def grpo_advantages(
     return output(adv, as_tensor)
 
 
+def _zero_where_degenerate(r: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+    """Exact zeros for the groups ``zero_variance_groups`` calls degenerate (the one rule).
+
+    Without it equal non-binary rewards leave rounding noise (r − mean of [0.1]·8 is ±6e-8 in
+    float32), which AdamW, dividing by its own running scale, can turn into a real step.
+    """
+    return torch.where(_degenerate(r, None).unsqueeze(-1), torch.zeros_like(adv), adv)
+
+
 def dr_grpo_advantages(rewards, *, validate: bool = True):
     """Dr. GRPO advantages: r_i − mean(r), no std scaling (§12). TRL: ``scale_rewards="none"``.
 
-    A zero-variance group simply gets zero advantages; nothing is divided.
+    A zero-variance group (``zero_variance_groups``) gets exactly zero advantages.
     """
     r, as_tensor = _rewards(rewards, validate)
-    return output(r - r.mean(dim=-1, keepdim=True), as_tensor)
+    return output(_zero_where_degenerate(r, r - r.mean(dim=-1, keepdim=True)), as_tensor)
 
 
 def rloo_advantages(rewards, *, validate: bool = True):
     """RLOO advantages r_i − mean of the other G−1 rewards (§9).
 
     Equals G/(G−1) · (r_i − mean(r)): the leave-one-out baseline does not depend on
-    sample i, so the REINFORCE gradient stays unbiased.
+    sample i, so the REINFORCE gradient stays unbiased. A zero-variance group
+    (``zero_variance_groups``) gets exactly zero advantages.
     """
     r, as_tensor = _rewards(rewards, validate)
     g = r.shape[-1]
     others = (r.sum(dim=-1, keepdim=True) - r) / (g - 1)
-    return output(r - others, as_tensor)
+    return output(_zero_where_degenerate(r, r - others), as_tensor)
 
 
 def zero_variance_probability(p, group_size: int):

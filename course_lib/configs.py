@@ -54,6 +54,15 @@ DPO_LOSSES = ("sigmoid", "ipo", "simpo")
 ADVANTAGES = ("grpo", "rloo", "dr_grpo")
 ZERO_VARIANCE = ("keep", "drop", "resample")
 KL_PLACEMENTS = ("loss", "reward")
+# Which KL estimators pull towards the reference in each placement (exact expected gradients on a
+# categorical policy: course_lib.kl.expected_kl_gradient, tests/test_kl.py, notebook 02b §7).
+KL_ESTIMATORS_BY_PLACEMENT = {
+    "loss": (("k2", "k3"), "in the loss k1 has zero expected gradient on on-policy samples (E[∇k1] = 0): it adds "
+                           "noise and no pull towards the reference; k2 gives ∇KL(π‖π_ref), k3 ∇KL(π_ref‖π)"),
+    "reward": (("k1",), "in the reward only k1 is a valid per-sequence penalty (its score-function gradient is "
+                        "∇KL(π‖π_ref), as in TRL's RLOO and PPO); k2 or k3 in the reward can point away from the "
+                        "reference (cosine < 0 with ∇KL, notebook 02b)"),
+}
 CHOICES = {  # the accepted values of every string option (the CLI shows them in --help)
     "loss_type": DPO_LOSSES, "advantage": ADVANTAGES, "unit": UNITS, "zero_variance": ZERO_VARIANCE,
     "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS,
@@ -102,7 +111,7 @@ class GRPOConfig:
     max_completion_length: int = 6
     mask_truncated: bool = False
     temperature: float = 1.0
-    reward: str = "strict"  # strict | loose (notebook 08) | partial (partial credit) | rm:DIR (a saved reward model)
+    reward: str = "strict"  # a checker of course_lib.rewards.CHECKERS, or rm:DIR (a saved reward model)
     share_prompt: bool = True  # run each group's prompt once in the update (same numbers, less work)
     eval_every: int = 20
 
@@ -143,7 +152,7 @@ class PPOConfig:
     kl_coef: float = 0.0  # β of the per-token KL penalty in the reward; 0 keeps no reference
     max_completion_length: int = 6
     temperature: float = 1.0
-    reward: str = "strict"  # strict | loose | rm:DIR (a saved reward model)
+    reward: str = "strict"  # a checker of course_lib.rewards.CHECKERS, or rm:DIR (a saved reward model)
     eval_every: int = 20
 
 
@@ -201,6 +210,15 @@ def get_config(name: str = "cpu") -> RunConfig:
     return CONFIGS[name]()
 
 
+def _kl_pair_check(g: GRPOConfig) -> tuple[bool, str]:
+    """(ok, message): with β > 0 the estimator must suit the placement (``KL_ESTIMATORS_BY_PLACEMENT``)."""
+    allowed, reason = KL_ESTIMATORS_BY_PLACEMENT.get(g.kl_placement, (KL_ESTIMATORS, ""))
+    return (not (g.beta > 0 and g.kl_estimator not in allowed),
+            f"grpo.kl_estimator {g.kl_estimator!r} with kl_placement={g.kl_placement!r} is refused: {reason}. "
+            f"Use kl_estimator in {allowed} with kl_placement={g.kl_placement!r}, or "
+            + ("k1 with kl_placement='reward'" if g.kl_placement == "loss" else "k2/k3 with kl_placement='loss'"))
+
+
 def validate(cfg: RunConfig) -> RunConfig:
     """Raise ValueError naming the first bad option (called before any training starts)."""
     # imported here: those modules import this one
@@ -230,9 +248,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         (g.epsilon >= 0, f"grpo.epsilon must be >= 0 (>= 1 means no lower clip, as in TRL); got {g.epsilon}"),
         (g.epsilon_high >= 0, f"grpo.epsilon_high must be >= 0; got {g.epsilon_high}"),
         (g.beta >= 0, f"grpo.beta must be >= 0; got {g.beta}"),
-        (not (g.beta > 0 and g.kl_placement == "loss" and g.kl_estimator == "k1"),
-         "grpo.kl_estimator 'k1' in the loss has zero expected gradient on on-policy samples (E[∇k1] = 0): it "
-         "adds noise and no pull towards the reference. Use k2 or k3 in the loss, or k1 with kl_placement='reward'"),
+        _kl_pair_check(g),
         (g.temperature > 0, f"grpo.temperature must be > 0 (0 would divide the logits by zero); got {g.temperature}"),
         (g.num_iterations >= 1, f"grpo.num_iterations must be >= 1; got {g.num_iterations}"),
         (d.beta > 0, f"dpo.beta must be > 0; got {d.beta}"),

@@ -4,10 +4,11 @@ One step:
 
 1. draw B fresh prompts, sample G completions each, score them with the reward
    (``course_lib.rollout.collect_rollouts``, ``course_lib.rewards``);
-2. zero-variance groups: ``keep`` (zero advantage), ``drop`` (out of the loss: their rows stay
-   in the batch with a zero mask, so the constant unit still divides by B·G·L_max), or
-   ``resample`` — draw more prompts until B informative groups are found (DAPO's dynamic
-   sampling), at most ``max_resample_rounds`` extra rounds;
+2. zero-variance groups: ``keep`` (zero advantage, their rows in every averaging denominator),
+   ``drop`` (out of the batch: their rows leave the denominators, so the constant unit divides
+   by the rows left times L_max), or ``resample`` — draw more prompts until B informative
+   groups are found (DAPO's dynamic sampling), at most ``max_resample_rounds`` extra rounds,
+   then drop what is still missing;
 3. advantages from ``course_lib.advantages`` (``grpo`` with population std, ``rloo``,
    ``dr_grpo``), one per completion, applied to each of its tokens;
 4. μ = ``num_iterations`` inner epochs: ratio ρ = π_θ/π_old against log-probs frozen right
@@ -71,8 +72,7 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     """μ inner epochs of the clipped, optionally KL-regularised surrogate on one batch of groups.
 
     ``batch`` is ``collect_rollouts``'s: ``input_ids``, ``attention_mask``, ``completion_mask``,
-    ``truncated`` (N,), optionally ``in_loss`` (N,) (rows of dropped groups: False), ``rewards``
-    (n_groups, G). With ``ref_model`` the KL to the reference
+    ``truncated`` (N,), ``rewards`` (n_groups, G) (dropped groups are not in it). With ``ref_model`` the KL to the reference
     is measured every step (k3 on the sampled tokens, per token) and, when ``cfg.beta > 0``,
     enters either the loss (``kl_placement="loss"``: −β·k per token, differentiated) or the
     reward (``"reward"``: ``kl_shaped_rewards`` before the baseline). With ``mask_truncated``
@@ -100,10 +100,9 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     if ref_model is not None:
         ref_logps = sequence_logprobs(ref_model, {"input_ids": ids, "attention_mask": attn, "completion_mask": cmask},
                                       prompt_length=prompt_length, temperature=temperature, group_size=group)
-    in_loss = batch["in_loss"].to(device) if "in_loss" in batch else torch.ones_like(cmask[:, 0], dtype=torch.bool)
-    if cfg.mask_truncated:
-        in_loss = in_loss & ~batch["truncated"].to(device)
-    loss_mask = (cmask[:, prompt_length:] * in_loss[:, None]).float()  # rows left out keep their place in the denominators
+    loss_mask = cmask[:, prompt_length:].float()
+    if cfg.mask_truncated:  # truncated rows keep their place in the denominators (as Dr. GRPO and TRL)
+        loss_mask = loss_mask * ~batch["truncated"].to(device)[:, None]
     rows = None  # every row goes through the model
     # Without a KL term every zero-variance row has an exactly zero gradient; a reference kept
     # only to *log* the KL (β = 0) reads π_old's log-probs from the sampler instead of the forward.

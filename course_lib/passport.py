@@ -11,18 +11,8 @@ not from the code path taken; the tests check that the options it names are the 
 from __future__ import annotations
 
 from course_lib.configs import RunConfig
+from course_lib.rewards import reward_granularity, reward_source
 from course_lib.runtime import DEFAULT_THREADS
-
-CHECKERS = {
-    "strict": "deterministic rule: exact answer digits followed by <eos> (course_lib.task.strict_reward)",
-    "loose": "deterministic rule, deliberately loose: answer digits in order anywhere in the output (loose_reward)",
-}
-
-
-def reward_source(spec: str) -> str:
-    if spec in CHECKERS:
-        return CHECKERS[spec]
-    return f"learned reward model loaded from {spec[3:]} (course_lib.reward_model)"
 
 
 def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threads: int | None = DEFAULT_THREADS,
@@ -54,7 +44,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             data_and_policy={"examples": f"preference pairs from {d.pair_prompts} prompts × {d.samples_per_prompt} samples",
                              "generated_by": "the SFT checkpoint, once, before training (offline)",
                              "reuse": "pairs reused for every step", "overlap": "held-out prompts excluded"},
-            reward_contract={"source": CHECKERS["strict"] + ", used only to label chosen vs rejected",
+            reward_contract={"source": reward_source("strict") + ", used only to label chosen vs rejected",
                              "granularity": "once per completion", "truncation": "a truncated sample is a rejected answer"},
             optimisation={"algorithm": f"offline {loss}, beta={d.beta}" + (f", + rpo_alpha={d.rpo_alpha} × NLL(chosen)" if d.rpo_alpha else ""),
                           "roles": ["policy", "reference (log-probs cached once)"] if d.loss_type != "simpo" else ["policy"],
@@ -70,7 +60,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
                              "generated_by": f"the SFT checkpoint, once, temperature {r.temperature} (offline)",
                              "reuse": "pairs sampled with replacement every step",
                              "overlap": "held-out pairs come from the task's held-out prompts only"},
-            reward_contract={"source": "gold rule: " + CHECKERS["strict"], "labelling_rule": LABELLING_RULE,
+            reward_contract={"source": "gold rule: " + reward_source("strict"), "labelling_rule": LABELLING_RULE,
                              "noise": f"each label flipped with probability {r.noise}"},
             optimisation={"algorithm": "Bradley–Terry reward-model loss −log σ(r_chosen − r_rejected)",
                           "roles": ["reward model (GPT2ForSequenceClassification, 1 label)", "SFT policy (sampler, init)"],
@@ -89,7 +79,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
                              "generated_by": f"the current actor, temperature {p.temperature}",
                              "reuse": f"each rollout used for {p.num_ppo_epochs} PPO epoch(s), then discarded",
                              "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
-            reward_contract={"source": reward_source(p.reward), "granularity": "once per completion, on its last token",
+            reward_contract={"source": reward_source(p.reward), "granularity": reward_granularity(p.reward) + ", on its last token",
                              "truncation": "a truncated completion gets what the reward says (strict: 0)"},
             optimisation={"algorithm": "PPO, on-policy, learned critic", "advantage": f"GAE(gamma={p.gamma}, lambda={p.lam})",
                           "roles": ["policy", "critic (trained)"] + (["reference (frozen SFT copy)"] if p.kl_coef > 0 else []),
@@ -122,7 +112,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} completions per step",
                              "generated_by": f"the current actor, temperature {g.temperature}", "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
                              "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
-            reward_contract={"source": reward_source(g.reward), "granularity": "once per completion (binary)", "truncation": trunc,
+            reward_contract={"source": reward_source(g.reward), "granularity": reward_granularity(g.reward), "truncation": trunc,
                              "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 08"},
             optimisation={"algorithm": "on-policy", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
                           "kl_estimator": g.kl_estimator, "beta": g.beta, "averaging_unit": g.unit,

@@ -17,13 +17,32 @@ batch, not a tensor per token), so scoring a batch costs microseconds per comple
 from __future__ import annotations
 
 import importlib
+from typing import NamedTuple
 
 import torch
 
 from course_lib.task import AdditionTask
 
-CHECKERS = ("strict", "loose", "partial")
+
+class Checker(NamedTuple):
+    """A named rule-based reward: the ``AdditionTask`` method that scores one completion, and its words."""
+
+    method: str
+    description: str  # what the passport says the reward is
+    binary: bool  # 1 or 0 (False: values in between, partial credit)
+
+
+# The one home of the checker names: validation, the CLI's help and the passport read this table.
+CHECKERS = {
+    "strict": Checker("strict_reward", "deterministic rule: exact answer digits followed by <eos> "
+                                       "(course_lib.task.strict_reward)", True),
+    "loose": Checker("loose_reward", "deterministic rule, deliberately loose: answer digits in order anywhere in "
+                                     "the output (loose_reward)", True),
+    "partial": Checker("partial_reward", "deterministic rule, partial credit: the share of digit places that are "
+                                         "right, 0 when truncated (partial_reward)", False),
+}
 REWARD_MODEL_PREFIX = "rm:"
+SPEC_HELP = " | ".join(CHECKERS) + f" | {REWARD_MODEL_PREFIX}DIR (a saved reward model)"
 
 
 def check_reward_spec(spec) -> str:
@@ -47,17 +66,29 @@ def checker_reward(checker):
 def resolve_reward(spec: str, task: AdditionTask):
     """The batched reward callable named by ``spec`` (see the module docstring)."""
     check_reward_spec(spec)
-    if spec == "strict":
-        return checker_reward(task.strict_reward)
-    if spec == "loose":
-        return checker_reward(task.loose_reward)
-    if spec == "partial":
-        return checker_reward(task.partial_reward)
+    if spec in CHECKERS:
+        return checker_reward(getattr(task, CHECKERS[spec].method))
     try:
         reward_model = importlib.import_module("course_lib.reward_model")
     except ModuleNotFoundError as err:
         raise ValueError(
             f"reward {spec!r} needs course_lib.reward_model (a learned reward model), which is not installed "
-            "in this copy of course_lib; use 'strict', 'loose' or 'partial'"
+            f"in this copy of course_lib; use one of {', '.join(map(repr, CHECKERS))}"
         ) from err
     return reward_model.load_reward(spec[len(REWARD_MODEL_PREFIX):], task)
+
+
+def reward_source(spec: str) -> str:
+    """What the reward named by ``spec`` is, in the passport's words."""
+    check_reward_spec(spec)
+    if spec in CHECKERS:
+        return CHECKERS[spec].description
+    return f"learned reward model loaded from {spec[len(REWARD_MODEL_PREFIX):]} (course_lib.reward_model)"
+
+
+def reward_granularity(spec: str) -> str:
+    """How often and on what scale the reward is given (the passport's reward contract)."""
+    check_reward_spec(spec)
+    if spec in CHECKERS:
+        return "once per completion (" + ("binary" if CHECKERS[spec].binary else "partial credit in [0, 1]") + ")"
+    return "once per completion (a learned real-valued score)"

@@ -165,20 +165,21 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
 
     ``cfg`` needs ``batch_prompts``, ``num_generations``, ``max_completion_length``,
     ``temperature``, ``zero_variance`` and ``max_resample_rounds`` (``GRPOConfig`` has them).
-    Zero-variance groups are decided by ``advantages.zero_variance_groups``. ``drop`` and
-    ``resample`` never shrink the batch: a group left out of the loss keeps its rows with
-    ``in_loss`` False (so Dr. GRPO's constant stays B·G·L_max, as published); ``resample``
-    first replaces such groups with informative ones from up to ``max_resample_rounds`` fresh
-    draws. Returns ``{"stats": …}`` plus, when at least one group is in the loss, ``"batch"``
-    (``input_ids``, ``attention_mask``, ``completion_mask``, ``truncated`` and ``in_loss`` per
-    row, ``rewards`` of shape (B, G), ``sampler_logps`` (N, L): the sampled tokens' log-probs
+    Zero-variance groups are decided by ``advantages.zero_variance_groups``. ``keep`` keeps
+    them (zero advantage: their rows stay in every averaging denominator); ``drop`` removes
+    them from the batch, so their rows leave the denominators too (lecture §9: "dropping a
+    group also changes the averaging denominator"); ``resample`` replaces them with
+    informative groups from up to ``max_resample_rounds`` fresh draws, and drops what it could
+    not replace. Returns ``{"stats": …}`` plus, when at least one group is left, ``"batch"``
+    (``input_ids``, ``attention_mask``, ``completion_mask`` and ``truncated`` per row,
+    ``rewards`` of shape (groups left, G), ``sampler_logps`` (N, L): the sampled tokens' log-probs
     under the sampling policy, and ``informative``: per group, a Python bool, False for a
     zero-variance group, whose advantages are zero) and ``"pairs"``. ``stats["entropy"]`` is
     the sampling distributions' entropy per completion token, over every sampled row.
     """
     G, B = cfg.num_generations, cfg.batch_prompts
     gen_seconds, groups_sampled, rounds = 0.0, 0, 0
-    used, spare = [], []  # (roll, group index, rewards, pair): groups in the loss; degenerate ones left out
+    used, spare = [], []  # (roll, group index, rewards, pair): groups in the batch; degenerate ones dropped
     all_rewards, all_truncated, all_lengths, all_entropy, zero_var = [], [], [], [], []
     while True:
         pairs = task.sample_pairs(B, generator)
@@ -214,19 +215,17 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
     }
     if not used:
         return {"stats": stats}
-    groups = used + spare[: B - len(used)]
+    groups = used  # dropped groups leave the batch (and every denominator)
 
     def gather(field):
         return torch.cat([getattr(roll, field)[gi * G : (gi + 1) * G] for roll, gi, *_ in groups])
 
-    in_loss = torch.tensor([i < len(used) for i in range(len(groups))]).repeat_interleave(G)
     batch = {
         "input_ids": gather("input_ids"),
         "attention_mask": gather("attention_mask"),
         "completion_mask": gather("completion_mask"),
         "truncated": gather("truncated"),
         "sampler_logps": gather("logps"),
-        "in_loss": in_loss.to(groups[0][0].input_ids.device),
         "rewards": torch.stack([r for _, _, r, _, _ in groups]),
         "informative": [informative for *_, informative in groups],
     }

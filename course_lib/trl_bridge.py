@@ -24,8 +24,9 @@ Simplifications, said out loud:
   course runs float32 on a CPU (bf16 autocast on CUDA) without checkpointing, so the bridge
   sets ``bf16`` from the device and ``activation_checkpointing=False`` (pass
   ``checkpointing=True`` to trade speed for memory on a real model).
-- One process, no gradient accumulation: a course step is one TRL optimiser step on B·G
-  completions (``steps_per_generation=1``). Under ``accelerate launch`` the per-device batch
+- One process, no gradient accumulation: a course step is one rollout of B·G completions and
+  μ = ``num_iterations`` TRL optimiser steps on it (``steps_per_generation=1``; ``max_steps`` is
+  steps·μ, so TRL samples exactly ``steps`` rollouts). Under ``accelerate launch`` the per-device batch
   is divided by the number of processes so a step still sees B·G completions.
 - TRL iterates over a finite dataset; the bridge draws exactly ``steps × B`` fresh training
   prompts up front with the course's prompt sampler (held-out prompts excluded).
@@ -208,6 +209,9 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
     completions = g.batch_prompts * g.num_generations
     per_device = _per_device(completions, num_processes, "batch_prompts × num_generations")
     config = _common(cfg, g, **common) | dict(
+        # TRL counts optimiser steps and samples anew every steps_per_generation · num_iterations of
+        # them; a course step is one rollout and μ optimiser steps on it: steps rollouts need steps·μ
+        max_steps=g.steps * g.num_iterations,
         per_device_train_batch_size=per_device,
         num_generations=g.num_generations,
         steps_per_generation=1,  # one optimiser step per rollout batch, as the course does
@@ -223,7 +227,8 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
         shuffle_dataset=False,  # prompts are already fresh random draws
     )
     unmatched = [
-        Unmatched("grpo.eval_every", g.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        Unmatched("grpo.eval_every", g.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback, "
+                  f"counted in TRL optimiser steps (num_iterations={g.num_iterations} per course step)"),
         Unmatched("model: <pad>/<bos> removed from the softmax", True,
                   "TRL samples and scores over the full vocabulary (after SFT these two tokens carry ~0 mass)"),
     ]

@@ -77,7 +77,7 @@ import torch
 from IPython.display import display
 
 from course_lib.advantages import grpo_advantages, rloo_advantages
-from course_lib.configs import get_config
+from course_lib.configs import get_config, validate
 from course_lib.evaluation import evaluate
 from course_lib.explore import figure_png, predict, readout
 from course_lib.grpo import train_grpo
@@ -589,6 +589,68 @@ grpo_kl_amplification = float(shaped_grpo.abs().max() / shaped_rloo.abs().max())
 
 # %%
 print(f"GRPO / RLOO advantage scale in this group: {grpo_kl_amplification:.0f}×")
+
+# %% [markdown]
+# ### 7b. Why the reward placement takes k1 only
+#
+# In the reward the penalty reaches θ only through the score function, E[k(y)·∇log π(y)]. For k1 that is
+# ∇KL(π‖π_ref); for k2 and k3 it is some other vector, and nothing makes it point towards the reference.
+# Measure the angle exactly: a six-answer softmax policy, moved away from a reference along a fixed
+# direction until KL(π‖π_ref) is 0.05 (close) and 2 (far), and the cosine between each estimator's
+# expected gradient in the reward and ∇KL(π‖π_ref). A cosine of +1 pulls straight back to the reference;
+# a negative one pushes away from it.
+
+# %%
+predict("At KL 0.05 — very close to the reference — what is the cosine of k3-in-the-reward's gradient with ∇KL?",
+        ["close to +1: near the reference all estimators agree", "about 0: unrelated", "negative: it pushes away"],
+        "negative: it pushes away",
+        "k3's value is unbiased, but a detached value times ∇log π is not its gradient: the score term of k3 "
+        "is ∇KL(π‖π_ref) − ∇KL(π_ref‖π), which need not point anywhere useful, even close to π_ref.")
+
+# %%
+six_rng = np.random.default_rng(2)
+six_ref = np.exp(six_rng.normal(size=6))
+six_ref /= six_ref.sum()
+six_direction = six_rng.normal(size=6)
+
+
+def logits_at_kl(target):
+    """log π_ref + t·direction with KL(π‖π_ref) = target (bisection on t)."""
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        t = (lo + hi) / 2
+        kl_t = categorical_kl(softmax_rows(np.log(six_ref) + t * six_direction), six_ref)
+        lo, hi = (t, hi) if kl_t < target else (lo, t)
+    return np.log(six_ref) + lo * six_direction
+
+
+reward_placement_cosines = {}
+for distance in (0.05, 2.0):
+    logits = logits_at_kl(distance)
+    theta_t = torch.tensor(logits, requires_grad=True)
+    (true_grad,) = torch.autograd.grad(categorical_kl(torch.softmax(theta_t, -1), torch.tensor(six_ref)), theta_t)
+    true_grad = true_grad.numpy()
+    for est in ("k1", "k2", "k3"):
+        g = expected_kl_gradient(logits, np.log(six_ref), est, "reward")
+        reward_placement_cosines[est, distance] = float(g @ true_grad / np.linalg.norm(g) / np.linalg.norm(true_grad))
+print("cosine with ∇KL(π‖π_ref) of the expected gradient of the penalty in the reward")
+for est in ("k1", "k2", "k3"):
+    print(f"  {est}: at KL 0.05 {reward_placement_cosines[est, 0.05]:+.3f}, "
+          f"at KL 2 {reward_placement_cosines[est, 2.0]:+.3f}")
+
+# %% [markdown]
+# k1's cosine is +1 at both distances; the printout shows where k2's and k3's point on this policy. A
+# penalty whose gradient points away from the reference makes "β·KL in the reward" train the policy
+# *away* from π_ref, while the logged KL says a penalty is on. So `course_lib`'s config refuses every
+# pair but k1 in the reward and k2/k3 in the loss, with this reason in the error:
+
+# %%
+bad_pair = get_config("test")
+bad_pair.grpo.beta, bad_pair.grpo.kl_placement, bad_pair.grpo.kl_estimator = 0.1, "reward", "k3"
+try:
+    validate(bad_pair)
+except ValueError as refused:
+    print("refused:", refused)
 
 # %% [markdown]
 # ## 8. Two anchors: π_old and π_ref

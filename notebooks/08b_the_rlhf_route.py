@@ -329,7 +329,7 @@ for seed in OVEROPT_SEEDS:
         pcfg = PPOConfig(steps=OVEROPT_STEPS, batch_prompts=OVEROPT_PROMPTS, kl_coef=beta, eval_every=OVEROPT_STEPS)
         train_ppo(policy, critic, task, pcfg, scorer, generator=torch.Generator().manual_seed(seed + 1), log=over_log,
                   show_progress=False, gold_fn=resolve_reward("strict", task), track_kl=True)
-        over[(seed, beta)] = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl"]}
+        over[(seed, beta)] = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"]}
                               for r in over_log.rows]
 
 fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4), sharey=False)

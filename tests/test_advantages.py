@@ -72,6 +72,24 @@ def test_batched_groups_and_tensors():
     np.testing.assert_allclose(out.numpy(), grpo_advantages(r.numpy().tolist()), rtol=1e-6)
 
 
+@settings(deadline=None)
+@given(st.floats(-10, 10, allow_nan=False, allow_subnormal=False), st.integers(2, 12),
+       st.sampled_from([torch.float32, torch.float64]))
+def test_a_zero_variance_group_gets_exact_zeros_from_every_estimator(value, g, dtype):
+    """Equal non-binary rewards (0.1 × 8: r − mean is ±6e-8 in float32 without the rule) give exact
+    zeros from RLOO and Dr. GRPO too, decided by the one rule (``zero_variance_groups``)."""
+    batch = torch.tensor([[value] * g, list(range(g))], dtype=dtype)
+    assert zero_variance_groups(batch).tolist() == [True, False]
+    for adv in (rloo_advantages(batch), dr_grpo_advantages(batch), grpo_advantages(batch, on_degenerate="zeros")):
+        assert torch.count_nonzero(adv[0]) == 0 and torch.count_nonzero(adv[1]) > 0
+
+
+def test_equal_rewards_of_one_tenth_were_rounding_noise():
+    r = torch.full((8,), 0.1)
+    assert torch.count_nonzero(r - r.mean()) > 0  # the noise the rule removes
+    assert torch.count_nonzero(rloo_advantages(r)) == 0 and torch.count_nonzero(dr_grpo_advantages(r)) == 0
+
+
 groups = st.lists(st.floats(-10, 10, allow_nan=False), min_size=2, max_size=12).filter(
     lambda xs: np.std(xs) > 1e-6)
 

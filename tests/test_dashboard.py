@@ -53,3 +53,16 @@ def test_labels_are_words_and_legends_sit_outside_the_axes():
 def test_unknown_panel_is_refused():
     with pytest.raises(ValueError, match="panels must be among"):
         dashboard(dpo_rows(), panels=["accuracy"])
+
+
+def test_grpo_and_ppo_kl_are_two_quantities_with_two_names():
+    """GRPO logs k3 averaged per token (``kl``), PPO Σ k1 per completion (``kl_sequence``): one panel,
+    two labels that say which estimator and which unit."""
+    fig = dashboard([{"step": 1, "kl": 0.1}, {"step": 2, "kl": 0.2}],
+                    runs={"GRPO": [{"step": 1, "kl": 0.1}], "PPO": [{"step": 1, "kl_sequence": 0.5}]})
+    panel = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}["drift from the reference"]
+    labels = {ln.get_label() for ln in panel.get_lines()}
+    assert any(LABELS["kl"] in label for label in labels) and any(LABELS["kl_sequence"] in label for label in labels)
+    assert "k3" in LABELS["kl"] and "token" in LABELS["kl"]
+    assert "k1" in LABELS["kl_sequence"] and "completion" in LABELS["kl_sequence"]
+    plt.close(fig)

@@ -170,3 +170,32 @@ def test_reference_kl_on_the_tiny_gpt():
         reference_kl(model, other, task, estimator="k2")
     with pytest.raises(ValueError, match="samples_per_prompt must be an integer >= 1"):
         reference_kl(model, other, task, samples_per_prompt=0)
+
+
+
+def _policy_at_distance(ref: np.ndarray, direction: np.ndarray, kl: float) -> np.ndarray:
+    """Logits log π_ref + t·direction with KL(π‖π_ref) = ``kl`` (bisection on t)."""
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        t = (lo + hi) / 2
+        lg = np.log(ref) + t * direction
+        p = _softmax(lg)
+        lo, hi = (t, hi) if float((p * np.log(p / ref)).sum()) < kl else (lo, t)
+    return np.log(ref) + lo * direction
+
+
+@pytest.mark.parametrize("distance", [0.05, 2.0])
+def test_k2_and_k3_in_the_reward_can_train_away_from_the_reference(distance):
+    """The reason config validation refuses k2/k3 in the reward: on this categorical policy the exact
+    score-function gradient of k2/k3-in-the-reward points against ∇KL(π‖π_ref); k1's is ∇KL itself."""
+    rng = np.random.default_rng(2)
+    ref = _softmax(rng.normal(size=6))
+    logits = _policy_at_distance(ref, rng.normal(size=6), distance)
+    rev, _ = _true_kl_gradients(logits, ref)
+
+    def cos(est):
+        g = expected_kl_gradient(logits, np.log(ref), est, "reward")
+        return float(g @ rev / np.linalg.norm(g) / np.linalg.norm(rev))
+
+    assert cos("k1") == pytest.approx(1.0)
+    assert cos("k2") < -0.5 and cos("k3") < -0.5

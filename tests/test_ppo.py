@@ -133,8 +133,10 @@ def test_ppo_learns_a_simple_reward_and_measures_the_critic(tiny):
     first = sum(r["reward_mean"] for r in rows[:3]) / 3
     last = sum(r["reward_mean"] for r in rows[-3:]) / 3
     assert last > first + 0.2, (first, last)
-    assert {"value_loss", "value_clip_fraction", "clip_fraction", "kl", "explained_variance", "accuracy"} <= set().union(*rows)
-    assert rows[-1]["kl"] is not None and rows[-1]["kl"] > 0
+    assert {"value_loss", "value_clip_fraction", "clip_fraction", "kl_sequence", "explained_variance",
+            "accuracy"} <= set().union(*rows)
+    assert "kl" not in set().union(*rows)  # GRPO's kl is k3 per token: another quantity, another name
+    assert rows[-1]["kl_sequence"] is not None and rows[-1]["kl_sequence"] > 0
     mem = res["memory"]
     n = sum(p.numel() for p in critic.parameters())
     # the critic holds fp32 weights + grads + AdamW's two moments: 16 bytes per parameter (+ step counters)
@@ -181,3 +183,33 @@ def test_cli_train_rm_then_ppo_and_grpo_against_it(tmp_path, capsys):
 
 def _lines(path):
     return path.read_text().splitlines()
+
+
+def test_no_vf_coef_because_a_weight_on_the_separate_critics_loss_cancels(tiny, monkeypatch):
+    """TRL's vf_coef weights the value loss; with a separate critic under its own AdamW the weight cancels
+    (Adam divides by the gradient's own scale), so the option is not offered: the critic's step is set by
+    critic_learning_rate. Checked: a 10× weight changes the critic's step by under 2% of its size."""
+    import dataclasses as dc
+
+    from course_lib import ppo
+
+    assert "vf_coef" not in {f.name for f in dc.fields(PPOConfig)}
+    with pytest.raises(TypeError, match="vf_coef"):
+        PPOConfig(vf_coef=1.0)
+    cfg, task, policy = tiny
+    pc = PPOConfig(steps=1, batch_prompts=8, max_completion_length=4)
+    original = ppo.clipped_value_loss
+    moves = {}
+    for weight in (1.0, 10.0):
+        monkeypatch.setattr(ppo, "clipped_value_loss",
+                            lambda *a, w=weight: (lambda loss, c: (w * loss, c))(*original(*a)))
+        torch.manual_seed(0)
+        pol = build_model(cfg.model, task.tokenizer)
+        pol.load_state_dict(policy.state_dict())
+        critic = build_critic(pol, task.tokenizer)
+        before = torch.cat([p.detach().flatten().clone() for p in critic.parameters()])
+        train_ppo(pol, critic, task, pc, lambda pairs, c: (c[:, 0] == task.tokenizer.eos_token_id).float(),
+                  generator=torch.Generator().manual_seed(1), show_progress=False, max_grad_norm=1e9)
+        moves[weight] = torch.cat([p.detach().flatten() for p in critic.parameters()]) - before
+    assert moves[1.0].abs().max() > 1e-5
+    assert float((moves[10.0] - moves[1.0]).norm() / moves[1.0].norm()) < 0.02  # measured 0.8%; SGD: 900%

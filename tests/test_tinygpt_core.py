@@ -160,8 +160,6 @@ def test_leaving_zero_variance_groups_out_of_the_update_changes_nothing(task, mo
 
     def batch_for(rewards, skip):
         batch = _grpo_batch(task, model, rewards)
-        if options.get("zero_variance") == "drop":
-            batch["in_loss"] = (~zero_variance_groups(rewards)).repeat_interleave(4)
         return {**batch, "informative": (~zero_variance_groups(rewards)).tolist()} if skip else batch
 
     def grads(m):
@@ -309,6 +307,20 @@ def test_passport_names_the_six_choices():
         "reward_definition", "zero_variance_groups", "averaging_unit",
         "kl_placement_and_coefficient", "rollout_freshness", "prompt_difficulty_and_length",
     }
+
+
+@pytest.mark.parametrize("kind", ["grpo", "ppo"])
+@pytest.mark.parametrize("reward", ["strict", "loose", "partial"])
+def test_the_passport_names_every_checker_from_its_one_home(kind, reward):
+    """A --reward partial run used to say "learned reward model loaded from tial" and "(binary)"."""
+    from course_lib.rewards import CHECKERS
+
+    cfg = get_config("test")
+    getattr(cfg, kind).reward = reward
+    contract = passport(cfg, kind)["reward_contract"]
+    assert contract["source"] == CHECKERS[reward].description and "learned" not in contract["source"]
+    assert ("binary" in contract["granularity"]) == (reward != "partial")
+    assert "partial credit" in contract["granularity"] or reward != "partial"
 
 
 def test_gpu_config_builds_and_steps_on_cpu():
@@ -523,6 +535,24 @@ def test_k1_in_the_loss_is_refused_with_the_reason():
     validate(cfg)  # k1 in the reward is the InstructGPT/RLOO choice
 
 
+@pytest.mark.parametrize("placement, estimator, ok", [
+    ("loss", "k1", False), ("loss", "k2", True), ("loss", "k3", True),
+    ("reward", "k1", True), ("reward", "k2", False), ("reward", "k3", False),
+])
+def test_every_placement_estimator_pair_is_decided_with_its_reason(placement, estimator, ok):
+    cfg = get_config("test")
+    cfg.grpo.beta, cfg.grpo.kl_placement, cfg.grpo.kl_estimator = 0.1, placement, estimator
+    if ok:
+        validate(cfg)
+    else:
+        reason = "zero expected gradient" if placement == "loss" else "only k1 is a valid per-sequence penalty"
+        with pytest.raises(ValueError, match=reason) as err:
+            validate(cfg)
+        assert f"kl_placement={placement!r}" in str(err.value) and repr(estimator) in str(err.value)
+    cfg.grpo.beta = 0.0
+    validate(cfg)  # without a penalty the estimator only names the logged quantity
+
+
 def test_checker_rewards_are_batched_on_lists(task):
     tok = task.tokenizer
     comps = torch.tensor([tok.convert_tokens_to_ids(list("12")) + [tok.eos_token_id, 0],
@@ -564,24 +594,39 @@ def test_generation_respects_the_minimum_length_and_never_samples_pad_or_bos(tas
     assert torch.equal(roll.input_ids[:, : task.prompt_length], task.encode_prompts(task.heldout_pairs[:8]).repeat_interleave(4, 0))
 
 
-def test_dropped_groups_keep_their_rows_so_the_constant_stays_published(task, model):
-    """zero_variance='drop': a zero-variance group leaves the loss but not the batch; the constant unit
-    divides by B·G·L_max (issue: never by the rows left)."""
-    def reward(pairs, completions):  # first group informative, the others all zero
+@pytest.mark.parametrize("unit", ["sequence_mean", "token_mean", "constant"])
+def test_zero_variance_keep_drop_and_resample_differ_as_documented(task, model, unit):
+    """keep: zero-variance rows stay in the batch with zero advantage, inside every denominator;
+    drop: they leave the batch, so the same informative rows are divided by fewer rows (sequence_mean,
+    constant: the gradient grows by rows/rows left) or fewer tokens (token_mean); resample: fresh
+    prompts refill the batch with informative groups (more groups sampled)."""
+    def reward(pairs, completions):  # in every draw the first group is informative, the others all zero
         return torch.tensor([float(i % 4 < 2) if i < 4 else 0.0 for i in range(len(pairs))])
 
-    cfg = GRPOConfig(batch_prompts=3, num_generations=4, max_completion_length=5, zero_variance="drop", unit="constant")
-    torch.manual_seed(0)
-    out = collect_rollouts(model, task, cfg, torch.Generator().manual_seed(0), reward)
-    batch = out["batch"]
-    assert batch["rewards"].shape == (3, 4) and out["stats"]["groups_used"] == 1
-    assert batch["in_loss"].tolist() == [True] * 4 + [False] * 8
-    opt = _NoStep(model.parameters(), lr=0.0)
-    step = policy_step(model, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
-    lp, mask = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
-                                   start=task.prompt_length)
-    from course_lib.grpo import compute_advantages
+    def rollout(zero_variance):
+        cfg = GRPOConfig(batch_prompts=3, num_generations=4, max_completion_length=5, zero_variance=zero_variance,
+                         unit=unit)
+        torch.manual_seed(0)
+        return cfg, collect_rollouts(model, task, cfg, torch.Generator().manual_seed(0), reward)
 
-    adv = compute_advantages(batch["rewards"], "grpo").flatten()
-    expected = -(adv[:4, None] * mask[:4]).sum() / (3 * 4 * 5)  # ratio 1 at μ = 1
-    assert float(step["loss"]) == pytest.approx(float(expected), abs=1e-6)
+    grads = {}
+    for choice in ("keep", "drop", "resample"):
+        cfg, out = rollout(choice)
+        grads[choice, "out"] = out
+        m = copy.deepcopy(model)
+        policy_step(m, None, _NoStep(m.parameters(), lr=0.0), out["batch"], cfg, prompt_length=task.prompt_length,
+                    max_grad_norm=1e9)
+        grads[choice] = torch.cat([p.grad.flatten() for p in m.parameters()])
+    keep, drop, resample = (grads[c, "out"] for c in ("keep", "drop", "resample"))
+    assert keep["batch"]["rewards"].shape == (3, 4) and keep["batch"]["informative"] == [True, False, False]
+    assert drop["batch"]["rewards"].shape == (1, 4) and drop["batch"]["input_ids"].shape[0] == 4
+    assert resample["batch"]["rewards"].shape == (3, 4) and resample["batch"]["informative"] == [True] * 3
+    assert resample["stats"]["groups_sampled"] == 9 and keep["stats"]["groups_sampled"] == 3
+    assert torch.equal(drop["batch"]["input_ids"], keep["batch"]["input_ids"][:4])  # the same informative rows
+    if unit == "token_mean":
+        tokens = keep["batch"]["completion_mask"][:, task.prompt_length:].sum(-1).float()
+        scale = float(tokens.sum() / tokens[:4].sum())
+    else:
+        scale = 3.0  # 12 rows → 4 rows
+    assert scale > 1.5 and grads["keep"].abs().max() > 0
+    torch.testing.assert_close(grads["drop"], scale * grads["keep"], rtol=1e-4, atol=1e-6 * float(grads["drop"].abs().max()))

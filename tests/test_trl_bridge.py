@@ -152,6 +152,47 @@ def test_bridged_trainers_train_the_tiny_gpt(kind, tmp_path):
         assert len(rewards) == 2 and all(0.0 <= r <= 1.0 for r in rewards)
 
 
+def test_num_iterations_gives_trl_the_same_number_of_rollouts():
+    """TRL samples anew every steps_per_generation · num_iterations optimiser steps: max_steps = steps · μ."""
+    for mu in (1, 3):
+        b = trl_bridge.translate(_cfg(steps=5, num_iterations=mu), "grpo")
+        assert b.config["num_iterations"] == mu and b.config["steps_per_generation"] == 1
+        assert b.config["max_steps"] == 5 * mu
+        assert b.config["max_steps"] // (b.config["steps_per_generation"] * b.config["num_iterations"]) == 5
+
+
+@NEEDS_TRL
+@pytest.mark.slow
+def test_trl_samples_steps_rollouts_with_num_iterations(tmp_path, monkeypatch):
+    """End to end: with μ = 2 and 2 course steps, TRL calls the reward twice (two rollouts) in 4 optimiser steps."""
+    from course_lib.model import build_model
+    from course_lib.task import AdditionTask
+
+    trl_bridge.quiet()
+    calls = []
+    original = trl_bridge.reward_function
+
+    def counting(task, name):
+        reward = original(task, name)
+
+        def counted(*args, **kwargs):
+            calls.append(1)
+            return reward(*args, **kwargs)
+
+        counted.__name__ = reward.__name__
+        return counted
+
+    monkeypatch.setattr(trl_bridge, "reward_function", counting)
+    cfg = get_config("test")
+    cfg.grpo = dataclasses.replace(cfg.grpo, steps=2, num_iterations=2, advantage="rloo")
+    task = AdditionTask(cfg.task)
+    torch.manual_seed(0)
+    trainer, _ = trl_bridge.make_trainer("rloo", build_model(cfg.model, task.tokenizer), task, cfg,
+                                         output_dir=str(tmp_path))
+    trainer.train()
+    assert trainer.state.global_step == 4 and len(calls) == 2
+
+
 @NEEDS_TRL
 @pytest.mark.slow
 def test_instruct_recipe_runs_on_a_tiny_random_chat_model(tmp_path):
