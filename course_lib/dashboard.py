@@ -11,7 +11,9 @@ Layout rules (what a reader can check at a glance):
 - lines are labelled in words (``LABELS``), never by raw metric keys;
 - legends sit outside the axes (a run legend under the grid, a metric legend under a panel
   that holds several metrics), so they never cover a curve;
-- the figure is 9 inches wide: shown at its natural size in a notebook, not shrunk.
+- the figure is 9 inches wide: shown at its natural size in a notebook, not shrunk;
+- a panel asked for by name is always drawn: with no data it says what was not logged (e.g. the
+  KL to the reference, which a run without a reference cannot log), instead of vanishing.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def dashboard(
         if unknown:
             raise ValueError(f"panels must be among {known}; got {unknown}")
     chosen = [p for p in PANELS if panels is None or p[0] in panels]
-    present = [p for p in chosen if any(_series(r, k)[0] for r in runs.values() for k in p[1])]
+    present = [p for p in chosen if panels is not None or any(_series(r, k)[0] for r in runs.values() for k in p[1])]
     n = max(len(present), 1)
     cols = min(n, 3)
     nrows = -(-n // cols)
@@ -103,6 +105,9 @@ def dashboard(
                 (line,) = ax.plot(xs, ys, dash, color=color, marker="o" if len(xs) < 40 else None, ms=3, lw=1.3,
                                   label=LABELS.get(key, key))
                 run_handles.setdefault(run_name, line)
+        if not keys_here:
+            ax.text(0.5, 0.5, f"not logged in this run:\n{', '.join(LABELS.get(k, k) for k in keys)}", ha="center",
+                    va="center", fontsize=8, color="grey", transform=ax.transAxes, wrap=True)
         if name.startswith("held-out accuracy") and baseline_accuracy is not None:
             ax.axhline(baseline_accuracy, color="grey", ls="--", lw=1)
             ax.annotate("start", (1, baseline_accuracy), xycoords=("axes fraction", "data"), ha="right",

@@ -428,6 +428,12 @@ print("k3's spread stays below k1's along the whole path" if overtakes is None
 # - E[∇k2] = Σ π·log(π/π_ref)·∇log π = ∇KL(π‖π_ref): the reverse KL the objective names;
 # - E[∇k3] = Σ (π − π_ref)·∇log π = −Σ π_ref·∇log π = ∇KL(π_ref‖π): the **forward** KL.
 #
+# These are exact for the one-step bandit here: one sampled answer, one log-ratio. Over a sequence
+# with per-token terms the scope narrows: k2 summed over tokens in the loss differentiates only each
+# token's own log-probability, so it drops the term through the later states a token leads to (it is
+# not ∇ of the sequence's reverse KL), and k3 gives the forward KL at each visited state, not the
+# forward KL of whole sequences.
+#
 # An unbiased *value* does not make a useful *loss term*. Put the penalty **in the reward** instead
 # (a detached number subtracted from the reward) and it acts through the policy gradient's score
 # function: E[k(y)·∇log π(y)]; for k1 that is ∇KL(π‖π_ref) again.
@@ -545,7 +551,7 @@ plt.show()
 # |---|---|---|
 # | what is computed | r_i − β·Σ_t k(t), one number per completion, **before** the baseline | β·k(t) per token, added to the per-token objective |
 # | how it reaches θ | through the advantage and the score function (like any reward) | differentiated directly through log π_θ |
-# | estimator that gives ∇KL(π‖π_ref) | k1 (the default of `kl_shaped_rewards`) | k2 (k3 gives the forward KL, k1 nothing) |
+# | estimator that gives ∇KL(π‖π_ref) | k1 (the default of `kl_shaped_rewards`) | k2 for one step (k3 gives the forward KL, k1 nothing); per token over a sequence, k2 drops the future-state term and k3 gives a forward KL per visited state |
 # | scaled by | the advantage normalisation (group std!) | β alone, then the averaging unit |
 # | noise | a score-function (REINFORCE) estimate: the penalty's spread times ∇log π | a direct (pathwise) term per token, no score function |
 #

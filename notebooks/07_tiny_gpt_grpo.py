@@ -85,7 +85,7 @@ from course_lib.model import build_model, n_params
 from course_lib.passport import format_passport, passport
 from course_lib.rft import train_rft
 from course_lib.rollout import generate
-from course_lib.runtime import MetricsLog, make_optimizer
+from course_lib.runtime import MetricsLog, clip_gradients, make_optimizer
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
 
@@ -164,8 +164,8 @@ def rl_run(trainer="grpo", **overrides):
     log = MetricsLog()
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED + 1)
-    if trainer == "grpo":
-        out = train_grpo(model, task, gcfg, generator=gen, log=log)
+    if trainer == "grpo":  # the SFT weights as reference: only to log the KL (β = 0 adds no term)
+        out = train_grpo(model, task, gcfg, generator=gen, log=log, reference_state=sft_weights)
     else:
         out = train_rft(model, task, gcfg, generator=gen, log=log)
     return {**evaluate(model, task, max_completion_length=gcfg.max_completion_length), **out}, log.rows
@@ -180,7 +180,7 @@ for line in sample_completions(model, task, task.heldout_pairs[:4], n=2, max_com
 # %%
 fig = dashboard(logs["GRPO"], title="GRPO on the tiny GPT", baseline_accuracy=baseline["accuracy"],
                 panels=["reward on the policy's samples", "held-out accuracy (greedy)", "completion length",
-                        "wasted samples", "policy entropy", "PPO clip"])
+                        "wasted samples", "policy entropy", "drift from the reference", "PPO clip"])
 plt.show()
 zv = [r["zero_variance_rate"] for r in logs["GRPO"]]
 k = max(1, len(zv) // 4)
@@ -206,8 +206,9 @@ print(f"zero-variance rate: {sum(zv[:k]) / k:.2f} over the first {k} steps, {sum
 # square, and a constant c scales both by c. Check it on a small model, five steps each:
 
 # %%
-def steps(scale, optimiser, n):
-    """Parameter change after n steps on (scale × a fixed least-squares loss), from the same start."""
+def steps(scale, optimiser, n, max_norm=None):
+    """Parameter change after n steps on (scale × a fixed least-squares loss), from the same start;
+    ``max_norm`` clips the gradient norm first, as the trainers do (``max_grad_norm``)."""
     torch.manual_seed(SEED)
     net = torch.nn.Linear(4, 1)
     opt = make_optimizer(net, 1e-2) if optimiser == "AdamW" else torch.optim.SGD(net.parameters(), lr=1e-2)
@@ -217,6 +218,8 @@ def steps(scale, optimiser, n):
         loss = scale * (net(data) ** 2).mean()
         opt.zero_grad()
         loss.backward()
+        if max_norm is not None:
+            clip_gradients(net, max_norm)
         opt.step()
     return torch.cat([(p.detach() - s).flatten() for p, s in zip(net.parameters(), start)])
 
@@ -230,7 +233,23 @@ print(f"AdamW, five steps: largest difference between the two trajectories = {ad
 # %% [markdown]
 # Under SGD the first step grows by exactly c (after that the two trajectories differ in where they
 # are, so later steps are no longer in ratio c); under AdamW the two trajectories agree to rounding
-# (Adam's ε = 1e-8 is the only term that does not scale). So on the tiny GPT, **predict**: do RLOO
+# (Adam's ε = 1e-8 is the only term that does not scale).
+#
+# "Cancels" holds under two conditions the trainers do not always meet: **β = 0** (a KL term in the
+# loss is not multiplied by c, so c shifts the balance of the two terms) and **no gradient clipping
+# that acts on some steps and not others**. The trainers clip the gradient norm at 1.0
+# (`max_grad_norm`). A clip that acts on every step of both runs cancels c too (both gradients are
+# cut to the same norm); one that cuts c × g but not g does not. The same five AdamW steps, with the
+# loss scaled so that its gradient norm sits just under 1:
+
+# %%
+clip_free = float((steps(0.55 * c, "AdamW", 5) - steps(0.55, "AdamW", 5)).abs().max())
+clipped = float((steps(0.55 * c, "AdamW", 5, max_norm=1.0) - steps(0.55, "AdamW", 5, max_norm=1.0)).abs().max())
+print(f"AdamW, loss × 0.55 vs × 0.55·c: largest difference {clip_free:.1e} without clipping, "
+      f"{clipped:.1e} with the gradient norm clipped at 1.0")
+
+# %% [markdown]
+# So on the tiny GPT, **predict**: do RLOO
 # and Dr. GRPO advantages (same averaging unit, same seed) give different reward curves? And GRPO,
 # whose std changes from group to group?
 

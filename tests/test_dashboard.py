@@ -53,3 +53,19 @@ def test_labels_are_words_and_legends_sit_outside_the_axes():
 def test_unknown_panel_is_refused():
     with pytest.raises(ValueError, match="panels must be among"):
         dashboard(dpo_rows(), panels=["accuracy"])
+
+
+def test_the_kl_panel_is_drawn_from_logged_kl_and_says_so_when_it_is_missing():
+    rows = [{"step": s, "reward_mean": 0.1 * s, "kl": 0.01 * s * s} for s in range(1, 6)]
+    fig = dashboard(rows, panels=["reward on the policy's samples", "drift from the reference"])
+    kl_ax = next(ax for ax in fig.axes if ax.get_title() == "drift from the reference")
+    (line,) = [ln for ln in kl_ax.get_lines() if ln.get_label() == LABELS["kl"]]
+    assert list(line.get_ydata()) == pytest.approx([0.01 * s * s for s in range(1, 6)])
+    plt.close(fig)
+    # a run without a reference logs kl = None: the panel asked for is drawn, and says what is missing
+    fig = dashboard([{**r, "kl": None} for r in rows], panels=["reward on the policy's samples", "drift from the reference"])
+    kl_ax = next(ax for ax in fig.axes if ax.get_title() == "drift from the reference")
+    assert not kl_ax.get_lines() and "not logged in this run" in kl_ax.texts[0].get_text()
+    # unasked, an empty panel is left out as before
+    assert "drift from the reference" not in {ax.get_title() for ax in dashboard([{**r, "kl": None} for r in rows]).axes}
+    plt.close("all")
