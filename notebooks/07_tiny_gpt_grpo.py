@@ -59,7 +59,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    per-group scale), and show it with runs;
 # 4. compare GRPO with its honest control — fine-tuning on the policy's own checker-approved samples
 #    (RFT) — and say from measurements what GRPO's baseline and negative samples add;
-# 5. compare DAPO's options one change at a time, with the same optimiser steps;
+# 5. read DAPO's options one change at a time, with the same optimiser steps, from the benchmark
+#    table (they are not run live here);
 # 6. put the measured generation-vs-update split beside the lecture's time model, and explain the gap.
 #
 # Budget: about 3 minutes on a laptop CPU. `COURSE_FAST=1` (CI) runs a toy budget: its numbers are
@@ -309,7 +310,8 @@ plt.show()
 # One seed is one draw. The benchmark (`make bench`, `benchmarks/tinygpt_grpo_family.py`) runs
 # every row at seeds 0, 1, 2 from the `cpu` config with 150 optimiser steps, in two settings: the
 # strong start above, and a **weak start** (SFT stopped at 300 steps, so fewer of the policy's
-# samples are right: the table's "SFT start" row says how many) — with the binary checker and with **partial credit** (the share of digit places that are right,
+# samples are right: the table's "SFT start" row says how many, per seed — a median can hide a seed
+# that starts near zero, which the table flags as degenerate) — with the binary checker and with **partial credit** (the share of digit places that are right,
 # `reward="partial"`). Partial credit is where a baseline should matter: without one
 # ("reward-weighted partial": SFT weighted by the reward), a half-right answer such as the teacher's
 # `55` for 65 is still pushed *up*; with GRPO's group mean subtracted, it is pushed down whenever
@@ -330,13 +332,16 @@ else:
     print("benchmarks/results/grpo_family.json is not here (e.g. on Colab): see the README's tables")
 
 # %% [markdown]
-# Read the verdict lines, not the headline: a difference smaller than the spread between seeds is
-# not a difference this benchmark can see. Where GRPO and RFT agree, the gain over SFT came from
+# Read the verdict lines, not the headline: each compares two rows seed by seed first (same SFT
+# start, same prompts), then without a degenerate start; a difference of medians smaller than the
+# spread between seeds is not a difference this benchmark can see. Where GRPO and RFT agree, the gain over SFT came from
 # sampling and checking — any method that trains on the checker's verdicts gets it — not from
 # GRPO's baseline and negative samples.
 #
-# ## 6. DAPO's options, one change at a time
+# ## 6. DAPO's options, one change at a time (benchmark table only)
 #
+# These rows are not run live in this notebook: they come from `make bench`. Dr. GRPO's constant
+# unit (`unit="constant"`) is not among them yet; section 4 runs only Dr. GRPO's advantage.
 # The benchmark's `main` table above has one row per change to the GRPO row, all from the same SFT
 # checkpoint, the same prompts and **the same 150 optimiser steps**:
 #
