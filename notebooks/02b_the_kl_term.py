@@ -726,26 +726,29 @@ for row in sweep[3::3]:  # the strongest β of each placement
     print(passport(run_cfg, "grpo")["six_choices"]["kl_placement_and_coefficient"])
 
 # %%
-fig, (ax_front, ax_curve) = plt.subplots(1, 2, figsize=(9.5, 3.8))
+fig, (ax_front, ax_curve) = plt.subplots(1, 2, figsize=(9.5, 3.8), layout="constrained")
 ax_front.scatter([0.0], [baseline["accuracy"]], color="black", marker="*", s=120, zorder=3, label="SFT (the reference)")
 free = sweep[0]
+# β is shown by the marker's shape (its own legend), not by text labels, which pile up where runs land close together
+marker = dict(zip(sorted({r["beta"] for r in sweep}), "osD^vP"))
 for i, placement in enumerate(("loss", "reward")):
     rows = [free] + [r for r in sweep if r["placement"] == placement]
-    ax_front.plot([r["kl"] for r in rows], [r["accuracy"] for r in rows], "o-", color=f"C{i}",
+    ax_front.plot([r["kl"] for r in rows], [r["accuracy"] for r in rows], "-", color=f"C{i}",
                   label=f"KL in the {placement} ({rows[-1]['estimator']})")
     for r in rows:
-        ax_front.annotate(f"β={r['beta']}", (r["kl"], r["accuracy"]), fontsize=7, xytext=(4, -10),
-                          textcoords="offset points")
+        ax_front.plot(r["kl"], r["accuracy"], marker[r["beta"]], color=f"C{i}" if r["beta"] else "grey", ms=6)
+run_legend = ax_front.legend(fontsize=8, loc="lower right")
+ax_front.add_artist(run_legend)
+ax_front.legend([plt.Line2D([], [], ls="", marker=m, color="grey") for m in marker.values()],
+                [f"β = {b:g}" for b in marker], fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
 ax_front.set(xlabel="measured KL(π_θ‖π_ref) on held-out prompts (nats per completion)",
              ylabel="held-out accuracy", title="accuracy–KL frontier (one seed)")
-ax_front.legend(fontsize=8)
 for i, row in enumerate(sweep):
     if row["kl_curve"]:
         steps_, kls = zip(*row["kl_curve"])
         ax_curve.plot(steps_, kls, color=f"C{i}", label=f"{row['placement']} β={row['beta']}")
 ax_curve.set(xlabel="GRPO step", ylabel="KL logged in training", title="KL to π_ref during training")
 ax_curve.legend(fontsize=7)
-fig.tight_layout()
 plt.show()
 
 # %%
