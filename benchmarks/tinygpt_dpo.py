@@ -8,7 +8,7 @@ generator, so the same pairs), with DPO's steps, batch size and learning rate; i
 DPO's, count sampling the pairs.
 Reuses ``runs/bench/grpo_s<seed>/sft.pt`` when the GRPO benchmark has written it.
 
-    python benchmarks/tinygpt_dpo.py [--seeds 0 1 2] [--threads 1]
+    python benchmarks/tinygpt_dpo.py [--seeds 0 1 2] [--threads 1] [--results DIR]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from course_lib.runtime import DEFAULT_THREADS, load_checkpoint, set_threads
 from course_lib.sft import train_sft
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import save  # noqa: E402
+from tables import RESULTS, save  # noqa: E402
 
 
 def nll_only(cfg, sft_path: Path, seed: int) -> dict:
@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--out", default="runs/bench")
+    parser.add_argument("--results", default=str(RESULTS), help="folder for dpo.json")
     args = parser.parse_args()
     results, runs = {"DPO": [], "DPO + NLL": [], "NLL only": []}, []
     for seed in args.seeds:
@@ -64,7 +65,7 @@ def main() -> None:
             results[name].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
             runs.append({"variant": name, "seed": seed, "sft_accuracy": s["sft_accuracy"],
                          "final_accuracy": s["final_accuracy"], "rl_seconds": s["rl_seconds"]})
-            save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs)
+            save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs, Path(args.results))
             print(f"seed {seed} {name:9}: SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
                   f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s",
                   flush=True)
@@ -72,7 +73,7 @@ def main() -> None:
         s = nll_only(get_config("cpu"), Path(f"{args.out}/dpo_s{seed}/sft.pt"), seed)
         results["NLL only"].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
         runs.append({"variant": "NLL only", "seed": seed, **s})
-        save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs)
+        save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs, Path(args.results))
         print(f"seed {seed} NLL only : SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
               f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s", flush=True)
     print()

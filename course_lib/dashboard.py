@@ -91,6 +91,7 @@ def dashboard(
     several = len(runs) > 1
     fig, axes = plt.subplots(nrows, cols, figsize=(WIDTH, 2.7 * nrows + 0.5 * several), squeeze=False,
                              layout="constrained")
+    fig.get_layout_engine().set(wspace=0.08)  # room between panels for each y-axis label and its ticks
     run_handles = {}
     for ax, (name, keys, ylabel) in zip(axes.flat, present):
         keys_here = [k for k in keys if any(_series(r, k)[0] for r in runs.values())]
@@ -110,8 +111,8 @@ def dashboard(
                     va="center", fontsize=8, color="grey", transform=ax.transAxes, wrap=True)
         if name.startswith("held-out accuracy") and baseline_accuracy is not None:
             ax.axhline(baseline_accuracy, color="grey", ls="--", lw=1)
-            ax.annotate("start", (1, baseline_accuracy), xycoords=("axes fraction", "data"), ha="right",
-                        va="bottom", fontsize=8, color="grey")
+            ax.annotate("start", (0.98, baseline_accuracy), xycoords=("axes fraction", "data"), ha="right",
+                        va="bottom", fontsize=8, color="grey", annotation_clip=False)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("step", fontsize=9)
         ax.set_ylabel(ylabel, fontsize=9)

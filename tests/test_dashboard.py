@@ -69,3 +69,22 @@ def test_the_kl_panel_is_drawn_from_logged_kl_and_says_so_when_it_is_missing():
     # unasked, an empty panel is left out as before
     assert "drift from the reference" not in {ax.get_title() for ax in dashboard([{**r, "kl": None} for r in rows]).axes}
     plt.close("all")
+
+
+def test_panels_their_labels_and_legends_do_not_overlap():
+    rows = [{"step": s, "margin": 0.02 * s, "reward_chosen": 0.01 * s, "reward_rejected": -0.01 * s, "loss": 1.9 - 0.02 * s,
+             "nll": 1.2 - 0.02 * s, "preference_accuracy": 0.2 * s, "kl_drift_offline": 0.001 * s,
+             **({"accuracy": 0.0, "loose_accuracy": 0.0} if s % 2 == 0 else {})} for s in range(1, 5)]
+    fig = dashboard(rows, runs={"DPO": rows, "DPO + NLL": rows}, baseline_accuracy=0.0,
+                    panels=["held-out accuracy (greedy)", "preference accuracy", "DPO implicit rewards",
+                            "drift from the reference", "training loss"])
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    drawn = [ax for ax in fig.axes if ax.axison]
+    boxes = [ax.get_tightbbox(renderer) for ax in drawn]  # title, tick labels, axis labels, legend
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            assert not boxes[i].overlaps(boxes[j]), (drawn[i].get_title(), drawn[j].get_title())
+    page = fig.bbox
+    assert all(page.x0 <= b.x0 and b.x1 <= page.x1 and page.y0 <= b.y0 and b.y1 <= page.y1 for b in boxes)
+    plt.close(fig)
