@@ -28,6 +28,9 @@ sys.path.insert(0, str(HERE))
 from tinygpt_grpo_family import commit  # noqa: E402  (one provenance helper)
 
 COMMIT_AT_START = commit()
+# A seed whose SFT start is below this held-out accuracy is flagged as degenerate: almost every
+# group scores all zero, so nothing learns from it, and it decides no comparison.
+DEGENERATE_START = 0.10
 BLOCK = re.compile(r"(<!-- bench:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
 
 
@@ -64,6 +67,7 @@ def family_summary(data: dict, setting: str) -> dict[str, dict]:
         out[variant] = {
             "seeds": [r["seed"] for r in rows],
             "baseline": statistics.median(r["baseline_accuracy"] for r in rows),
+            "starts": [r["baseline_accuracy"] for r in rows],
             "final": statistics.median(r["final_accuracy"] for r in rows),
             "per_seed": [r["final_accuracy"] for r in rows],
             "lift": statistics.median(r["final_accuracy"] - r["baseline_accuracy"] for r in rows),
@@ -86,7 +90,8 @@ def family_table(data: dict, setting: str) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     base = statistics.median(v["baseline"] for v in summary.values())
-    lines.append(f"| SFT start | {pct(base)} | | | | | | |")
+    starts = next(iter(summary.values()))["starts"]  # every row of a seed starts from the same SFT checkpoint
+    lines.append(f"| SFT start | {pct(base)} | | {' / '.join(pct(x) for x in starts)} | | | | |")
     for name, v in summary.items():
         lines.append(
             f"| {name} | **{pct(v['final'])}** | {100 * v['lift']:+.1f} pts | {' / '.join(pct(x) for x in v['per_seed'])} "
@@ -100,10 +105,16 @@ def grpo_family(results: Path = RESULTS) -> str:
     parts = []
     titles = {"main": "strong start (SFT 1,200 steps{}), binary strict checker",
               "weak": "weak start (SFT 300 steps{}), binary or partial credit"}
+    steps = f"{data['grpo_steps']} optimiser steps per row" if "grpo_steps" in data else "the same optimiser steps per row"
     for setting in dict.fromkeys(r["setting"] for r in data["runs"]):
-        start = statistics.median(r["baseline_accuracy"] for r in data["runs"] if r["setting"] == setting)
-        title = titles.get(setting, setting + "{}").format(f": {pct(start)} held-out exact match at the start, median")
-        parts.append(f"*{title}*\n\n{family_table(data, setting)}")
+        starts = seed_starts(data, setting)
+        title = titles.get(setting, setting + "{}").format(
+            f": {pct(statistics.median(starts.values()))} held-out exact match at the start, median; per seed "
+            + " / ".join(pct(x) for x in starts.values()))
+        flags = [f"seed {s} starts at {pct(x)}" for s, x in starts.items() if x < DEGENERATE_START]
+        flag = (f"\n\n**Degenerate start**: {', '.join(flags)}, below {pct(DEGENERATE_START)} — almost every group "
+                "scores all zero, so nothing learns from it; the verdicts below also read the seeds without it.") if flags else ""
+        parts.append(f"*{title}; {steps}; the GRPO row is sequence mean*{flag}\n\n{family_table(data, setting)}")
     lines = verdicts(data)
     if lines:
         parts.append("What the table supports (a gap within the spread between seeds is not a measured difference; "
@@ -114,8 +125,15 @@ def grpo_family(results: Path = RESULTS) -> str:
     return "\n".join(parts)
 
 
+def seed_starts(data: dict, setting: str) -> dict[int, float]:
+    """seed -> held-out accuracy of the SFT start every row of that seed and setting shares."""
+    return {r["seed"]: r["baseline_accuracy"] for r in sorted(data["runs"], key=lambda r: r["seed"]) if r["setting"] == setting}
+
+
 def verdicts(data: dict) -> list[str]:
-    """What the family table supports: each comparison's median gap against the seed-to-seed spread."""
+    """What the family table supports, read from the paired (same-seed) differences first; the gap of
+    the medians is set against the seed-to-seed spread. Seeds with a degenerate start are flagged and
+    the paired reading is repeated without them."""
     out = []
     summaries = {s: family_summary(data, s) for s in dict.fromkeys(r["setting"] for r in data["runs"])}
     pairs = [("main", "GRPO", "RFT"), ("main", "GRPO", "more SFT"), ("weak", "GRPO", "RFT"),
@@ -132,12 +150,25 @@ def verdicts(data: dict) -> list[str]:
         else:
             word = ("larger than" if abs(d) > spread else "within") + f" the seed-to-seed spread ({100 * spread:.1f} pts)"
         # the same seed means the same SFT start and prompts: the paired difference is the sharper test
-        by_seed = [(x - y) for s, x in zip(summ[a]["seeds"], summ[a]["per_seed"])
-                   for t, y in zip(summ[b]["seeds"], summ[b]["per_seed"]) if s == t]
-        ahead = sum(x > 0 for x in by_seed)
-        paired = (f"; seed by seed {' / '.join(f'{100 * x:+.1f}' for x in by_seed)}: {a} ahead in {ahead} of "
-                  f"{len(by_seed)}") if len(by_seed) > 1 else ""
-        out.append(f"- {setting} start: {a} − {b} = {100 * d:+.1f} pts (medians), {word}{paired}")
+        by_seed = {s: (x - y) for s, x in zip(summ[a]["seeds"], summ[a]["per_seed"])
+                   for t, y in zip(summ[b]["seeds"], summ[b]["per_seed"]) if s == t}
+        starts = seed_starts(data, setting)
+
+        def paired(seeds, a=a, by_seed=by_seed):
+            diffs = [by_seed[s] for s in seeds]
+            return (f"{' / '.join(f'{100 * x:+.1f}' for x in diffs)}: {a} ahead in {sum(x > 0 for x in diffs)} of "
+                    f"{len(diffs)}, median {100 * statistics.median(diffs):+.1f} pts")
+
+        line = f"- {setting} start: {a} − {b}"
+        if len(by_seed) > 1:
+            line += f", seed by seed {paired(list(by_seed))}"
+            healthy = [s for s in by_seed if starts[s] >= DEGENERATE_START]
+            if 1 < len(healthy) < len(by_seed):
+                line += f"; without the degenerate start ({', '.join(f'seed {s}' for s in by_seed if s not in healthy)}) {paired(healthy)}"
+            line += f". Medians of the rows: {100 * d:+.1f} pts, {word}"
+        else:
+            line += f" = {100 * d:+.1f} pts (medians), {word}"
+        out.append(line)
     return out
 
 
@@ -180,12 +211,16 @@ def _per_seed_table(data: dict, columns: list[tuple[str, str, callable]]) -> str
 
 
 def dpo(results: Path = RESULTS) -> str:
+    """DPO, DPO + NLL and (when measured) NLL only: SFT on the chosen answers of the same pairs."""
     return _per_seed_table(load("dpo", results), [("SFT start", "sft_accuracy", pct), ("final", "final_accuracy", pct),
                                                   ("seconds (pairs + updates)", "rl_seconds", lambda x: f"{x:.0f}")])
 
 
 def grpo(results: Path = RESULTS) -> str:
-    return _per_seed_table(load("grpo", results), [
+    data = load("grpo", results)
+    what = (f"`unit={data['unit']}`, {data['steps']} steps" if "unit" in data
+            else f"the `cpu` config's GRPO defaults at commit {data['commit']}")
+    return f"GRPO here: {what} — not the family table's GRPO row.\n\n" + _per_seed_table(data, [
         ("SFT start", "sft_accuracy", pct), ("GRPO", "final_accuracy", pct),
         ("same wall-clock on more SFT", "control_accuracy", pct), ("RL seconds", "rl_seconds", lambda x: f"{x:.0f}"),
         ("generation share of a step", "generation_fraction", lambda x: f"{100 * x:.0f}%")])
@@ -252,9 +287,16 @@ def rlhf(results: Path = RESULTS) -> str:
             ("best-of-8 gold accuracy", bon(8), pct),
             ("**best-of-16** gold accuracy", bon(16), pct),
             ("best-of-64 gold accuracy", bon(64), pct),
-            ("best-of-N: the N with the highest gold", lambda r: max(r["bon"], key=lambda x: x["gold"])["n"], lambda x: f"{x:g}"),
-            ("best-of-N: √KL at that N, √(log N − (N − 1)/N)",
-             lambda r: max(r["bon"], key=lambda x: x["gold"])["kl"] ** 0.5, lambda x: f"{x:.2f}")]
+            ("best-of-N: the N with the highest gold", lambda r: max(r["bon"], key=lambda x: x["gold"])["n"], lambda x: f"{x:g}")]
+    exact = "kl_bound" in runs[0]["bon"][0]  # older files stored only the bound, as "kl"
+    if exact:
+        rows += [("best-of-N: √KL at that N, exact (each prompt's 64 samples, repeats counted)",
+                  lambda r: max(r["bon"], key=lambda x: x["gold"])["kl"] ** 0.5, lambda x: f"{x:.2f}"),
+                 ("best-of-64: √KL exact / √(log N − (N − 1)/N), the bound",
+                  lambda r: (r["bon"][-1]["kl"] / r["bon"][-1]["kl_bound"]) ** 0.5, lambda x: f"{x:.2f}")]
+    else:
+        rows += [("best-of-N: √KL at that N, the bound √(log N − (N − 1)/N) (exact KL not in this file)",
+                  lambda r: max(r["bon"], key=lambda x: x["gold"])["kl"] ** 0.5, lambda x: f"{x:.2f}")]
     for i, o in enumerate(runs[0]["overopt"]):
         def get(key, i=i):
             return lambda r: r["overopt"][i][key]
@@ -266,12 +308,23 @@ def rlhf(results: Path = RESULTS) -> str:
                  (f"{head}: proxy at start → end", lambda r, i=i: r["overopt"][i]["proxy_end"] - r["overopt"][i]["proxy_start"],
                   lambda x: f"{x:+.2f}"),
                  (f"{head}: √KL at the end", get("sqrt_kl_end"), lambda x: f"{x:.2f}")]
-    steps = f"{data['rl_steps']} steps × {data['completions_per_step']} sampled completions, strict checker"
+    n, per = data["rl_steps"], data["completions_per_step"]
+    steps = f"{n} steps × {per} sampled completions, strict checker"
+    configured = {"GRPO": f"{n} optimiser steps, 32 prompts × 8", "RLOO": f"{n} optimiser steps, 32 prompts × 8",
+                  "PPO": f"{2 * n} optimiser steps (2 epochs), 256 prompts × 1"}
     for k in ("GRPO", "RLOO", "PPO"):
-        rows.append((f"{k} held-out exact match ({steps})", lambda r, k=k: r["rl"][k]["accuracy"], pct))
-    rows += [("PPO − GRPO, points", lambda r: 100 * (r["rl"]["PPO"]["accuracy"] - r["rl"]["GRPO"]["accuracy"]),
+        rows.append((f"as configured: {k} held-out exact match ({steps}; {configured[k]})", lambda r, k=k: r["rl"][k]["accuracy"], pct))
+    rows += [("as configured: PPO − GRPO, points", lambda r: 100 * (r["rl"]["PPO"]["accuracy"] - r["rl"]["GRPO"]["accuracy"]),
               lambda x: f"{x:+.1f}")]
-    for k in ("GRPO", "RLOO", "PPO"):
+    matched = [k for k in ("GRPO, matched optimiser steps", "GRPO, PPO's wall-clock") if k in runs[0]["rl"]]
+    for k in matched:
+        what = {"GRPO, matched optimiser steps": "μ = 2: PPO's optimiser steps on the same samples",
+                "GRPO, PPO's wall-clock": "μ = 1, as many steps as fit in PPO's RL seconds"}[k]
+        rows += [(f"{k} ({what}): held-out exact match", lambda r, k=k: r["rl"][k]["accuracy"], pct),
+                 (f"{k}: optimiser steps", lambda r, k=k: r["rl"][k]["optimizer_steps"], lambda x: f"{x:,.0f}"),
+                 (f"{k}: PPO − this GRPO, points", lambda r, k=k: 100 * (r["rl"]["PPO"]["accuracy"] - r["rl"][k]["accuracy"]),
+                  lambda x: f"{x:+.1f}")]
+    for k in ("GRPO", "RLOO", "PPO", *matched):
         rows.append((f"{k} RL seconds", lambda r, k=k: r["rl"][k]["rl_seconds"], lambda x: f"{x:.0f}"))
     rows += [("PPO time / GRPO time", lambda r: r["rl"]["PPO"]["rl_seconds"] / r["rl"]["GRPO"]["rl_seconds"], lambda x: f"{x:.2f}×"),
              ("critic: extra measured memory (weights, grads, AdamW)", lambda r: r["rl"]["PPO"]["critic_bytes"], mib),
@@ -288,7 +341,11 @@ def rlhf(results: Path = RESULTS) -> str:
             "Gold under PPO against the reward model (5-step moving means, a move counts above 3 points): "
             + "; ".join(shapes) + ". PPO's time covers its critic and two passes over each batch (GRPO and RLOO: one); "
             "its 256 prompts per step are each sampled once, GRPO's 32 eight times. Seconds are wall time on a shared, "
-            f"loaded machine.\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
+            "loaded machine."
+            + ("" if matched else " Matched-optimiser-step and equal-wall-clock GRPO rows are not in this results file "
+               "(it predates them): `make bench` adds them.")
+            + ("" if exact else " Best-of-N's exact KL is not in this file either; the √KL shown is the bound.")
+            + f"\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
 
 
 def provenance(results: Path = RESULTS) -> str:

@@ -1,25 +1,50 @@
-"""Offline DPO on the default CPU config: plain DPO, DPO + NLL (rpo_alpha=1), medians over seeds.
+"""Offline DPO on the default CPU config: plain DPO, DPO + NLL (rpo_alpha=1) and NLL only, medians
+over seeds.
 
 Target (issue 6): plain DPO (no NLL term) ≥ 10 points over the SFT baseline in ≤ 120 s. The
-DPO + NLL row shows how much the NLL term adds; notebook 06 also runs "NLL only".
+DPO + NLL row shows how much the NLL term adds, and **NLL only** (notebook 06 §6–§8) what the NLL
+term does by itself: SFT on the chosen answers of the same pairs (the DPO run's SFT policy and
+generator, so the same pairs), with DPO's steps, batch size and learning rate; its seconds, like
+DPO's, count sampling the pairs.
 Reuses ``runs/bench/grpo_s<seed>/sft.pt`` when the GRPO benchmark has written it.
 
-    python benchmarks/tinygpt_dpo.py [--seeds 0 1 2] [--threads 1]
+    python benchmarks/tinygpt_dpo.py [--seeds 0 1 2] [--threads 1] [--results DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
+import time
 from pathlib import Path
 
 from course_lib.configs import get_config
-from course_lib.pipeline import run
-from course_lib.runtime import DEFAULT_THREADS
+from course_lib.dpo import build_preference_pairs
+from course_lib.evaluation import evaluate
+from course_lib.pipeline import build_policy, rl_generator, run
+from course_lib.runtime import DEFAULT_THREADS, load_checkpoint, set_threads
+from course_lib.sft import train_sft
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import save  # noqa: E402
+from tables import RESULTS, save  # noqa: E402
+
+
+def nll_only(cfg, sft_path: Path, seed: int) -> dict:
+    """SFT on the chosen answers of the pairs the DPO run of this seed trained on (same SFT policy, same generator)."""
+    task, model = build_policy(cfg, seed=seed)
+    model.load_state_dict(load_checkpoint(sft_path, kind="sft")["model"])
+    sft = evaluate(model, task)
+    gen = rl_generator(seed)
+    t0 = time.perf_counter()
+    data = build_preference_pairs(model, task, cfg.dpo, generator=gen, show_progress=False)
+    nll_cfg = dataclasses.replace(cfg.sft, steps=cfg.dpo.steps, learning_rate=cfg.dpo.learning_rate,
+                                  batch_size=cfg.dpo.batch_size, eval_every=cfg.dpo.eval_every)
+    train_sft(model, task, nll_cfg, generator=gen, max_grad_norm=cfg.max_grad_norm, show_progress=False, eval_at_end=False,
+              demos=(data["chosen_ids"], data["chosen_attention"], data["chosen_completion"]), threads=None)
+    return {"sft_accuracy": sft["accuracy"], "final_accuracy": evaluate(model, task)["accuracy"],
+            "rl_seconds": time.perf_counter() - t0}
 
 
 def main() -> None:
@@ -27,8 +52,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--out", default="runs/bench")
+    parser.add_argument("--results", default=str(RESULTS), help="folder for dpo.json")
     args = parser.parse_args()
-    results, runs = {"DPO": [], "DPO + NLL": []}, []
+    results, runs = {"DPO": [], "DPO + NLL": [], "NLL only": []}, []
     for seed in args.seeds:
         sft = Path(f"{args.out}/grpo_s{seed}/sft.pt")
         for name, alpha in (("DPO", 0.0), ("DPO + NLL", 1.0)):
@@ -39,10 +65,17 @@ def main() -> None:
             results[name].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
             runs.append({"variant": name, "seed": seed, "sft_accuracy": s["sft_accuracy"],
                          "final_accuracy": s["final_accuracy"], "rl_seconds": s["rl_seconds"]})
-            save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs)
+            save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs, Path(args.results))
             print(f"seed {seed} {name:9}: SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
                   f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s",
                   flush=True)
+        set_threads(args.threads)
+        s = nll_only(get_config("cpu"), Path(f"{args.out}/dpo_s{seed}/sft.pt"), seed)
+        results["NLL only"].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
+        runs.append({"variant": "NLL only", "seed": seed, **s})
+        save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs, Path(args.results))
+        print(f"seed {seed} NLL only : SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
+              f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s", flush=True)
     print()
     for name, rows in results.items():
         lift = statistics.median(100 * (f - b) for b, f, _ in rows)

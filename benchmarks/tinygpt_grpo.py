@@ -36,7 +36,8 @@ def main() -> None:
         runs.append({"variant": "GRPO (cpu config)", "seed": seed, "sft_accuracy": s["sft_accuracy"],
                      "final_accuracy": s["final_accuracy"], "control_accuracy": s["control_accuracy"],
                      "rl_seconds": s["rl_seconds"], "generation_fraction": split["generation_fraction"]})
-        save("grpo", ["tinygpt_grpo.py", *sys.argv[1:]], runs)
+        cfg = get_config("cpu").grpo
+        save("grpo", ["tinygpt_grpo.py", *sys.argv[1:]], runs, unit=cfg.unit, steps=cfg.steps)
         rows.append((s["sft_accuracy"], s["final_accuracy"], s["control_accuracy"], s["rl_seconds"],
                      split["generation_fraction"]))
         print(f"seed {seed}: SFT {s['sft_accuracy']:.3f} → GRPO {s['final_accuracy']:.3f} "

@@ -11,7 +11,9 @@ Layout rules (what a reader can check at a glance):
 - lines are labelled in words (``LABELS``), never by raw metric keys;
 - legends sit outside the axes (a run legend under the grid, a metric legend under a panel
   that holds several metrics), so they never cover a curve;
-- the figure is 9 inches wide: shown at its natural size in a notebook, not shrunk.
+- the figure is 9 inches wide: shown at its natural size in a notebook, not shrunk;
+- a panel asked for by name is always drawn: with no data it says what was not logged (e.g. the
+  KL to the reference, which a run without a reference cannot log), instead of vanishing.
 """
 
 from __future__ import annotations
@@ -83,13 +85,14 @@ def dashboard(
         if unknown:
             raise ValueError(f"panels must be among {known}; got {unknown}")
     chosen = [p for p in PANELS if panels is None or p[0] in panels]
-    present = [p for p in chosen if any(_series(r, k)[0] for r in runs.values() for k in p[1])]
+    present = [p for p in chosen if panels is not None or any(_series(r, k)[0] for r in runs.values() for k in p[1])]
     n = max(len(present), 1)
     cols = min(n, 3)
     nrows = -(-n // cols)
     several = len(runs) > 1
     fig, axes = plt.subplots(nrows, cols, figsize=(WIDTH, 2.7 * nrows + 0.5 * several), squeeze=False,
                              layout="constrained")
+    fig.get_layout_engine().set(wspace=0.08)  # room between panels for each y-axis label and its ticks
     run_handles = {}
     for ax, (name, keys, ylabel) in zip(axes.flat, present):
         keys_here = [k for k in keys if any(_series(r, k)[0] for r in runs.values())]
@@ -104,10 +107,13 @@ def dashboard(
                 (line,) = ax.plot(xs, ys, dash, color=color, marker="o" if len(xs) < 40 else None, ms=3, lw=1.3,
                                   label=LABELS.get(key, key))
                 run_handles.setdefault(run_name, line)
+        if not keys_here:
+            ax.text(0.5, 0.5, f"not logged in this run:\n{', '.join(LABELS.get(k, k) for k in keys)}", ha="center",
+                    va="center", fontsize=8, color="grey", transform=ax.transAxes, wrap=True)
         if name.startswith("held-out accuracy") and baseline_accuracy is not None:
             ax.axhline(baseline_accuracy, color="grey", ls="--", lw=1)
-            ax.annotate("start", (1, baseline_accuracy), xycoords=("axes fraction", "data"), ha="right",
-                        va="bottom", fontsize=8, color="grey")
+            ax.annotate("start", (0.98, baseline_accuracy), xycoords=("axes fraction", "data"), ha="right",
+                        va="bottom", fontsize=8, color="grey", annotation_clip=False)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("step", fontsize=9)
         ax.set_ylabel(ylabel, fontsize=9)

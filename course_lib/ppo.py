@@ -104,8 +104,10 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamm
 def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, cliprange_value: float):
     """Per-token ½·max((V − R)², (V_old + clip(V − V_old, −ε_v, ε_v) − R)²), PPO's clipped value loss.
 
-    The clip keeps one update from moving a value estimate more than ε_v away from the value
-    the rollout was scored with; taking the max makes it pessimistic (as TRL and OpenAI's PPO do).
+    The clip removes the gradient, it does not bound the move: where V has moved more than ε_v
+    from the value the rollout was scored with and the clipped term is the larger, the loss has no
+    gradient in V, but one step can still carry V past ε_v (as PPO's ratio clip, notebook 03b).
+    Taking the max makes it pessimistic (as TRL and OpenAI's PPO do).
     Returns ``(per_token_loss, clipped)`` where ``clipped`` marks tokens whose clipped term is larger.
     """
     if cliprange_value <= 0:

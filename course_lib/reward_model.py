@@ -370,18 +370,85 @@ def _model_config(policy) -> ModelConfig:
 
 # ---- best-of-N ----------------------------------------------------------------------------------------
 def best_of_n_kl(n: int) -> float:
-    """KL(best-of-n ‖ base) = log n − (n − 1)/n, the analytic value for distinct samples (Stiennon et al. 2020)."""
+    """log n − (n − 1)/n: KL(best-of-n ‖ base) when no two samples can be equal (Stiennon et al. 2020).
+
+    For a base distribution with repeated outcomes (a tiny GPT's answers repeat) it is an upper
+    bound (Beirami et al. 2024); ``best_of_n_exact_kl`` gives the exact value.
+    """
     if int(n) != n or n < 1:
         raise ValueError(f"n must be a positive integer; got {n!r}")
     return math.log(n) - (n - 1) / n
 
 
-def best_of_n_curve(proxy: torch.Tensor, gold: torch.Tensor, ns) -> list[dict]:
+def best_of_n_exact_kl(probs, rewards, n: int) -> float:
+    """Exact KL(best-of-n ‖ base) for a base distribution over distinct outcomes.
+
+    ``probs[i]`` is outcome i's base probability (summing to 1), ``rewards[i]`` its reward. Draw n
+    outcomes, keep one with the highest reward; outcomes with equal rewards form one class, and
+    the kept sample is the first of the n drawn in the top class, so within a class best-of-n
+    keeps the base proportions. With F_c and G_c the base probabilities of a reward below and
+    at most class c's, best-of-n puts mass w_c = G_c^n − F_c^n on class c, and
+    KL = Σ_c w_c log(w_c / P(c)). With no repeats and no ties it tends to log n − (n − 1)/n as
+    every outcome's probability goes to 0, and stays below it.
+    """
+    if int(n) != n or n < 1:
+        raise ValueError(f"n must be a positive integer; got {n!r}")
+    probs = torch.as_tensor(probs, dtype=torch.float64).flatten()
+    rewards = torch.as_tensor(rewards, dtype=torch.float64).flatten()
+    if probs.shape != rewards.shape or probs.numel() == 0:
+        raise ValueError(f"probs and rewards must be non-empty and the same length; got {probs.numel()}, {rewards.numel()}")
+    if (probs < 0).any() or abs(float(probs.sum()) - 1) > 1e-6:
+        raise ValueError(f"probs must be non-negative and sum to 1; got sum {float(probs.sum())}")
+    levels, cls = torch.unique(rewards, return_inverse=True)  # sorted reward levels, class of each outcome
+    mass = torch.zeros(len(levels), dtype=torch.float64).index_add_(0, cls, probs)
+    at_most = mass.cumsum(0).clamp(max=1.0)
+    below = at_most - mass
+    w = at_most**n - below**n
+    keep = (w > 0) & (mass > 0)
+    return float((w[keep] * (w[keep] / mass[keep]).log()).sum())
+
+
+def sample_ids(task: AdditionTask, completions: torch.Tensor, k: int) -> torch.Tensor:
+    """``(P, k)`` ids of ``P·k`` completions, k per prompt: equal ids within a row mean the same text
+    (characters before <eos>, and whether <eos> came)."""
+    keys = [task.completion_text(c) for c in completions]
+    if len(keys) % k:
+        raise ValueError(f"k must divide the {len(keys)} completions; got {k}")
+    rows = [keys[i : i + k] for i in range(0, len(keys), k)]
+    return torch.tensor([[row.index(key) for key in row] for row in rows])
+
+
+def empirical_best_of_n_kl(proxy: torch.Tensor, ids: torch.Tensor, n: int) -> float:
+    """Mean over prompts of the exact best-of-n KL under each prompt's empirical sample distribution.
+
+    ``proxy`` and ``ids`` are ``(P, K)``: the K samples' scores and ids (``sample_ids``). Each
+    prompt's base distribution is its samples' frequencies (repeats counted), each outcome scored by
+    the proxy (the first copy's score); ``best_of_n_exact_kl`` does the rest.
+    """
+    proxy, ids = torch.as_tensor(proxy), torch.as_tensor(ids)
+    if proxy.ndim != 2 or proxy.shape != ids.shape:
+        raise ValueError(f"proxy and ids must both have shape (prompts, samples); got {tuple(proxy.shape)}, {tuple(ids.shape)}")
+    total = 0.0
+    for p_row, i_row in zip(proxy, ids):
+        outcomes, first, counts = [], {}, {}
+        for j, key in enumerate(i_row.tolist()):
+            if key not in first:
+                first[key] = j
+                outcomes.append(key)
+            counts[key] = counts.get(key, 0) + 1
+        probs = torch.tensor([counts[o] / len(i_row) for o in outcomes], dtype=torch.float64)
+        total += best_of_n_exact_kl(probs, p_row[[first[o] for o in outcomes]], n)
+    return total / proxy.shape[0]
+
+
+def best_of_n_curve(proxy: torch.Tensor, gold: torch.Tensor, ns, ids: torch.Tensor | None = None) -> list[dict]:
     """Gold and proxy reward of best-of-n selection, from ``(P, K)`` scores of K samples per prompt.
 
     For each n dividing K, the K samples of a prompt are split into K/n disjoint groups; the
     proxy's favourite of each group is kept (first one on ties). Returns one row per n with
-    mean ``gold`` and ``proxy`` of the kept samples and the analytic ``kl``.
+    mean ``gold`` and ``proxy`` of the kept samples, ``kl_bound`` (log n − (n − 1)/n) and
+    ``kl``: with ``ids`` (``(P, K)`` sample ids, ``sample_ids``) the exact KL under each prompt's
+    empirical sample distribution (``empirical_best_of_n_kl``), else the bound.
     """
     proxy, gold = torch.as_tensor(proxy, dtype=torch.float32), torch.as_tensor(gold, dtype=torch.float32)
     if proxy.ndim != 2 or proxy.shape != gold.shape:
@@ -394,21 +461,24 @@ def best_of_n_curve(proxy: torch.Tensor, gold: torch.Tensor, ns) -> list[dict]:
         p = proxy.reshape(proxy.shape[0], k // n, n)
         g = gold.reshape(gold.shape[0], k // n, n)
         best = p.argmax(-1, keepdim=True)
+        bound = best_of_n_kl(int(n))
         rows.append({"n": int(n), "gold": float(g.gather(-1, best).mean()), "proxy": float(p.gather(-1, best).mean()),
-                     "kl": best_of_n_kl(int(n))})
+                     "kl": bound if ids is None else empirical_best_of_n_kl(proxy, ids, int(n)), "kl_bound": bound})
     return rows
 
 
 @torch.no_grad()
 def best_of_n_scores(policy, task: AdditionTask, pairs, proxy, *, k: int = 64, max_completion_length: int = 6,
-                     temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample ``k`` completions per prompt; return proxy and gold (strict checker) scores, each ``(P, k)``."""
+                     temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sample ``k`` completions per prompt; return proxy and gold (strict checker) scores and the
+    samples' ids (``sample_ids``: equal ids, equal completions), each ``(P, k)``."""
     device = next(policy.parameters()).device
     roll = generate(policy, task.encode_prompts(pairs, device), task.tokenizer, max_completion_length=max_completion_length,
                     num_generations=k, temperature=temperature)
     repeated = [p for p in pairs for _ in range(k)]
     comps = roll.completions
-    return proxy(repeated, comps).view(len(pairs), k).cpu(), resolve_reward("strict", task)(repeated, comps).view(len(pairs), k)
+    return (proxy(repeated, comps).view(len(pairs), k).cpu(), resolve_reward("strict", task)(repeated, comps).view(len(pairs), k),
+            sample_ids(task, comps, k))
 
 
 def over_optimisation(rows, window: int = 5, tol: float = 0.03) -> dict:

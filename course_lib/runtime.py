@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
+from tqdm.notebook import tqdm as notebook_tqdm
 
 CHECKPOINT_FORMAT = "course_lib-tinygpt-2"
 DEFAULT_THREADS = 1
@@ -116,8 +117,33 @@ def set_rng_state(state: dict, data_gen: torch.Generator) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+class _NotebookBar(notebook_tqdm):
+    """Jupyter's widget bar, shown under a display id: when it closes, the output is replaced by the
+    bar's final text, so a saved or executed notebook shows where it ended (100%, the time taken),
+    not the "0%" text recorded when the widget was first displayed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, display=False, **kwargs)
+        self._handle = None
+        if not self.disable:
+            from IPython.display import display
+
+            self._handle = display(self.container, display_id=True)
+            self.displayed = True
+
+    def close(self):
+        if self.disable:
+            return
+        super().close()
+        if self._handle is not None:
+            self._handle.update({"text/plain": self.container.__repr__(pretty=True)}, raw=True)
+            self._handle = None
+
+
 def progress(total: int, desc: str, enabled: bool = True, initial: int = 0):
-    return tqdm(total=total, desc=desc, initial=initial, disable=not enabled, leave=False)
+    """A progress bar: text in a terminal; in Jupyter a widget that leaves its final text behind."""
+    bar = _NotebookBar if issubclass(tqdm, notebook_tqdm) else tqdm
+    return bar(total=total, desc=desc, initial=initial, disable=not enabled, leave=False)
 
 
 # ---- Ctrl-C at a step boundary -------------------------------------------------------------------

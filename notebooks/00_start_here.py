@@ -72,7 +72,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # | [04 Baseline bias by enumeration](04_baseline_bias_enumeration.ipynb) | §12 | enumerate all 2⁸ groups to see which baseline is biased, then simulate |
 # | [05 Memory and rollout budgets](05_memory_and_rollout_budgets.ipynb) | §10–§11 | size PPO vs DPO memory; see rollout generation dwarf the update |
 # | [06 Tiny GPT: SFT then DPO](06_tiny_gpt_dpo.ipynb) | §6, §8 | train a tiny GPT on a checkable task, then improve it with DPO |
-# | [07 Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO, Dr. GRPO and DAPO options on the same tiny GPT |
+# | [07 Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO and Dr. GRPO's advantage live on the same tiny GPT; Dr. GRPO's constant unit and DAPO's options in the benchmark table only |
 # | [08 Reward hacking](08_reward_hacking.ipynb) | §15 | watch a loose verifier get exploited |
 # | [08b The RLHF route](08b_the_rlhf_route.ipynb) | §3–§4, §10, §15 | fit a reward model to noisy preferences, best-of-N and RL against it, PPO with a learned critic |
 # | [09 The passport](09_the_passport.ipynb) | §12, §17 | read a post-training run report field by field; what it must disclose |
@@ -84,7 +84,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # Notebooks 01–05 and 09 run in seconds on any laptop. Notebooks 06–08, 08b and 10 (and the β sweep of
 # 02b) train a small model live: minutes on a
 # CPU, faster on a GPU. The graded assignment (questions Q1–Q5) lives in `exercises/module14/`: do Q1
-# after notebook 01, Q2 after 02, Q3 after 03 and 04, Q4 after 05 and Q5 after 09. The coding lab
+# after notebook 01, Q2 after 02, Q3 after 03, 03b and 04, Q4 after 05 and Q5 after 09. The coding lab
 # (`exercises/lab14/`) comes after notebooks 03, 06 and 07.
 
 # %% [markdown]

@@ -428,6 +428,12 @@ print("k3's spread stays below k1's along the whole path" if overtakes is None
 # - E[∇k2] = Σ π·log(π/π_ref)·∇log π = ∇KL(π‖π_ref): the reverse KL the objective names;
 # - E[∇k3] = Σ (π − π_ref)·∇log π = −Σ π_ref·∇log π = ∇KL(π_ref‖π): the **forward** KL.
 #
+# These are exact for the one-step bandit here: one sampled answer, one log-ratio. Over a sequence
+# with per-token terms the scope narrows: k2 summed over tokens in the loss differentiates only each
+# token's own log-probability, so it drops the term through the later states a token leads to (it is
+# not ∇ of the sequence's reverse KL), and k3 gives the forward KL at each visited state, not the
+# forward KL of whole sequences.
+#
 # An unbiased *value* does not make a useful *loss term*. Put the penalty **in the reward** instead
 # (a detached number subtracted from the reward) and it acts through the policy gradient's score
 # function: E[k(y)·∇log π(y)]; for k1 that is ∇KL(π‖π_ref) again.
@@ -545,7 +551,7 @@ plt.show()
 # |---|---|---|
 # | what is computed | r_i − β·Σ_t k(t), one number per completion, **before** the baseline | β·k(t) per token, added to the per-token objective |
 # | how it reaches θ | through the advantage and the score function (like any reward) | differentiated directly through log π_θ |
-# | estimator that gives ∇KL(π‖π_ref) | k1 (the default of `kl_shaped_rewards`) | k2 (k3 gives the forward KL, k1 nothing) |
+# | estimator that gives ∇KL(π‖π_ref) | k1 (the default of `kl_shaped_rewards`) | k2 for one step (k3 gives the forward KL, k1 nothing); per token over a sequence, k2 drops the future-state term and k3 gives a forward KL per visited state |
 # | scaled by | the advantage normalisation (group std!) | β alone, then the averaging unit |
 # | noise | a score-function (REINFORCE) estimate: the penalty's spread times ∇log π | a direct (pathwise) term per token, no score function |
 #
@@ -782,26 +788,29 @@ for row in sweep[3::3]:  # the strongest β of each placement
     print(passport(run_cfg, "grpo")["six_choices"]["kl_placement_and_coefficient"])
 
 # %%
-fig, (ax_front, ax_curve) = plt.subplots(1, 2, figsize=(9.5, 3.8))
+fig, (ax_front, ax_curve) = plt.subplots(1, 2, figsize=(9.5, 3.8), layout="constrained")
 ax_front.scatter([0.0], [baseline["accuracy"]], color="black", marker="*", s=120, zorder=3, label="SFT (the reference)")
 free = sweep[0]
+# β is shown by the marker's shape (its own legend), not by text labels, which pile up where runs land close together
+marker = dict(zip(sorted({r["beta"] for r in sweep}), "osD^vP"))
 for i, placement in enumerate(("loss", "reward")):
     rows = [free] + [r for r in sweep if r["placement"] == placement]
-    ax_front.plot([r["kl"] for r in rows], [r["accuracy"] for r in rows], "o-", color=f"C{i}",
+    ax_front.plot([r["kl"] for r in rows], [r["accuracy"] for r in rows], "-", color=f"C{i}",
                   label=f"KL in the {placement} ({rows[-1]['estimator']})")
     for r in rows:
-        ax_front.annotate(f"β={r['beta']}", (r["kl"], r["accuracy"]), fontsize=7, xytext=(4, -10),
-                          textcoords="offset points")
+        ax_front.plot(r["kl"], r["accuracy"], marker[r["beta"]], color=f"C{i}" if r["beta"] else "grey", ms=6)
+run_legend = ax_front.legend(fontsize=8, loc="lower right")
+ax_front.add_artist(run_legend)
+ax_front.legend([plt.Line2D([], [], ls="", marker=m, color="grey") for m in marker.values()],
+                [f"β = {b:g}" for b in marker], fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
 ax_front.set(xlabel="measured KL(π_θ‖π_ref) on held-out prompts (nats per completion)",
              ylabel="held-out accuracy", title="accuracy–KL frontier (one seed)")
-ax_front.legend(fontsize=8)
 for i, row in enumerate(sweep):
     if row["kl_curve"]:
         steps_, kls = zip(*row["kl_curve"])
         ax_curve.plot(steps_, kls, color=f"C{i}", label=f"{row['placement']} β={row['beta']}")
 ax_curve.set(xlabel="GRPO step", ylabel="KL logged in training", title="KL to π_ref during training")
 ax_curve.legend(fontsize=7)
-fig.tight_layout()
 plt.show()
 
 # %%

@@ -439,7 +439,10 @@ display(widgets.VBox([reward_box, ddof_choice, advantage_text, advantage_plot]))
 #    </details>
 # 3. You switch a GRPO run from ddof = 0 to ddof = 1 and keep AdamW and the learning rate. Does training change?
 #    <details><summary>Answer</summary>
-#    Essentially not: ddof = 1 multiplies every advantage by √((G−1)/G), a constant, and Adam's update does not
-#    change when every gradient is multiplied by the same constant (up to its ε). Under plain SGD it would be a
-#    6.5% smaller step.
+#    Essentially not, with two conditions: ddof = 1 multiplies every advantage by √((G−1)/G), a constant, and
+#    Adam's update does not change when every gradient is multiplied by the same constant (up to its ε) —
+#    provided β = 0 (a KL term is not multiplied, so the constant would shift the balance between the two terms)
+#    and gradient clipping does not act on some steps and not others (the course's trainers clip the norm at
+#    1.0; notebook 07 §4 shows a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
+#    smaller step.
 #    </details>

@@ -187,9 +187,14 @@ print(f"the bias to detect: {loo_grad:.2f} − {full_mean_grad:.5f} = {bias_gap:
 stderr_of = {n: simulated["group_mean"][i].stderr for i, n in enumerate(sizes)}
 for n in sizes:
     z = abs(simulated["group_mean"][sizes.index(n)].mean - loo_grad) / stderr_of[n]
-    print(f"{n:>7,} groups: full-mean estimate s.e. {stderr_of[n]:.4f}; 0.21 lies {z:5.1f} standard errors from it")
+    print(f"{n:>7,} groups: full-mean estimate s.e. {stderr_of[n]:.4f}; this run's estimate lies {z:5.1f} of its "
+          "standard errors from 0.21")
 
 # %% [markdown]
+# Each line measures *this run's* simulated estimate, noise included, against 0.21. (Question 3 of
+# "Check yourself" measures a different thing in the same unit: the *exact* bias, 0.21 − 0.18375,
+# divided by a run's standard error — what a run would show on average.)
+#
 # The standard error falls like 1/√n: each tenfold increase in groups divides it by about 3.2. In this
 # one-parameter toy the per-group noise is small, so even the smallest run puts 0.21 several standard
 # errors away from the biased estimate. The number of groups a run needs to expose a bias grows like
@@ -374,7 +379,8 @@ se_100, se_1000 = stderr_of[100], stderr_of[1_000]
 display(Markdown(f"""3. This notebook's simulation with 1,000 groups gives the full-mean baseline a standard error of
    {se_1000:.4f}. Could a single such run tell the full-mean estimate (about 0.184) apart from 0.21?
    <details><summary>Answer</summary>
-   Yes: 0.21 − 0.18375 = {bias_gap:.4f} is {bias_gap / se_1000:.0f} standard errors. With 100 groups (s.e. {se_100:.4f})
-   it is {bias_gap / se_100:.1f} standard errors{" — still clear here" if bias_gap / se_100 > 3 else ", too few to be sure"}.
+   Yes: the exact bias 0.21 − 0.18375 = {bias_gap:.4f} is {bias_gap / se_1000:.0f} times that standard error. With 100
+   groups (s.e. {se_100:.4f}) it is {bias_gap / se_100:.1f} times{" — still clear here" if bias_gap / se_100 > 3 else ", too few to be sure"}.
+   (Section 3's lines are another quantity: how far one run's noisy estimate landed from 0.21, in its s.e.)
    The standard error shrinks like 1/√n.
    </details>"""))

@@ -62,12 +62,13 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    down, completion length and truncation drifting;
 # 2. read, from the run, which dashboard alarm fired first — and which alarms also fire on a
 #    healthy run;
-# 3. explain why tightening the checker is the fix, and what a held-out test with a better checker
-#    is for.
+# 3. explain what tightening the checker does (it removes the exploit; it does not by itself make
+#    the policy better), and what a held-out test with a better checker is for.
 #
 # Budget: about a minute on a laptop CPU, and the same under `COURSE_FAST=1` (CI): the experiment is
 # already small. Every sentence below that quotes a number is computed from the run you see.
-# `make bench` repeats it over three seeds (section 5) — and not every seed is hacked.
+# `make bench` repeats it over three seeds (section 5); section 5 prints, from its file, on how many
+# seeds the loose run was exploited.
 
 # %%
 import dataclasses
@@ -233,18 +234,21 @@ print(f"\nyour prediction: {my_prediction}")
 # that also fires on the healthy run (the strict column) is noise at this threshold: held-out
 # accuracy on a weak start is noisy, which is why a single dip is weak evidence.
 #
-# ## 4. The fix: the strict checker
+# ## 4. The strict checker: not exploited, not improved here
 #
-# The strict run is the fix: its only way to earn reward is to add correctly. Its completions stay
-# short and end with `<eos>` (compare the two "after" columns in section 2). Tightening the verifier
-# is the fix; a held-out test with the *strict* checker is how we knew it was needed.
+# The strict run's only way to earn reward is to add correctly. Its completions stay short and end
+# with `<eos>` (compare the two "after" columns in section 2), so the exploit is gone — but section 3's
+# line says what its accuracy did, and from this weak start 40 steps are too few for it to learn
+# much: tightening the verifier removes the exploit, it does not by itself teach the task (notebook
+# 07's stronger start does). A held-out test with the *strict* checker is how we knew the loose run
+# needed it.
 #
 # ## 5. Three seeds (`make bench`)
 #
 # One seed is one draw. `benchmarks/tinygpt_reward_hacking.py` runs this very experiment at seeds
-# 0, 1, 2 and stores every curve in `benchmarks/results/reward_hacking.json`. Look at the start
-# column: a 300-step SFT start varies a lot between seeds, and where it is stronger the honest route
-# is nearer and the exploit may not take hold within 40 steps.
+# 0, 1, 2 and stores every curve in `benchmarks/results/reward_hacking.json`. The cell counts, from
+# that file, the seeds whose loose run was exploited (by the same rule as section 3) and the seeds
+# whose strict run moved by more than 2 points.
 # The cell reads that file when the repository is at hand (not on Colab, where only `course_lib` is
 # installed).
 
@@ -258,6 +262,12 @@ if bench_path.is_file():
         fired = ", ".join(f"{n} ({st})" for n, st in alarm_order(run["alarms"])) or "none"
         print(f"{run['seed']:4d} {run['reward']:>8} {s['accuracy']:8.1%} → {f['accuracy']:6.1%} "
               f"{s['loose_accuracy']:8.1%} → {f['loose_accuracy']:6.1%}  {fired}")
+    by = {(run["seed"], run["reward"]): run for run in bench["runs"]}
+    hacked = [s for s in bench["seeds"] if by[s, "loose"]["final"]["loose_accuracy"] - by[s, "loose"]["final"]["accuracy"] > 0.10
+              and by[s, "loose"]["final"]["accuracy"] < by[s, "loose"]["start"]["accuracy"]]
+    moved = [s for s in bench["seeds"] if abs(by[s, "strict"]["final"]["accuracy"] - by[s, "strict"]["start"]["accuracy"]) > 0.02]
+    print(f"\nloose run exploited on {len(hacked)} of {len(bench['seeds'])} seeds; strict run moved by more than 2 points "
+          f"on {len(moved)} of {len(bench['seeds'])} ({bench['rl_steps']} steps)")
 else:
     print("benchmarks/results/reward_hacking.json is not here (e.g. on Colab): see the README's table")
 

@@ -232,7 +232,11 @@ print(f"expected calibration error {cal['ece']:.3f} over {sum(cal['count'])} pai
 # ## 4. Best-of-N against the reward model
 #
 # The simplest way to use a reward model: sample N answers, keep the one it scores highest. No training
-# at all. For best-of-N the KL to the base policy is known in closed form, log N − (N − 1)/N.
+# at all. The often-quoted KL of best-of-N to the base policy, log N − (N − 1)/N, is exact only when no
+# two samples can be equal; otherwise it is an upper bound. The tiny GPT's answers repeat (many of a
+# prompt's 64 samples are the same string), so the KL here is computed exactly for each prompt's
+# empirical distribution of its samples, repeats counted and ties in the reward model's score handled
+# (`course_lib.reward_model.empirical_best_of_n_kl`), and the bound is printed beside it.
 #
 # **Predict first.** As N grows, the proxy score of the chosen answer rises (it is a maximum over
 # more samples). What does the *gold* accuracy do? (The samples are drawn and scored below; nothing
@@ -241,9 +245,9 @@ print(f"expected calibration error {cal['ece']:.3f} over {sum(cal['count'])} pai
 # %%
 scorer = RewardModelScorer(rm, task)
 torch.manual_seed(SEED)
-proxy, gold = best_of_n_scores(policy, task, task.heldout_pairs[:BON_PROMPTS], scorer, k=BON_K)
+proxy, gold, ids = best_of_n_scores(policy, task, task.heldout_pairs[:BON_PROMPTS], scorer, k=BON_K)
 ns = [n for n in (1, 2, 4, 8, 16, 32, 64) if n <= BON_K]
-bon = best_of_n_curve(proxy, gold, ns)
+bon = best_of_n_curve(proxy, gold, ns, ids=ids)
 best = max(bon, key=lambda r: r["gold"])
 falls = bon[-1]["gold"] < best["gold"] - 0.01
 if falls:
@@ -256,8 +260,11 @@ display(predict(f"Best-of-N against the reward model, N = 1 … {ns[-1]}: gold a
                 f"{bon[-1]['gold']:.1%} at N={bon[-1]['n']}."))
 
 # %%
+distinct = sum(len(set(row.tolist())) for row in ids) / len(ids)
+print(f"{distinct:.1f} distinct answers among a prompt's {BON_K} samples, on average\n")
 for row in bon:
-    print(f"N={row['n']:2d}  KL {row['kl']:.3f}  proxy {row['proxy']:+.3f}  gold {row['gold']:.1%}")
+    print(f"N={row['n']:2d}  KL {row['kl']:.3f} (bound log N − (N − 1)/N: {row['kl_bound']:.3f})  "
+          f"proxy {row['proxy']:+.3f}  gold {row['gold']:.1%}")
 gain16 = next(r["gold"] for r in bon if r["n"] == min(16, BON_K)) - bon[0]["gold"]
 print(f"\ngold peaks at N={best['n']} ({best['gold']:.1%})"
       + (f", then falls to {bon[-1]['gold']:.1%} at N={bon[-1]['n']} while the proxy keeps rising" if falls
@@ -268,7 +275,7 @@ print(f"best-of-{min(16, BON_K)} minus best-of-1, gold: {gain16:+.1%}")
 fig, ax = plt.subplots(figsize=(6, 3.4))
 x = [math.sqrt(r["kl"]) for r in bon]
 ax.plot(x, [r["gold"] for r in bon], "o-", c="C2", label="gold (strict accuracy)")
-ax.set(xlabel="√KL(best-of-N ‖ SFT)", ylabel="gold accuracy")
+ax.set(xlabel="√KL(best-of-N ‖ SFT), exact over each prompt's samples", ylabel="gold accuracy")
 ax2 = ax.twinx()
 ax2.plot(x, [r["proxy"] for r in bon], "s--", c="C0", label="proxy (reward model)")
 ax2.set_ylabel("proxy reward")
@@ -338,6 +345,9 @@ for (seed, beta), rows in over.items():
     style = "-" if beta == 0 else "--"
     axes[0].plot(x, [r["proxy"] for r in rows], style, c=f"C{seed}", lw=1, label=f"seed {seed}, β={beta}")
     axes[1].plot(x, [r["gold"] for r in rows], style, c=f"C{seed}", lw=1, label=f"seed {seed}, β={beta}")
+bon_x = [math.sqrt(r["kl"]) for r in bon]  # best-of-N at its exact KL, on the same axes
+axes[0].plot(bon_x, [r["proxy"] for r in bon], "k^:", ms=4, lw=1, label="best-of-N (exact KL)")
+axes[1].plot(bon_x, [r["gold"] for r in bon], "k^:", ms=4, lw=1, label="best-of-N (exact KL)")
 axes[0].set(xlabel="√KL to SFT (sampled)", ylabel="proxy reward (reward model)", title="what PPO optimises")
 axes[1].set(xlabel="√KL to SFT (sampled)", ylabel="gold (strict) on the same samples", title="what we wanted")
 axes[1].legend(fontsize=7)
@@ -401,12 +411,27 @@ v_loss, was_clipped = clipped_value_loss(torch.tensor([0.5]), torch.tensor([0.0]
 print(f"clipped value loss: V_old 0, V 0.5, return 1, ε_v 0.2 → {float(v_loss):.2f} (clip active: {bool(was_clipped)})")
 
 # %% [markdown]
-# The critic's value loss is clipped like the policy's ratio: within one update a value estimate may not
-# move more than ε_v from the one the rollout was scored with.
+# The critic's value loss is clipped like the policy's ratio, and like the ratio clip
+# ([From advantages to an update](03b_from_advantages_to_an_update.ipynb)) it **removes a gradient; it
+# does not bound the move**. In the example just printed, V has already moved 0.5 from V_old = 0, more
+# than ε_v = 0.2: the clipped term is the larger, so the loss has no gradient in V at all — nothing
+# pulls V back, nothing pushes it further. Whether one optimiser step moves V by more than ε_v is up to
+# the step size, not the clip:
 #
+# %%
+v = torch.tensor([0.5], requires_grad=True)
+clipped_value_loss(v, torch.tensor([0.0]), torch.tensor([1.0]), 0.2)[0].sum().backward()
+print(f"V = 0.5, V_old = 0, ε_v = 0.2: d(loss)/dV = {float(v.grad):.1f} — V sits 0.5 from V_old and the clip "
+      "neither stopped it nor pulls it back")
+
+# %% [markdown]
 # **Predict first.** At the same number of sampled answers per step (256: GRPO's 32 prompts × 8, PPO's
 # 256 prompts × 1), will PPO's held-out accuracy land above, near or below GRPO's? And how much memory
-# does its critic add? The three runs below print nothing until you reveal.
+# does its critic add? The three runs below print nothing until you reveal. This is the comparison
+# *as configured*, not a matched one: PPO takes `num_ppo_epochs` = 2 optimiser steps per batch over
+# 256 distinct prompts, GRPO one over 32 prompts sampled 8 times (the next cell prints the counts).
+# `make bench` adds GRPO at PPO's optimiser steps (μ = 2, the same samples) and at PPO's wall-clock:
+# the README's RLHF table names each comparison.
 
 # %%
 grpo_cfg = dataclasses.replace(cfg.grpo, steps=RL_STEPS, eval_every=RL_STEPS)
@@ -439,7 +464,9 @@ for name, r in runs.items():
     extra = f"   + critic {memory['critic']['total'] / mib:.2f} MiB" if name == "PPO" else ""
     print(f"{name:5} held-out {r['accuracy']:.1%} (SFT {sft['accuracy']:.1%})   RL {r['rl_seconds']:.1f} s   "
           f"policy states {memory['policy']['total'] / mib:.2f} MiB{extra}")
-print(f"\nPPO − GRPO: {100 * gap:+.1f} points at {RL_STEPS} steps; PPO took {runs['PPO']['rl_seconds'] / runs['GRPO']['rl_seconds']:.2f}× "
+print(f"\nas configured, {RL_STEPS} steps × 256 sampled answers: GRPO {RL_STEPS * grpo_cfg.num_iterations} optimiser steps "
+      f"over {grpo_cfg.batch_prompts} prompts a step, PPO {RL_STEPS * ppo_cfg.num_ppo_epochs} over {ppo_cfg.batch_prompts}")
+print(f"PPO − GRPO: {100 * gap:+.1f} points at {RL_STEPS} steps; PPO took {runs['PPO']['rl_seconds'] / runs['GRPO']['rl_seconds']:.2f}× "
       f"GRPO's time (one seed on a shared CPU: timings are noisy; see `make bench` for medians)")
 print(f"last step: value loss {ppo_log.rows[-1]['value_loss']:.4f}, explained variance {ppo_log.rows[-1]['explained_variance']:.2f}, "
       f"value clip fraction {ppo_log.rows[-1]['value_clip_fraction']:.1%}")
@@ -492,8 +519,9 @@ print(f"critic share of PPO's model states: lecture stack {lecture_share:.0%}; m
 #    No: with 10% of held-out labels flipped, even the gold rule scores about 90%. 80% is about 89% of
 #    the ceiling — and against the gold labels it is higher than 80%.
 #    </details>
-# 2. Best-of-64 has a KL of log 64 − 63/64 ≈ 3.17 nats, whatever the reward model. Why can gold
-#    accuracy fall as N grows even though nothing was trained?
+# 2. Best-of-64 has a KL of at most log 64 − 63/64 ≈ 3.17 nats, whatever the reward model (exactly that
+#    only if no two samples can be equal). Why can gold accuracy fall as N grows even though nothing
+#    was trained?
 #    <details><summary>Answer</summary>
 #    Selection is optimisation: the larger N, the more the kept answer is the one the proxy *overrates
 #    most*, not the one that is best. Where the reward model's errors are largest (answers it rarely saw)

@@ -13,8 +13,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import tables  # noqa: E402
 
 
-def family_json(tmp_path, finals):
-    runs = [{"setting": "main", "variant": v, "seed": s, "baseline_accuracy": 0.6, "final_accuracy": f,
+def family_json(tmp_path, finals, starts=(0.6, 0.6, 0.6)):
+    runs = [{"setting": "main", "variant": v, "seed": s, "baseline_accuracy": starts[s], "final_accuracy": f,
              "final_accuracy_carry": f - 0.1, "optimizer_steps": 150, "groups_sampled": 4800, "rl_seconds": 40.0}
             for v, per_seed in finals.items() for s, f in enumerate(per_seed)]
     (tmp_path / "grpo_family.json").write_text(json.dumps({"command": "x", "machine": "m", "runs": runs}))
@@ -44,8 +44,20 @@ def test_medians_spread_and_verdicts(tmp_path):
     assert summary["GRPO"]["final"] == 0.95 and summary["GRPO"]["per_seed"] == [0.90, 0.95, 0.97]
     assert summary["RFT"]["lift"] == pytest.approx(0.33)
     (line,) = tables.verdicts(data)
-    assert "GRPO − RFT = +2.0 pts" in line and "within the seed-to-seed spread (8.0 pts)" in line
-    assert "seed by seed -1.0 / +2.0 / -2.0: GRPO ahead in 1 of 3" in line  # paired: same seed, same start
+    # paired first (same seed, same start), then the medians of the rows against the spread
+    assert "GRPO − RFT, seed by seed -1.0 / +2.0 / -2.0: GRPO ahead in 1 of 3, median -1.0 pts" in line
+    assert "Medians of the rows: +2.0 pts, within the seed-to-seed spread (8.0 pts)" in line
+    assert "degenerate" not in line
+
+
+def test_per_seed_starts_and_a_degenerate_seed_is_flagged(tmp_path):
+    results = family_json(tmp_path, {"GRPO": [0.90, 0.95, 0.06], "RFT": [0.91, 0.93, 0.10]}, starts=(0.3, 0.5, 0.05))
+    text = tables.grpo_family(results)
+    assert "| SFT start | 30.0% | | 30.0% / 50.0% / 5.0% |" in text  # the median hides seed 2; the row does not
+    assert "**Degenerate start**: seed 2 starts at 5.0%, below 10.0%" in text
+    (line,) = tables.verdicts(tables.load("grpo_family", results))
+    assert "seed by seed -1.0 / +2.0 / -4.0: GRPO ahead in 1 of 3, median -1.0 pts" in line
+    assert "without the degenerate start (seed 2) -1.0 / +2.0: GRPO ahead in 1 of 2, median +0.5 pts" in line
 
 
 def test_unknown_block_and_missing_results(tmp_path):
@@ -74,6 +86,18 @@ def test_trl_side_by_side_table_and_ratio_come_from_the_json(tmp_path):
     assert "≤ 0.5: met" in tables.trl_vs_course_grpo(tmp_path)
 
 
+def test_grpo_and_dpo_blocks_say_what_they_ran(tmp_path):
+    runs = [{"variant": "GRPO (cpu config)", "seed": 0, "sft_accuracy": 0.5, "final_accuracy": 0.9, "control_accuracy": 0.6,
+             "rl_seconds": 50.0, "generation_fraction": 0.3}]
+    (tmp_path / "grpo.json").write_text(json.dumps({"command": "c", "commit": "abc", "seeds": [0], "runs": runs,
+                                                     "unit": "token_mean", "steps": 300}))
+    assert "GRPO here: `unit=token_mean`, 300 steps — not the family table's GRPO row" in tables.grpo(tmp_path)
+    dpo = [{"variant": v, "seed": 0, "sft_accuracy": 0.5, "final_accuracy": f, "rl_seconds": 18.0}
+           for v, f in (("DPO", 0.8), ("DPO + NLL", 0.84), ("NLL only", 0.7))]
+    (tmp_path / "dpo.json").write_text(json.dumps({"command": "c", "commit": "abc", "seeds": [0], "runs": dpo}))
+    assert "| NLL only | 50.0% (50.0%) | 70.0% (70.0%) | 18 (18) |" in tables.dpo(tmp_path)
+
+
 def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
     def run(seed, of_ceiling, bon1, bon16, grpo, ppo):
         bon = [{"n": n, "gold": {1: bon1, 8: 0.5, 16: bon16, 64: 0.5}[n], "proxy": 0.0, "kl": float(n)} for n in (1, 8, 16, 64)]
@@ -91,11 +115,26 @@ def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
     text = tables.rlhf(tmp_path)
     assert "| **reward model / noise ceiling** (target ≥ 90%) | 91.0% | 95.0% / 85.0% / 91.0% |" in text
     assert "| **best-of-16** gold accuracy | 65.0% | 70.0% / 60.0% / 65.0% |" in text
-    assert "| PPO − GRPO, points | +0.0 | -10.0 / +0.0 / +10.0 |" in text
+    assert "| as configured: PPO − GRPO, points | +0.0 | -10.0 / +0.0 / +10.0 |" in text
+    assert "the bound √(log N − (N − 1)/N) (exact KL not in this file)" in text and "not in this results file" in text
     assert "| best-of-N: the N with the highest gold | 16 | 16 / 1 / 16 |" in text  # seed 1: best-of-1 = best-of-16 (first)
     assert "| critic: extra measured memory (weights, grads, AdamW) | 1.00 MiB |" in text
     assert "seed 2: β = 0.05 rises then falls" in text and "at commit abc" in text
     assert "falls by more than 3 points by N = 64 in 2 of 3 seeds" in text  # seed 1 peaks at N = 1
+    # a newer file: exact best-of-N KL beside its bound, and the matched and equal-wall-clock GRPO runs
+    for r in runs:
+        for b in r["bon"]:
+            b["kl_bound"], b["kl"] = b["kl"], b["kl"] / 4
+        r["rl"]["GRPO, matched optimiser steps"] = {"accuracy": r["rl"]["PPO"]["accuracy"] - 0.02, "rl_seconds": 120.0,
+                                                    "optimizer_steps": 80}
+        r["rl"]["GRPO, PPO's wall-clock"] = {"accuracy": 0.95, "rl_seconds": 150.0, "optimizer_steps": 60}
+    (tmp_path / "rlhf.json").write_text(json.dumps({"command": "c", "commit": "abc", "rl_steps": 40, "completions_per_step": 256,
+                                                     "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
+    text = tables.rlhf(tmp_path)
+    assert "| best-of-64: √KL exact / √(log N − (N − 1)/N), the bound | 0.50 | 0.50 / 0.50 / 0.50 |" in text
+    assert "| GRPO, matched optimiser steps: PPO − this GRPO, points | +2.0 | +2.0 / +2.0 / +2.0 |" in text
+    assert "| GRPO, PPO's wall-clock: optimiser steps | 60 | 60 / 60 / 60 |" in text
+    assert "not in this results file" not in text and "exact KL not in this file" not in text
 
 
 def test_the_readme_says_once_whether_every_result_came_from_one_commit(tmp_path):

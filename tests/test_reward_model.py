@@ -3,12 +3,15 @@ best-of-N, and save/load with clear errors for bad directories and mismatched to
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from types import SimpleNamespace
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from transformers import GPT2ForSequenceClassification
 
 from course_lib.configs import RewardModelConfig, get_config
@@ -16,9 +19,11 @@ from course_lib.model import build_model
 from course_lib.preference import reward_model_loss
 from course_lib.reward_model import (
     best_of_n_curve,
+    best_of_n_exact_kl,
     best_of_n_kl,
     build_reward_model,
     calibration,
+    empirical_best_of_n_kl,
     fit_reward_model,
     load_reward,
     load_reward_model,
@@ -26,6 +31,7 @@ from course_lib.reward_model import (
     pairwise_accuracy,
     passport_fields,
     preference_data,
+    sample_ids,
     save_reward_model,
     validate_config,
 )
@@ -134,6 +140,64 @@ def test_best_of_n_curve_by_hand():
         best_of_n_curve(proxy, gold, [3])
     with pytest.raises(ValueError, match="n must be a positive integer"):
         best_of_n_kl(0)
+
+
+def brute_force_best_of_n_kl(probs, rewards, n):
+    """Enumerate every n-tuple of draws; keep the first draw with the top reward; KL of what is kept."""
+    kept = [0.0] * len(probs)
+    for draw in itertools.product(range(len(probs)), repeat=n):
+        top = max(rewards[i] for i in draw)
+        kept[next(i for i in draw if rewards[i] == top)] += math.prod(probs[i] for i in draw)
+    return sum(q * math.log(q / p) for q, p in zip(kept, probs) if q > 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 9), st.integers(0, 3)), min_size=1, max_size=5), st.integers(1, 4))
+def test_exact_best_of_n_kl_matches_brute_force_enumeration(outcomes, n):
+    # small rewards from {0..3}: ties between distinct outcomes are common
+    weights, rewards = [w for w, _ in outcomes], [float(r) for _, r in outcomes]
+    probs = [w / sum(weights) for w in weights]
+    exact = best_of_n_exact_kl(probs, rewards, n)
+    assert exact == pytest.approx(brute_force_best_of_n_kl(probs, rewards, n), abs=1e-9)
+    assert -1e-12 <= exact <= best_of_n_kl(n) + 1e-12  # the closed form bounds it
+
+
+def test_exact_best_of_n_kl_tends_to_the_closed_form_for_distinct_samples():
+    for n in (2, 4, 16, 64):
+        gaps = []
+        for m in (100, 1_000, 100_000):  # m equally likely outcomes, all rewards distinct
+            exact = best_of_n_exact_kl(torch.full((m,), 1 / m), torch.arange(m), n)
+            gaps.append(best_of_n_kl(n) - exact)
+        assert all(g > 0 for g in gaps) and gaps[0] > gaps[1] > gaps[2]  # below the bound, closing in
+        assert gaps[-1] < 1e-2 * max(best_of_n_kl(n), 1)
+    # one outcome (every answer the same): best-of-n is the base, KL 0 whatever n
+    assert best_of_n_exact_kl([1.0], [0.3], 64) == 0.0
+    # two outcomes, p = (1/2, 1/2), reward favours the second: best-of-2 puts 3/4 on it
+    assert best_of_n_exact_kl([0.5, 0.5], [0.0, 1.0], 2) == pytest.approx(0.25 * math.log(0.5) + 0.75 * math.log(1.5))
+    with pytest.raises(ValueError, match="probs must be non-negative and sum to 1"):
+        best_of_n_exact_kl([0.5, 0.4], [0.0, 1.0], 2)
+    with pytest.raises(ValueError, match="same length"):
+        best_of_n_exact_kl([1.0], [0.0, 1.0], 2)
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        best_of_n_exact_kl([1.0], [0.0], 0)
+
+
+def test_empirical_best_of_n_kl_counts_repeated_samples():
+    task = AdditionTask(get_config("test").task)
+    vocab = task.tokenizer.get_vocab()
+    # four samples of one prompt, as token ids: "12", "13", "12", "12"
+    texts = ["12", "13", "12", "12"]
+    comps = torch.tensor([[vocab[c] for c in t] + [task.tokenizer.eos_token_id] for t in texts])
+    ids = sample_ids(task, comps, 4)
+    assert ids.tolist() == [[0, 1, 0, 0]]
+    proxy = torch.tensor([[0.2, 0.9, 0.2, 0.2]])
+    # base (3/4 on "12", 1/4 on "13"), "13" scores higher: exact KL of that two-outcome distribution
+    assert empirical_best_of_n_kl(proxy, ids, 2) == pytest.approx(best_of_n_exact_kl([0.75, 0.25], [0.2, 0.9], 2))
+    rows = best_of_n_curve(proxy, torch.ones(1, 4), [1, 2, 4], ids=ids)
+    assert [r["kl"] for r in rows] == pytest.approx([0.0] + [best_of_n_exact_kl([0.75, 0.25], [0.2, 0.9], n) for n in (2, 4)])
+    assert all(r["kl"] < r["kl_bound"] for r in rows[1:])
+    with pytest.raises(ValueError, match="k must divide"):
+        sample_ids(task, comps, 3)
 
 
 def test_over_optimisation_reads_moving_means_and_names_the_shape():

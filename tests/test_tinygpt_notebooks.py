@@ -95,7 +95,7 @@ def test_06_sft_then_dpo_runs(matplotlib_ready):
 @pytest.mark.slow
 def test_07_grpo_family_runs(matplotlib_ready):
     names = ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd", "d_const", "d_group", "gap", "c",
-             "sgd_ratio", "adam_diff"]
+             "sgd_ratio", "adam_diff", "clip_free", "clipped", "logs"]
     ns, shown = execute("07_tiny_gpt_grpo", names, FAST)
     assert_clean("07", shown)
     assert_no_generator_repr("07", shown)
@@ -105,6 +105,10 @@ def test_07_grpo_family_runs(matplotlib_ready):
     text = "".join(t for _, t in shown)
     # a constant factor: exactly a larger step under SGD, cancelled by AdamW
     assert ns["sgd_ratio"] == pytest.approx(ns["c"], rel=1e-5) and ns["adam_diff"] < 1e-6
+    # ... unless gradient clipping acts on some steps of one run and not the other
+    assert ns["clip_free"] < 1e-6 < 1e-5 < ns["clipped"]
+    # the dashboard's KL panel has data: the GRPO runs log the KL to the SFT reference
+    assert all(r["kl"] is not None for r in ns["logs"]["GRPO"])
     # the sentence about RLOO vs Dr. GRPO follows the measured difference
     assert ("identical at every step" in text) == (ns["d_const"] == 0)
     assert ns["gen_s"] > 0 and ns["upd_s"] > 0
@@ -226,7 +230,7 @@ def test_02b_the_kl_term(matplotlib_ready):
 
 @pytest.mark.slow
 def test_08b_the_rlhf_route_runs(matplotlib_ready):
-    ns, shown = execute("08b_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share"], FAST)
+    ns, shown = execute("08b_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share", "v"], FAST)
     assert_clean("08b", shown)
     m = ns["m"]
     assert 0.5 < m["noise_ceiling"] <= 1 and 0 <= m["heldout_accuracy"] <= 1
@@ -234,6 +238,9 @@ def test_08b_the_rlhf_route_runs(matplotlib_ready):
     # best-of-N: the proxy of the kept answer never decreases with N (it is a maximum over more samples)
     proxies = [row["proxy"] for row in ns["bon"]]
     assert all(b >= a - 1e-6 for a, b in zip(proxies, proxies[1:]))
+    # the √KL axis is the exact KL over each prompt's samples: never above log N − (N − 1)/N
+    assert all(0 <= row["kl"] <= row["kl_bound"] + 1e-9 for row in ns["bon"]) and ns["bon"][0]["kl"] == 0
+    assert float(ns["v"].grad) == 0.0  # the value clip removed the gradient; V had moved 0.5 > ε_v anyway
     assert {s["beta"] for s in ns["summary"]} == {0.0, 0.05}
     assert set(ns["runs"]) == {"GRPO", "RLOO", "PPO"} and all(0 <= r["accuracy"] <= 1 for r in ns["runs"].values())
     assert ns["memory"]["critic"]["total"] >= 4 * ns["memory"]["critic"]["weights"]  # weights, grads, two Adam moments
