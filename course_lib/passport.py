@@ -11,7 +11,7 @@ not from the code path taken; the tests check that the options it names are the 
 from __future__ import annotations
 
 from course_lib.configs import RunConfig
-from course_lib.runtime import DEFAULT_THREADS
+from course_lib.runtime import DEFAULT_THREADS, describe_precision
 
 CHECKERS = {
     "strict": "deterministic rule: exact answer digits followed by <eos> (course_lib.task.strict_reward)",
@@ -134,6 +134,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
         "loop": "synchronous (generate, then update)",
         "staleness": "none beyond the inner epochs on one rollout" if kind in ("grpo", "ppo") else "offline data (not applicable)",
         "device": device,
+        "precision": describe_precision(device),
         "cpu_threads": threads if threads is not None else "torch's default",
         "time_split": split or "not measured yet",
     }
