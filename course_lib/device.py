@@ -1,7 +1,9 @@
 """Where the course runs: device choice and an environment report (notebook 00, the trainer).
 
 ``resolve_device("auto")`` picks CUDA when present, then Apple's MPS, else the CPU, so the
-same code runs on a laptop, on Colab's GPU and on a cluster node without changes.
+same code runs on a laptop, on Colab's GPU and on a cluster node without changes. The report
+names the compute dtype the trainers will use there (``runtime.precision``: bf16 autocast on
+CUDA sm_80+, fp32 on a T4 and on the CPU) and the GPU's compute capability.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from importlib import metadata
 import torch
 
 from course_lib._validate import choice
+from course_lib.runtime import cuda_capability, describe_precision
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -49,6 +52,8 @@ def environment_report() -> dict[str, str]:
     report["device"] = device.type
     if device.type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(0)
+        report["compute_capability"] = "{}.{}".format(*cuda_capability(device))
+    report["precision"] = describe_precision(device)
     report["cpu_threads"] = str(torch.get_num_threads())
     report["colab"] = "yes" if on_colab() else "no"
     return report

@@ -54,6 +54,7 @@ from course_lib.runtime import (
     make_optimizer,
     progress,
     set_threads,
+    to_device,
 )
 from course_lib.task import AdditionTask
 
@@ -109,8 +110,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     logged_only = ref_model is not None and cfg.beta == 0 and "sampler_logps" in batch
     if (ref_model is None or logged_only) and "informative" in batch and not all(batch["informative"]):
         G = cfg.num_generations
-        rows = torch.tensor([g * G + i for g, keep in enumerate(batch["informative"]) if keep for i in range(G)],
-                            dtype=torch.long, device=device)
+        rows = to_device([g * G + i for g, keep in enumerate(batch["informative"]) if keep for i in range(G)],
+                         device, torch.long)  # pinned and non-blocking: no host synchronisation
     old_logps = adv = None
     kl_value, losses = None, []
     if rows is not None and ref_logps is not None:  # logged only: every row's KL, from the sampler's log-probs

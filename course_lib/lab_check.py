@@ -61,6 +61,7 @@ from course_lib.model import (
 from course_lib.policy_loss import aggregate, clipped_surrogate
 from course_lib.preference import dpo_terms
 from course_lib.rollout import generate
+from course_lib.runtime import full_precision
 from course_lib.task import AdditionTask, TaskConfig
 
 
@@ -378,8 +379,9 @@ def _exchange(remote, op: str, payload: dict, logits: torch.Tensor, reference_lo
     if adv is not None and not _agree(adv, reference_adv, cfg.rtol):
         raise Deviation("group_advantages gave other advantages than the configured baseline")
     sent = logits.detach().requires_grad_(True)
-    ref_loss = reference_loss(sent)
-    (ref_grad,) = torch.autograd.grad(ref_loss, sent)
+    with full_precision(sent.device):
+        ref_loss = reference_loss(sent)
+        (ref_grad,) = torch.autograd.grad(ref_loss, sent)
     ref_loss = float(ref_loss.detach())
     if abs(loss - ref_loss) > cfg.rtol * (abs(ref_loss) + 1e-3):
         raise Deviation(f"the loss was {loss:.6g} where the configured objective gives {ref_loss:.6g}")
@@ -411,7 +413,9 @@ def _policy(setup: LabSetup) -> torch.nn.Module:
 
 
 def _forward(model, ids, attn) -> torch.Tensor:
-    return model(input_ids=ids, attention_mask=attn, position_ids=position_ids(attn), use_cache=False).logits
+    """The logits the checks compare, in float32 with TF32 off (``runtime.full_precision``)."""
+    with full_precision(next(model.parameters()).device):
+        return model(input_ids=ids, attention_mask=attn, position_ids=position_ids(attn), use_cache=False).logits
 
 
 def dpo_run(remote, setup: LabSetup) -> dict:

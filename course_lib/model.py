@@ -16,6 +16,7 @@ Simplifications, said out loud:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -60,6 +61,13 @@ def build_model(config: ModelConfig, tokenizer: CharTokenizer) -> GPT2LMHeadMode
 
 
 NEVER_LOGIT = -1e9  # finite, so entropies stay 0·(−1e9) = 0 instead of NaN
+
+
+@functools.cache
+def suppressed_index(pad_token_id: int, bos_token_id: int, device: torch.device) -> torch.Tensor:
+    """The ids never sampled or scored (``<pad>``, ``<bos>``) as an index tensor, made once per device
+    (not one host-to-device copy per forward)."""
+    return torch.tensor([pad_token_id, bos_token_id], device=device)
 
 
 def n_params(model: torch.nn.Module) -> int:
@@ -151,7 +159,7 @@ def completion_logprobs(
     logits = model.lm_head(hidden).float()  # position t-1 ...
     if temperature != 1.0:
         logits = logits / temperature
-    never = torch.tensor([model.config.pad_token_id, model.config.bos_token_id], device=logits.device)
+    never = suppressed_index(model.config.pad_token_id, model.config.bos_token_id, logits.device)
     logits = logits.index_fill(-1, never, NEVER_LOGIT)  # same distribution as generation (suppress_tokens)
     targets = input_ids[:, start:]  # ... predicts token t
     mask = completion_mask[:, start:].to(logits.dtype)

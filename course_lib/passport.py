@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from course_lib.configs import RunConfig
 from course_lib.rewards import reward_granularity, reward_source
-from course_lib.runtime import DEFAULT_THREADS
+from course_lib.runtime import DEFAULT_THREADS, describe_precision
 
 
 def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threads: int | None = DEFAULT_THREADS,
@@ -124,6 +124,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
         "loop": "synchronous (generate, then update)",
         "staleness": "none beyond the inner epochs on one rollout" if kind in ("grpo", "ppo") else "offline data (not applicable)",
         "device": device,
+        "precision": describe_precision(device),
         "cpu_threads": threads if threads is not None else "torch's default",
         "time_split": split or "not measured yet",
     }

@@ -59,7 +59,7 @@ from course_lib.model import ModelConfig
 from course_lib.preference import bt_probability, reward_model_loss
 from course_lib.rewards import resolve_reward
 from course_lib.rollout import generate
-from course_lib.runtime import clip_gradients, make_optimizer
+from course_lib.runtime import clip_gradients, full_precision, make_optimizer
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
 
 FORMAT = "course_lib-reward-model-1"
@@ -115,8 +115,13 @@ def sequences(task: AdditionTask, pairs, completions: torch.Tensor) -> tuple[tor
 
 
 def scores(rm, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
-    """One scalar reward per row, read at the last non-pad token (shape ``(N,)``)."""
-    return rm(input_ids=ids, attention_mask=attention).logits.squeeze(-1).float()
+    """One scalar reward per row, read at the last non-pad token (shape ``(N,)``).
+
+    Always float32 with TF32 off (``runtime.full_precision``), also inside a policy's bf16 autocast:
+    the reward ranks close completions, and its numbers must not depend on who calls it.
+    """
+    with full_precision(ids.device):
+        return rm(input_ids=ids, attention_mask=attention).logits.squeeze(-1).float()
 
 
 # ---- preference data --------------------------------------------------------------------------

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import torch
 
 from course_lib.advantages import zero_variance_groups
-from course_lib.model import completion_logprobs
-from course_lib.runtime import autocast
+from course_lib.model import completion_logprobs, suppressed_index
+from course_lib.runtime import autocast, to_device
 from course_lib.task import AdditionTask, CharTokenizer
 
 
@@ -58,6 +58,9 @@ def completion_masks(completions: torch.Tensor, eos_token_id: int) -> tuple[torc
     return mask, truncated
 
 
+STOP_CHECK_EVERY = 8  # tokens between "has every row finished?" host reads on an accelerator
+
+
 @torch.no_grad()
 def generate(
     model,
@@ -70,6 +73,7 @@ def generate(
     greedy: bool = False,
     use_cache: bool = True,
     min_completion_length: int = 0,
+    stop_check_every: int | None = None,
 ) -> Rollout:
     """Sample completions token by token, with a KV cache by default (§11).
 
@@ -80,7 +84,11 @@ def generate(
     ``<pad>`` and ``<bos>`` are never sampled; ``<eos>`` not before ``min_completion_length``
     tokens (for timing at a fixed length). Rows that finished are padded with ``<pad>``; a
     completion with no ``<eos>`` within ``max_completion_length`` tokens is *truncated* and
-    flagged. Stops early once every row has finished. When sampling, the entropy of each
+    flagged. Stops early once every row has finished: whether they have is a host read, done
+    every ``stop_check_every`` tokens (default: every token on the CPU, where it costs nothing,
+    every ``STOP_CHECK_EVERY`` on an accelerator, where each read waits for the device). Steps
+    after the last row finished only add ``<pad>``, so the completions, masks, entropies and
+    log-probs are the same for every choice; only the RNG state afterwards differs. When sampling, the entropy of each
     sampling distribution and the log-prob of each sampled token are kept (the softmax is
     computed anyway): the policy entropy a dashboard shows, and π_old's log-probs for a logged
     KL, at no extra forward.
@@ -91,8 +99,12 @@ def generate(
     device = prompt_ids.device
     n = prompt_ids.shape[0] * num_generations
     plen = prompt_ids.shape[1]
-    never = torch.tensor([tokenizer.pad_token_id, tokenizer.bos_token_id], device=device)
+    never = suppressed_index(tokenizer.pad_token_id, tokenizer.bos_token_id, device)
     eos = tokenizer.eos_token_id
+    if stop_check_every is None:
+        stop_check_every = 1 if device.type == "cpu" else STOP_CHECK_EVERY
+    if isinstance(stop_check_every, bool) or not isinstance(stop_check_every, int) or stop_check_every < 1:
+        raise ValueError(f"stop_check_every must be an integer >= 1 (or None for the device default); got {stop_check_every!r}")
     prompts = prompt_ids.repeat_interleave(num_generations, dim=0)
     if use_cache:
         out = model(input_ids=prompt_ids, use_cache=True)  # one prompt forward per group
@@ -118,7 +130,7 @@ def generate(
             logps[:, t] = torch.log(probs.gather(-1, nxt[:, None]).squeeze(-1))
         tokens[:, t] = nxt.masked_fill(finished, tokenizer.pad_token_id)
         finished |= nxt == eos
-        if t + 1 == max_completion_length or bool(finished.all()):
+        if t + 1 == max_completion_length or ((t + 1) % stop_check_every == 0 and bool(finished.all())):
             break
         step_ids = nxt.masked_fill(finished, eos)[:, None]  # finished rows keep feeding a harmless token
         if use_cache:
@@ -220,13 +232,14 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
     def gather(field):
         return torch.cat([getattr(roll, field)[gi * G : (gi + 1) * G] for roll, gi, *_ in groups])
 
+    device = groups[0][0].input_ids.device
     batch = {
         "input_ids": gather("input_ids"),
         "attention_mask": gather("attention_mask"),
         "completion_mask": gather("completion_mask"),
         "truncated": gather("truncated"),
         "sampler_logps": gather("logps"),
-        "rewards": torch.stack([r for _, _, r, _, _ in groups]),
+        "rewards": to_device(torch.stack([r for _, _, r, _, _ in groups]), device),  # pinned, non-blocking
         "informative": [informative for *_, informative in groups],
     }
     return {"stats": stats, "batch": batch, "pairs": [p for _, _, _, p, _ in groups]}

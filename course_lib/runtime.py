@@ -4,6 +4,14 @@ progress bars and a Ctrl-C that stops at a step boundary.
 Simplifications, said out loud:
 - One process, one device. AdamW with a constant learning rate (the ``fused`` CPU/CUDA kernel:
   one call per step, no per-parameter Python loop and no host read of the step counter).
+- Precision by device (``precision``): bf16 autocast on CUDA devices of compute capability 8.0 or
+  newer (A100, L4, H100, H200); float32 below that (Colab's T4 is sm_75: no bf16 tensor cores,
+  ``torch.cuda.is_bf16_supported()`` still says True because bf16 is emulated, slowly) and on
+  CPU/MPS. fp16 would need a GradScaler in every course loop, and the scaler reads the host
+  every step (its inf check); the tiny GPT is launch-bound, so fp32 costs it little. The TRL
+  bridge, whose trainers bring their own GradScaler, takes fp16 there (``trl_precision``).
+- Roles (``full_precision``): the policy paths autocast; the reward model's scores and the lab
+  checks run in float32 with TF32 matmuls off, even inside a policy's autocast.
 - Threads: the tiny GPT's matrices are small (96 wide on the cpu config) and the trainers run
   torch with ``DEFAULT_THREADS`` = 1 intra-op thread. ``benchmarks/tinygpt_threads.py`` measures
   the choice; on the course's 2-core machine shared with other jobs, 2 threads made an SFT step
@@ -40,11 +48,87 @@ def set_threads(n: int | None = DEFAULT_THREADS) -> None:
         torch.set_num_threads(n)
 
 
+BF16_MIN_CAPABILITY = (8, 0)  # Ampere: the first bf16 tensor cores
+
+
+def cuda_capability(device: torch.device | str) -> tuple[int, int] | None:
+    """``(major, minor)`` of a CUDA device (sm_75 → (7, 5)); None for any other device."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    return tuple(torch.cuda.get_device_capability(device))
+
+
+def precision(device: torch.device | str) -> str:
+    """The course trainers' compute dtype on ``device``: ``"bf16"`` (autocast) on CUDA sm_80+, else ``"fp32"``."""
+    capability = cuda_capability(device)
+    return "bf16" if capability is not None and capability >= BF16_MIN_CAPABILITY else "fp32"
+
+
+def trl_precision(device: torch.device | str) -> str:
+    """TRL's mixed precision on ``device``: ``"bf16"`` on sm_80+, ``"fp16"`` (TRL's GradScaler) on older CUDA, else ``"fp32"``."""
+    if cuda_capability(device) is None:
+        return "fp32"
+    return "bf16" if precision(device) == "bf16" else "fp16"
+
+
+def describe_precision(device: torch.device | str) -> str:
+    """One line for the environment check and the passport: dtype, and why."""
+    capability = cuda_capability(device)
+    if capability is None:
+        return f"fp32 ({torch.device(device).type}: no autocast)"
+    sm = f"sm_{capability[0]}{capability[1]}"
+    if precision(device) == "bf16":
+        return f"bf16 autocast ({sm} has bf16 tensor cores); reward model and lab checks fp32, TF32 off"
+    return (f"fp32 ({sm} has no bf16 tensor cores: bf16 would be emulated); the TRL bridge uses fp16 with a "
+            "GradScaler")
+
+
 def autocast(device: torch.device):
-    """bf16 autocast on CUDA; nothing elsewhere (CPU runs in float32)."""
-    if device.type == "cuda":
+    """bf16 autocast where ``precision(device)`` is bf16 (CUDA sm_80+); nothing elsewhere (float32)."""
+    if precision(device) == "bf16":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def full_precision(device: torch.device | str):
+    """float32 with TF32 off, even inside an autocast: for the reward model's scores and the lab checks.
+
+    TF32 matmuls keep 10 mantissa bits; a reward that ranks two close completions, or a check that
+    compares two implementations to 1e-5, must not depend on whether a caller enabled them.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        with torch.autocast(device.type, enabled=False) if device.type == "cpu" else contextlib.nullcontext():
+            yield
+        return
+    backends = (torch.backends.cuda.matmul, torch.backends.cudnn)
+    new_api = hasattr(torch.backends.cuda.matmul, "fp32_precision")  # torch >= 2.9; mixing the two APIs errors
+    name, off = ("fp32_precision", "ieee") if new_api else ("allow_tf32", False)
+    saved = [getattr(b, name) for b in backends]
+    for b in backends:
+        setattr(b, name, off)
+    try:
+        with torch.autocast("cuda", enabled=False):
+            yield
+    finally:
+        for b, value in zip(backends, saved):
+            setattr(b, name, value)
+
+def to_device(data, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Host data (a Python list or a CPU tensor) onto ``device`` without a synchronisation.
+
+    ``torch.tensor(data, device="cuda")`` copies from pageable memory and then waits for the stream
+    (a host synchronisation each time). Here the data is staged in pinned memory and copied with
+    ``non_blocking=True``: the copy is queued behind the work already launched. On the CPU it is
+    just ``torch.as_tensor``. The one door the trainers' hot loops use for host-to-device data.
+    """
+    device = torch.device(device)
+    tensor = torch.as_tensor(data, dtype=dtype)
+    if device.type == "cuda":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
 
 
 def make_optimizer(model, learning_rate: float) -> torch.optim.Optimizer:

@@ -52,6 +52,8 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizer
 
+from course_lib.runtime import to_device
+
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 CHARS = "0123456789+="
 
@@ -183,7 +185,7 @@ class AdditionTask:
         """Token ids of shape (n, prompt_length), each starting with <bos>."""
         tok = self.tokenizer
         ids = [[tok.bos_token_id, *tok.convert_tokens_to_ids(list(self.prompt_text(a, b)))] for a, b in pairs]
-        return torch.tensor(ids, dtype=torch.long, device=device)
+        return to_device(ids, device or "cpu", torch.long)  # pinned and non-blocking on a GPU
 
     def demonstrations(self, device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """SFT data: ``(input_ids, attention_mask, completion_mask)``, right-padded."""

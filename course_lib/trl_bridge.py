@@ -21,8 +21,9 @@ pinned by ``tests/test_trl_parity.py`` (TRL's own loss and advantage code on ide
 
 Simplifications, said out loud:
 - Precision and memory: TRL 1.x defaults to ``bf16=True`` and gradient checkpointing on; the
-  course runs float32 on a CPU (bf16 autocast on CUDA) without checkpointing, so the bridge
-  sets ``bf16`` from the device and ``activation_checkpointing=False`` (pass
+  course runs float32 on a CPU (bf16 autocast on CUDA sm_80+) without checkpointing, so the bridge
+  sets ``bf16``/``fp16`` from the device (``runtime.trl_precision``: bf16 on sm_80+, fp16 with
+  TRL's GradScaler on older GPUs such as Colab's T4) and ``activation_checkpointing=False`` (pass
   ``checkpointing=True`` to trade speed for memory on a real model).
 - One process, no gradient accumulation: a course step is one rollout of B·G completions and
   μ = ``num_iterations`` TRL optimiser steps on it (``steps_per_generation=1``; ``max_steps`` is
@@ -41,6 +42,7 @@ import torch
 from transformers import TrainerCallback
 
 from course_lib.configs import RunConfig, validate
+from course_lib.runtime import trl_precision
 from course_lib.task import AdditionTask
 
 KINDS = ("sft", "dpo", "grpo", "rloo")
@@ -91,6 +93,7 @@ class Bridged:
 
 
 def _common(cfg: RunConfig, section, *, output_dir: str, seed: int, cuda: bool, checkpointing: bool) -> dict:
+    mixed = trl_precision("cuda") if cuda else "fp32"
     return dict(
         output_dir=output_dir,
         seed=seed,
@@ -101,7 +104,9 @@ def _common(cfg: RunConfig, section, *, output_dir: str, seed: int, cuda: bool, 
         weight_decay=0.0,
         max_grad_norm=cfg.max_grad_norm,
         gradient_accumulation_steps=1,
-        bf16=cuda,  # TRL defaults to bf16 even on a CPU; the course autocasts bf16 only on CUDA
+        # TRL defaults to bf16 even on a CPU; bf16 only on CUDA sm_80+, fp16 (TRL's GradScaler) below
+        bf16=mixed == "bf16",
+        fp16=mixed == "fp16",
         use_cpu=not cuda,
         gradient_checkpointing=None,  # the deprecated name; TRL's default would turn it on
         activation_checkpointing=checkpointing,

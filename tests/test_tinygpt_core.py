@@ -399,6 +399,126 @@ def test_policy_step_reads_no_tensor_on_the_host(task, model, monkeypatch, optio
     assert math.isfinite(float(out["loss"])) and out["kl"] is not None
 
 
+HOST_DATA = ("tensor", "as_tensor", "from_numpy")  # torch.X(host data): on a GPU run, a host-to-device copy
+
+
+def _count_host_to_device(monkeypatch, fn):
+    """Run ``fn`` counting host-to-device transfers, as a GPU run would make them, on the CPU.
+
+    Tracked: tensors made from Python or NumPy data (``torch.tensor``/``as_tensor``/``from_numpy``/
+    ``new_tensor``) and index draws from a CPU generator (``randint``/``randperm``). A transfer is
+    ``"sync"`` when such a tensor is created with ``device=`` or moved with ``.to`` without
+    ``non_blocking=True`` (pageable, the host waits), ``"async"`` when it is moved non-blocking
+    (``runtime.to_device``). ``host`` counts every tracked tensor made (empty ones copy nothing).
+    """
+    calls = {"host": 0, "sync": 0, "async": 0}
+    tracked = {}
+
+    def track(result, device=None):
+        if result.numel() == 0:  # e.g. transformers' empty cache placeholders: no bytes to copy
+            return result
+        calls["host"] += 1
+        if device is not None:
+            calls["sync"] += 1
+        tracked[id(result)] = result
+        return result
+
+    for name in HOST_DATA:
+        original = getattr(torch, name)
+
+        def made(*args, _original=original, **kwargs):
+            return track(_original(*args, **kwargs), kwargs.get("device"))
+
+        monkeypatch.setattr(torch, name, made)
+    new_tensor = torch.Tensor.new_tensor
+    monkeypatch.setattr(torch.Tensor, "new_tensor",
+                        lambda self, *a, **k: track(new_tensor(self, *a, **k), k.get("device", self.device)))
+    for name in ("randint", "randperm"):
+        original = getattr(torch, name)
+
+        def drawn(*args, _original=original, **kwargs):
+            out = _original(*args, **kwargs)
+            gen = kwargs.get("generator")
+            return track(out) if gen is not None and gen.device.type == "cpu" else out
+
+        monkeypatch.setattr(torch, name, drawn)
+    to = torch.Tensor.to
+
+    def moved(self, *args, **kwargs):
+        if id(self) in tracked and tracked[id(self)] is self:
+            calls["async" if kwargs.get("non_blocking") else "sync"] += 1
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", moved)
+    try:
+        result = fn()
+    finally:
+        monkeypatch.undo()
+    return calls, result
+
+
+@pytest.mark.parametrize("length", [4, 9])
+def test_generation_moves_no_host_data_per_token(task, model, monkeypatch, length):
+    """The decode loop copies nothing from the host, however many tokens it runs (the suppressed-id
+    index is made once per device); the counter does see a prompt made from Python data."""
+    prompts = task.encode_prompts(task.heldout_pairs[:3])
+    generate(model, prompts, task.tokenizer, max_completion_length=2)  # makes the cached index
+    counted, roll = _count_host_to_device(monkeypatch, lambda: generate(
+        model, prompts, task.tokenizer, max_completion_length=length, min_completion_length=length, num_generations=2))
+    assert counted == {"host": 0, "sync": 0, "async": 0} and roll.completions.shape == (6, length)
+    seen, _ = _count_host_to_device(monkeypatch, lambda: task.encode_prompts(task.heldout_pairs[:3], "cpu"))
+    assert seen == {"host": 1, "sync": 0, "async": 1}, "prompts reach the device by the non-blocking door"
+
+
+@pytest.mark.parametrize("every", [2, 3, 8])
+def test_checking_for_the_end_less_often_gives_the_same_completions(task, model, monkeypatch, every):
+    """``stop_check_every=k`` reads "all finished?" once per k tokens; the steps it adds only pad."""
+    prompts = task.encode_prompts(task.heldout_pairs[:4])
+    torch.manual_seed(3)
+    each = generate(model, prompts, task.tokenizer, max_completion_length=9, num_generations=3)
+    torch.manual_seed(3)
+    reads, fewer = _count_host_reads(monkeypatch, lambda: generate(
+        model, prompts, task.tokenizer, max_completion_length=9, num_generations=3, stop_check_every=every))
+    for field in ("input_ids", "attention_mask", "completion_mask", "completions", "truncated", "entropy", "logps"):
+        assert torch.equal(getattr(each, field), getattr(fewer, field)), field
+    assert reads.count("__bool__") <= 8 // every
+    with pytest.raises(ValueError, match="stop_check_every"):
+        generate(model, prompts, task.tokenizer, max_completion_length=3, stop_check_every=0)
+
+
+@pytest.mark.parametrize("log_kl", [False, True])
+def test_the_hot_policy_step_makes_no_synchronous_host_to_device_copy(task, model, monkeypatch, log_kl):
+    """With zero-variance rows left out, their indices come from Python: one non-blocking copy, never a
+    pageable one; with every row in the update, nothing at all."""
+    batch = {**_grpo_batch(task, model, torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])),
+             "informative": [True, False]}
+    batch["sampler_logps"] = torch.full(batch["completion_mask"][:, task.prompt_length:].shape, -0.5)
+    ref = copy.deepcopy(model).requires_grad_(False) if log_kl else None
+    cfg = GRPOConfig(num_generations=4, max_completion_length=5, num_iterations=2)
+    opt = make_optimizer(model, 1e-3)
+
+    def step(b):
+        return policy_step(model, ref, opt, b, cfg, validate=False, prompt_length=task.prompt_length, max_grad_norm=1.0)
+
+    skipping, _ = _count_host_to_device(monkeypatch, lambda: step(batch))
+    assert skipping == {"host": 1, "sync": 0, "async": 1}
+    every_row, _ = _count_host_to_device(monkeypatch, lambda: step({**batch, "informative": [True, True]}))
+    assert every_row == {"host": 0, "sync": 0, "async": 0}
+
+
+def test_a_rollout_batch_reaches_the_update_without_synchronous_copies(task, model, monkeypatch):
+    """collect_rollouts: prompts and rewards go through the non-blocking door; ``in_loss`` is made on the
+    device (no host data); the batch's rewards are already where the update needs them."""
+    cfg = GRPOConfig(num_generations=4, batch_prompts=3, max_completion_length=5, zero_variance="drop")
+    gen = torch.Generator().manual_seed(0)
+    collect_rollouts(model, task, cfg, gen, resolve_reward("strict", task))  # makes the cached suppressed-id index
+    counted, out = _count_host_to_device(monkeypatch, lambda: collect_rollouts(
+        model, task, cfg, gen, resolve_reward("strict", task)))
+    assert counted["sync"] == 0 and counted["async"] >= 1  # the prompts, at least, came through the door
+    if "batch" in out:
+        assert out["batch"]["rewards"].device == out["batch"]["input_ids"].device
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_the_samplers_entropy_is_the_policys_entropy_on_its_samples(task, model, temperature):
     """The dashboard's entropy comes from the sampling loop's softmax (no extra forward); it must equal
