@@ -92,3 +92,30 @@ def reward_granularity(spec: str) -> str:
     if spec in CHECKERS:
         return "once per completion (" + ("binary" if CHECKERS[spec].binary else "partial credit in [0, 1]") + ")"
     return "once per completion (a learned real-valued score)"
+
+
+def overlong_penalty(lengths, max_length: int, cache: int) -> torch.Tensor:
+    """DAPO's overlong reward shaping (its fourth mechanism): a soft penalty near the length cap.
+
+    Yu et al. 2025, eq. 13 (TRL: ``trl.rewards.get_soft_overlong_punishment``). Added to the task's
+    reward, for a completion of |y| tokens, with L = ``max_length`` and C = ``cache``:
+
+        0                      if |y| <= L − C
+        (L − C − |y|) / C      if L − C < |y| <= L   (falls linearly from 0 to −1)
+        −1                     if |y| > L
+
+    A truncated answer is cut at the cap with no chance of being right; without shaping it is
+    scored like any wrong answer, which punishes the reasoning it did reach. The linear ramp tells
+    the policy that length itself costs, before the cliff. ``lengths`` counts each completion's
+    real tokens (its mask's sum), shape (N,).
+    """
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"max_length must be an integer >= 1 (the length cap L); got {max_length!r}")
+    if isinstance(cache, bool) or not isinstance(cache, int) or not 0 <= cache <= max_length:
+        raise ValueError(f"cache must be an integer in [0, max_length={max_length}] (the soft zone C); got {cache!r}")
+    n = torch.as_tensor(lengths, dtype=torch.float32)
+    if n.ndim != 1 or not bool((n >= 0).all()):
+        raise ValueError(f"lengths must be a 1-d sequence of token counts >= 0; got shape {tuple(n.shape)}")
+    start = max_length - cache
+    ramp = (start - n) / max(cache, 1)
+    return torch.where(n <= start, torch.zeros_like(n), torch.where(n <= max_length, ramp, -torch.ones_like(n)))
