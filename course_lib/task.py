@@ -64,13 +64,17 @@ class CharTokenizer(PreTrainedTokenizer):
     A real ``transformers`` tokenizer (``__call__``, ``pad``, ``decode``, ``batch_decode``,
     ``save_pretrained``), with ids pad=0, bos=1, eos=2. Padding is on the left by default,
     the convention for decoder-only generation; our prompts have equal lengths anyway.
+    ``extra_chars`` appends characters after the usual ones (an environment's tool syntax,
+    ``course_lib.environments``), so every other id stays what it was.
     """
 
     vocab_files_names = {"vocab_file": "vocab.json"}
     model_input_names = ["input_ids", "attention_mask"]
 
-    def __init__(self, vocab_file: str | None = None, **kwargs):
-        tokens = [PAD, BOS, EOS, *CHARS]
+    def __init__(self, vocab_file: str | None = None, extra_chars: str = "", **kwargs):
+        if set(extra_chars) & set(CHARS) or len(set(extra_chars)) != len(extra_chars):
+            raise ValueError(f"extra_chars must be new, distinct characters (not in {CHARS!r}); got {extra_chars!r}")
+        tokens = [PAD, BOS, EOS, *CHARS, *extra_chars]
         if vocab_file is not None:
             with open(vocab_file, encoding="utf-8") as fh:
                 tokens = [t for t, _ in sorted(json.load(fh).items(), key=lambda kv: kv[1])]
@@ -87,9 +91,10 @@ class CharTokenizer(PreTrainedTokenizer):
         return dict(self._vocab)
 
     def _tokenize(self, text: str, **kwargs) -> list[str]:
-        unknown = sorted(set(text) - set(CHARS))
+        known = "".join(t for t in self._vocab if len(t) == 1)
+        unknown = sorted(set(text) - set(known))
         if unknown:
-            raise ValueError(f"text contains characters outside {CHARS!r}: {unknown}")
+            raise ValueError(f"text contains characters outside {known!r}: {unknown}")
         return list(text)
 
     def _convert_token_to_id(self, token: str) -> int:
