@@ -35,10 +35,13 @@ so a tool-using model has its own vocabulary and its own SFT start; rewards come
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+import torch
 
 from course_lib.task import EOS, AdditionTask
 
@@ -155,3 +158,48 @@ def run_episode(env, pair, policy, tokenizer, limits: EpisodeLimits | None = Non
         if used >= limits.max_tokens:
             episode.info["stopped"] = "token limit"
             return episode
+
+
+def episode_batch(episodes: list[Episode], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Episodes as one right-padded batch: ``input_ids``, ``attention_mask`` and ``completion_mask``.
+
+    ``completion_mask`` is the policy mask: the trainer's log-probs, loss and KL read only those
+    tokens, so environment tokens are context and nothing else. Without a tool call this is the
+    batch a single-turn rollout gives.
+    """
+    if not episodes:
+        raise ValueError("episodes must hold at least one episode")
+    width = max(len(e.ids) for e in episodes)
+    ids = torch.full((len(episodes), width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(episodes), width), dtype=torch.long)
+    mask = torch.zeros((len(episodes), width), dtype=torch.long)
+    for i, e in enumerate(episodes):
+        ids[i, : len(e.ids)] = torch.tensor(e.ids)
+        attention[i, : len(e.ids)] = 1
+        mask[i, : len(e.ids)] = torch.tensor(e.policy_mask)
+    return {"input_ids": ids, "attention_mask": attention, "completion_mask": mask}
+
+
+def model_policy(model, tokenizer, *, temperature: float = 1.0, generator: torch.Generator | None = None):
+    """A policy for ``run_episode`` from a causal LM: samples one turn, token by token, until ``]``,
+    ``<eos>`` or the budget. One episode at a time and no KV cache: simple, not fast (the batched,
+    cached version belongs to the trainer)."""
+    stops = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(CALL_CLOSE)}
+    never = [tokenizer.pad_token_id, tokenizer.bos_token_id]
+
+    @torch.no_grad()
+    def policy(ids: list[int], budget: int) -> list[int]:
+        device = next(model.parameters()).device
+        context, turn = torch.tensor([ids], device=device), []
+        for _ in range(budget):
+            logits = model(input_ids=context).logits[0, -1].float()
+            logits[never] = -math.inf
+            probs = torch.softmax(logits / temperature, dim=-1)
+            token = int(torch.multinomial(probs.cpu(), 1, generator=generator))
+            turn.append(token)
+            if token in stops:
+                break
+            context = torch.cat([context, torch.tensor([[token]], device=device)], dim=1)
+        return turn
+
+    return policy

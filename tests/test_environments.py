@@ -119,3 +119,39 @@ def test_extra_characters_keep_every_other_id():
 def test_bad_input_is_refused_with_what_is_accepted(call, match):
     with pytest.raises((ValueError, RuntimeError), match=match):
         call()
+
+
+def test_episodes_batch_with_the_policy_mask_as_the_completion_mask():
+    from course_lib.environments import episode_batch
+
+    env = CalculatorEnv(TASK)
+    with_tool = run_episode(env, (37, 45), scripted("[7+5]", "82<eos>"), TOK)
+    plain = run_episode(env, (37, 45), scripted("82<eos>"), TOK)
+    batch = episode_batch([with_tool, plain], TOK.pad_token_id)
+    assert batch["input_ids"].shape == (2, len(with_tool.ids))
+    assert batch["completion_mask"][0].tolist() == with_tool.policy_mask
+    ids, attention, completion = TASK.encode_pairs([(37, 45)], ["82"])
+    n = len(plain.ids)
+    assert batch["input_ids"][1, :n].tolist() == ids[0, :n].tolist()
+    assert batch["completion_mask"][1].tolist()[:n] == completion[0, :n].tolist()
+    assert batch["attention_mask"][1].sum() == n and batch["completion_mask"][1, n:].sum() == 0
+    with pytest.raises(ValueError, match="at least one episode"):
+        episode_batch([], TOK.pad_token_id)
+
+
+def test_a_model_plays_an_episode_within_the_limits():
+    import torch
+
+    from course_lib.configs import get_config
+    from course_lib.environments import model_policy
+    from course_lib.model import build_model
+
+    torch.manual_seed(0)
+    model = build_model(get_config("test").model, TOK)
+    env = CalculatorEnv(TASK, EpisodeLimits(max_tool_calls=1, max_tokens=12))
+    for seed in range(4):
+        episode = run_episode(env, (37, 45), model_policy(model, TOK, generator=torch.Generator().manual_seed(seed)), TOK)
+        assert len(episode.ids) - TASK.prompt_length <= 12 and episode.turns >= 1
+        assert all(m == 0 for m in episode.policy_mask[: TASK.prompt_length])
+        written = [t for t, m in zip(episode.ids, episode.policy_mask) if m]
+        assert TOK.pad_token_id not in written and TOK.bos_token_id not in written
