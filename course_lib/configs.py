@@ -142,11 +142,10 @@ class PPOConfig:
     batch_prompts: int = 256  # prompts per step
     num_generations: int = 1  # completions per prompt: 256 × 1 = GRPO's 32 × 8 sampled completions
     learning_rate: float = 3e-4  # policy
-    critic_learning_rate: float = 3e-4
+    critic_learning_rate: float = 3e-4  # the critic's own AdamW; TRL's vf_coef has no effect here (see course_lib.ppo)
     num_ppo_epochs: int = 2  # passes over each batch (the value clip needs >= 2 to act)
     cliprange: float = 0.2  # ε of the policy's clipped surrogate
     cliprange_value: float = 0.2  # ε_v of the clipped value loss
-    vf_coef: float = 0.1  # weight of the value loss
     gamma: float = 1.0
     lam: float = 0.95
     kl_coef: float = 0.0  # β of the per-token KL penalty in the reward; 0 keeps no reference

@@ -17,7 +17,15 @@ model states in the budgets notebook), §13 (the RLHF pipeline). One step:
    its own optimizer; both averaged per token with ``aggregate``.
 
 Names follow TRL's ``PPOConfig``: ``gamma``, ``lam``, ``cliprange``, ``cliprange_value``,
-``vf_coef``, ``kl_coef``, ``num_ppo_epochs``, ``whiten_rewards`` (not used here).
+``kl_coef``, ``num_ppo_epochs``, ``whiten_rewards`` (not used here).
+
+No ``vf_coef``. TRL's PPO sums ``pg_loss + vf_coef · vf_loss`` into one AdamW over policy and value
+model. Here, as in TRL, the value model is a separate network, so no parameter receives gradient from
+both losses, and Adam divides each parameter's step by its own running gradient scale: a constant
+weight on the value loss cancels up to Adam's ε (a 10× weight changed the critic's step by 0.8% of
+its size in ``tests/test_ppo.py``; under plain SGD it would be 900%). The knob that sets the critic's step is its
+learning rate, ``critic_learning_rate``, so that is the option; a weight that does nothing is not
+offered (``tests/test_ppo.py`` checks the cancellation).
 
 Simplifications, said out loud:
 - The critic is a separate GPT-2 (``GPT2ForSequenceClassification``, one output, the class TRL
@@ -61,7 +69,6 @@ def validate_config(cfg: PPOConfig) -> PPOConfig:
         (cfg.num_ppo_epochs >= 1, f"ppo.num_ppo_epochs must be >= 1; got {cfg.num_ppo_epochs}"),
         (0 <= cfg.cliprange < 1, f"ppo.cliprange must lie in [0, 1); got {cfg.cliprange}"),
         (cfg.cliprange_value > 0, f"ppo.cliprange_value must be > 0; got {cfg.cliprange_value}"),
-        (cfg.vf_coef > 0, f"ppo.vf_coef must be > 0; got {cfg.vf_coef}"),
         (0 <= cfg.gamma <= 1, f"ppo.gamma must lie in [0, 1]; got {cfg.gamma}"),
         (0 <= cfg.lam <= 1, f"ppo.lam must lie in [0, 1]; got {cfg.lam}"),
         (cfg.kl_coef >= 0, f"ppo.kl_coef must be >= 0; got {cfg.kl_coef}"),
@@ -205,7 +212,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
                                                   return_clipped=True, validate=False)
         policy_loss = -aggregate(objective, mask, unit="token_mean", validate=False)
         v_tok, v_clipped = clipped_value_loss(values, old_values, returns, cfg.cliprange_value)
-        value_loss = cfg.vf_coef * aggregate(v_tok, mask, unit="token_mean", validate=False)
+        value_loss = aggregate(v_tok, mask, unit="token_mean", validate=False)
         opt.zero_grad(set_to_none=True)
         critic_opt.zero_grad(set_to_none=True)
         (policy_loss + value_loss).backward()  # separate models: each optimizer sees only its own loss
@@ -214,7 +221,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         opt.step()
         critic_opt.step()
         pol_losses.append(policy_loss.item())
-        val_losses.append(value_loss.item() / cfg.vf_coef)
+        val_losses.append(value_loss.item())
     with torch.no_grad():
         n_tok = mask.sum()
         ret_last = returns[:, 0]
@@ -226,7 +233,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
             "clip_fraction": float((is_clipped.float() * mask).sum() / n_tok),
             "value_clip_fraction": float((v_clipped.float() * mask).sum() / n_tok),
             "entropy": float((ent.detach() * mask).sum() / n_tok),
-            "kl": None if kl_tok is None else float(kl_tok.sum(-1).mean()),
+            "kl_sequence": None if kl_tok is None else float(kl_tok.sum(-1).mean()),
             "value_mean": float((old_values * mask).sum() / n_tok),
             "explained_variance": float(explained),
         }
@@ -253,7 +260,8 @@ def train_ppo(
     ``reward_fn(pairs, completions) -> FloatTensor[N]`` scores completions (the strict checker or
     a reward model). ``gold_fn`` (same signature) is only logged, as ``gold_mean`` on the same
     samples: the truth next to the proxy. The sampled KL to the starting policy (sum of k1 over a
-    completion's tokens, mean over completions) is logged as ``kl`` whenever a reference exists:
+    completion's tokens, mean over completions) is logged as ``kl_sequence`` (GRPO's ``kl`` is another
+    quantity: k3 averaged per token) whenever a reference exists:
     ``kl_coef > 0``, or ``track_kl=True``. Returns ``{"steps", "rl_seconds", "memory"}``; ``memory`` holds the measured
     bytes of the policy's and the critic's weights, gradients and AdamW states after training,
     and of the frozen reference when one is kept.
@@ -308,7 +316,7 @@ def critic_passport(cfg: PPOConfig, memory: dict | None = None) -> dict:
         "model": "separate GPT2ForSequenceClassification(num_labels=1) applied at every token (TRL's value model), "
                  "transformer initialised from the SFT policy, fresh head",
         "advantages": f"GAE(gamma={cfg.gamma}, lambda={cfg.lam}) on per-token rewards, whitened over the batch",
-        "value_loss": f"clipped, cliprange_value={cfg.cliprange_value}, vf_coef={cfg.vf_coef}, own AdamW lr={cfg.critic_learning_rate}",
+        "value_loss": f"clipped, cliprange_value={cfg.cliprange_value}, own AdamW lr={cfg.critic_learning_rate}",
         "kl": f"in the reward, per token, k1, kl_coef={cfg.kl_coef}" if cfg.kl_coef > 0 else "none (kl_coef=0, no reference model)",
     }
     if memory is not None:
