@@ -38,6 +38,7 @@ import time
 
 import torch
 
+from course_lib import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate

@@ -62,27 +62,6 @@ from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register, train_loop
 
 
-def validate_config(cfg: PPOConfig) -> PPOConfig:
-    checks = [
-        (cfg.steps >= 0, f"ppo.steps must be >= 0; got {cfg.steps}"),
-        (cfg.batch_prompts >= 1, f"ppo.batch_prompts must be >= 1; got {cfg.batch_prompts}"),
-        (cfg.num_generations >= 1, f"ppo.num_generations must be >= 1; got {cfg.num_generations}"),
-        (cfg.learning_rate > 0 and cfg.critic_learning_rate > 0, "ppo learning rates must be > 0"),
-        (cfg.num_ppo_epochs >= 1, f"ppo.num_ppo_epochs must be >= 1; got {cfg.num_ppo_epochs}"),
-        (0 <= cfg.cliprange < 1, f"ppo.cliprange must lie in [0, 1); got {cfg.cliprange}"),
-        (cfg.cliprange_value > 0, f"ppo.cliprange_value must be > 0; got {cfg.cliprange_value}"),
-        (0 <= cfg.gamma <= 1, f"ppo.gamma must lie in [0, 1]; got {cfg.gamma}"),
-        (0 <= cfg.lam <= 1, f"ppo.lam must lie in [0, 1]; got {cfg.lam}"),
-        (cfg.kl_coef >= 0, f"ppo.kl_coef must be >= 0; got {cfg.kl_coef}"),
-        (cfg.temperature > 0, f"ppo.temperature must be > 0; got {cfg.temperature}"),
-        (cfg.eval_every >= 1, f"ppo.eval_every must be >= 1; got {cfg.eval_every}"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
-    return cfg
-
-
 # ---- the new formulas: GAE and the clipped value loss ------------------------------------------------
 def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float, lam: float):
     """Generalised advantage estimation (Schulman et al. 2016) on ``(N, T)`` per-token tensors.
@@ -273,7 +252,7 @@ def train_ppo(
     measured bytes of the policy's and the critic's weights, gradients and AdamW states after
     training, and of the frozen reference when one is kept.
     """
-    validate_config(cfg)
+    cfg.check()
     set_threads(threads)
     device = next(policy.parameters()).device
     ref_model = None

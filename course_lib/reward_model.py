@@ -57,7 +57,7 @@ from transformers.utils import logging as hf_logging
 from course_lib.configs import RewardModelConfig
 from course_lib.model import ModelConfig
 from course_lib.preference import bt_probability, reward_model_loss
-from course_lib.rewards import resolve_reward
+from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward
 from course_lib.rollout import generate
 from course_lib.runtime import MetricsLog, clip_gradients, make_optimizer
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
@@ -69,26 +69,6 @@ LABELLING_RULE = (
     "pairs of SFT samples for one prompt, one accepted and one rejected by the strict checker "
     "(exact answer then <eos>); the accepted one is preferred; each label flipped with probability noise"
 )
-
-
-def validate_config(cfg: RewardModelConfig) -> RewardModelConfig:
-    checks = [
-        (0 <= cfg.noise < 0.5, f"noise must lie in [0, 0.5) (0.5 makes labels coin flips); got {cfg.noise}"),
-        (cfg.samples_per_prompt >= 2, f"samples_per_prompt must be >= 2; got {cfg.samples_per_prompt}"),
-        (cfg.pairs_per_prompt >= 1, f"pairs_per_prompt must be >= 1; got {cfg.pairs_per_prompt}"),
-        (cfg.pair_prompts >= 1, f"pair_prompts must be >= 1; got {cfg.pair_prompts}"),
-        (cfg.heldout_prompts >= 1, f"heldout_prompts must be >= 1; got {cfg.heldout_prompts}"),
-        (cfg.steps >= 0, f"steps must be >= 0; got {cfg.steps}"),
-        (cfg.batch_size >= 1, f"batch_size must be >= 1; got {cfg.batch_size}"),
-        (cfg.learning_rate > 0, f"learning_rate must be > 0; got {cfg.learning_rate}"),
-        (cfg.temperature > 0, f"temperature must be > 0; got {cfg.temperature}"),
-        (cfg.init in ("sft", "scratch"), f"init must be 'sft' or 'scratch'; got {cfg.init!r}"),
-        (cfg.eval_every >= 1, f"eval_every must be >= 1; got {cfg.eval_every}"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
-    return cfg
 
 
 # ---- the model -----------------------------------------------------------------------------------
@@ -363,7 +343,7 @@ def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, *, seed
     ``state`` (a checkpoint of this function: pairs, weights, optimizer, generator) resumes;
     ``checkpoint(step, trainer_state, seconds)`` is called as ``train_loop`` says.
     """
-    validate_config(cfg)
+    cfg.check()
     gen = torch.Generator().manual_seed(seed)
     if state is not None:
         train, heldout, data_seconds = state["rm_train"], state["rm_heldout"], state["rm_data_seconds"]
@@ -514,3 +494,6 @@ def reward_model_stage(ctx: StageContext) -> StageResult:
             f"of the noise ceiling; use it with --reward rm:{ctx.out}")
     return StageResult(steps=ctx.cfg.rm.steps, rl_seconds=m["data_seconds"] + m["train_seconds"],
                        summary={"reward_model": m}, reward_model_info=read_info(ctx.out), line=line)
+
+
+register_source(REWARD_MODEL_PREFIX, load_reward)

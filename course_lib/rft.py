@@ -29,6 +29,7 @@ import time
 
 import torch
 
+from course_lib import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
