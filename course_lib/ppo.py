@@ -45,9 +45,9 @@ import torch
 
 from course_lib.configs import PPOConfig
 from course_lib.evaluation import evaluate
-from course_lib.model import completion_logprobs, position_ids
+from course_lib.model import build_scalar_model, completion_logprobs, model_config_of, position_ids
 from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate
-from course_lib.reward_model import _model_config, build_reward_model, read_info
+from course_lib.reward_model import read_info
 from course_lib.rewards import REWARD_MODEL_PREFIX, resolve_reward
 from course_lib.rollout import sample_groups
 from course_lib.runtime import (
@@ -116,7 +116,7 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
 # ---- the critic --------------------------------------------------------------------------------------
 def build_critic(policy, tokenizer, source=None):
     """A value model: GPT-2 with a one-output head, transformer copied from ``source`` or the policy."""
-    critic = build_reward_model(_model_config(policy), tokenizer, policy)
+    critic = build_scalar_model(model_config_of(policy), tokenizer, policy)
     if source is not None:
         critic.load_state_dict(source.state_dict())
     return critic.to(next(policy.parameters()).device)

@@ -51,11 +51,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from transformers import GPT2Config, GPT2ForSequenceClassification
+from transformers import GPT2ForSequenceClassification
 from transformers.utils import logging as hf_logging
 
 from course_lib.configs import RewardModelConfig
-from course_lib.model import ModelConfig
+from course_lib.model import ModelConfig, build_scalar_model, model_config_of
 from course_lib.preference import bt_probability, reward_model_loss
 from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward
 from course_lib.rollout import generate
@@ -73,16 +73,8 @@ LABELLING_RULE = (
 
 # ---- the model -----------------------------------------------------------------------------------
 def build_reward_model(config: ModelConfig, tokenizer: CharTokenizer, policy=None) -> GPT2ForSequenceClassification:
-    """GPT-2 with a one-output score head; with ``policy``, its transformer weights are copied in."""
-    cfg = GPT2Config(
-        vocab_size=len(tokenizer), n_positions=config.n_positions, n_embd=config.n_embd, n_layer=config.n_layer,
-        n_head=config.n_head, num_labels=1, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-    )
-    rm = GPT2ForSequenceClassification(cfg)
-    if policy is not None:
-        rm.transformer.load_state_dict(policy.transformer.state_dict())
-    return rm
+    """GPT-2 with a one-output score head (``model.build_scalar_model``); with ``policy``, its transformer."""
+    return build_scalar_model(config, tokenizer, policy)
 
 
 def sequences(task: AdditionTask, pairs, completions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -353,7 +345,7 @@ def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, *, seed
         heldout = preference_data(policy, task, task.heldout_pairs[: cfg.heldout_prompts], cfg, generator=gen)
         data_seconds = time.perf_counter() - start
     torch.manual_seed(seed)
-    rm = build_reward_model(_model_config(policy), task.tokenizer, policy if cfg.init == "sft" else None)
+    rm = build_reward_model(model_config_of(policy), task.tokenizer, policy if cfg.init == "sft" else None)
     rm.to(next(policy.parameters()).device)
     if state is not None:
         rm.load_state_dict(state["reward_model"])
@@ -375,11 +367,6 @@ def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, *, seed
                "noise_ceiling": acc["ceiling"], "of_ceiling": acc["of_ceiling"], "ece": cal["ece"],
                "data_seconds": data_seconds, "train_seconds": train_seconds}
     return {"model": rm, "train": train, "heldout": heldout, "log": rows, "metrics": metrics, "calibration": cal}
-
-
-def _model_config(policy) -> ModelConfig:
-    c = policy.config
-    return ModelConfig(n_layer=c.n_layer, n_embd=c.n_embd, n_head=c.n_head, n_positions=c.n_positions)
 
 
 # ---- best-of-N ----------------------------------------------------------------------------------------
