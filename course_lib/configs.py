@@ -133,6 +133,29 @@ class RewardModelConfig:
     init: str = "sft"  # sft: transformer weights from the SFT policy | scratch
     eval_every: int = 100
 
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        cfg = self
+        checks = [
+            (0 <= cfg.noise < 0.5, f"noise must lie in [0, 0.5) (0.5 makes labels coin flips); got {cfg.noise}"),
+            (cfg.samples_per_prompt >= 2, f"samples_per_prompt must be >= 2; got {cfg.samples_per_prompt}"),
+            (cfg.pairs_per_prompt >= 1, f"pairs_per_prompt must be >= 1; got {cfg.pairs_per_prompt}"),
+            (cfg.pair_prompts >= 1, f"pair_prompts must be >= 1; got {cfg.pair_prompts}"),
+            (cfg.heldout_prompts >= 1, f"heldout_prompts must be >= 1; got {cfg.heldout_prompts}"),
+            (cfg.steps >= 0, f"steps must be >= 0; got {cfg.steps}"),
+            (cfg.batch_size >= 1, f"batch_size must be >= 1; got {cfg.batch_size}"),
+            (cfg.learning_rate > 0, f"learning_rate must be > 0; got {cfg.learning_rate}"),
+            (cfg.temperature > 0, f"temperature must be > 0; got {cfg.temperature}"),
+            (cfg.init in ("sft", "scratch"), f"init must be 'sft' or 'scratch'; got {cfg.init!r}"),
+            (cfg.eval_every >= 1, f"eval_every must be >= 1; got {cfg.eval_every}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
 
 @dataclass
 class PPOConfig:
@@ -142,11 +165,10 @@ class PPOConfig:
     batch_prompts: int = 256  # prompts per step
     num_generations: int = 1  # completions per prompt: 256 × 1 = GRPO's 32 × 8 sampled completions
     learning_rate: float = 3e-4  # policy
-    critic_learning_rate: float = 3e-4
+    critic_learning_rate: float = 3e-4  # the critic's own AdamW; TRL's vf_coef has no effect here (see course_lib.ppo)
     num_ppo_epochs: int = 2  # passes over each batch (the value clip needs >= 2 to act)
     cliprange: float = 0.2  # ε of the policy's clipped surrogate
     cliprange_value: float = 0.2  # ε_v of the clipped value loss
-    vf_coef: float = 0.1  # weight of the value loss
     gamma: float = 1.0
     lam: float = 0.95
     kl_coef: float = 0.0  # β of the per-token KL penalty in the reward; 0 keeps no reference
@@ -154,6 +176,30 @@ class PPOConfig:
     temperature: float = 1.0
     reward: str = "strict"  # a checker of course_lib.rewards.CHECKERS, or rm:DIR (a saved reward model)
     eval_every: int = 20
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        cfg = self
+        checks = [
+            (cfg.steps >= 0, f"ppo.steps must be >= 0; got {cfg.steps}"),
+            (cfg.batch_prompts >= 1, f"ppo.batch_prompts must be >= 1; got {cfg.batch_prompts}"),
+            (cfg.num_generations >= 1, f"ppo.num_generations must be >= 1; got {cfg.num_generations}"),
+            (cfg.learning_rate > 0 and cfg.critic_learning_rate > 0, "ppo learning rates must be > 0"),
+            (cfg.num_ppo_epochs >= 1, f"ppo.num_ppo_epochs must be >= 1; got {cfg.num_ppo_epochs}"),
+            (0 <= cfg.cliprange < 1, f"ppo.cliprange must lie in [0, 1); got {cfg.cliprange}"),
+            (cfg.cliprange_value > 0, f"ppo.cliprange_value must be > 0; got {cfg.cliprange_value}"),
+            (0 <= cfg.gamma <= 1, f"ppo.gamma must lie in [0, 1]; got {cfg.gamma}"),
+            (0 <= cfg.lam <= 1, f"ppo.lam must lie in [0, 1]; got {cfg.lam}"),
+            (cfg.kl_coef >= 0, f"ppo.kl_coef must be >= 0; got {cfg.kl_coef}"),
+            (cfg.temperature > 0, f"ppo.temperature must be > 0; got {cfg.temperature}"),
+            (cfg.eval_every >= 1, f"ppo.eval_every must be >= 1; got {cfg.eval_every}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
 
 
 @dataclass
@@ -221,15 +267,11 @@ def _kl_pair_check(g: GRPOConfig) -> tuple[bool, str]:
 
 def validate(cfg: RunConfig) -> RunConfig:
     """Raise ValueError naming the first bad option (called before any training starts)."""
-    # imported here: those modules import this one
-    from course_lib.ppo import validate_config as validate_ppo
-    from course_lib.reward_model import validate_config as validate_rm
-
     g, d, t, m = cfg.grpo, cfg.dpo, cfg.task, cfg.model
     check_reward_spec(g.reward)
     check_reward_spec(cfg.ppo.reward)
-    validate_rm(cfg.rm)
-    validate_ppo(cfg.ppo)
+    cfg.rm.check()  # again: command-line overrides are set after construction
+    cfg.ppo.check()
     checks = [(getattr(sec, name) in accepted, f"{label}.{name} must be one of {accepted}; got {getattr(sec, name)!r}")
               for label, sec in (("dpo", d), ("grpo", g)) for name, accepted in CHOICES.items() if hasattr(sec, name)]
     checks += [

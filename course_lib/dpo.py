@@ -32,12 +32,12 @@ from course_lib.runtime import (
     MetricsLog,
     autocast,
     clip_gradients,
-    end_of_step,
     make_optimizer,
     progress,
     set_threads,
 )
 from course_lib.task import AdditionTask
+from course_lib.trainer import StageContext, StageResult, register, train_loop
 
 PAIR_CHUNK = 256  # prompts sampled per generate call while building pairs (one progress tick each)
 
@@ -176,23 +176,19 @@ def train_dpo(
     ``data`` holds the pairs and cached reference log-probs (``build_preference_pairs`` +
     ``reference_logprobs`` with ``prompt_length=task.prompt_length``). ``state`` (from a
     checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
-    ``checkpoint(step, optimizer, seconds)`` is called every ``checkpoint_every`` steps, at the
+    ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every`` steps, at the
     end, and before stopping on a requested stop (Ctrl-C). Runs until ``steps`` in total.
     """
     set_threads(threads)
     device = next(model.parameters()).device
     opt = make_optimizer(model, cfg.learning_rate)
-    log = log if log is not None else MetricsLog()
-    step, seconds = 0, 0.0
     if state is not None:
         opt.load_state_dict(state["optimizer"])
-        step, seconds = state["step"], state["seconds"]
-    total = cfg.steps if steps is None else steps
     n_pairs = data["chosen_ids"].shape[0]
-    first = step  # the first step checks its inputs; the hot loop then skips the checks
-    bar = progress(total, "dpo", show_progress, initial=step)
+    first = state["step"] if state is not None else 0  # the first step checks its inputs; then no checks
     model.train()
-    while step < total:
+
+    def one_step(step: int) -> dict:
         t0 = time.perf_counter()
         idx = torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator)
         batch = {k: v[idx].to(device) for k, v in data.items() if isinstance(v, torch.Tensor)}
@@ -202,15 +198,37 @@ def train_dpo(
         loss.backward()
         clip_gradients(model, max_grad_norm)
         opt.step()
-        step += 1
-        row = {"step": step, **stats, "update_seconds": time.perf_counter() - t0}
-        seconds += row["update_seconds"]
-        if step % cfg.eval_every == 0 or step == total:
-            row.update(evaluate(model, task))
-            bar.set_postfix(acc=f"{row['accuracy']:.2f}")
-            model.train()
-        end_of_step("dpo", step, total, row, log=log, bar=bar, checkpoint=checkpoint,
-                    checkpoint_every=checkpoint_every, opt=opt, seconds=seconds)
-    bar.close()
+        return {**stats, "update_seconds": time.perf_counter() - t0}
+
+    def held_out() -> dict:
+        out = evaluate(model, task)
+        model.train()
+        return out
+
+    done = train_loop("dpo", one_step, total=cfg.steps if steps is None else steps, state=state,
+                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
+                      log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
+                      postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})
     model.eval()
-    return {"steps": step, "rl_seconds": seconds}
+    return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+
+
+@register("dpo")
+def dpo_stage(ctx: StageContext) -> StageResult:
+    """``train dpo``: pairs from the SFT policy (cached reference log-probs; kept in the checkpoint), then DPO."""
+    if ctx.state is not None:
+        data = {k[5:]: v for k, v in ctx.state.items() if k.startswith("data_")}
+    else:
+        ctx.say("[course_lib] sampling preference pairs from the SFT policy, caching reference log-probs")
+        t0 = time.perf_counter()
+        data = build_preference_pairs(ctx.model, ctx.task, ctx.cfg.dpo, generator=ctx.generator,
+                                      show_progress=ctx.show_progress)
+        data.update(reference_logprobs(ctx.model, data, prompt_length=ctx.task.prompt_length))
+        data["pair_seconds"] = time.perf_counter() - t0  # counted in rl_seconds: DPO's data cost
+        ctx.say(f"[course_lib] {data['n_pairs']} pairs from {data['n_prompts']} prompts")
+    saved = {f"data_{k}": v for k, v in data.items()}
+    res = train_dpo(ctx.model, ctx.task, ctx.cfg.dpo, data, generator=ctx.generator, log=ctx.log, state=ctx.state,
+                    max_grad_norm=ctx.cfg.max_grad_norm, checkpoint_every=ctx.cfg.checkpoint_every,
+                    checkpoint=lambda step, st, seconds: ctx.checkpoint(step, {**st, **saved}, seconds),
+                    show_progress=ctx.show_progress, threads=None)
+    return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"] + data["pair_seconds"])

@@ -38,6 +38,7 @@ import time
 
 import torch
 
+from course_lib import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate
@@ -50,13 +51,12 @@ from course_lib.runtime import (
     MetricsLog,
     autocast,
     clip_gradients,
-    end_of_step,
     make_optimizer,
-    progress,
     set_threads,
     to_device,
 )
 from course_lib.task import AdditionTask
+from course_lib.trainer import StageContext, StageResult, register, train_loop
 
 ADVANTAGE_FUNCTIONS = {"grpo": grpo_advantages, "rloo": rloo_advantages, "dr_grpo": dr_grpo_advantages}
 
@@ -189,7 +189,7 @@ def train_grpo(
     reference is kept and ``kl`` is None. ``state`` resumes optimizer, step and seconds
     (the caller restores RNG before calling). ``eval_fn(model) -> dict`` defaults to
     ``evaluate`` (held-out strict and loose accuracy). Runs until ``steps`` in total.
-    ``checkpoint(step, optimizer, seconds)`` is called every ``checkpoint_every`` steps, at
+    ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every`` steps, at
     the end, and before stopping on a requested stop (Ctrl-C).
     """
     set_threads(threads)
@@ -201,16 +201,12 @@ def train_grpo(
             ref_model.load_state_dict(reference_state)
         ref_model.eval().requires_grad_(False)
     opt = make_optimizer(model, cfg.learning_rate)
-    log = log if log is not None else MetricsLog()
     eval_fn = eval_fn or (lambda m: evaluate(m, task, max_completion_length=cfg.max_completion_length))
-    step, seconds = 0, 0.0
     if state is not None:
         opt.load_state_dict(state["optimizer"])
-        step, seconds = state["step"], state["seconds"]
-    total = cfg.steps if steps is None else steps
-    bar = progress(total, f"grpo[{cfg.advantage}]", show_progress, initial=step)
-    validated = False  # the first policy step checks its inputs; the hot loop then skips the checks
-    while step < total:
+    first = state["step"] if state is not None else 0  # the first policy step checks its inputs; then no checks
+
+    def one_step(step: int) -> dict:
         t0 = time.perf_counter()
         rollout = collect_rollouts(model, task, cfg, generator, reward_fn)
         stats = rollout["stats"]
@@ -218,29 +214,28 @@ def train_grpo(
         if "batch" in rollout:
             model.train()
             upd = policy_step(model, ref_model, opt, rollout["batch"], cfg, prompt_length=task.prompt_length,
-                              max_grad_norm=max_grad_norm, validate=not validated)
+                              max_grad_norm=max_grad_norm, validate=step == first)
             model.eval()
-            validated = True
             upd = {**_as_floats(upd), "skipped": 0}
         else:  # every group was dropped: nothing to learn from this step
             upd = {"loss": 0.0, "clip_fraction": 0.0, "kl": None, "skipped": 1}
         t2 = time.perf_counter()
-        step += 1
-        seconds += t2 - t0
-        row = {
-            "step": step,
-            **stats,
-            **upd,
-            "update_seconds": t2 - t1,
-            "other_seconds": (t1 - t0) - stats["gen_seconds"],
-            "tokens_per_second": stats["generated_tokens"] / max(stats["gen_seconds"], 1e-9),
-            "rl_seconds": seconds,
-        }
-        if step % cfg.eval_every == 0 or step == total:
-            row.update(eval_fn(model))
-            bar.set_postfix(acc=f"{row['accuracy']:.2f}", reward=f"{stats['reward_mean']:.2f}")
-        end_of_step("grpo", step, total, row, log=log, bar=bar, checkpoint=checkpoint,
-                    checkpoint_every=checkpoint_every, opt=opt, seconds=seconds)
-    bar.close()
+        return {**stats, **upd, "update_seconds": t2 - t1, "other_seconds": (t1 - t0) - stats["gen_seconds"],
+                "tokens_per_second": stats["generated_tokens"] / max(stats["gen_seconds"], 1e-9)}
+
+    done = train_loop("grpo", one_step, total=cfg.steps if steps is None else steps, state=state,
+                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=lambda: eval_fn(model),
+                      eval_every=cfg.eval_every, log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                      show_progress=show_progress, desc=f"grpo[{cfg.advantage}]", seconds_key="rl_seconds",
+                      postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
     model.eval()
-    return {"steps": step, "rl_seconds": seconds}
+    return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+
+
+@register("grpo", completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True)
+def grpo_stage(ctx: StageContext) -> StageResult:
+    """``train grpo``: the GRPO family from the SFT policy; the SFT weights are the reference (KL logged)."""
+    res = train_grpo(ctx.model, ctx.task, ctx.cfg.grpo, generator=ctx.generator, reference_state=ctx.sft_weights,
+                     log=ctx.log, state=ctx.state, max_grad_norm=ctx.cfg.max_grad_norm, checkpoint=ctx.checkpoint,
+                     checkpoint_every=ctx.cfg.checkpoint_every, show_progress=ctx.show_progress, threads=None)
+    return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"])

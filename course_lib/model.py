@@ -20,7 +20,12 @@ import functools
 from dataclasses import dataclass
 
 import torch
-from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel
+from transformers import (
+    GenerationConfig,
+    GPT2Config,
+    GPT2ForSequenceClassification,
+    GPT2LMHeadModel,
+)
 
 from course_lib.task import CharTokenizer
 
@@ -33,9 +38,9 @@ class ModelConfig:
     n_positions: int = 64
 
 
-def build_model(config: ModelConfig, tokenizer: CharTokenizer) -> GPT2LMHeadModel:
-    """A randomly initialised GPT-2 (uses ``torch``'s global RNG: seed before calling)."""
-    cfg = GPT2Config(
+def gpt2_config(config: ModelConfig, tokenizer: CharTokenizer, **extra) -> GPT2Config:
+    """The one GPT-2 config of the course: the policy's, and (``num_labels=1``) the reward model's and critic's."""
+    return GPT2Config(
         vocab_size=len(tokenizer),
         n_positions=config.n_positions,
         n_embd=config.n_embd,
@@ -50,13 +55,37 @@ def build_model(config: ModelConfig, tokenizer: CharTokenizer) -> GPT2LMHeadMode
         # GPT-2's tanh-approximated GELU, as torch's one fused kernel rather than the seven
         # elementwise ops of "gelu_new" (the same function; the update runs ~15% faster)
         activation_function="gelu_pytorch_tanh",
+        **extra,
     )
+
+
+def model_config_of(model) -> ModelConfig:
+    """The ``ModelConfig`` a built GPT-2 (policy, reward model or critic) was made from."""
+    c = model.config
+    return ModelConfig(n_layer=c.n_layer, n_embd=c.n_embd, n_head=c.n_head, n_positions=c.n_positions)
+
+
+def build_model(config: ModelConfig, tokenizer: CharTokenizer) -> GPT2LMHeadModel:
+    """A randomly initialised GPT-2 (uses ``torch``'s global RNG: seed before calling)."""
+    cfg = gpt2_config(config, tokenizer)
     model = GPT2LMHeadModel(cfg)
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
+    return model
+
+
+def build_scalar_model(config: ModelConfig, tokenizer: CharTokenizer, policy=None) -> GPT2ForSequenceClassification:
+    """The network with a one-output head (TRL's reward and value model class), beside the policy's.
+
+    With ``policy``, its transformer weights are copied in (InstructGPT initialises the reward
+    model, TRL the value model, from the SFT policy); the head is fresh.
+    """
+    model = GPT2ForSequenceClassification(gpt2_config(config, tokenizer, num_labels=1))
+    if policy is not None:
+        model.transformer.load_state_dict(policy.transformer.state_dict())
     return model
 
 

@@ -11,6 +11,8 @@ not from the code path taken; the tests check that the options it names are the 
 from __future__ import annotations
 
 from course_lib.configs import RunConfig
+from course_lib.ppo import critic_passport
+from course_lib.reward_model import LABELLING_RULE, passport_fields
 from course_lib.rewards import reward_granularity, reward_source
 from course_lib.runtime import DEFAULT_THREADS, describe_precision
 
@@ -51,8 +53,6 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
                           "kl": "implicit, through beta and the reference ratio", "averaging_unit": "mean over pairs"},
         )
     elif kind == "rm":
-        from course_lib.reward_model import LABELLING_RULE
-
         r = cfg.rm
         out.update(
             data_and_policy={"examples": f"preference pairs from {r.pair_prompts} prompts × {r.samples_per_prompt} SFT samples "
@@ -67,12 +67,8 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
                           "kl": "none", "averaging_unit": "mean over pairs"},
         )
         if reward_model_info is not None:
-            from course_lib.reward_model import passport_fields
-
             out["reward_model"] = passport_fields(reward_model_info)
     elif kind == "ppo":
-        from course_lib.ppo import critic_passport
-
         p = cfg.ppo
         out.update(
             data_and_policy={"examples": f"online trajectories: {p.batch_prompts} prompts × {p.num_generations} completion(s) per step",
@@ -88,8 +84,6 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             critic=critic_passport(p, memory),
         )
         if reward_model_info is not None:
-            from course_lib.reward_model import passport_fields
-
             out["reward_model"] = passport_fields(reward_model_info)
     else:
         zv = {"keep": "kept with zero advantage", "drop": "dropped from the batch",

@@ -24,6 +24,7 @@ Simplification: one process, one device, stages run one after the other.
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import time
 from pathlib import Path
@@ -33,13 +34,9 @@ import torch
 from course_lib import configs
 from course_lib.dashboard import save_dashboard
 from course_lib.device import resolve_device
-from course_lib.dpo import build_preference_pairs, reference_logprobs, train_dpo
 from course_lib.evaluation import evaluate
-from course_lib.grpo import train_grpo
 from course_lib.model import build_model, n_params
 from course_lib.passport import format_passport, passport
-from course_lib.ppo import build_critic, train_ppo
-from course_lib.reward_model import fit_reward_model, save_reward_model
 from course_lib.rewards import resolve_reward
 from course_lib.rft import train_rft
 from course_lib.runtime import (
@@ -54,8 +51,14 @@ from course_lib.runtime import (
 )
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
+from course_lib.trainer import TRAINERS, StageContext
 
-KINDS = ("sft", "dpo", "grpo", "rm", "ppo")
+# Each trainer module registers its stage when imported (course_lib.trainer.register); a new trainer
+# is one more module here.
+TRAINER_MODULES = ("course_lib.sft", "course_lib.dpo", "course_lib.grpo", "course_lib.reward_model", "course_lib.ppo")
+for _module in TRAINER_MODULES:
+    importlib.import_module(_module)
+KINDS = tuple(TRAINERS)
 CONTROLS = ("sft", "rft")  # the same wall-clock on more SFT | RFT on GRPO's prompts (course_lib.rft)
 RUN_FILES = ("checkpoint.pt", "checkpoint.pt.tmp", "sft.pt", "sft.pt.tmp", "metrics.jsonl", "sft_metrics.jsonl",
              "summary.json", "passport.json", "dashboard.png", "reward_model.json")
@@ -146,8 +149,6 @@ def run(
         raise ValueError(f"control must be one of {CONTROLS} (or True for 'sft'); got {control!r}")
     if control == "rft" and kind != "grpo":
         raise ValueError(f"control='rft' is GRPO's control (same prompts, samples and steps); kind is {kind!r}")
-    if resume and kind in ("rm", "ppo"):
-        raise ValueError(f"resume is not available for {kind} runs (they write no mid-run checkpoint); start it again")
     if control and kind == "rm":
         raise ValueError("control (--control) compares RL with more SFT; an rm run trains no policy")
     out = Path(out)
@@ -196,158 +197,144 @@ def run(
         raise
 
 
-def _stages(kind, cfg, out, task, model, state, common, control, show_progress, say, wall_start) -> dict:
-    ckpt_path, sft_path = out / "checkpoint.pt", out / "sft.pt"
-    seed = common["seed"]
+def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say) -> dict:
+    """The SFT policy of a run, into ``model``: trained, resumed from the run's checkpoint, or loaded.
 
-    # --- the SFT stage (or the start of an SFT run) -----------------------------------------
+    Returns ``{"eval", "seconds", "steps", "start_eval", "log"}`` (``log``: the SFT stage's
+    metrics when it trained here). Writes ``sft.pt`` when the stage ends.
+    """
+    ckpt_path, sft_path = out / "checkpoint.pt", out / "sft.pt"
     start_eval = state.get("start_eval") if state is not None else None
     if kind == "sft" and start_eval is None:
         start_eval = evaluate(model, task)  # the random initialisation
-    if state is not None and state["stage"] != "sft":
+    if state is not None and state["stage"] != "sft":  # resuming a later stage: the finished SFT policy
         saved = load_checkpoint(sft_path, kind="sft")
         model.load_state_dict(saved["model"])
-        sft_eval, sft_seconds = saved["sft_eval"], saved["seconds"]
-    elif state is None and common["sft_checkpoint"]:
+        return {"eval": saved["sft_eval"], "seconds": saved["seconds"], "steps": saved["step"], "start_eval": start_eval,
+                "log": None}
+    if state is None and common["sft_checkpoint"]:  # a finished SFT policy from elsewhere
         saved = load_sft_checkpoint(common["sft_checkpoint"], cfg)
         cfg.sft = configs.from_dict(json.loads(saved["config"])).sft
         common["config"] = json.dumps(configs.to_dict(cfg))
         model.load_state_dict(saved["model"])
-        sft_eval, sft_seconds = evaluate(model, task), saved["seconds"]
+        sft_eval = evaluate(model, task)
         say(f"[course_lib] SFT policy from {common['sft_checkpoint']}")
         save_checkpoint(sft_path, {**common, "kind": "sft", "stage": "sft", "model": model.state_dict(),
-                                   "sft_eval": sft_eval, "step": cfg.sft.steps, "seconds": sft_seconds})
+                                   "sft_eval": sft_eval, "step": cfg.sft.steps, "seconds": saved["seconds"]})
+        return {"eval": sft_eval, "seconds": saved["seconds"], "steps": cfg.sft.steps, "start_eval": start_eval,
+                "log": None}
+    gen = torch.Generator().manual_seed(common["seed"])
+    log = MetricsLog(out / ("metrics.jsonl" if kind == "sft" else "sft_metrics.jsonl"),
+                     rows=state["metrics"] if state else None)
+    if state is not None:  # a checkpoint of the SFT stage
+        model.load_state_dict(state["model"])
+        set_rng_state(state["rng"], gen)
     else:
-        sft_state = state  # None, or a checkpoint of the SFT stage
-        gen = torch.Generator().manual_seed(seed)
-        log = MetricsLog(out / ("metrics.jsonl" if kind == "sft" else "sft_metrics.jsonl"),
-                         rows=sft_state["metrics"] if sft_state else None)
-        if sft_state is not None:
-            model.load_state_dict(sft_state["model"])
-            set_rng_state(sft_state["rng"], gen)
-        else:
-            say(f"[course_lib] SFT stage: {cfg.sft.steps} steps")
+        say(f"[course_lib] SFT stage: {cfg.sft.steps} steps")
 
-        def sft_checkpoint(step, opt, seconds):
-            save_checkpoint(ckpt_path, {**common, "stage": "sft", "model": model.state_dict(), "optimizer": opt.state_dict(),
-                                        "step": step, "seconds": seconds, "rng": rng_state(gen), "metrics": log.rows,
-                                        "start_eval": start_eval})
+    def checkpoint(step, trainer_state, seconds):
+        save_checkpoint(ckpt_path, {**common, "stage": "sft", "model": model.state_dict(), **trainer_state, "step": step,
+                                    "seconds": seconds, "rng": rng_state(gen), "metrics": log.rows,
+                                    "start_eval": start_eval})
 
-        res = train_sft(model, task, cfg.sft, generator=gen, state=sft_state, log=log, checkpoint=sft_checkpoint,
-                        checkpoint_every=cfg.checkpoint_every, max_grad_norm=cfg.max_grad_norm, show_progress=show_progress,
-                        threads=None)
-        sft_eval, sft_seconds = {k: res[k] for k in ACCURACY_KEYS}, res["seconds"]
-        save_checkpoint(sft_path, {**common, "kind": "sft", "stage": "sft", "model": model.state_dict(),
-                                   "sft_eval": sft_eval, "step": res["steps"], "seconds": sft_seconds, "metrics": log.rows})
+    res = train_sft(model, task, cfg.sft, generator=gen, state=state, log=log, checkpoint=checkpoint,
+                    checkpoint_every=cfg.checkpoint_every, max_grad_norm=cfg.max_grad_norm, show_progress=show_progress,
+                    threads=None)
+    sft_eval = {k: res[k] for k in ACCURACY_KEYS}
+    save_checkpoint(sft_path, {**common, "kind": "sft", "stage": "sft", "model": model.state_dict(),
+                               "sft_eval": sft_eval, "step": res["steps"], "seconds": res["seconds"], "metrics": log.rows})
+    return {"eval": sft_eval, "seconds": res["seconds"], "steps": res["steps"], "start_eval": start_eval, "log": log}
+
+
+def _stages(kind, cfg, out, task, model, state, common, control, show_progress, say, wall_start) -> dict:
+    """The SFT provider, the registered trainer, the control, the outputs."""
+    seed = common["seed"]
+    sft = provide_sft(kind, cfg, out, task, model, state, common, show_progress, say)
     sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if kind != "sft":
-        say(f"[course_lib] SFT policy held-out accuracy {sft_eval['accuracy']:.3f}")
-
-    # --- the chosen trainer ------------------------------------------------------------------
-    rl_seconds, data, extra_summary, rm_info = 0.0, None, {}, None
-    if kind == "sft":
-        final, steps_done, rows = sft_eval, res["steps"], log.rows
-    else:
+        say(f"[course_lib] SFT policy held-out accuracy {sft['eval']['accuracy']:.3f}")
+    entry = TRAINERS[kind]
+    gen, stage_state, log = None, None, sft["log"]
+    if kind != "sft":
         gen = rl_generator(seed)
-        rl_state = state if state is not None and state["stage"] == kind else None
-        if rl_state is not None:
-            model.load_state_dict(rl_state["model"])
-            set_rng_state(rl_state["rng"], gen)
-        log = MetricsLog(out / "metrics.jsonl", rows=rl_state["metrics"] if rl_state else None)
-        extra = {}
+        stage_state = state if state is not None and state["stage"] == kind else None
+        if stage_state is not None:
+            model.load_state_dict(stage_state["model"])
+            set_rng_state(stage_state["rng"], gen)
+        log = MetricsLog(out / "metrics.jsonl", rows=stage_state["metrics"] if stage_state else None)
 
-        def rl_checkpoint(step, opt, seconds):
-            save_checkpoint(ckpt_path, {**common, "stage": kind, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                                        "step": step, "seconds": seconds, "rng": rng_state(gen), "metrics": log.rows, **extra})
+    def checkpoint(step, trainer_state, seconds):
+        save_checkpoint(out / "checkpoint.pt", {**common, "stage": kind, "model": model.state_dict(), **trainer_state,
+                                                "step": step, "seconds": seconds, "rng": rng_state(gen),
+                                                "metrics": log.rows})
 
-        run_kwargs = dict(log=log, state=rl_state, max_grad_norm=cfg.max_grad_norm, checkpoint=rl_checkpoint,
-                          checkpoint_every=cfg.checkpoint_every, show_progress=show_progress, threads=None)
-        if kind == "rm":  # the SFT policy writes the pairs and lends the reward model its transformer
-            fit = fit_reward_model(model, task, cfg.rm, seed=seed)
-            for row in fit["log"]:
-                log.append(row)
-            save_reward_model(fit["model"], task.tokenizer, out, task_config=cfg.task, cfg=cfg.rm, metrics=fit["metrics"])
-            rm_info = json.loads((out / "reward_model.json").read_text())
-            m = fit["metrics"]
-            say(f"[course_lib] reward model: {m['train_pairs']} pairs, held-out pairwise accuracy {m['heldout_accuracy']:.3f} "
-                f"= {m['of_ceiling']:.1%} of the noise ceiling {m['noise_ceiling']:.3f} (gold {m['heldout_gold_accuracy']:.3f})")
-            res = {"steps": cfg.rm.steps, "rl_seconds": m["data_seconds"] + m["train_seconds"]}
-            extra_summary = {"reward_model": m}
-        elif kind == "ppo":
-            reward_fn = resolve_reward(cfg.ppo.reward, task)  # a bad rm:DIR fails here, with its reason
-            if cfg.ppo.reward.startswith("rm:"):  # the reward model's own passport entry travels with the run
-                rm_info = json.loads((Path(cfg.ppo.reward[3:]) / "reward_model.json").read_text())
-            critic = build_critic(model, task.tokenizer)
-            res = train_ppo(model, critic, task, cfg.ppo, reward_fn, generator=gen, log=log,
-                            max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None)
-            extra_summary = {"memory": res["memory"]}
-        elif kind == "dpo":
-            if rl_state is not None:
-                data = {k[5:]: v for k, v in rl_state.items() if k.startswith("data_")}
-            else:
-                say("[course_lib] sampling preference pairs from the SFT policy, caching reference log-probs")
-                t0 = time.perf_counter()
-                data = build_preference_pairs(model, task, cfg.dpo, generator=gen, show_progress=show_progress)
-                data.update(reference_logprobs(model, data, prompt_length=task.prompt_length))
-                data["pair_seconds"] = time.perf_counter() - t0  # counted in rl_seconds: DPO's data cost
-                say(f"[course_lib] {data['n_pairs']} pairs from {data['n_prompts']} prompts")
-            extra.update({f"data_{k}": v for k, v in data.items()})
-            res = train_dpo(model, task, cfg.dpo, data, generator=gen, **run_kwargs)
-            rl_seconds = res["rl_seconds"] + data["pair_seconds"]
-        else:
-            res = train_grpo(model, task, cfg.grpo, generator=gen, reference_state=sft_weights, **run_kwargs)
-        if kind != "dpo":
-            rl_seconds = res["rl_seconds"]
-        steps_done, rows = res["steps"], log.rows
-        length = {"grpo": cfg.grpo.max_completion_length, "ppo": cfg.ppo.max_completion_length}.get(kind)
-        final = sft_eval if kind == "rm" else evaluate(model, task, max_completion_length=length)
-
-    # --- the control: the same wall-clock spent on more SFT, or RFT on the same prompts ----------
+    ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, state=stage_state, log=log,
+                       checkpoint=checkpoint, sft_weights=sft_weights, generator=gen, sft=sft, say=say,
+                       show_progress=show_progress)
+    result = entry.stage(ctx)
+    final = result.final
+    if final is None:
+        length = entry.completion_length(cfg) if entry.completion_length else None
+        final = evaluate(model, task, max_completion_length=length) if entry.trains_policy else sft["eval"]
     control_accuracy = None
     if control and kind != "sft":
-        previous = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
-        if previous.get("steps") == steps_done and previous.get("control_accuracy") is not None:
-            control_accuracy = previous["control_accuracy"]  # a resumed, already finished run
-        elif control == "rft":
-            ctrl = build_model(cfg.model, task.tokenizer).to(next(model.parameters()).device)
-            ctrl.load_state_dict(sft_weights)
-            say(f"[course_lib] control: RFT on GRPO's prompts for {cfg.grpo.steps} steps")
-            train_rft(ctrl, task, cfg.grpo, generator=rl_generator(seed), max_grad_norm=cfg.max_grad_norm,
-                      steps=steps_done, show_progress=show_progress, threads=None)
-            control_accuracy = evaluate(ctrl, task, max_completion_length=cfg.grpo.max_completion_length)["accuracy"]
-        else:
-            ctrl = build_model(cfg.model, task.tokenizer).to(next(model.parameters()).device)
-            ctrl.load_state_dict(sft_weights)
-            say(f"[course_lib] control: continuing SFT for {rl_seconds:.1f} s")
-            ctrl_res = train_sft(ctrl, task, cfg.sft, generator=torch.Generator().manual_seed(seed + 2),
-                                 time_budget=rl_seconds, max_grad_norm=cfg.max_grad_norm, show_progress=show_progress,
-                                 threads=None)
-            control_accuracy = ctrl_res["accuracy"]
+        control_accuracy = run_control(control, cfg, out, task, next(model.parameters()).device, sft_weights,
+                                       seed=seed, steps=result.steps, rl_seconds=result.rl_seconds,
+                                       show_progress=show_progress, say=say)
+    return write_outputs(kind, cfg, out, model, common, entry, result, sft, final, control, control_accuracy,
+                         log.rows, say, wall_start)
 
+
+def run_control(control, cfg, out, task, device, sft_weights, *, seed, steps, rl_seconds, show_progress, say):
+    """The control's held-out accuracy: RFT on GRPO's prompts for the same steps, or more SFT for the same seconds.
+
+    Both start from the SFT weights; a stop request (Ctrl-C) stops them at a step boundary, and a
+    resumed run runs the control again from its start (it is deterministic on a CPU).
+    """
+    previous = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    if previous.get("steps") == steps and previous.get("control_accuracy") is not None:
+        return previous["control_accuracy"]  # a resumed, already finished run
+    ctrl = build_model(cfg.model, task.tokenizer).to(device)
+    ctrl.load_state_dict(sft_weights)
+    if control == "rft":
+        say(f"[course_lib] control: RFT on GRPO's prompts for {cfg.grpo.steps} steps")
+        train_rft(ctrl, task, cfg.grpo, generator=rl_generator(seed), max_grad_norm=cfg.max_grad_norm,
+                  steps=steps, show_progress=show_progress, threads=None)
+        return evaluate(ctrl, task, max_completion_length=cfg.grpo.max_completion_length)["accuracy"]
+    say(f"[course_lib] control: continuing SFT for {rl_seconds:.1f} s")
+    res = train_sft(ctrl, task, cfg.sft, generator=torch.Generator().manual_seed(seed + 2), time_budget=rl_seconds,
+                    max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None)
+    return res["accuracy"]
+
+
+def write_outputs(kind, cfg, out, model, common, entry, result, sft, final, control, control_accuracy, rows, say,
+                  wall_start) -> dict:
+    """summary.json, passport.json and dashboard.png; the closing lines. Returns the summary."""
+    rl_seconds = result.rl_seconds
     gen_s = sum(r.get("gen_seconds", 0.0) for r in rows)
     upd_s = sum(r.get("update_seconds", 0.0) for r in rows)
     split = {"generation_seconds": gen_s, "update_seconds": upd_s,
-             "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if kind == "grpo" else None
+             "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if entry.time_split else None
     dev = next(model.parameters()).device
     pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True,
-                  reward_model_info=rm_info, memory=extra_summary.get("memory"))
-    start_accuracy = start_eval["accuracy"] if kind == "sft" else sft_eval["accuracy"]
+                  reward_model_info=result.reward_model_info, memory=result.summary.get("memory"))
+    start_accuracy = sft["start_eval"]["accuracy"] if kind == "sft" else sft["eval"]["accuracy"]
     summary = {
         "kind": kind,
         "config": cfg.name,
-        "seed": seed,
+        "seed": common["seed"],
         "device": dev.type,
         "cpu_threads": torch.get_num_threads(),
         "n_params": n_params(model),
-        "steps": steps_done,
+        "steps": result.steps,
         "start_accuracy": start_accuracy,
-        "sft_accuracy": sft_eval["accuracy"],
+        "sft_accuracy": sft["eval"]["accuracy"],
         "final_accuracy": final["accuracy"],
         "final_loose_accuracy": final["loose_accuracy"],
         "control": control,
         "control_accuracy": control_accuracy,
         "sft_checkpoint": common["sft_checkpoint"],
-        "sft_seconds": sft_seconds,
+        "sft_seconds": sft["seconds"],
         "rl_seconds": rl_seconds,
         "wall_seconds": time.perf_counter() - wall_start,
         "passport": pp,
@@ -355,17 +342,13 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     }
     if split:
         summary["time_split"] = split
-    summary.update(extra_summary)
+    summary.update(result.summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     (out / "passport.json").write_text(json.dumps(pp, indent=2))
     save_dashboard(rows, out / "dashboard.png", title=f"{kind} ({cfg.name})", baseline_accuracy=start_accuracy)
     say(format_passport(pp))
-    line = f"[course_lib] held-out accuracy {start_accuracy:.3f} -> {final['accuracy']:.3f}"
-    if kind == "rm":  # the policy is unchanged: report the reward model
-        m = extra_summary["reward_model"]
-        line = (f"[course_lib] reward model held-out pairwise accuracy {m['heldout_accuracy']:.3f} = {m['of_ceiling']:.1%} "
-                f"of the noise ceiling; use it with --reward rm:{out}")
-    line += f" in {rl_seconds:.1f} s" if kind != "sft" else f" in {sft_seconds:.1f} s of SFT"
+    line = result.line or f"[course_lib] held-out accuracy {start_accuracy:.3f} -> {final['accuracy']:.3f}"
+    line += f" in {rl_seconds:.1f} s" if kind != "sft" else f" in {sft['seconds']:.1f} s of SFT"
     if control_accuracy is not None:
         line += f"; {'RFT' if control == 'rft' else 'same-time SFT'} control {control_accuracy:.3f}"
     say(line)

@@ -17,7 +17,15 @@ model states in the budgets notebook), §13 (the RLHF pipeline). One step:
    its own optimizer; both averaged per token with ``aggregate``.
 
 Names follow TRL's ``PPOConfig``: ``gamma``, ``lam``, ``cliprange``, ``cliprange_value``,
-``vf_coef``, ``kl_coef``, ``num_ppo_epochs``, ``whiten_rewards`` (not used here).
+``kl_coef``, ``num_ppo_epochs``, ``whiten_rewards`` (not used here).
+
+No ``vf_coef``. TRL's PPO sums ``pg_loss + vf_coef · vf_loss`` into one AdamW over policy and value
+model. Here, as in TRL, the value model is a separate network, so no parameter receives gradient from
+both losses, and Adam divides each parameter's step by its own running gradient scale: a constant
+weight on the value loss cancels up to Adam's ε (a 10× weight changed the critic's step by 0.8% of
+its size in ``tests/test_ppo.py``; under plain SGD it would be 900%). The knob that sets the critic's step is its
+learning rate, ``critic_learning_rate``, so that is the option; a weight that does nothing is not
+offered (``tests/test_ppo.py`` checks the cancellation).
 
 Simplifications, said out loud:
 - The critic is a separate GPT-2 (``GPT2ForSequenceClassification``, one output, the class TRL
@@ -37,8 +45,10 @@ import torch
 
 from course_lib.configs import PPOConfig
 from course_lib.evaluation import evaluate
-from course_lib.model import completion_logprobs, position_ids
+from course_lib.model import build_scalar_model, completion_logprobs, model_config_of, position_ids
 from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate
+from course_lib.reward_model import read_info
+from course_lib.rewards import REWARD_MODEL_PREFIX, resolve_reward
 from course_lib.rollout import sample_groups
 from course_lib.runtime import (
     DEFAULT_THREADS,
@@ -46,32 +56,10 @@ from course_lib.runtime import (
     autocast,
     clip_gradients,
     make_optimizer,
-    progress,
     set_threads,
 )
 from course_lib.task import AdditionTask
-
-
-def validate_config(cfg: PPOConfig) -> PPOConfig:
-    checks = [
-        (cfg.steps >= 0, f"ppo.steps must be >= 0; got {cfg.steps}"),
-        (cfg.batch_prompts >= 1, f"ppo.batch_prompts must be >= 1; got {cfg.batch_prompts}"),
-        (cfg.num_generations >= 1, f"ppo.num_generations must be >= 1; got {cfg.num_generations}"),
-        (cfg.learning_rate > 0 and cfg.critic_learning_rate > 0, "ppo learning rates must be > 0"),
-        (cfg.num_ppo_epochs >= 1, f"ppo.num_ppo_epochs must be >= 1; got {cfg.num_ppo_epochs}"),
-        (0 <= cfg.cliprange < 1, f"ppo.cliprange must lie in [0, 1); got {cfg.cliprange}"),
-        (cfg.cliprange_value > 0, f"ppo.cliprange_value must be > 0; got {cfg.cliprange_value}"),
-        (cfg.vf_coef > 0, f"ppo.vf_coef must be > 0; got {cfg.vf_coef}"),
-        (0 <= cfg.gamma <= 1, f"ppo.gamma must lie in [0, 1]; got {cfg.gamma}"),
-        (0 <= cfg.lam <= 1, f"ppo.lam must lie in [0, 1]; got {cfg.lam}"),
-        (cfg.kl_coef >= 0, f"ppo.kl_coef must be >= 0; got {cfg.kl_coef}"),
-        (cfg.temperature > 0, f"ppo.temperature must be > 0; got {cfg.temperature}"),
-        (cfg.eval_every >= 1, f"ppo.eval_every must be >= 1; got {cfg.eval_every}"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
-    return cfg
+from course_lib.trainer import StageContext, StageResult, register, train_loop
 
 
 # ---- the new formulas: GAE and the clipped value loss ------------------------------------------------
@@ -130,9 +118,7 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
 # ---- the critic --------------------------------------------------------------------------------------
 def build_critic(policy, tokenizer, source=None):
     """A value model: GPT-2 with a one-output head, transformer copied from ``source`` or the policy."""
-    from course_lib.reward_model import _model_config, build_reward_model
-
-    critic = build_reward_model(_model_config(policy), tokenizer, policy)
+    critic = build_scalar_model(model_config_of(policy), tokenizer, policy)
     if source is not None:
         critic.load_state_dict(source.state_dict())
     return critic.to(next(policy.parameters()).device)
@@ -207,7 +193,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
                                                   return_clipped=True, validate=False)
         policy_loss = -aggregate(objective, mask, unit="token_mean", validate=False)
         v_tok, v_clipped = clipped_value_loss(values, old_values, returns, cfg.cliprange_value)
-        value_loss = cfg.vf_coef * aggregate(v_tok, mask, unit="token_mean", validate=False)
+        value_loss = aggregate(v_tok, mask, unit="token_mean", validate=False)
         opt.zero_grad(set_to_none=True)
         critic_opt.zero_grad(set_to_none=True)
         (policy_loss + value_loss).backward()  # separate models: each optimizer sees only its own loss
@@ -216,7 +202,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         opt.step()
         critic_opt.step()
         pol_losses.append(policy_loss.item())
-        val_losses.append(value_loss.item() / cfg.vf_coef)
+        val_losses.append(value_loss.item())
     with torch.no_grad():
         n_tok = mask.sum()
         ret_last = returns[:, 0]
@@ -228,7 +214,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
             "clip_fraction": float((is_clipped.float() * mask).sum() / n_tok),
             "value_clip_fraction": float((v_clipped.float() * mask).sum() / n_tok),
             "entropy": float((ent.detach() * mask).sum() / n_tok),
-            "kl": None if kl_tok is None else float(kl_tok.sum(-1).mean()),
+            "kl_sequence": None if kl_tok is None else float(kl_tok.sum(-1).mean()),
             "value_mean": float((old_values * mask).sum() / n_tok),
             "explained_variance": float(explained),
         }
@@ -243,7 +229,11 @@ def train_ppo(
     *,
     generator: torch.Generator,
     log: MetricsLog | None = None,
+    state: dict | None = None,
+    reference_state: dict | None = None,
     max_grad_norm: float = 1.0,
+    checkpoint=None,
+    checkpoint_every: int = 10,
     show_progress: bool = True,
     eval_fn=None,
     gold_fn=None,
@@ -255,25 +245,32 @@ def train_ppo(
     ``reward_fn(pairs, completions) -> FloatTensor[N]`` scores completions (the strict checker or
     a reward model). ``gold_fn`` (same signature) is only logged, as ``gold_mean`` on the same
     samples: the truth next to the proxy. The sampled KL to the starting policy (sum of k1 over a
-    completion's tokens, mean over completions) is logged as ``kl`` whenever a reference exists:
-    ``kl_coef > 0``, or ``track_kl=True``. Returns ``{"steps", "rl_seconds", "memory"}``; ``memory`` holds the measured
-    bytes of the policy's and the critic's weights, gradients and AdamW states after training,
-    and of the frozen reference when one is kept.
+    completion's tokens, mean over completions) is logged as ``kl_sequence`` (GRPO's ``kl`` is another
+    quantity: k3 averaged per token) whenever a reference exists: ``kl_coef > 0``, or ``track_kl=True``;
+    the reference is ``reference_state`` when given, else the starting weights. ``state`` (a
+    checkpoint: both optimizers and the critic's weights) resumes; ``checkpoint(step, {"optimizer",
+    "critic", "critic_optimizer"}, seconds)`` is called every ``checkpoint_every`` steps, at the end
+    and on a stop request. Returns ``{"steps", "rl_seconds", "memory"}``; ``memory`` holds the
+    measured bytes of the policy's and the critic's weights, gradients and AdamW states after
+    training, and of the frozen reference when one is kept.
     """
-    validate_config(cfg)
+    cfg.check()
     set_threads(threads)
     device = next(policy.parameters()).device
     ref_model = None
     if cfg.kl_coef > 0 or track_kl:
         ref_model = copy.deepcopy(policy).eval().requires_grad_(False)
+        if reference_state is not None:
+            ref_model.load_state_dict(reference_state)
     opt = make_optimizer(policy, cfg.learning_rate)
     critic_opt = make_optimizer(critic, cfg.critic_learning_rate)
-    log = log if log is not None else MetricsLog()
+    if state is not None:
+        critic.load_state_dict(state["critic"])
+        opt.load_state_dict(state["optimizer"])
+        critic_opt.load_state_dict(state["critic_optimizer"])
     eval_fn = eval_fn or (lambda m: evaluate(m, task, max_completion_length=cfg.max_completion_length))
-    seconds = 0.0
-    bar = progress(cfg.steps, "ppo", show_progress)
-    for step in range(1, cfg.steps + 1):
-        t0 = time.perf_counter()
+
+    def one_step(step: int) -> dict:
         batch = collect(policy, task, cfg, reward_fn, generator, gold_fn)
         roll = batch["roll"]
         t1 = time.perf_counter()
@@ -285,23 +282,23 @@ def train_ppo(
         critic.eval()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        seconds += t2 - t0
-        row = {"step": step, "reward_mean": float(batch["scores"].mean()), **upd,
-               **({"gold_mean": batch["gold_mean"]} if "gold_mean" in batch else {}),
-               "completion_length": float(roll.completion_mask.sum(-1).float().mean()),
-               "truncated_rate": float(roll.truncated.float().mean()), "gen_seconds": roll.seconds,
-               "update_seconds": t2 - t1, "rl_seconds": seconds}
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            row.update(eval_fn(policy))
-            bar.set_postfix(acc=f"{row['accuracy']:.2f}", reward=f"{row['reward_mean']:.2f}")
-        log.append(row)
-        bar.update(1)
-    bar.close()
+        return {"reward_mean": float(batch["scores"].mean()), **upd,
+                **({"gold_mean": batch["gold_mean"]} if "gold_mean" in batch else {}),
+                "completion_length": float(roll.completion_mask.sum(-1).float().mean()),
+                "truncated_rate": float(roll.truncated.float().mean()), "gen_seconds": roll.seconds,
+                "update_seconds": time.perf_counter() - t1}
+
+    def resumable() -> dict:
+        return {"optimizer": opt.state_dict(), "critic": critic.state_dict(), "critic_optimizer": critic_opt.state_dict()}
+
+    done = train_loop("ppo", one_step, total=cfg.steps, state=state, state_dict=resumable,
+                      eval_fn=lambda: eval_fn(policy), eval_every=cfg.eval_every, log=log, checkpoint=checkpoint,
+                      checkpoint_every=checkpoint_every, show_progress=show_progress, seconds_key="rl_seconds",
+                      postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
     memory = {"policy": persistent_bytes(policy, opt), "critic": persistent_bytes(critic, critic_opt)}
     if ref_model is not None:
         memory["reference"] = persistent_bytes(ref_model)
-    return {"steps": cfg.steps, "rl_seconds": seconds, "memory": memory}
+    return {"steps": done["steps"], "rl_seconds": done["seconds"], "memory": memory}
 
 
 def critic_passport(cfg: PPOConfig, memory: dict | None = None) -> dict:
@@ -310,10 +307,28 @@ def critic_passport(cfg: PPOConfig, memory: dict | None = None) -> dict:
         "model": "separate GPT2ForSequenceClassification(num_labels=1) applied at every token (TRL's value model), "
                  "transformer initialised from the SFT policy, fresh head",
         "advantages": f"GAE(gamma={cfg.gamma}, lambda={cfg.lam}) on per-token rewards, whitened over the batch",
-        "value_loss": f"clipped, cliprange_value={cfg.cliprange_value}, vf_coef={cfg.vf_coef}, own AdamW lr={cfg.critic_learning_rate}",
+        "value_loss": f"clipped, cliprange_value={cfg.cliprange_value}, own AdamW lr={cfg.critic_learning_rate}",
         "kl": f"in the reward, per token, k1, kl_coef={cfg.kl_coef}" if cfg.kl_coef > 0 else "none (kl_coef=0, no reference model)",
     }
     if memory is not None:
         c, p = memory["critic"]["total"], memory["policy"]["total"]
         out["memory"] = f"critic {c / 2**20:.2f} MiB measured (weights, grads, AdamW) next to the policy's {p / 2**20:.2f} MiB"
     return out
+
+
+@register("ppo", completion_length=lambda cfg: cfg.ppo.max_completion_length)
+def ppo_stage(ctx: StageContext) -> StageResult:
+    """``train ppo``: PPO from the SFT policy with a critic initialised from it; reference = the SFT weights."""
+    spec = ctx.cfg.ppo.reward
+    reward_fn = resolve_reward(spec, ctx.task)  # a bad rm:DIR fails here, with its reason
+    sampling = torch.get_rng_state()
+    critic = build_critic(ctx.model, ctx.task.tokenizer)
+    if ctx.state is not None:  # a resumed run loads the critic: its fresh head must not move the sampling RNG
+        torch.set_rng_state(sampling)
+    res = train_ppo(ctx.model, critic, ctx.task, ctx.cfg.ppo, reward_fn, generator=ctx.generator, log=ctx.log,
+                    state=ctx.state, reference_state=ctx.sft_weights, max_grad_norm=ctx.cfg.max_grad_norm,
+                    checkpoint=ctx.checkpoint, checkpoint_every=ctx.cfg.checkpoint_every,
+                    show_progress=ctx.show_progress, threads=None)
+    info = read_info(spec[len(REWARD_MODEL_PREFIX):]) if spec.startswith(REWARD_MODEL_PREFIX) else None
+    return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"], summary={"memory": res["memory"]},
+                       reward_model_info=info)

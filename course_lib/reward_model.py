@@ -51,16 +51,17 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from transformers import GPT2Config, GPT2ForSequenceClassification
+from transformers import GPT2ForSequenceClassification
 from transformers.utils import logging as hf_logging
 
 from course_lib.configs import RewardModelConfig
-from course_lib.model import ModelConfig
+from course_lib.model import ModelConfig, build_scalar_model, model_config_of
 from course_lib.preference import bt_probability, reward_model_loss
-from course_lib.rewards import resolve_reward
+from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward
 from course_lib.rollout import generate
-from course_lib.runtime import clip_gradients, full_precision, make_optimizer
+from course_lib.runtime import MetricsLog, clip_gradients, full_precision, make_optimizer
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
+from course_lib.trainer import StageContext, StageResult, register, train_loop
 
 FORMAT = "course_lib-reward-model-1"
 INFO_FILE = "reward_model.json"
@@ -70,38 +71,10 @@ LABELLING_RULE = (
 )
 
 
-def validate_config(cfg: RewardModelConfig) -> RewardModelConfig:
-    checks = [
-        (0 <= cfg.noise < 0.5, f"noise must lie in [0, 0.5) (0.5 makes labels coin flips); got {cfg.noise}"),
-        (cfg.samples_per_prompt >= 2, f"samples_per_prompt must be >= 2; got {cfg.samples_per_prompt}"),
-        (cfg.pairs_per_prompt >= 1, f"pairs_per_prompt must be >= 1; got {cfg.pairs_per_prompt}"),
-        (cfg.pair_prompts >= 1, f"pair_prompts must be >= 1; got {cfg.pair_prompts}"),
-        (cfg.heldout_prompts >= 1, f"heldout_prompts must be >= 1; got {cfg.heldout_prompts}"),
-        (cfg.steps >= 0, f"steps must be >= 0; got {cfg.steps}"),
-        (cfg.batch_size >= 1, f"batch_size must be >= 1; got {cfg.batch_size}"),
-        (cfg.learning_rate > 0, f"learning_rate must be > 0; got {cfg.learning_rate}"),
-        (cfg.temperature > 0, f"temperature must be > 0; got {cfg.temperature}"),
-        (cfg.init in ("sft", "scratch"), f"init must be 'sft' or 'scratch'; got {cfg.init!r}"),
-        (cfg.eval_every >= 1, f"eval_every must be >= 1; got {cfg.eval_every}"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
-    return cfg
-
-
 # ---- the model -----------------------------------------------------------------------------------
 def build_reward_model(config: ModelConfig, tokenizer: CharTokenizer, policy=None) -> GPT2ForSequenceClassification:
-    """GPT-2 with a one-output score head; with ``policy``, its transformer weights are copied in."""
-    cfg = GPT2Config(
-        vocab_size=len(tokenizer), n_positions=config.n_positions, n_embd=config.n_embd, n_layer=config.n_layer,
-        n_head=config.n_head, num_labels=1, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-    )
-    rm = GPT2ForSequenceClassification(cfg)
-    if policy is not None:
-        rm.transformer.load_state_dict(policy.transformer.state_dict())
-    return rm
+    """GPT-2 with a one-output score head (``model.build_scalar_model``); with ``policy``, its transformer."""
+    return build_scalar_model(config, tokenizer, policy)
 
 
 def sequences(task: AdditionTask, pairs, completions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,15 +142,24 @@ def _oriented(data: dict, idx) -> tuple[torch.Tensor, torch.Tensor]:
 
 # ---- training and evaluation --------------------------------------------------------------------
 def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: torch.Generator, heldout: dict | None = None,
-                       max_grad_norm: float = 1.0) -> list[dict]:
-    """Minimise ``reward_model_loss`` on noisy-labelled pairs; returns per-step rows."""
+                       max_grad_norm: float = 1.0, log: MetricsLog | None = None, state: dict | None = None,
+                       checkpoint=None, checkpoint_every: int = 10, show_progress: bool = False) -> list[dict]:
+    """Minimise ``reward_model_loss`` on noisy-labelled pairs; returns per-step rows.
+
+    ``state`` (a checkpoint: optimizer and generator; the caller loads the weights) resumes;
+    ``checkpoint(step, {"optimizer", "reward_model", "rm_generator"}, seconds)`` as ``train_loop``.
+    """
     device = next(rm.parameters()).device
     pad = rm.config.pad_token_id
     opt = make_optimizer(rm, cfg.learning_rate)
-    rows = []
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        generator.set_state(state["rm_generator"])
+    log = log if log is not None else MetricsLog()
     n = data["n_pairs"]
     rm.train()
-    for step in range(1, cfg.steps + 1):
+
+    def one_step(step: int) -> dict:
         idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=generator)
         chosen, rejected = _oriented(data, idx)
         ids = torch.cat([chosen, rejected]).to(device)
@@ -187,13 +169,21 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: tor
         loss.backward()
         clip_gradients(rm, max_grad_norm)
         opt.step()
-        row = {"step": step, "loss": loss.item(), "train_accuracy": float((r[: len(idx)] > r[len(idx):]).float().mean())}
-        if heldout is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
-            row.update({f"heldout_{k}": v for k, v in pairwise_accuracy(rm, heldout).items()})
-            rm.train()
-        rows.append(row)
+        return {"loss": loss.item(), "train_accuracy": float((r[: len(idx)] > r[len(idx):]).float().mean())}
+
+    def held_out() -> dict:
+        out = {f"heldout_{k}": v for k, v in pairwise_accuracy(rm, heldout).items()}
+        rm.train()
+        return out
+
+    def resumable() -> dict:
+        return {"optimizer": opt.state_dict(), "reward_model": rm.state_dict(), "rm_generator": generator.get_state()}
+
+    train_loop("rm", one_step, total=cfg.steps, state=state, state_dict=resumable,
+               eval_fn=held_out if heldout is not None else None, eval_every=cfg.eval_every, log=log,
+               checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress)
     rm.eval()
-    return rows
+    return log.rows
 
 
 @torch.no_grad()
@@ -340,24 +330,40 @@ def load_reward(directory, task: AdditionTask) -> RewardModelScorer:
 
 
 # ---- the whole reward-model stage ------------------------------------------------------------------
-def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, *, seed: int = 0) -> dict:
+def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, *, seed: int = 0, log: MetricsLog | None = None,
+                     state: dict | None = None, checkpoint=None, checkpoint_every: int = 10, max_grad_norm: float = 1.0,
+                     show_progress: bool = False) -> dict:
     """Sample and label pairs from ``policy``, train a reward model, evaluate it on held-out pairs.
 
     Returns ``{"model", "train", "heldout", "log", "metrics"}``; ``metrics`` holds the numbers a
     passport needs (pairs, noise, held-out accuracy, ceiling, gold accuracy, ECE, seconds).
+    ``state`` (a checkpoint of this function: pairs, weights, optimizer, generator) resumes;
+    ``checkpoint(step, trainer_state, seconds)`` is called as ``train_loop`` says.
     """
-    validate_config(cfg)
+    cfg.check()
     gen = torch.Generator().manual_seed(seed)
-    start = time.perf_counter()
-    train = preference_data(policy, task, task.sample_pairs(cfg.pair_prompts, gen), cfg, generator=gen)
-    heldout = preference_data(policy, task, task.heldout_pairs[: cfg.heldout_prompts], cfg, generator=gen)
-    data_seconds = time.perf_counter() - start
+    if state is not None:
+        train, heldout, data_seconds = state["rm_train"], state["rm_heldout"], state["rm_data_seconds"]
+    else:
+        start = time.perf_counter()
+        train = preference_data(policy, task, task.sample_pairs(cfg.pair_prompts, gen), cfg, generator=gen)
+        heldout = preference_data(policy, task, task.heldout_pairs[: cfg.heldout_prompts], cfg, generator=gen)
+        data_seconds = time.perf_counter() - start
     torch.manual_seed(seed)
-    rm = build_reward_model(_model_config(policy), task.tokenizer, policy if cfg.init == "sft" else None)
+    rm = build_reward_model(model_config_of(policy), task.tokenizer, policy if cfg.init == "sft" else None)
     rm.to(next(policy.parameters()).device)
+    if state is not None:
+        rm.load_state_dict(state["reward_model"])
+    with_data = None
+    if checkpoint is not None:
+        def with_data(step, trainer_state, seconds):
+            checkpoint(step, {**trainer_state, "rm_train": train, "rm_heldout": heldout, "rm_data_seconds": data_seconds},
+                       seconds)
     t0 = time.perf_counter()
-    log = train_reward_model(rm, train, cfg, generator=gen, heldout=heldout)
-    train_seconds = time.perf_counter() - t0
+    rows = train_reward_model(rm, train, cfg, generator=gen, heldout=heldout, max_grad_norm=max_grad_norm, log=log,
+                              state=state, checkpoint=with_data, checkpoint_every=checkpoint_every,
+                              show_progress=show_progress)
+    train_seconds = time.perf_counter() - t0 + (state["seconds"] if state is not None else 0.0)
     acc = pairwise_accuracy(rm, heldout)
     cal = calibration(rm, heldout)
     metrics = {"train_pairs": train["n_pairs"], "train_prompts": train["n_prompts"], "heldout_pairs": heldout["n_pairs"],
@@ -365,12 +371,7 @@ def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, *, seed
                "heldout_accuracy": acc["accuracy"], "heldout_gold_accuracy": acc["gold_accuracy"],
                "noise_ceiling": acc["ceiling"], "of_ceiling": acc["of_ceiling"], "ece": cal["ece"],
                "data_seconds": data_seconds, "train_seconds": train_seconds}
-    return {"model": rm, "train": train, "heldout": heldout, "log": log, "metrics": metrics, "calibration": cal}
-
-
-def _model_config(policy) -> ModelConfig:
-    c = policy.config
-    return ModelConfig(n_layer=c.n_layer, n_embd=c.n_embd, n_head=c.n_head, n_positions=c.n_positions)
+    return {"model": rm, "train": train, "heldout": heldout, "log": rows, "metrics": metrics, "calibration": cal}
 
 
 # ---- best-of-N ----------------------------------------------------------------------------------------
@@ -533,3 +534,28 @@ def passport_fields(info: dict) -> dict:
         "accuracy": (f"held-out pairwise {m['heldout_accuracy']:.1%} = {m['of_ceiling']:.1%} of the noise ceiling "
                      f"{m['noise_ceiling']:.1%}; against gold {m['heldout_gold_accuracy']:.1%}; ECE {m['ece']:.3f}"),
     }
+
+
+def read_info(directory) -> dict:
+    """A saved reward model's ``reward_model.json`` (its passport entry travels with runs that use it)."""
+    return json.loads((Path(directory) / INFO_FILE).read_text())
+
+
+@register("rm", trains_policy=False)
+def reward_model_stage(ctx: StageContext) -> StageResult:
+    """``train rm``: the SFT policy writes the pairs and lends the reward model its transformer."""
+    fit = fit_reward_model(ctx.model, ctx.task, ctx.cfg.rm, seed=ctx.seed, log=ctx.log, state=ctx.state,
+                           checkpoint=ctx.checkpoint, checkpoint_every=ctx.cfg.checkpoint_every,
+                           max_grad_norm=ctx.cfg.max_grad_norm)
+    save_reward_model(fit["model"], ctx.task.tokenizer, ctx.out, task_config=ctx.cfg.task, cfg=ctx.cfg.rm,
+                      metrics=fit["metrics"])
+    m = fit["metrics"]
+    ctx.say(f"[course_lib] reward model: {m['train_pairs']} pairs, held-out pairwise accuracy {m['heldout_accuracy']:.3f} "
+            f"= {m['of_ceiling']:.1%} of the noise ceiling {m['noise_ceiling']:.3f} (gold {m['heldout_gold_accuracy']:.3f})")
+    line = (f"[course_lib] reward model held-out pairwise accuracy {m['heldout_accuracy']:.3f} = {m['of_ceiling']:.1%} "
+            f"of the noise ceiling; use it with --reward rm:{ctx.out}")
+    return StageResult(steps=ctx.cfg.rm.steps, rl_seconds=m["data_seconds"] + m["train_seconds"],
+                       summary={"reward_model": m}, reward_model_info=read_info(ctx.out), line=line)
+
+
+register_source(REWARD_MODEL_PREFIX, load_reward)

@@ -8,7 +8,8 @@ each of the N rows, ``completions`` the generated ids ``(N, L)``. Specs:
 - ``"loose"``  the deliberately exploitable checker of notebook 08 (``loose_reward``);
 - ``"partial"`` partial credit, the share of digit places that are right (``partial_reward``;
   notebook 07's "where the baseline matters");
-- ``"rm:DIR"`` a reward model saved in ``DIR``, loaded by ``course_lib.reward_model.load_reward``.
+- ``"rm:DIR"`` a reward model saved in ``DIR``, loaded by ``course_lib.reward_model.load_reward``
+  (which registers itself as the ``rm:`` source: this module never imports it).
 
 Simplification: the checkers are plain Python on lists of token ids (one ``tolist()`` per
 batch, not a tensor per token), so scoring a batch costs microseconds per completion.
@@ -16,7 +17,6 @@ batch, not a tensor per token), so scoring a batch costs microseconds per comple
 
 from __future__ import annotations
 
-import importlib
 from typing import NamedTuple
 
 import torch
@@ -42,6 +42,14 @@ CHECKERS = {
                                          "right, 0 when truncated (partial_reward)", False),
 }
 REWARD_MODEL_PREFIX = "rm:"
+SOURCES: dict = {}  # prefix -> loader(path, task) -> batched reward; filled by register_source
+
+
+def register_source(prefix: str, loader) -> None:
+    """A reward source registers itself (``course_lib.reward_model`` registers ``rm:``): no import back."""
+    SOURCES[prefix] = loader
+
+
 SPEC_HELP = " | ".join(CHECKERS) + f" | {REWARD_MODEL_PREFIX}DIR (a saved reward model)"
 
 
@@ -68,14 +76,10 @@ def resolve_reward(spec: str, task: AdditionTask):
     check_reward_spec(spec)
     if spec in CHECKERS:
         return checker_reward(getattr(task, CHECKERS[spec].method))
-    try:
-        reward_model = importlib.import_module("course_lib.reward_model")
-    except ModuleNotFoundError as err:
-        raise ValueError(
-            f"reward {spec!r} needs course_lib.reward_model (a learned reward model), which is not installed "
-            f"in this copy of course_lib; use one of {', '.join(map(repr, CHECKERS))}"
-        ) from err
-    return reward_model.load_reward(spec[len(REWARD_MODEL_PREFIX):], task)
+    if REWARD_MODEL_PREFIX not in SOURCES:
+        raise ValueError(f"reward {spec!r} needs the learned reward-model source, which registers itself when "
+                         "course_lib.reward_model is imported")
+    return SOURCES[REWARD_MODEL_PREFIX](spec[len(REWARD_MODEL_PREFIX):], task)
 
 
 def reward_source(spec: str) -> str:

@@ -29,6 +29,7 @@ import time
 
 import torch
 
+from course_lib import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
@@ -40,10 +41,10 @@ from course_lib.runtime import (
     autocast,
     clip_gradients,
     make_optimizer,
-    progress,
     set_threads,
 )
 from course_lib.task import AdditionTask
+from course_lib.trainer import train_loop
 
 WEIGHTINGS = ("filter", "reward")
 
@@ -79,8 +80,11 @@ def train_rft(
     weighting: str = "filter",
     threshold: float = 1.0,
     log: MetricsLog | None = None,
+    state: dict | None = None,
     max_grad_norm: float = 1.0,
     steps: int | None = None,
+    checkpoint=None,
+    checkpoint_every: int = 10,
     show_progress: bool = True,
     eval_fn=None,
     threads: int | None = DEFAULT_THREADS,
@@ -90,7 +94,8 @@ def train_rft(
     Options that only shape GRPO's advantage or surrogate (``advantage``, ``unit``,
     ``epsilon*``, ``beta``) have no meaning here; ``num_iterations`` > 1 is refused, since a
     supervised step has no old policy to clip against. Logs the rollout statistics GRPO logs,
-    plus ``kept_fraction`` (share of completions with weight > 0) and the loss.
+    plus ``kept_fraction`` (share of completions with weight > 0) and the loss. ``state``,
+    ``checkpoint`` and ``checkpoint_every`` resume and checkpoint as in ``train_grpo``.
     """
     if cfg.num_iterations != 1:
         raise ValueError(f"RFT takes one supervised step per rollout; num_iterations must be 1, got {cfg.num_iterations}")
@@ -99,13 +104,11 @@ def train_rft(
     reward_fn = resolve_reward(cfg.reward, task)
     device = next(model.parameters()).device
     opt = make_optimizer(model, cfg.learning_rate)
-    log = log if log is not None else MetricsLog()
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
     eval_fn = eval_fn or (lambda m: evaluate(m, task, max_completion_length=cfg.max_completion_length))
-    total = cfg.steps if steps is None else steps
-    step, seconds = 0, 0.0
-    bar = progress(total, f"rft[{weighting}]", show_progress)
-    while step < total:
-        t0 = time.perf_counter()
+
+    def one_step(step: int) -> dict:
         rollout = collect_rollouts(model, task, cfg, generator, reward_fn)
         stats = rollout["stats"]
         t1 = time.perf_counter()
@@ -127,15 +130,12 @@ def train_rft(
                 upd = {"loss": loss.item(), "kept_fraction": float(kept.float().mean()), "skipped": 0}
         if device.type == "cuda":
             torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        step += 1
-        seconds += t2 - t0
-        row = {"step": step, **stats, **upd, "update_seconds": t2 - t1, "rl_seconds": seconds}
-        if step % cfg.eval_every == 0 or step == total:
-            row.update(eval_fn(model))
-            bar.set_postfix(acc=f"{row['accuracy']:.2f}", reward=f"{stats['reward_mean']:.2f}")
-        log.append(row)
-        bar.update(1)
-    bar.close()
+        return {**stats, **upd, "update_seconds": time.perf_counter() - t1}
+
+    done = train_loop("rft", one_step, total=cfg.steps if steps is None else steps, state=state,
+                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=lambda: eval_fn(model),
+                      eval_every=cfg.eval_every, log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                      show_progress=show_progress, desc=f"rft[{weighting}]", seconds_key="rl_seconds",
+                      postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
     model.eval()
-    return {"steps": step, "rl_seconds": seconds}
+    return {"steps": done["steps"], "rl_seconds": done["seconds"]}

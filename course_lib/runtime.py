@@ -1,5 +1,6 @@
 """Run plumbing every trainer shares: threads, autocast, optimizer, metrics log, checkpoints, RNG,
-progress bars and a Ctrl-C that stops at a step boundary.
+progress bars and a Ctrl-C that requests a stop (``course_lib.trainer.train_loop`` honours it at a
+step boundary).
 
 Simplifications, said out loud:
 - One process, one device. AdamW with a constant learning rate (the ``fused`` CPU/CUDA kernel:
@@ -249,19 +250,6 @@ def stop_requested() -> bool:
 def request_stop() -> None:
     """Ask the running trainer to checkpoint and stop after its current step."""
     _stop["requested"] = True
-
-
-def end_of_step(stage: str, step: int, total: int, row: dict, *, log, bar, checkpoint, checkpoint_every: int,
-                opt, seconds: float) -> None:
-    """What every resumable trainer does after an optimiser step: log the row, advance the bar,
-    checkpoint when due (or when a stop was asked for), then stop with ``Interrupted`` if asked."""
-    log.append(row)
-    bar.update(1)
-    if checkpoint is not None and (step % checkpoint_every == 0 or step == total or stop_requested()):
-        checkpoint(step, opt, seconds)
-    if stop_requested():
-        bar.close()
-        raise Interrupted(stage, step)
 
 
 @contextlib.contextmanager

@@ -26,13 +26,11 @@ from course_lib.runtime import (
     MetricsLog,
     autocast,
     clip_gradients,
-    end_of_step,
     make_optimizer,
-    progress,
     set_threads,
-    to_device,
 )
 from course_lib.task import AdditionTask
+from course_lib.trainer import StageContext, StageResult, register, train_loop
 
 
 def sft_loss(model, ids, attn, cmask, *, prompt_length: int = 1, validate: bool = True) -> torch.Tensor:
@@ -71,7 +69,7 @@ def train_sft(
     Batches come from ``generator`` (default: a fresh one seeded with ``seed``). ``demos``
     replaces the demonstrations with other ``(input_ids, attention_mask, completion_mask)``.
     ``state`` (``optimizer``, ``step``, ``seconds`` from a checkpoint) resumes; the caller
-    restores the generator. ``checkpoint(step, optimizer, seconds)`` is called every
+    restores the generator. ``checkpoint(step, {"optimizer": …}, seconds)`` is called every
     ``checkpoint_every`` steps, at the end, and before stopping on a requested stop (Ctrl-C).
     Returns ``{"steps", "seconds"}`` (training seconds, evaluations excluded) plus
     ``evaluate``'s accuracies when ``eval_at_end``.
@@ -81,19 +79,14 @@ def train_sft(
     ids, attn, cmask = (t.to(device) for t in demos) if demos is not None else task.demonstrations(device)
     gen = generator if generator is not None else torch.Generator().manual_seed(seed)
     opt = make_optimizer(model, cfg.learning_rate)
-    log = log if log is not None else MetricsLog()
-    step, seconds = 0, 0.0
     if state is not None:
         opt.load_state_dict(state["optimizer"])
-        step, seconds = state["step"], state["seconds"]
-    total = cfg.steps if steps is None else steps
-    first = step  # the first step checks its inputs; the hot loop then skips the checks
+    first = state["step"] if state is not None else 0  # the first step checks its inputs; then no checks
     model.train()
-    start = time.perf_counter()
-    bar = progress(total if time_budget is None else 0, "sft", show_progress, initial=step)
-    while (time_budget is None and step < total) or (time_budget is not None and time.perf_counter() - start < time_budget):
+
+    def one_step(step: int) -> dict:
         t0 = time.perf_counter()
-        idx = to_device(torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen), device)  # non-blocking
+        idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen).to(device)
         with autocast(device):
             loss = sft_loss(model, ids[idx], attn[idx], cmask[idx], prompt_length=task.prompt_length,
                             validate=step == first)
@@ -101,18 +94,25 @@ def train_sft(
         loss.backward()
         clip_gradients(model, max_grad_norm)
         opt.step()
-        step += 1
-        row = {"step": step, "loss": loss.item(), "update_seconds": time.perf_counter() - t0}
-        seconds += row["update_seconds"]
-        if time_budget is None and (step % cfg.eval_every == 0 or step == total):
-            row.update(evaluate(model, task))
-            bar.set_postfix(acc=f"{row['accuracy']:.2f}")
-            model.train()
-        end_of_step("sft", step, total, row, log=log, bar=bar, checkpoint=checkpoint,
-                    checkpoint_every=checkpoint_every, opt=opt, seconds=seconds)
-    bar.close()
-    result = {"steps": step, "seconds": seconds}
+        return {"loss": loss.item(), "update_seconds": time.perf_counter() - t0}
+
+    def held_out() -> dict:
+        out = evaluate(model, task)
+        model.train()
+        return out
+
+    done = train_loop("sft", one_step, total=cfg.steps if steps is None else steps, state=state,
+                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
+                      log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
+                      time_budget=time_budget, postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})
+    result = dict(done)
     if eval_at_end:
         result.update(evaluate(model, task))
     model.eval()
     return result
+
+
+@register("sft")
+def sft_stage(ctx: StageContext) -> StageResult:
+    """``train sft``: the pipeline's SFT provider already trained (or resumed) the policy; report it."""
+    return StageResult(steps=ctx.sft["steps"], rl_seconds=0.0, final=ctx.sft["eval"])

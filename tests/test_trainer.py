@@ -1,0 +1,113 @@
+"""The one trainer loop: stop on the first request, checkpoint, resume — for every registered trainer."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_lib import runtime, trainer
+from course_lib.runtime import Interrupted, MetricsLog, load_checkpoint, request_stop
+from course_lib.trainer import train_loop
+
+sys.path.insert(0, str(Path(__file__).parent))
+import test_trainer_golden as golden  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def no_stop_left_over():
+    runtime._stop["requested"] = False
+    yield
+    runtime._stop["requested"] = False
+
+
+def counting_loop(total, *, state=None, stop_at=None, log=None, saved=None, eval_every=2):
+    calls = []
+
+    def step_fn(step):
+        calls.append(step)
+        if stop_at is not None and step + 1 == stop_at:
+            request_stop()  # as the first Ctrl-C does, during the step
+        return {"value": 10 * (step + 1)}
+
+    out = train_loop("count", step_fn, total=total, state=state, state_dict=lambda: {"calls": list(calls)},
+                     eval_fn=lambda: {"evaluated": True}, eval_every=eval_every, log=log,
+                     checkpoint=(lambda step, st, seconds: saved.append((step, st))) if saved is not None else None,
+                     checkpoint_every=3, show_progress=False, seconds_key="elapsed")
+    return out, calls
+
+
+def test_the_loop_logs_evaluates_and_checkpoints_on_schedule():
+    log, saved = MetricsLog(), []
+    out, calls = counting_loop(5, log=log, saved=saved)
+    assert out["steps"] == 5 and calls == [0, 1, 2, 3, 4]
+    assert [r["step"] for r in log.rows] == [1, 2, 3, 4, 5] and [r["value"] for r in log.rows] == [10, 20, 30, 40, 50]
+    assert [r["step"] for r in log.rows if r.get("evaluated")] == [2, 4, 5]  # every 2 steps and the last
+    assert [step for step, _ in saved] == [3, 5]  # every 3 steps and the last
+    assert all(r["elapsed"] >= 0 for r in log.rows)
+
+
+def test_the_first_stop_request_checkpoints_and_stops_at_the_step_boundary_then_resumes():
+    log, saved = MetricsLog(), []
+    with pytest.raises(Interrupted) as stop:
+        counting_loop(6, log=log, saved=saved, stop_at=2)
+    assert (stop.value.stage, stop.value.step) == ("count", 2)
+    assert saved == [(2, {"calls": [0, 1]})] and len(log.rows) == 2
+    runtime._stop["requested"] = False
+    out, calls = counting_loop(6, state={"step": 2, "seconds": 0.5}, log=log, saved=saved)
+    assert out["steps"] == 6 and calls == [2, 3, 4, 5] and out["seconds"] >= 0.5
+    assert [r["value"] for r in log.rows] == [10, 20, 30, 40, 50, 60]
+
+
+def test_every_trainer_is_registered_with_one_interface():
+    import course_lib.pipeline as pipeline
+
+    assert set(pipeline.KINDS) == {"sft", "dpo", "grpo", "rm", "ppo"} == set(trainer.TRAINERS)
+    assert all(callable(entry.stage) for entry in trainer.TRAINERS.values())
+
+
+STOPS = [("sft", "sft", "sft"), ("dpo", "dpo", "dpo"), ("grpo+rft", "grpo", "grpo"), ("grpo+rft", "grpo", "rft"),
+         ("rm", "rm", "rm"), ("ppo", "ppo", "ppo")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run_name, kind, stop_in", STOPS)
+def test_every_trainer_stops_on_the_first_request_and_resumes_to_the_same_numbers(tmp_path, monkeypatch, run_name, kind,
+                                                                                  stop_in):
+    """The first stop request (Ctrl-C) after step 1 of ``stop_in`` saves a checkpoint and stops; ``resume``
+    then finishes the run with exactly the numbers of the uninterrupted one (the recorded golden run)."""
+    from course_lib.configs import get_config
+    from course_lib.pipeline import run
+
+    real_step = trainer.train_loop
+
+    def stopping_loop(name, step_fn, **kwargs):
+        def step_then_stop(step):
+            row = step_fn(step)
+            if name == stop_in and step == 0:
+                request_stop()
+            return row
+
+        return real_step(name, step_then_stop, **kwargs)
+
+    for module in ("sft", "dpo", "grpo", "rft", "ppo", "reward_model"):
+        monkeypatch.setattr(f"course_lib.{module}.train_loop", stopping_loop)
+    kwargs = golden.RUNS[run_name][1]
+    with pytest.raises(Interrupted) as stop:
+        run(kind, get_config("test"), tmp_path, device="cpu", seed=0, show_progress=False, verbose=False, **kwargs)
+    assert (stop.value.stage, stop.value.step) == (stop_in, 1)
+    state = load_checkpoint(tmp_path / "checkpoint.pt", kind=kind)
+    if stop_in != "rft":  # the control keeps no checkpoint: a resumed run runs it again from its start
+        assert (state["stage"], state["step"]) == (stop_in, 1)
+    runtime._stop["requested"] = False
+    for module in ("sft", "dpo", "grpo", "rft", "ppo", "reward_model"):
+        monkeypatch.setattr(f"course_lib.{module}.train_loop", real_step)
+    summary = run(kind, None, tmp_path, device="cpu", show_progress=False, verbose=False, resume=True)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    recorded = json.loads(golden.GOLDEN.read_text())["runs"][run_name]
+    now = {"summary": {k: summary[k] for k in golden.SUMMARY_KEYS}, "metrics": [golden._numbers(r) for r in rows]}
+    if "reward_model" in recorded:
+        now["reward_model"] = golden._numbers(summary["reward_model"])
+    golden._same(recorded, now, run_name)
