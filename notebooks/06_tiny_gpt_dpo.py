@@ -250,7 +250,7 @@ print(f"weights with |gradient| > 1e-3 moved by {float(moved[big].mean()):.2e} o
 # the step is lr·g/(|g| + ε). Only weights whose gradient is comparable to ε = 1e-8 move less. Later
 # steps average over many gradients and differ from sign(g). A constant factor on the *whole* loss
 # leaves Adam's steps unchanged (notebook 07 uses this) — as long as gradient clipping does not act
-# on some steps and not others (the trainer clips the gradient norm at 1.0, `max_grad_norm`; 07 §4
+# on some steps and not others (the trainer clips the gradient norm at 1.0, `max_grad_norm`; 07, section 4,
 # shows a clip that acts breaking it); a factor on one term of a sum (`rpo_alpha` on the NLL term, β
 # on a KL term) changes the balance of the terms and does matter.
 #
