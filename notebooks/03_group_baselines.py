@@ -443,6 +443,6 @@ display(widgets.VBox([reward_box, ddof_choice, advantage_text, advantage_plot]))
 #    Adam's update does not change when every gradient is multiplied by the same constant (up to its ε) —
 #    provided β = 0 (a KL term is not multiplied, so the constant would shift the balance between the two terms)
 #    and gradient clipping does not act on some steps and not others (the course's trainers clip the norm at
-#    1.0; notebook 07 §4 shows a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
+#    1.0; notebook 07, section 4, shows a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
 #    smaller step.
 #    </details>

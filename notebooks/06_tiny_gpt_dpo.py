@@ -250,7 +250,7 @@ print(f"weights with |gradient| > 1e-3 moved by {float(moved[big].mean()):.2e} o
 # the step is lr·g/(|g| + ε). Only weights whose gradient is comparable to ε = 1e-8 move less. Later
 # steps average over many gradients and differ from sign(g). A constant factor on the *whole* loss
 # leaves Adam's steps unchanged (notebook 07 uses this) — as long as gradient clipping does not act
-# on some steps and not others (the trainer clips the gradient norm at 1.0, `max_grad_norm`; 07 §4
+# on some steps and not others (the trainer clips the gradient norm at 1.0, `max_grad_norm`; 07, section 4,
 # shows a clip that acts breaking it); a factor on one term of a sum (`rpo_alpha` on the NLL term, β
 # on a KL term) changes the balance of the terms and does matter.
 #
@@ -330,7 +330,8 @@ elif results["NLL only"]["accuracy"] >= results["DPO + NLL"]["accuracy"]:
     print("NLL only matched or beat DPO + NLL: the gain of 'DPO + NLL' cannot be credited to the preference term.")
 else:
     print(f"DPO + NLL beat NLL only by {100 * (results['DPO + NLL']['accuracy'] - results['NLL only']['accuracy']):.1f} "
-          "points in this run: the preference term added something here (one seed; see the README's medians).")
+          "points in this run: the preference term added something here (one seed; the README's DPO table has "
+          "the three rows over seeds).")
 if len({r["accuracy"] for r in results.values()}) > 1:
     print(f"best row in this run: {best}")
 
@@ -338,7 +339,8 @@ if len({r["accuracy"] for r in results.values()}) > 1:
 # ## 9. Two valid answers, one preferred: a style preference
 #
 # So far the chosen answer was *right* and the rejected one *wrong*: a checker could have told them
-# apart, and training on the checker's verdicts (NLL only) did as well. Preference learning earns
+# apart, and NLL only trains on nothing but the checker's verdicts (section 8 compared it with DPO
+# in this run; the README's DPO table has the NLL-only row over seeds). Preference learning earns
 # its keep when both answers are valid and one is simply preferred — a tone, a format, a house
 # style that no checker encodes. Here is a small one: a style guide that wants sums written at a
 # fixed width, with a leading zero (`07+58=065`, not `07+58=65`). Both answers have the right value.

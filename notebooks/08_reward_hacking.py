@@ -234,14 +234,15 @@ print(f"\nyour prediction: {my_prediction}")
 # that also fires on the healthy run (the strict column) is noise at this threshold: held-out
 # accuracy on a weak start is noisy, which is why a single dip is weak evidence.
 #
-# ## 4. The strict checker: not exploited, not improved here
+# ## 4. The strict checker: not exploited, and not by itself a better policy
 #
 # The strict run's only way to earn reward is to add correctly. Its completions stay short and end
-# with `<eos>` (compare the two "after" columns in section 2), so the exploit is gone — but section 3's
-# line says what its accuracy did, and from this weak start 40 steps are too few for it to learn
-# much: tightening the verifier removes the exploit, it does not by itself teach the task (notebook
-# 07's stronger start does). A held-out test with the *strict* checker is how we knew the loose run
-# needed it.
+# with `<eos>` (compare the two "after" columns in section 2), so the exploit is gone. Whether it
+# also *learned* is a separate question: section 3's line says what its accuracy did in your run,
+# and section 5 counts the benchmark's seeds on which it moved by more than 2 points in 40 steps.
+# Tightening the verifier removes the exploit; it does not by itself teach the task (notebook 07's
+# longer runs from a stronger start do). A held-out test with the *strict* checker is how we knew the
+# loose run needed it.
 #
 # ## 5. Three seeds (`make bench`)
 #
@@ -265,7 +266,8 @@ if bench_path.is_file():
     by = {(run["seed"], run["reward"]): run for run in bench["runs"]}
     hacked = [s for s in bench["seeds"] if by[s, "loose"]["final"]["loose_accuracy"] - by[s, "loose"]["final"]["accuracy"] > 0.10
               and by[s, "loose"]["final"]["accuracy"] < by[s, "loose"]["start"]["accuracy"]]
-    moved = [s for s in bench["seeds"] if abs(by[s, "strict"]["final"]["accuracy"] - by[s, "strict"]["start"]["accuracy"]) > 0.02]
+    moved = [s for s in bench["seeds"]  # 1e-9: 0.11 − 0.09 is 0.02 plus rounding, not a move above 2 points
+             if abs(by[s, "strict"]["final"]["accuracy"] - by[s, "strict"]["start"]["accuracy"]) > 0.02 + 1e-9]
     print(f"\nloose run exploited on {len(hacked)} of {len(bench['seeds'])} seeds; strict run moved by more than 2 points "
           f"on {len(moved)} of {len(bench['seeds'])} ({bench['rl_steps']} steps)")
 else:
