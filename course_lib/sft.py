@@ -30,6 +30,7 @@ from course_lib.runtime import (
     make_optimizer,
     progress,
     set_threads,
+    to_device,
 )
 from course_lib.task import AdditionTask
 
@@ -92,7 +93,7 @@ def train_sft(
     bar = progress(total if time_budget is None else 0, "sft", show_progress, initial=step)
     while (time_budget is None and step < total) or (time_budget is not None and time.perf_counter() - start < time_budget):
         t0 = time.perf_counter()
-        idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen).to(device)
+        idx = to_device(torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen), device)  # non-blocking
         with autocast(device):
             loss = sft_loss(model, ids[idx], attn[idx], cmask[idx], prompt_length=task.prompt_length,
                             validate=step == first)
