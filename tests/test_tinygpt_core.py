@@ -705,3 +705,20 @@ def test_dropped_groups_keep_their_rows_so_the_constant_stays_published(task, mo
     adv = compute_advantages(batch["rewards"], "grpo").flatten()
     expected = -(adv[:4, None] * mask[:4]).sum() / (3 * 4 * 5)  # ratio 1 at μ = 1
     assert float(step["loss"]) == pytest.approx(float(expected), abs=1e-6)
+
+
+def test_sft_steps_copy_their_batch_indices_without_a_sync(task, model, monkeypatch):
+    """The CPU generator keeps the data order the same on every device; its indices reach the device
+    through the non-blocking door, one copy per step."""
+    from course_lib.configs import SFTConfig
+    from course_lib.sft import train_sft
+
+    def run(steps):
+        cfg = SFTConfig(steps=steps, batch_size=4, eval_every=1000)
+        return _count_host_to_device(monkeypatch, lambda: train_sft(
+            model, task, cfg, show_progress=False, eval_at_end=False, threads=None))[0]
+
+    run(1)  # the first run may copy and cache the demonstrations
+    two, five = run(2), run(5)
+    assert five["sync"] == two["sync"], "no synchronous copy per step (setup may copy the data once)"
+    assert five["async"] - two["async"] == 3
