@@ -36,6 +36,7 @@ from course_lib.runtime import (
     make_optimizer,
     progress,
     set_threads,
+    to_device,
 )
 from course_lib.task import AdditionTask
 
@@ -191,11 +192,12 @@ def train_dpo(
     n_pairs = data["chosen_ids"].shape[0]
     first = step  # the first step checks its inputs; the hot loop then skips the checks
     bar = progress(total, "dpo", show_progress, initial=step)
+    on_device = {k: v.to(device) for k, v in data.items() if isinstance(v, torch.Tensor)}  # copied once, not per step
     model.train()
     while step < total:
         t0 = time.perf_counter()
-        idx = torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator)
-        batch = {k: v[idx].to(device) for k, v in data.items() if isinstance(v, torch.Tensor)}
+        idx = to_device(torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator), device)
+        batch = {k: v[idx] for k, v in on_device.items()}
         with autocast(device):
             loss, stats = dpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length, validate=step == first)
         opt.zero_grad(set_to_none=True)
