@@ -321,6 +321,16 @@ def test_gpu_config_builds_and_steps_on_cpu():
     assert roll["stats"]["groups_sampled"] == 2
 
 
+def test_gpu_config_scales_every_trainer_and_leaves_a_spare_token():
+    """rm and ppo are scaled with sft/dpo/grpo; no section stops exactly at the longest answer + <eos>."""
+    gpu, cpu = get_config("gpu"), get_config("cpu")
+    assert gpu.rm.pair_prompts > cpu.rm.pair_prompts and gpu.rm.batch_size > cpu.rm.batch_size
+    assert gpu.ppo.batch_prompts * gpu.ppo.num_generations == gpu.grpo.batch_prompts * gpu.grpo.num_generations
+    for section in (gpu.dpo, gpu.grpo, gpu.rm, gpu.ppo):
+        assert section.max_completion_length > gpu.task.digits + 2, type(section).__name__
+    assert gpu.rm.heldout_prompts <= gpu.task.n_heldout
+
+
 def test_clipped_objective_gradient_changes_only_outside_the_interval():
     """As the trainer composes it: clipped_surrogate then aggregate, gradients w.r.t. log π."""
     from course_lib.policy_loss import aggregate, clipped_surrogate
