@@ -54,6 +54,7 @@ from course_lib.runtime import (
 )
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
+from course_lib.utilisation import mfu_entry
 
 KINDS = ("sft", "dpo", "grpo", "rm", "ppo")
 CONTROLS = ("sft", "rft")  # the same wall-clock on more SFT | RFT on GRPO's prompts (course_lib.rft)
@@ -329,8 +330,9 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     split = {"generation_seconds": gen_s, "update_seconds": upd_s,
              "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if kind == "grpo" else None
     dev = next(model.parameters()).device
+    mfu = mfu_entry(kind, cfg, rows, sft_seconds if kind == "sft" else rl_seconds, dev, vocab=len(task.tokenizer))
     pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True,
-                  reward_model_info=rm_info, memory=extra_summary.get("memory"))
+                  reward_model_info=rm_info, memory=extra_summary.get("memory"), utilisation=mfu)
     start_accuracy = start_eval["accuracy"] if kind == "sft" else sft_eval["accuracy"]
     summary = {
         "kind": kind,
