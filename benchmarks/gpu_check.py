@@ -1,109 +1,198 @@
-"""The ``gpu`` config on a CUDA device: time, held-out accuracy, tokens/s and MFU (issue 17, item 6).
+"""The ``gpu`` config on a CUDA device, every trainer: time, held-out accuracy, tokens/s and MFU (issue 29).
 
-Prepared for the first run that has a GPU; the README says "unmeasured" until its output replaces
-that line. Per seed it runs ``pipeline.run("grpo", get_config("gpu"), device="cuda")`` (SFT stage,
-then GRPO, bf16 autocast) and, with ``--trl``, the same recipe through TRL's GRPOTrainer
-(``course_lib.trl_bridge``) from a fresh SFT start. Prints medians over seeds and writes
-``OUT/gpu_check.json``.
+One prepared script for the first run that has a GPU; the README says "unmeasured" until its JSON
+exists. It runs ``pipeline.run(kind, get_config("gpu"), device="cuda")`` for sft, dpo, grpo, rm and
+ppo (each with its own SFT stage), the instruct recipe's smoke test (TRL's GRPOTrainer on a tiny
+random chat model, ``trl_bridge.tiny_instruct_standin``), and on CUDA the launch-bound levers:
+sampling throughput at 1×, 4× and 16× the batch (B·G), and the update's forward eager vs
+``torch.compile(mode="reduce-overhead")`` (CUDA graphs). Writes ``OUT/gpu_check.json``.
 
-MFU is an estimate, said out loud: FLOPs per GRPO step ≈ 6·N·(tokens in the update) + 2·N·(tokens
-generated), N the parameter count (attention's quadratic term is negligible at these lengths),
-divided by the step's wall time and by the device's dense bf16 peak (``--peak-tflops``, or a
-table of common datacenter GPUs by name).
+Time guard: ``--max-seconds`` (default 480 = 8 minutes). sft, dpo and grpo stop at a step
+boundary when their share of the budget is spent (``runtime.request_stop``; the row says
+"stopped" and the step reached); rm and ppo cannot stop on request, so they run with capped steps
+(``RM_STEPS``, ``PPO_STEPS``); a trainer that would start with too little time left is skipped.
 
-    python benchmarks/gpu_check.py [--seeds 0 1 2] [--trl] [--peak-tflops 989]
+MFU: ``course_lib.utilisation`` (FLOPs counted from the shapes run, against the dense peak of the
+exact device for the dtype the course uses there). rm and ppo report time without an MFU.
 
-Without CUDA it prints why and exits 0.
+    python benchmarks/gpu_check.py [--max-seconds 480] [--out runs/gpu_check]
+    python benchmarks/gpu_check.py --device cpu --tiny      # the code path on the CPU (test config)
+
+Without CUDA (and without ``--device cpu``) it prints why and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import statistics
+import threading
 import time
 from pathlib import Path
 
 import torch
 
+from course_lib import runtime
 from course_lib.configs import get_config
 from course_lib.pipeline import run
+from course_lib.task import AdditionTask
+from course_lib.utilisation import peak_flops, run_flops
 
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10G": 125.0, "T4": 65.0}
-
-
-def peak_flops(override: float | None) -> float | None:
-    if override:
-        return override * 1e12
-    name = torch.cuda.get_device_name()
-    return next((tf * 1e12 for key, tf in PEAK_BF16_TFLOPS.items() if key in name), None)
+KINDS = ("sft", "dpo", "grpo", "rm", "ppo")
+STOPPABLE = ("sft", "dpo", "grpo")
+RM_STEPS, PPO_STEPS = 100, 40  # of the gpu config's 500 and 200: they do not stop on request
+MIN_START_SECONDS = 20  # a trainer is skipped when less than this is left
 
 
-def course_run(cfg, out: Path, seed: int, device: str = "cuda") -> dict:
-    summary = run("grpo", cfg, out, device=device, seed=seed, overwrite=True, show_progress=False, verbose=False)
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    n, g = summary["n_params"], cfg.grpo
-    prompt_len = 3 + 2 * cfg.task.digits
-    flops = sum(6 * n * r["groups_used"] * g.num_generations * (prompt_len + r["completion_length"])
-                + 2 * n * r["generated_tokens"] for r in rows)
+def _rows(out: Path) -> list[dict]:
+    path = out / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def trainer_run(kind: str, cfg, out: Path, *, device: str, budget: float, peak: float | None) -> dict:
+    """One trainer under a time budget; time, accuracy, tokens/s and MFU from its summary and rows."""
+    timer = threading.Timer(budget, runtime.request_stop) if kind in STOPPABLE else None
+    start = time.perf_counter()
+    stopped = False
+    if timer:
+        timer.start()
+    try:
+        summary = run(kind, cfg, out, device=device, seed=0, overwrite=True, show_progress=False, verbose=False)
+    except runtime.Interrupted:
+        summary, stopped = None, True
+    finally:
+        if timer:
+            timer.cancel()
+        runtime.clear_stop()
+    wall = time.perf_counter() - start
+    rows = _rows(out)
+    evals = [r for r in rows if "accuracy" in r]
+    seconds = (summary["sft_seconds"] if kind == "sft" else summary["rl_seconds"]) if summary else \
+        sum(r.get("update_seconds", 0.0) + r.get("gen_seconds", 0.0) for r in rows)
+    vocab = len(AdditionTask(cfg.task).tokenizer)
+    flops = run_flops(kind, cfg, rows, vocab=vocab)
+    generated = sum(r.get("generated_tokens", 0) for r in rows)
+    gen_seconds = sum(r.get("gen_seconds", 0.0) for r in rows)
     return {
-        "sft_accuracy": summary["sft_accuracy"], "final_accuracy": summary["final_accuracy"],
-        "rl_seconds": summary["rl_seconds"], "sft_seconds": summary["sft_seconds"],
-        "tokens_per_second": statistics.median(r["tokens_per_second"] for r in rows),
-        "achieved_flops": flops / summary["rl_seconds"],
+        "kind": kind, "stopped": stopped, "steps": len(rows), "wall_seconds": wall, "train_seconds": seconds,
+        "accuracy": summary["final_accuracy"] if summary else (evals[-1]["accuracy"] if evals else None),
+        "generated_tokens_per_second": generated / gen_seconds if gen_seconds > 0 else None,
+        "flops": flops, "mfu": flops / seconds / peak if flops and peak and seconds > 0 else None,
     }
 
 
-def trl_run(cfg, out: Path, seed: int, device: str = "cuda") -> dict:
+def instruct_smoke(out: Path) -> dict:
+    """The instruct recipe's smoke test: TRL's GRPOTrainer, 2 steps, on a tiny random chat model."""
     from course_lib import trl_bridge
-    from course_lib.evaluation import evaluate
-    from course_lib.pipeline import rl_generator, sft_policy
 
     trl_bridge.quiet()
-    task, model, _ = sft_policy(cfg, seed=seed, device=device, show_progress=False)
-    rl_generator(seed)
-    trainer, _ = trl_bridge.make_trainer("grpo", model, task, cfg, seed=seed + 1, output_dir=str(out))
+    cfg = get_config("test")
+    cfg.grpo = dataclasses.replace(cfg.grpo, steps=2)
+    model, tokenizer = trl_bridge.tiny_instruct_standin()
+    if torch.cuda.is_available():
+        model = model.cuda()
     start = time.perf_counter()
+    trainer, _ = trl_bridge.instruct_recipe(model, tokenizer, AdditionTask(cfg.task), cfg, output_dir=str(out))
     trainer.train()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return {"final_accuracy": evaluate(model, task, max_completion_length=cfg.grpo.max_completion_length)["accuracy"],
-            "rl_seconds": time.perf_counter() - start}
+    return {"steps": trainer.state.global_step, "seconds": time.perf_counter() - start}
 
 
-def main() -> None:
+def _timed(fn, repeats: int = 5) -> float:
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats
+
+
+def levers(cfg) -> dict:
+    """CUDA only: is the run launch-bound? Sampling tokens/s as B·G grows, and CUDA graphs on the update's forward."""
+    from course_lib.model import build_model, completion_logprobs
+    from course_lib.rollout import generate
+
+    task = AdditionTask(cfg.task)
+    torch.manual_seed(0)
+    model = build_model(cfg.model, task.tokenizer).cuda()
+    g, out = cfg.grpo, {}
+    pairs = task.sample_pairs(g.batch_prompts * 16, torch.Generator().manual_seed(0))
+    for scale in (1, 4, 16):
+        prompts = task.encode_prompts(pairs[: g.batch_prompts * scale], "cuda")
+        kw = dict(max_completion_length=g.max_completion_length, min_completion_length=g.max_completion_length,
+                  num_generations=g.num_generations)
+        with runtime.autocast(prompts.device):
+            sec = _timed(lambda p=prompts, k=kw: generate(model, p, task.tokenizer, **k), repeats=3)
+        out[f"sample_tokens_per_second_x{scale}"] = prompts.shape[0] * g.num_generations * g.max_completion_length / sec
+    roll = generate(model, task.encode_prompts(pairs[: g.batch_prompts], "cuda"), task.tokenizer,
+                    max_completion_length=g.max_completion_length, num_generations=g.num_generations)
+    args = (roll.input_ids, roll.attention_mask, roll.completion_mask)
+
+    def forward(m):
+        with torch.no_grad(), runtime.autocast(roll.input_ids.device):
+            return completion_logprobs(m, *args, start=task.prompt_length, validate=False)
+
+    out["update_forward_eager_ms"] = 1e3 * _timed(lambda: forward(model))
+    try:
+        compiled = torch.compile(model, mode="reduce-overhead")
+        out["update_forward_cuda_graphs_ms"] = 1e3 * _timed(lambda: forward(compiled))
+    except Exception as err:  # noqa: BLE001 - a lever that does not compile is a result too
+        out["update_forward_cuda_graphs_ms"] = f"failed: {type(err).__name__}: {str(err)[:200]}"
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict | None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--trl", action="store_true", help="also run the bridged TRL GRPOTrainer")
-    parser.add_argument("--peak-tflops", type=float, default=None, help="the device's dense bf16 peak")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--tiny", action="store_true", help="the test config, a few steps (the CPU smoke mode)")
+    parser.add_argument("--max-seconds", type=float, default=480.0, help="the whole script's time budget")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="override the device's dense peak")
     parser.add_argument("--out", default="runs/gpu_check")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
+    args = parser.parse_args(argv)
+    if args.max_seconds <= 0:
+        parser.error(f"--max-seconds must be > 0; got {args.max_seconds}")
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("skipped: no CUDA device (the gpu config's numbers stay unmeasured)")
-        return
-    cfg = get_config("gpu")
-    peak = peak_flops(args.peak_tflops)
-    results = {"device": torch.cuda.get_device_name(), "peak_flops": peak, "course": [], "trl": []}
-    for seed in args.seeds:
-        r = course_run(cfg, Path(args.out) / f"course_s{seed}", seed)
-        results["course"].append(r)
-        mfu = f", MFU ≈ {r['achieved_flops'] / peak:.2%}" if peak else ""
-        print(f"seed {seed}: SFT {r['sft_accuracy']:.3f} → GRPO {r['final_accuracy']:.3f} in {r['rl_seconds']:.0f} s "
-              f"(SFT {r['sft_seconds']:.0f} s), {r['tokens_per_second']:,.0f} generated tokens/s{mfu}", flush=True)
-        if args.trl:
-            t = trl_run(cfg, Path(args.out) / f"trl_s{seed}", seed)
-            results["trl"].append(t)
-            print(f"seed {seed}: TRL GRPOTrainer → {t['final_accuracy']:.3f} in {t['rl_seconds']:.0f} s", flush=True)
-    med = statistics.median
-    c = results["course"]
-    line = (f"{results['device']}, gpu config, medians over seeds {args.seeds}: SFT {med(r['sft_accuracy'] for r in c):.1%} → "
-            f"GRPO {med(r['final_accuracy'] for r in c):.1%} in {med(r['rl_seconds'] for r in c):.0f} s of RL, "
-            f"{med(r['tokens_per_second'] for r in c):,.0f} generated tokens/s")
-    if peak:
-        line += f", MFU ≈ {med(r['achieved_flops'] for r in c) / peak:.2%} (estimate, see docstring)"
-    print(line)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "gpu_check.json").write_text(json.dumps(results, indent=2))
+        return None
+    start, out = time.perf_counter(), Path(args.out)
+    device = torch.device(args.device)
+    cfg = get_config("test" if args.tiny else "gpu")
+    if args.tiny:
+        cfg.sft = dataclasses.replace(cfg.sft, steps=10)
+    else:
+        cfg.rm = dataclasses.replace(cfg.rm, steps=RM_STEPS, eval_every=RM_STEPS)
+        cfg.ppo = dataclasses.replace(cfg.ppo, steps=PPO_STEPS, eval_every=PPO_STEPS)
+    name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
+    dtype = runtime.precision(device)
+    peak = args.peak_tflops * 1e12 if args.peak_tflops else (peak_flops(name, dtype) if device.type == "cuda" else None)
+    results = {"device": name, "precision": runtime.describe_precision(device), "peak_flops": peak,
+               "config": cfg.name, "max_seconds": args.max_seconds, "trainers": []}
+    reserve = 0.15 * args.max_seconds  # for the smoke test and the levers
+    for i, kind in enumerate(KINDS):
+        left = args.max_seconds - reserve - (time.perf_counter() - start)
+        if left < MIN_START_SECONDS and not args.tiny:
+            results["trainers"].append({"kind": kind, "skipped": f"{left:.0f} s left of --max-seconds"})
+            continue
+        r = trainer_run(kind, cfg, out / kind, device=args.device, budget=max(left / (len(KINDS) - i), 1.0), peak=peak)
+        results["trainers"].append(r)
+        acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.3f}"
+        tps = "—" if r["generated_tokens_per_second"] is None else f"{r['generated_tokens_per_second']:,.0f}"
+        mfu = "—" if r["mfu"] is None else f"{r['mfu']:.3%}"
+        print(f"{kind:5s} {r['steps']:5d} steps{' (stopped by the budget)' if r['stopped'] else ''} in "
+              f"{r['train_seconds']:.1f} s: accuracy {acc}, sampled tokens/s {tps}, MFU {mfu}", flush=True)
+    try:
+        results["instruct_smoke"] = instruct_smoke(out / "instruct")
+    except Exception as err:  # noqa: BLE001 - reported, not hidden
+        results["instruct_smoke"] = {"failed": f"{type(err).__name__}: {str(err)[:300]}"}
+    print(f"instruct recipe smoke test: {results['instruct_smoke']}", flush=True)
+    if device.type == "cuda" and time.perf_counter() - start < args.max_seconds - 30:
+        results["levers"] = levers(cfg)
+        print(f"levers: {results['levers']}", flush=True)
+    results["wall_seconds"] = time.perf_counter() - start
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_check.json").write_text(json.dumps(results, indent=2))
+    print(f"{name} ({results['precision']}): {results['wall_seconds']:.0f} s in all; wrote {out / 'gpu_check.json'}")
+    return results
 
 
 if __name__ == "__main__":

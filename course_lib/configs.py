@@ -228,6 +228,9 @@ def _gpu() -> RunConfig:
         sft=SFTConfig(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
         dpo=DPOConfig(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
         grpo=GRPOConfig(steps=200, batch_prompts=128, num_generations=8, max_completion_length=7, eval_every=20),
+        # rm and ppo scaled too, with the same one spare token past the longest answer + <eos> (digits + 2)
+        rm=RewardModelConfig(pair_prompts=16384, heldout_prompts=1000, steps=500, batch_size=512, max_completion_length=7),
+        ppo=PPOConfig(steps=200, batch_prompts=1024, max_completion_length=7, eval_every=20),  # 1024 × 1 = GRPO's 128 × 8
         checkpoint_every=50,
     )
 

@@ -35,6 +35,7 @@ from course_lib.runtime import (
     make_optimizer,
     progress,
     set_threads,
+    to_device,
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register, train_loop
@@ -186,12 +187,13 @@ def train_dpo(
         opt.load_state_dict(state["optimizer"])
     n_pairs = data["chosen_ids"].shape[0]
     first = state["step"] if state is not None else 0  # the first step checks its inputs; then no checks
+    on_device = {k: v.to(device) for k, v in data.items() if isinstance(v, torch.Tensor)}  # copied once, not per step
     model.train()
 
     def one_step(step: int) -> dict:
         t0 = time.perf_counter()
-        idx = torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator)
-        batch = {k: v[idx].to(device) for k, v in data.items() if isinstance(v, torch.Tensor)}
+        idx = to_device(torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator), device)
+        batch = {k: v[idx] for k, v in on_device.items()}
         with autocast(device):
             loss, stats = dpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length, validate=step == first)
         opt.zero_grad(set_to_none=True)

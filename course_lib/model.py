@@ -8,6 +8,10 @@ Simplifications, said out loud:
 - Prompts all have the same length (see ``course_lib.task``), so generation never needs left
   padding; position ids are still derived from the attention mask, so left-padded batches
   would also be handled correctly.
+- Attention: batches are right-padded (pad after ``<eos>``), so ``completion_logprobs`` passes no
+  mask and attention runs causally (SDPA's ``is_causal``, the fused kernels); a real token never
+  sees a pad. A validated call checks the padding and falls back to a dense (N, 1, L, L) pattern
+  for any other mask (identical numbers on the CPU: ``tests/test_tinygpt_core.py``).
 - Sampling is plain temperature sampling (no top-k/top-p), so the sampling distribution is
   exactly the policy π_θ whose log-probs the losses use. ``<pad>`` and ``<bos>`` are never
   valid outputs: generation suppresses them and ``completion_logprobs`` removes them from
@@ -36,6 +40,10 @@ class ModelConfig:
     n_embd: int = 96
     n_head: int = 4
     n_positions: int = 64
+
+
+def _no_padding_check(input_ids, attention_mask) -> None:
+    return None
 
 
 def gpt2_config(config: ModelConfig, tokenizer: CharTokenizer, **extra) -> GPT2Config:
@@ -69,6 +77,11 @@ def build_model(config: ModelConfig, tokenizer: CharTokenizer) -> GPT2LMHeadMode
     """A randomly initialised GPT-2 (uses ``torch``'s global RNG: seed before calling)."""
     cfg = gpt2_config(config, tokenizer)
     model = GPT2LMHeadModel(cfg)
+    # Without an attention mask transformers checks ``pad_token_id in input_ids[:, [-1, 0]]`` on every
+    # forward, only to print a warning: a host read (and an index copy) per decoded token. Here a
+    # missing mask means causal attention on right-padded rows, which is exact for every scored
+    # position (``completion_logprobs``), so the check is switched off for this model.
+    model.transformer.warn_if_padding_and_no_attention_mask = _no_padding_check
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -109,16 +122,21 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def causal_attention(attention_mask: torch.Tensor) -> torch.Tensor:
-    """The (N, 1, L, L) boolean attention pattern: causal, padding keys hidden (True = attend).
+    """The dense (N, 1, L, L) boolean attention pattern: causal, padding keys hidden (True = attend).
 
-    Built from the 0/1 mask without reading its values, so transformers never inspects the mask
-    on the host to decide whether it may skip it (one synchronisation per layer call otherwise).
-    A position always sees itself, so a padding row never attends to nothing (no NaN).
+    Only for masks that are not right-padded (``completion_logprobs`` otherwise passes no mask and
+    lets attention run causally, fused): it grows as N·L² and rules out the fused kernels. Built
+    without reading the mask's values; a position always sees itself, so no row attends to nothing.
     """
     length = attention_mask.shape[-1]
     causal = torch.ones(length, length, dtype=torch.bool, device=attention_mask.device).tril()
     diagonal = torch.eye(length, dtype=torch.bool, device=attention_mask.device)
-    return (causal & (attention_mask.bool()[:, None, :] | diagonal))[:, None]
+    return (causal & (attention_mask.bool()[:, None, :] | diagonal))[:, None].contiguous()
+
+
+def right_padded(attention_mask: torch.Tensor) -> bool:
+    """True when every row is 1s then 0s (a host read): causal attention alone is then exact."""
+    return not bool((attention_mask[:, 1:] > attention_mask[:, :-1]).any())
 
 
 def completion_logprobs(
@@ -160,17 +178,26 @@ def completion_logprobs(
         heads = input_ids[:, :start].view(-1, group_size, start)
         if bool((heads != heads[:, :1]).any()):
             raise ValueError(f"group_size={group_size}: rows of a group must share their first start={start} tokens")
+    # Right padding (every producer here pads after <eos>): a real token's causal window holds only
+    # real tokens, so plain causal attention gives the scored positions exactly their values, with
+    # no mask at all (SDPA's is_causal: fused kernels, no N·L² tensor). Padding positions change but
+    # are never scored. Any other mask takes the dense pattern; validate=False assumes right padding.
+    dense = validate and not right_padded(attention_mask)
+
+    def pattern(mask):
+        return causal_attention(mask) if dense else None
+
     if group_size == 1:
         hidden = model.transformer(
             input_ids=input_ids,
-            attention_mask=causal_attention(attention_mask),
+            attention_mask=pattern(attention_mask),
             position_ids=position_ids(attention_mask),
             use_cache=False,
         ).last_hidden_state[:, start - 1 : -1]
     else:
         prompt = model.transformer(
             input_ids=input_ids[::group_size, :start],
-            attention_mask=causal_attention(attention_mask[::group_size, :start]),
+            attention_mask=pattern(attention_mask[::group_size, :start]),
             position_ids=position_ids(attention_mask[::group_size, :start]),
             use_cache=True,
         )
@@ -178,7 +205,7 @@ def completion_logprobs(
         cache.batch_repeat_interleave(group_size)
         rest = model.transformer(
             input_ids=input_ids[:, start:],
-            attention_mask=causal_attention(attention_mask)[:, :, start:],
+            attention_mask=causal_attention(attention_mask)[:, :, start:].contiguous() if dense else None,
             position_ids=position_ids(attention_mask)[:, start:],
             cache=cache,
             use_cache=True,

@@ -19,7 +19,7 @@ from course_lib.runtime import DEFAULT_THREADS, describe_precision
 
 def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threads: int | None = DEFAULT_THREADS,
              device: str = "cpu", reference: bool | None = None, reward_model_info: dict | None = None,
-             memory: dict | None = None) -> dict:
+             memory: dict | None = None, utilisation: dict | None = None) -> dict:
     """What this run did, in the four groups of §17 plus the six choices of §12.
 
     ``reference``: whether a GRPO run kept a frozen reference (default: when β > 0; the
@@ -122,6 +122,8 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
         "cpu_threads": threads if threads is not None else "torch's default",
         "time_split": split or "not measured yet",
     }
+    if utilisation is not None:  # on CUDA: course_lib.utilisation.mfu_entry (FLOPs, seconds, peak, MFU)
+        out["systems"]["mfu"] = utilisation
     if kind == "grpo":
         out["six_choices"] = {
             "reward_definition": reward_source(g.reward),

@@ -52,6 +52,7 @@ from course_lib.runtime import (
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
 from course_lib.trainer import TRAINERS, StageContext
+from course_lib.utilisation import mfu_entry
 
 # Each trainer module registers its stage when imported (course_lib.trainer.register); a new trainer
 # is one more module here.
@@ -316,8 +317,9 @@ def write_outputs(kind, cfg, out, model, common, entry, result, sft, final, cont
     split = {"generation_seconds": gen_s, "update_seconds": upd_s,
              "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if entry.time_split else None
     dev = next(model.parameters()).device
+    mfu = mfu_entry(kind, cfg, rows, sft["seconds"] if kind == "sft" else rl_seconds, dev, vocab=model.config.vocab_size)
     pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True,
-                  reward_model_info=result.reward_model_info, memory=result.summary.get("memory"))
+                  reward_model_info=result.reward_model_info, memory=result.summary.get("memory"), utilisation=mfu)
     start_accuracy = sft["start_eval"]["accuracy"] if kind == "sft" else sft["eval"]["accuracy"]
     summary = {
         "kind": kind,

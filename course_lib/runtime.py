@@ -247,6 +247,11 @@ def stop_requested() -> bool:
     return _stop["requested"]
 
 
+def clear_stop() -> None:
+    """Forget a stop request (a script that stopped one trainer and starts the next)."""
+    _stop["requested"] = False
+
+
 def request_stop() -> None:
     """Ask the running trainer to checkpoint and stop after its current step."""
     _stop["requested"] = True

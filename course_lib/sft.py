@@ -28,6 +28,7 @@ from course_lib.runtime import (
     clip_gradients,
     make_optimizer,
     set_threads,
+    to_device,
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register, train_loop
@@ -86,7 +87,7 @@ def train_sft(
 
     def one_step(step: int) -> dict:
         t0 = time.perf_counter()
-        idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen).to(device)
+        idx = to_device(torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen), device)  # non-blocking
         with autocast(device):
             loss = sft_loss(model, ids[idx], attn[idx], cmask[idx], prompt_length=task.prompt_length,
                             validate=step == first)

@@ -333,6 +333,16 @@ def test_gpu_config_builds_and_steps_on_cpu():
     assert roll["stats"]["groups_sampled"] == 2
 
 
+def test_gpu_config_scales_every_trainer_and_leaves_a_spare_token():
+    """rm and ppo are scaled with sft/dpo/grpo; no section stops exactly at the longest answer + <eos>."""
+    gpu, cpu = get_config("gpu"), get_config("cpu")
+    assert gpu.rm.pair_prompts > cpu.rm.pair_prompts and gpu.rm.batch_size > cpu.rm.batch_size
+    assert gpu.ppo.batch_prompts * gpu.ppo.num_generations == gpu.grpo.batch_prompts * gpu.grpo.num_generations
+    for section in (gpu.dpo, gpu.grpo, gpu.rm, gpu.ppo):
+        assert section.max_completion_length > gpu.task.digits + 2, type(section).__name__
+    assert gpu.rm.heldout_prompts <= gpu.task.n_heldout
+
+
 def test_clipped_objective_gradient_changes_only_outside_the_interval():
     """As the trainer composes it: clipped_surrogate then aggregate, gradients w.r.t. log π."""
     from course_lib.policy_loss import aggregate, clipped_surrogate
@@ -354,7 +364,7 @@ def test_clipped_objective_gradient_changes_only_outside_the_interval():
     assert torch.all(g_clip[0, along] == 0) and torch.all(g_plain[0, along] != 0)
 
 
-HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "numpy", "cpu")
+HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "numpy", "cpu", "__contains__")
 
 
 def _count_host_reads(monkeypatch, fn):
@@ -750,3 +760,73 @@ def test_zero_variance_keep_drop_and_resample_differ_as_documented(task, model, 
         scale = 3.0  # 12 rows → 4 rows
     assert scale > 1.5 and grads["keep"].abs().max() > 0
     torch.testing.assert_close(grads["drop"], scale * grads["keep"], rtol=1e-4, atol=1e-6 * float(grads["drop"].abs().max()))
+
+
+def test_sft_steps_copy_their_batch_indices_without_a_sync(task, model, monkeypatch):
+    """The CPU generator keeps the data order the same on every device; its indices reach the device
+    through the non-blocking door, one copy per step."""
+    from course_lib.configs import SFTConfig
+    from course_lib.sft import train_sft
+
+    def run(steps):
+        cfg = SFTConfig(steps=steps, batch_size=4, eval_every=1000)
+        return _count_host_to_device(monkeypatch, lambda: train_sft(
+            model, task, cfg, show_progress=False, eval_at_end=False, threads=None))[0]
+
+    run(1)  # the first run may copy and cache the demonstrations
+    two, five = run(2), run(5)
+    assert five["sync"] == two["sync"], "no synchronous copy per step (setup may copy the data once)"
+    assert five["async"] - two["async"] == 3
+
+
+@pytest.mark.parametrize("group_size", [1, 4])
+def test_right_padded_batches_need_no_attention_mask(task, model, monkeypatch, group_size):
+    """Causal attention with no mask (SDPA's is_causal, fused) gives the scored positions exactly the
+    dense (N, 1, L, L) pattern's log-probs, entropies and gradients; the hot path never builds it."""
+    import course_lib.model as model_module
+
+    prompts = task.encode_prompts(task.heldout_pairs[:4])
+    torch.manual_seed(1)
+    roll = generate(model, prompts, task.tokenizer, max_completion_length=6, num_generations=4)
+    assert bool((roll.attention_mask == 0).any()), "the batch must hold right padding for the test to mean anything"
+    args = (roll.input_ids, roll.attention_mask, roll.completion_mask)
+
+    def run(**kw):
+        model.zero_grad()
+        lp, mask, ent = completion_logprobs(model, *args, start=task.prompt_length, group_size=group_size,
+                                            with_entropy=True, **kw)
+        lp.sum().backward()
+        return lp.detach(), ent, [p.grad.clone() for p in model.parameters()]
+
+    def dense_only(mask):
+        raise AssertionError("the hot path must not build the dense mask")
+
+    real = model_module.causal_attention
+    monkeypatch.setattr(model_module, "causal_attention", dense_only)
+    fused = run(validate=False)
+    checked = run(validate=True)  # validated: right padding detected, still no dense mask
+    monkeypatch.setattr(model_module, "causal_attention", real)
+    monkeypatch.setattr(model_module, "right_padded", lambda mask: False)  # force the dense path
+    dense = run(validate=True)
+    for a, b in ((fused, dense), (checked, dense)):
+        assert torch.allclose(a[0], b[0], atol=1e-6) and torch.allclose(a[1], b[1], atol=1e-6)
+        assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(a[2], b[2]))
+
+
+def test_a_mask_that_is_not_right_padded_keeps_the_dense_pattern(task, model):
+    """Left padding (a hole before the tokens) is detected when validating and masked densely: the
+    scores equal those of the same row without its padding."""
+    from course_lib.model import right_padded
+
+    ids = torch.cat([task.encode_prompts([(3, 4)]), torch.tensor([[task.tokenizer.eos_token_id]])], dim=1)
+    pad = torch.tensor([[task.tokenizer.pad_token_id]])
+    left = torch.cat([pad, ids], dim=1)
+    attn = torch.cat([torch.zeros(1, 1, dtype=torch.long), torch.ones_like(ids)], dim=1)
+    assert not right_padded(attn) and right_padded(torch.ones_like(ids))
+    cm_plain = torch.zeros_like(ids)
+    cm_plain[:, -1] = 1
+    cm_left = torch.cat([torch.zeros(1, 1, dtype=torch.long), cm_plain], dim=1)
+    with torch.no_grad():
+        plain, _ = completion_logprobs(model, ids, torch.ones_like(ids), cm_plain, start=ids.shape[1] - 1)
+        shifted, _ = completion_logprobs(model, left, attn, cm_left, start=left.shape[1] - 1)
+    assert torch.allclose(plain, shifted, atol=1e-5)

@@ -232,15 +232,34 @@ def test_accelerate_launch_two_processes_on_cpu(tmp_path):
 @NEEDS_TRL
 @pytest.mark.slow
 def test_gpu_check_script_runs_its_code_path_on_the_cpu(tmp_path):
-    """benchmarks/gpu_check.py waits for a GPU; its measuring code is exercised here on the test config."""
+    """benchmarks/gpu_check.py waits for a GPU; ``--device cpu --tiny`` runs every trainer, the instruct
+    smoke test and writes the JSON; ``--max-seconds`` stops the stoppable trainers at a step boundary."""
     import importlib.util as util
 
     spec = util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
     gpu_check = util.module_from_spec(spec)
     spec.loader.exec_module(gpu_check)
-    cfg = get_config("test")
-    cfg.grpo = dataclasses.replace(cfg.grpo, steps=2)
-    course = gpu_check.course_run(cfg, tmp_path / "course", 0, device="cpu")
-    assert 0 <= course["final_accuracy"] <= 1 and course["tokens_per_second"] > 0 and course["achieved_flops"] > 0
-    trl = gpu_check.trl_run(cfg, tmp_path / "trl", 0, device="cpu")
-    assert 0 <= trl["final_accuracy"] <= 1 and trl["rl_seconds"] > 0
+    out = gpu_check.main(["--device", "cpu", "--tiny", "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert saved["device"] == "cpu" and saved["precision"].startswith("fp32") and saved["peak_flops"] is None
+    trainers = {r["kind"]: r for r in saved["trainers"]}
+    assert list(trainers) == ["sft", "dpo", "grpo", "rm", "ppo"] and out["trainers"] == saved["trainers"]
+    assert all(r["steps"] >= 1 and r["train_seconds"] > 0 for r in trainers.values())
+    assert trainers["grpo"]["flops"] > 0 and trainers["grpo"]["generated_tokens_per_second"] > 0
+    assert trainers["rm"]["flops"] is None and all(r["mfu"] is None for r in trainers.values())  # no peak on a CPU
+    assert saved["instruct_smoke"]["steps"] == 2, saved["instruct_smoke"]
+
+
+def test_gpu_check_budget_stops_a_trainer_at_a_step_boundary(tmp_path):
+    """The --max-seconds guard: a trainer whose share is spent stops after its current step, with its rows."""
+    import importlib.util as util
+
+    from course_lib import runtime
+
+    spec = util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    r = gpu_check.trainer_run("sft", get_config("test"), tmp_path, device="cpu", budget=0.001, peak=None)
+    assert r["stopped"] and 1 <= r["steps"] < get_config("test").sft.steps and not runtime.stop_requested()
+    with pytest.raises(SystemExit):
+        gpu_check.main(["--device", "cpu", "--max-seconds", "0"])

@@ -1,0 +1,132 @@
+"""Model FLOPs utilisation (MFU): the FLOPs a run needed, over its seconds, over the device's peak.
+
+Counted honestly for the tiny GPT, from the shapes the trainers actually run (issue 29):
+
+- matmul FLOPs only: per token and layer 24·d² (QKV 6d², output d·d 2d², MLP 16d²) plus attention
+  4·d·c for a token that attends to c positions (QKᵀ and AV); the language-model head 2·d·V only
+  where its logits are used. Embeddings, layer norms, GELU and the softmax are not counted;
+- one forward where no gradient flows (sampling, the reference), three (forward + backward) in an
+  update; the last token of a sequence is scored but never fed on, so its body is not counted;
+- GRPO: each group's prompt runs once and is shared by its G completions (as the trainer does);
+  prompt tokens get no head (``start=prompt_length``); the update runs only the groups it keeps
+  (zero-variance groups are skipped when no KL term reaches them); the reference forward is
+  counted whenever a reference is kept (the pipeline always keeps the SFT weights, to log the KL);
+- padding after ``<eos>`` is not counted: it is work the device does, not work the model needs, so
+  MFU here is a lower bound of the hardware's busy fraction.
+
+Peaks are dense (no sparsity) tensor-core numbers from the vendors' data sheets, by exact device
+name, for the dtype the course runs there (``runtime.precision``): a T4 runs the course in fp32
+(8.1 TFLOP/s; its 65 fp16 TFLOP/s serve TRL's fp16), and bf16 on a T4 is emulated (no peak).
+"""
+
+from __future__ import annotations
+
+from course_lib.model import ModelConfig
+
+# torch.cuda.get_device_name() → dense peak TFLOP/s by dtype; None: no hardware path for that dtype.
+PEAK_TFLOPS = {
+    "Tesla T4": {"fp16": 65.0, "fp32": 8.1, "bf16": None},  # sm_75: bf16 is emulated
+    "NVIDIA L4": {"bf16": 121.0, "fp16": 121.0, "fp32": 30.3},
+    "NVIDIA A100-SXM4-40GB": {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5},
+    "NVIDIA A100-SXM4-80GB": {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5},
+    "NVIDIA A100-PCIE-40GB": {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5},
+    "NVIDIA A100 80GB PCIe": {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5},
+    "NVIDIA H100 80GB HBM3": {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0},  # SXM
+    "NVIDIA H100 PCIe": {"bf16": 756.0, "fp16": 756.0, "fp32": 51.0},
+    "NVIDIA H200": {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0},
+}
+
+
+def peak_flops(device_name: str, precision: str) -> float | None:
+    """FLOP/s peak of ``device_name`` in ``precision`` (``"bf16" | "fp16" | "fp32"``); None if unknown."""
+    if precision not in ("bf16", "fp16", "fp32"):
+        raise ValueError(f"precision must be one of 'bf16', 'fp16', 'fp32'; got {precision!r}")
+    peak = PEAK_TFLOPS.get(device_name, {}).get(precision)
+    return None if peak is None else peak * 1e12
+
+
+def body_flops(model: ModelConfig, start: float, stop: float) -> float:
+    """Forward FLOPs of positions ``start … stop−1`` of one sequence through every layer (each
+    attending to itself and all earlier positions). Fractional bounds give the mean over rows."""
+    if stop <= start:
+        return 0.0
+    d, tokens = model.n_embd, stop - start
+    attended = (stop * (stop + 1) - start * (start + 1)) / 2  # Σ (t + 1) for t in [start, stop)
+    return model.n_layer * (24 * d * d * tokens + 4 * d * attended)
+
+
+def head_flops(model: ModelConfig, vocab: int, positions: float) -> float:
+    return 2 * model.n_embd * vocab * positions
+
+
+def scored_forward(model: ModelConfig, vocab: int, prompt_length: int, completion: float, *, share: int = 1) -> float:
+    """Forward FLOPs of one completion scored after its prompt; the prompt's share is 1/``share``
+    (G completions of one prompt run it once)."""
+    return (body_flops(model, 0, prompt_length) / share + body_flops(model, prompt_length, prompt_length + completion - 1)
+            + head_flops(model, vocab, completion))
+
+
+def grpo_step_flops(model: ModelConfig, vocab: int, *, prompt_length: int, completion_length: float, groups_sampled: int,
+                    batch_groups: int, update_groups: int, num_generations: int, num_iterations: int = 1,
+                    reference: bool = True) -> float:
+    """FLOPs one GRPO step needs: sampling ``groups_sampled`` groups; the reference forward (if kept)
+    on the ``batch_groups`` groups of the batch; μ updates (forward + backward = 3 forwards) on the
+    ``update_groups`` groups the update keeps. ``completion_length``: mean real tokens per completion."""
+    per_group = num_generations * scored_forward(model, vocab, prompt_length, completion_length, share=num_generations)
+    ref = batch_groups * per_group if reference else 0.0
+    return groups_sampled * per_group + ref + 3 * num_iterations * update_groups * per_group
+
+
+def supervised_step_flops(model: ModelConfig, vocab: int, *, prompt_length: int, completion_length: float,
+                          sequences: int) -> float:
+    """FLOPs of one SFT or DPO step: forward + backward on ``sequences`` scored completions (DPO: 2 per
+    pair; its reference log-probs are computed once before training, not per step)."""
+    return 3 * sequences * scored_forward(model, vocab, prompt_length, completion_length)
+
+
+def run_flops(kind: str, cfg, rows: list[dict], *, vocab: int, reference: bool = True) -> float | None:
+    """The FLOPs a finished run needed, from its metrics rows; None for the trainers not counted here
+    (``rm``, ``ppo``: their time is reported without an MFU)."""
+    P, m = 3 + 2 * cfg.task.digits, cfg.model
+    answer = cfg.task.digits + 1  # the longest answer's digits; + <eos> below (an upper bound for SFT/DPO)
+    if kind == "sft":
+        per = supervised_step_flops(m, vocab, prompt_length=P, completion_length=answer + 1, sequences=cfg.sft.batch_size)
+        return per * len(rows)
+    if kind == "dpo":
+        per = supervised_step_flops(m, vocab, prompt_length=P, completion_length=answer + 1,
+                                    sequences=2 * cfg.dpo.batch_size)
+        return per * len(rows)
+    if kind != "grpo":
+        return None
+    g, total = cfg.grpo, 0.0
+    skips = not (g.beta > 0)  # no KL term: the update leaves zero-variance groups out
+    for r in rows:
+        if r.get("skipped"):
+            kept = batch = 0
+        else:
+            batch = r["groups_used"] if g.zero_variance == "drop" else g.batch_prompts
+            informative = round(r["groups_sampled"] * (1 - r["zero_variance_rate"]))
+            kept = min(informative, g.batch_prompts) if skips else batch
+        total += grpo_step_flops(m, vocab, prompt_length=P, completion_length=r["completion_length"],
+                                 groups_sampled=r["groups_sampled"], batch_groups=batch, update_groups=kept,
+                                 num_generations=g.num_generations, num_iterations=g.num_iterations,
+                                 reference=reference)
+    return total
+
+
+def mfu_entry(kind: str, cfg, rows: list[dict], seconds: float, device, *, vocab: int) -> dict | None:
+    """The passport's ``mfu`` entry on CUDA (None elsewhere): FLOPs, seconds, peak, MFU, and how counted."""
+    import torch
+
+    from course_lib.runtime import precision
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    flops = run_flops(kind, cfg, rows, vocab=vocab)
+    name, dtype = torch.cuda.get_device_name(device), precision(device)
+    peak = peak_flops(name, dtype)
+    entry = {"gpu": name, "dtype": dtype, "seconds": seconds, "flops": flops,
+             "peak_flops": peak, "counted_by": "course_lib.utilisation (matmul FLOPs, no padding)"}
+    entry["mfu"] = flops / seconds / peak if flops is not None and peak and seconds > 0 else None
+    return entry
