@@ -67,11 +67,10 @@ def status_of(failed: bool, flags: list, problems: list, needs_manual: bool) -> 
 def probe_sandbox(root: Path, sandbox_tmp: str) -> tuple[bool, str]:
     """Run Python through the sandbox: it must start, and see only the allow-list."""
     try:
-        workdir = sandbox_kernel.make_workdir(sandbox_tmp)
         allowed = sorted({Path(p).parts[1] for p in sandbox_kernel.allowed_paths()} | {"dev", "proc", "tmp"})
         probe = ("import os, json, ipykernel; "
                  f"print(json.dumps([os.path.exists({str(root / 'nbgrader_config.py')!r}), sorted(os.listdir('/'))]))")
-        cmd = sandbox_kernel.bwrap_command(workdir, [sys.executable, "-c", probe])
+        cmd = sandbox_kernel.bwrap_command([sys.executable, "-c", probe])
         out = subprocess.run(cmd, env=sandbox_kernel.sandbox_env(), capture_output=True, text=True, timeout=120)
     except (RuntimeError, OSError, KeyError, subprocess.SubprocessError) as err:
         return False, str(err)

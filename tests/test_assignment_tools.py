@@ -80,6 +80,9 @@ def test_codec_never_passes_a_student_object_through():
     ("Rules", "rules", False),
     (None, 1.0, False),
     ({"a": 1.0, "b": "x"}, {"b": "x", "a": 1.0}, True),
+    ({"a": 1.0, "b": "x", "c": 0}, {"b": "x", "a": 1.0}, False),  # an extra key
+    (np.zeros((2, 2)).view(type("ndarray", (np.ndarray,), {"__module__": "numpy"})), np.zeros((2, 2)), False),
+    (type("list", (list,), {})([1.0]), [1.0], False),
 ])
 def test_compare(got, expected, ok):
     c = check("x", "x")
@@ -100,6 +103,63 @@ def test_compare_raises_and_unordered():
     roles = check("x", "x", unordered=True)
     assert compare(encode({"policy", "reference"}), encode(["reference", "policy"]), roles) is None
     assert compare(encode(["policy"]), encode(["reference", "policy"]), roles) is not None
+
+
+@pytest.mark.parametrize("got, says", [
+    ({"t": "array", "shape": [2, 2], "kind": "f", "v": []}, "0 values for shape (2, 2)"),  # the array hole
+    ({"t": "array", "shape": [2, 2], "kind": "f", "v": [1.0, 0.0, 0.0, 1.0, 5.0]}, "5 values for shape"),
+    ({"t": "array", "shape": [4], "kind": "f", "v": ["a", 0.0, 0.0, 1.0]}, "not numbers"),
+    ({"t": "array", "shape": "2x2", "kind": "f", "v": [1.0, 0.0, 0.0, 1.0]}, "malformed array"),
+    ({"t": "list", "v": [{"t": "array", "shape": [2, 2], "kind": "f", "v": []}]}, "0 values"),
+    ({"t": "float", "v": "0.5"}, "malformed float"),
+    ({"t": "dict", "v": [[{"t": "str", "v": "a"}]]}, "malformed dict"),
+])
+def test_compare_rejects_data_that_contradicts_itself(got, says):
+    """Shape and values must agree (else a rewritten record's empty arrays passed), at any depth."""
+    problems = [compare(got, encode(expected), check("x", "x")) for expected in (np.eye(2), [np.eye(2)], {"a": 1.0})]
+    assert all(problem and says in problem for problem in problems), problems
+
+
+def test_compare_rejects_extra_and_repeated_dict_keys():
+    c = check("x", "x")
+    key = [encode("a"), encode(1.0)]
+    assert compare({"t": "dict", "v": [key, key]}, encode({"a": 1.0}), c) == "repeated keys"
+    assert compare(encode({"a": 1.0, "zz": 2}), encode({"a": 1.0}), c) == "unexpected key 'zz'"
+
+
+def test_codec_encodes_only_exact_numpy_types():
+    fake = type("ndarray", (np.ndarray,), {"__module__": "numpy", "tolist": lambda self: []})
+    assert encode(np.zeros(3).view(fake)) == {"t": "object", "type": "a subclass of a NumPy type"}
+    scalar = type("float64", (np.float64,), {"__module__": "numpy"})
+    assert encode(scalar(0.5))["t"] == "object"
+    assert encode(np.float32(0.5)) == {"t": "float", "v": 0.5} and encode(np.int8(-3)) == {"t": "int", "v": -3}
+    assert encode(np.str_("x")) == {"t": "str", "v": "x"} and encode(np.bool_(True)) == {"t": "bool", "v": True}
+
+
+def test_a_numpy_looking_subclass_earns_nothing_through_the_probe():
+    from array_hole import BT_MATRIX, SUBCLASS
+
+    reference = {"f": lambda s: np.zeros((len(s), len(s)))}
+    c = [check("f(s)", "zeros", s=[1.0, 2.0])]
+    plan = Plan("t1", c, [grading.evaluate(c[0], reference)])
+    outputs = _run_probe(plan, SUBCLASS + BT_MATRIX.replace("bt_matrix", "f"))
+    verdict = decide(plan, outputs)
+    assert not verdict.passed and "should be a NumPy array" in verdict.reasons[0], verdict.reasons
+
+
+def test_a_stored_seed_draws_the_same_hidden_inputs(monkeypatch):
+    first = grading.load_checks(ASSIGNMENT, grading.new_rng(1234))
+    again = grading.load_checks(ASSIGNMENT, grading.new_rng(1234))
+    other = grading.load_checks(ASSIGNMENT, grading.new_rng(1235))
+    dump = lambda table: json.dumps({g: [encode(c.inputs) for c in cs] for g, cs in table.items()})  # noqa: E731
+    assert dump(first) == dump(again) != dump(other)
+    monkeypatch.setenv(grading.SEEDS_ENV, json.dumps({"q1_bradley_terry": 1234}))
+    assert grading.stored_seed("q1_bradley_terry") == 1234 and grading.stored_seed("q2_dpo_margins") is None
+    monkeypatch.setenv(grading.SEEDS_ENV, json.dumps({"q1_bradley_terry": "1234"}))
+    with pytest.raises(ValueError, match="must be a non-negative integer"):
+        grading.stored_seed("q1_bradley_terry")
+    monkeypatch.delenv(grading.SEEDS_ENV)
+    assert grading.stored_seed("q1_bradley_terry") is None
 
 
 # ------------------------------------------------------------------------------ records and verdicts
@@ -144,11 +204,12 @@ def test_missing_forged_or_malformed_records_score_zero_with_a_reason(outputs, r
         "twice": [_record(plan, right), _record(plan, right)],
         "short": [_record(plan, right[:1])],
         "other cell": [_record(plan, right, grade_id="t2")],
-        "huge": [{"output_type": "stream", "name": "stdout", "text": "x" * 5_000_000}, _record(plan, right)],
+        "huge": [_record(plan, right), {"output_type": "display_data", "metadata": {},
+                                        "data": {MIME: {"nonce": "forged", "pad": "x" * 5_000_000}}}],
     }.get(outputs, outputs) if isinstance(outputs, str) else outputs
     verdict = decide(plan, outputs)
     assert not verdict.passed and reason in verdict.reasons[0], verdict.reasons
-    assert decide(plan, [_record(plan, right)], not_run="the kernel died").reasons == ["not run: the kernel died"]
+    assert decide(plan, [_record(plan, right)], not_run="not run: the kernel died").reasons == ["not run: the kernel died"]
 
 
 def _run_probe(plan: Plan, student_code: str) -> list:
@@ -327,6 +388,15 @@ def _scan(tmp_path, code: str) -> list[str]:
     ("bt_probability = course_lib.preference.bt_probability", "uses the course library"),
     ("import importlib\npref = importlib.import_module('course_lib.preference')", "names the course library"),
     ("%load_ext autoreload\ndef broken(:\n", "cannot be parsed"),
+    ("from ipykernel.zmqshell import ZMQDisplayPublisher as P\ntype.__setattr__(P, 'publish', print)",
+     "uses attribute `__setattr__`"),
+    ("from ipykernel.zmqshell import ZMQDisplayPublisher", "imports from `ipykernel.zmqshell`"),
+    ("import zmq", "imports `zmq`"),
+    ("import socket", "imports `socket`"),
+    ("from urllib.request import urlopen", "imports from `urllib.request`"),
+    ("Fake = type('ndarray', (np.ndarray,), {'__module__': 'numpy'})", "claiming a `__module__`"),
+    ("Fake = type('A', (np.ndarray,), {})", "makes a class with `type(name, bases, namespace)`"),
+    ("class A(np.ndarray):\n    __module__ = 'numpy'", "sets `__module__`"),
 ])
 def test_scan_flags_tampering(tmp_path, code, expected):
     reasons = _scan(tmp_path, code)
