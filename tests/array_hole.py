@@ -11,8 +11,10 @@ an empty list of values passed. Two ways a submission got there, both pasted bef
 
 The functions return zeros of the right shape (``as_fake`` or plain) after validating their input
 like the reference, so every check of a cell made only of array and bad-input checks "passed".
-tests/test_assignment.py (module14) and tests/test_lab_pipeline.py (lab14) grade such submissions
-on the real pipeline: they must score 0 on those cells and be flagged.
+tests/test_assignment.py (module14, both ways) and tests/test_lab_pipeline.py (lab14, the rewrite)
+grade such submissions on the real pipeline: they must score 0 on those cells and be flagged. In
+lab14 a subclass cannot get that far: its checks pass results through torch (``torch.as_tensor``,
+gradients), which turns any array back into a plain one.
 """
 
 REWRITE = '''
@@ -50,3 +52,38 @@ def bt_matrix(scores):
         raise ValueError("scores must be a 1-D list of at least two finite numbers")
     return as_fake(np.zeros((len(s), len(s))))
 '''
+
+# lab14: the three functions whose cells check arrays and bad input only, validating like the
+# solution and returning zeros of the right shapes (connected to the input, so gradients exist)
+LAB_FUNCTIONS = {
+    "lab_logprobs": '''
+import torch
+def completion_logprobs(logits, input_ids, completion_mask):
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 3 or not logits.is_floating_point():
+        raise ValueError("logits")
+    if tuple(input_ids.shape) != tuple(logits.shape[:2]) or tuple(completion_mask.shape) != tuple(input_ids.shape):
+        raise ValueError("shapes")
+    if not bool(((completion_mask == 0) | (completion_mask == 1)).all()) or bool((completion_mask[:, 0] != 0).any()):
+        raise ValueError("mask")
+    return logits[:, 1:, 0] * 0, completion_mask[:, 1:].float() * 0
+''',
+    "lab_advantages": '''
+def group_advantages(rewards, group_size, scale="group"):
+    if scale not in ("group", "none") or isinstance(group_size, bool) or int(group_size) != group_size \\
+            or group_size < 2:
+        raise ValueError("arguments")
+    r = torch.as_tensor(rewards, dtype=torch.float64)
+    if r.ndim != 1 or r.numel() % int(group_size) or not bool(torch.isfinite(r).all()):
+        raise ValueError("rewards")
+    return torch.zeros(r.numel())
+''',
+    "lab_clip_aggregate": '''
+def clipped_objective(ratio, advantages, epsilon_low, epsilon_high):
+    if not 0 <= epsilon_low < 1 or not epsilon_high >= 0:
+        raise ValueError("epsilons")
+    if ratio.ndim != 2 or tuple(advantages.shape) != (ratio.shape[0],):
+        raise ValueError("shapes")
+    return ratio * 0
+''',
+}
+LAB_CELLS = ("lab_test_logprobs", "lab_test_advantages", "lab_test_clip")  # what they used to pass

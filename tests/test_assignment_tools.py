@@ -657,3 +657,74 @@ def test_answers_from_the_course_library_earn_at_most_a_tenth_even_outside_the_s
         print("\n" + line)
     assert total == 38 and earned <= 0.1 * 46, line
     assert checks >= 20, line  # the library code runs and answers what it covers (the lecture's own cases)
+
+
+# ------------------------------------------------------------------------------ similarity report
+
+
+def _renamed(source: str) -> str:
+    """``source`` with every user name renamed, comments dropped and blank lines added."""
+    import io
+    import tokenize
+
+    from instructor.similarity import KEPT_NAMES
+
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            continue
+        if tok.type == tokenize.NAME and tok.string not in KEPT_NAMES:
+            tok = tok._replace(string="my_" + tok.string)
+        out.append(tok)
+    return tokenize.untokenize(out).replace("\n\n", "\n\n\n")
+
+
+def test_normalised_code_ignores_names_comments_and_layout():
+    from instructor.similarity import normalise
+
+    code = "def f(x):\n    # square it\n    return x ** 2 + 1.5\n"
+    assert normalise(code) == normalise(_renamed(code)) == normalise("def g( y ):\n\n  return y**2+1.5")
+    assert normalise(code) != normalise("def f(x):\n    return x ** 3 + 1.5\n")  # numbers count
+
+
+def test_similarity_report_flags_copies_of_the_solution_and_of_each_other(tmp_path):
+    import shutil
+
+    from instructor.similarity import compare_submissions, write_report
+
+    for part in ("exercises", "solutions"):
+        shutil.copytree(ROOT / part / ASSIGNMENT, tmp_path / part / ASSIGNMENT)
+    sol = {p.stem: _read(p) for p in sorted((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))}
+    rel = {p.stem: _read(p) for p in sorted((ROOT / "exercises" / ASSIGNMENT).glob("*.ipynb"))}
+
+    def put(student, name, nb):
+        folder = tmp_path / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(folder / f"{name}.ipynb"))
+
+    from copied_answers import submission as library_submission
+
+    copied = library_submission("copies")
+    for name in sol:
+        put("ann_verbatim", name, sol[name])
+        renamed = nbformat.from_dict(json.loads(json.dumps(sol[name])))
+        for cell in renamed.cells:
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                cell.source = _renamed(cell.source)
+        put("ben_renamed", name, renamed)
+        put("cat_untouched", name, rel[name])
+        put("dan_untouched", name, rel[name])
+        own = nbformat.from_dict(json.loads(json.dumps(rel[name])))
+        for cell in own.cells:
+            code = copied.get(name, {}).get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+            if code:
+                cell.source = code
+        put("eve_own_code", name, own)
+    pairs = compare_submissions(tmp_path, ASSIGNMENT, threshold=0.8)
+    by_q1 = {(p.first, p.second) for p in pairs if p.notebook == "q1_bradley_terry"}
+    assert {("solutions", "ann_verbatim"), ("solutions", "ben_renamed"), ("ann_verbatim", "ben_renamed")} <= by_q1
+    assert not [p for p in pairs if "untouched" in p.first + p.second or "eve" in p.first + p.second], pairs
+    report = write_report(tmp_path, ASSIGNMENT, pairs, 0.8)
+    assert "ann_verbatim ~ ben_renamed: 100%" in report and "For review only" in report
+    with pytest.raises(ValueError, match="threshold must lie in"):
+        compare_submissions(tmp_path, ASSIGNMENT, threshold=1.5)
