@@ -32,6 +32,7 @@ inputs and expected values never are.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import io
 import json
@@ -117,21 +118,54 @@ def new_rng(seed: int | None = None):
     return np.random.default_rng(draw_seed() if seed is None else seed)
 
 
+# ------------------------------------------------------------------------------ variants
+
+
+GIVEN_HEADER = ("# Given (locked): compute your answers from these names. When graded, this cell holds\n"
+                "# numbers drawn for you (your variant), and your answers must follow them.\n")
+
+
+def variant_seed(assignment: str, student: str) -> int:
+    """The seed of one student's variant: the same student and assignment always draw the same numbers."""
+    return int.from_bytes(hashlib.sha256(f"{assignment}/{student}".encode()).digest()[:8], "big")
+
+
+def given_cells(assignment: str, student: str) -> dict[str, str]:
+    """``{grade_id: source}`` of the assignment's given cells for ``student``'s variant.
+
+    An assignment's checks module may name locked cells of given numbers (``GIVEN = {grade_id:
+    draw}``, ``draw(rng) -> {name: value}``); at grading time their source is replaced by the
+    student's variant, in the notebook and in the reference alike, so answers computed from the
+    names follow while numbers copied from someone else do not. Empty without GIVEN or a student.
+    """
+    given = getattr(importlib.import_module(f"instructor.checks.{assignment}"), "GIVEN", {})
+    if not given or not student:
+        return {}
+    rng = new_rng(variant_seed(assignment, student))
+    out = {}
+    for grade_id in sorted(given):
+        values = given[grade_id](rng)
+        out[grade_id] = GIVEN_HEADER + "".join(f"{name} = {value!r}\n" for name, value in values.items())
+    return out
+
+
 # ------------------------------------------------------------------------------ the reference
 
 
-def code_cells(nb) -> list[str]:
-    """Source of the cells a reference runs: every code cell except autograded test cells."""
+def code_cells(nb, given: dict[str, str] | None = None) -> list[str]:
+    """Source of the cells a reference runs: every code cell except autograded test cells, with
+    the cells named in ``given`` (a student's variant, ``given_cells``) replaced."""
     out = []
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and not (meta.get("grade") and not meta.get("solution")):
-            out.append(cell.source)
+            out.append((given or {}).get(meta.get("grade_id"), cell.source))
     return out
 
 
-def reference_namespace(solution_path: Path) -> dict:
-    """Run the instructor's solution notebook (its non-test code cells) in a private namespace."""
+def reference_namespace(solution_path: Path, given: dict[str, str] | None = None) -> dict:
+    """Run the instructor's solution notebook (its non-test code cells, ``given`` cells replaced)
+    in a private namespace."""
     import nbformat
     from IPython.core.inputtransformer2 import TransformerManager
 
@@ -139,7 +173,7 @@ def reference_namespace(solution_path: Path) -> dict:
     namespace: dict = {"__name__": "__reference__"}
     transform = TransformerManager().transform_cell
     with contextlib.redirect_stdout(io.StringIO()):
-        for source in code_cells(nb):
+        for source in code_cells(nb, given):
             exec(compile(transform(source), str(solution_path), "exec"), namespace)  # noqa: S102 - instructor code
     return namespace
 

@@ -71,14 +71,19 @@ class InjectProbes(Preprocessor):
         missing = sorted(wanted - set(table))
         if missing:
             raise ValueError(f"instructor/checks/{assignment}.py has no checks for test cell(s) {missing}")
-        plans = grading.make_plans({g: table[g] for g in wanted}, grading.reference_namespace(solution))
+        given = grading.given_cells(assignment, info.get("student", ""))
+        plans = grading.make_plans({g: table[g] for g in wanted}, grading.reference_namespace(solution, given))
         shown = {}
         for cell in nb.cells:
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if cell.cell_type == "code" and grade_id in given:  # this student's variant
+                cell.source = given[grade_id]
             if is_test_cell(cell):
                 grade_id = cell.metadata.nbgrader["grade_id"]
                 shown[grade_id] = cell.source
                 cell.source = plans[grade_id].probe_source()
         resources[STATE] = {"plans": plans, "shown": shown, "not_run": {}, "decided": {}, "seed": seed,
+                            "given": given,
                             "driven": lab_grading.driven_runs(assignment)}
         return nb, resources
 
@@ -289,7 +294,8 @@ class DecideVerdicts(Preprocessor):
         if folder:
             path = Path(folder) / info.get("student", "unknown") / f"{info.get('notebook', 'notebook')}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"cells": report, "stopped": not_run, "seed": state["seed"]}, indent=1))
+            path.write_text(json.dumps({"cells": report, "stopped": not_run, "seed": state["seed"],
+                                        "given": state.get("given", {})}, indent=1))
         return nb, resources
 
 

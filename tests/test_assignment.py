@@ -347,6 +347,9 @@ def _make_submissions(course: Path, elsewhere: Path, host_port: int) -> dict[str
     # the array hole (tests/array_hole.py): Q1 whose bt_matrix only validates its input
     put("x_array_rewrite", Q1, _with_code(_read(rel[Q1]), "q1_functions", replace=REWRITE + BT_MATRIX))
     put("x_array_subclass", Q1, _with_code(_read(rel[Q1]), "q1_functions", replace=SUBCLASS + BT_MATRIX))
+    # the answers of 1c typed in as the released numbers give them (a friend's numbers): not this student's
+    friend = "p_a_beats_c = 0.9\np_a_beats_d = 0.9333333333333333\ntournament_loss = 0.963785453080035\n"
+    put("x_friends_numbers", Q1, _with_code(solution(Q1), "q1_answers", replace=friend))
     # a test cell stopped by the time limit
     put("x_slow_test", Q1, _with_code(solution(Q1), "q1_functions", replace=next(
         c.source for c in sol[Q1].cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_functions") + SLOW_CHAIN))
@@ -629,6 +632,19 @@ def test_the_array_hole_is_closed(graded):
         assert ("malformed array" in reasons) if student == "x_array_rewrite" else ("should be a NumPy array" in reasons)
         assert any(flag in f for f in res["flags"]), res["flags"]
     assert any("imports from `ipykernel.zmqshell`" in f for f in _student(graded, "x_array_rewrite")["flags"])
+
+
+def test_numbers_copied_from_a_friend_miss_this_students_variant(graded):
+    """1c's given cell holds each student's own numbers when graded: alice's computed answers
+    follow hers (46/46 above), numbers typed in from the released cell earn nothing."""
+    from instructor.grading import given_cells
+
+    res = _student(graded, "x_friends_numbers")
+    assert res["notebooks"][Q1]["code_score"] == 8 - 2 and set(_failed(res, Q1)) == {"q1_test_answers"}, res["verdicts"]
+    for student in ("x_friends_numbers", "alice_solutions"):
+        nb = _read(graded["course"] / "autograded" / student / ASSIGNMENT / f"{Q1}.ipynb")
+        shown = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_given")
+        assert shown == given_cells(ASSIGNMENT, student)["q1_given"]  # recorded, and the same on a regrade
 
 
 def test_a_timed_out_test_cell_scores_zero_and_asks_no_hand_grade(graded):

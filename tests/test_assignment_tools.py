@@ -162,6 +162,20 @@ def test_a_stored_seed_draws_the_same_hidden_inputs(monkeypatch):
     assert grading.stored_seed("q1_bradley_terry") is None
 
 
+def test_given_numbers_are_drawn_per_student_and_the_reference_follows_them():
+    alice, again, bob = (grading.given_cells(ASSIGNMENT, s) for s in ("alice", "alice", "bob"))
+    assert alice == again != bob and set(alice) == {"q1_given"} and grading.given_cells(ASSIGNMENT, "") == {}
+    released = next(c.source for c in _read(SOURCE).cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_given")
+    assert released.startswith(grading.GIVEN_HEADER) and alice["q1_given"].startswith(grading.GIVEN_HEADER)
+    assert grading.reference_namespace(SOURCE)["p_a_beats_c"] == pytest.approx(0.9)  # the released numbers
+    mine: dict = {}
+    exec(alice["q1_given"], mine)  # noqa: S102 - our own cell
+    gap = sum(math.log(p / (1 - p)) for p in mine["chain_ac"])
+    ref_alice, ref_bob = grading.reference_namespace(SOURCE, alice), grading.reference_namespace(SOURCE, bob)
+    assert ref_alice["p_a_beats_c"] == pytest.approx(1 / (1 + math.exp(-gap)), abs=1e-12)
+    assert all(ref_alice[k] != ref_bob[k] for k in ("p_a_beats_c", "p_a_beats_d", "tournament_loss"))
+
+
 # ------------------------------------------------------------------------------ records and verdicts
 
 
@@ -335,7 +349,7 @@ def test_rebuild_puts_back_deleted_drops_duplicated_and_repairs_metadata():
     fixed = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_answers")
     assert fixed.metadata.nbgrader == next(c for c in release.cells if c.metadata.get("nbgrader", {})
                                            .get("grade_id") == "q1_answers").metadata.nbgrader
-    assert "chain_win_rate([0.75, 0.75])" in fixed.source  # the student's answer is kept
+    assert "chain_win_rate(chain_ac)" in fixed.source  # the student's answer is kept
     assert any("def bt_matrix" in c.source and "nbgrader" not in c.metadata for c in nb.cells)
     text = " | ".join(problems)
     assert "second copy of cell q1_test_probability" in text and "q1_test_loss was missing" in text
