@@ -82,7 +82,7 @@ def probe_sandbox(root: Path, sandbox_tmp: str) -> tuple[bool, str]:
         return False, f"the probe printed no result: {out.stdout[-200:]}"
     if sees_course or not set(top) <= set(allowed):
         return False, f"the sandbox shows more than the allow-list: {top}"
-    who = "as nobody (you are root)" if os.geteuid() == 0 else "in a user namespace"
+    who = "under a user id of its own, no network (you are root)" if os.geteuid() == 0 else "in a user namespace, no network"
     return True, f"bubblewrap {who}; the kernel sees only /{', /'.join(top)}"
 
 
