@@ -67,11 +67,10 @@ def status_of(failed: bool, flags: list, problems: list, needs_manual: bool) -> 
 def probe_sandbox(root: Path, sandbox_tmp: str) -> tuple[bool, str]:
     """Run Python through the sandbox: it must start, and see only the allow-list."""
     try:
-        workdir = sandbox_kernel.make_workdir(sandbox_tmp)
         allowed = sorted({Path(p).parts[1] for p in sandbox_kernel.allowed_paths()} | {"dev", "proc", "tmp"})
         probe = ("import os, json, ipykernel; "
                  f"print(json.dumps([os.path.exists({str(root / 'nbgrader_config.py')!r}), sorted(os.listdir('/'))]))")
-        cmd = sandbox_kernel.bwrap_command(workdir, [sys.executable, "-c", probe])
+        cmd = sandbox_kernel.bwrap_command([sys.executable, "-c", probe])
         out = subprocess.run(cmd, env=sandbox_kernel.sandbox_env(), capture_output=True, text=True, timeout=120)
     except (RuntimeError, OSError, KeyError, subprocess.SubprocessError) as err:
         return False, str(err)
@@ -83,7 +82,7 @@ def probe_sandbox(root: Path, sandbox_tmp: str) -> tuple[bool, str]:
         return False, f"the probe printed no result: {out.stdout[-200:]}"
     if sees_course or not set(top) <= set(allowed):
         return False, f"the sandbox shows more than the allow-list: {top}"
-    who = "as nobody (you are root)" if os.geteuid() == 0 else "in a user namespace"
+    who = "under a user id of its own, no network (you are root)" if os.geteuid() == 0 else "in a user namespace, no network"
     return True, f"bubblewrap {who}; the kernel sees only /{', /'.join(top)}"
 
 

@@ -8,7 +8,8 @@ instructor's Python (nbgrader's own process):
 1. An assignment's checks live in ``instructor/checks/<assignment>.py``: a function
    ``checks(rng) -> {grade_id: [Check, ...]}``. A ``Check`` is an expression over the names the
    student defines (``"bt_probability(g)"``) plus the inputs it is evaluated on (``g=...``), drawn
-   from ``rng`` (seeded afresh for every notebook graded) where they should be hidden and random.
+   from ``rng`` where they should be hidden and random: seeded afresh for every notebook graded, or
+   with the seed stored from an earlier run (``stored_seed``), so a regrade draws the same inputs.
 2. The expected value is the same expression evaluated here on the *instructor's* solution notebook
    (``solutions/<assignment>/<notebook>.ipynb``, its code cells run in a private namespace): one home
    for every answer, also for bad input (the reference raises ``ValueError`` -> the student must too).
@@ -31,10 +32,12 @@ inputs and expected values never are.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import io
 import json
 import math
+import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,28 +85,87 @@ def load_checks(assignment: str, rng) -> dict[str, list[Check]]:
     return table
 
 
-def new_rng():
-    """A generator seeded from the OS for one notebook's grading run (inputs nobody can predict)."""
+SEEDS_ENV = "COURSE_GRADING_SEEDS"
+
+
+def draw_seed() -> int:
+    """A fresh seed from the OS for one notebook's grading run (inputs nobody can predict)."""
+    return secrets.randbits(64)
+
+
+def stored_seed(notebook: str) -> int | None:
+    """The seed to reuse for ``notebook`` (a regrade), from ``$COURSE_GRADING_SEEDS``: a JSON object
+    ``{notebook name: seed}``, or the path of a file holding one. None: draw a fresh one."""
+    raw = os.environ.get(SEEDS_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        table = json.loads(raw if raw.startswith("{") else Path(raw).read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"${SEEDS_ENV} must be a JSON object {{notebook: seed}} or a file holding one: {err}") from err
+    seed = table.get(notebook) if isinstance(table, dict) else None
+    if seed is not None and (type(seed) is not int or seed < 0):
+        raise ValueError(f"${SEEDS_ENV}[{notebook!r}] must be a non-negative integer, got {seed!r}")
+    return seed
+
+
+def new_rng(seed: int | None = None):
+    """The generator every hidden input of one notebook's grading run is drawn from: the same
+    ``seed`` (stored with the verdicts) draws the same inputs, so a regrade can reproduce them;
+    None draws a fresh seed."""
     import numpy as np
 
-    return np.random.default_rng(secrets.randbits(64))
+    return np.random.default_rng(draw_seed() if seed is None else seed)
+
+
+# ------------------------------------------------------------------------------ variants
+
+
+GIVEN_HEADER = ("# Given (locked): compute your answers from these names. When graded, this cell holds\n"
+                "# numbers drawn for you (your variant), and your answers must follow them.\n")
+
+
+def variant_seed(assignment: str, student: str) -> int:
+    """The seed of one student's variant: the same student and assignment always draw the same numbers."""
+    return int.from_bytes(hashlib.sha256(f"{assignment}/{student}".encode()).digest()[:8], "big")
+
+
+def given_cells(assignment: str, student: str) -> dict[str, str]:
+    """``{grade_id: source}`` of the assignment's given cells for ``student``'s variant.
+
+    An assignment's checks module may name locked cells of given numbers (``GIVEN = {grade_id:
+    draw}``, ``draw(rng) -> {name: value}``); at grading time their source is replaced by the
+    student's variant, in the notebook and in the reference alike, so answers computed from the
+    names follow while numbers copied from someone else do not. Empty without GIVEN or a student.
+    """
+    given = getattr(importlib.import_module(f"instructor.checks.{assignment}"), "GIVEN", {})
+    if not given or not student:
+        return {}
+    rng = new_rng(variant_seed(assignment, student))
+    out = {}
+    for grade_id in sorted(given):
+        values = given[grade_id](rng)
+        out[grade_id] = GIVEN_HEADER + "".join(f"{name} = {value!r}\n" for name, value in values.items())
+    return out
 
 
 # ------------------------------------------------------------------------------ the reference
 
 
-def code_cells(nb) -> list[str]:
-    """Source of the cells a reference runs: every code cell except autograded test cells."""
+def code_cells(nb, given: dict[str, str] | None = None) -> list[str]:
+    """Source of the cells a reference runs: every code cell except autograded test cells, with
+    the cells named in ``given`` (a student's variant, ``given_cells``) replaced."""
     out = []
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and not (meta.get("grade") and not meta.get("solution")):
-            out.append(cell.source)
+            out.append((given or {}).get(meta.get("grade_id"), cell.source))
     return out
 
 
-def reference_namespace(solution_path: Path) -> dict:
-    """Run the instructor's solution notebook (its non-test code cells) in a private namespace."""
+def reference_namespace(solution_path: Path, given: dict[str, str] | None = None) -> dict:
+    """Run the instructor's solution notebook (its non-test code cells, ``given`` cells replaced)
+    in a private namespace."""
     import nbformat
     from IPython.core.inputtransformer2 import TransformerManager
 
@@ -111,7 +173,7 @@ def reference_namespace(solution_path: Path) -> dict:
     namespace: dict = {"__name__": "__reference__"}
     transform = TransformerManager().transform_cell
     with contextlib.redirect_stdout(io.StringIO()):
-        for source in code_cells(nb):
+        for source in code_cells(nb, given):
             exec(compile(transform(source), str(solution_path), "exec"), namespace)  # noqa: S102 - instructor code
     return namespace
 
@@ -216,11 +278,48 @@ def _describe(tagged) -> str:
     return f"an object of type {tagged.get('type', '?')}" if tag == "object" else "nothing readable"
 
 
+def _malformed(tagged) -> str | None:
+    """What makes tagged data from the kernel inconsistent in itself (None when it is well formed).
+
+    An array's values must be exactly as many as its shape says (an empty list of values for a
+    shape of (3, 3) was how a submission whose arrays were rewritten in flight passed), a
+    container's ``v`` must be a list and a dict's items pairs; checked all the way down."""
+    if not isinstance(tagged, dict) or not isinstance(tagged.get("t"), str):
+        return "unreadable result"
+    tag = tagged["t"]
+    scalar = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}.get(tag)
+    if scalar:
+        value = tagged.get("v")
+        ok = type(value) in scalar or (tag == "float" and value in ("nan", "inf", "-inf"))
+        return None if ok else f"malformed {tag}"
+    if tag == "array":
+        shape, values = tagged.get("shape"), tagged.get("v")
+        if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape) \
+                or not isinstance(values, list) or tagged.get("kind") not in ("f", "i", "b"):
+            return "malformed array"
+        if len(values) != math.prod(shape):
+            return f"malformed array: {len(values)} values for shape {tuple(shape)}"
+        if not all(type(v) in (int, float, bool) or v in ("nan", "inf", "-inf") for v in values):
+            return "malformed array: values that are not numbers"
+        return None
+    if tag in ("list", "tuple", "set", "dict"):
+        items = tagged.get("v")
+        if not isinstance(items, list):
+            return f"malformed {tag}"
+        if tag == "dict":
+            if not all(isinstance(kv, list) and len(kv) == 2 for kv in items):
+                return "malformed dict"
+            items = [x for kv in items for x in kv]
+        return next(filter(None, map(_malformed, items)), None)
+    return None
+
+
 def compare(got, exp: dict, c: Check) -> str | None:
     """None when ``got`` (tagged data from the kernel) matches ``exp``; else what is wrong, in words
     that never contain the expected value (the caller adds details for visible checks only)."""
-    if not isinstance(got, dict) or "t" not in got:
-        return "unreadable result"
+    problem = _malformed(got)
+    if problem:
+        return problem
     etag, gtag = exp["t"], got["t"]
     if etag == "raised":
         if gtag != "raised":
@@ -260,6 +359,12 @@ def compare(got, exp: dict, c: Check) -> str | None:
         if gtag != "dict":
             return "should be a dict"
         gmap = {json.dumps(k, sort_keys=True): v for k, v in got["v"]}
+        expected_keys = {json.dumps(k, sort_keys=True) for k, _ in exp["v"]}
+        if len(gmap) != len(got["v"]):
+            return "repeated keys"
+        extra = [k for k, _ in got["v"] if json.dumps(k, sort_keys=True) not in expected_keys]
+        if extra:
+            return f"unexpected key {_describe(extra[0])}"
         for k, e in exp["v"]:
             key = json.dumps(k, sort_keys=True)
             if key not in gmap:
@@ -297,19 +402,20 @@ def _records(outputs: list) -> list:
 
 
 def decide(plan: Plan, outputs: list, not_run: str | None = None) -> Verdict:
-    """The verdict on one test cell from the outputs its probe left (data only)."""
+    """The verdict on one test cell from the outputs its probe left (data only); ``not_run`` is the
+    reason the cell did not finish (the notebook was stopped), given as the cell's only reason."""
     def fail(reason: str) -> Verdict:
         return Verdict(plan.grade_id, False, [reason], len(plan.checks), record_ok=False)
 
     if not_run:
-        return fail(f"not run: {not_run}")
+        return fail(not_run)
+    records = _records(outputs)
     try:
-        size = len(json.dumps(outputs, default=str))
+        size = len(json.dumps(records, default=str))
     except (TypeError, ValueError):
         size = MAX_RECORD_BYTES + 1
     if size > MAX_RECORD_BYTES:
-        return fail("no usable grading record: the cell's output is too large")
-    records = _records(outputs)
+        return fail("no usable grading record: the cell's records are too large")
     mine = [r for r in records if isinstance(r, dict) and r.get("nonce") == plan.nonce]
     errors = [o for o in outputs if o.get("output_type") == "error"]
     if not mine:

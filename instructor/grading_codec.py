@@ -1,8 +1,9 @@
 """Plain-data codec shared by the grader and the grading probe (see instructor/grading.py).
 
-``encode`` turns any Python value into tagged JSON (dicts, lists, strings, numbers): a value whose
-methods a student wrote becomes plain data, or ``{"t": "object"}`` when it is nothing the checks
-know. ``decode`` rebuilds the inputs the grader sends (NumPy arrays, tuples, non-finite floats).
+``encode`` turns any Python value into tagged JSON (dicts, lists, strings, numbers): only values
+of the exact builtin and NumPy types become data, so no method a student wrote (a subclass of
+``list``, ``dict`` or ``ndarray``) runs while encoding; anything else is ``{"t": "object"}``.
+``decode`` rebuilds the inputs the grader sends (NumPy arrays, tuples, non-finite floats).
 
 The probe runs this very file's source inside the student's kernel (in a namespace of its own whose
 builtins are the real ``builtins`` module), so it must stay self-contained: the standard library,
@@ -55,13 +56,14 @@ def encode(value, depth=0):
         if len(value) > MAX_ITEMS:
             return {"t": "object", "type": "dict (too long)"}
         return {"t": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    module = getattr(kind, "__module__", "") or ""
-    if module == "numpy":
+    if getattr(kind, "__module__", "") == "numpy":  # never true of a class a student wrote
         import numpy
 
-        if isinstance(value, numpy.ndarray):
+        # Exact types only: a subclass (even one whose __module__ claims "numpy") keeps methods
+        # its author wrote, e.g. a reshape or tolist that yields no values.
+        if kind is numpy.ndarray:
             if value.dtype.kind in "biuf" and value.size <= MAX_ITEMS:
-                flat = value.reshape(-1)
+                flat = numpy.ndarray.reshape(value, -1)
                 if value.dtype.kind == "b":
                     data = [bool(x) for x in flat.tolist()]
                     return {"t": "array", "shape": list(value.shape), "kind": "b", "v": data}
@@ -69,13 +71,15 @@ def encode(value, depth=0):
                 return {"t": "array", "shape": list(value.shape), "kind": "f" if value.dtype.kind == "f" else "i",
                         "v": data}
             return {"t": "object", "type": "ndarray of " + str(value.dtype)}
-        if isinstance(value, numpy.str_):  # e.g. an item of an array of strings: any str is an answer
+        if kind not in set(numpy.sctypeDict.values()):
+            return {"t": "object", "type": "a subclass of a NumPy type"}
+        if kind is numpy.str_:  # e.g. an item of an array of strings: any str is an answer
             return {"t": "str", "v": str(value)[:MAX_ITEMS]}
-        if isinstance(value, numpy.bool_):
+        if kind is numpy.bool_:
             return {"t": "bool", "v": bool(value)}
-        if isinstance(value, numpy.integer):
+        if issubclass(kind, numpy.integer):
             return {"t": "int", "v": int(value)}
-        if isinstance(value, numpy.floating):
+        if issubclass(kind, numpy.floating):
             return _float(value)
     return {"t": "object", "type": getattr(kind, "__name__", "?")}
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,7 +40,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode
 
-from instructor import grading, lab_grading
+from instructor import grading, lab_grading, sandbox_kernel
 
 STATE = "course_grading"  # key in nbconvert's resources shared by the three preprocessors
 
@@ -50,7 +51,7 @@ def is_test_cell(cell) -> bool:
 
 
 def _label(cell, index: int) -> str:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or str(index + 1)
 
 
 class InjectProbes(Preprocessor):
@@ -63,19 +64,26 @@ class InjectProbes(Preprocessor):
         info = resources.get("nbgrader", {})
         assignment, notebook = info.get("assignment", ""), info.get("notebook", "")
         solution = Path(self.source_directory) / assignment / f"{notebook}.ipynb"
-        table = grading.load_checks(assignment, grading.new_rng())
+        seed = grading.stored_seed(notebook)  # a regrade reuses the seed; else a fresh one
+        seed = grading.draw_seed() if seed is None else seed
+        table = grading.load_checks(assignment, grading.new_rng(seed))
         wanted = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)}
         missing = sorted(wanted - set(table))
         if missing:
             raise ValueError(f"instructor/checks/{assignment}.py has no checks for test cell(s) {missing}")
-        plans = grading.make_plans({g: table[g] for g in wanted}, grading.reference_namespace(solution))
+        given = grading.given_cells(assignment, info.get("student", ""))
+        plans = grading.make_plans({g: table[g] for g in wanted}, grading.reference_namespace(solution, given))
         shown = {}
         for cell in nb.cells:
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if cell.cell_type == "code" and grade_id in given:  # this student's variant
+                cell.source = given[grade_id]
             if is_test_cell(cell):
                 grade_id = cell.metadata.nbgrader["grade_id"]
                 shown[grade_id] = cell.source
                 cell.source = plans[grade_id].probe_source()
-        resources[STATE] = {"plans": plans, "shown": shown, "not_run": {}, "decided": {},
+        resources[STATE] = {"plans": plans, "shown": shown, "not_run": {}, "decided": {}, "seed": seed,
+                            "given": given,
                             "driven": lab_grading.driven_runs(assignment)}
         return nb, resources
 
@@ -85,7 +93,12 @@ class SandboxedExecute(Execute):
 
     notebook_timeout = Integer(300, help="Seconds for a whole notebook; later cells are not run").tag(config=True)
     interrupt_grace = Integer(5, help="Seconds a kernel has to stop after an interrupt").tag(config=True)
+    student_timeout = Integer(900, help="Seconds for all of one student's notebooks together").tag(config=True)
+    max_output_bytes = Integer(1_000_000, help="Bytes of output one cell may keep (grading records apart)"
+                               ).tag(config=True)
     interrupt_on_timeout = Bool(True)
+
+    _spent: dict[str, float] = {}  # seconds each student's notebooks used so far in this process
 
     def preprocess(self, nb, resources, km=None):
         sandbox = os.environ.get("COURSE_SANDBOX_KERNEL", "")
@@ -98,13 +111,64 @@ class SandboxedExecute(Execute):
                 "that a submission runs with your rights (it could read solutions/ or edit the gradebook)"
             )
         self._stop_reason = None
-        self._deadline = time.monotonic() + self.notebook_timeout
+        self._student = resources.get("nbgrader", {}).get("student", "")
+        start = time.monotonic()
+        left = self.student_timeout - SandboxedExecute._spent.get(self._student, 0.0)
+        self._budget = "student" if left < self.notebook_timeout else "notebook"
+        self._deadline = start + max(0.0, min(self.notebook_timeout, left))
         self._cell_timeout = self.timeout
+        self._output_bytes: dict[int, int] = {}
         resources.setdefault(STATE, {}).setdefault("not_run", {})
-        return super().preprocess(nb, resources, km=km)
+        try:
+            return super().preprocess(nb, resources, km=km)
+        finally:
+            spent = SandboxedExecute._spent.get(self._student, 0.0) + time.monotonic() - start
+            SandboxedExecute._spent[self._student] = spent
+
+    def create_kernel_manager(self):
+        """The sandbox has no network: its kernel talks over Unix sockets (see sandbox_kernel.py)."""
+        km = super().create_kernel_manager()
+        if os.environ.get("COURSE_SANDBOX_KERNEL"):
+            folder = tempfile.mkdtemp(prefix="ipc-", dir=os.environ.get("COURSE_SANDBOX_TMP") or None)
+            km.transport, km.ip = "ipc", os.path.join(folder, "kernel")
+        return km
+
+    def _budget_text(self) -> str:
+        if self._budget == "student":
+            return f"the student's {self.student_timeout} s for all notebooks ran out"
+        return f"the notebook used up its {self.notebook_timeout} s"
+
+    def output(self, outs, msg, display_id, cell_index):
+        """Keep at most ``max_output_bytes`` of a cell's output (a notice says what was dropped);
+        grading records are kept apart, two per cell at most, each within grading.MAX_RECORD_BYTES."""
+        content = msg.get("content") or {}
+        text = content.get("text")  # a stream: cheap to measure, and what a flood is made of
+        size = len(text) if isinstance(text, str) else len(json.dumps(content, default=str))
+        record = grading.MIME in (content.get("data") or {})
+        key = id(outs)
+        if record:
+            kept = sum(1 for o in outs if grading.MIME in (o.get("data") or {}))
+            if kept < 2 and size <= grading.MAX_RECORD_BYTES:
+                return super().output(outs, msg, display_id, cell_index)
+            return None
+        used = self._output_bytes.get(key, 0)
+        self._output_bytes[key] = used + size
+        if used + size <= self.max_output_bytes:
+            return super().output(outs, msg, display_id, cell_index)
+        if used <= self.max_output_bytes:  # the first output past the cap: say so, once
+            outs.append(NotebookNode(output_type="stream", name="stderr",
+                                     text=f"\n[output stopped: this cell printed more than {self.max_output_bytes} "
+                                          "bytes; the rest was dropped]\n"))
+        return None
+
+    def _update_display_id(self, display_id, msg):
+        content = msg.get("content") or {}
+        if len(json.dumps(content, default=str)) <= self.max_output_bytes:
+            super()._update_display_id(display_id, msg)
 
     def _stop(self, reason: str) -> None:
         self._stop_reason = reason
+        self.resources[STATE]["stopped"] = reason
         try:
             run_sync(self.km.shutdown_kernel)(now=True)
         except Exception:  # noqa: BLE001 - the kernel may already be gone
@@ -114,10 +178,11 @@ class SandboxedExecute(Execute):
         if cell.cell_type != "code":
             return cell, resources
         label = _label(cell, index)
+        not_run = resources[STATE]["not_run"]
         if self._stop_reason is None and time.monotonic() >= self._deadline:
-            self._stop(f"the notebook used up its {self.notebook_timeout} s before cell {label}")
+            self._stop(f"{self._budget_text()} before cell {label}")
         if self._stop_reason:
-            resources[STATE]["not_run"][index] = self._stop_reason
+            not_run[index] = f"not run: {self._stop_reason}"
             cell.outputs = []
             return cell, resources
         self.timeout = max(1, min(self._cell_timeout, math.ceil(self._deadline - time.monotonic())))
@@ -125,29 +190,37 @@ class SandboxedExecute(Execute):
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._stop(f"the kernel died in cell {label} (os._exit, a crash or the memory limit)")
-            resources[STATE]["not_run"][index] = self._stop_reason
+            not_run[index] = f"not run: {self._stop_reason}"
             return cell, resources
         except CellTimeoutError:  # nbclient gives up waiting for the interrupted cell's output
             self._stop(f"cell {label} ignored the interrupt after the time limit; the kernel was stopped")
-            resources[STATE]["not_run"][index] = self._stop_reason
+            not_run[index] = f"stopped by the time limit ({self._stop_reason})"
             return cell, resources
         finally:
             self.timeout = self._cell_timeout
+            self._stop_strays()
         timed_out = any(o.get("ename") == "CellTimeoutError" for o in cell.outputs if o.output_type == "error")
-        if timed_out and not self._answers_after_interrupt(index):
+        if timed_out and not self._answers_after_interrupt(cell, index):
             self._stop(f"cell {label} ignored the interrupt after the time limit; the kernel was stopped")
+            not_run[index] = f"stopped by the time limit ({self._stop_reason})"
         run = resources[STATE].get("driven", {}).get(label)
         if run and not timed_out and not self._stop_reason:
             resources[STATE]["decided"][label] = lab_grading.drive(label, run, self._source_runner(index, label))
             self.nb.cells[index] = cell  # nbclient's execute_cell stored each exchange's cell at this index
         return cell, self.resources
 
+    def _stop_strays(self) -> None:
+        """Processes a cell started do not outlive it (sandbox_kernel.stop_strays)."""
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        if os.environ.get("COURSE_SANDBOX_KERNEL") and process is not None:
+            sandbox_kernel.stop_strays(process.pid)
+
     def _source_runner(self, index: int, label: str):
         """``execute(source) -> outputs`` in this kernel, within the notebook's time (training checks)."""
         def execute(source: str) -> list:
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
-                self._stop(f"the notebook used up its {self.notebook_timeout} s in the training check of {label}")
+                self._stop(f"{self._budget_text()} in the training check of {label}")
                 raise TimeoutError("the notebook's time ran out")
             node = NotebookNode(cell_type="code", source=source, metadata={}, outputs=[], execution_count=None)
             self.timeout = max(1, min(self._cell_timeout, math.ceil(remaining)))
@@ -165,8 +238,11 @@ class SandboxedExecute(Execute):
 
         return execute
 
-    def _answers_after_interrupt(self, index: int) -> bool:
-        """After an interrupt, a kernel that runs ``pass`` within the grace period is still usable."""
+    def _answers_after_interrupt(self, cell, index: int) -> bool:
+        """After an interrupt, a kernel that runs ``pass`` within the grace period is still usable.
+
+        nbclient stores every cell it executes at the index it is given: the timed-out ``cell`` is
+        put back there, or the ping would take its place (and a timed-out test would vanish)."""
         self.timeout = self.interrupt_grace
         ping = NotebookNode(cell_type="code", source="pass", metadata={}, outputs=[], execution_count=None)
         try:
@@ -175,6 +251,7 @@ class SandboxedExecute(Execute):
             return False
         finally:
             self.timeout = self._cell_timeout
+            self.nb.cells[index] = cell
         return not any(o.get("ename") == "CellTimeoutError" for o in ping.outputs if o.output_type == "error")
 
 
@@ -212,12 +289,13 @@ class DecideVerdicts(Preprocessor):
             cell.outputs = verdict_outputs(verdict)
             report.append({"grade_id": grade_id, "passed": verdict.passed, "reasons": verdict.reasons,
                            "checks": verdict.checks, "points": cell.metadata.nbgrader.get("points", 0)})
-        not_run = sorted(set(state["not_run"].values()))
+        not_run = [state["stopped"]] if state.get("stopped") else []
         folder = os.environ.get("COURSE_VERDICT_DIR")
         if folder:
             path = Path(folder) / info.get("student", "unknown") / f"{info.get('notebook', 'notebook')}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"cells": report, "stopped": not_run}, indent=1))
+            path.write_text(json.dumps({"cells": report, "stopped": not_run, "seed": state["seed"],
+                                        "given": state.get("given", {})}, indent=1))
         return nb, resources
 
 

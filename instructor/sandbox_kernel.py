@@ -9,40 +9,55 @@ What the student's code sees (an allow-list; nothing else of the machine exists 
   symlinks that lead to them recreated;
 - the system libraries, read-only: ``/usr/lib``, ``/usr/lib64`` and the ``/lib`` links, and a few
   files of ``/etc`` the dynamic loader and ``getpwuid`` read (``ETC_FILES``);
-- a private, empty, writable working directory (``/tmp/work``), a private ``/tmp``, a minimal
-  ``/dev`` and a ``/proc`` of its own PID namespace (it cannot see or signal other processes); its own
-  IPC and UTS namespaces;
-- when the instructor is root: the kernel runs as ``nobody`` with no capabilities and
-  ``no_new_privs``; otherwise it runs as the instructor inside an unprivileged user namespace;
-- resource limits: CPU seconds (``COURSE_SANDBOX_CPU_S``, default 600), address space
-  (``COURSE_SANDBOX_MEM_MB``, default 8192) and file size (64 MiB).
+- a private ``/tmp`` on a tmpfs of ``COURSE_SANDBOX_DISK_MB`` (default 200) holding the kernel's
+  working directory ``/tmp/work``: a submission that fills it gets "No space left on device" and the
+  host's disk is never written; a minimal ``/dev`` (no writable ``/dev/shm``) and a ``/proc`` of its
+  own PID namespace (it cannot see or signal other processes);
+- its own network namespace (only a loopback of its own: it cannot reach the host's ports or open
+  one the host can reach, and ``/proc/net/tcp`` lists nothing of the host), IPC and UTS namespaces.
+  The kernel talks to nbgrader over Unix sockets (ZeroMQ's ``ipc`` transport) in its tmpfs, which
+  the host reaches through ``/proc/PID/root`` (symlinks where the connection file says);
+- when the instructor is root: the kernel runs under a user id of its own (``sandbox_uid``) with no
+  capabilities and ``no_new_privs``; otherwise as the instructor inside an unprivileged user namespace;
+- resource limits: CPU seconds (``COURSE_SANDBOX_CPU_S``, default 600), address space per process
+  (``COURSE_SANDBOX_MEM_MB``, default 8192), processes and threads (``COURSE_SANDBOX_NPROC``,
+  default 64: a fork bomb gets ``BlockingIOError``; per kernel because its user id is its own) and
+  file size (64 MiB). Processes a cell started do not outlive it: after each cell, the grader
+  stops them (``stop_strays``), so a fork bomb's children cannot starve the cells after it.
 
 So the course (``solutions/``, ``.git``, ``submitted/``, ``gradebook.db``), the instructor's home,
 and any other copy of the course anywhere on the machine are not there to be read. The course
 library is installed in editable mode, so ``import course_lib`` fails in there too (the assignment
-asks students not to use it).
+asks students not to use it). What one cell may print is capped in bytes by
+``SandboxedExecute.max_output_bytes`` (instructor/nbgrader_hooks.py), outside the sandbox.
 
-Simplifications said out loud: the network namespace is shared (the kernel talks to nbgrader over
-localhost TCP), so a submission could open network connections; there is no seccomp filter. The
-kernel starts in an empty directory, which is fine for this assignment (it reads no data files).
-
-Environment read here (set by instructor/autograde.py): COURSE_SANDBOX_TMP (where per-kernel working
-directories are created, outside the sandbox).
+Simplifications said out loud: no seccomp filter; memory is capped per process (RLIMIT_AS), not
+per kernel (no cgroup), so a kernel's processes together may use up to NPROC times that, and the
+tmpfs counts towards the machine's memory; as a non-root instructor the process cap is added to
+the processes the instructor already runs (the same user id). The kernel starts in an empty
+directory, which is fine for this assignment (it reads no data files).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import pwd
+import re
 import resource
+import secrets
 import shutil
+import subprocess
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 
-SANDBOX_USER = "nobody"
-INSIDE = "/tmp/work"  # where the kernel's private working directory appears inside the sandbox
+INSIDE = "/tmp/work"  # the kernel's working directory, on the sandbox's size-limited tmpfs
+IPC_NAME = ".kernel-ipc"  # the kernel's sockets: INSIDE/.kernel-ipc-PORT
+FIRST_UID = 2**30  # per-kernel user ids (root only) are drawn from [2**30, 2**31)
+# The kernel starts with SIGCHLD ignored (kept across exec), so the children a cell forks are
+# reaped as soon as they end: killed strays leave no zombie counting against the process cap.
+KERNEL_START = ("import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+                "os.execv(sys.executable, [sys.executable, '-m', 'ipykernel_launcher', *sys.argv[1:]])")
 
 
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
@@ -62,7 +77,7 @@ def allowed_paths() -> list[str]:
     else:
         paths.add(base)
     paths |= {p for p in (*SYSTEM_LIBS, *ETC_FILES) if os.path.lexists(p)}
-    if os.geteuid() == 0:  # the tool that drops to SANDBOX_USER runs inside
+    if os.geteuid() == 0:  # the tool that drops to the kernel's own user id runs inside
         paths.add(os.path.realpath(shutil.which("setpriv") or "/usr/bin/setpriv"))
     return sorted(paths)
 
@@ -90,24 +105,38 @@ def _expose(path: str, cmd: list[str], done: set[str]) -> None:
         done.add(path)
 
 
-def bwrap_command(workdir: str, argv: list[str]) -> list[str]:
+def sandbox_uid() -> int:
+    """A user id of its own for one kernel (root only): RLIMIT_NPROC counts the processes of a
+    user, so with a fresh id the cap counts this kernel's processes and no other kernel's."""
+    return FIRST_UID + secrets.randbelow(2**30)
+
+
+def bwrap_command(argv: list[str], files: dict[str, int] | None = None, info_fd: int | None = None,
+                  uid: int | None = None) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in the sandbox described above.
 
-    ``workdir`` (outside) appears as ``INSIDE`` in the sandbox; ``argv`` must use that path.
+    ``files`` ({path inside: readable file descriptor}) are copied into the sandbox, read-only;
+    ``info_fd`` receives bubblewrap's JSON (the sandboxed process's pid); ``uid`` (root only) is
+    the user the command runs as (default: ``sandbox_uid()``).
     """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise RuntimeError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
-    cmd = [bwrap, "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
-    done: set[str] = {"/tmp"}
+    disk = int(os.environ.get("COURSE_SANDBOX_DISK_MB", "200")) * 2**20
+    cmd = [bwrap, "--dev", "/dev", "--proc", "/proc",
+           "--size", str(disk), "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--dir", INSIDE]
+    done: set[str] = {"/tmp", INSIDE}
     for path in allowed_paths():
         _expose(path, cmd, done)
-    cmd += ["--bind", workdir, INSIDE, "--chdir", INSIDE]
-    cmd += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
+    for inside, fd in (files or {}).items():
+        cmd += ["--perms", "0444", "--file", str(fd), inside]
+    cmd += ["--chdir", INSIDE, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
+    if info_fd is not None:
+        cmd += ["--info-fd", str(info_fd)]
     if os.geteuid() == 0:
-        user = pwd.getpwnam(SANDBOX_USER)
+        uid = sandbox_uid() if uid is None else uid
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-        cmd += [setpriv, f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+        cmd += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
     else:
         cmd += ["--unshare-user", "--cap-drop", "ALL"]
@@ -132,21 +161,91 @@ def sandbox_env(workdir: str = INSIDE) -> dict[str, str]:
 
 
 def set_limits() -> None:
+    """Limits for the sandbox's processes (called in the child before bubblewrap starts)."""
     cpu = int(os.environ.get("COURSE_SANDBOX_CPU_S", "600"))
     mem = int(os.environ.get("COURSE_SANDBOX_MEM_MB", "8192")) * 2**20
-    for limit, value in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, mem),
+    nproc = int(os.environ.get("COURSE_SANDBOX_NPROC", "64"))
+    if os.geteuid() != 0:  # the instructor's own id: the cap comes on top of what already runs
+        nproc += _processes_of(os.getuid())
+    for limit, value in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc),
                          (resource.RLIMIT_FSIZE, 64 * 2**20), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(limit, (value, value))
 
 
-def make_workdir(base: str | None = None) -> str:
-    """A fresh private directory for one kernel, under ``base`` or $COURSE_SANDBOX_TMP."""
-    workdir = tempfile.mkdtemp(prefix="kernel-", dir=base or os.environ.get("COURSE_SANDBOX_TMP") or None)
-    if os.geteuid() == 0:
-        user = pwd.getpwnam(SANDBOX_USER)
-        os.chown(workdir, user.pw_uid, user.pw_gid)
-    os.chmod(workdir, 0o700)
-    return workdir
+def _processes_of(uid: int) -> int:
+    """Threads of every process of ``uid`` (what RLIMIT_NPROC counts)."""
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                count += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            continue
+    return count
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """{pid: (parent pid, start time)} of every process on the machine (from /proc)."""
+    table = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        table[int(pid)] = (int(fields[1]), int(fields[19]))
+    return table
+
+
+def stray_processes(launcher_pid: int) -> list[int]:
+    """Processes a kernel's cells started, in the sandbox whose launcher (this file's ``main``) has
+    ``launcher_pid``: everything under the sandbox's init except the kernel (init's oldest child).
+
+    The chain is launcher -> bubblewrap -> init (bubblewrap, pid 1 inside) -> kernel; a process a
+    cell forks hangs under the kernel, or under init once orphaned.
+    """
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    chain = [launcher_pid]
+    for _ in range(2):  # bubblewrap, then init
+        below = children.get(chain[-1], [])
+        if len(below) != 1:
+            return []
+        chain.append(below[0])
+    init = chain[-1]
+    below_init = sorted(children.get(init, []), key=lambda pid: table[pid][1])
+    if not below_init:
+        return []
+    kernel, stray, todo = below_init[0], [], [*below_init[1:], *children.get(below_init[0], [])]
+    while todo:
+        pid = todo.pop()
+        if pid != kernel:
+            stray.append(pid)
+            todo += children.get(pid, [])
+    return stray
+
+
+def stop_strays(launcher_pid: int) -> int:
+    """Kill the processes a kernel's cells left running (a fork bomb's children); how many."""
+    stray = stray_processes(launcher_pid)
+    for pid in stray:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    return len(stray)
+
+
+def _child_pid(info_fd: int) -> int:
+    """The sandboxed process's pid, from bubblewrap's ``--info-fd`` JSON."""
+    data = b""
+    while (match := re.search(rb'"child-pid":\s*(\d+)\s*[,}\n]', data)) is None:
+        chunk = os.read(info_fd, 4096)
+        if not chunk:
+            raise RuntimeError(f"bubblewrap did not start: {data[-300:]!r}")
+        data += chunk
+    return int(match.group(1))
 
 
 def main(args: list[str]) -> None:
@@ -154,17 +253,28 @@ def main(args: list[str]) -> None:
         sys.exit("usage: sandbox_kernel.py -f CONNECTION_FILE [kernel args...]")
     i = args.index("-f")
     connection_file, extra = args[i + 1], args[:i] + args[i + 2:]
-    workdir = make_workdir()
-    inside = os.path.join(workdir, "kernel.json")
-    shutil.copyfile(connection_file, inside)
-    if os.geteuid() == 0:
-        user = pwd.getpwnam(SANDBOX_USER)
-        os.chown(inside, user.pw_uid, user.pw_gid)
-    os.chmod(inside, 0o600)
-    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", os.path.join(INSIDE, "kernel.json"), *extra]
-    cmd = bwrap_command(workdir, argv)
-    set_limits()
-    os.execve(cmd[0], cmd, sandbox_env())
+    info = json.loads(Path(connection_file).read_text())
+    if info.get("transport") != "ipc":
+        sys.exit("the sandbox has no network: its kernel must use transport 'ipc' (SandboxedExecute sets it)")
+    outside, info["ip"] = info["ip"], os.path.join(INSIDE, IPC_NAME)
+    kernel_r, kernel_w = os.pipe()
+    os.write(kernel_w, json.dumps(info).encode())
+    os.close(kernel_w)
+    info_r, info_w = os.pipe()
+    kernel_json = os.path.join(INSIDE, "kernel.json")
+    argv = [sys.executable, "-c", KERNEL_START, "-f", kernel_json, *extra]
+    cmd = bwrap_command(argv, files={kernel_json: kernel_r}, info_fd=info_w)
+    proc = subprocess.Popen(cmd, env=sandbox_env(), pass_fds=(kernel_r, info_w), preexec_fn=set_limits)  # noqa: PLW1509
+    os.close(info_w)
+    os.close(kernel_r)
+    root = f"/proc/{_child_pid(info_r)}/root"
+    for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
+        # the client connects where the connection file says; the socket is in the sandbox's tmpfs
+        link = f"{outside}-{info[key]}"
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(f"{root}{INSIDE}/{IPC_NAME}-{info[key]}", link)
+    sys.exit(proc.wait())
 
 
 if __name__ == "__main__":

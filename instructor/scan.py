@@ -12,7 +12,11 @@ code cells do one of these things:
   or shadow any other builtin at the top level of a cell (``abs = lambda x: 0``);
 - use ``exec``/``eval``/``compile``/``__import__``/``globals()``/``get_ipython()``, or import a
   module that can hook execution (``sys``, ``inspect``, ``ctypes``, ``IPython``, ``threading``, ...);
-- define classes with comparison or conversion dunders (objects that lie to ``==`` or ``float``);
+- define classes with comparison or conversion dunders (objects that lie to ``==`` or ``float``), make
+  classes with ``type(name, bases, namespace)`` or set ``__module__`` (a class passing itself off as
+  NumPy's), or call ``__setattr__``/``__delattr__`` directly (``type.__setattr__(Publisher, ...)``
+  patches a class the kernel uses to send results);
+- import the kernel's or the network's machinery (``ipykernel``, ``zmq``, ``socket``, ``urllib``, ...);
 - use the course library: import it, use ``course_lib`` as a name (``course_lib.preference.dpo_terms``)
   or name it in a string (``importlib.import_module("course_lib.budgets")``). The assignment forbids
   it and the grading sandbox does not have it, so such an answer earns nothing; the flag tells the
@@ -38,6 +42,7 @@ import nbformat
 SUSPICIOUS_MODULES = {
     "builtins", "__builtin__", "sys", "inspect", "ctypes", "gc", "importlib", "IPython", "unittest",
     "pytest", "signal", "atexit", "threading", "multiprocessing", "subprocess", "types", "dis",
+    "ipykernel", "zmq", "jupyter_client", "traitlets", "socket", "urllib", "http", "requests",
 }
 SUSPICIOUS_CALLS = {"exec", "eval", "compile", "__import__", "globals", "vars", "locals",
                     "get_ipython", "setattr", "delattr", "breakpoint"}
@@ -45,7 +50,8 @@ SUSPICIOUS_ATTRS = {
     "__code__", "__globals__", "__builtins__", "__dict__", "__class__", "__bases__", "__mro__",
     "__subclasses__", "__getattribute__", "__closure__", "__defaults__", "__kwdefaults__",
     "_getframe", "f_back", "f_locals", "f_globals", "f_code", "co_consts", "modules", "settrace",
-    "setprofile", "events", "input_transformers_post", "ast_transformers",
+    "setprofile", "events", "input_transformers_post", "ast_transformers", "__setattr__", "__delattr__",
+    "__module__",
 }
 BUILTIN_NAMES = set(dir(builtins)) - {"_", "__doc__", "__name__", "__package__", "__spec__", "__loader__"}
 COURSE_LIB = "course_lib"
@@ -209,6 +215,10 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_ClassDef(self, node):
         self._bind(node, node.name, "class")
+        for item in node.body:
+            targets = item.targets if isinstance(item, ast.Assign) else [getattr(item, "target", None)]
+            if any(isinstance(t, ast.Name) and t.id == "__module__" for t in targets):
+                self.flag(item, f"class `{node.name}` sets `__module__` (passes itself off as another module's)")
         dunders = sorted(
             item.name for item in node.body
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in LYING_DUNDERS
@@ -265,6 +275,11 @@ class _Scanner(ast.NodeVisitor):
     def visit_Call(self, node):
         if isinstance(node.func, ast.Name) and node.func.id in SUSPICIOUS_CALLS:
             self.flag(node, f"calls `{node.func.id}()`")
+        if isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) == 3:
+            namespace = node.args[2]
+            keys = [k.value for k in getattr(namespace, "keys", []) if isinstance(k, ast.Constant)]
+            claim = " claiming a `__module__`" if "__module__" in keys else ""
+            self.flag(node, f"makes a class with `type(name, bases, namespace)`{claim}")
         self.generic_visit(node)
 
 

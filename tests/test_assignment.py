@@ -26,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from array_hole import BT_MATRIX, REWRITE, SUBCLASS
 from conftest import ROOT, report_line
 from copied_answers import submission as library_submission
 
@@ -202,8 +203,69 @@ for _path in {targets!r}:
 print("SEARCH", json.dumps(_found))
 '''
 
+# The sandbox's limits (issue #23), one attack per notebook of student x_sandbox, each in a cell of
+# its own next to the solution's answers: contained, and every graded cell still earns its points.
+SANDBOX_ATTACKS = {
+    # its own network namespace: the host's port is neither listed nor reachable; its port is its own
+    "q1_bradley_terry": '''
+import json, socket
+_tcp = open("/proc/net/tcp").read()
+_net = {"host_port_listed": ":%04X " % HOST_PORT in _tcp, "reached_host": True}
+try:
+    socket.create_connection(("127.0.0.1", HOST_PORT), timeout=3).close()
+except OSError as err:
+    _net["reached_host"] = False
+_server = socket.socket()
+_server.bind(("0.0.0.0", 0))
+_server.listen()
+_net["own_port"] = _server.getsockname()[1]
+print("NET", json.dumps(_net))
+''',
+    # a size-limited tmpfs: files of 60 MB (under the 64 MB file limit) until the disk is full; left there
+    "q2_dpo_margins": '''
+import errno
+_written, _error = 0, None
+try:
+    for _i in range(100):
+        with open(f"fill{_i}.bin", "wb") as _f:
+            for _ in range(60):
+                _f.write(b"x" * 2**20)
+                _written += 2**20
+except OSError as err:
+    _error = errno.errorcode.get(err.errno)
+print("DISK", _written, _error)
+''',
+    # 100 MB of stdout: the cell keeps at most SandboxedExecute.max_output_bytes
+    "q3_group_baselines": '''
+for _ in range(100):
+    print("x" * (2**20 - 1))
+''',
+    # a fork bomb whose children sleep: the process cap stops it
+    "q4_budgets": '''
+import os, time
+_children = 0
+try:
+    while _children < 10_000:
+        if os.fork() == 0:
+            time.sleep(600)
+            os._exit(0)
+        _children += 1
+except OSError as err:
+    print("FORK", _children, type(err).__name__)
+''',
+}
+# a function that never returns on one input of its hidden tests (a chain of 60 links): that test
+# cell is stopped by the time limit, the others (and the answers it computes) pass
+SLOW_CHAIN = """
+_chain = chain_win_rate
+def chain_win_rate(win_rates):
+    while len(win_rates) == 60:
+        pass
+    return _chain(win_rates)
+"""
 
-def _make_submissions(course: Path, elsewhere: Path) -> dict[str, list[str]]:
+
+def _make_submissions(course: Path, elsewhere: Path, host_port: int) -> dict[str, list[str]]:
     """Fake students; returns {student: notebooks submitted}."""
     sol = {n: _read(course / "solutions" / ASSIGNMENT / f"{n}.ipynb") for n in NOTEBOOKS}
     rel = {n: course / "exercises" / ASSIGNMENT / f"{n}.ipynb" for n in NOTEBOOKS}
@@ -282,6 +344,24 @@ def _make_submissions(course: Path, elsewhere: Path) -> dict[str, list[str]]:
     (sub / "frank_robustness" / ASSIGNMENT / "q4_budgets.ipynb").write_text('{"cells": [ this is not json')
     made["frank_robustness"].append("q4_budgets")
     put("frank_robustness", "q5_passport", sol["q5_passport"])
+    # the array hole (tests/array_hole.py): Q1 whose bt_matrix only validates its input
+    put("x_array_rewrite", Q1, _with_code(_read(rel[Q1]), "q1_functions", replace=REWRITE + BT_MATRIX))
+    put("x_array_subclass", Q1, _with_code(_read(rel[Q1]), "q1_functions", replace=SUBCLASS + BT_MATRIX))
+    # the answers of 1c typed in as the released numbers give them (a friend's numbers): not this student's
+    friend = "p_a_beats_c = 0.9\np_a_beats_d = 0.9333333333333333\ntournament_loss = 0.963785453080035\n"
+    put("x_friends_numbers", Q1, _with_code(solution(Q1), "q1_answers", replace=friend))
+    # a test cell stopped by the time limit
+    put("x_slow_test", Q1, _with_code(solution(Q1), "q1_functions", replace=next(
+        c.source for c in sol[Q1].cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_functions") + SLOW_CHAIN))
+    # the sandbox's limits, then an honest student graded after them
+    for n in NOTEBOOKS:
+        nb = solution(n)
+        if n in SANDBOX_ATTACKS:
+            at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("solution")) + 1
+            nb.cells.insert(at, nbformat.v4.new_code_cell(
+                SANDBOX_ATTACKS[n].replace("HOST_PORT", str(host_port))))
+        put("x_sandbox", n, nb)
+        put("zz_after_the_attacks", n, sol[n])
     return made
 
 
@@ -305,11 +385,15 @@ def graded(request):
     sandboxed, why = probe_sandbox(course, sandbox_tmp)
     shutil.rmtree(sandbox_tmp, ignore_errors=True)
     assert sandboxed, f"the grading sandbox does not work here ({why}); install bubblewrap (apt-get install bubblewrap)"
-    students = _make_submissions(course, elsewhere)
+    host = socket.socket()  # a port on the host that x_sandbox tries to see and reach
+    host.bind(("127.0.0.1", 0))
+    host.listen()
+    students = _make_submissions(course, elsewhere, host.getsockname()[1])
     start = time.time()
     auto = _run([sys.executable, "-m", "instructor.autograde", f"--Execute.timeout={TIMEOUT}",
                  "--SandboxedExecute.interrupt_grace=3"], course)
     timings["autograde"] = time.time() - start
+    host.close()
     start = time.time()
     fb = _run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"], course)
     timings["generate_feedback"] = time.time() - start
@@ -538,6 +622,68 @@ def test_tampering_is_flagged_for_review(graded):
         assert graded["grades"][student]["status"] == "review"
 
 
+def test_the_array_hole_is_closed(graded):
+    """Arrays rewritten to no values in flight, or a NumPy-looking subclass encoding as nothing:
+    bt_matrix's cell (array and bad-input checks only) scores 0, and the scan says why."""
+    for student, flag in (("x_array_rewrite", "`__setattr__`"), ("x_array_subclass", "claiming a `__module__`")):
+        res = _student(graded, student)
+        assert res["code_score"] == 0 and res["status"] == "review", res["verdicts"]
+        reasons = " ".join(_failed(res, Q1)["q1_test_probability"])
+        assert ("malformed array" in reasons) if student == "x_array_rewrite" else ("should be a NumPy array" in reasons)
+        assert any(flag in f for f in res["flags"]), res["flags"]
+    assert any("imports from `ipykernel.zmqshell`" in f for f in _student(graded, "x_array_rewrite")["flags"])
+
+
+def test_numbers_copied_from_a_friend_miss_this_students_variant(graded):
+    """1c's given cell holds each student's own numbers when graded: alice's computed answers
+    follow hers (46/46 above), numbers typed in from the released cell earn nothing."""
+    from instructor.grading import given_cells
+
+    res = _student(graded, "x_friends_numbers")
+    assert res["notebooks"][Q1]["code_score"] == 8 - 2 and set(_failed(res, Q1)) == {"q1_test_answers"}, res["verdicts"]
+    for student in ("x_friends_numbers", "alice_solutions"):
+        nb = _read(graded["course"] / "autograded" / student / ASSIGNMENT / f"{Q1}.ipynb")
+        shown = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_given")
+        assert shown == given_cells(ASSIGNMENT, student)["q1_given"]  # recorded, and the same on a regrade
+
+
+def test_a_timed_out_test_cell_scores_zero_and_asks_no_hand_grade(graded):
+    from nbgrader.api import Gradebook
+
+    res = _student(graded, "x_slow_test")
+    assert res["notebooks"][Q1]["code_score"] == 8 - 2, res["verdicts"]  # only the chain's 2 points are lost
+    assert _failed(res, Q1) == {"q1_test_chain": ["stopped by the time limit while the tests ran"]}
+    with Gradebook(f"sqlite:///{graded['course'] / 'gradebook.db'}") as gb:
+        grade = gb.find_grade("q1_test_chain", Q1, ASSIGNMENT, "x_slow_test")
+        assert grade.auto_score == 0 and not grade.needs_manual_grade
+    page = graded["course"] / "feedback" / "x_slow_test" / ASSIGNMENT / f"{Q1}.html"
+    text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+    assert "stopped by the time limit" in text and "chain_win_rate([0.75, 0.75])" in text
+
+
+def _printed(graded, student: str, notebook: str, marker: str) -> str:
+    nb = _read(graded["course"] / "autograded" / student / ASSIGNMENT / f"{notebook}.ipynb")
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                   if o.output_type == "stream")
+    assert marker in text, f"{notebook}: {text[-500:]}"
+    return text.split(marker + " ", 1)[1].splitlines()[0]
+
+
+def test_sandbox_limits_contain_each_attack_and_cost_nothing_else(graded):
+    res = _student(graded, "x_sandbox")
+    assert res["code_score"] == res["max_code_score"] == 46, res["verdicts"]
+    net = json.loads(_printed(graded, "x_sandbox", Q1, "NET"))
+    assert net["host_port_listed"] is False and net["reached_host"] is False and net["own_port"] > 0
+    written, error = _printed(graded, "x_sandbox", "q2_dpo_margins", "DISK").split()
+    assert error == "ENOSPC" and 100 * 2**20 <= int(written) <= 200 * 2**20  # the tmpfs's 200 MB
+    children, error = _printed(graded, "x_sandbox", "q4_budgets", "FORK").split()
+    assert error == "BlockingIOError" and 0 < int(children) < 64
+    flood = graded["course"] / "autograded" / "x_sandbox" / ASSIGNMENT / "q3_group_baselines.ipynb"
+    assert flood.stat().st_size < 3_000_000 and "output stopped" in flood.read_text()
+    after = _student(graded, "zz_after_the_attacks")
+    assert after["code_score"] == 46 and after["status"] in ("ok", "manual"), after
+
+
 def _search_result(printed: str) -> dict:
     return json.loads(printed.split("SEARCH ", 1)[1].splitlines()[0])
 
@@ -557,11 +703,10 @@ def test_sandbox_walk_of_the_whole_filesystem_finds_no_course(graded, tmp_path):
     from instructor import sandbox_kernel
 
     course, elsewhere = graded["course"], graded["elsewhere"]
-    workdir = sandbox_kernel.make_workdir(str(tmp_path))
     code = SEARCH.format(targets=[str(course / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
                                   str(elsewhere / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
                                   str(course / "gradebook.db")], budget=10_000)
-    out = subprocess.run(sandbox_kernel.bwrap_command(workdir, [sys.executable, "-c", code]),
+    out = subprocess.run(sandbox_kernel.bwrap_command([sys.executable, "-c", code]),
                          env=sandbox_kernel.sandbox_env(), capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     found = _search_result(out.stdout)

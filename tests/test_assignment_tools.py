@@ -80,6 +80,9 @@ def test_codec_never_passes_a_student_object_through():
     ("Rules", "rules", False),
     (None, 1.0, False),
     ({"a": 1.0, "b": "x"}, {"b": "x", "a": 1.0}, True),
+    ({"a": 1.0, "b": "x", "c": 0}, {"b": "x", "a": 1.0}, False),  # an extra key
+    (np.zeros((2, 2)).view(type("ndarray", (np.ndarray,), {"__module__": "numpy"})), np.zeros((2, 2)), False),
+    (type("list", (list,), {})([1.0]), [1.0], False),
 ])
 def test_compare(got, expected, ok):
     c = check("x", "x")
@@ -100,6 +103,77 @@ def test_compare_raises_and_unordered():
     roles = check("x", "x", unordered=True)
     assert compare(encode({"policy", "reference"}), encode(["reference", "policy"]), roles) is None
     assert compare(encode(["policy"]), encode(["reference", "policy"]), roles) is not None
+
+
+@pytest.mark.parametrize("got, says", [
+    ({"t": "array", "shape": [2, 2], "kind": "f", "v": []}, "0 values for shape (2, 2)"),  # the array hole
+    ({"t": "array", "shape": [2, 2], "kind": "f", "v": [1.0, 0.0, 0.0, 1.0, 5.0]}, "5 values for shape"),
+    ({"t": "array", "shape": [4], "kind": "f", "v": ["a", 0.0, 0.0, 1.0]}, "not numbers"),
+    ({"t": "array", "shape": "2x2", "kind": "f", "v": [1.0, 0.0, 0.0, 1.0]}, "malformed array"),
+    ({"t": "list", "v": [{"t": "array", "shape": [2, 2], "kind": "f", "v": []}]}, "0 values"),
+    ({"t": "float", "v": "0.5"}, "malformed float"),
+    ({"t": "dict", "v": [[{"t": "str", "v": "a"}]]}, "malformed dict"),
+])
+def test_compare_rejects_data_that_contradicts_itself(got, says):
+    """Shape and values must agree (else a rewritten record's empty arrays passed), at any depth."""
+    problems = [compare(got, encode(expected), check("x", "x")) for expected in (np.eye(2), [np.eye(2)], {"a": 1.0})]
+    assert all(problem and says in problem for problem in problems), problems
+
+
+def test_compare_rejects_extra_and_repeated_dict_keys():
+    c = check("x", "x")
+    key = [encode("a"), encode(1.0)]
+    assert compare({"t": "dict", "v": [key, key]}, encode({"a": 1.0}), c) == "repeated keys"
+    assert compare(encode({"a": 1.0, "zz": 2}), encode({"a": 1.0}), c) == "unexpected key 'zz'"
+
+
+def test_codec_encodes_only_exact_numpy_types():
+    fake = type("ndarray", (np.ndarray,), {"__module__": "numpy", "tolist": lambda self: []})
+    assert encode(np.zeros(3).view(fake)) == {"t": "object", "type": "a subclass of a NumPy type"}
+    scalar = type("float64", (np.float64,), {"__module__": "numpy"})
+    assert encode(scalar(0.5))["t"] == "object"
+    assert encode(np.float32(0.5)) == {"t": "float", "v": 0.5} and encode(np.int8(-3)) == {"t": "int", "v": -3}
+    assert encode(np.str_("x")) == {"t": "str", "v": "x"} and encode(np.bool_(True)) == {"t": "bool", "v": True}
+
+
+def test_a_numpy_looking_subclass_earns_nothing_through_the_probe():
+    from array_hole import BT_MATRIX, SUBCLASS
+
+    reference = {"f": lambda s: np.zeros((len(s), len(s)))}
+    c = [check("f(s)", "zeros", s=[1.0, 2.0])]
+    plan = Plan("t1", c, [grading.evaluate(c[0], reference)])
+    outputs = _run_probe(plan, SUBCLASS + BT_MATRIX.replace("bt_matrix", "f"))
+    verdict = decide(plan, outputs)
+    assert not verdict.passed and "should be a NumPy array" in verdict.reasons[0], verdict.reasons
+
+
+def test_a_stored_seed_draws_the_same_hidden_inputs(monkeypatch):
+    first = grading.load_checks(ASSIGNMENT, grading.new_rng(1234))
+    again = grading.load_checks(ASSIGNMENT, grading.new_rng(1234))
+    other = grading.load_checks(ASSIGNMENT, grading.new_rng(1235))
+    dump = lambda table: json.dumps({g: [encode(c.inputs) for c in cs] for g, cs in table.items()})  # noqa: E731
+    assert dump(first) == dump(again) != dump(other)
+    monkeypatch.setenv(grading.SEEDS_ENV, json.dumps({"q1_bradley_terry": 1234}))
+    assert grading.stored_seed("q1_bradley_terry") == 1234 and grading.stored_seed("q2_dpo_margins") is None
+    monkeypatch.setenv(grading.SEEDS_ENV, json.dumps({"q1_bradley_terry": "1234"}))
+    with pytest.raises(ValueError, match="must be a non-negative integer"):
+        grading.stored_seed("q1_bradley_terry")
+    monkeypatch.delenv(grading.SEEDS_ENV)
+    assert grading.stored_seed("q1_bradley_terry") is None
+
+
+def test_given_numbers_are_drawn_per_student_and_the_reference_follows_them():
+    alice, again, bob = (grading.given_cells(ASSIGNMENT, s) for s in ("alice", "alice", "bob"))
+    assert alice == again != bob and set(alice) == {"q1_given"} and grading.given_cells(ASSIGNMENT, "") == {}
+    released = next(c.source for c in _read(SOURCE).cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_given")
+    assert released.startswith(grading.GIVEN_HEADER) and alice["q1_given"].startswith(grading.GIVEN_HEADER)
+    assert grading.reference_namespace(SOURCE)["p_a_beats_c"] == pytest.approx(0.9)  # the released numbers
+    mine: dict = {}
+    exec(alice["q1_given"], mine)  # noqa: S102 - our own cell
+    gap = sum(math.log(p / (1 - p)) for p in mine["chain_ac"])
+    ref_alice, ref_bob = grading.reference_namespace(SOURCE, alice), grading.reference_namespace(SOURCE, bob)
+    assert ref_alice["p_a_beats_c"] == pytest.approx(1 / (1 + math.exp(-gap)), abs=1e-12)
+    assert all(ref_alice[k] != ref_bob[k] for k in ("p_a_beats_c", "p_a_beats_d", "tournament_loss"))
 
 
 # ------------------------------------------------------------------------------ records and verdicts
@@ -144,11 +218,12 @@ def test_missing_forged_or_malformed_records_score_zero_with_a_reason(outputs, r
         "twice": [_record(plan, right), _record(plan, right)],
         "short": [_record(plan, right[:1])],
         "other cell": [_record(plan, right, grade_id="t2")],
-        "huge": [{"output_type": "stream", "name": "stdout", "text": "x" * 5_000_000}, _record(plan, right)],
+        "huge": [_record(plan, right), {"output_type": "display_data", "metadata": {},
+                                        "data": {MIME: {"nonce": "forged", "pad": "x" * 5_000_000}}}],
     }.get(outputs, outputs) if isinstance(outputs, str) else outputs
     verdict = decide(plan, outputs)
     assert not verdict.passed and reason in verdict.reasons[0], verdict.reasons
-    assert decide(plan, [_record(plan, right)], not_run="the kernel died").reasons == ["not run: the kernel died"]
+    assert decide(plan, [_record(plan, right)], not_run="not run: the kernel died").reasons == ["not run: the kernel died"]
 
 
 def _run_probe(plan: Plan, student_code: str) -> list:
@@ -274,7 +349,7 @@ def test_rebuild_puts_back_deleted_drops_duplicated_and_repairs_metadata():
     fixed = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_answers")
     assert fixed.metadata.nbgrader == next(c for c in release.cells if c.metadata.get("nbgrader", {})
                                            .get("grade_id") == "q1_answers").metadata.nbgrader
-    assert "chain_win_rate([0.75, 0.75])" in fixed.source  # the student's answer is kept
+    assert "chain_win_rate(chain_ac)" in fixed.source  # the student's answer is kept
     assert any("def bt_matrix" in c.source and "nbgrader" not in c.metadata for c in nb.cells)
     text = " | ".join(problems)
     assert "second copy of cell q1_test_probability" in text and "q1_test_loss was missing" in text
@@ -327,6 +402,15 @@ def _scan(tmp_path, code: str) -> list[str]:
     ("bt_probability = course_lib.preference.bt_probability", "uses the course library"),
     ("import importlib\npref = importlib.import_module('course_lib.preference')", "names the course library"),
     ("%load_ext autoreload\ndef broken(:\n", "cannot be parsed"),
+    ("from ipykernel.zmqshell import ZMQDisplayPublisher as P\ntype.__setattr__(P, 'publish', print)",
+     "uses attribute `__setattr__`"),
+    ("from ipykernel.zmqshell import ZMQDisplayPublisher", "imports from `ipykernel.zmqshell`"),
+    ("import zmq", "imports `zmq`"),
+    ("import socket", "imports `socket`"),
+    ("from urllib.request import urlopen", "imports from `urllib.request`"),
+    ("Fake = type('ndarray', (np.ndarray,), {'__module__': 'numpy'})", "claiming a `__module__`"),
+    ("Fake = type('A', (np.ndarray,), {})", "makes a class with `type(name, bases, namespace)`"),
+    ("class A(np.ndarray):\n    __module__ = 'numpy'", "sets `__module__`"),
 ])
 def test_scan_flags_tampering(tmp_path, code, expected):
     reasons = _scan(tmp_path, code)
@@ -587,3 +671,74 @@ def test_answers_from_the_course_library_earn_at_most_a_tenth_even_outside_the_s
         print("\n" + line)
     assert total == 38 and earned <= 0.1 * 46, line
     assert checks >= 20, line  # the library code runs and answers what it covers (the lecture's own cases)
+
+
+# ------------------------------------------------------------------------------ similarity report
+
+
+def _renamed(source: str) -> str:
+    """``source`` with every user name renamed, comments dropped and blank lines added."""
+    import io
+    import tokenize
+
+    from instructor.similarity import KEPT_NAMES
+
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            continue
+        if tok.type == tokenize.NAME and tok.string not in KEPT_NAMES:
+            tok = tok._replace(string="my_" + tok.string)
+        out.append(tok)
+    return tokenize.untokenize(out).replace("\n\n", "\n\n\n")
+
+
+def test_normalised_code_ignores_names_comments_and_layout():
+    from instructor.similarity import normalise
+
+    code = "def f(x):\n    # square it\n    return x ** 2 + 1.5\n"
+    assert normalise(code) == normalise(_renamed(code)) == normalise("def g( y ):\n\n  return y**2+1.5")
+    assert normalise(code) != normalise("def f(x):\n    return x ** 3 + 1.5\n")  # numbers count
+
+
+def test_similarity_report_flags_copies_of_the_solution_and_of_each_other(tmp_path):
+    import shutil
+
+    from instructor.similarity import compare_submissions, write_report
+
+    for part in ("exercises", "solutions"):
+        shutil.copytree(ROOT / part / ASSIGNMENT, tmp_path / part / ASSIGNMENT)
+    sol = {p.stem: _read(p) for p in sorted((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))}
+    rel = {p.stem: _read(p) for p in sorted((ROOT / "exercises" / ASSIGNMENT).glob("*.ipynb"))}
+
+    def put(student, name, nb):
+        folder = tmp_path / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(folder / f"{name}.ipynb"))
+
+    from copied_answers import submission as library_submission
+
+    copied = library_submission("copies")
+    for name in sol:
+        put("ann_verbatim", name, sol[name])
+        renamed = nbformat.from_dict(json.loads(json.dumps(sol[name])))
+        for cell in renamed.cells:
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                cell.source = _renamed(cell.source)
+        put("ben_renamed", name, renamed)
+        put("cat_untouched", name, rel[name])
+        put("dan_untouched", name, rel[name])
+        own = nbformat.from_dict(json.loads(json.dumps(rel[name])))
+        for cell in own.cells:
+            code = copied.get(name, {}).get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+            if code:
+                cell.source = code
+        put("eve_own_code", name, own)
+    pairs = compare_submissions(tmp_path, ASSIGNMENT, threshold=0.8)
+    by_q1 = {(p.first, p.second) for p in pairs if p.notebook == "q1_bradley_terry"}
+    assert {("solutions", "ann_verbatim"), ("solutions", "ben_renamed"), ("ann_verbatim", "ben_renamed")} <= by_q1
+    assert not [p for p in pairs if "untouched" in p.first + p.second or "eve" in p.first + p.second], pairs
+    report = write_report(tmp_path, ASSIGNMENT, pairs, 0.8)
+    assert "ann_verbatim ~ ben_renamed: 100%" in report and "For review only" in report
+    with pytest.raises(ValueError, match="threshold must lie in"):
+        compare_submissions(tmp_path, ASSIGNMENT, threshold=1.5)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from array_hole import LAB_CELLS, LAB_FUNCTIONS, REWRITE
 from conftest import ROOT, report_line
 from test_lab import FAILS, MUTANTS
 
@@ -66,6 +67,12 @@ def graded(request):
     solution = nbformat.read(str(course / "solutions" / "lab14" / NOTEBOOK), as_version=4)
     _put(course, "alice_solution", solution)
     _put(course, "bob_release", nbformat.read(str(course / "exercises" / "lab14" / NOTEBOOK), as_version=4))
+    release = nbformat.read(str(course / "exercises" / "lab14" / NOTEBOOK), as_version=4)
+    for cell in release.cells:  # the array hole (tests/array_hole.py): arrays rewritten to no values
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in LAB_FUNCTIONS:
+            cell.source = (REWRITE if grade_id == "lab_logprobs" else "") + LAB_FUNCTIONS[grade_id]
+    _put(course, "x_array_rewrite", release)
     for name in BATCH:
         old, new = MUTANTS[name]
         nb = copy.deepcopy(solution)
@@ -127,3 +134,15 @@ def test_each_bug_loses_the_training_points_of_its_run(graded, name):
     assert any("training check" in r for r in cells[broken]["reasons"]), cells[broken]["reasons"]
     other = TRAINING["grpo" if FAILS[name] == "dpo" else "dpo"]
     assert cells[other]["passed"], cells[other]["reasons"]
+
+
+def test_the_array_hole_is_closed(graded):
+    """Functions that only validate their input, their arrays rewritten to no values in flight:
+    the cells made of array and bad-input checks (8 points before the fix) score 0, flagged."""
+    record = graded["students"]["x_array_rewrite"]
+    cells = _cells(record)
+    assert record["code_score"] == 0 and record["status"] == "review", cells
+    assert sum(POINTS[grade_id] for grade_id in LAB_CELLS) == 8
+    for grade_id in LAB_CELLS:
+        assert any("malformed array" in r for r in cells[grade_id]["reasons"]), cells[grade_id]["reasons"]
+    assert any("`__setattr__`" in f for f in record["flags"]), record["flags"]

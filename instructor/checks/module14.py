@@ -5,7 +5,9 @@ shows (so students can self-check with Validate); every other check is hidden: i
 from ``rng`` for each grading run where a random input makes sense (so a table of memorised outputs
 earns nothing), or are fixed edge cases and bad input. Every cell has at least one value check on a
 random input when it checks a function, so a function that always raises ``ValueError`` earns
-nothing either; answers the student computes (``p_a_beats_c``, the passport) are fixed values.
+nothing either. Answers the student computes are checked for the student's own variant where the
+notebook has a cell of given numbers (``GIVEN``: Q1's 1c), else they are fixed values (Q2's and
+Q4's answers, the passport: instructor/README.md says why and what a variant of those needs).
 
 Answers not on the shelf (issue #14): Q1–Q4 ask for what ``course_lib`` does not hold in one function
 (a matrix of win probabilities, chains of wins, a loss over indexed comparisons; DPO from masked
@@ -84,12 +86,26 @@ def _q1(rng) -> dict:
             check("pairwise_loss([1.0, 2.0], [0.5], [1])", "a non-integer index must raise ValueError"),
             check("pairwise_loss([1.0, float('nan')], [0], [1])", "a nan score must raise ValueError"),
         ],
-        "q1_test_answers": [
-            check("p_a_beats_c", "p_a_beats_c = 0.9", visible=True, tol=1e-6),
-            check("p_a_beats_d", "p_a_beats_d is the chain 60%, 70%, 80%", tol=1e-6),
-            check("tournament_loss", "tournament_loss is the mean loss of the five comparisons", tol=1e-6),
+        "q1_test_answers": [  # for this student's given numbers (GIVEN)
+            check("p_a_beats_c", "p_a_beats_c is the chain chain_ac", visible=True, tol=1e-6),
+            check("p_a_beats_d", "p_a_beats_d is the chain chain_ad", tol=1e-6),
+            check("tournament_loss", "tournament_loss is the mean loss of the given tournament", tol=1e-6),
         ],
     }
+
+
+def _q1_given(rng) -> dict:
+    """A student's numbers for 1c (the released ones: 75%, 75%; 60%, 70%, 80%; a tournament of 4)."""
+    pairs = [rng.choice(4, size=2, replace=False) for _ in range(5)]
+    return {"chain_ac": [round(float(p), 2) for p in rng.uniform(0.55, 0.95, size=2)],
+            "chain_ad": [round(float(p), 2) for p in rng.uniform(0.55, 0.95, size=3)],
+            "t_scores": [round(float(x), 1) for x in rng.normal(0, 1.5, size=4)],
+            "t_winners": [int(p[0]) for p in pairs], "t_losers": [int(p[1]) for p in pairs]}
+
+
+# Locked cells of given numbers, drawn per student at grading time (grading.given_cells): answers
+# computed from the names follow the student's own numbers, numbers copied from a friend do not.
+GIVEN = {"q1_given": _q1_given}
 
 
 PAIR_ONE = dict(pc=[-0.7, -2.0, -4.5, -5.5], pr=[-0.7, -3.0, -8.5], rc=[-0.9, -2.5, -4.0, -6.5],
