@@ -4,6 +4,8 @@
 
 - ``InjectProbes``: every autograded test cell's source is replaced by a probe for this grading run
   (instructor/grading.py): expressions and inputs only, a fresh nonce, nothing to compare against.
+  Hidden inputs are drawn from the notebook's seed in ``$COURSE_GRADING_SEEDS`` (``make autograde``
+  stores each notebook's seed and a regrade reuses it) or from a fresh one.
   The plans (checks and expected values, from the solution notebook) stay in this process.
 - ``SandboxedExecute``: nbgrader's Execute, but only in the sandbox kernel chosen by
   ``make autograde`` (``$COURSE_SANDBOX_KERNEL``), so a plain ``nbgrader autograde`` cannot run
@@ -63,7 +65,9 @@ class InjectProbes(Preprocessor):
         info = resources.get("nbgrader", {})
         assignment, notebook = info.get("assignment", ""), info.get("notebook", "")
         solution = Path(self.source_directory) / assignment / f"{notebook}.ipynb"
-        table = grading.load_checks(assignment, grading.new_rng())
+        seed = json.loads(os.environ.get("COURSE_GRADING_SEEDS") or "{}").get(notebook)
+        seed = grading.new_seed() if seed is None else int(seed)  # stored by autograde: a regrade reuses it
+        table = grading.load_checks(assignment, grading.new_rng(seed))
         wanted = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)}
         missing = sorted(wanted - set(table))
         if missing:
@@ -75,7 +79,7 @@ class InjectProbes(Preprocessor):
                 grade_id = cell.metadata.nbgrader["grade_id"]
                 shown[grade_id] = cell.source
                 cell.source = plans[grade_id].probe_source()
-        resources[STATE] = {"plans": plans, "shown": shown, "not_run": {}, "decided": {},
+        resources[STATE] = {"plans": plans, "shown": shown, "not_run": {}, "decided": {}, "seed": seed,
                             "driven": lab_grading.driven_runs(assignment)}
         return nb, resources
 
@@ -217,7 +221,7 @@ class DecideVerdicts(Preprocessor):
         if folder:
             path = Path(folder) / info.get("student", "unknown") / f"{info.get('notebook', 'notebook')}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"cells": report, "stopped": not_run}, indent=1))
+            path.write_text(json.dumps({"cells": report, "stopped": not_run, "seed": state["seed"]}, indent=1))
         return nb, resources
 
 
