@@ -74,10 +74,10 @@ collect: $(STAMP)
 	$(NBG_PATH) $(BIN)/nbgrader zip_collect $(ASSIGNMENT) --force
 
 # New and changed submissions (STUDENT=id: that one; REGRADE=1: everyone), sandboxed (bubblewrap),
-# JOBS at once (default: the machine's cores); REDRAW=1 draws new hidden inputs instead of the stored seeds.
-JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+# JOBS at once (default: the machine's cores, os.cpu_count(); not nproc, which follows OMP_NUM_THREADS);
+# REDRAW=1 draws new hidden inputs instead of the stored seeds.
 autograde: $(STAMP)
-	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT) --jobs $(JOBS) \
+	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT) $(if $(JOBS),--jobs $(JOBS),) \
 	  $(if $(STUDENT),--student $(STUDENT),) $(if $(REGRADE),--all,) $(if $(REDRAW),--redraw,)
 
 # Hand grading: JupyterLab with nbgrader's formgrader (Nbgrader → Formgrader), as root or a user.

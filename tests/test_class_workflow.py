@@ -218,3 +218,51 @@ def test_random_inputs_keep_an_enumeration_within_budget():
                 continue
             g = c.inputs.get("G", 8)
             assert len(q) ** int(g) <= module14.ENUMERATION_BUDGET, (seed, c.expr, len(q), g)
+
+
+# ------------------------------------------------------------------------------ Makefile and git
+
+
+@pytest.mark.parametrize("target, expected", [
+    (["formgrader", "PORT=8890"], ["--ServerApp.port=8890", "--ServerApp.open_browser=False"]),
+    (["autograde", "JOBS=3", "REDRAW=1", "STUDENT=s1"], ["--jobs 3", "--student s1", "--redraw"]),
+    (["autograde"], ["instructor.autograde --assignment module14"]),  # --jobs: autograde's default, the cores
+    (["collect", "ASSIGNMENT=lab14"], ["nbgrader zip_collect lab14 --force"]),
+    (["roster", "CSV=export.csv"], ["instructor.roster import \"export.csv\""]),
+    (["grades", "CANVAS_COLUMN=module14 (4321)"], ["instructor.export_grades --assignment module14",
+                                                   "--canvas-column \"module14 (4321)\""]),
+    (["student-repo", "DEST=/tmp/x", "STUDENT_REPO=a/b"], ["tools.student_repo \"/tmp/x\" --repo \"a/b\""]),
+])
+def test_make_targets_pass_their_options(target, expected):
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "-W", "pyproject.toml", "-o", ".venv/.installed", *target], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for flag in expected:
+        assert flag in out.stdout, (flag, out.stdout)
+
+
+@pytest.mark.parametrize("target, message", [(["roster"], "CSV="), (["student-repo"], "DEST=")])
+def test_make_targets_refuse_a_missing_argument(target, message):
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "-o", ".venv/.installed", *target], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode != 0 and message in out.stderr
+
+
+def test_instructor_state_is_git_ignored():
+    import subprocess
+
+    paths = ["downloaded/module14/archive/s.zip", "grades/module14/grades.csv", "roster.csv", "deadlines.toml",
+             ".autograde.lock"]
+    out = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True, text=True)
+    assert out.stdout.split() == paths
+
+
+def test_autograde_refuses_a_bad_jobs_count(capsys):
+    from instructor import autograde
+
+    with pytest.raises(SystemExit) as stop:
+        autograde.main(["--jobs", "0"])
+    assert stop.value.code == 2 and "--jobs must be a whole number >= 1, got 0" in capsys.readouterr().err
