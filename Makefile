@@ -2,7 +2,8 @@
 #   make lab    JupyterLab on the course (creates .venv on first use)
 #   make test   the whole test suite (creates .venv on first use); first installs the system packages
 #               its tests need (bubblewrap, chromium) when it can, else stops with the command to type
-# Instructor targets: make assignment | autograde [STUDENT=id] | formgrader | feedback | grades (see README).
+# Instructor targets: make assignment | roster CSV=f | collect | autograde [STUDENT=id] [JOBS=n] [REDRAW=1] |
+#   formgrader [PORT=n] | feedback | grades | student-repo DEST=dir (see README, "For instructors").
 
 PYTHON ?= python3
 VENV   := .venv
@@ -13,7 +14,8 @@ STAMP  := $(VENV)/.installed
 TORCH_PIN ?= torch==2.13.0
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: venv lab test lint sync bench site assignment autograde formgrader feedback grades clean
+.PHONY: venv lab test lint sync bench site assignment roster collect autograde formgrader feedback grades \
+        student-repo clean
 
 venv: $(STAMP)
 
@@ -67,23 +69,44 @@ NBG_PATH := PATH="$(CURDIR)/$(BIN):$$PATH"
 assignment: $(STAMP)
 	$(NBG_PATH) $(BIN)/nbgrader generate_assignment $(ASSIGNMENT) --force
 
-# New and changed submissions (STUDENT=id: that one; REGRADE=1: everyone), sandboxed (bubblewrap).
+# The class list from Canvas's gradebook export (CSV=path): gradebook students and roster.csv.
+roster: $(STAMP)
+	$(if $(CSV),,$(error CSV=path/to/canvas_export.csv is required))
+	$(NBG_PATH) $(PY) -m instructor.roster import "$(CSV)"
+
+# A Canvas "Download Submissions" zip in downloaded/$(ASSIGNMENT)/archive/ -> submitted/ (instructor/collect.py).
+collect: $(STAMP)
+	$(NBG_PATH) $(BIN)/nbgrader zip_collect $(ASSIGNMENT) --force
+
+# New and changed submissions (STUDENT=id: that one; REGRADE=1: everyone), sandboxed (bubblewrap),
+# JOBS at once (default: the machine's cores, os.cpu_count(); not nproc, which follows OMP_NUM_THREADS);
+# REDRAW=1 draws new hidden inputs instead of the stored seeds.
 autograde:
 	bash tools/system_packages.sh autograde
 	@$(MAKE) --no-print-directory venv
-	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT) \
-	  $(if $(STUDENT),--student $(STUDENT),) $(if $(REGRADE),--all,)
+	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT) $(if $(JOBS),--jobs $(JOBS),) \
+	  $(if $(STUDENT),--student $(STUDENT),) $(if $(REGRADE),--all,) $(if $(REDRAW),--redraw,)
 
 # Hand grading: JupyterLab with nbgrader's formgrader (Nbgrader → Formgrader), as root or a user.
+# On a headless server: make formgrader PORT=8890 (no browser; open the printed URL through an SSH tunnel).
 formgrader: $(STAMP)
 	JUPYTER_CONFIG_DIR="$(CURDIR)/instructor/lab_config/formgrader" $(NBG_PATH) \
-	  $(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) --ServerApp.default_url=/formgrader
+	  $(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) --ServerApp.default_url=/formgrader \
+	  $(if $(PORT),--ServerApp.port=$(PORT) --ServerApp.open_browser=False --ServerApp.ip=127.0.0.1,)
 
 feedback: $(STAMP)
 	$(NBG_PATH) $(BIN)/nbgrader generate_feedback $(ASSIGNMENT) --force
 
+# grades/$(ASSIGNMENT)/grades.csv (every student) and canvas.csv (Canvas's import file, from the roster).
 grades: $(STAMP)
-	$(NBG_PATH) $(PY) -m instructor.export_grades --assignment $(ASSIGNMENT) --out grades.csv
+	$(NBG_PATH) $(PY) -m instructor.export_grades --assignment $(ASSIGNMENT) \
+	  $(if $(CANVAS_COLUMN),--canvas-column "$(CANVAS_COLUMN)",)
+
+# A repository for students (DEST=dir): one fresh commit, without solutions/, the hidden checks and
+# the tests that need them (tools/student_repo.py). STUDENT_REPO=owner/name: Colab links point there.
+student-repo: $(STAMP)
+	$(if $(DEST),,$(error DEST=path/of/the/new/repository is required))
+	$(PY) -m tools.student_repo "$(DEST)" $(if $(STUDENT_REPO),--repo "$(STUDENT_REPO)",)
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .hypothesis runs test-artifacts _site

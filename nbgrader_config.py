@@ -4,10 +4,11 @@ Layout (relative to this file, which is the course root):
   solutions/module14/   instructor source: ### BEGIN/END SOLUTION; test cells hold the visible tests
   instructor/checks/module14.py   what grading checks (visible and hidden) in each test cell
   exercises/module14/   the student release (`make assignment`), committed
-  submitted/<student>/module14/, autograded/, feedback/   instructor state, git-ignored
-  gradebook.db          sqlite gradebook, git-ignored
+  downloaded/<assignment>/archive/   the LMS's zip (`make collect`), git-ignored
+  submitted/<student>/module14/, autograded/, feedback/, grades/   instructor state, git-ignored
+  gradebook.db, roster.csv, deadlines.toml   gradebook, class list, due dates: git-ignored
 
-Use the Makefile targets (`make assignment | autograde | feedback | grades | formgrader`);
+Use the Makefile targets (`make assignment | roster | collect | autograde | formgrader | feedback | grades`);
 `make autograde` runs student code in a sandboxed kernel (instructor/sandbox_kernel.py), and a plain
 `nbgrader autograde` refuses to run without it. Verdicts are decided outside the kernel
 (instructor/grading.py); see the README's instructor section and instructor/README.md.
@@ -22,13 +23,16 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from instructor.collect import CanvasCollector, TimedExtractor  # noqa: E402
+from instructor.deadlines import LatePenalty  # noqa: E402
 from instructor.nbgrader_hooks import DecideVerdicts, FeedbackFilter, InjectProbes, SandboxedExecute  # noqa: E402
 
 c.CourseDirectory.root = ROOT
 c.CourseDirectory.course_id = "learning-from-feedback"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
-c.CourseDirectory.db_url = "sqlite:///" + os.path.join(ROOT, "gradebook.db")
+# A writer waits for another (parallel grading jobs, two instructors) instead of failing.
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(ROOT, "gradebook.db") + "?timeout=120"
 
 # This course hands out and collects notebooks without nbgrader's exchange. The formgrader still
 # checks the exchange folder when it opens; a private, git-ignored one keeps that check quiet (the
@@ -65,6 +69,18 @@ c.Autograde.autograde_preprocessors = [
 ]
 
 c.InjectProbes.source_directory = os.path.join(ROOT, "solutions")
+
+# Late work (instructor/deadlines.py): due dates, extensions and the penalty per day from
+# deadlines.toml; `make autograde` writes them into the gradebook and nbgrader's AssignLatePenalties
+# step (above) asks this plug-in for each notebook's penalty.
+c.AssignLatePenalties.plugin_class = LatePenalty
+c.LatePenalty.course_root = ROOT
+
+# `make collect`: nbgrader's zip_collect on a Canvas download in downloaded/<assignment>/archive/
+# (instructor/collect.py): the zip's times kept, Canvas file names read, the newest resubmission kept.
+c.ZipCollectApp.extractor_plugin = TimedExtractor
+c.ZipCollectApp.collector_plugin = CanvasCollector
+c.CanvasCollector.course_root = ROOT
 
 # Feedback: test cells show the visible test and the verdict (why a test scored 0); outputs of the
 # student's cells that ran after hidden inputs reached the kernel are not shown.

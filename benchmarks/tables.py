@@ -348,6 +348,20 @@ def rlhf(results: Path = RESULTS) -> str:
             + f"\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
 
 
+def class_grading(results: Path = RESULTS) -> str:
+    data = load("class_grading", results)
+    lines = ["| jobs | class | wall time | seconds per student | speed-up | load before → after |", "|---|---|---|---|---|---|"]
+    for run in data["runs"]:
+        lines.append(f"| {run['jobs']} | {run['students']} | {run['seconds']:.0f} s | {run['seconds_per_student']:.1f} | "
+                     f"{run['speedup']:.2f}× | {run['load_before']:g} → {run['load_after']:g} |")
+    last = data["runs"][-1]
+    minutes = 150 * last["seconds_per_student"] / 60
+    return ("\n".join(lines) + f"\n\nMeasured on a class of {data['class_size']} ({data['assignment']}, all five "
+            f"notebooks each), not 150: at this rate a class of 150 with {last['jobs']} jobs would take about "
+            f"{minutes:.0f} min (an extrapolation; the goal is ≤ 15 min). `{data['command']}` at commit "
+            f"{data.get('commit') or 'not recorded'} ({data['machine']}).\n")
+
+
 def provenance(results: Path = RESULTS) -> str:
     """One line on where every results file came from: one commit, or which file ran at which."""
     files = sorted(results.glob("*.json"))
@@ -363,7 +377,8 @@ def provenance(results: Path = RESULTS) -> str:
 
 
 RENDERERS = {"provenance": provenance, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
-             "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf}
+             "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
+             "class_grading": class_grading}
 
 
 def render(text: str, results: Path = RESULTS) -> str:

@@ -12,20 +12,32 @@ Steps, each visible in the report:
    scanned (instructor/scan.py, advice for review), and graded by its own ``nbgrader autograde
    --student ID`` process: probes in, kernel in the sandbox, verdicts decided outside it
    (instructor/grading.py), scores written to the gradebook by nbgrader. Whatever one submission
-   does, it affects only its own process. One progress line per student.
+   does, it affects only its own process. ``--jobs N`` (``make autograde JOBS=N``, default: the
+   machine's cores) grades N students at once; one progress line per student as each finishes.
+   Due dates, extensions and the late penalty come from deadlines.toml (instructor/deadlines.py).
+   A student with nothing gradable (no notebook, only files that are not notebooks) gets 0 points
+   with the reasons, not FAILED.
+   Seeds: each notebook's hidden inputs are drawn from a seed stored in the state and the report;
+   a regrade reuses it (the same hidden inputs), ``--redraw`` (``REDRAW=1``) draws new ones.
 4. Hand grades survive: a grade given by hand stays "graded" when the student's notebook did not
    change since (nbgrader alone would mark it "needs grading" again); when it did change, the report
    says so.
-5. Report: autograde-report.md (for people) and autograde-report.json (for `make grades`), with a
-   status per student (``STATUSES``) and the reasons behind every test that scored 0.
+5. Report, one per assignment: grades/<assignment>/report.md (for people) and report.json (for
+   `make grades`), with a status per student (``STATUSES``), the reasons behind every test that
+   scored 0, lateness and penalties, and the seeds.
+6. Two instructors grading at once lose nothing: the state file and the report are updated under an
+   exclusive lock (fcntl), each student's record merged into what is on disk at that moment.
 
-Usage: python -m instructor.autograde [--assignment module14] [--student ID ...] [--all] [nbgrader options]
+Usage: python -m instructor.autograde [--assignment module14] [--student ID ...] [--all] [--jobs N] [--redraw]
+       [nbgrader options]
 Exit status: 0 when every submission graded now was graded, 1 when some could not be, 2 when it refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -35,14 +47,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from instructor import lab_grading, sandbox_kernel
+from instructor import deadlines, lab_grading, sandbox_kernel
 from instructor.scan import scan_submissions
 from instructor.submission import file_hashes, stage
 
 KERNEL_NAME = "course-sandbox"
 STATE_FILE = ".autograde-state.json"
+LOCK_FILE = ".autograde.lock"
+REPORTS = "grades"  # grades/<assignment>/: report.md, report.json, autograde.log, grades.csv, canvas.csv
 
 # One set of status names: the report, grades.csv and the README use exactly these.
 STATUSES = {
@@ -50,6 +65,7 @@ STATUSES = {
     "manual": "graded; written answers still to grade by hand in the formgrader (total provisional)",
     "review": "graded, but look first: the scan flagged code, or grading met a problem (listed)",
     "FAILED": "could not be graded at all; no score is given (the reason is listed)",
+    "missing": "on the roster, nothing submitted: 0 points (grades.csv and canvas.csv only)",
 }
 
 
@@ -114,12 +130,23 @@ def nbgrader_env(sandbox_tmp: str | None, kernel_dir: str | None, verdicts: str)
 # ------------------------------------------------------------------------------ gradebook
 
 
+def db_url(root: Path) -> str:
+    """The gradebook; a writer waits up to two minutes for another (parallel jobs, two instructors)."""
+    return f"sqlite:///{Path(root) / 'gradebook.db'}?timeout=120"
+
+
+def report_dir(root: Path, assignment: str) -> Path:
+    folder = Path(root) / REPORTS / assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def ensure_in_gradebook(root: Path, assignment: str, env: dict[str, str]) -> None:
     """The gradebook must know the assignment's cells; rebuild it if gradebook.db is new."""
     from nbgrader.api import Gradebook, MissingEntry
 
     try:
-        with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        with Gradebook(db_url(root)) as gb:
             if gb.find_assignment(assignment).notebooks:
                 return
     except MissingEntry:
@@ -134,7 +161,7 @@ def in_gradebook(root: Path, assignment: str) -> set[str]:
     """Students with a submission of ``assignment`` in the gradebook (a deleted gradebook regrades all)."""
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(db_url(root)) as gb:
         return {sub.student.id for sub in gb.assignment_submissions(assignment)}
 
 
@@ -142,7 +169,7 @@ def hand_grades(root: Path, assignment: str, student: str) -> dict[tuple[str, st
     """{(notebook, grade_id): needs_manual_grade} of every grade given by hand."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(db_url(root)) as gb:
         try:
             sub = gb.find_submission(assignment, student)
         except MissingEntry:
@@ -156,7 +183,7 @@ def keep_hand_grades(root: Path, assignment: str, student: str, before: dict, un
     from nbgrader.api import Gradebook
 
     notes = []
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(db_url(root)) as gb:
         for (notebook, grade_id), needed in before.items():
             grade = gb.find_grade(grade_id, notebook, assignment, student)
             if f"{notebook}.ipynb" in unchanged:
@@ -175,7 +202,7 @@ def show_flags_in_formgrader(root: Path, assignment: str, student: str, flags: l
     by_notebook: dict[str, list] = {}
     for flag in flags:
         by_notebook.setdefault(Path(flag.notebook).stem, []).append(flag)
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(db_url(root)) as gb:
         for notebook, items in by_notebook.items():
             try:
                 comments = gb.find_submission_notebook(notebook, assignment, student).comments
@@ -192,10 +219,12 @@ def show_flags_in_formgrader(root: Path, assignment: str, student: str, flags: l
 
 
 def zero_submission(root: Path, assignment: str, student: str) -> None:
-    """A student with no gradable notebook at all: a submission of zeros (nbgrader needs one notebook)."""
+    """A student with no gradable notebook at all: a submission of zeros (nbgrader needs one notebook).
+    The student is created first: one who is not on the roster yet must not stop grading."""
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(db_url(root)) as gb:
+        gb.update_or_create_student(student)
         sub = gb.update_or_create_submission(assignment, student)
         for nb in sub.notebooks:
             for grade in nb.grades:
@@ -207,7 +236,7 @@ def zero_submission(root: Path, assignment: str, student: str) -> None:
 def scores(root: Path, assignment: str, student: str) -> dict:
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(db_url(root)) as gb:
         sub = gb.find_submission(assignment, student)
         return {
             "code_score": sub.code_score, "max_code_score": sub.max_code_score,
@@ -273,17 +302,40 @@ def load_state(root: Path) -> dict:
 
 
 def save_state(root: Path, state: dict) -> None:
-    tmp = root / (STATE_FILE + ".tmp")
+    tmp = root / f"{STATE_FILE}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(state, indent=1))
     tmp.replace(root / STATE_FILE)
+
+
+@contextlib.contextmanager
+def locked_state(root: Path):
+    """The state as on disk now, held under an exclusive lock and saved on exit: every writer (a
+    parallel job, a second instructor's run) merges into the latest state instead of overwriting it."""
+    with open(root / LOCK_FILE, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            state = load_state(root)
+            yield state
+            save_state(root, state)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def book_of(state: dict, assignment: str) -> dict:
+    return state.setdefault(assignment, {"code": "", "students": {}})
 
 
 # ------------------------------------------------------------------------------ one student
 
 
 def grade_student(root: Path, assignment: str, student: str, env: dict[str, str], extra: list[str],
-                  previous: dict, facts_flags: list, verdict_dir: Path) -> dict:
+                  previous: dict, facts_flags: list, verdict_dir: Path, redraw: bool = False) -> dict:
+    from nbgrader.api import Gradebook
+
     started = time.time()
+    policy = deadlines.load(root, assignment)
+    seeds = {} if redraw else dict(previous.get("seeds", {}))
+    env = {**env, "COURSE_GRADING_SEEDS": json.dumps(seeds)}
     with tempfile.TemporaryDirectory(prefix="staged-") as staged_root:
         staged = Path(staged_root) / student / assignment
         hashes, problems = stage(root / "submitted" / student / assignment,
@@ -291,8 +343,11 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
         unchanged = {name for name, sha in hashes.items() if previous.get("hashes", {}).get(name) == sha}
         before = hand_grades(root, assignment, student)
         record = {"hashes": hashes, "problems": problems, "flags": [str(f) for f in facts_flags]}
+        with Gradebook(db_url(root)) as gb:
+            deadlines.apply(gb, assignment, student, policy)
         if not any(staged.glob("*.ipynb")):
             zero_submission(root, assignment, student)
+            record["problems"].append("nothing gradable was submitted: 0 points (the reasons are listed above)")
             failed, log, seconds = False, "", {}
         else:
             cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, f"--student={student}", "--force",
@@ -308,9 +363,12 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
     record["log"] = log[-20000:]
     record["seconds"] = seconds
     record["verdicts"] = {}
+    record["seeds"] = seeds
     for path in sorted((verdict_dir / student).glob("*.json")):
         data = json.loads(path.read_text())
         record["verdicts"][path.stem] = data["cells"]
+        if data.get("seed") is not None:
+            record["seeds"][path.stem] = data["seed"]
         record["problems"] += [f"{path.stem}.ipynb: {reason}" for reason in data["stopped"]]
     if failed:
         record["status"] = "FAILED"
@@ -318,24 +376,39 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
         record["problems"] += keep_hand_grades(root, assignment, student, before, unchanged)
         show_flags_in_formgrader(root, assignment, student, facts_flags)
         record.update(scores(root, assignment, student))
+        with Gradebook(db_url(root)) as gb:
+            record["late"] = deadlines.lateness(gb, assignment, student)
         record["status"] = status_of(False, record["flags"], record["problems"], record["needs_manual_grade"])
     record["wall_seconds"] = round(time.time() - started, 2)
+    record["graded_at"] = round(time.time(), 3)
     return record
 
 
 # ------------------------------------------------------------------------------ report
 
 
+def late_text(late: dict | None) -> str:
+    """"on time", or how late and what it cost ("—" without a timestamp or a due date)."""
+    if not late or late.get("due") is None or late.get("submitted") is None:
+        return "—"
+    extension = f" (extension {late['extension_days']:g} d)" if late.get("extension_days") else ""
+    if late["seconds_late"] <= 0:
+        return "on time" + extension
+    return f"{late['seconds_late'] / 3600:.1f} h late{extension}, -{late['late_penalty']:g}"
+
+
 def write_report(root: Path, assignment: str, students: dict, sandbox: str) -> str:
+    """grades/<assignment>/report.md and report.json, from every student's record."""
     lines = [f"# Autograde report: {assignment}", "", f"Sandbox: {sandbox}", "",
              "Statuses: " + "; ".join(f"`{k}` {v}" for k, v in STATUSES.items()), "",
-             "| student | status | autograded | manual grading | flags | problems |", "|---|---|---|---|---|---|"]
+             "| student | status | autograded | manual grading | late | flags | problems |",
+             "|---|---|---|---|---|---|---|"]
     for student, res in sorted(students.items()):
         graded = res["status"] != "FAILED"
         auto = f"{res['code_score']:g} / {res['max_code_score']:g}" if graded else "—"
         manual = ("pending" if res.get("needs_manual_grade") else "done") if graded else "—"
-        lines.append(f"| {student} | {res['status']} | {auto} | {manual} | {len(res['flags'])} | "
-                     f"{len(res['problems'])} |")
+        lines.append(f"| {student} | {res['status']} | {auto} | {manual} | {late_text(res.get('late'))} | "
+                     f"{len(res['flags'])} | {len(res['problems'])} |")
     lines += ["", "## Details", ""]
     for student, res in sorted(students.items()):
         failed_tests = [f"{nb} [{v['grade_id']}] 0 / {v['points']:g}: " + "; ".join(v["reasons"][:3])
@@ -348,11 +421,18 @@ def write_report(root: Path, assignment: str, students: dict, sandbox: str) -> s
         lines += [f"- flag (advice): {f}" for f in res["flags"]]
         lines += [f"- test: {t}" for t in failed_tests]
         lines.append("")
+    seeds = sorted((f"{s}/{nb}", seed) for s, r in students.items() for nb, seed in r.get("seeds", {}).items())
+    if seeds:
+        lines += ["## Seeds of the hidden inputs (a regrade reuses them; REDRAW=1 draws new ones)", ""]
+        lines += [f"- {k}: {v}" for k, v in seeds] + [""]
     timed = sorted((f"{s}/{nb}", sec) for s, r in students.items() for nb, sec in r.get("seconds", {}).items())
     if timed:
         lines += ["## Seconds per notebook", ""] + [f"- {k}: {v:.2f}" for k, v in timed]
     text = "\n".join(lines) + "\n"
-    (root / "autograde-report.md").write_text(text)
+    folder = report_dir(root, assignment)
+    (folder / "report.md").write_text(text)
+    (folder / "report.json").write_text(json.dumps(
+        {"assignment": assignment, "sandbox": sandbox, "statuses": STATUSES, "students": students}, indent=1))
     return text
 
 
@@ -362,7 +442,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=".", help="course root (where nbgrader_config.py is)")
     parser.add_argument("--student", action="append", default=[], help="grade only this student (repeatable)")
     parser.add_argument("--all", action="store_true", help="regrade every student, changed or not")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="students graded at once (default: the machine's cores)")
+    parser.add_argument("--redraw", action="store_true", help="draw new hidden inputs instead of reusing the seeds")
     args, extra = parser.parse_known_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be a whole number >= 1, got {args.jobs}")
     # nbgrader shells out to `alembic` (from this environment) when it opens the gradebook
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     root = Path(args.root).resolve()
@@ -373,6 +458,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"No submissions for {unknown or 'anyone'}: expected submitted/<student_id>/{args.assignment}/*.ipynb "
               f"under {root}", file=sys.stderr)
         return 1
+    try:
+        deadlines.load(root, args.assignment)
+    except ValueError as err:
+        print(f"autograde: {err}", file=sys.stderr)
+        return 2
 
     sandbox_tmp = tempfile.mkdtemp(prefix="course-sandbox-")
     os.chmod(sandbox_tmp, 0o711)
@@ -398,8 +488,8 @@ def main(argv: list[str] | None = None) -> int:
         if ready:
             print(ready, flush=True)
 
-        state = load_state(root)
-        book = state.setdefault(args.assignment, {"code": "", "students": {}})
+        with locked_state(root) as state:
+            book = book_of(state, args.assignment)
         code = code_fingerprint(root, args.assignment)
         records = book["students"]
         if args.student:
@@ -411,40 +501,50 @@ def main(argv: list[str] | None = None) -> int:
             todo = [s for s in everyone if s not in records or records[s]["status"] == "FAILED" or s not in known
                     or records[s].get("hashes") != file_hashes(submitted / s / args.assignment)]
         flags = scan_submissions(root / "solutions", submitted, args.assignment, only=set(todo))
+        jobs = max(1, min(args.jobs, len(todo)))
         print(f"autograde {args.assignment}: {len(todo)} of {len(everyone)} students to grade "
-              f"({len(everyone) - len(todo)} unchanged since last time); sandbox: {sandbox}", flush=True)
+              f"({len(everyone) - len(todo)} unchanged since last time), {jobs} at a time; sandbox: {sandbox}",
+              flush=True)
         started = time.time()
         log_parts = []
-        for number, student in enumerate(todo, start=1):
+
+        def one(student: str) -> dict:
             try:
-                res = grade_student(root, args.assignment, student, env, extra, records.get(student, {}),
-                                    flags.get(student, []), verdict_dir)
+                return grade_student(root, args.assignment, student, env, extra, records.get(student, {}),
+                                     flags.get(student, []), verdict_dir, redraw=args.redraw)
             except Exception as err:  # noqa: BLE001 - one student never stops the batch
-                res = {"status": "FAILED", "problems": [f"grading stopped: {type(err).__name__}: {err}"],
-                       "flags": [str(f) for f in flags.get(student, [])], "log": "", "seconds": {},
-                       "verdicts": {}, "hashes": {}, "wall_seconds": 0.0}
-            log_parts.append(f"===== {student}\n{res.pop('log')}")
-            records[student] = res
-            save_state(root, state)
-            score = (f"{res['code_score']:g}/{res['max_code_score']:g} autograded"
-                     if res["status"] != "FAILED" else "no score")
-            print(f"[{number}/{len(todo)}] {student}: {res['status']}, {score}, {len(res['flags'])} flags, "
-                  f"{len(res['problems'])} problems ({res['wall_seconds']:.1f} s)", flush=True)
-        if not args.student:
-            book["code"] = code
-        for student in list(records):
-            if student not in everyone:
-                del records[student]
-        save_state(root, state)
-        (root / "autograde.log").write_text("\n".join(log_parts))
-        report = write_report(root, args.assignment, records, sandbox)
-        (root / "autograde-report.json").write_text(json.dumps(
-            {"assignment": args.assignment, "sandbox": sandbox, "statuses": STATUSES, "students": records},
-            indent=1))
+                return {"status": "FAILED", "problems": [f"grading stopped: {type(err).__name__}: {err}"],
+                        "flags": [str(f) for f in flags.get(student, [])], "log": "", "seconds": {},
+                        "verdicts": {}, "hashes": {}, "seeds": records.get(student, {}).get("seeds", {}),
+                        "wall_seconds": 0.0}
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(one, student): student for student in todo}
+            for number, future in enumerate(as_completed(futures), start=1):
+                student, res = futures[future], future.result()
+                log_parts.append(f"===== {student}\n{res.pop('log')}")
+                with locked_state(root) as state:  # merged into what is on disk now
+                    book_of(state, args.assignment)["students"][student] = res
+                score = (f"{res['code_score']:g}/{res['max_code_score']:g} autograded"
+                         if res["status"] != "FAILED" else "no score")
+                print(f"[{number}/{len(todo)}] {student}: {res['status']}, {score}, {len(res['flags'])} flags, "
+                      f"{len(res['problems'])} problems ({res['wall_seconds']:.1f} s)", flush=True)
+        with locked_state(root) as state:
+            book = book_of(state, args.assignment)
+            if not args.student:
+                book["code"] = code
+            records = book["students"]
+            for student in list(records):
+                if student not in everyone:
+                    del records[student]
+            with (report_dir(root, args.assignment) / "autograde.log").open("a") as log:  # every run's, in turn
+                log.write(f"##### run of {time.strftime('%Y-%m-%d %H:%M:%S')}\n" + "\n".join(log_parts) + "\n")
+            report = write_report(root, args.assignment, records, sandbox)
         print(report)
         failed = [s for s in todo if records[s]["status"] == "FAILED"]
-        print(f"autograde: {len(todo) - len(failed)}/{len(todo)} graded in {time.time() - started:.1f} s; "
-              "report in autograde-report.md, nbgrader log in autograde.log")
+        folder = report_dir(root, args.assignment).relative_to(root)
+        print(f"autograde: {len(todo) - len(failed)}/{len(todo)} graded in {time.time() - started:.1f} s "
+              f"({jobs} at a time); report in {folder}/report.md, nbgrader log in {folder}/autograde.log")
         return 1 if failed else 0
     finally:
         shutil.rmtree(sandbox_tmp, ignore_errors=True)

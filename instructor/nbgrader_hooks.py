@@ -4,6 +4,8 @@
 
 - ``InjectProbes``: every autograded test cell's source is replaced by a probe for this grading run
   (instructor/grading.py): expressions and inputs only, a fresh nonce, nothing to compare against.
+  Hidden inputs are drawn from the notebook's seed in ``$COURSE_GRADING_SEEDS`` (``make autograde``
+  stores each notebook's seed and a regrade reuses it) or from a fresh one.
   The plans (checks and expected values, from the solution notebook) stay in this process.
 - ``SandboxedExecute``: nbgrader's Execute, but only in the sandbox kernel chosen by
   ``make autograde`` (``$COURSE_SANDBOX_KERNEL``), so a plain ``nbgrader autograde`` cannot run

@@ -64,6 +64,9 @@ def rebuild(raw: bytes, release) -> tuple[object | None, list[str]]:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         return None, [f"is not a notebook (not JSON: {str(err)[:120]}): 0 points for it"]
+    if isinstance(data, dict) and isinstance(data.get("nbformat"), int) and data["nbformat"] < 4:
+        return None, [f"is not a notebook this course grades (nbformat {data['nbformat']}, from IPython 3 or older; "
+                      "save it again in Jupyter, which writes nbformat 4): 0 points for it"]
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):
         return None, ["is not a notebook (no list of cells): 0 points for it"]
@@ -132,22 +135,37 @@ def file_hashes(folder: Path) -> dict[str, str]:
 def stage(submitted: Path, release_dir: Path, staged: Path) -> tuple[dict[str, str], list[str]]:
     """Rebuild every notebook of one student's submission folder into ``staged``.
 
-    Returns ({notebook file: sha of the submitted bytes}, problems). Files that are not one of the
-    release's notebooks are reported and left out; so are notebooks that cannot be rebuilt.
+    Returns ({notebook file: sha of the submitted bytes}, problems). A file named as the LMS names
+    it (``smithjohn_12345_678901_q1_bradley_terry-1.ipynb``, instructor/collect.py) stands for the
+    release notebook in its name; of several files for one notebook, the release's own name wins,
+    then the newest resubmission. Files that are not one of the release's notebooks are reported
+    and left out; so are notebooks that cannot be rebuilt.
     """
+    from instructor.collect import parse_canvas_name, release_name
+
     staged.mkdir(parents=True, exist_ok=True)
     expected = {p.name: p for p in sorted(release_dir.glob("*.ipynb"))}
     hashes, problems = file_hashes(submitted), []
+    chosen: dict[str, Path] = {}
+    rank = lambda p: (p.name in expected, (parse_canvas_name(p.name) or {}).get("attempt", 0), p.name)  # noqa: E731
     for path in sorted(submitted.glob("*.ipynb")):
-        raw = path.read_bytes()
-        if path.name not in expected:
+        target = release_name(path.name, set(expected))
+        if target is None:
             problems.append(f"{path.name} ignored: not one of the assignment's notebooks ({', '.join(expected)})")
-            continue
-        nb, notes = rebuild(raw, nbformat.read(str(expected[path.name]), as_version=4))
+        elif target in chosen:
+            older = min(chosen[target], path, key=rank)
+            chosen[target] = max(chosen[target], path, key=rank)
+            problems.append(f"{older.name} ignored: {chosen[target].name} is a newer copy of {target}")
+        else:
+            chosen[target] = path
+    for target, path in sorted(chosen.items()):
+        if path.name != target:
+            problems.append(f"{path.name} graded as {target} (a file name from the LMS)")
+        nb, notes = rebuild(path.read_bytes(), nbformat.read(str(expected[target]), as_version=4))
         problems += [f"{path.name} {note}" if nb is None else f"{path.name}: {note}" for note in notes]
         if nb is not None:
-            nbformat.write(nb, str(staged / path.name))
-    missing = [name for name in expected if not (submitted / name).exists()]
+            nbformat.write(nb, str(staged / target))
+    missing = [name for name in expected if name not in chosen]
     if missing:
         problems.append(f"not submitted (0 points): {', '.join(missing)}")
     if (submitted / "timestamp.txt").exists():

@@ -399,12 +399,12 @@ def graded(request):
     timings["generate_feedback"] = time.time() - start
     grades = _run([sys.executable, "-m", "instructor.export_grades"], course)
     assert grades.returncode == 0, grades.stdout + grades.stderr
-    report = json.loads((course / "autograde-report.json").read_text())
+    report = json.loads((course / "grades" / ASSIGNMENT / "report.json").read_text())
     for name, seconds in timings.items():
         _say(request, f"assignment pipeline: {name} {seconds:.1f} s ({len(students)} students)")
     yield {
         "course": course, "elsewhere": elsewhere, "students": students, "auto": auto, "feedback": fb, "report": report,
-        "grades": {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())},
+        "grades": {r["student_id"]: r for r in csv.DictReader((course / "grades" / ASSIGNMENT / "grades.csv").open())},
     }
     shutil.rmtree(course, ignore_errors=True)
     shutil.rmtree(elsewhere, ignore_errors=True)
@@ -463,8 +463,12 @@ def test_autograde_report_progress_and_timing(graded, request):
     auto = graded["auto"]
     assert auto.returncode == 0, auto.stdout[-3000:] + auto.stderr[-3000:]
     students = graded["students"]
-    for number, student in enumerate(sorted(students), start=1):
-        assert re.search(rf"^\[{number}/{len(students)}\] {student}: ", auto.stdout, re.M), student
+    numbers = []  # one line per student, numbered in the order they finish (parallel jobs)
+    for student in sorted(students):
+        match = re.search(rf"^\[(\d+)/{len(students)}\] {student}: ", auto.stdout, re.M)
+        assert match, student
+        numbers.append(int(match.group(1)))
+    assert sorted(numbers) == list(range(1, len(students) + 1))
     seconds = [sec for name, res in graded["report"]["students"].items() if not name.startswith(("frank", "x_search"))
                for sec in res["seconds"].values()]
     seconds.sort()
@@ -554,7 +558,7 @@ def test_incremental_grading_keeps_hand_grades(graded):
 
 def test_statuses_are_one_set_across_report_grades_and_readme(graded):
     readme = (ROOT / "README.md").read_text()
-    assert set(graded["report"]["statuses"]) == set(STATUSES) == {"ok", "manual", "review", "FAILED"}
+    assert set(graded["report"]["statuses"]) == set(STATUSES) == {"ok", "manual", "review", "FAILED", "missing"}
     for name in STATUSES:
         assert f"`{name}`" in readme
     assert {r["status"] for r in graded["grades"].values()} <= set(STATUSES)
@@ -600,7 +604,7 @@ def test_answers_that_call_the_course_library_earn_nothing_and_are_flagged(grade
     uses = sum(bool(re.search(r"^(from|import) course_lib", code, re.M))
                for cells in library_submission("calls").values() for code in cells.values())
     assert uses >= 4 and len(library_flags) >= uses, res["flags"]
-    report = (graded["course"] / "autograde-report.md").read_text()
+    report = (graded["course"] / "grades" / ASSIGNMENT / "report.md").read_text()
     assert "x_course_lib" in report and "imports the course library" in report
 
 

@@ -89,7 +89,7 @@ def graded(request):
     start = time.time()
     proc = subprocess.run([sys.executable, "-m", "instructor.autograde", "--assignment", "lab14"], cwd=course,
                           env=env, capture_output=True, text=True, timeout=1800)
-    report = json.loads((course / "autograde-report.json").read_text())
+    report = json.loads((course / "grades" / "lab14" / "report.json").read_text())
     students = report["students"]
     seconds = {s: r.get("wall_seconds") for s, r in students.items()}
     report_line(request.config, f"lab pipeline: {len(students)} students in {time.time() - start:.0f} s; "

@@ -213,6 +213,19 @@ def _ragged(rng, labels) -> tuple[list[float], list]:
     return [rewards[i] for i in order], [ids[i] for i in order]
 
 
+# Random inputs are sized so a correct but slow answer never meets the time limit: enumerating all
+# len(q) ** G reward outcomes (a right way to compute zero_variance_probability) stays within this.
+ENUMERATION_BUDGET = 2 ** 16
+
+
+def _enumerable_g(rng, values: int) -> int:
+    """A group size G in [2, 16] with values ** G <= ENUMERATION_BUDGET."""
+    top = 2
+    while top < 16 and values ** (top + 1) <= ENUMERATION_BUDGET:
+        top += 1
+    return int(rng.integers(2, top + 1))
+
+
 def _q3(rng) -> dict:
     p, small_g, c = float(rng.uniform(0.05, 0.95)), int(rng.integers(2, 7)), float(rng.uniform(0.05, 0.95))
     tokens = [[float(x) for x in rng.normal(0, 2, size=int(k))] for k in rng.integers(1, 6, size=3)]
@@ -221,6 +234,7 @@ def _q3(rng) -> dict:
     r_str, g_str = _ragged(rng, ["alpha", "beta", "gamma", "delta"])
     v, k = float(rng.uniform(0.05, 3.0)), int(rng.integers(2, 7))
     probs = [float(x) for x in rng.dirichlet(np.ones(int(rng.integers(2, 6))))]
+    probs8 = rng.dirichlet(np.ones(int(rng.integers(2, 5))))  # at most 4 ** 8 outcomes for G = 8
     return {
         "q3_test_grpo": [
             check("grpo_advantages(r, g)", "GRPO advantages of one group [1,0,0,1,0,0,1,0] (notebook 03)", visible=True,
@@ -267,10 +281,10 @@ def _q3(rng) -> dict:
             check("zero_variance_probability([0.5, 0.6], 4)", "probabilities that do not sum to 1 must raise ValueError",
                   visible=True),
             check("zero_variance_probability(q, G)", "random reward-value probabilities and G", q=probs,
-                  G=int(rng.integers(2, 17))),
+                  G=_enumerable_g(rng, len(probs))),
             check("zero_variance_probability([p, 1 - p], G)", "pass/fail at a random p and G", p=p,
-                  G=int(rng.integers(2, 17))),
-            check("zero_variance_probability(q, 8.0)", "a whole float G is accepted", q=np.asarray(probs)),
+                  G=_enumerable_g(rng, 2)),
+            check("zero_variance_probability(q, 8.0)", "a whole float G is accepted", q=probs8),
             check("zero_variance_probability([0.0, 1.0], 5)", "a checker that always gives the same reward", tol=1e-12),
             check("zero_variance_probability([1.2, -0.2], 8)", "a probability outside [0, 1] must raise ValueError"),
             check("zero_variance_probability([0.5, 0.5], 1)", "G < 2 must raise ValueError"),

@@ -1,0 +1,105 @@
+"""Grading a class: `make autograde` on N fake students of module14, serial and with JOBS in parallel.
+
+Each fake student submits all five notebooks: three in four hand in the solutions, one in four the
+release (every answer a stub). The class is graded in a scratch copy of the course, once per jobs
+setting, each time from an empty gradebook (the same submissions), in the sandbox like a real run.
+Writes benchmarks/results/class_grading.json: per setting the wall time, seconds per student and the
+speed-up over the first setting, with the machine's load, so a reader can judge the numbers.
+
+Goal (issue 23): a class of 150 in <= 15 min on 2 cores. Measure it with ``--students 150 --jobs 2``;
+on a shared, loaded machine a smaller class (``--students 12 --jobs 1 2``) gives the per-student
+time and the speed-up.
+
+    python benchmarks/class_grading.py [--students 12] [--jobs 1 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from tables import save  # noqa: E402
+
+ASSIGNMENT = "module14"
+
+
+def make_course(scratch: Path, students: int) -> Path:
+    course = scratch / "course"
+    course.mkdir()
+    for item in ("nbgrader_config.py", "instructor", "solutions"):
+        src = ROOT / item
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, course / item)
+    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], cwd=course,
+                   env=env, check=True, capture_output=True)
+    for i in range(students):
+        source = "exercises" if i % 4 == 1 else "solutions"
+        dest = course / "submitted" / f"student{i:03d}" / ASSIGNMENT
+        dest.mkdir(parents=True)
+        for nb in sorted((course / source / ASSIGNMENT).glob("*.ipynb")):
+            shutil.copy(nb, dest / nb.name)
+    return course
+
+
+def grade(course: Path, jobs: int) -> dict:
+    for item in ("gradebook.db", ".autograde-state.json", "autograded", "grades"):
+        path = course / item
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    load_before = os.getloadavg()[0]
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-m", "instructor.autograde", "--jobs", str(jobs)], cwd=course, env=env,
+                          capture_output=True, text=True)
+    seconds = time.time() - start
+    report = json.loads((course / "grades" / ASSIGNMENT / "report.json").read_text())["students"]
+    statuses = sorted({r["status"] for r in report.values()})
+    if proc.returncode != 0:
+        raise RuntimeError(f"autograde failed with --jobs {jobs}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return {"jobs": jobs, "seconds": round(seconds, 1), "seconds_per_student": round(seconds / len(report), 2),
+            "students": len(report), "statuses": statuses, "load_before": round(load_before, 2),
+            "load_after": round(os.getloadavg()[0], 2),
+            "student_seconds_median": sorted(r["wall_seconds"] for r in report.values())[len(report) // 2]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=12)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args(argv)
+    if args.students < 1 or any(j < 1 for j in args.jobs):
+        parser.error("--students and --jobs must be whole numbers >= 1")
+    scratch = Path(tempfile.mkdtemp(prefix="class-bench-", dir="/var/tmp"))
+    os.chmod(scratch, 0o755)
+    try:
+        course = make_course(scratch, args.students)
+        runs = []
+        for jobs in args.jobs:
+            run = grade(course, jobs)
+            run["seed"] = 0  # the class is the same in every setting
+            run["speedup"] = round(runs[0]["seconds"] / run["seconds"], 2) if runs else 1.0
+            runs.append(run)
+            print(f"{args.students} students, --jobs {jobs}: {run['seconds']:.0f} s "
+                  f"({run['seconds_per_student']:.1f} s per student, {run['speedup']:.2f}x vs --jobs {runs[0]['jobs']}; "
+                  f"load {run['load_before']} -> {run['load_after']})", flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    goal = 150 * runs[-1]["seconds_per_student"] / 60
+    print(f"extrapolated, not measured: 150 students at --jobs {runs[-1]['jobs']} would take about {goal:.0f} min")
+    path = save("class_grading", [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])], runs,
+                machine=f"{os.cpu_count()} cores, shared", class_size=args.students, assignment=ASSIGNMENT)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
