@@ -63,7 +63,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 6. read an accuracy–KL frontier measured on the tiny GPT.
 #
 # Everything before section 9 is exact arithmetic and runs in seconds; section 9 trains
-# (seven short GRPO runs: a few minutes on a laptop CPU; `COURSE_FAST=1` in CI: a toy budget).
+# (seven short GRPO runs from a shared SFT start; `COURSE_FAST=1`, CI's quick check, gives each fewer
+# steps). The last cell prints how long this run took.
 
 # %%
 import copy
@@ -89,15 +90,15 @@ from course_lib.kl import (
     reference_kl,
     regularised_objective,
 )
-from course_lib.model import build_model
 from course_lib.passport import passport
 from course_lib.policy_loss import clipped_surrogate, kl_estimate, kl_shaped_rewards
 from course_lib.preference import bt_probability, dpo_terms
 from course_lib.runtime import MetricsLog
-from course_lib.sft import train_sft
-from course_lib.task import AdditionTask
+from course_lib.starts import sft_start
+from course_lib.stopwatch import Stopwatch
 
-FAST = os.environ.get("COURSE_FAST") == "1"  # CI: a toy budget for the training in section 9
+FAST = os.environ.get("COURSE_FAST") == "1"  # section 9's sweep with fewer GRPO steps (CI's quick check)
+clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
 rng = np.random.default_rng(0)
 
 # %% [markdown]
@@ -740,13 +741,10 @@ print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling �
 # checker (nothing to over-optimise)? And which placement will move less at the same β?
 
 # %%
-cfg = get_config("test" if FAST else "cpu")
-SWEEP_STEPS = cfg.grpo.steps if FAST else 80  # the benchmark's budget (benchmarks/tinygpt_kl_frontier.py)
+cfg = get_config("cpu")
+SWEEP_STEPS = 20 if FAST else 80  # the full budget is the benchmark's (benchmarks/tinygpt_kl_frontier.py)
 SEED = 0
-task = AdditionTask(cfg.task)
-torch.manual_seed(SEED)
-model = build_model(cfg.model, task.tokenizer)
-train_sft(model, task, cfg.sft, seed=SEED, show_progress=False)
+task, model, _ = sft_start(cfg, seed=SEED)  # the SFT policy of notebooks 06–08b, trained once per machine
 sft_weights = copy.deepcopy(model.state_dict())
 reference = copy.deepcopy(model).eval().requires_grad_(False)
 baseline = evaluate(model, task)
@@ -884,3 +882,6 @@ for placement in ("loss", "reward"):
 #    limits each step (and with μ = 1 the ratio is 1 on the only pass, so it does not even do that); only a
 #    reference penalty, β > 0, anchors the total drift (section 8).
 #    </details>
+
+# %%
+print(clock.report())

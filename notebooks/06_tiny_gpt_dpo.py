@@ -60,8 +60,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 5. attribute a gain honestly: how much came from the preference term and how much from the NLL term;
 # 6. train a *style* preference — two valid answers, one preferred — and track it on held-out pairs.
 #
-# Budget: about 3–4 minutes on a laptop CPU. `COURSE_FAST=1` (CI) runs a toy budget: its numbers are
-# real but tiny, and every sentence that quotes a number is computed from what is shown.
+# Budget: the last cell prints how long this run took. `COURSE_FAST=1` (CI, the quick check) runs the
+# same task, model and SFT start with fewer preference pairs and DPO steps; every sentence that quotes
+# a number is computed from what is shown.
 
 # %%
 import copy
@@ -80,10 +81,15 @@ from course_lib.preference import dpo_terms
 from course_lib.rollout import generate
 from course_lib.runtime import MetricsLog
 from course_lib.sft import train_sft
+from course_lib.starts import sft_start
+from course_lib.stopwatch import Stopwatch
 from course_lib.task import AdditionTask
 
-FAST = os.environ.get("COURSE_FAST") == "1"  # CI: a toy budget that only checks the code runs
-cfg = get_config("test" if FAST else "cpu")
+FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on fewer pairs and steps (CI's quick check)
+clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
+cfg = get_config("cpu")
+if FAST:
+    cfg.dpo = dataclasses.replace(cfg.dpo, pair_prompts=1024, steps=60, eval_every=20)
 SEED = 0
 _ = torch.manual_seed(SEED)
 print(f"config {cfg.name!r}: {cfg.task.digits}-digit addition, {cfg.task.n_demos} demonstrations")
@@ -139,15 +145,16 @@ print(f"by hand {by_hand:.5f}   completion_logprobs {float(token_logps.sum()):.5
 # ## 3. SFT: the reference policy
 #
 # Supervised fine-tuning on the demonstrations, errors included. Watch the held-out accuracy, and
-# especially its split: prompts whose ones column carries are where the teacher was wrong.
+# especially its split: prompts whose ones column carries are where the teacher was wrong. Notebooks
+# 02b, 06, 07 and 08b start from this same SFT policy, so `sft_start` trains it once per machine
+# (`pipeline.sft_policy`, the SFT stage of every run) and later reads it from a disk cache.
 
 # %%
-sft_log = MetricsLog()
-sft_result = train_sft(model, task, cfg.sft, seed=SEED, log=sft_log)
+task, model, sft_info = sft_start(cfg, seed=SEED)
 baseline = evaluate(model, task)
 print(f"SFT held-out exact match {baseline['accuracy']:.1%}  "
       f"(no carry {baseline['accuracy_no_carry']:.1%}, carry {baseline['accuracy_carry']:.1%}) "
-      f"after {sft_result['seconds']:.0f} s")
+      f"after {cfg.sft.steps} steps ({sft_info['sft_seconds']:.0f} s of training when the start was built)")
 for line in sample_completions(model, task, task.heldout_pairs[:4], n=2):
     print(line)
 
@@ -472,3 +479,6 @@ plt.show()
 #    Evidence that the style generalises to prompts never trained on. A training-pair accuracy of 100%
 #    is also what memorising the pairs would give.
 #    </details>
+
+# %%
+print(clock.report())

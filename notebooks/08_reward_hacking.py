@@ -65,14 +65,15 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. explain what tightening the checker does (it removes the exploit; it does not by itself make
 #    the policy better), and what a held-out test with a better checker is for.
 #
-# Budget: about a minute on a laptop CPU, and the same under `COURSE_FAST=1` (CI): the experiment is
-# already small. Every sentence below that quotes a number is computed from the run you see.
+# Budget: the last cell prints how long this run took; `COURSE_FAST=1` (CI) runs the same experiment,
+# which is already small. Every sentence below that quotes a number is computed from the run you see.
 # `make bench` repeats it over three seeds (section 5); section 5 prints, from its file, on how many
 # seeds the loose run was exploited.
 
 # %%
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -82,12 +83,13 @@ from course_lib.dashboard import dashboard
 from course_lib.evaluation import evaluate, sample_completions
 from course_lib.grpo import train_grpo
 from course_lib.hacking import ALARMS, SFT_STEPS, alarm_order, experiment_config, first_alarms
-from course_lib.model import build_model
 from course_lib.runtime import MetricsLog
-from course_lib.sft import train_sft
+from course_lib.starts import sft_start
+from course_lib.stopwatch import Stopwatch
 from course_lib.task import AdditionTask
 
 cfg = experiment_config()  # the same with COURSE_FAST=1: this experiment is already small
+clock = Stopwatch("COURSE_FAST=1 (the same as the full)" if os.environ.get("COURSE_FAST") == "1" else "full")
 SEED = 0
 L = cfg.grpo.max_completion_length
 _ = torch.manual_seed(SEED)
@@ -120,8 +122,7 @@ for text, eos in [("65", True), ("55", True), ("5565", True), ("1637095", False)
 # from a weak policy (SFT stopped early): honest addition is hard for it, writing more digits is easy.
 
 # %%
-model = build_model(cfg.model, tok)
-train_sft(model, task, cfg.sft, seed=SEED, steps=SFT_STEPS)
+_, model, _ = sft_start(cfg, seed=SEED, steps=SFT_STEPS)  # trained once per machine (course_lib.starts)
 start = evaluate(model, task, max_completion_length=L)
 start_weights = {k: v.clone() for k, v in model.state_dict().items()}
 print(f"start: strict held-out {start['accuracy']:.1%}, loose held-out {start['loose_accuracy']:.1%}")
@@ -308,3 +309,6 @@ else:
 #    than the policy (temperature 1.3, say) from a weak start can degrade both runs, and the
 #    comparison then says nothing about the checker. With one difference, any gap is the checker's.
 #    </details>
+
+# %%
+print(clock.report())

@@ -61,8 +61,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 4. compute GAE advantages by hand, and weigh PPO's learned critic against GRPO's and RLOO's group
 #    baselines in accuracy, time and memory.
 #
-# Budget: about 10 minutes on a laptop CPU for the full run; `COURSE_FAST=1` (CI) runs a toy budget
-# in under a minute — its numbers are noisier, and the text below is computed from whichever ran.
+# Budget: the last cell prints how long this run took. `COURSE_FAST=1` (CI, the quick check) starts
+# from the same SFT policy and trains the reward model and the RL runs on smaller budgets — its
+# numbers are noisier, and the text below is computed from whichever ran.
 
 # %%
 import copy
@@ -80,7 +81,6 @@ from course_lib.configs import PPOConfig, RewardModelConfig, get_config
 from course_lib.evaluation import evaluate
 from course_lib.explore import predict
 from course_lib.grpo import train_grpo
-from course_lib.model import build_model
 from course_lib.ppo import build_critic, clipped_value_loss, gae, train_ppo
 from course_lib.preference import reward_model_loss
 from course_lib.reward_model import (
@@ -94,21 +94,20 @@ from course_lib.reward_model import (
 from course_lib.rewards import resolve_reward
 from course_lib.rollout import sample_groups
 from course_lib.runtime import MetricsLog
-from course_lib.sft import train_sft
-from course_lib.task import AdditionTask
+from course_lib.starts import sft_start
+from course_lib.stopwatch import Stopwatch
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
-FAST = os.environ.get("COURSE_FAST") == "1"
+FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on smaller budgets (CI's quick check)
+clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
 cfg = get_config("cpu")
-if FAST:
-    cfg.task.n_heldout = 200
 SEED = 0
-SFT_STEPS = 400 if FAST else cfg.sft.steps
-RM_CFG = RewardModelConfig(pair_prompts=512, steps=40, batch_size=128, heldout_prompts=200) if FAST else RewardModelConfig()
-BON_PROMPTS, BON_K = (100, 16) if FAST else (200, 64)
+RM_CFG = (RewardModelConfig(pair_prompts=1024, steps=100, batch_size=128, heldout_prompts=200) if FAST
+          else RewardModelConfig())
+BON_PROMPTS, BON_K = (100, 32) if FAST else (200, 64)
 # PPO against the reward model: seeds, steps, prompts per step, and the moving mean that reads the curves
-OVEROPT_SEEDS, OVEROPT_STEPS, OVEROPT_PROMPTS, WINDOW = ((0,), 6, 64, 3) if FAST else ((0, 1, 2), 80, 128, 5)
-RL_STEPS = 4 if FAST else cfg.grpo.steps
+OVEROPT_SEEDS, OVEROPT_STEPS, OVEROPT_PROMPTS, WINDOW = ((0,), 15, 128, 3) if FAST else ((0, 1, 2), 80, 128, 5)
+RL_STEPS = 10 if FAST else cfg.grpo.steps
 
 # %% [markdown]
 # ## 1. Step one of the pipeline: the SFT policy
@@ -117,10 +116,7 @@ RL_STEPS = 4 if FAST else cfg.grpo.steps
 # often forgets the carry.
 
 # %%
-task = AdditionTask(cfg.task)
-torch.manual_seed(SEED)
-policy = build_model(cfg.model, task.tokenizer)
-sft = train_sft(policy, task, cfg.sft, seed=SEED, steps=SFT_STEPS, show_progress=False)
+task, policy, sft = sft_start(cfg, seed=SEED)  # notebooks 06–08b's SFT policy, trained once per machine
 sft_weights = copy.deepcopy(policy.state_dict())
 print(f"SFT policy: held-out exact match {sft['accuracy']:.1%} "
       f"(carry prompts {sft['accuracy_carry']:.1%}, no carry {sft['accuracy_no_carry']:.1%})")
@@ -208,8 +204,8 @@ print(f"held-out pairwise accuracy {m['heldout_accuracy']:.1%} = {m['of_ceiling'
 # batch doing worse, not better. It needed to see more pairs and to take larger steps, and the
 # larger step was safe with 256 pairs per step (why was not isolated; a likely reason is that the
 # gradient of a larger batch depends less on which few of its labels were flipped). (Each measurement is listed in `course_lib.reward_model`'s docstring;
-# the README's RLHF table has the medians over seeds.) `COURSE_FAST=1` trains on a few hundred
-# pairs for a few dozen steps: expect a much weaker model.
+# the README's RLHF table has the medians over seeds.) `COURSE_FAST=1` trains on fewer
+# pairs for fewer steps (section 2 printed how many pairs): expect a weaker model.
 #
 # ### Calibration: do its Bradley–Terry probabilities mean what they say?
 #
@@ -541,3 +537,6 @@ print(f"critic share of PPO's model states: lecture stack {lecture_share:.0%}; m
 #    curve with fresh human (or stronger-model) comparisons on held-out prompts, and stops or raises β
 #    when the proxy rises while those comparisons do not.
 #    </details>
+
+# %%
+print(clock.report())

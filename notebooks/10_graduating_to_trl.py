@@ -57,7 +57,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    SFT start, and compare reward curves, held-out accuracy and seconds per step;
 # 3. point the same GRPO recipe at a real instruct model on a GPU, and launch it on several GPUs.
 #
-# Budget: about 5–8 minutes on a laptop CPU (`COURSE_FAST=1` in CI: a toy budget).
+# Budget: the last cell prints how long this run took (`COURSE_FAST=1`, CI's quick check: the same task,
+# model and SFT start, fewer steps).
 
 # %%
 import copy
@@ -84,13 +85,18 @@ from course_lib.dpo import build_preference_pairs, reference_logprobs, train_dpo
 from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
 from course_lib.model import n_params
-from course_lib.pipeline import rl_generator, sft_policy
+from course_lib.pipeline import rl_generator
 from course_lib.runtime import MetricsLog
+from course_lib.starts import sft_start
+from course_lib.stopwatch import Stopwatch
 
 trl_bridge.quiet()  # TRL's progress bars and transformers' deprecation notices, nothing else
-FAST = os.environ.get("COURSE_FAST") == "1"  # CI: a toy budget that only checks the code runs
-cfg = get_config("test" if FAST else "cpu")
-cfg.grpo = dataclasses.replace(cfg.grpo, steps=3 if FAST else 60, eval_every=1 if FAST else 10)
+FAST = os.environ.get("COURSE_FAST") == "1"  # the same comparison with fewer steps (CI's quick check)
+clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
+cfg = get_config("cpu")
+cfg.grpo = dataclasses.replace(cfg.grpo, steps=10 if FAST else 60, eval_every=5 if FAST else 10)
+if FAST:
+    cfg.dpo = dataclasses.replace(cfg.dpo, pair_prompts=512, steps=30)
 SEED = 0
 OUT = tempfile.mkdtemp(prefix="trl-")  # TRL wants an output folder; nothing is saved there
 
@@ -140,10 +146,11 @@ print(f"ratio TRL / course = {ratio:.4f}; sqrt((G-1)/G) = {((G - 1) / G) ** 0.5:
 #
 # ## 3. One SFT start for both
 #
-# The course's SFT stage, exactly as in notebooks 06–07; both trainers start from copies of it.
+# The course's SFT stage, the start notebooks 06–08b share (trained once per machine, `course_lib.starts`);
+# both trainers start from copies of it.
 
 # %%
-task, sft_model, _ = sft_policy(cfg, seed=SEED, device="cpu", show_progress=False)
+task, sft_model, _ = sft_start(cfg, seed=SEED)
 L = cfg.grpo.max_completion_length
 baseline = evaluate(sft_model, task, max_completion_length=L)
 print(f"SFT held-out exact match {baseline['accuracy']:.1%}")
@@ -319,3 +326,6 @@ for n in (1, 2, 4, 8):
 #    with zero advantage and never refills the batch. The TRL run is then the `keep` recipe, and
 #    comparing it with a course `resample` run compares two different recipes.
 #    </details>
+
+# %%
+print(clock.report())

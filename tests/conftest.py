@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -34,6 +35,29 @@ def matplotlib_ready() -> None:
     inside a notebook that would look like a warning shown to a student.
     """
     subprocess.run([sys.executable, "-c", "import matplotlib.pyplot"], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def shared_sft_start():
+    """The SFT start of the `cpu` config, seed 0 (``course_lib.starts``), built once per test session.
+
+    The notebooks 02b–10 share it; ``COURSE_CACHE`` points their kernels (and the browser test's
+    JupyterLab) at a folder of this session that both pytest-xdist workers see, and the cache's
+    lock makes a second worker wait for the first and read its file.
+    """
+    from course_lib.configs import get_config
+    from course_lib.starts import sft_start
+
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"serial-{os.getpid()}"
+    folder = ROOT / "test-artifacts" / "sft-starts" / run_id
+    old = os.environ.get("COURSE_CACHE")
+    os.environ["COURSE_CACHE"] = str(folder)  # the notebooks' kernels inherit it
+    _, _, info = sft_start(get_config("cpu"), seed=0, verbose=False)
+    yield info
+    if old is None:
+        os.environ.pop("COURSE_CACHE", None)
+    else:
+        os.environ["COURSE_CACHE"] = old
 
 
 def report_line(config: pytest.Config, line: str) -> None:

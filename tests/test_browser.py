@@ -55,9 +55,7 @@ def _best_of_n_first_prompt() -> str:
     from course_lib.configs import get_config
     from course_lib.task import AdditionTask
 
-    cfg = get_config("cpu")
-    cfg.task.n_heldout = 200  # 08b's COURSE_FAST budget
-    task = AdditionTask(cfg.task)
+    task = AdditionTask(get_config("cpu").task)
     a, b = task.heldout_pairs[0]
     return f"{task.prompt_text(a, b)}  (answer {a + b})"
 
@@ -125,7 +123,7 @@ def _get(url: str, token: str):
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab(tmp_path_factory, shared_sft_start):  # the kernels read the session's SFT start (COURSE_CACHE)
     """A JupyterLab server over a scratch folder; yields (base_url, token, folder)."""
     if not CHROMIUM.exists():
         pytest.skip(f"Chromium is not installed at {CHROMIUM}: `apt-get install chromium` (.ci/run does)")

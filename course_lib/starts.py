@@ -1,0 +1,131 @@
+"""SFT starts shared by the notebooks: trained once per machine, then read from a disk cache.
+
+Notebooks 02b, 06, 07, 08, 08b and 10 all begin from an SFT policy of the same task and model.
+Training it is the slowest part of a short run, and it is the same model every time: ``sft_start``
+trains it once (through ``pipeline.sft_policy``, the SFT stage of every run) and saves it; later
+calls load it.
+
+The cache can never serve a stale start: a file's name is a hash of everything that decides its
+weights — the task, model and SFT sections of the config, the SFT step count, the gradient-clip
+norm, the seed, torch's version and the source of every module the SFT stage runs. Change any of
+them and a new start is trained. Builds are atomic (a temporary file in the cache folder, then
+``os.replace``), and a lock file makes a second process that asks for the same start at the same
+time wait for the first and read its file, so two notebooks or two test workers can ask at once.
+
+Where: ``$COURSE_CACHE`` if set, else ``$XDG_CACHE_HOME/learning-from-feedback`` (default
+``~/.cache/learning-from-feedback``), folder ``sft_starts``.
+
+Simplifications, said out loud: bit-identical weights are not promised across machines (a start
+trained here with 1 thread and one trained elsewhere may differ in the last float bits), only that a
+start matches its key; old starts are never deleted (each is ~1 MB: delete the folder to free it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from course_lib import configs
+
+# The modules whose code decides an SFT start's weights (the key hashes their source).
+SOURCES = ("configs", "evaluation", "model", "pipeline", "policy_loss", "runtime", "sft", "task", "starts")
+
+
+def cache_dir() -> Path:
+    """The folder that holds the starts (see the module docstring)."""
+    root = os.environ.get("COURSE_CACHE")
+    if root:
+        return Path(root) / "sft_starts"
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "learning-from-feedback" / "sft_starts"
+
+
+def code_version() -> str:
+    """A hash of torch's version and the source of every module in ``SOURCES``."""
+    digest = hashlib.sha256(torch.__version__.encode())
+    here = Path(__file__).resolve().parent
+    for name in SOURCES:
+        digest.update((here / f"{name}.py").read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def start_key(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None) -> str:
+    """The cache key of the SFT start of ``cfg`` after ``steps`` (default ``cfg.sft.steps``) with ``seed``."""
+    sft = dataclasses.replace(cfg.sft, steps=cfg.sft.steps if steps is None else steps)
+    spec = {"task": dataclasses.asdict(cfg.task), "model": dataclasses.asdict(cfg.model), "sft": dataclasses.asdict(sft),
+            "max_grad_norm": cfg.max_grad_norm, "seed": seed, "code": code_version()}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    """An exclusive lock on ``path`` (POSIX ``flock``; elsewhere none: the atomic rename still keeps files whole)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def sft_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None, verbose: bool = True):
+    """``(task, model, info)``: the SFT policy of ``cfg`` (on the CPU), trained once and cached.
+
+    The same model as ``pipeline.sft_policy(cfg, seed=seed, steps=steps)``. ``info`` holds the
+    held-out evaluation of the start (``accuracy``, ``accuracy_carry``, …), ``sft_seconds`` (the
+    training time when it was built), ``steps``, ``cached`` (False when this call trained it)
+    and ``path``.
+    """
+    from course_lib.evaluation import evaluate
+    from course_lib.pipeline import build_policy, sft_policy
+
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
+        raise ValueError(f"steps must be an integer >= 0 (SFT optimiser steps) or None for cfg.sft.steps; got {steps!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer; got {seed!r}")
+    configs.validate(cfg)
+    n_steps = cfg.sft.steps if steps is None else steps
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{cfg.name}_s{seed}_{n_steps}steps_{start_key(cfg, seed=seed, steps=steps)}.pt"
+    say = print if verbose else (lambda *a: None)
+    with _lock(folder / (path.name + ".lock")):
+        if path.exists():
+            saved = torch.load(path, weights_only=True)
+            task, model = build_policy(cfg, seed=seed, device="cpu")
+            model.load_state_dict(saved["model"])
+            model.eval()
+            info = {**saved["info"], "cached": True, "path": str(path)}
+            say(f"[course_lib] SFT start ({cfg.name!r} config, seed {seed}, {n_steps} steps) read from the cache "
+                f"{path} (training it took {info['sft_seconds']:.0f} s)")
+            return task, model, info
+        say(f"[course_lib] training the shared SFT start ({cfg.name!r} config, seed {seed}, {n_steps} steps); "
+            f"it is saved to {folder} and later notebooks reuse it")
+        t0 = time.perf_counter()
+        task, model, result = sft_policy(cfg, seed=seed, device="cpu", steps=n_steps, show_progress=False,
+                                         max_grad_norm=cfg.max_grad_norm)
+        info = {**evaluate(model, task), "sft_seconds": result["seconds"], "build_seconds": time.perf_counter() - t0,
+                "steps": n_steps}
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=path.name, suffix=".tmp")
+        os.close(fd)
+        try:
+            torch.save({"model": model.state_dict(), "info": info}, tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        say(f"[course_lib] SFT start trained in {result['seconds']:.0f} s: held-out accuracy {info['accuracy']:.1%}")
+        return task, model, {**info, "cached": False, "path": str(path)}
