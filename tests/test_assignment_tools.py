@@ -164,7 +164,7 @@ def test_a_stored_seed_draws_the_same_hidden_inputs(monkeypatch):
 
 def test_given_numbers_are_drawn_per_student_and_the_reference_follows_them():
     alice, again, bob = (grading.given_cells(ASSIGNMENT, s) for s in ("alice", "alice", "bob"))
-    assert alice == again != bob and set(alice) == {"q1_given"} and grading.given_cells(ASSIGNMENT, "") == {}
+    assert alice == again != bob and set(alice) == {"q1_given", "q4_given"} and grading.given_cells(ASSIGNMENT, "") == {}
     released = next(c.source for c in _read(SOURCE).cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_given")
     assert released.startswith(grading.GIVEN_HEADER) and alice["q1_given"].startswith(grading.GIVEN_HEADER)
     assert grading.reference_namespace(SOURCE)["p_a_beats_c"] == pytest.approx(0.9)  # the released numbers

@@ -6,8 +6,8 @@ from ``rng`` for each grading run where a random input makes sense (so a table o
 earns nothing), or are fixed edge cases and bad input. Every cell has at least one value check on a
 random input when it checks a function, so a function that always raises ``ValueError`` earns
 nothing either. Answers the student computes are checked for the student's own variant where the
-notebook has a cell of given numbers (``GIVEN``: Q1's 1c), else they are fixed values (Q2's and
-Q4's answers, the passport: instructor/README.md says why and what a variant of those needs).
+notebook has a cell of given numbers (``GIVEN``: Q1's 1c, Q4's 4b), else they are fixed values
+(Q2's answers, the passport: instructor/README.md says why and what a variant of those needs).
 
 Answers not on the shelf (issue #14): Q1–Q4 ask for what ``course_lib`` does not hold in one function
 (a matrix of win probabilities, chains of wins, a loss over indexed comparisons; DPO from masked
@@ -103,9 +103,19 @@ def _q1_given(rng) -> dict:
             "t_winners": [int(p[0]) for p in pairs], "t_losers": [int(p[1]) for p in pairs]}
 
 
+def _q4_given(rng) -> dict:
+    """A student's scenario for 4b (the released one: notebook 05's 8.03B policy on 8 devices)."""
+    n = round(float(rng.uniform(1.0, 70.0)), 2) * 1e9
+    return {"n_params": n, "tokens_per_step": 256 * 8 * int(rng.integers(10, 81)) * 100,
+            "tokens_per_second": round(float(rng.uniform(100.0, 400.0)), 1), "devices": int(rng.choice([4, 8, 16])),
+            "peak_flops": float(rng.choice([312e12, 990e12])), "mfu": round(float(rng.uniform(0.3, 0.5)), 2),
+            "lora_params": float(rng.integers(4, 65)) * 1e6, "small_params": round(float(rng.uniform(0.1, 0.5)) * n, -8),
+            "reward_params": round(float(rng.uniform(0.05, 0.25)) * n, -8), "decode_speedup": int(rng.integers(2, 5))}
+
+
 # Locked cells of given numbers, drawn per student at grading time (grading.given_cells): answers
 # computed from the names follow the student's own numbers, numbers copied from a friend do not.
-GIVEN = {"q1_given": _q1_given}
+GIVEN = {"q1_given": _q1_given, "q4_given": _q4_given}
 
 
 PAIR_ONE = dict(pc=[-0.7, -2.0, -4.5, -5.5], pr=[-0.7, -3.0, -8.5], rc=[-0.9, -2.5, -4.0, -6.5],
@@ -377,7 +387,7 @@ def _q4(rng) -> dict:
             check(lecture + ", scorer_params=[-1e9])", "a negative scorer size must raise ValueError"),
         ],
         "q4_test_answers": [
-            check(name, f"{name} in notebook 05's scenario", visible=name in ("ppo_gib", "dpo_gib", "ratio"),
+            check(name, f"{name} in the given scenario", visible=name in ("ppo_gib", "dpo_gib", "ratio"),
                   tol=1e-6, rtol=1e-8)
             for name in answers
         ],
