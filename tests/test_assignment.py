@@ -390,7 +390,9 @@ def graded(request):
     host.listen()
     students = _make_submissions(course, elsewhere, host.getsockname()[1])
     start = time.time()
-    auto = _run([sys.executable, "-m", "instructor.autograde", f"--Execute.timeout={TIMEOUT}",
+    # one student at a time: the 10 s cell limit is sized for that on a loaded machine (a copied library
+    # cell timed out with two jobs); parallel grading runs in tests/test_class_pipeline.py (20 s limit)
+    auto = _run([sys.executable, "-m", "instructor.autograde", "--jobs", "1", f"--Execute.timeout={TIMEOUT}",
                  "--SandboxedExecute.interrupt_grace=3"], course)
     timings["autograde"] = time.time() - start
     host.close()
