@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--max-seconds", type=float, default=480.0, help="the whole script's time budget")
     parser.add_argument("--peak-tflops", type=float, default=None, help="override the device's dense peak")
     parser.add_argument("--out", default="runs/gpu_check")
+    parser.add_argument("--save", action="store_true", help="also write benchmarks/results/gpu_check.json (the README's table)")
     args = parser.parse_args(argv)
     if args.max_seconds <= 0:
         parser.error(f"--max-seconds must be > 0; got {args.max_seconds}")
@@ -191,6 +192,15 @@ def main(argv: list[str] | None = None) -> dict | None:
     results["wall_seconds"] = time.perf_counter() - start
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_check.json").write_text(json.dumps(results, indent=2))
+    if args.save:
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).parent))
+        from tables import COMMIT_AT_START, RESULTS
+
+        results.update(command="python benchmarks/gpu_check.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                       commit=COMMIT_AT_START)
+        (RESULTS / "gpu_check.json").write_text(json.dumps(results, indent=1) + "\n")
     print(f"{name} ({results['precision']}): {results['wall_seconds']:.0f} s in all; wrote {out / 'gpu_check.json'}")
     return results
 

@@ -348,6 +348,34 @@ def rlhf(results: Path = RESULTS) -> str:
             + f"\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
 
 
+def gpu_check(results: Path = RESULTS) -> str:
+    """The GPU table from ``benchmarks/gpu_check.py --save``; "unmeasured" until such a run exists."""
+    path = results / "gpu_check.json"
+    if not path.is_file():
+        return ("No GPU machine was available while this was written: the `gpu` config is exercised on the CPU by "
+                "tests (a few steps, and `benchmarks/gpu_check.py --device cpu --tiny`), but its time, accuracy, "
+                "tokens/s and MFU on a GPU are **unmeasured**. `python benchmarks/gpu_check.py --save` on a CUDA "
+                "machine (at most 8 minutes) writes `benchmarks/results/gpu_check.json`, and this paragraph becomes "
+                "its table.\n")
+    data = json.loads(path.read_text())
+
+    def cell(x, fmt):
+        return "—" if x is None else format(x, fmt)
+
+    lines = [f"`gpu` config on {data['device']} ({data['precision']}), one seed, {data['wall_seconds']:.0f} s in all:",
+             "", "| trainer | steps | seconds | held-out accuracy | sampled tokens/s | MFU |", "|---|---|---|---|---|---|"]
+    for r in data["trainers"]:
+        if "skipped" in r:
+            lines.append(f"| {r['kind']} | skipped: {r['skipped']} | | | | |")
+            continue
+        steps = f"{r['steps']}" + (" (stopped by the time budget)" if r["stopped"] else "")
+        lines.append(f"| {r['kind']} | {steps} | {r['train_seconds']:.1f} | {cell(r['accuracy'], '.1%')} | "
+                     f"{cell(r['generated_tokens_per_second'], ',.0f')} | {cell(r['mfu'], '.3%')} |")
+    lines += ["", f"Instruct recipe smoke test: {data['instruct_smoke']}. Levers: {data.get('levers', 'not measured')}.",
+              "", f"`{data.get('command', 'benchmarks/gpu_check.py --save')}` at commit {data.get('commit', 'unknown')}.\n"]
+    return "\n".join(lines)
+
+
 def class_grading(results: Path = RESULTS) -> str:
     data = load("class_grading", results)
     lines = ["| jobs | class | wall time | seconds per student | speed-up | load before → after |", "|---|---|---|---|---|---|"]
@@ -376,7 +404,7 @@ def provenance(results: Path = RESULTS) -> str:
             f"`make bench` re-runs every benchmark at one commit.\n")
 
 
-RENDERERS = {"provenance": provenance, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
+RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
              "class_grading": class_grading}
 

@@ -145,3 +145,22 @@ def test_the_readme_says_once_whether_every_result_came_from_one_commit(tmp_path
     line = tables.provenance(tmp_path)
     assert "**The tables below come from 2 different commits**" in line
     assert "abc1234: a, b" in line and "not recorded: c" in line
+
+
+def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):
+    """No gpu_check.json: the README says plainly that nothing was measured; with one, the table holds its numbers."""
+    import json
+
+    import tables
+
+    block = "<!-- bench:gpu_check -->\n<!-- /bench:gpu_check -->"
+    assert "**unmeasured**" in tables.render(block, tmp_path)
+    run = {"device": "NVIDIA H200", "precision": "bf16 autocast (sm_90)", "wall_seconds": 400.0,
+           "trainers": [{"kind": "grpo", "steps": 200, "stopped": False, "train_seconds": 61.5, "accuracy": 0.934,
+                         "generated_tokens_per_second": 123456.0, "mfu": 0.00123},
+                        {"kind": "ppo", "skipped": "12 s left of --max-seconds"}],
+           "instruct_smoke": {"steps": 2, "seconds": 3.0}}
+    (tmp_path / "gpu_check.json").write_text(json.dumps(run))
+    text = tables.render(block, tmp_path)
+    assert "unmeasured" not in text and "| grpo | 200 | 61.5 | 93.4% | 123,456 | 0.123% |" in text
+    assert "| ppo | skipped: 12 s left" in text and "NVIDIA H200" in text
