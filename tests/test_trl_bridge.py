@@ -63,7 +63,7 @@ def test_options_without_a_trl_equivalent_are_listed():
     missing = _unmatched(b)
     assert "DAPO" not in missing["grpo.zero_variance"].trl_does and "resampl" in missing["grpo.zero_variance"].trl_does
     assert "k3" in missing["grpo.kl_estimator"].trl_does
-    in_reward = trl_bridge.translate(_cfg(beta=0.04, kl_placement="reward"), "grpo")
+    in_reward = trl_bridge.translate(_cfg(beta=0.04, kl_placement="reward", kl_estimator="k1"), "grpo")
     assert "loss only" in _unmatched(in_reward)["grpo.kl_placement"].trl_does
     assert b.config["mask_truncated_completions"] is True and b.config["use_bias_correction_kl"] is False
     assert "no exact TRL equivalent (" in b.report()
