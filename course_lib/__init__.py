@@ -10,8 +10,9 @@ Modules are named after the lecture's ideas:
 - ``budgets``     persistent-state memory and rollout-vs-update time models (§10–§11)
 
 The tiny GPT's trainers: ``task`` and ``model`` (the world and the network), ``rollout``
-(sampling, scoring, masks, log-probs), ``rewards`` (checkers or a reward model), ``sft``,
-``dpo``, ``grpo`` (one trainer each), ``evaluation``, ``passport`` (§17), ``runtime``
+(sampling, scoring, masks, log-probs), ``rewards`` (checkers or a reward model), ``trainer``
+(the one loop every trainer runs through, and the registry of trainers), ``sft``, ``dpo``,
+``grpo``, ``rft``, ``ppo``, ``reward_model`` (one trainer each), ``evaluation``, ``passport`` (§17), ``runtime``
 (threads, checkpoints, metrics, Ctrl-C) and ``pipeline`` (a run end to end; the CLI in
 ``__main__`` only parses arguments for it).
 """

@@ -50,6 +50,22 @@ def _pad_rows(rows: list[list[int]], width: int, pad: int) -> torch.Tensor:
     return out
 
 
+def select_pairs(accepted: list[list[bool]], pairs_per_prompt: int = 1) -> list[tuple[int, int, int]]:
+    """The one rule that turns checked samples into preference pairs (DPO, the reward model, the lab).
+
+    ``accepted[i][j]``: did the checker accept sample j of prompt i. Per prompt, the first accepted
+    sample pairs with the first rejected one, the second with the second, … up to
+    ``pairs_per_prompt`` pairs, no sample used twice; a prompt without both kinds gives none.
+    Returns ``(prompt, accepted sample, rejected sample)`` triples, samples indexed within the prompt.
+    """
+    out = []
+    for i, row in enumerate(accepted):
+        good = [j for j, ok in enumerate(row) if ok]
+        bad = [j for j, ok in enumerate(row) if not ok]
+        out += [(i, g, b) for g, b in list(zip(good, bad))[:pairs_per_prompt]]
+    return out
+
+
 @torch.no_grad()
 def build_preference_pairs(model, task: AdditionTask, cfg: DPOConfig, *, generator: torch.Generator,
                            show_progress: bool = False) -> dict:
@@ -70,12 +86,9 @@ def build_preference_pairs(model, task: AdditionTask, cfg: DPOConfig, *, generat
         ok = checker([p for p in chunk for _ in range(k)], roll.completions).view(len(chunk), k).tolist()
         lengths = (task.prompt_length + roll.completion_mask.sum(-1)).tolist()
         ids = roll.input_ids.tolist()
-        for i in range(len(chunk)):
-            good = [i * k + j for j in range(k) if ok[i][j]]
-            bad = [i * k + j for j in range(k) if not ok[i][j]]
-            if good and bad:
-                chosen.append(ids[good[0]][: lengths[good[0]]])
-                rejected.append(ids[bad[0]][: lengths[bad[0]]])
+        for i, g, b in select_pairs([[bool(x) for x in row] for row in ok]):
+            chosen.append(ids[i * k + g][: lengths[i * k + g]])
+            rejected.append(ids[i * k + b][: lengths[i * k + b]])
         bar.update(len(chunk))
     bar.close()
     if not chosen:

@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from course_lib.advantages import dr_grpo_advantages, grpo_advantages
+from course_lib.dpo import select_pairs
 from course_lib.model import (
     NEVER_LOGIT,
     ModelConfig,
@@ -253,13 +254,10 @@ def _pairs(model, task: AdditionTask, cfg: LabConfig) -> dict:
     k = cfg.dpo_samples_per_prompt
     roll = generate(model, task.encode_prompts(prompts), task.tokenizer,
                     max_completion_length=cfg.max_completion_length, num_generations=k)
-    chosen, rejected = [], []
-    for i, pair in enumerate(prompts):
-        ok = [r for r in range(i * k, (i + 1) * k) if task.strict_reward(pair, roll.completions[r])]
-        bad = [r for r in range(i * k, (i + 1) * k) if not task.strict_reward(pair, roll.completions[r])]
-        if ok and bad:
-            chosen.append(ok[0])
-            rejected.append(bad[0])
+    accepted = [[bool(task.strict_reward(pair, roll.completions[i * k + j])) for j in range(k)]
+                 for i, pair in enumerate(prompts)]
+    picked = select_pairs(accepted)  # the library's one pairing rule (DPO's and the reward model's)
+    chosen, rejected = [i * k + g for i, g, _ in picked], [i * k + b for i, _, b in picked]
     rows = torch.tensor(chosen + rejected)
     out = {"input_ids": roll.input_ids[rows], "attention_mask": roll.attention_mask[rows],
            "completion_mask": roll.completion_mask[rows], "n_pairs": len(chosen)}

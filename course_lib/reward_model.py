@@ -55,6 +55,7 @@ from transformers import GPT2ForSequenceClassification
 from transformers.utils import logging as hf_logging
 
 from course_lib.configs import RewardModelConfig
+from course_lib.dpo import select_pairs
 from course_lib.model import ModelConfig, build_scalar_model, model_config_of
 from course_lib.preference import bt_probability, reward_model_loss
 from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward
@@ -112,14 +113,11 @@ def preference_data(policy, task: AdditionTask, prompts, cfg: RewardModelConfig,
                     num_generations=k, temperature=cfg.temperature)
     comps = roll.completions.cpu()
     good_rows, bad_rows, used = [], [], []
-    for i, pair in enumerate(prompts):
-        rows = list(range(i * k, (i + 1) * k))
-        good = [r for r in rows if task.strict_reward(pair, comps[r])]
-        bad = [r for r in rows if not task.strict_reward(pair, comps[r])]
-        for g, b in list(zip(good, bad))[: cfg.pairs_per_prompt]:
-            good_rows.append(g)
-            bad_rows.append(b)
-            used.append(pair)
+    accepted = [[bool(task.strict_reward(pair, comps[i * k + j])) for j in range(k)] for i, pair in enumerate(prompts)]
+    for i, g, b in select_pairs(accepted, cfg.pairs_per_prompt):
+        good_rows.append(i * k + g)
+        bad_rows.append(i * k + b)
+        used.append(prompts[i])
     if not used:
         raise ValueError("the policy produced no (accepted, rejected) pair: sample more prompts or train SFT more")
     n = len(used)

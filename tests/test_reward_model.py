@@ -281,3 +281,17 @@ def test_bad_reward_model_directories_and_mismatched_tokenizers_are_named(setup,
 def test_bad_reward_model_options(field, value, match):
     with pytest.raises(ValueError, match=match):
         RewardModelConfig(**{field: value})  # the config checks itself
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(st.booleans(), min_size=1, max_size=8), max_size=6), st.integers(1, 4))
+def test_one_pairing_rule_for_dpo_the_reward_model_and_the_lab(accepted, per_prompt):
+    from course_lib.dpo import select_pairs
+
+    picked = select_pairs(accepted, per_prompt)
+    for i, row in enumerate(accepted):
+        mine = [(g, b) for p, g, b in picked if p == i]
+        assert len(mine) == min(sum(row), len(row) - sum(row), per_prompt)
+        assert all(row[g] and not row[b] for g, b in mine)
+        used = [x for pair in mine for x in pair]
+        assert len(used) == len(set(used))  # no sample in two pairs
