@@ -155,6 +155,23 @@ def test_clipped_surrogate_and_units_are_trl_compute_loss(setup, unit, loss_type
                                    advantage=advantage, mask_truncated=bool(truncated))
     trainer.loss_type = loss_type  # bnpo is TRL's second name for the token mean on one process
     inputs = _batch(task, model, truncated_rows=truncated)
+    logps_of = _perturbed_old_logps(trainer, model, inputs, with_ref=bool(beta))
+
+    def ours():
+        logps = logps_of()
+        ratio = torch.exp(logps - inputs["old_per_token_logps"])
+        objective, clipped = clipped_surrogate(ratio, inputs["advantages"], eps_low, eps_high, return_clipped=True)
+        assert bool((clipped & inputs["completion_mask"].bool()).any()), "the clip must be active somewhere"
+        if beta:
+            objective = objective - beta * kl_estimate(logps, inputs["ref_per_token_logps"], "k3")
+        return -aggregate(objective, inputs["completion_mask"], unit, max_length=cfg.grpo.max_completion_length)
+
+    _theirs_and_ours(trainer, model, inputs, ours)
+
+
+def _perturbed_old_logps(trainer, model, inputs, *, with_ref=False):
+    """Old (and, ``with_ref``, reference) log-probs moved off TRL's own ones, so the clip is active;
+    returns a function giving the policy's differentiable per-token log-probs of the batch."""
     ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
     attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
     T = inputs["completion_ids"].shape[1]
@@ -162,37 +179,8 @@ def test_clipped_surrogate_and_units_are_trl_compute_loss(setup, unit, loss_type
         logps0, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attn, T)
     gen = torch.Generator().manual_seed(11)
     inputs["old_per_token_logps"] = logps0 + 0.4 * torch.randn(logps0.shape, generator=gen, dtype=torch.float64)
-    if beta:
+    if with_ref:
         inputs["ref_per_token_logps"] = logps0 + 0.3 * torch.randn(logps0.shape, generator=gen, dtype=torch.float64)
-
-    model.zero_grad()
-    theirs = trainer._compute_loss(model, inputs)
-    theirs.backward()
-    grads_theirs = [p.grad.clone() for p in model.parameters()]
-
-    model.zero_grad()
-    logps, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attn, T)
-    ratio = torch.exp(logps - inputs["old_per_token_logps"])
-    objective, clipped = clipped_surrogate(ratio, inputs["advantages"], eps_low, eps_high, return_clipped=True)
-    if beta:
-        objective = objective - beta * kl_estimate(logps, inputs["ref_per_token_logps"], "k3")
-    ours = -aggregate(objective, inputs["completion_mask"], unit, max_length=cfg.grpo.max_completion_length)
-    ours.backward()
-    assert bool((clipped & inputs["completion_mask"].bool()).any()), "the clip must be active somewhere"
-    assert close(theirs.detach(), ours.detach())
-    for g_theirs, p in zip(grads_theirs, model.parameters()):
-        assert close(g_theirs, p.grad)
-
-
-def _perturbed_old_logps(trainer, model, inputs):
-    """TRL's per-token log-probs of the batch, and old log-probs moved off them (the clip is active)."""
-    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
-    attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
-    T = inputs["completion_ids"].shape[1]
-    with torch.no_grad():
-        logps0, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attn, T)
-    gen = torch.Generator().manual_seed(11)
-    inputs["old_per_token_logps"] = logps0 + 0.4 * torch.randn(logps0.shape, generator=gen, dtype=torch.float64)
     return lambda: trainer._get_per_token_logps_and_entropies(model, ids, attn, T)[0]
 
 
