@@ -56,7 +56,9 @@ from course_lib.runtime import (
     autocast,
     clip_gradients,
     make_optimizer,
+    read_metrics,
     set_threads,
+    to_device,
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register, train_loop
@@ -153,10 +155,10 @@ def collect(policy, task: AdditionTask, cfg: PPOConfig, reward_fn, generator: to
                          temperature=cfg.temperature)
     repeated = [p for p in pairs for _ in range(cfg.num_generations)]
     t0 = time.perf_counter()
-    scores = reward_fn(repeated, roll.completions).float().to(device)
+    scores = to_device(reward_fn(repeated, roll.completions).float(), device)
     out = {"roll": roll, "scores": scores, "score_seconds": time.perf_counter() - t0}
     if gold_fn is not None:  # a second opinion on the very same samples (never used for training)
-        out["gold_mean"] = float(gold_fn(repeated, roll.completions).float().mean())
+        out["gold_mean"] = gold_fn(repeated, roll.completions).float().mean()
     return out
 
 
@@ -168,7 +170,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
     sl = slice(prompt_length - 1, None)
     T = cfg.temperature
     with torch.no_grad(), autocast(device):
-        old_logps, mask = completion_logprobs(policy, ids, attn, cmask, temperature=T)
+        old_logps, mask = completion_logprobs(policy, ids, attn, cmask, temperature=T, validate=False)
         old_logps, mask = old_logps[:, sl].float(), mask[:, sl]
         old_values = token_values(critic, ids, attn)[:, sl] * mask
         rewards = torch.zeros_like(old_logps)
@@ -176,7 +178,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         rewards[torch.arange(len(last), device=device), last] = scores
         kl_tok = None
         if ref_model is not None:
-            ref_logps = completion_logprobs(ref_model, ids, attn, cmask, temperature=T)[0][:, sl].float()
+            ref_logps = completion_logprobs(ref_model, ids, attn, cmask, temperature=T, validate=False)[0][:, sl].float()
             kl_tok = kl_estimate(old_logps, ref_logps, estimator="k1", validate=False) * mask
             if cfg.kl_coef > 0:
                 rewards = rewards - cfg.kl_coef * kl_tok
@@ -185,7 +187,8 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
     pol_losses, val_losses = [], []
     for _ in range(cfg.num_ppo_epochs):
         with autocast(device):
-            logps, _, ent = completion_logprobs(policy, ids, attn, cmask, with_entropy=True, temperature=T)
+            logps, _, ent = completion_logprobs(policy, ids, attn, cmask, with_entropy=True, temperature=T,
+                                                validate=False)
             values = token_values(critic, ids, attn)[:, sl]
         logps, ent = logps[:, sl], ent[:, sl]
         ratio = torch.exp(logps - old_logps)
@@ -201,22 +204,23 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         clip_gradients(critic, max_grad_norm)
         opt.step()
         critic_opt.step()
-        pol_losses.append(policy_loss.item())
-        val_losses.append(value_loss.item())
+        pol_losses.append(policy_loss.detach())
+        val_losses.append(value_loss.detach())
     with torch.no_grad():
         n_tok = mask.sum()
         ret_last = returns[:, 0]
         var_ret = ret_last.var()
-        explained = 1 - (ret_last - old_values[:, 0]).var() / var_ret if var_ret > 0 else torch.tensor(float("nan"))
+        # no host read here: the step's numbers are read once, together (runtime.read_metrics)
+        explained = torch.where(var_ret > 0, 1 - (ret_last - old_values[:, 0]).var() / var_ret, float("nan"))
         return {
-            "loss": sum(pol_losses) / len(pol_losses),
-            "value_loss": sum(val_losses) / len(val_losses),
-            "clip_fraction": float((is_clipped.float() * mask).sum() / n_tok),
-            "value_clip_fraction": float((v_clipped.float() * mask).sum() / n_tok),
-            "entropy": float((ent.detach() * mask).sum() / n_tok),
-            "kl_sequence": None if kl_tok is None else float(kl_tok.sum(-1).mean()),
-            "value_mean": float((old_values * mask).sum() / n_tok),
-            "explained_variance": float(explained),
+            "loss": torch.stack(pol_losses).mean(),
+            "value_loss": torch.stack(val_losses).mean(),
+            "clip_fraction": (is_clipped.float() * mask).sum() / n_tok,
+            "value_clip_fraction": (v_clipped.float() * mask).sum() / n_tok,
+            "entropy": (ent.detach() * mask).sum() / n_tok,
+            "kl_sequence": None if kl_tok is None else kl_tok.sum(-1).mean(),
+            "value_mean": (old_values * mask).sum() / n_tok,
+            "explained_variance": explained,
         }
 
 
@@ -282,11 +286,11 @@ def train_ppo(
         critic.eval()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        return {"reward_mean": float(batch["scores"].mean()), **upd,
-                **({"gold_mean": batch["gold_mean"]} if "gold_mean" in batch else {}),
-                "completion_length": float(roll.completion_mask.sum(-1).float().mean()),
-                "truncated_rate": float(roll.truncated.float().mean()), "gen_seconds": roll.seconds,
-                "update_seconds": time.perf_counter() - t1}
+        return read_metrics({"reward_mean": batch["scores"].mean(), **upd,
+                             **({"gold_mean": batch["gold_mean"]} if "gold_mean" in batch else {}),
+                             "completion_length": roll.completion_mask.sum(-1).float().mean(),
+                             "truncated_rate": roll.truncated.float().mean(), "gen_seconds": roll.seconds,
+                             "update_seconds": time.perf_counter() - t1})
 
     def resumable() -> dict:
         return {"optimizer": opt.state_dict(), "critic": critic.state_dict(), "critic_optimizer": critic_opt.state_dict()}

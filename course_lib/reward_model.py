@@ -60,7 +60,14 @@ from course_lib.model import ModelConfig, build_scalar_model, model_config_of
 from course_lib.preference import bt_probability, reward_model_loss
 from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward
 from course_lib.rollout import generate
-from course_lib.runtime import MetricsLog, clip_gradients, full_precision, make_optimizer
+from course_lib.runtime import (
+    MetricsLog,
+    clip_gradients,
+    full_precision,
+    make_optimizer,
+    read_metrics,
+    to_device,
+)
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
 from course_lib.trainer import StageContext, StageResult, register, train_loop
 
@@ -160,14 +167,14 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: tor
     def one_step(step: int) -> dict:
         idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=generator)
         chosen, rejected = _oriented(data, idx)
-        ids = torch.cat([chosen, rejected]).to(device)
+        ids = to_device(torch.cat([chosen, rejected]), device)
         r = scores(rm, ids, (ids != pad).long())
         loss = reward_model_loss(r[: len(idx)], r[len(idx):])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         clip_gradients(rm, max_grad_norm)
         opt.step()
-        return {"loss": loss.item(), "train_accuracy": float((r[: len(idx)] > r[len(idx):]).float().mean())}
+        return read_metrics({"loss": loss, "train_accuracy": (r[: len(idx)] > r[len(idx):]).float().mean()})
 
     def held_out() -> dict:
         out = {f"heldout_{k}": v for k, v in pairwise_accuracy(rm, heldout).items()}

@@ -830,3 +830,46 @@ def test_a_mask_that_is_not_right_padded_keeps_the_dense_pattern(task, model):
         plain, _ = completion_logprobs(model, ids, torch.ones_like(ids), cm_plain, start=ids.shape[1] - 1)
         shifted, _ = completion_logprobs(model, left, attn, cm_left, start=left.shape[1] - 1)
     assert torch.allclose(plain, shifted, atol=1e-5)
+
+
+def test_a_ppo_update_reads_nothing_on_the_host_and_a_step_reads_its_numbers_once(task, model, monkeypatch):
+    """PPO's own code keeps its numbers as tensors (the step reads them in one transfer, read_metrics).
+    The critic's forward still passes a 2-D mask, and transformers' mask preparation reads it on the
+    host: those reads are attributed to transformers and listed, not hidden."""
+    import sys
+
+    from course_lib.configs import PPOConfig
+    from course_lib.ppo import build_critic, collect, ppo_update
+    from course_lib.runtime import read_metrics
+
+    cfg = PPOConfig(batch_prompts=4, num_generations=2, max_completion_length=4, num_ppo_epochs=2)
+    policy = copy.deepcopy(model)
+    torch.manual_seed(0)
+    critic = build_critic(policy, task.tokenizer)
+    ref = copy.deepcopy(policy).requires_grad_(False)
+    batch = collect(policy, task, cfg, resolve_reward("strict", task), torch.Generator().manual_seed(0))
+    opts = make_optimizer(policy, 1e-4), make_optimizer(critic, 1e-4)
+    readers = []
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            frame = sys._getframe(1)
+            while frame is not None and "/torch/" in frame.f_code.co_filename:
+                frame = frame.f_back
+            readers.append("transformers" if frame and "/transformers/" in frame.f_code.co_filename
+                           else (frame.f_code.co_filename if frame else "?"))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    try:
+        upd = ppo_update(policy, critic, ref, *opts, batch["roll"], batch["scores"], cfg, prompt_length=task.prompt_length)
+        mine = [r for r in readers if r != "transformers"]
+        readers.clear()
+        numbers = read_metrics({**upd, "gen_seconds": 0.5})
+    finally:
+        monkeypatch.undo()
+    assert mine == [], f"host reads in the PPO update's own code: {mine}"
+    assert len(readers) == 1 and readers[0].endswith("course_lib/runtime.py"), readers  # one tolist per step
+    assert all(isinstance(v, float) for v in numbers.values() if v is not None)
+    assert 0 <= numbers["clip_fraction"] <= 1 and numbers["gen_seconds"] == 0.5
