@@ -177,7 +177,8 @@ def test_10_graduating_to_trl_runs(matplotlib_ready, shared_sft_start):
 KL_NAMES = ["pi_ref", "reward", "beta", "pi_star", "J_star", "perturbation_gap", "reward_recovery_error",
             "bt_cancel_error", "dpo_fit_error", "uncovered_error", "mode_seeking", "mode_covering", "target_sd",
             "true_kl", "value_rows", "gradient_checks", "dynamics", "pi_forward", "grpo_kl_amplification",
-            "drift_no_ref", "drift_with_ref", "optimum_text.value", "reward_placement_cosines"]
+            "drift_no_ref", "drift_with_ref", "optimum_text.value",
+            "{f'{e} {d}': c for (e, d), c in reward_placement_cosines.items()}"]
 
 
 def _check_kl_exact_sections(ns, shown):
@@ -223,9 +224,9 @@ def _check_kl_exact_sections(ns, shown):
     assert ns["drift_with_ref"] == pytest.approx(kl_star, abs=1e-4)
     assert ns["drift_no_ref"] > 1.5
     # §7b: in the reward only k1's expected gradient is ∇KL(π‖π_ref); k3's points away, near and far
-    cos = ns["reward_placement_cosines"]
-    assert cos["k1", 0.05] == pytest.approx(1.0) and cos["k1", 2.0] == pytest.approx(1.0)
-    assert cos["k3", 0.05] < 0 and cos["k3", 2.0] < 0
+    cos = ns["{f'{e} {d}': c for (e, d), c in reward_placement_cosines.items()}"]  # JSON keys are strings
+    assert cos["k1 0.05"] == pytest.approx(1.0) and cos["k1 2.0"] == pytest.approx(1.0)
+    assert cos["k3 0.05"] < 0 and cos["k3 2.0"] < 0
     assert any("refused:" in text and "only k1" in text for _, text in shown)
     assert f"β = 0.5: E_π*[r] = {expected @ reward:.4f}" in ns["optimum_text.value"], (
         "the β explorer must show π*'s numbers at start")
