@@ -5,8 +5,9 @@ verifier and its rules. Here an environment has the shape OpenEnv and NeMo Gym u
 returns the first observation (the prompt), then ``step(turn)`` takes the text of one policy turn
 and returns ``Step(observation, reward, done, info)``. ``run_episode`` drives one episode with any
 policy and builds what a trainer needs: the token ids of the whole episode and a mask of the tokens
-the policy wrote. Environment tokens are context, not actions: they get no log-probability term, no
-loss and no KL (the trainer multiplies by ``policy_mask``).
+the policy wrote. Environment tokens are context, not actions: ``episode_batch`` hands the policy mask
+to a trainer as its completion mask, so log-probabilities, loss and KL are taken on the policy's tokens
+only. (No trainer runs episodes yet: ``train grpo --env`` is the next step.)
 
 The first environment, ``CalculatorEnv``, is the course's addition task with a calculator. A policy
 turn is either a tool call ``[a+b]`` — the environment writes the sum back into the context — or the

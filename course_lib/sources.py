@@ -79,9 +79,15 @@ SOURCES: dict[str, Source] = {
 }
 
 
+def _source(key: str) -> Source:
+    if key not in SOURCES:
+        raise KeyError(f"no source {key!r}; known: {', '.join(sorted(SOURCES))}")
+    return SOURCES[key]
+
+
 def date(key: str) -> tuple[int, int]:
     """(year, month) of a source: from its arXiv identifier (YYMM.NNNNN), else its stated year (month 0)."""
-    source = SOURCES[key] if key in SOURCES else _unknown(key)
+    source = _source(key)
     if "arxiv.org/abs/" in source.url:
         yymm = source.url.rsplit("/", 1)[1].split(".")[0]
         return 2000 + int(yymm[:2]), int(yymm[2:])
@@ -90,7 +96,7 @@ def date(key: str) -> tuple[int, int]:
 
 def cite(key: str) -> str:
     """A Markdown citation for a notebook: ``[Rafailov et al. 2023](https://arxiv.org/abs/2305.18290)``."""
-    source = SOURCES[key] if key in SOURCES else _unknown(key)
+    source = _source(key)
     return f"[{source.authors} {date(key)[0]}]({source.url})"
 
 
@@ -99,6 +105,3 @@ def timeline() -> list[tuple[tuple[int, int], str]]:
     sorts in the middle of that year."""
     return sorted(((date(key), key) for key in SOURCES), key=lambda e: (e[0][0], e[0][1] or 6.5, e[1]))
 
-
-def _unknown(key: str):
-    raise KeyError(f"no source {key!r}; known: {', '.join(sorted(SOURCES))}")
