@@ -40,6 +40,8 @@ HELP = {
     "beta": "GRPO: KL coefficient (0 keeps no reference); DPO: temperature",
     "kl_estimator": "k1's expected gradient is zero in the loss: use it with --kl-placement reward",
     "steps": "TOTAL optimizer steps of the trainer (a resumed run continues up to it)",
+    "env": "an environment with tools (sft, grpo): 'calculator' lets the policy call [a+b]; '' (default) none",
+    "tool_demos": "with --env: carry demonstrations the teacher writes with the tool",
 }
 
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from course_lib.environments import ENVIRONMENTS
 from course_lib.model import ModelConfig
 from course_lib.policy_loss import KL_ESTIMATORS, UNITS
 from course_lib.rewards import check_reward_spec
@@ -66,6 +67,7 @@ KL_ESTIMATORS_BY_PLACEMENT = {
 CHOICES = {  # the accepted values of every string option (the CLI shows them in --help)
     "loss_type": DPO_LOSSES, "advantage": ADVANTAGES, "unit": UNITS, "zero_variance": ZERO_VARIANCE,
     "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS,
+    "env": ("", *ENVIRONMENTS),  # task.env: "" (none) or an environment with tools
 }
 
 
@@ -113,6 +115,7 @@ class GRPOConfig:
     temperature: float = 1.0
     reward: str = "strict"  # a checker of course_lib.rewards.CHECKERS, or rm:DIR (a saved reward model)
     share_prompt: bool = True  # run each group's prompt once in the update (same numbers, less work)
+    mask_env_tokens: bool = True  # with --env: environment tokens out of the loss (False: the ablation)
     eval_every: int = 20
 
 
@@ -313,6 +316,16 @@ def validate(cfg: RunConfig) -> RunConfig:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+    if t.env:
+        from course_lib.environments import EpisodeLimits, check_env_name
+
+        check_env_name(t.env)
+        if g.reward != "strict":
+            raise ValueError(f"with task.env {t.env!r} the environment's verifier is the reward; grpo.reward must be "
+                             f"'strict' (got {g.reward!r})")
+        if 3 + 2 * t.digits + EpisodeLimits().max_tokens > m.n_positions:
+            raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + episode "
+                             f"({3 + 2 * t.digits + EpisodeLimits().max_tokens} tokens)")
     prompt_len = 3 + 2 * t.digits
     longest = prompt_len + max(g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length,
                                cfg.ppo.max_completion_length, t.digits + 2)

@@ -29,11 +29,19 @@ Simplifications, said out loud (nanochat-style):
   the KL); without one the logged ``kl`` is ``None``.
 - Each group's G completions share one prompt, so the update runs the prompt through the
   model once per group and shares its keys/values (``share_prompt``; same numbers, less work).
+- With an environment (``task.env``, CLI ``--env calculator``; ``course_lib.environments``) a
+  rollout is an episode: the sampler lets the environment write its tokens between the policy's
+  turns, the environment's verifier gives the reward (one per episode, so one advantage per
+  episode), and the completion mask is the policy mask: environment tokens get no log-prob term,
+  no loss and no KL (``mask_env_tokens=False`` is the ablation that keeps them). The episode's
+  token limit (``EpisodeLimits.max_tokens``, policy and environment tokens) replaces
+  ``max_completion_length``, as TRL counts tool results in the completion.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import torch
@@ -157,6 +165,14 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     return {"loss": torch.stack(losses).mean(), "clip_fraction": clip_fraction, "kl": kl_value}
 
 
+def episode_tokens(batch: dict, prompt_length: int) -> torch.Tensor:
+    """Every token of each episode after the prompt, the policy's and the environment's (the
+    masking ablation's completion mask: the environment's tokens then get log-probs, loss and KL)."""
+    mask = batch["attention_mask"].clone()
+    mask[:, :prompt_length] = 0
+    return mask
+
+
 def _as_floats(upd: dict) -> dict:
     """One host read for all the step's logged tensors."""
     names = [k for k, v in upd.items() if isinstance(v, torch.Tensor)]
@@ -193,6 +209,8 @@ def train_grpo(
     the end, and before stopping on a requested stop (Ctrl-C).
     """
     set_threads(threads)
+    if hasattr(task, "episodes"):  # an environment (environments.EnvTask): its token limit bounds a rollout
+        cfg = dataclasses.replace(cfg, max_completion_length=task.episode_length)
     reward_fn = resolve_reward(cfg.reward, task)
     ref_model = None
     if cfg.beta > 0 or reference_state is not None:
@@ -212,6 +230,8 @@ def train_grpo(
         stats = rollout["stats"]
         t1 = time.perf_counter()
         if "batch" in rollout:
+            if hasattr(task, "episodes") and not cfg.mask_env_tokens:  # the ablation: environment tokens in the loss
+                rollout["batch"]["completion_mask"] = episode_tokens(rollout["batch"], task.prompt_length)
             model.train()
             upd = policy_step(model, ref_model, opt, rollout["batch"], cfg, prompt_length=task.prompt_length,
                               max_grad_norm=max_grad_norm, validate=step == first)

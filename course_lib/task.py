@@ -120,6 +120,8 @@ class TaskConfig:
     teacher_error_rate: float = 0.7  # share of demonstrations written by the flawed teacher
     n_heldout: int = 500  # held-out prompts for exact-match accuracy
     seed: int = 1234  # the task's own data seed (independent of the training seed)
+    env: str = ""  # an environment with tools (course_lib.environments.ENVIRONMENTS); "" for none
+    tool_demos: int = 100  # with an environment: carry demonstrations the teacher writes with the tool
 
 
 class AdditionTask:
