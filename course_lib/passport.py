@@ -133,6 +133,20 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             "rollout_freshness": f"fresh every step; mu={g.num_iterations}",
             "prompt_difficulty_and_length": f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); max_completion_length={g.max_completion_length}",
         }
+    if cfg.task.env:  # §16: the environment is part of the training specification
+        from course_lib.environments import EpisodeLimits
+
+        limits = EpisodeLimits()
+        out["environment"] = {
+            "name": cfg.task.env,
+            "tools": "a calculator: the policy writes [a+b], the environment writes the sum",
+            "sft_demonstrations": f"{cfg.task.tool_demos} carry demonstrations rewritten to call the tool",
+            "limits": f"{limits.max_tool_calls} tool calls, {limits.max_tokens} tokens per episode (policy + environment; "
+                      f"replaces max_completion_length)",
+            "verifier": "exact answer after the last turn; malformed call -> error observation '!'",
+            "environment_tokens": "context only: no log-prob, loss or KL" if g.mask_env_tokens or kind != "grpo"
+                                  else "in the loss (ablation: mask_env_tokens=False)",
+        }
     return out
 
 

@@ -359,3 +359,22 @@ def test_grpo_with_an_environment_that_is_never_called_is_todays_grpo(monkeypatc
         assert env["tool_call_rate"] == 0.0
     assert any(r["reward_mean"] > 0 for r in logs["none"].rows), "the runs learn something (else equality is cheap)"
     assert all(torch.equal(weights["none"][k], weights["env"][k]) for k in weights["none"])
+
+
+def test_an_unknown_env_is_refused_with_the_list(tmp_path, capsys):
+    from course_lib.__main__ import main
+    from course_lib.pipeline import run
+
+    with pytest.raises(SystemExit):
+        main(["train", "grpo", "--config", "test", "--env", "browser", "--out", str(tmp_path)])
+    assert "invalid choice: 'browser' (choose from '', 'calculator')" in capsys.readouterr().err
+    cfg = get_config("test")
+    cfg.task.env = "browser"
+    with pytest.raises(ValueError, match="env must be one of 'calculator'"):
+        run("grpo", cfg, tmp_path / "a", show_progress=False, verbose=False)
+    cfg.task.env = "calculator"
+    with pytest.raises(ValueError, match="runs with sft and grpo"):
+        run("dpo", cfg, tmp_path / "b", show_progress=False, verbose=False)
+    cfg.grpo.reward = "loose"
+    with pytest.raises(ValueError, match="grpo.reward must be 'strict'"):
+        run("grpo", cfg, tmp_path / "c", show_progress=False, verbose=False)
