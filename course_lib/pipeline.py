@@ -346,6 +346,9 @@ def write_outputs(kind, cfg, out, model, common, entry, result, sft, final, cont
         "passport": pp,
         "options": configs.to_dict(cfg),
     }
+    if cfg.task.env:  # with an environment: accuracy and tool use by carry, at the start and the end
+        for k in ("accuracy_carry", "accuracy_no_carry", "tool_use_carry", "tool_use_no_carry"):
+            summary[f"sft_{k}"], summary[f"final_{k}"] = sft["eval"].get(k), final.get(k)
     if split:
         summary["time_split"] = split
     summary.update(result.summary)

@@ -378,3 +378,21 @@ def test_an_unknown_env_is_refused_with_the_list(tmp_path, capsys):
     cfg.grpo.reward = "loose"
     with pytest.raises(ValueError, match="grpo.reward must be 'strict'"):
         run("grpo", cfg, tmp_path / "c", show_progress=False, verbose=False)
+
+
+def test_train_grpo_with_the_calculator_end_to_end(tmp_path):
+    import json
+
+    from course_lib.pipeline import run
+
+    cfg = get_config("test")
+    cfg.task.env, cfg.task.tool_demos = "calculator", 10
+    summary = run("grpo", cfg, tmp_path, steps=2, show_progress=False, verbose=False)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for key in ("tool_call_rate", "turns_per_episode", "tokens_per_episode", "reward_carry", "env_errors"):
+        assert key in rows[0]
+    assert rows[0]["tokens_per_episode"] >= rows[0]["completion_length"], "episode tokens count the environment's too"
+    assert 0 <= summary["final_tool_use_carry"] <= 1 and summary["sft_accuracy_carry"] is not None
+    assert summary["passport"]["environment"]["name"] == "calculator"
+    assert summary["options"]["task"]["env"] == "calculator"
