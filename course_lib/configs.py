@@ -37,6 +37,10 @@ here                        TRL                                  meaning
 ``zero_variance`` resample  DAPO dynamic sampling                refill the batch with informative groups
 ``max_completion_length``   ``max_completion_length``            L_max; longer completions are truncated
 ``mask_truncated``          ``mask_truncated_completions``       drop truncated completions from the loss
+``task.env`` (``--env``)    ``GRPOTrainer(environment_factory=)``  the environment of every rollout
+``mask_env_tokens``         (``tool_mask``, always on)           environment tokens out of the loss
+``EpisodeLimits``           ``max_tool_calling_iterations``;     tool calls per episode; tool results
+                            ``max_completion_length``            count in the token limit
 =========================  ===================================  =========================================
 """
 

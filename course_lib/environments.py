@@ -32,6 +32,13 @@ Rules, stated once:
 - A turn that is neither a call nor an answer (no ``]``, no ``<eos>``) can only happen at the token
   limit: it is truncated.
 
+Mapping to TRL 1.16 (experimental there): ``GRPOTrainer(environment_factory=…)`` builds one environment
+per rollout, whose ``reset`` may return text for the prompt and whose methods are the tools; the tool
+results are masked out of the loss (``tool_mask``) and count in ``max_completion_length``; the number of
+tool turns is ``GRPOConfig.max_tool_calling_iterations``; an environment with ``get_reward`` owns the
+reward. Here: ``EnvTask.make_env``, ``EpisodeDriver``'s policy mask, ``EpisodeLimits`` and the
+environment's verifier, in the same roles, with the tool syntax in characters instead of a chat template.
+
 Simplifications, said out loud: one tool with one operation; the policy's tool syntax is three extra
 characters appended to the tokenizer (``TOOL_CHARS``; ``CharTokenizer(extra_chars=TOOL_CHARS)``),
 so a tool-using model has its own vocabulary and its own SFT start; rewards come only at the end.
