@@ -40,6 +40,12 @@ HELP = {
     "beta": "GRPO: KL coefficient (0 keeps no reference); DPO: temperature",
     "kl_estimator": "k1's expected gradient is zero in the loss: use it with --kl-placement reward",
     "steps": "TOTAL optimizer steps of the trainer (a resumed run continues up to it)",
+    "loss_type": "GRPO: the objective (clipped surrogate, or CISPO's capped weight: set --epsilon-high, ε_max, >= 1); "
+                 "TRL's unit names are --unit here. DPO: the pairwise loss",
+    "importance_sampling_level": "sequence = GSPO (one length-normalised ratio per completion; needs --unit "
+                                 "sequence_mean)",
+    "soft_punish_cache": "DAPO overlong shaping: completions longer than max_completion_length minus this lose up to "
+                         "1 reward (0 = off)",
 }
 
 
@@ -58,7 +64,7 @@ def _add_field(group, section: str, f: dataclasses.Field, flag: str) -> None:
         group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=text)
         return
     kind = {"int": int, "float": float, "str": str}.get(f.type, f.type)
-    choices = configs.CHOICES.get(f.name)
+    choices = configs.choices_for(section, f.name)
     group.add_argument(flag, dest=dest, type=kind, default=None, choices=choices,
                        metavar=None if choices else kind.__name__.upper(), help=text)
 

@@ -1,7 +1,8 @@
 """The training dashboard: one matplotlib figure from a run's per-step metrics (§15).
 
 A mature RLVR dashboard shows more than mean reward: held-out accuracy, completion length,
-the zero-variance-group rate, policy entropy, KL to the reference, the clip fraction and
+the zero-variance-group rate, verifier failures (the checker raised or found no answer it could
+parse: ``rewards.CheckerReward``), policy entropy, KL to the reference, the clip fraction and
 where the time goes. ``dashboard(rows)`` draws whichever of these the rows contain (SFT and
 DPO rows carry fewer keys), so the same function serves every trainer and notebook.
 
@@ -28,6 +29,7 @@ PANELS = [
     ("DPO implicit rewards", ["margin", "val_margin", "reward_chosen", "reward_rejected"], "β · log-ratio"),
     ("completion length", ["completion_length"], "tokens"),
     ("wasted samples", ["zero_variance_rate", "truncated_rate"], "share"),
+    ("verifier failures", ["verifier_failure_rate"], "share of completions"),
     ("policy entropy", ["entropy"], "nats / token"),
     ("drift from the reference", ["kl", "kl_sequence", "kl_drift_offline"], "KL estimate"),
     ("PPO clip", ["clip_fraction"], "share of tokens"),
@@ -48,6 +50,7 @@ LABELS = {
     "completion_length": "mean completion length",
     "zero_variance_rate": "groups with zero variance",
     "truncated_rate": "truncated completions",
+    "verifier_failure_rate": "checker raised or could not parse",
     "entropy": "entropy",
     "kl": "KL to reference: k3, token mean (GRPO)",
     "kl_sequence": "KL to reference: Σ k1 per completion (PPO)",

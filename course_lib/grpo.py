@@ -12,9 +12,17 @@ One step:
 3. advantages from ``course_lib.advantages`` (``grpo`` with population std, ``rloo``,
    ``dr_grpo``), one per completion, applied to each of its tokens;
 4. μ = ``num_iterations`` inner epochs: ratio ρ = π_θ/π_old against log-probs frozen right
-   after sampling, ``clipped_surrogate`` with ε_low/ε_high, minus β·KL to a frozen reference
-   (``kl_estimate``, in the loss, per token) when β > 0, averaged with ``aggregate`` over the
-   chosen unit; loss = −objective.
+   after sampling, ``clipped_surrogate`` with ε_low/ε_high — per token, or per completion
+   (``importance_sampling_level="sequence"``: GSPO's ``sequence_ratio``) — or CISPO's capped
+   weight (``loss_type="cispo"``: ``cispo_objective``, ε_max = ``epsilon_high``), minus β·KL to
+   a frozen reference (``kl_estimate``, in the loss, per token) when β > 0, averaged with
+   ``aggregate`` over the chosen unit; loss = −objective.
+
+DAPO's four mechanisms are options: clip-higher (``epsilon_high`` > ``epsilon``), dynamic
+sampling (``zero_variance="resample"``), the token-level loss (``unit="token_mean"``) and
+overlong reward shaping (``soft_punish_cache`` > 0: ``rewards.OverlongShaped`` adds the soft
+penalty near ``max_completion_length`` to the checker's reward, as TRL's
+``get_soft_overlong_punishment`` reward function does).
 
 Simplifications, said out loud (nanochat-style):
 - Synchronous and colocated: the same model generates, then trains; rollouts are never stale
@@ -22,9 +30,10 @@ Simplifications, said out loud (nanochat-style):
 - With μ = 1 the old log-probs *are* the current ones (detached), as in TRL: ρ = 1 and the
   clip is inactive on the first and only pass. For μ > 1 the first epoch's own log-probs,
   detached, are the old ones (the weights have not moved yet), so no extra forward is spent.
-- No overlong reward shaping: a completion without ``<eos>`` is truncated and gets what the
-  reward says (the strict checker: 0); ``mask_truncated`` drops such completions from the
-  loss instead (TRL's ``mask_truncated_completions``).
+- Overlong shaping is off by default: a completion without ``<eos>`` is truncated and gets what
+  the reward says (the strict checker: 0); ``soft_punish_cache`` adds DAPO's penalty, and
+  ``mask_truncated`` drops such completions from the loss instead (TRL's
+  ``mask_truncated_completions``, DAPO's overlong filtering).
 - β = 0 keeps a reference only when one is given (the pipeline gives the SFT weights, to log
   the KL); without one the logged ``kl`` is ``None``.
 - Each group's G completions share one prompt, so the update runs the prompt through the
@@ -43,8 +52,15 @@ from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_adva
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
-from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate, kl_shaped_rewards
-from course_lib.rewards import resolve_reward
+from course_lib.policy_loss import (
+    aggregate,
+    cispo_objective,
+    clipped_surrogate,
+    kl_estimate,
+    kl_shaped_rewards,
+    sequence_ratio,
+)
+from course_lib.rewards import OverlongShaped, resolve_reward
 from course_lib.rollout import collect_rollouts, sequence_logprobs
 from course_lib.runtime import (
     DEFAULT_THREADS,
@@ -66,6 +82,29 @@ def compute_advantages(rewards: torch.Tensor, kind: str, *, validate: bool = Tru
     if kind == "grpo":
         return grpo_advantages(rewards, on_degenerate="zeros", validate=validate)
     return ADVANTAGE_FUNCTIONS[kind](rewards, validate=validate)
+
+
+def surrogate(logps, old_logps, adv, mask, cfg: GRPOConfig, *, validate: bool = True):
+    """Per-token objective to maximise and where it was clipped, both (N, T), for ``cfg``'s objective.
+
+    - ``importance_sampling_level="token"``, ``loss_type="clipped"`` (GRPO/DAPO): ``clipped_surrogate``
+      on the per-token ratio ρ_t = π_θ/π_old;
+    - ``importance_sampling_level="sequence"`` (GSPO): ``clipped_surrogate`` on one ratio per
+      completion, ``sequence_ratio`` (the geometric mean of its tokens' ratios), applied to each
+      of its tokens (TRL broadcasts the same (N, 1) objective; ``unit="sequence_mean"`` then
+      averages one objective per completion);
+    - ``loss_type="cispo"``: ``cispo_objective`` with ε_max = ``epsilon_high``.
+    """
+    if cfg.importance_sampling_level == "sequence":
+        ratio = sequence_ratio(logps, old_logps, mask, validate=validate)
+        objective, clipped = clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
+                                               return_clipped=True, validate=validate)
+        return objective[:, None].expand_as(logps), clipped[:, None].expand_as(logps)
+    ratio = torch.exp(logps - old_logps)
+    if cfg.loss_type == "cispo":
+        return cispo_objective(ratio, adv, logps, eps_max=cfg.epsilon_high, return_clipped=True, validate=validate)
+    return clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high, return_clipped=True,
+                             validate=validate)
 
 
 def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_length: int, max_grad_norm: float,
@@ -137,9 +176,7 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                         rewards = kl_shaped_rewards(rewards.flatten(), old_logps, ref_logps, mask, beta=cfg.beta,
                                                     estimator=cfg.kl_estimator, validate=validate).view_as(rewards)
                 adv = sel(compute_advantages(rewards, cfg.advantage, validate=validate).flatten())
-            ratio = torch.exp(logps - old_logps)
-            objective, clipped = clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
-                                                   return_clipped=True, validate=validate)
+            objective, clipped = surrogate(logps, old_logps, adv, mask, cfg, validate=validate)
             if ref_logps is not None and cfg.beta > 0 and cfg.kl_placement == "loss":
                 objective = objective - cfg.beta * kl_estimate(logps, ref_logps, cfg.kl_estimator, validate=validate)
             if rows is not None:  # the left-out rows' objective is exactly 0: put the rest back in its place
@@ -162,6 +199,15 @@ def _as_floats(upd: dict) -> dict:
     names = [k for k, v in upd.items() if isinstance(v, torch.Tensor)]
     values = torch.stack([upd[k].float() for k in names]).tolist() if names else []
     return {**upd, **dict(zip(names, values))}
+
+
+def grpo_reward(cfg: GRPOConfig, task: AdditionTask):
+    """The reward ``cfg.reward`` names, plus DAPO's overlong shaping when ``cfg.soft_punish_cache > 0``."""
+    reward_fn = resolve_reward(cfg.reward, task)
+    if cfg.soft_punish_cache == 0:
+        return reward_fn
+    return OverlongShaped(reward_fn, eos_token_id=task.tokenizer.eos_token_id,
+                          max_completion_len=cfg.max_completion_length, soft_punish_cache=cfg.soft_punish_cache)
 
 
 def train_grpo(
@@ -193,7 +239,7 @@ def train_grpo(
     the end, and before stopping on a requested stop (Ctrl-C).
     """
     set_threads(threads)
-    reward_fn = resolve_reward(cfg.reward, task)
+    reward_fn = grpo_reward(cfg, task)
     ref_model = None
     if cfg.beta > 0 or reference_state is not None:
         ref_model = copy.deepcopy(model)
