@@ -99,6 +99,14 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             kl = "none in the objective (beta=0)"
         kl += "; KL to the reference logged every step (k3, per token)" if reference else "; no reference model kept"
         trunc = "truncated completions masked out of the loss" if g.mask_truncated else "truncated completions get the checker's reward (strict: 0)"
+        if g.soft_punish_cache:  # DAPO's overlong shaping is part of the reward: disclosed with it
+            trunc += (f"; overlong shaping (DAPO): a penalty falling from 0 to −1 over the last {g.soft_punish_cache} "
+                      f"token(s) up to {g.max_completion_length}, added to the reward")
+        clip = f"epsilon={g.epsilon}, epsilon_high={g.epsilon_high}"
+        if g.loss_type == "cispo":
+            clip = f"CISPO: importance weight capped at epsilon_high={g.epsilon_high} (constant), no token loses its gradient"
+        elif g.importance_sampling_level == "sequence":
+            clip = f"GSPO: one length-normalised ratio per completion, clipped; {clip}"
         roles = ["policy", "old policy (frozen log-probs)" if g.num_iterations > 1 else "old policy = current (mu=1)"]
         if reference:
             roles.append("reference (frozen SFT copy)" + ("" if g.beta > 0 else ", only to measure the KL"))
@@ -110,7 +118,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
                              "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 08"},
             optimisation={"algorithm": "on-policy", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
                           "kl_estimator": g.kl_estimator, "beta": g.beta, "averaging_unit": g.unit,
-                          "clip": f"epsilon={g.epsilon}, epsilon_high={g.epsilon_high}", "zero_variance_groups": zv},
+                          "clip": clip, "zero_variance_groups": zv},
         )
     split = time_split or {}
     out["systems"] = {

@@ -209,3 +209,17 @@ def test_verifier_failures_are_counted_per_step_and_drawn(start, matplotlib_read
     assert list(ax.lines[0].get_ydata()) == [0.5, 0.25]
     empty = dashboard([{"step": 1, "reward_mean": 0.5}], panels=["verifier failures"])
     assert "not logged" in empty.axes[0].texts[0].get_text()
+
+
+def test_the_passport_discloses_the_objective_and_the_shaping():
+    from course_lib.passport import passport
+
+    cfg = get_config("test")
+    plain = passport(cfg, "grpo")
+    cfg.grpo = dataclasses.replace(cfg.grpo, loss_type="cispo", epsilon_high=5.0, soft_punish_cache=1)
+    shaped = passport(cfg, "grpo")
+    assert plain["optimisation"]["clip"] == "epsilon=0.2, epsilon_high=0.2" and "overlong" not in str(plain)
+    assert shaped["optimisation"]["clip"].startswith("CISPO: importance weight capped at epsilon_high=5.0")
+    assert "over the last 1 token(s) up to 4" in shaped["reward_contract"]["truncation"]
+    cfg.grpo = dataclasses.replace(cfg.grpo, loss_type="clipped", importance_sampling_level="sequence")
+    assert passport(cfg, "grpo")["optimisation"]["clip"].startswith("GSPO: one length-normalised ratio")
