@@ -177,6 +177,27 @@ def test_bridged_trainers_train_the_tiny_gpt(kind, tmp_path):
         assert len(rewards) == 2 and all(0.0 <= r <= 1.0 for r in rewards)
 
 
+@NEEDS_TRL
+@pytest.mark.slow
+def test_overlong_shaping_reaches_trl_as_its_own_reward_function_summed_with_the_checker(tmp_path):
+    from course_lib.model import build_model
+    from course_lib.task import AdditionTask
+
+    trl_bridge.quiet()
+    cfg = get_config("test")
+    cfg.grpo = dataclasses.replace(cfg.grpo, steps=1, soft_punish_cache=1)
+    task = AdditionTask(cfg.task)
+    torch.manual_seed(0)
+    trainer, _ = trl_bridge.make_trainer("grpo", build_model(cfg.model, task.tokenizer), task, cfg,
+                                         output_dir=str(tmp_path))
+    assert [f.__name__ for f in trainer.reward_funcs] == ["strict", "soft_overlong_punishment_reward"]
+    trainer.train()
+    (row,) = [r for r in trainer.state.log_history if "rewards/soft_overlong_punishment_reward/mean" in r]
+    penalty, strict = row["rewards/soft_overlong_punishment_reward/mean"], row["rewards/strict/mean"]
+    assert -1.0 <= penalty < 0  # a random policy rambles into the soft zone
+    assert row["reward"] == pytest.approx(strict + penalty, abs=1e-6)  # summed with weight 1, as the course adds it
+
+
 def test_num_iterations_gives_trl_the_same_number_of_rollouts():
     """TRL samples anew every steps_per_generation · num_iterations optimiser steps: max_steps = steps · μ."""
     for mu in (1, 3):
