@@ -343,8 +343,12 @@ else:
 # ## 6. DAPO's options, one change at a time, then all four at once
 #
 # The benchmark's `main` table above has one row per change to the GRPO row, all from the same SFT
-# checkpoint, the same prompts and **the same 150 optimiser steps** (it also has the rows run live
-# below, and GSPO and CISPO beside μ = 2):
+# checkpoint, the same prompts and **the same 150 optimiser steps**. It also has the two rows run
+# live below, and two newer objectives beside μ = 2: [GSPO](https://arxiv.org/abs/2507.18071)
+# (Zheng et al. 2025) clips one ratio per completion — the geometric mean of its tokens' ratios,
+# `importance_sampling_level="sequence"` — instead of one per token; [CISPO](https://arxiv.org/abs/2506.13585)
+# (MiniMax 2025) caps the importance *weight* at ε_max and keeps it as a constant, so no token loses
+# its gradient (`loss_type="cispo"`). The one-change rows:
 #
 # | row | the one change | generation budget |
 # |---|---|---|
@@ -504,7 +508,14 @@ print(f"lecture's model: generation {lecture_gen:.1f} s vs update {lecture_upd:.
 #    seed and unit the runs should coincide, so a 2-point gap comes from something else (another
 #    seed, another unit, gradient clipping acting differently) — not from the baseline.
 #    </details>
-# 4. When GRPO beats SFT by many points, why is that not yet evidence for GRPO's baseline?
+# 4. Why do the benchmark's GSPO and CISPO rows sit on top of μ = 2, and not at μ = 1?
+#    <details><summary>Answer</summary>
+#    At μ = 1 every ratio is exactly 1. GSPO's sequence ratio is then 1 and its gradient,
+#    A·(mean over the completion's tokens of ∇log π), is GRPO's with the sequence mean; CISPO's weight
+#    min(1, ε_max) = 1 gives A·∇log π on every token, GRPO's with the token mean. They can only
+#    differ from GRPO once the policy has moved away from the one that sampled: the second pass.
+#    </details>
+# 5. When GRPO beats SFT by many points, why is that not yet evidence for GRPO's baseline?
 #    <details><summary>Answer</summary>
 #    SFT never saw the checker. RFT does, with no baseline and no negative samples; only the
 #    GRPO − RFT difference, measured over seeds, isolates what the advantage adds.
