@@ -45,7 +45,13 @@ import torch
 
 from course_lib.configs import PPOConfig
 from course_lib.evaluation import evaluate
-from course_lib.model import attention_pattern, build_scalar_model, completion_logprobs, model_config_of, position_ids
+from course_lib.model import (
+    attention_pattern,
+    build_scalar_model,
+    completion_logprobs,
+    model_config_of,
+    position_ids,
+)
 from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate
 from course_lib.reward_model import read_info
 from course_lib.rewards import REWARD_MODEL_PREFIX, resolve_reward
