@@ -57,7 +57,14 @@ from course_lib.pipeline import build_policy
 from course_lib.rewards import resolve_reward
 from course_lib.rft import train_rft
 from course_lib.rollout import collect_rollouts
-from course_lib.runtime import DEFAULT_THREADS, Interrupted, MetricsLog, load_checkpoint, save_checkpoint, set_threads
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    Interrupted,
+    MetricsLog,
+    load_checkpoint,
+    save_checkpoint,
+    set_threads,
+)
 from course_lib.sft import train_sft
 from course_lib.trainer import TRAINERS, StageContext
 
