@@ -1,6 +1,6 @@
 """Recipes, not algorithms: post-training as an ordered list of stages (lecture §16, §15, §12).
 
-DeepSeek-R1 (``sources.cite("deepseek_r1")``) is a recipe: a cold start of a few thousand long
+DeepSeek-R1 (Guo et al. 2025, https://arxiv.org/abs/2501.12948, ``sources.SOURCES["deepseek_r1"]``) is a recipe: a cold start of a few thousand long
 demonstrations (SFT), reasoning RL with verifiable rewards (GRPO), rejection sampling on the RL
 policy's verified outputs followed by another SFT, then RL again; R1-Zero is the same RL with no
 SFT before it. Each piece exists here already (``train_sft``, GRPO, RFT, DPO, PPO); a recipe
@@ -66,6 +66,7 @@ from course_lib.runtime import (
     set_threads,
 )
 from course_lib.sft import train_sft
+from course_lib.sources import cite
 from course_lib.trainer import TRAINERS, StageContext
 
 STAGE_KINDS = ("sft", *sorted(k for k, e in TRAINERS.items() if e.trains_policy and k != "sft"), "rft")  # stable order
@@ -320,7 +321,7 @@ def run_recipe(
                                  f"or resume=True (--resume {out}) to continue a recipe")
             shutil.rmtree(out)
         out.mkdir(parents=True, exist_ok=True)
-        summary = {"recipe": name, "stages": stages, "seed": seed, "config": cfg.name, "options": configs.to_dict(cfg),
+        summary = {"recipe": name, "source": cite("deepseek_r1") if name in RECIPES else None, "stages": stages, "seed": seed, "config": cfg.name, "options": configs.to_dict(cfg),
                    "finished": [], "stopped": None}
     task, model = build_policy(cfg, seed=seed, device=device)
     dev = next(model.parameters()).device

@@ -42,7 +42,7 @@ def full(tmp_path_factory):
 def test_a_recipe_runs_its_stages_and_writes_one_folder_and_passport_per_stage(full):
     out, summary = full
     assert [s["kind"] for s in summary["finished"]] == ["sft", "grpo", "rft", "grpo"]
-    assert summary["stopped"] is None and summary["recipe"] == "custom"
+    assert summary["stopped"] is None and summary["recipe"] == "custom" and summary["source"] is None
     for i, kind in enumerate(["sft", "grpo", "rft", "grpo"]):
         folder = out / f"stage_{i + 1}_{kind}"
         assert {p.name for p in folder.iterdir()} == {"policy.pt", "metrics.jsonl", "summary.json", "passport.json"}
@@ -132,6 +132,10 @@ def test_cli_refusals(tmp_path, capsys):
     assert "give a recipe" in capsys.readouterr().err
     assert main(["train", "recipe", "--resume", str(tmp_path / "nothing")]) == 2
     assert "no recipe to resume" in capsys.readouterr().err
+    (tmp_path / "stages.json").write_text(json.dumps([{"kind": "sft", "steps": 5}, {"kind": "grpo", "nope": 1}]))
+    assert main(["train", "recipe", "--stages", str(tmp_path / "stages.json"), "--config", "test", "--out",
+                 str(tmp_path / "run")]) == 2
+    assert "grpo has no option 'nope'" in capsys.readouterr().err and not (tmp_path / "run").exists()
 
 
 def test_named_recipes_scale_with_the_config():
@@ -141,6 +145,8 @@ def test_named_recipes_scale_with_the_config():
     cfg = recipes.stage_config(get_config("cpu"), stages[2])
     assert cfg.grpo.steps == 100 and cfg.task.n_demos == 2000  # RFT reads GRPO's section
     assert recipes.resolve("r1-zero", get_config("cpu")) == ("r1-zero", [{"kind": "grpo"}])
+    with pytest.raises(ValueError, match="a recipe needs at least one stage"):
+        recipes.parse_stages([])
 
 
 def test_sampled_eval_and_the_rft_passport():
