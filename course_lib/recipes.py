@@ -323,6 +323,7 @@ def run_recipe(
         out.mkdir(parents=True, exist_ok=True)
         summary = {"recipe": name, "source": cite("deepseek_r1") if name in RECIPES else None, "stages": stages, "seed": seed, "config": cfg.name, "options": configs.to_dict(cfg),
                    "finished": [], "stopped": None}
+        (out / "recipe.json").write_text(json.dumps(summary, indent=2))  # resumable from before stage 1 ends
     task, model = build_policy(cfg, seed=seed, device=device)
     dev = next(model.parameters()).device
     first_path = out / "first_policy.pt"

@@ -15,7 +15,7 @@ from course_lib.configs import get_config
 from course_lib.evaluation import sampled_eval
 from course_lib.passport import passport
 from course_lib.pipeline import build_policy, run
-from course_lib.runtime import load_checkpoint
+from course_lib.runtime import Interrupted, clear_stop, load_checkpoint, request_stop
 
 STAGES = "sft,grpo,rft:steps=2,grpo:steps=2:temperature=1.2"
 TIMES = ("seconds", "rl_seconds", "update_seconds", "gen_seconds", "other_seconds", "tokens_per_second", "cpu_seconds")
@@ -83,11 +83,18 @@ def test_a_recipe_of_one_stage_is_that_trainers_run(tmp_path):
     assert all(torch.equal(mine[k], theirs[k]) for k in theirs)
 
 
-def test_a_recipe_resumed_at_a_stage_boundary_is_the_uninterrupted_one(full, tmp_path):
+def test_a_recipe_resumed_at_a_stage_boundary_or_after_ctrl_c_is_the_uninterrupted_one(full, tmp_path):
     out, summary = full
     part = recipes.run_recipe(STAGES, get_config("test"), tmp_path, until=1, show_progress=False, verbose=False,
                               threads=1)
     assert [s["kind"] for s in part["finished"]] == ["sft"] and not (tmp_path / "stage_2_grpo").exists()
+    request_stop()  # Ctrl-C during stage 2: it stops after its first step, and is rerun from its start
+    try:
+        with pytest.raises(Interrupted):
+            recipes.run_recipe(None, None, tmp_path, resume=True, show_progress=False, verbose=False, threads=1)
+    finally:
+        clear_stop()
+    assert len(rows(tmp_path / "stage_2_grpo" / "metrics.jsonl")) == 1
     resumed = recipes.run_recipe(None, None, tmp_path, resume=True, show_progress=False, verbose=False, threads=1)
     assert [numbers(e) for e in resumed["finished"]] == [numbers(e) for e in summary["finished"]]
     assert rows(tmp_path / "stage_4_grpo" / "metrics.jsonl") == rows(out / "stage_4_grpo" / "metrics.jsonl")
