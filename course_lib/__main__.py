@@ -28,7 +28,7 @@ import argparse
 import dataclasses
 import sys
 
-from course_lib import configs
+from course_lib import configs, recipes
 from course_lib.device import DEVICES
 from course_lib.pipeline import KINDS, run
 from course_lib.rewards import SPEC_HELP
@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     kinds = tr.add_subparsers(dest="kind", required=True)
     for kind in KINDS:
         _trainer_parser(kinds, kind)
+    recipes.add_parser(kinds)  # train recipe r1 | --stages sft,grpo,rft,grpo (course_lib.recipes)
     return parser
 
 
@@ -130,6 +131,8 @@ def apply_overrides(cfg: configs.RunConfig, values: dict) -> configs.RunConfig:
 
 def main(argv=None) -> int:
     args = vars(build_parser().parse_args(argv))
+    if args["kind"] == "recipe":
+        return recipes.main(args)
     overrides = {k: v for k, v in args.items() if "." in k and v is not None}
     try:
         if args["resume"]:

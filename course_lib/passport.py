@@ -27,6 +27,16 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
     ``reward_model.json`` (an ``rm`` run; a ``ppo`` run against ``rm:DIR`` reads DIR's own);
     ``memory``: a PPO run's measured bytes (``train_ppo``'s ``memory``), for the critic entry.
     """
+    if kind == "rft":  # GRPO's rollouts, a supervised step on the accepted samples (course_lib.rft)
+        out = passport(cfg, "grpo", time_split=time_split, threads=threads, device=device, reference=reference,
+                       memory=memory, utilisation=utilisation)
+        out.pop("six_choices")
+        out["kind"] = "rft"
+        out["data_and_policy"]["reuse"] = "each rollout used for one supervised step on its accepted samples, then discarded"
+        out["optimisation"] = {"algorithm": "online rejection-sampling fine-tuning (RFT), on-policy",
+                               "advantage": "none: weight 1[reward >= 1] per completion (no baseline, no negatives)",
+                               "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean (NLL of accepted samples)"}
+        return out
     g, d = cfg.grpo, cfg.dpo
     demos = (
         f"{cfg.task.n_demos} demonstrations of {cfg.task.digits}-digit addition, "
