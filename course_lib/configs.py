@@ -37,6 +37,10 @@ here                        TRL                                  meaning
 ``zero_variance`` resample  DAPO dynamic sampling                refill the batch with informative groups
 ``max_completion_length``   ``max_completion_length``            L_max; longer completions are truncated
 ``mask_truncated``          ``mask_truncated_completions``       drop truncated completions from the loss
+``max_staleness``           ``AsyncGRPOConfig.max_staleness``    K: rollouts sampled K steps behind (async)
+``vllm_importance_sampling  ``vllm_importance_sampling_*``       the behaviour correction π_old/π_behaviour
+_correction``, ``_mode``,                                        of stale rollouts (``course_lib.behaviour``)
+``_clip_min``, ``_clip_max``
 =========================  ===================================  =========================================
 """
 
@@ -45,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from course_lib.behaviour import IS_MODES, check_bounds
 from course_lib.model import ModelConfig
 from course_lib.policy_loss import KL_ESTIMATORS, UNITS
 from course_lib.rewards import check_reward_spec
@@ -65,7 +70,7 @@ KL_ESTIMATORS_BY_PLACEMENT = {
 }
 CHOICES = {  # the accepted values of every string option (the CLI shows them in --help)
     "loss_type": DPO_LOSSES, "advantage": ADVANTAGES, "unit": UNITS, "zero_variance": ZERO_VARIANCE,
-    "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS,
+    "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS, "vllm_importance_sampling_mode": IS_MODES,
 }
 
 
@@ -114,6 +119,12 @@ class GRPOConfig:
     reward: str = "strict"  # a checker of course_lib.rewards.CHECKERS, or rm:DIR (a saved reward model)
     share_prompt: bool = True  # run each group's prompt once in the update (same numbers, less work)
     eval_every: int = 20
+    # RL as a system (course_lib.rollout_worker, course_lib.behaviour): TRL's AsyncGRPOConfig / GRPOConfig names
+    max_staleness: int = 0  # K: 0 synchronous; K >= 1 a rollout worker samples batch s with the weights of step s-K
+    vllm_importance_sampling_correction: bool = True  # reweight by π_old/π_behaviour when the sampler's weights are stale
+    vllm_importance_sampling_mode: str = "sequence_mask"  # token_truncate | token_mask | sequence_truncate | sequence_mask
+    vllm_importance_sampling_clip_min: float | None = None  # C_min (None: no lower bound)
+    vllm_importance_sampling_clip_max: float | None = 3.0  # C_max (None: no upper bound)
 
 
 @dataclass
@@ -268,6 +279,19 @@ def _kl_pair_check(g: GRPOConfig) -> tuple[bool, str]:
             + ("k1 with kl_placement='reward'" if g.kl_placement == "loss" else "k2/k3 with kl_placement='loss'"))
 
 
+def check_staleness(g: GRPOConfig) -> None:
+    """``max_staleness`` is an integer >= 0; the behaviour correction's mode and bounds are TRL's."""
+    K = g.max_staleness
+    if isinstance(K, bool) or not isinstance(K, int) or K < 0:
+        raise ValueError(f"grpo.max_staleness must be an integer >= 0 (0: synchronous; K: rollouts sampled with "
+                         f"the weights of K optimiser steps ago); got {K!r}")
+    if not isinstance(g.vllm_importance_sampling_correction, bool):
+        raise ValueError(f"grpo.vllm_importance_sampling_correction must be True or False; got "
+                         f"{g.vllm_importance_sampling_correction!r}")
+    check_bounds(g.vllm_importance_sampling_mode, g.vllm_importance_sampling_clip_min,
+                 g.vllm_importance_sampling_clip_max, prefix="grpo.")
+
+
 def validate(cfg: RunConfig) -> RunConfig:
     """Raise ValueError naming the first bad option (called before any training starts)."""
     g, d, t, m = cfg.grpo, cfg.dpo, cfg.task, cfg.model
@@ -313,6 +337,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+    check_staleness(g)
     prompt_len = 3 + 2 * t.digits
     longest = prompt_len + max(g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length,
                                cfg.ppo.max_completion_length, t.digits + 2)

@@ -43,6 +43,7 @@ from course_lib.runtime import (
     DEFAULT_THREADS,
     Interrupted,
     MetricsLog,
+    StepFailed,
     load_checkpoint,
     rng_state,
     save_checkpoint,
@@ -196,6 +197,9 @@ def run(
     except Interrupted as stop:
         say(f"[course_lib] stopped: {stop.stage} step {stop.step} is saved; continue with --resume {out}")
         raise
+    except StepFailed:
+        say(f"[course_lib] failed: the completed steps are saved; continue with --resume {out}")
+        raise
 
 
 def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say) -> dict:
@@ -319,7 +323,8 @@ def write_outputs(kind, cfg, out, model, common, entry, result, sft, final, cont
     dev = next(model.parameters()).device
     mfu = mfu_entry(kind, cfg, rows, sft["seconds"] if kind == "sft" else rl_seconds, dev, vocab=model.config.vocab_size)
     pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True,
-                  reward_model_info=result.reward_model_info, memory=result.summary.get("memory"), utilisation=mfu)
+                  reward_model_info=result.reward_model_info, memory=result.summary.get("memory"), utilisation=mfu,
+                  loop=result.summary.get("loop"))
     start_accuracy = sft["start_eval"]["accuracy"] if kind == "sft" else sft["eval"]["accuracy"]
     summary = {
         "kind": kind,
