@@ -63,6 +63,28 @@ def default_start_method() -> str:
     return "fork" if sys.platform.startswith("linux") else "spawn"
 
 
+def _pack(obj):
+    """Tensors as NumPy arrays, so a batch crosses the pipe by value: torch's own sharing of a tensor
+    through a queue asks the sending process for a file descriptor later, which fails if it died."""
+    if isinstance(obj, torch.Tensor):
+        return ("__tensor__", obj.detach().cpu().numpy())
+    if isinstance(obj, dict):
+        return {k: _pack(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_pack(v) for v in obj)
+    return obj
+
+
+def _unpack(obj):
+    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], str) and obj[0] == "__tensor__":
+        return torch.from_numpy(obj[1])
+    if isinstance(obj, dict):
+        return {k: _unpack(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_unpack(v) for v in obj)
+    return obj
+
+
 def _flat(model) -> torch.Tensor:
     return torch.nn.utils.parameters_to_vector([p.detach() for p in model.parameters()]).float().cpu()
 
@@ -71,7 +93,6 @@ def _worker_main(spec: dict, ring, versions, published, cond, out_q, stop) -> No
     """The worker process: wait for the version batch s needs, copy it, sample, send; repeat."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
-    out_q.cancel_join_thread()  # on exit, never wait for the trainer to take what is still buffered
     try:
         from course_lib.rewards import resolve_reward
         from course_lib.rollout import collect_rollouts
@@ -90,9 +111,9 @@ def _worker_main(spec: dict, ring, versions, published, cond, out_q, stop) -> No
                 while published.value < need and not stop.is_set():
                     cond.wait(POLL_SECONDS)
                     if parent is not None and not parent.is_alive():
-                        return
+                        return _quit(out_q)
             if stop.is_set():
-                return
+                return _quit(out_q)
             slot = need % (K + 1)
             if int(versions[slot]) != need:
                 raise RuntimeError(f"weight slot {slot} holds version {int(versions[slot])}, batch {s} needs {need}")
@@ -103,14 +124,21 @@ def _worker_main(spec: dict, ring, versions, published, cond, out_q, stop) -> No
                    "cpu_seconds": time.process_time(), "sent": time.time()}
             while not stop.is_set():
                 try:
-                    out_q.put(("batch", msg), timeout=POLL_SECONDS)
+                    out_q.put(("batch", _pack(msg)), timeout=POLL_SECONDS)
                     break
                 except queue.Full:
                     if parent is not None and not parent.is_alive():
-                        return
+                        return _quit(out_q)
+            if stop.is_set():
+                return _quit(out_q)
             s += 1
     except BaseException:  # noqa: BLE001 - everything goes to the trainer, which raises it
-        out_q.put(("error", traceback.format_exc()))
+        out_q.put(("error", traceback.format_exc()))  # flushed before the process exits: the trainer reads it
+
+
+def _quit(out_q) -> None:
+    """Stopped: exit without waiting for the trainer to take the batches still buffered."""
+    out_q.cancel_join_thread()
 
 
 class RolloutWorker:
@@ -173,13 +201,16 @@ class RolloutWorker:
             try:
                 kind, payload = self.queue.get(timeout=POLL_SECONDS)
             except queue.Empty:
-                if not self.process.is_alive():
+                if self.process.is_alive():
+                    continue
+                try:  # its last words may have landed just after the timeout
+                    kind, payload = self.queue.get(timeout=POLL_SECONDS)
+                except queue.Empty:
                     raise RolloutWorkerError(f"the rollout worker died (exit code {self.process.exitcode}) "
                                              "without reporting an error") from None
-                continue
             if kind == "error":
                 raise RolloutWorkerError(f"the rollout worker failed:\n{payload}")
-            return payload
+            return _unpack(payload)
 
     def state(self) -> dict:
         """What a checkpoint needs to restart the worker where the trainer stands."""
