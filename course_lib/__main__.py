@@ -20,6 +20,7 @@ step, saves a checkpoint and prints the ``--resume`` command. Examples::
     .venv/bin/python -m course_lib train dpo --out runs/dpo --rpo-alpha 1.0
     .venv/bin/python -m course_lib train grpo --config test --steps 4 --out /tmp/t --overwrite
     .venv/bin/python -m course_lib train grpo --resume runs/grpo --steps 120
+    .venv/bin/python -m course_lib train grpo --out runs/grpo-async --max-staleness 1
 """
 
 from __future__ import annotations

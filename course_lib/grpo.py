@@ -17,8 +17,12 @@ One step:
    chosen unit; loss = −objective.
 
 Simplifications, said out loud (nanochat-style):
-- Synchronous and colocated: the same model generates, then trains; rollouts are never stale
-  by more than the μ inner epochs on one batch. No value network.
+- Synchronous and colocated by default: the same model generates, then trains; rollouts are
+  never stale by more than the μ inner epochs on one batch. No value network.
+  ``max_staleness`` = K >= 1 moves sampling into a rollout worker process
+  (``course_lib.rollout_worker``) that samples batch s with the weights of step s − K while the
+  trainer updates; the behaviour correction π_old/π_behaviour (``course_lib.behaviour``, TRL's
+  ``vllm_importance_sampling_*``) is kept apart from PPO's π_θ/π_old.
 - With μ = 1 the old log-probs *are* the current ones (detached), as in TRL: ρ = 1 and the
   clip is inactive on the first and only pass. For μ > 1 the first epoch's own log-probs,
   detached, are the old ones (the weights have not moved yet), so no extra forward is spent.

@@ -18,7 +18,8 @@ batches from ``torch.Generator().manual_seed(seed)`` (``sft_policy``); the DPO/G
 re-seeds torch and its data generator with ``seed + 1`` (``rl_generator``), so a run resumed at
 any checkpoint, or started from ``sft.pt``, follows the uninterrupted run exactly on a CPU.
 
-Simplification: one process, one device, stages run one after the other.
+Simplification: one process, one device, stages run one after the other (a GRPO run with
+``max_staleness`` >= 1 adds a rollout worker process for its stage).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ every ``checkpoint_every`` steps and at the end, and honour a stop request (the 
 function ``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy.
 A new trainer is one file: its loop (through ``train_loop``) and its registered stage.
 
-Simplifications, said out loud: one process; a step's seconds are its wall time without the
+Simplifications, said out loud: one process (GRPO's asynchronous mode adds a rollout worker
+process, ``course_lib.rollout_worker``; the loop itself runs in the trainer's); a step's seconds are its wall time without the
 evaluation; the trainer restores its own parts of a checkpoint (optimizers, extra models, data),
 the loop only the step counter and the elapsed seconds.
 """
