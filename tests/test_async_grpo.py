@@ -201,3 +201,13 @@ def test_pipeline_records_the_loop_and_resumes_an_async_run_exactly(tmp_path):
     ref = [json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
     assert _plain(rows) == _plain(ref) and part["final_accuracy"] == full["final_accuracy"]
     assert [r["staleness"] for r in rows] == [0, 1, 1, 1]
+
+
+def test_the_trl_bridge_names_what_trl_does_instead_of_a_fixed_lag():
+    from course_lib import trl_bridge
+
+    cfg = get_config("test")
+    assert "grpo.max_staleness" not in [u.option for u in trl_bridge.translate(cfg, "grpo").unmatched]
+    cfg.grpo.max_staleness = 2
+    (entry,) = [u for u in trl_bridge.translate(cfg, "grpo").unmatched if u.option == "grpo.max_staleness"]
+    assert entry.value == 2 and "AsyncGRPOConfig.max_staleness" in entry.trl_does
