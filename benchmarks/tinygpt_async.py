@@ -52,7 +52,7 @@ def one_run(cfg, task, weights, seed: int, K: int, correction: bool, steps: int)
     model.load_state_dict(weights)
     log = MetricsLog()
     res = train_grpo(model, task, g, generator=rl_generator(seed), log=log, steps=steps, show_progress=False,
-                     eval_fn=lambda m: {}, reference_state=weights)
+                     eval_fn=lambda m: {"accuracy": float("nan")}, reference_state=weights)
     acc = evaluate(model, task, max_completion_length=g.max_completion_length)["accuracy"]
     rows = log.rows
 

@@ -319,7 +319,7 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
     if not asynchronous:
         return {"placement": "colocated: one process, generation and training share the weights",
                 "loop": "synchronous (generate, then update)",
-                "staleness": f"none beyond the mu={cfg.num_iterations} inner epoch(s) on one rollout",
+                "staleness": "none beyond the inner epochs on one rollout",
                 "max_staleness": 0, "trainer_cpu_seconds": trainer_cpu_seconds}
     seen = [r["staleness"] for r in rows if r.get("staleness") is not None]
     if cfg.vllm_importance_sampling_correction:
