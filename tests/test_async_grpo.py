@@ -211,3 +211,23 @@ def test_the_trl_bridge_names_what_trl_does_instead_of_a_fixed_lag():
     cfg.grpo.max_staleness = 2
     (entry,) = [u for u in trl_bridge.translate(cfg, "grpo").unmatched if u.option == "grpo.max_staleness"]
     assert entry.value == 2 and "AsyncGRPOConfig.max_staleness" in entry.trl_does
+
+
+def test_the_dashboard_draws_staleness_mismatch_and_weights_from_async_rows():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from course_lib.dashboard import LABELS, dashboard
+
+    rows = [{"step": s, "staleness": min(s - 1, 2), "mismatch_kl": 1e-4 * s, "is_ess": 1 - 0.01 * s,
+             "is_clipped_fraction": 0.01 * s, "gen_seconds": 0.1, "update_seconds": 0.2, "wait_seconds": 0.01}
+            for s in range(1, 6)]
+    fig = dashboard(rows)
+    panels = {ax.get_title(): {ln.get_label() for ln in ax.get_lines()} for ax in fig.axes if ax.get_title()}
+    assert panels["rollout staleness (async)"] == {LABELS["staleness"]}
+    assert panels["sampler vs trainer mismatch"] == {LABELS["mismatch_kl"]}
+    assert panels["behaviour importance weights"] == {LABELS["is_ess"], LABELS["is_clipped_fraction"]}
+    assert LABELS["wait_seconds"] in panels["time per step"]
+    plt.close(fig)
