@@ -231,3 +231,15 @@ def test_the_dashboard_draws_staleness_mismatch_and_weights_from_async_rows():
     assert panels["behaviour importance weights"] == {LABELS["is_ess"], LABELS["is_clipped_fraction"]}
     assert LABELS["wait_seconds"] in panels["time per step"]
     plt.close(fig)
+
+
+def test_cli_sets_the_correction_and_none_removes_a_bound():
+    from course_lib.__main__ import apply_overrides, build_parser
+
+    args = vars(build_parser().parse_args(
+        ["train", "grpo", "--config", "test", "--max-staleness", "2", "--vllm-importance-sampling-mode", "token_mask",
+         "--vllm-importance-sampling-clip-min", "0.5", "--vllm-importance-sampling-clip-max", "none"]))
+    cfg = validate(apply_overrides(get_config("test"), {k: v for k, v in args.items() if "." in k and v is not None}))
+    g = cfg.grpo
+    assert (g.max_staleness, g.vllm_importance_sampling_mode) == (2, "token_mask")
+    assert (g.vllm_importance_sampling_clip_min, g.vllm_importance_sampling_clip_max) == (0.5, None)
