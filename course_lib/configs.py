@@ -45,6 +45,10 @@ sequence                    ``="sequence"``                      completion (TRL
 ``soft_punish_cache``       ``get_soft_overlong_punishment(``    DAPO overlong shaping: a reward function
                             ``max_completion_len=L_max,``        added to the checker's reward
                             ``soft_punish_cache=C)``
+``max_staleness``           ``AsyncGRPOConfig.max_staleness``    K: rollouts sampled K steps behind (async)
+``vllm_importance_sampling  ``vllm_importance_sampling_*``       the behaviour correction π_old/π_behaviour
+_correction``, ``_mode``,                                        of stale rollouts (``course_lib.behaviour``)
+``_clip_min``, ``_clip_max``
 =========================  ===================================  =========================================
 
 TRL's ``loss_type`` names two things at once: the per-token objective and the averaging unit.
@@ -58,6 +62,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from course_lib.behaviour import IS_MODES, check_bounds
 from course_lib.model import ModelConfig
 from course_lib.policy_loss import KL_ESTIMATORS, UNITS
 from course_lib.rewards import check_reward_spec
@@ -78,7 +83,7 @@ KL_ESTIMATORS_BY_PLACEMENT = {
 }
 CHOICES = {  # the accepted values of every string option (the CLI shows them in --help)
     "loss_type": DPO_LOSSES, "advantage": ADVANTAGES, "unit": UNITS, "zero_variance": ZERO_VARIANCE,
-    "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS,
+    "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS, "vllm_importance_sampling_mode": IS_MODES,
 }
 GRPO_LOSS_TYPES = ("clipped", "cispo")  # the per-token objective; the averaging unit is ``unit``
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")  # one ratio per token (GRPO) | per completion (GSPO)
@@ -143,6 +148,12 @@ class GRPOConfig:
     reward: str = "strict"  # a checker of course_lib.rewards.CHECKERS, or rm:DIR (a saved reward model)
     share_prompt: bool = True  # run each group's prompt once in the update (same numbers, less work)
     eval_every: int = 20
+    # RL as a system (course_lib.rollout_worker, course_lib.behaviour): TRL's AsyncGRPOConfig / GRPOConfig names
+    max_staleness: int = 0  # K: 0 synchronous; K >= 1 a rollout worker samples batch s with the weights of step s-K
+    vllm_importance_sampling_correction: bool = True  # reweight by π_old/π_behaviour when the sampler's weights are stale
+    vllm_importance_sampling_mode: str = "sequence_mask"  # token_truncate | token_mask | sequence_truncate | sequence_mask
+    vllm_importance_sampling_clip_min: float | None = None  # C_min (None: no lower bound)
+    vllm_importance_sampling_clip_max: float | None = 3.0  # C_max (None: no upper bound)
 
 
 @dataclass
@@ -322,6 +333,19 @@ def _objective_checks(g: GRPOConfig, t: TaskConfig) -> list[tuple[bool, str]]:
     ]
 
 
+def check_staleness(g: GRPOConfig) -> None:
+    """``max_staleness`` is an integer >= 0; the behaviour correction's mode and bounds are TRL's."""
+    K = g.max_staleness
+    if isinstance(K, bool) or not isinstance(K, int) or K < 0:
+        raise ValueError(f"grpo.max_staleness must be an integer >= 0 (0: synchronous; K: rollouts sampled with "
+                         f"the weights of K optimiser steps ago); got {K!r}")
+    if not isinstance(g.vllm_importance_sampling_correction, bool):
+        raise ValueError(f"grpo.vllm_importance_sampling_correction must be True or False; got "
+                         f"{g.vllm_importance_sampling_correction!r}")
+    check_bounds(g.vllm_importance_sampling_mode, g.vllm_importance_sampling_clip_min,
+                 g.vllm_importance_sampling_clip_max, prefix="grpo.")
+
+
 def validate(cfg: RunConfig) -> RunConfig:
     """Raise ValueError naming the first bad option (called before any training starts)."""
     g, d, t, m = cfg.grpo, cfg.dpo, cfg.task, cfg.model
@@ -372,6 +396,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+    check_staleness(g)
     prompt_len = 3 + 2 * t.digits
     longest = prompt_len + max(g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length,
                                cfg.ppo.max_completion_length, t.digits + 2)

@@ -33,7 +33,10 @@ PANELS = [
     ("policy entropy", ["entropy"], "nats / token"),
     ("drift from the reference", ["kl", "kl_sequence", "kl_drift_offline"], "KL estimate"),
     ("PPO clip", ["clip_fraction"], "share of tokens"),
-    ("time per step", ["gen_seconds", "update_seconds"], "seconds"),
+    ("time per step", ["gen_seconds", "update_seconds", "wait_seconds"], "seconds"),
+    ("rollout staleness (async)", ["staleness"], "optimiser steps"),
+    ("sampler vs trainer mismatch", ["mismatch_kl"], "KL(behaviour ‖ old)"),
+    ("behaviour importance weights", ["is_ess", "is_clipped_fraction"], "share"),
     ("training loss", ["loss", "nll"], "loss"),
 ]
 
@@ -58,6 +61,11 @@ LABELS = {
     "clip_fraction": "clipped tokens",
     "gen_seconds": "generation",
     "update_seconds": "update",
+    "wait_seconds": "trainer waiting for a rollout",
+    "staleness": "steps between sampler and trainer weights",
+    "mismatch_kl": "k3 per token, behaviour vs old policy",
+    "is_ess": "effective sample size (share)",
+    "is_clipped_fraction": "tokens capped or masked",
     "loss": "loss",
     "nll": "NLL of chosen answers",
 }

@@ -19,13 +19,15 @@ from course_lib.runtime import DEFAULT_THREADS, describe_precision
 
 def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threads: int | None = DEFAULT_THREADS,
              device: str = "cpu", reference: bool | None = None, reward_model_info: dict | None = None,
-             memory: dict | None = None, utilisation: dict | None = None) -> dict:
+             memory: dict | None = None, utilisation: dict | None = None, loop: dict | None = None) -> dict:
     """What this run did, in the four groups of §17 plus the six choices of §12.
 
     ``reference``: whether a GRPO run kept a frozen reference (default: when β > 0; the
     pipeline always keeps one to log the KL). ``reward_model_info``: a trained reward model's
     ``reward_model.json`` (an ``rm`` run; a ``ppo`` run against ``rm:DIR`` reads DIR's own);
     ``memory``: a PPO run's measured bytes (``train_ppo``'s ``memory``), for the critic entry.
+    ``loop``: the trainer's account of the loop that ran (``grpo.loop_entry``: placement, loop,
+    staleness); without it the systems fields are derived from the config.
     """
     if kind == "rft":  # GRPO's rollouts, a supervised step on the accepted samples (course_lib.rft)
         out = passport(cfg, "grpo", time_split=time_split, threads=threads, device=device, reference=reference,
@@ -122,11 +124,15 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             roles.append("reference (frozen SFT copy)" + ("" if g.beta > 0 else ", only to measure the KL"))
         out.update(
             data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} completions per step",
-                             "generated_by": f"the current actor, temperature {g.temperature}", "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
+                             "generated_by": (f"the current actor, temperature {g.temperature}" if g.max_staleness == 0 else
+                                              f"the actor of {g.max_staleness} optimiser steps ago (a rollout worker), "
+                                              f"temperature {g.temperature}"), "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
                              "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
             reward_contract={"source": reward_source(g.reward), "granularity": reward_granularity(g.reward), "truncation": trunc,
                              "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 08"},
-            optimisation={"algorithm": "on-policy", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
+            optimisation={"algorithm": "on-policy" if g.max_staleness == 0 else
+                          f"off-policy by up to {g.max_staleness} step(s), clipped ratio pi_theta/pi_old kept apart from "
+                          f"the behaviour correction pi_old/pi_behaviour", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
                           "kl_estimator": g.kl_estimator, "beta": g.beta, "averaging_unit": g.unit,
                           "clip": clip, "zero_variance_groups": zv},
         )
@@ -140,6 +146,12 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
         "cpu_threads": threads if threads is not None else "torch's default",
         "time_split": split or "not measured yet",
     }
+    if kind == "grpo" and g.max_staleness > 0 and loop is None:  # derived from the config: what would run
+        out["systems"].update(placement="two processes: a rollout worker samples, the trainer updates",
+                              loop=f"asynchronous, max_staleness={g.max_staleness}",
+                              staleness=f"rollouts up to {g.max_staleness} optimiser steps old")
+    if loop is not None:  # what actually ran
+        out["systems"].update({k: loop[k] for k in ("placement", "loop", "staleness")})
     if utilisation is not None:  # on CUDA: course_lib.utilisation.mfu_entry (FLOPs, seconds, peak, MFU)
         out["systems"]["mfu"] = utilisation
     if kind == "grpo":
@@ -148,7 +160,8 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             "zero_variance_groups": zv,
             "averaging_unit": g.unit,
             "kl_placement_and_coefficient": kl,
-            "rollout_freshness": f"fresh every step; mu={g.num_iterations}",
+            "rollout_freshness": (f"fresh every step; mu={g.num_iterations}" if g.max_staleness == 0 else
+                                  f"sampled max_staleness={g.max_staleness} steps behind; mu={g.num_iterations}"),
             "prompt_difficulty_and_length": f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); max_completion_length={g.max_completion_length}",
         }
     return out

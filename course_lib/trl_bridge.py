@@ -237,6 +237,12 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
         Unmatched("model: <pad>/<bos> removed from the softmax", True,
                   "TRL samples and scores over the full vocabulary (after SFT these two tokens carry ~0 mass)"),
     ]
+    if g.max_staleness > 0:
+        unmatched.append(Unmatched(
+            "grpo.max_staleness", g.max_staleness,
+            "GRPOTrainer samples synchronously; TRL's asynchronous trainer is experimental.async_grpo."
+            "AsyncGRPOTrainer (a vLLM server) with AsyncGRPOConfig.max_staleness, which drops samples older than K "
+            "instead of sampling at a fixed lag; vllm_importance_sampling_* act only with use_vllm=True"))
     if g.zero_variance != "keep":
         unmatched.append(Unmatched("grpo.zero_variance", g.zero_variance,
                                    "TRL keeps zero-variance groups (zero advantage); no drop or dynamic resampling"))
