@@ -1,7 +1,8 @@
 """The training dashboard: one matplotlib figure from a run's per-step metrics (§15).
 
 A mature RLVR dashboard shows more than mean reward: held-out accuracy, completion length,
-the zero-variance-group rate, policy entropy, KL to the reference, the clip fraction and
+the zero-variance-group rate, verifier failures (the checker raised or found no answer it could
+parse: ``rewards.CheckerReward``), policy entropy, KL to the reference, the clip fraction and
 where the time goes; with an environment (§16), tool use (held-out and sampled), the reward
 split by tool use and by carry, turns and tokens per episode, and environment errors.
 ``dashboard(rows)`` draws whichever of these the rows contain (SFT and
@@ -37,10 +38,14 @@ PANELS = [
     ("DPO implicit rewards", ["margin", "val_margin", "reward_chosen", "reward_rejected"], "β · log-ratio"),
     ("completion length", ["completion_length"], "tokens"),
     ("wasted samples", ["zero_variance_rate", "truncated_rate"], "share"),
+    ("verifier failures", ["verifier_failure_rate"], "share of completions"),
     ("policy entropy", ["entropy"], "nats / token"),
     ("drift from the reference", ["kl", "kl_sequence", "kl_drift_offline"], "KL estimate"),
     ("PPO clip", ["clip_fraction"], "share of tokens"),
-    ("time per step", ["gen_seconds", "update_seconds"], "seconds"),
+    ("time per step", ["gen_seconds", "update_seconds", "wait_seconds"], "seconds"),
+    ("rollout staleness (async)", ["staleness"], "optimiser steps"),
+    ("sampler vs trainer mismatch", ["mismatch_kl"], "KL(behaviour ‖ old)"),
+    ("behaviour importance weights", ["is_ess", "is_clipped_fraction"], "share"),
     ("training loss", ["loss", "nll"], "loss"),
 ]
 
@@ -70,6 +75,7 @@ LABELS = {
     "completion_length": "mean completion length",
     "zero_variance_rate": "groups with zero variance",
     "truncated_rate": "truncated completions",
+    "verifier_failure_rate": "checker raised or could not parse",
     "entropy": "entropy",
     "kl": "KL to reference: k3, token mean (GRPO)",
     "kl_sequence": "KL to reference: Σ k1 per completion (PPO)",
@@ -77,6 +83,11 @@ LABELS = {
     "clip_fraction": "clipped tokens",
     "gen_seconds": "generation",
     "update_seconds": "update",
+    "wait_seconds": "trainer waiting for a rollout",
+    "staleness": "steps between sampler and trainer weights",
+    "mismatch_kl": "k3 per token, behaviour vs old policy",
+    "is_ess": "effective sample size (share)",
+    "is_clipped_fraction": "tokens capped or masked",
     "loss": "loss",
     "nll": "NLL of chosen answers",
 }

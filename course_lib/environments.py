@@ -293,12 +293,16 @@ class EpisodeDriver:
         return bool(step.done)
 
     def finish(self, truncated: torch.Tensor) -> list[dict]:
-        """Each row's episode: reward, tool calls and errors, turns, tokens after the prompt, carry."""
+        """Each row's episode: reward, tool calls and errors, turns, tokens after the prompt, carry, and
+        ``verifier_failed`` as ``rewards.CheckerReward`` counts it: no answer the verifier can read
+        (truncated, ended without an answer, not digits) or an environment that raised."""
         out = []
         for i, cut in enumerate(truncated.tolist()):
             turns = self.turns[i] + bool(self.turn[i])  # a turn cut by the token limit counts
             reward = 0.0 if cut else self.reward[i]
-            out.append({"reward": reward, "tool_calls": self.info[i].get("tool_calls", 0),
+            answer = self.info[i].get("answer")  # the final turn's text, when the episode reached one
+            unreadable = cut or self.env_error[i] or answer is None or not (answer.isdigit() and answer.isascii())
+            out.append({"reward": reward, "verifier_failed": unreadable, "tool_calls": self.info[i].get("tool_calls", 0),
                         "tool_errors": self.info[i].get("tool_errors", 0), "turns": turns, "tokens": self.tokens[i],
                         "carry": self.carry[i], "env_error": self.env_error[i], "truncated": bool(cut)})
         return out

@@ -79,3 +79,38 @@ def sample_completions(model, task: AdditionTask, pairs, *, n: int = 1, max_comp
         text, ended = task.completion_text(comp)
         out.append(f"{task.prompt_text(a, b)}{text}{'' if ended else '…'}")
     return out
+
+
+@torch.no_grad()
+def sampled_eval(model, task: AdditionTask, *, k: int = 8, max_completion_length: int | None = None,
+                 temperature: float = 1.0, seed: int = 0, batch_size: int = 512) -> dict:
+    """``k`` sampled completions per held-out prompt: pass@1, pass@k, completion length, entropy.
+
+    ``pass@1`` is the share of samples the strict checker accepts (the acceptance rate a rejection
+    sampler would see at this temperature); ``pass@k`` the share of prompts with at least one
+    accepted sample among their ``k`` (the plain estimator with n = k). ``completion_length`` is
+    the mean number of completion tokens (``<eos>`` included) and ``entropy`` the sampling
+    distributions' mean entropy per completion token (nats). The torch RNG is forked and seeded
+    with ``seed``: a training run's random stream is left untouched.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1; got {k!r}")
+    device = next(model.parameters()).device
+    length = max_completion_length or task.answer_length
+    pairs = task.heldout_pairs
+    accepted, any_ok, tokens, entropy = 0, 0, 0.0, 0.0
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        for i in range(0, len(pairs), batch_size):
+            chunk = pairs[i : i + batch_size]
+            with autocast(device):
+                roll = generate(model, task.encode_prompts(chunk, device), task.tokenizer, max_completion_length=length,
+                                num_generations=k, temperature=temperature)
+            comps = roll.completions.tolist()
+            ok = [task.strict_reward(chunk[j // k], c) for j, c in enumerate(comps)]
+            accepted += sum(ok)
+            any_ok += sum(any(ok[g * k : (g + 1) * k]) for g in range(len(chunk)))
+            tokens += float(roll.completion_mask.sum())
+            entropy += float(roll.entropy.sum())
+    return {"pass@1": accepted / (len(pairs) * k), "pass@k": any_ok / len(pairs), "k": k,
+            "completion_length": tokens / (len(pairs) * k), "entropy": entropy / tokens}

@@ -18,7 +18,8 @@ batches from ``torch.Generator().manual_seed(seed)`` (``sft_policy``); the DPO/G
 re-seeds torch and its data generator with ``seed + 1`` (``rl_generator``), so a run resumed at
 any checkpoint, or started from ``sft.pt``, follows the uninterrupted run exactly on a CPU.
 
-Simplification: one process, one device, stages run one after the other.
+Simplification: one process, one device, stages run one after the other (a GRPO run with
+``max_staleness`` >= 1 adds a rollout worker process for its stage).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from course_lib.runtime import (
     DEFAULT_THREADS,
     Interrupted,
     MetricsLog,
+    StepFailed,
     load_checkpoint,
     rng_state,
     save_checkpoint,
@@ -200,6 +202,9 @@ def run(
     except Interrupted as stop:
         say(f"[course_lib] stopped: {stop.stage} step {stop.step} is saved; continue with --resume {out}")
         raise
+    except StepFailed:
+        say(f"[course_lib] failed: the completed steps are saved; continue with --resume {out}")
+        raise
 
 
 def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say) -> dict:
@@ -323,7 +328,8 @@ def write_outputs(kind, cfg, out, model, common, entry, result, sft, final, cont
     dev = next(model.parameters()).device
     mfu = mfu_entry(kind, cfg, rows, sft["seconds"] if kind == "sft" else rl_seconds, dev, vocab=model.config.vocab_size)
     pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True,
-                  reward_model_info=result.reward_model_info, memory=result.summary.get("memory"), utilisation=mfu)
+                  reward_model_info=result.reward_model_info, memory=result.summary.get("memory"), utilisation=mfu,
+                  loop=result.summary.get("loop"))
     start_accuracy = sft["start_eval"]["accuracy"] if kind == "sft" else sft["eval"]["accuracy"]
     summary = {
         "kind": kind,

@@ -31,6 +31,7 @@ import torch
 
 from course_lib.advantages import zero_variance_groups
 from course_lib.model import completion_logprobs, suppressed_index
+from course_lib.rewards import Scored, score
 from course_lib.runtime import autocast, to_device
 from course_lib.task import AdditionTask, CharTokenizer
 
@@ -189,14 +190,21 @@ def sample_groups(model, task: AdditionTask, pairs, *, num_generations: int, max
         )
 
 
-def score_groups(reward_fn, pairs, roll: Rollout, num_generations: int) -> torch.Tensor:
-    """Rewards of shape ``(len(pairs), G)`` from a batched reward callable (one call per batch);
-    episodes are scored by their environment's verifier instead."""
+def score_groups(reward_fn, pairs, roll: Rollout, num_generations: int, *, scored: bool = False):
+    """Rewards of shape ``(len(pairs), G)`` from a batched reward callable (one call per batch).
+
+    ``scored=True`` returns ``rewards.Scored`` instead: the rewards so shaped, and the per-row
+    verifier failures and overlong penalties when the reward reports them (``rewards.score``).
+    Episodes (``roll.episodes``) are scored by their environment's verifier instead.
+    """
     if roll.episodes is not None:
-        return torch.tensor([e["reward"] for e in roll.episodes]).view(len(pairs), num_generations)
+        rewards = torch.tensor([e["reward"] for e in roll.episodes]).view(len(pairs), num_generations)
+        failed = torch.tensor([e["verifier_failed"] for e in roll.episodes])
+        return Scored(rewards, failed) if scored else rewards
     per_row = [p for p in pairs for _ in range(num_generations)]
-    rewards = reward_fn(per_row, roll.completions)
-    return rewards.float().cpu().view(len(pairs), num_generations)
+    out = score(reward_fn, per_row, roll.completions)
+    rewards = out.rewards.float().cpu().view(len(pairs), num_generations)
+    return out._replace(rewards=rewards) if scored else rewards
 
 
 def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator, reward_fn) -> dict:
@@ -214,18 +222,27 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
     ``rewards`` of shape (groups left, G), ``sampler_logps`` (N, L): the sampled tokens' log-probs
     under the sampling policy, and ``informative``: per group, a Python bool, False for a
     zero-variance group, whose advantages are zero) and ``"pairs"``. ``stats["entropy"]`` is
-    the sampling distributions' entropy per completion token, over every sampled row.
+    the sampling distributions' entropy per completion token, over every sampled row; when the
+    reward reports them (a checker: ``rewards.CheckerReward``), ``verifier_failures`` (count)
+    and ``verifier_failure_rate`` over every sampled row, and ``overlong_penalty`` (mean) when
+    it is shaped (``rewards.OverlongShaped``).
     """
     G, B = cfg.num_generations, cfg.batch_prompts
     gen_seconds, groups_sampled, rounds = 0.0, 0, 0
     used, spare = [], []  # (roll, group index, rewards, pair): groups in the batch; degenerate ones dropped
     all_rewards, all_truncated, all_lengths, all_entropy, zero_var, episodes = [], [], [], [], [], []
+    failures, penalties = [], []  # per sampled row, when the reward reports them
     while True:
         pairs = task.sample_pairs(B, generator)
         roll = sample_groups(model, task, pairs, num_generations=G, max_completion_length=cfg.max_completion_length,
                              temperature=cfg.temperature)
         gen_seconds += roll.seconds
-        rewards = score_groups(reward_fn, pairs, roll, G)
+        scored = score_groups(reward_fn, pairs, roll, G, scored=True)
+        rewards = scored.rewards
+        if scored.verifier_failed is not None:
+            failures.append(scored.verifier_failed.cpu())
+        if scored.overlong_penalty is not None:
+            penalties.append(scored.overlong_penalty.cpu())
         degenerate = zero_variance_groups(rewards).tolist()
         groups_sampled += len(pairs)
         all_rewards.append(rewards)
@@ -257,6 +274,12 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
         from course_lib.environments import episode_stats
 
         stats.update(episode_stats(episodes))
+    if failures:  # the verifier raised or could not parse (rewards.CheckerReward), over every sampled row
+        failed = torch.cat(failures)
+        stats["verifier_failures"] = int(failed.sum())
+        stats["verifier_failure_rate"] = float(failed.float().mean())
+    if penalties:  # DAPO's overlong shaping (rewards.OverlongShaped), mean over every sampled row
+        stats["overlong_penalty"] = float(torch.cat(penalties).mean())
     if not used:
         return {"stats": stats}
     groups = used  # dropped groups leave the batch (and every denominator)

@@ -239,6 +239,16 @@ class AdditionTask:
             chars.append(tok._inv[t])
         return "".join(chars), ended
 
+    def parse_answer(self, completion_ids) -> int | None:
+        """The answer a completion states (its digits before ``<eos>``), or None when it states none.
+
+        None when the completion has no ``<eos>`` (truncated: it never finished its answer), is
+        empty, or holds a character that is not a digit. What the strict and partial checkers read;
+        a verifier that cannot parse is counted as a verifier failure (``rewards.CheckerReward``).
+        """
+        text, ended = self.completion_text(completion_ids)
+        return int(text) if ended and text.isdigit() and text.isascii() else None
+
     def strict_reward(self, pair, completion_ids) -> float:
         """Exact answer: the sum's digits then <eos>. Truncated completions score 0."""
         text, ended = self.completion_text(completion_ids)

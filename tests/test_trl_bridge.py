@@ -58,6 +58,31 @@ def test_units_and_dr_grpo_map_exactly(unit, loss_type):
     assert "grpo.advantage" not in _unmatched(b) and "grpo.unit" not in _unmatched(b)
 
 
+@pytest.mark.parametrize(("grpo", "want"), [
+    (dict(importance_sampling_level="sequence", unit="sequence_mean"), ("grpo", "sequence")),  # GSPO's setup in TRL
+    (dict(loss_type="cispo", epsilon_high=5.0), ("cispo", "token")),
+    (dict(), ("dapo", "token")),
+])
+def test_gspo_and_cispo_map_to_trl_loss_type_and_importance_sampling_level(grpo, want):
+    b = trl_bridge.translate(_cfg(**grpo), "grpo")
+    assert (b.config["loss_type"], b.config["importance_sampling_level"]) == want
+    assert b.config["epsilon_high"] == grpo.get("epsilon_high", 0.2)
+    assert not {"grpo.loss_type", "grpo.importance_sampling_level"} & set(_unmatched(b))
+    trl = pytest.importorskip("trl", reason="TRL is not installed: pip install -e '.[trl]'")
+    made = trl.GRPOConfig(**{**b.config, "output_dir": "unused"})  # TRL accepts the names and values
+    assert (made.loss_type, made.importance_sampling_level) == want
+
+
+def test_overlong_shaping_is_trl_reward_function_and_listed_as_such():
+    b = trl_bridge.translate(_cfg(soft_punish_cache=2), "grpo")
+    does = _unmatched(b)["grpo.soft_punish_cache"].trl_does
+    assert "get_soft_overlong_punishment(max_completion_len=6, soft_punish_cache=2)" in does
+    assert "soft_punish_cache" not in b.config and "grpo.soft_punish_cache" not in _unmatched(trl_bridge.translate(
+        _cfg(), "grpo"))
+    rloo = trl_bridge.translate(_cfg(advantage="rloo", loss_type="cispo", epsilon_high=5.0), "rloo")
+    assert "no CISPO" in _unmatched(rloo)["grpo.loss_type / importance_sampling_level"].trl_does
+
+
 def test_options_without_a_trl_equivalent_are_listed():
     b = trl_bridge.translate(_cfg(zero_variance="resample", beta=0.04, kl_estimator="k2", mask_truncated=True), "grpo")
     missing = _unmatched(b)
@@ -150,6 +175,27 @@ def test_bridged_trainers_train_the_tiny_gpt(kind, tmp_path):
     else:  # a random policy earns 0 everywhere (zero advantages); the checker's reward is logged each step
         rewards = [r["rewards/strict/mean"] for r in trainer.state.log_history if "rewards/strict/mean" in r]
         assert len(rewards) == 2 and all(0.0 <= r <= 1.0 for r in rewards)
+
+
+@NEEDS_TRL
+@pytest.mark.slow
+def test_overlong_shaping_reaches_trl_as_its_own_reward_function_summed_with_the_checker(tmp_path):
+    from course_lib.model import build_model
+    from course_lib.task import AdditionTask
+
+    trl_bridge.quiet()
+    cfg = get_config("test")
+    cfg.grpo = dataclasses.replace(cfg.grpo, steps=1, soft_punish_cache=1)
+    task = AdditionTask(cfg.task)
+    torch.manual_seed(0)
+    trainer, _ = trl_bridge.make_trainer("grpo", build_model(cfg.model, task.tokenizer), task, cfg,
+                                         output_dir=str(tmp_path))
+    assert [f.__name__ for f in trainer.reward_funcs] == ["strict", "soft_overlong_punishment_reward"]
+    trainer.train()
+    (row,) = [r for r in trainer.state.log_history if "rewards/soft_overlong_punishment_reward/mean" in r]
+    penalty, strict = row["rewards/soft_overlong_punishment_reward/mean"], row["rewards/strict/mean"]
+    assert -1.0 <= penalty < 0  # a random policy rambles into the soft zone
+    assert row["reward"] == pytest.approx(strict + penalty, abs=1e-6)  # summed with weight 1, as the course adds it
 
 
 def test_num_iterations_gives_trl_the_same_number_of_rollouts():
