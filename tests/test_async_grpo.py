@@ -101,13 +101,17 @@ def _exploding_reward(monkeypatch, at_call: int):
         calls = {"n": 0}
         strict = rewards.resolve_reward("strict", task)
 
-        def reward(pairs, completions):
-            calls["n"] += 1
-            if calls["n"] == at_call:
-                raise RuntimeError("reward exploded in the worker")
-            return strict(pairs, completions)
+        class Exploding:  # the strict checker (its verifier-failure counts too) until the at_call-th batch
+            def score(self, pairs, completions):
+                calls["n"] += 1
+                if calls["n"] == at_call:
+                    raise RuntimeError("reward exploded in the worker")
+                return strict.score(pairs, completions)
 
-        return reward
+            def __call__(self, pairs, completions):
+                return self.score(pairs, completions).rewards
+
+        return Exploding()
 
     monkeypatch.setitem(rewards.SOURCES, rewards.REWARD_MODEL_PREFIX, loader)
 
