@@ -134,8 +134,13 @@ def kto_batch_loss(model, batch: dict, cfg: KTOConfig, *, prompt_length: int = 1
 def build_kto_data(model, task: AdditionTask, cfg, *, generator: torch.Generator, show_progress: bool = False) -> dict:
     """DPO's pairs (``cfg.dpo``) → unpaired answers (``cfg.kto``) → batches with cached reference log-probs."""
     pairs = build_preference_pairs(model, task, cfg.dpo, generator=generator, show_progress=show_progress)
-    examples = unpaired_examples(pairs, desirable_fraction=cfg.kto.desirable_fraction, generator=generator)
-    data = kto_batches(examples, cfg.kto.batch_size, prompt_length=task.prompt_length, generator=generator)
+    return kto_data_from_pairs(model, task, pairs, cfg.kto, generator=generator)
+
+
+def kto_data_from_pairs(model, task: AdditionTask, pairs: dict, cfg: KTOConfig, *, generator: torch.Generator) -> dict:
+    """Pairs (``dpo.build_preference_pairs``) → ``train_kto``'s data; ``model`` is the reference (the SFT policy)."""
+    examples = unpaired_examples(pairs, desirable_fraction=cfg.desirable_fraction, generator=generator)
+    data = kto_batches(examples, cfg.batch_size, prompt_length=task.prompt_length, generator=generator)
     named = {f"{name}_{f}": data[f"{prefix}{f}"] for name, prefix in (("answer", ""), ("kl", "kl_")) for f in FIELDS}
     ref = reference_logprobs(model, named, prompt_length=task.prompt_length, names=("answer", "kl"))
     data["ref_token_logps"], data["ref_kl_token_logps"] = ref["ref_answer_token_logps"], ref["ref_kl_token_logps"]
