@@ -37,6 +37,11 @@ here                        TRL                                  meaning
 ``zero_variance`` resample  DAPO dynamic sampling                refill the batch with informative groups
 ``max_completion_length``   ``max_completion_length``            L_max; longer completions are truncated
 ``mask_truncated``          ``mask_truncated_completions``       drop truncated completions from the loss
+``kto.beta``                ``KTOConfig.beta``                   β of KTO's value function
+``kto.desirable_weight``    ``desirable_weight``                 λ_D on desirable answers
+``kto.undesirable_weight``  ``undesirable_weight``               λ_U on undesirable answers
+``kto.desirable_fraction``  (none: a dataset choice)             share of desirable answers kept
+``orpo.beta``               ``ORPOConfig.beta``                  λ on the odds-ratio term
 =========================  ===================================  =========================================
 """
 
