@@ -69,7 +69,11 @@ from course_lib.sft import train_sft
 from course_lib.sources import cite
 from course_lib.trainer import TRAINERS, StageContext
 
-STAGE_KINDS = ("sft", *sorted(k for k, e in TRAINERS.items() if e.trains_policy and k != "sft"), "rft")  # stable order
+# ORPO is SFT and preference in one stage from the base model, by definition: it cannot continue a stage's policy
+NOT_A_STAGE = {"orpo": "ORPO starts from the base model by definition (SFT and preference in one stage), so it cannot "
+                       "continue a previous stage's policy: run `train orpo` on its own"}
+STAGE_KINDS = ("sft", *sorted(k for k, e in TRAINERS.items() if e.trains_policy and k not in ("sft", *NOT_A_STAGE)),
+               "rft")  # stable order
 SECTION = {"rft": "grpo"}  # the config section a stage kind reads (default: its own name)
 FIXED = ("model.", "task.digits", "task.n_heldout", "task.seed")  # shared by every stage of a recipe
 PASS_K = 8  # samples per held-out prompt for pass@k
@@ -167,7 +171,8 @@ def parse_stages(spec) -> list[dict]:
     for stage in stages:
         kind = stage.get("kind")
         if kind not in STAGE_KINDS:
-            hint = " (a reward model trains no policy)" if kind in TRAINERS else ""
+            hint = f" ({NOT_A_STAGE[kind]})" if kind in NOT_A_STAGE else (
+                " (a reward model trains no policy)" if kind in TRAINERS else "")
             raise ValueError(f"unknown stage {kind!r}{hint}; stages are one of {STAGE_KINDS}, "
                              f"recipes one of {tuple(RECIPES)}")
         out.append({"kind": kind, **{k: _parse_value(kind, k, v) for k, v in stage.items() if k != "kind"}})

@@ -115,7 +115,8 @@ def test_a_stage_that_cannot_start_stops_the_recipe_and_keeps_the_stages_before_
 
 
 @pytest.mark.parametrize(("spec", "message"), [
-    ("r2", "unknown stage 'r2'; stages are one of ('sft', 'dpo', 'grpo', 'ppo', 'rft'), "),
+    ("r2", "unknown stage 'r2'; stages are one of ('sft', 'dpo', 'grpo', 'kto', 'ppo', 'rft'), "),
+    ("sft,orpo", "unknown stage 'orpo' (ORPO starts from the base model by definition"),
     ("sft,foo", "recipes one of ('r1', 'r1-zero')"),
     ("sft,rm", "unknown stage 'rm' (a reward model trains no policy)"),
     ("grpo:nope=1", "grpo has no option 'nope'; its options: "),
