@@ -69,12 +69,41 @@ CHOICES = {  # the accepted values of every string option (the CLI shows them in
 }
 
 
+def _refuse(checks) -> None:
+    """Raise ValueError with the message of the first failed ``(ok, message)`` check."""
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+
+
+def _trainer_checks(label: str, section) -> list[tuple[bool, str]]:
+    """The rules every trainer section shares: its string options among ``CHOICES``, steps, learning rate,
+    evaluation period and (where it has one) batch size."""
+    checks = [(getattr(section, name) in accepted, f"{label}.{name} must be one of {accepted}; got {getattr(section, name)!r}")
+              for name, accepted in CHOICES.items() if hasattr(section, name)]
+    checks += [
+        (section.steps >= 0, f"{label}.steps must be >= 0; got {section.steps}"),
+        (section.learning_rate > 0, f"{label}.learning_rate must be > 0; got {section.learning_rate}"),
+        (section.eval_every >= 1, f"{label}.eval_every must be >= 1; got {section.eval_every}"),
+    ]
+    if hasattr(section, "batch_size"):
+        checks.append((section.batch_size >= 1, f"{label}.batch_size must be >= 1; got {section.batch_size}"))
+    return checks
+
+
 @dataclass
 class SFTConfig:
     steps: int = 1200
     batch_size: int = 64
     learning_rate: float = 1e-3
     eval_every: int = 200
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        _refuse(_trainer_checks("sft", self))
 
 
 @dataclass
@@ -90,6 +119,18 @@ class DPOConfig:
     samples_per_prompt: int = 8  # candidates per prompt; one correct + one incorrect make a pair
     max_completion_length: int = 6
     eval_every: int = 25
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        _refuse(_trainer_checks("dpo", self) + [
+            (self.beta > 0, f"dpo.beta must be > 0; got {self.beta}"),
+            (self.rpo_alpha >= 0, f"dpo.rpo_alpha must be >= 0; got {self.rpo_alpha}"),
+            (self.samples_per_prompt >= 2, f"dpo.samples_per_prompt must be >= 2; got {self.samples_per_prompt}"),
+            (self.pair_prompts >= 1, f"dpo.pair_prompts must be >= 1; got {self.pair_prompts}"),
+        ])
 
 
 @dataclass
@@ -114,6 +155,27 @@ class GRPOConfig:
     reward: str = "strict"  # a checker of course_lib.rewards.CHECKERS, or rm:DIR (a saved reward model)
     share_prompt: bool = True  # run each group's prompt once in the update (same numbers, less work)
     eval_every: int = 20
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        try:
+            check_reward_spec(self.reward)
+        except ValueError as err:
+            raise ValueError(f"grpo.{err}") from None
+        _refuse(_trainer_checks("grpo", self) + [
+            (self.num_generations >= 2, f"grpo.num_generations must be >= 2 (a group needs a baseline); got {self.num_generations}"),
+            (self.batch_prompts >= 1, f"grpo.batch_prompts must be >= 1; got {self.batch_prompts}"),
+            (self.max_resample_rounds >= 0, f"grpo.max_resample_rounds must be >= 0; got {self.max_resample_rounds}"),
+            (self.epsilon >= 0, f"grpo.epsilon must be >= 0 (>= 1 means no lower clip, as in TRL); got {self.epsilon}"),
+            (self.epsilon_high >= 0, f"grpo.epsilon_high must be >= 0; got {self.epsilon_high}"),
+            (self.beta >= 0, f"grpo.beta must be >= 0; got {self.beta}"),
+            _kl_pair_check(self),
+            (self.temperature > 0, f"grpo.temperature must be > 0 (0 would divide the logits by zero); got {self.temperature}"),
+            (self.num_iterations >= 1, f"grpo.num_iterations must be >= 1; got {self.num_iterations}"),
+        ])
 
 
 @dataclass
@@ -152,9 +214,7 @@ class RewardModelConfig:
             (cfg.init in ("sft", "scratch"), f"init must be 'sft' or 'scratch'; got {cfg.init!r}"),
             (cfg.eval_every >= 1, f"eval_every must be >= 1; got {cfg.eval_every}"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+        _refuse(checks)
 
 
 @dataclass
@@ -197,9 +257,11 @@ class PPOConfig:
             (cfg.temperature > 0, f"ppo.temperature must be > 0; got {cfg.temperature}"),
             (cfg.eval_every >= 1, f"ppo.eval_every must be >= 1; got {cfg.eval_every}"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+        try:
+            check_reward_spec(cfg.reward)
+        except ValueError as err:
+            raise ValueError(f"ppo.{err}") from None
+        _refuse(checks)
 
 
 @dataclass
@@ -269,15 +331,16 @@ def _kl_pair_check(g: GRPOConfig) -> tuple[bool, str]:
 
 
 def validate(cfg: RunConfig) -> RunConfig:
-    """Raise ValueError naming the first bad option (called before any training starts)."""
+    """Raise ValueError naming the first bad option (called before any training starts).
+
+    Each trainer section checks itself (``check()``, run again here: command-line overrides are set
+    after construction); what is left here are the rules of the run as a whole: the task and the
+    model, the run-wide options, and the lengths that tie the task and the model to every section.
+    """
+    for section in (cfg.sft, cfg.dpo, cfg.grpo, cfg.rm, cfg.ppo):
+        section.check()
     g, d, t, m = cfg.grpo, cfg.dpo, cfg.task, cfg.model
-    check_reward_spec(g.reward)
-    check_reward_spec(cfg.ppo.reward)
-    cfg.rm.check()  # again: command-line overrides are set after construction
-    cfg.ppo.check()
-    checks = [(getattr(sec, name) in accepted, f"{label}.{name} must be one of {accepted}; got {getattr(sec, name)!r}")
-              for label, sec in (("dpo", d), ("grpo", g)) for name, accepted in CHOICES.items() if hasattr(sec, name)]
-    checks += [
+    _refuse([
         (t.digits >= 1, f"task.digits must be >= 1; got {t.digits}"),
         (t.n_heldout >= 1, f"task.n_heldout must be >= 1 (accuracy needs held-out prompts); got {t.n_heldout}"),
         (t.n_demos >= 1, f"task.n_demos must be >= 1; got {t.n_demos}"),
@@ -287,32 +350,9 @@ def validate(cfg: RunConfig) -> RunConfig:
         (0 <= t.teacher_error_rate <= 1, f"task.teacher_error_rate must lie in [0, 1]; got {t.teacher_error_rate}"),
         (min(m.n_layer, m.n_embd, m.n_head, m.n_positions) >= 1, "model.n_layer, n_embd, n_head and n_positions must be >= 1"),
         (m.n_embd % max(m.n_head, 1) == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})"),
-        (g.num_generations >= 2, f"grpo.num_generations must be >= 2 (a group needs a baseline); got {g.num_generations}"),
-        (g.batch_prompts >= 1, f"grpo.batch_prompts must be >= 1; got {g.batch_prompts}"),
-        (g.max_resample_rounds >= 0, f"grpo.max_resample_rounds must be >= 0; got {g.max_resample_rounds}"),
-        (g.epsilon >= 0, f"grpo.epsilon must be >= 0 (>= 1 means no lower clip, as in TRL); got {g.epsilon}"),
-        (g.epsilon_high >= 0, f"grpo.epsilon_high must be >= 0; got {g.epsilon_high}"),
-        (g.beta >= 0, f"grpo.beta must be >= 0; got {g.beta}"),
-        _kl_pair_check(g),
-        (g.temperature > 0, f"grpo.temperature must be > 0 (0 would divide the logits by zero); got {g.temperature}"),
-        (g.num_iterations >= 1, f"grpo.num_iterations must be >= 1; got {g.num_iterations}"),
-        (d.beta > 0, f"dpo.beta must be > 0; got {d.beta}"),
-        (d.rpo_alpha >= 0, f"dpo.rpo_alpha must be >= 0; got {d.rpo_alpha}"),
-        (d.samples_per_prompt >= 2, f"dpo.samples_per_prompt must be >= 2; got {d.samples_per_prompt}"),
-        (d.pair_prompts >= 1, f"dpo.pair_prompts must be >= 1; got {d.pair_prompts}"),
         (cfg.max_grad_norm > 0, f"max_grad_norm must be > 0 (0 would zero every update); got {cfg.max_grad_norm}"),
         (cfg.checkpoint_every >= 1, f"checkpoint_every must be >= 1; got {cfg.checkpoint_every}"),
-    ]
-    for section in (cfg.sft, cfg.dpo, cfg.grpo):
-        name = type(section).__name__.replace("Config", "").lower()
-        checks.append((section.steps >= 0, f"{name}.steps must be >= 0; got {section.steps}"))
-        checks.append((section.learning_rate > 0, f"{name}.learning_rate must be > 0; got {section.learning_rate}"))
-        checks.append((section.eval_every >= 1, f"{name}.eval_every must be >= 1; got {section.eval_every}"))
-        if hasattr(section, "batch_size"):
-            checks.append((section.batch_size >= 1, f"{name}.batch_size must be >= 1; got {section.batch_size}"))
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
+    ])
     prompt_len = 3 + 2 * t.digits
     longest = prompt_len + max(g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length,
                                cfg.ppo.max_completion_length, t.digits + 2)
