@@ -91,6 +91,15 @@ def _trainer_checks(label: str, section) -> list[tuple[bool, str]]:
     return checks
 
 
+def _reward_check(label: str, spec) -> tuple[bool, str]:
+    """(ok, message): ``spec`` names a checker or ``rm:DIR`` (``rewards.check_reward_spec``)."""
+    try:
+        check_reward_spec(spec)
+    except ValueError as err:
+        return False, f"{label}.{err}"
+    return True, ""
+
+
 @dataclass
 class SFTConfig:
     steps: int = 1200
@@ -161,11 +170,8 @@ class GRPOConfig:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
-        try:
-            check_reward_spec(self.reward)
-        except ValueError as err:
-            raise ValueError(f"grpo.{err}") from None
         _refuse(_trainer_checks("grpo", self) + [
+            _reward_check("grpo", self.reward),
             (self.num_generations >= 2, f"grpo.num_generations must be >= 2 (a group needs a baseline); got {self.num_generations}"),
             (self.batch_prompts >= 1, f"grpo.batch_prompts must be >= 1; got {self.batch_prompts}"),
             (self.max_resample_rounds >= 0, f"grpo.max_resample_rounds must be >= 0; got {self.max_resample_rounds}"),
@@ -257,11 +263,7 @@ class PPOConfig:
             (cfg.temperature > 0, f"ppo.temperature must be > 0; got {cfg.temperature}"),
             (cfg.eval_every >= 1, f"ppo.eval_every must be >= 1; got {cfg.eval_every}"),
         ]
-        try:
-            check_reward_spec(cfg.reward)
-        except ValueError as err:
-            raise ValueError(f"ppo.{err}") from None
-        _refuse(checks)
+        _refuse([*checks, _reward_check("ppo", cfg.reward)])
 
 
 @dataclass

@@ -22,16 +22,6 @@ from course_lib.configs import get_config
 NEEDS_TRL = pytest.mark.skipif(not trl_bridge.trl_available(), reason=trl_bridge.INSTALL_HINT)
 
 
-def _cfg(**grpo):
-    cfg = get_config("cpu")
-    cfg.grpo = dataclasses.replace(cfg.grpo, **grpo)
-    return cfg
-
-
-def _unmatched(bridged) -> dict:
-    return {u.option: u for u in bridged.unmatched}
-
-
 def test_importing_course_lib_and_the_bridge_never_imports_trl():
     code = "import sys, course_lib, course_lib.trl_bridge; print('trl' in sys.modules, 'datasets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
