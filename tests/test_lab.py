@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 
 import nbformat
@@ -222,9 +223,12 @@ def test_solution_trains_the_tiny_gpt(solution, setup, request):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_each_bug_loses_the_training_points_of_its_run(name, setup):
+    """Stopped by the objective check, before any held-out accuracy. Which step shows a bug can depend on
+    the draw: a mean that ignores the mask gives the right loss and gradient on a batch where every
+    informative group's completions have one length (the advantages of a group sum to zero)."""
     verdict = lab_check.RUNS[FAILS[name]](in_process_remote(_mutant(name)), setup)
-    assert not verdict["passed"], verdict
-    assert verdict["reason"].startswith("step 1:"), verdict["reason"]
+    assert not verdict["passed"] and verdict["accuracy_after"] is None, verdict
+    assert re.match(r"step [1-3]: (the loss was|the gradient differs)", verdict["reason"]), verdict["reason"]
 
 
 @pytest.mark.slow
