@@ -15,7 +15,7 @@ TORCH_PIN ?= torch==2.13.0
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: venv lab test lint sync bench site assignment roster collect autograde formgrader feedback grades \
-        student-repo clean
+        similarity student-repo clean
 
 venv: $(STAMP)
 
@@ -101,6 +101,11 @@ feedback: $(STAMP)
 grades: $(STAMP)
 	$(NBG_PATH) $(PY) -m instructor.export_grades --assignment $(ASSIGNMENT) \
 	  $(if $(CANVAS_COLUMN),--canvas-column "$(CANVAS_COLUMN)",)
+
+# similarity-report.md/.json: answer code compared pairwise and against solutions/ (review only;
+# THRESHOLD=0.8 by default, instructor/similarity.py).
+similarity: $(STAMP)
+	$(PY) -m instructor.similarity --assignment $(ASSIGNMENT) $(if $(THRESHOLD),--threshold $(THRESHOLD),)
 
 # A repository for students (DEST=dir): one fresh commit, without solutions/, the hidden checks and
 # the tests that need them (tools/student_repo.py). STUDENT_REPO=owner/name: Colab links point there.

@@ -226,6 +226,23 @@ def grpo(results: Path = RESULTS) -> str:
         ("generation share of a step", "generation_fraction", lambda x: f"{100 * x:.0f}%")])
 
 
+def recipes(results: Path = RESULTS) -> str:
+    """One row per recipe stage: medians over seeds (per-seed values in brackets) of the stage's numbers."""
+    data = load("recipes", results)
+    flat = {"runs": [{**r, "variant": f"{r['variant']}: stage {r['stage']} {r['kind']}"} for r in data["runs"] if "stage" in r],
+            "seeds": data["seeds"], "command": data["command"], "commit": data["commit"]}
+    stopped = [f"{r['variant']} seed {r['seed']}: stage {r['stopped']['stage']} ({r['stopped']['kind']}) did not start"
+               for r in data["runs"] if "stopped" in r]
+
+    def two(x):
+        return f"{x:.2f}"
+
+    return _per_seed_table(flat, [
+        ("pass@1 (greedy)", "pass@1", pct), ("pass@8", "pass@8", pct), ("KL to the stage's start", "kl_to_stage_start", two),
+        ("zero-variance groups", "zero_variance_share", pct), ("RFT acceptance", "acceptance_rate", pct),
+        ("CPU s", "cpu_seconds", lambda x: f"{x:.0f}")]) + ("".join(f"\n{s}." for s in stopped) + "\n" if stopped else "")
+
+
 def rollout(results: Path = RESULTS) -> str:
     return _per_seed_table(load("rollout", results), [
         ("cached, s", "cached_seconds", lambda x: f"{x:.3f}"), ("uncached, s", "uncached_seconds", lambda x: f"{x:.3f}"),
@@ -406,7 +423,7 @@ def provenance(results: Path = RESULTS) -> str:
 
 RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
-             "class_grading": class_grading}
+             "class_grading": class_grading, "recipes": recipes}
 
 
 def render(text: str, results: Path = RESULTS) -> str:

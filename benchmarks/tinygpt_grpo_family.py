@@ -14,7 +14,13 @@ setting ``main`` (the ``cpu`` config: SFT 1,200 steps, binary strict checker)
 - ``mu=2 + clip-higher``: ε_high = 0.28 on top of μ = 2 (with μ = 1 the ratio is exactly 1,
   so clip-higher alone changes nothing; ``tests/test_rft.py`` checks that);
 - ``RFT``: supervised steps on the policy's own checker-approved samples (``course_lib.rft``);
-- ``more SFT``: the same number of steps of SFT on the same flawed demonstrations.
+- ``more SFT``: the same number of steps of SFT on the same flawed demonstrations;
+- ``mu=2 + GSPO``: one length-normalised ratio per completion (``importance_sampling_level=
+  "sequence"``), beside ``mu=2``; ``mu=2 + CISPO``: the capped importance weight
+  (``loss_type="cispo"``, ε_max = 5, token mean);
+- ``DAPO (all four)``: clip-higher (ε_high = 0.28, with μ = 2 so that it can act), dynamic
+  sampling, token mean and overlong shaping (``soft_punish_cache``: the tokens past the longest
+  right answer); ``Dr. GRPO (constant unit)``: no std and the constant denominator.
 
 setting ``weak`` (where the baseline may matter: SFT stopped at 300 steps, fewer right samples)
 - ``GRPO`` and ``RFT`` with the strict checker; ``GRPO partial`` with partial credit
@@ -41,7 +47,7 @@ from pathlib import Path
 
 import torch
 
-from course_lib.configs import get_config
+from course_lib.configs import get_config, validate
 from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
 from course_lib.model import build_model
@@ -61,6 +67,13 @@ MAIN = {
     "mu=2 + clip-higher": ("grpo", {"num_iterations": 2, "epsilon_high": 0.28}),
     "token mean": ("grpo", {"unit": "token_mean"}),
     "more SFT": ("sft", {}),
+    # issue 27: the objectives that differ from GRPO only off-policy (μ = 2: at μ = 1 every ratio is 1 and
+    # GSPO's and CISPO's gradients are GRPO's), DAPO with all four mechanisms, Dr. GRPO with both changes
+    "mu=2 + GSPO": ("grpo", {"num_iterations": 2, "importance_sampling_level": "sequence"}),
+    "mu=2 + CISPO": ("grpo", {"num_iterations": 2, "loss_type": "cispo", "epsilon_high": 5.0, "unit": "token_mean"}),
+    "DAPO (all four)": ("grpo", {"num_iterations": 2, "epsilon_high": 0.28, "zero_variance": "resample",
+                                 "unit": "token_mean", "soft_punish_cache": "spare"}),
+    "Dr. GRPO (constant unit)": ("grpo", {"advantage": "dr_grpo", "unit": "constant"}),
 }
 WEAK = {
     "GRPO": ("grpo", {}),
@@ -72,6 +85,12 @@ FIRST = [("main", "GRPO"), ("main", "RFT"), ("weak", "GRPO partial"), ("weak", "
          ("weak", "GRPO"), ("weak", "RFT")]
 SETTINGS = {"main": {"sft_steps": None, "variants": MAIN}, "weak": {"sft_steps": 300, "variants": WEAK}}
 BASE = {"unit": "sequence_mean"}  # the published GRPO objective is the row every other changes
+
+
+def resolve(cfg, overrides: dict) -> dict:
+    """``soft_punish_cache="spare"``: every token past the longest right answer and its <eos> (2 on ``cpu``)."""
+    spare = cfg.grpo.max_completion_length - (cfg.task.digits + 2)
+    return {k: spare if v == "spare" else v for k, v in overrides.items()}
 
 
 def sft_start(cfg, task, seed: int, sft_steps: int | None, cache: Path) -> tuple[dict, dict]:
@@ -93,6 +112,7 @@ def one_run(cfg, task, weights, seed: int, trainer: str, overrides: dict) -> dic
     model = build_model(cfg.model, task.tokenizer)
     model.load_state_dict(weights)
     gcfg = dataclasses.replace(cfg.grpo, **{**BASE, **overrides})
+    validate(dataclasses.replace(cfg, grpo=gcfg))  # each row's combination, refused by name if it has no meaning
     rollouts = gcfg.steps // gcfg.num_iterations  # same optimiser steps for every row
     log = MetricsLog()
     gen = torch.Generator().manual_seed(seed + 1)
@@ -158,6 +178,7 @@ def main(argv=None) -> None:
         for seed in args.seeds:
             for setting, name in tier:
                 trainer, overrides = SETTINGS[setting]["variants"][name]
+                overrides = resolve(cfg, overrides)
                 done = cache / f"{setting}_{name.replace(' ', '_')}_s{seed}.json"
                 if done.exists():
                     row = json.loads(done.read_text())

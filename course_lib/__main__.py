@@ -20,6 +20,7 @@ step, saves a checkpoint and prints the ``--resume`` command. Examples::
     .venv/bin/python -m course_lib train dpo --out runs/dpo --rpo-alpha 1.0
     .venv/bin/python -m course_lib train grpo --config test --steps 4 --out /tmp/t --overwrite
     .venv/bin/python -m course_lib train grpo --resume runs/grpo --steps 120
+    .venv/bin/python -m course_lib train grpo --out runs/grpo-async --max-staleness 1
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import argparse
 import dataclasses
 import sys
 
-from course_lib import configs
+from course_lib import configs, recipes
 from course_lib.device import DEVICES
 from course_lib.pipeline import KINDS, run
 from course_lib.rewards import SPEC_HELP
-from course_lib.runtime import DEFAULT_THREADS, Interrupted, stop_on_interrupt
+from course_lib.runtime import DEFAULT_THREADS, Interrupted, StepFailed, stop_on_interrupt
 
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
 HELP = {
@@ -40,7 +41,29 @@ HELP = {
     "beta": "GRPO: KL coefficient (0 keeps no reference); DPO: temperature",
     "kl_estimator": "k1's expected gradient is zero in the loss: use it with --kl-placement reward",
     "steps": "TOTAL optimizer steps of the trainer (a resumed run continues up to it)",
+    "env": "an environment with tools (sft, grpo): 'calculator' lets the policy call [a+b]; '' (default) none",
+    "tool_demos": "with --env: carry demonstrations the teacher writes with the tool",
+    "loss_type": "GRPO: the objective (clipped surrogate, or CISPO's capped weight: set --epsilon-high, ε_max, >= 1); "
+                 "TRL's unit names are --unit here. DPO: the pairwise loss",
+    "importance_sampling_level": "sequence = GSPO (one length-normalised ratio per completion; needs --unit "
+                                 "sequence_mean)",
+    "soft_punish_cache": "DAPO overlong shaping: completions longer than max_completion_length minus this lose up to "
+                         "1 reward (0 = off)",
+    "max_staleness": "K >= 0: a rollout worker process samples batch s with the weights of step s-K (0: synchronous)",
+    "vllm_importance_sampling_clip_min": "a number, or none",
+    "vllm_importance_sampling_clip_max": "a number, or none",
 }
+
+
+NONE_GIVEN = object()  # "--flag none": set the option to None (a plain None means "flag not given")
+
+
+def optional_float(text: str):
+    """A float, or ``none`` for None (the optional bounds of the behaviour correction)."""
+    return NONE_GIVEN if text.strip().lower() == "none" else float(text)
+
+
+optional_float.__name__ = "float_or_none"  # argparse names the type in its error and its metavar
 
 
 def _default_text(section: str, name: str) -> str:
@@ -57,8 +80,8 @@ def _add_field(group, section: str, f: dataclasses.Field, flag: str) -> None:
     if f.type in (bool, "bool"):
         group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=text)
         return
-    kind = {"int": int, "float": float, "str": str}.get(f.type, f.type)
-    choices = configs.CHOICES.get(f.name)
+    kind = {"int": int, "float": float, "str": str, "float | None": optional_float}.get(f.type, f.type)
+    choices = configs.choices_for(section, f.name)
     group.add_argument(flag, dest=dest, type=kind, default=None, choices=choices,
                        metavar=None if choices else kind.__name__.upper(), help=text)
 
@@ -111,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     kinds = tr.add_subparsers(dest="kind", required=True)
     for kind in KINDS:
         _trainer_parser(kinds, kind)
+    recipes.add_parser(kinds)  # train recipe r1 | --stages sft,grpo,rft,grpo (course_lib.recipes)
     return parser
 
 
@@ -118,12 +142,15 @@ def apply_overrides(cfg: configs.RunConfig, values: dict) -> configs.RunConfig:
     """Put ``{"grpo.beta": 0.1, "run.max_grad_norm": 0.5, …}`` into the config."""
     for key, value in values.items():
         section, name = key.split(".")
+        value = None if value is NONE_GIVEN else value
         setattr(cfg if section == "run" else getattr(cfg, section), name, value)
     return cfg
 
 
 def main(argv=None) -> int:
     args = vars(build_parser().parse_args(argv))
+    if args["kind"] == "recipe":
+        return recipes.main(args)
     overrides = {k: v for k, v in args.items() if "." in k and v is not None}
     try:
         if args["resume"]:
@@ -139,6 +166,9 @@ def main(argv=None) -> int:
                 overwrite=args["overwrite"], threads=args["threads"], show_progress=not args["no_progress"])
     except Interrupted:
         return 130
+    except StepFailed as err:  # the rollout worker failed; the completed steps are saved
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

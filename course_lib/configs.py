@@ -37,7 +37,28 @@ here                        TRL                                  meaning
 ``zero_variance`` resample  DAPO dynamic sampling                refill the batch with informative groups
 ``max_completion_length``   ``max_completion_length``            L_max; longer completions are truncated
 ``mask_truncated``          ``mask_truncated_completions``       drop truncated completions from the loss
+``loss_type`` cispo         ``loss_type="cispo"``                CISPO: capped IS weight × A × log π, token
+                                                                 mean; ``epsilon_high`` is ε_max
+``importance_sampling_level`` ``importance_sampling_level``      GSPO: one length-normalised ratio per
+sequence                    ``="sequence"``                      completion (TRL: with ``loss_type="grpo"``,
+                                                                 here ``unit="sequence_mean"``)
+``soft_punish_cache``       ``get_soft_overlong_punishment(``    DAPO overlong shaping: a reward function
+                            ``max_completion_len=L_max,``        added to the checker's reward
+                            ``soft_punish_cache=C)``
+``max_staleness``           ``AsyncGRPOConfig.max_staleness``    K: rollouts sampled K steps behind (async)
+``vllm_importance_sampling  ``vllm_importance_sampling_*``       the behaviour correction π_old/π_behaviour
+_correction``, ``_mode``,                                        of stale rollouts (``course_lib.behaviour``)
+``_clip_min``, ``_clip_max``
+``task.env`` (``--env``)    ``GRPOTrainer(environment_factory=)``  the environment of every rollout
+``mask_env_tokens``         (``tool_mask``, always on)           environment tokens out of the loss
+``EpisodeLimits``           ``max_tool_calling_iterations``;     tool calls per episode; tool results
+                            ``max_completion_length``            count in the token limit
 =========================  ===================================  =========================================
+
+TRL's ``loss_type`` names two things at once: the per-token objective and the averaging unit.
+Here the unit has one home, ``unit``; ``loss_type`` picks only the objective (``"clipped"``, the
+PPO/GRPO surrogate, or ``"cispo"``). TRL's unit names given as ``loss_type`` are refused with
+the ``unit`` they mean (``GRPO_LOSS_TYPE_UNITS``).
 """
 
 from __future__ import annotations
@@ -45,6 +66,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from course_lib.behaviour import IS_MODES, check_bounds
+from course_lib.environments import ENVIRONMENTS
 from course_lib.model import ModelConfig
 from course_lib.policy_loss import KL_ESTIMATORS, UNITS
 from course_lib.rewards import check_reward_spec
@@ -65,8 +88,22 @@ KL_ESTIMATORS_BY_PLACEMENT = {
 }
 CHOICES = {  # the accepted values of every string option (the CLI shows them in --help)
     "loss_type": DPO_LOSSES, "advantage": ADVANTAGES, "unit": UNITS, "zero_variance": ZERO_VARIANCE,
-    "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS,
+    "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS, "vllm_importance_sampling_mode": IS_MODES,
+    "env": ("", *ENVIRONMENTS),  # task.env: "" (none) or an environment with tools
 }
+GRPO_LOSS_TYPES = ("clipped", "cispo")  # the per-token objective; the averaging unit is ``unit``
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")  # one ratio per token (GRPO) | per completion (GSPO)
+# TRL's loss_type values that are only an averaging unit here: the one home of the unit is ``unit``
+GRPO_LOSS_TYPE_UNITS = {"grpo": "sequence_mean", "bnpo": "token_mean", "dapo": "token_mean", "dr_grpo": "constant"}
+SECTION_CHOICES = {  # where one option name means different things in two sections
+    ("grpo", "loss_type"): GRPO_LOSS_TYPES,
+    ("grpo", "importance_sampling_level"): IMPORTANCE_SAMPLING_LEVELS,
+}
+
+
+def choices_for(section: str, name: str):
+    """The accepted values of option ``name`` in config section ``section`` (None: not a string choice)."""
+    return SECTION_CHOICES.get((section, name), CHOICES.get(name))
 
 
 def _refuse(checks) -> None:
@@ -77,10 +114,11 @@ def _refuse(checks) -> None:
 
 
 def _trainer_checks(label: str, section) -> list[tuple[bool, str]]:
-    """The rules every trainer section shares: its string options among ``CHOICES``, steps, learning rate,
+    """The rules every trainer section shares: its string options (``choices_for``), steps, learning rate,
     evaluation period and (where it has one) batch size."""
-    checks = [(getattr(section, name) in accepted, f"{label}.{name} must be one of {accepted}; got {getattr(section, name)!r}")
-              for name, accepted in CHOICES.items() if hasattr(section, name)]
+    checks = [(getattr(section, name) in choices_for(label, name),
+               f"{label}.{name} must be one of {choices_for(label, name)}; got {getattr(section, name)!r}")
+              for name in vars(section) if choices_for(label, name)]
     checks += [
         (section.steps >= 0, f"{label}.steps must be >= 0; got {section.steps}"),
         (section.learning_rate > 0, f"{label}.learning_rate must be > 0; got {section.learning_rate}"),
@@ -151,6 +189,8 @@ class GRPOConfig:
     num_iterations: int = 1  # μ: inner epochs against frozen old log-probs
     epsilon: float = 0.2  # ε_low
     epsilon_high: float = 0.2  # ε_high
+    loss_type: str = "clipped"  # clipped (PPO/GRPO surrogate) | cispo (capped IS weight; epsilon_high is ε_max)
+    importance_sampling_level: str = "token"  # token (GRPO) | sequence (GSPO: one ratio per completion)
     beta: float = 0.0  # KL coefficient; 0 keeps no reference model in memory
     kl_estimator: str = "k3"  # k1 | k2 | k3
     kl_placement: str = "loss"  # loss (GRPO, per token) | reward (InstructGPT/RLOO, before the baseline)
@@ -160,16 +200,28 @@ class GRPOConfig:
     max_resample_rounds: int = 4
     max_completion_length: int = 6
     mask_truncated: bool = False
+    soft_punish_cache: int = 0  # DAPO overlong shaping: the soft zone C before max_completion_length; 0 = off
     temperature: float = 1.0
     reward: str = "strict"  # a checker of course_lib.rewards.CHECKERS, or rm:DIR (a saved reward model)
     share_prompt: bool = True  # run each group's prompt once in the update (same numbers, less work)
+    mask_env_tokens: bool = True  # with --env: environment tokens out of the loss (False: the ablation)
     eval_every: int = 20
+    # RL as a system (course_lib.rollout_worker, course_lib.behaviour): TRL's AsyncGRPOConfig / GRPOConfig names
+    max_staleness: int = 0  # K: 0 synchronous; K >= 1 a rollout worker samples batch s with the weights of step s-K
+    vllm_importance_sampling_correction: bool = True  # reweight by π_old/π_behaviour when the sampler's weights are stale
+    vllm_importance_sampling_mode: str = "sequence_mask"  # token_truncate | token_mask | sequence_truncate | sequence_mask
+    vllm_importance_sampling_clip_min: float | None = None  # C_min (None: no lower bound)
+    vllm_importance_sampling_clip_max: float | None = 3.0  # C_max (None: no upper bound)
 
     def __post_init__(self) -> None:
         self.check()
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        if self.loss_type in GRPO_LOSS_TYPE_UNITS:  # TRL's name for an averaging unit, not an objective
+            raise ValueError(f"grpo.loss_type must be one of {GRPO_LOSS_TYPES}; got {self.loss_type!r}, which is TRL's "
+                             f"name for the averaging unit: set unit={GRPO_LOSS_TYPE_UNITS[self.loss_type]!r} "
+                             f"(loss_type='clipped')")
         _refuse(_trainer_checks("grpo", self) + [
             _reward_check("grpo", self.reward),
             (self.num_generations >= 2, f"grpo.num_generations must be >= 2 (a group needs a baseline); got {self.num_generations}"),
@@ -182,6 +234,7 @@ class GRPOConfig:
             (self.temperature > 0, f"grpo.temperature must be > 0 (0 would divide the logits by zero); got {self.temperature}"),
             (self.num_iterations >= 1, f"grpo.num_iterations must be >= 1; got {self.num_iterations}"),
         ])
+        check_staleness(self)
 
 
 @dataclass
@@ -332,6 +385,44 @@ def _kl_pair_check(g: GRPOConfig) -> tuple[bool, str]:
             + ("k1 with kl_placement='reward'" if g.kl_placement == "loss" else "k2/k3 with kl_placement='loss'"))
 
 
+def _objective_checks(g: GRPOConfig, t: TaskConfig) -> list[tuple[bool, str]]:
+    """(ok, message) pairs for GSPO, CISPO and overlong shaping: each option where it has a meaning."""
+    seq = g.importance_sampling_level == "sequence"
+    answer = t.digits + 2  # the longest answer plus <eos>
+    return [
+        (not (seq and g.unit != "sequence_mean"),
+         f"grpo.importance_sampling_level='sequence' (GSPO) clips one objective per completion, which only "
+         f"unit='sequence_mean' averages as a per-completion objective (a token unit weights each completion by its "
+         f"length; TRL warns the same); accepted: unit='sequence_mean'; got unit={g.unit!r}"),
+        (not (seq and g.loss_type != "clipped"),
+         f"grpo.importance_sampling_level='sequence' (GSPO) clips a sequence ratio: accepted loss_type='clipped'; "
+         f"got {g.loss_type!r}"),
+        (not (g.loss_type == "cispo" and g.unit != "token_mean"),
+         f"grpo.loss_type='cispo' averages over the batch's tokens (MiniMax-M1, TRL's cispo): accepted "
+         f"unit='token_mean'; got unit={g.unit!r}"),
+        (not (g.loss_type == "cispo" and g.epsilon_high < 1),
+         f"grpo.loss_type='cispo' reads epsilon_high as ε_max, the cap on the weight ρ: it must be >= 1 (below 1 even "
+         f"an on-policy token, ρ = 1, is scaled down; TRL recommends 5.0); got {g.epsilon_high}"),
+        (isinstance(g.soft_punish_cache, int) and 0 <= g.soft_punish_cache <= g.max_completion_length - answer,
+         f"grpo.soft_punish_cache must be an integer in [0, max_completion_length − (digits + 2)] = "
+         f"[0, {g.max_completion_length - answer}]: the penalty starts at max_completion_length − soft_punish_cache "
+         f"tokens and must spare the longest right answer plus <eos> ({answer} tokens); got {g.soft_punish_cache!r}"),
+    ]
+
+
+def check_staleness(g: GRPOConfig) -> None:
+    """``max_staleness`` is an integer >= 0; the behaviour correction's mode and bounds are TRL's."""
+    K = g.max_staleness
+    if isinstance(K, bool) or not isinstance(K, int) or K < 0:
+        raise ValueError(f"grpo.max_staleness must be an integer >= 0 (0: synchronous; K: rollouts sampled with "
+                         f"the weights of K optimiser steps ago); got {K!r}")
+    if not isinstance(g.vllm_importance_sampling_correction, bool):
+        raise ValueError(f"grpo.vllm_importance_sampling_correction must be True or False; got "
+                         f"{g.vllm_importance_sampling_correction!r}")
+    check_bounds(g.vllm_importance_sampling_mode, g.vllm_importance_sampling_clip_min,
+                 g.vllm_importance_sampling_clip_max, prefix="grpo.")
+
+
 def validate(cfg: RunConfig) -> RunConfig:
     """Raise ValueError naming the first bad option (called before any training starts).
 
@@ -352,9 +443,23 @@ def validate(cfg: RunConfig) -> RunConfig:
         (0 <= t.teacher_error_rate <= 1, f"task.teacher_error_rate must lie in [0, 1]; got {t.teacher_error_rate}"),
         (min(m.n_layer, m.n_embd, m.n_head, m.n_positions) >= 1, "model.n_layer, n_embd, n_head and n_positions must be >= 1"),
         (m.n_embd % max(m.n_head, 1) == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})"),
+        *_objective_checks(g, t),  # GSPO, CISPO and overlong shaping: the shaping's window depends on the task
         (cfg.max_grad_norm > 0, f"max_grad_norm must be > 0 (0 would zero every update); got {cfg.max_grad_norm}"),
         (cfg.checkpoint_every >= 1, f"checkpoint_every must be >= 1; got {cfg.checkpoint_every}"),
     ])
+    if t.env:
+        from course_lib.environments import EpisodeLimits, check_env_name
+
+        check_env_name(t.env)
+        if g.reward != "strict" or g.soft_punish_cache:
+            raise ValueError(f"with task.env {t.env!r} the environment's verifier is the reward; grpo.reward must be "
+                             f"'strict' and grpo.soft_punish_cache 0 (got {g.reward!r}, {g.soft_punish_cache})")
+        if g.max_staleness:
+            raise ValueError(f"task.env {t.env!r} runs synchronously: grpo.max_staleness must be 0 "
+                             f"(got {g.max_staleness})")
+        if 3 + 2 * t.digits + EpisodeLimits().max_tokens > m.n_positions:
+            raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + episode "
+                             f"({3 + 2 * t.digits + EpisodeLimits().max_tokens} tokens)")
     prompt_len = 3 + 2 * t.digits
     longest = prompt_len + max(g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length,
                                cfg.ppo.max_completion_length, t.digits + 2)

@@ -1,8 +1,11 @@
 """The training dashboard: one matplotlib figure from a run's per-step metrics (§15).
 
 A mature RLVR dashboard shows more than mean reward: held-out accuracy, completion length,
-the zero-variance-group rate, policy entropy, KL to the reference, the clip fraction and
-where the time goes. ``dashboard(rows)`` draws whichever of these the rows contain (SFT and
+the zero-variance-group rate, verifier failures (the checker raised or found no answer it could
+parse: ``rewards.CheckerReward``), policy entropy, KL to the reference, the clip fraction and
+where the time goes; with an environment (§16), tool use (held-out and sampled), the reward
+split by tool use and by carry, turns and tokens per episode, and environment errors.
+``dashboard(rows)`` draws whichever of these the rows contain (SFT and
 DPO rows carry fewer keys), so the same function serves every trainer and notebook.
 
 Layout rules (what a reader can check at a glance):
@@ -24,14 +27,25 @@ import matplotlib.pyplot as plt
 PANELS = [
     ("reward on the policy's samples", ["reward_mean"], "mean reward"),
     ("held-out accuracy (greedy)", ["accuracy", "loose_accuracy"], "share of prompts"),
+    ("carry vs no carry (held-out)", ["accuracy_carry", "accuracy_no_carry"], "share of prompts"),
+    ("tool use (held-out, greedy)", ["tool_use_carry", "tool_use_no_carry"], "share of episodes"),
+    ("tool calls (sampled episodes)", ["tool_call_rate", "tool_error_rate"], "share"),
+    ("reward by tool use (sampled)", ["reward_with_tool", "reward_without_tool"], "mean reward"),
+    ("reward by carry (sampled)", ["reward_carry", "reward_no_carry"], "mean reward"),
+    ("episode size", ["turns_per_episode", "tokens_per_episode"], "per episode"),
+    ("environment errors", ["env_errors"], "episodes per step"),
     ("preference accuracy", ["preference_accuracy", "val_preference_accuracy"], "share of pairs"),
     ("DPO implicit rewards", ["margin", "val_margin", "reward_chosen", "reward_rejected"], "β · log-ratio"),
     ("completion length", ["completion_length"], "tokens"),
     ("wasted samples", ["zero_variance_rate", "truncated_rate"], "share"),
+    ("verifier failures", ["verifier_failure_rate"], "share of completions"),
     ("policy entropy", ["entropy"], "nats / token"),
     ("drift from the reference", ["kl", "kl_sequence", "kl_drift_offline"], "KL estimate"),
     ("PPO clip", ["clip_fraction"], "share of tokens"),
-    ("time per step", ["gen_seconds", "update_seconds"], "seconds"),
+    ("time per step", ["gen_seconds", "update_seconds", "wait_seconds"], "seconds"),
+    ("rollout staleness (async)", ["staleness"], "optimiser steps"),
+    ("sampler vs trainer mismatch", ["mismatch_kl"], "KL(behaviour ‖ old)"),
+    ("behaviour importance weights", ["is_ess", "is_clipped_fraction"], "share"),
     ("training loss", ["loss", "nll"], "loss"),
 ]
 
@@ -39,6 +53,19 @@ LABELS = {
     "reward_mean": "mean reward of sampled completions",
     "accuracy": "exact answer (strict checker)",
     "loose_accuracy": "loose checker",
+    "accuracy_carry": "ones column carries",
+    "accuracy_no_carry": "no carry",
+    "tool_use_carry": "calls the tool: carry prompts",
+    "tool_use_no_carry": "calls the tool: no-carry prompts",
+    "tool_call_rate": "episodes with a tool call",
+    "tool_error_rate": "malformed calls per call",
+    "reward_with_tool": "episodes with a call",
+    "reward_without_tool": "episodes without a call",
+    "reward_carry": "carry prompts",
+    "reward_no_carry": "no-carry prompts",
+    "turns_per_episode": "policy turns",
+    "tokens_per_episode": "tokens (policy + environment)",
+    "env_errors": "ended by an environment error",
     "preference_accuracy": "training pairs",
     "val_preference_accuracy": "held-out pairs",
     "margin": "margin, training pairs",
@@ -48,6 +75,7 @@ LABELS = {
     "completion_length": "mean completion length",
     "zero_variance_rate": "groups with zero variance",
     "truncated_rate": "truncated completions",
+    "verifier_failure_rate": "checker raised or could not parse",
     "entropy": "entropy",
     "kl": "KL to reference: k3, token mean (GRPO)",
     "kl_sequence": "KL to reference: Σ k1 per completion (PPO)",
@@ -55,6 +83,11 @@ LABELS = {
     "clip_fraction": "clipped tokens",
     "gen_seconds": "generation",
     "update_seconds": "update",
+    "wait_seconds": "trainer waiting for a rollout",
+    "staleness": "steps between sampler and trainer weights",
+    "mismatch_kl": "k3 per token, behaviour vs old policy",
+    "is_ess": "effective sample size (share)",
+    "is_clipped_fraction": "tokens capped or masked",
     "loss": "loss",
     "nll": "NLL of chosen answers",
 }

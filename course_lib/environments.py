@@ -7,7 +7,10 @@ and returns ``Step(observation, reward, done, info)``. ``run_episode`` drives on
 policy and builds what a trainer needs: the token ids of the whole episode and a mask of the tokens
 the policy wrote. Environment tokens are context, not actions: ``episode_batch`` hands the policy mask
 to a trainer as its completion mask, so log-probabilities, loss and KL are taken on the policy's tokens
-only. (No trainer runs episodes yet: ``train grpo --env`` is the next step.)
+only. The trainers run episodes in a batch: ``EpisodeDriver`` plays the same rules inside the KV-cached
+sampler (``rollout.generate(episodes=…)``), one environment per row. ``EnvTask`` is the addition task
+that owns an environment (``TaskConfig.env``, CLI ``--env calculator``): the tokenizer with the tool's
+characters, SFT demonstrations that use the tool, episodes for GRPO's rollouts and for evaluation.
 
 The first environment, ``CalculatorEnv``, is the course's addition task with a calculator. A policy
 turn is either a tool call ``[a+b]`` — the environment writes the sum back into the context — or the
@@ -29,6 +32,13 @@ Rules, stated once:
 - A turn that is neither a call nor an answer (no ``]``, no ``<eos>``) can only happen at the token
   limit: it is truncated.
 
+Mapping to TRL 1.16 (experimental there): ``GRPOTrainer(environment_factory=…)`` builds one environment
+per rollout, whose ``reset`` may return text for the prompt and whose methods are the tools; the tool
+results are masked out of the loss (``tool_mask``) and count in ``max_completion_length``; the number of
+tool turns is ``GRPOConfig.max_tool_calling_iterations``; an environment with ``get_reward`` owns the
+reward. Here: ``EnvTask.make_env``, ``EpisodeDriver``'s policy mask, ``EpisodeLimits`` and the
+environment's verifier, in the same roles, with the tool syntax in characters instead of a chat template.
+
 Simplifications, said out loud: one tool with one operation; the policy's tool syntax is three extra
 characters appended to the tokenizer (``TOOL_CHARS``; ``CharTokenizer(extra_chars=TOOL_CHARS)``),
 so a tool-using model has its own vocabulary and its own SFT start; rewards come only at the end.
@@ -44,7 +54,7 @@ from typing import NamedTuple
 
 import torch
 
-from course_lib.task import EOS, AdditionTask
+from course_lib.task import EOS, AdditionTask, CharTokenizer, TaskConfig
 
 TOOL_CHARS = "[]!"  # call open, call close, tool error
 CALL_CLOSE, TOOL_ERROR = "]", "!"
@@ -73,6 +83,17 @@ class CalculatorEnv:
     """The addition task with a calculator tool (see the module docstring for the rules)."""
 
     name = "calculator"
+    extra_chars = TOOL_CHARS  # the tokenizer's extra characters for this environment's syntax
+    stops = (CALL_CLOSE,)  # besides <eos>, the characters that end a policy turn
+
+    @staticmethod
+    def demonstration(pair: tuple[int, int]) -> list[tuple[str, bool]]:
+        """The teacher with a calculator: it asks for the ones column, then writes the right sum.
+
+        ``[(text, written_by_policy), …]``: for 37+45, ``[("[7+5]", True), ("12", False), ("82", True)]``.
+        """
+        a, b = pair
+        return [(f"[{a % 10}+{b % 10}]", True), (str(a % 10 + b % 10), False), (str(a + b), True)]
 
     def __init__(self, task: AdditionTask, limits: EpisodeLimits | None = None):
         self.task, self.limits = task, limits or EpisodeLimits()
@@ -108,10 +129,15 @@ class CalculatorEnv:
 ENVIRONMENTS: dict[str, Callable[..., CalculatorEnv]] = {"calculator": CalculatorEnv}
 
 
+def check_env_name(name: str) -> None:
+    """Refuse an unknown environment with the list of known ones ("" is no environment)."""
+    if name not in ENVIRONMENTS:
+        raise ValueError(f"env must be one of {', '.join(map(repr, ENVIRONMENTS))} (or '' for none); got {name!r}")
+
+
 def make_env(name: str, task: AdditionTask, limits: EpisodeLimits | None = None):
     """The environment called ``name`` on ``task``; an unknown name is refused with the list."""
-    if name not in ENVIRONMENTS:
-        raise ValueError(f"env must be one of {', '.join(map(repr, ENVIRONMENTS))}; got {name!r}")
+    check_env_name(name)
     return ENVIRONMENTS[name](task, limits)
 
 
@@ -181,10 +207,12 @@ def episode_batch(episodes: list[Episode], pad_token_id: int) -> dict[str, torch
     return {"input_ids": ids, "attention_mask": attention, "completion_mask": mask}
 
 
-def model_policy(model, tokenizer, *, temperature: float = 1.0, generator: torch.Generator | None = None):
-    """A policy for ``run_episode`` from a causal LM: samples one turn, token by token, until ``]``,
-    ``<eos>`` or the budget. One episode at a time and no KV cache: simple, not fast (the batched,
-    cached version belongs to the trainer)."""
+def model_policy(model, tokenizer, *, temperature: float = 1.0, generator: torch.Generator | None = None,
+                 greedy: bool = False):
+    """A policy for ``run_episode`` from a causal LM: samples one turn (``greedy``: the most likely
+    token), token by token, until ``]``, ``<eos>`` or the budget. One episode at a time and no KV
+    cache: simple, not fast (the trainer's batched, cached sampler is ``rollout.generate`` with an
+    ``EpisodeDriver``)."""
     stops = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(CALL_CLOSE)}
     never = [tokenizer.pad_token_id, tokenizer.bos_token_id]
 
@@ -195,8 +223,11 @@ def model_policy(model, tokenizer, *, temperature: float = 1.0, generator: torch
         for _ in range(budget):
             logits = model(input_ids=context).logits[0, -1].float()
             logits[never] = -math.inf
-            probs = torch.softmax(logits / temperature, dim=-1)
-            token = int(torch.multinomial(probs.cpu(), 1, generator=generator))
+            if greedy:
+                token = int(logits.argmax())
+            else:
+                probs = torch.softmax(logits / temperature, dim=-1)
+                token = int(torch.multinomial(probs.cpu(), 1, generator=generator))
             turn.append(token)
             if token in stops:
                 break
@@ -204,3 +235,156 @@ def model_policy(model, tokenizer, *, temperature: float = 1.0, generator: torch
         return turn
 
     return policy
+
+
+# ---- episodes in a batched sampler, and the task that owns an environment ------------------------------
+class EpisodeDriver:
+    """One environment per row of a batched sampler (``rollout.generate(episodes=driver)``).
+
+    The sampler draws a token for every row; ``step`` keeps it when the policy is writing and
+    replaces it with the next token of an environment observation otherwise. The rules are
+    ``run_episode``'s, batched: a turn ends at ``<eos>`` or a stop character and goes to
+    ``env.step``; the observation is written next, token by token; an episode the environment
+    ends, or that raises, stops its row; the sampler's length is the token limit. ``finish``
+    returns each row's episode. Host reads every token: fine on a CPU, a cost on an accelerator.
+    """
+
+    def __init__(self, envs: list, pairs: list, tokenizer, task: AdditionTask):
+        self.envs, self.pairs, self.tok = envs, pairs, tokenizer
+        for env, pair in zip(envs, pairs):
+            env.reset(pair)
+        n = len(envs)
+        self.stops = {tokenizer.eos_token_id, *tokenizer.convert_tokens_to_ids(list(getattr(envs[0], "stops", ())))}
+        self.turn = [[] for _ in range(n)]
+        self.queue = [[] for _ in range(n)]
+        self.reward, self.turns, self.tokens = [0.0] * n, [0] * n, [0] * n
+        self.info = [{} for _ in range(n)]
+        self.env_error = [False] * n
+        self.carry = [task.ones_carry(*p) for p in pairs]
+
+    def step(self, nxt: torch.Tensor, finished: torch.Tensor):
+        ids, done_before = nxt.tolist(), finished.tolist()
+        forced, ended = [False] * len(ids), [False] * len(ids)
+        for i, token in enumerate(ids):
+            if done_before[i]:
+                continue
+            self.tokens[i] += 1
+            if self.queue[i]:  # the environment is writing
+                ids[i], forced[i] = self.queue[i].pop(0), True
+                continue
+            self.turn[i].append(token)
+            if token in self.stops:
+                ended[i] = self._env_step(i)
+        device = nxt.device
+        return (torch.tensor(ids, device=device), torch.tensor(forced, device=device),
+                torch.tensor(ended, device=device))
+
+    def _env_step(self, i: int) -> bool:
+        text = self.tok.convert_tokens_to_string(self.tok.convert_ids_to_tokens(self.turn[i]))
+        self.turn[i], self.turns[i] = [], self.turns[i] + 1
+        try:
+            step = self.envs[i].step(text)
+        except Exception as err:  # noqa: BLE001 - an environment's bug ends its episode, not the batch
+            self.reward[i], self.env_error[i] = 0.0, True
+            self.info[i] = {**self.info[i], "error": f"{type(err).__name__}: {err}"}
+            return True
+        self.reward[i], self.info[i] = step.reward, dict(step.info)
+        self.queue[i] = self.tok.convert_tokens_to_ids(list(step.observation))
+        return bool(step.done)
+
+    def finish(self, truncated: torch.Tensor) -> list[dict]:
+        """Each row's episode: reward, tool calls and errors, turns, tokens after the prompt, carry, and
+        ``verifier_failed`` as ``rewards.CheckerReward`` counts it: no answer the verifier can read
+        (truncated, ended without an answer, not digits) or an environment that raised."""
+        out = []
+        for i, cut in enumerate(truncated.tolist()):
+            turns = self.turns[i] + bool(self.turn[i])  # a turn cut by the token limit counts
+            reward = 0.0 if cut else self.reward[i]
+            answer = self.info[i].get("answer")  # the final turn's text, when the episode reached one
+            unreadable = cut or self.env_error[i] or answer is None or not (answer.isdigit() and answer.isascii())
+            out.append({"reward": reward, "verifier_failed": unreadable, "tool_calls": self.info[i].get("tool_calls", 0),
+                        "tool_errors": self.info[i].get("tool_errors", 0), "turns": turns, "tokens": self.tokens[i],
+                        "carry": self.carry[i], "env_error": self.env_error[i], "truncated": bool(cut)})
+        return out
+
+
+def episode_stats(episodes: list[dict]) -> dict:
+    """What the dashboard shows about a batch of episodes (§15–§16).
+
+    ``tool_call_rate`` share of episodes with a call; ``tool_error_rate`` malformed calls per
+    call (None without calls); ``turns_per_episode``, ``tokens_per_episode`` (policy and
+    environment tokens after the prompt); ``reward_with_tool`` / ``reward_without_tool`` (None
+    when no such episode); ``reward_carry`` / ``reward_no_carry`` (ones column carries or not);
+    ``env_errors``: episodes ended by an environment that raised.
+    """
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else None
+
+    calls = sum(e["tool_calls"] for e in episodes)
+    return {
+        "tool_call_rate": mean([float(e["tool_calls"] > 0) for e in episodes]),
+        "tool_error_rate": sum(e["tool_errors"] for e in episodes) / calls if calls else None,
+        "turns_per_episode": mean([e["turns"] for e in episodes]),
+        "tokens_per_episode": mean([e["tokens"] for e in episodes]),
+        "reward_with_tool": mean([e["reward"] for e in episodes if e["tool_calls"] > 0]),
+        "reward_without_tool": mean([e["reward"] for e in episodes if e["tool_calls"] == 0]),
+        "reward_carry": mean([e["reward"] for e in episodes if e["carry"]]),
+        "reward_no_carry": mean([e["reward"] for e in episodes if not e["carry"]]),
+        "env_errors": sum(e["env_error"] for e in episodes),
+    }
+
+
+class EnvTask(AdditionTask):
+    """The addition task that owns an environment: its tokenizer, demonstrations and episodes.
+
+    ``TaskConfig.env`` names the environment; the tokenizer gains its characters; the first
+    ``TaskConfig.tool_demos`` demonstrations whose ones column carries (where the flawed teacher
+    errs) are rewritten by the teacher with a calculator (``demonstration``): a call, the tool's
+    answer (not trained on: environment tokens are masked in SFT too), then the right sum.
+    Every other demonstration, the held-out set and the training prompts are the plain task's.
+    ``episodes(pairs, G)`` gives the sampler its driver; ``episode_length`` is the token limit.
+    """
+
+    def __init__(self, config: TaskConfig, limits: EpisodeLimits | None = None):
+        check_env_name(config.env)
+        env_cls = ENVIRONMENTS[config.env]
+        if isinstance(config.tool_demos, bool) or not isinstance(config.tool_demos, int) or config.tool_demos < 0:
+            raise ValueError(f"task.tool_demos must be an integer >= 0; got {config.tool_demos!r}")
+        super().__init__(config, tokenizer=CharTokenizer(extra_chars=env_cls.extra_chars))
+        self.env_cls, self.limits = env_cls, limits or EpisodeLimits()
+        self.episode_length = self.limits.max_tokens
+        carry = [i for i, p in enumerate(self.demo_pairs) if self.ones_carry(*p)]
+        self.tool_demo_index = carry[: config.tool_demos]
+
+    def make_env(self):
+        return self.env_cls(self, self.limits)
+
+    def episodes(self, pairs, num_generations: int = 1) -> EpisodeDriver:
+        rows = [p for p in pairs for _ in range(num_generations)]
+        return EpisodeDriver([self.make_env() for _ in rows], rows, self.tokenizer, self)
+
+    def demonstrations(self, device=None):
+        """SFT data with the tool demonstrations: ``(input_ids, attention_mask, completion_mask)``,
+        right-padded; the completion mask is 0 on the tool's answers."""
+        tok, tool = self.tokenizer, set(self.tool_demo_index)
+        rows = []
+        for i, (pair, answer) in enumerate(zip(self.demo_pairs, self.demo_answers)):
+            segments = self.env_cls.demonstration(pair) if i in tool else [(answer, True)]
+            ids = [tok.bos_token_id, *tok.convert_tokens_to_ids(list(self.prompt_text(*pair)))]
+            mask = [0] * len(ids)
+            for text, by_policy in [*segments, (EOS, True)]:
+                chunk = [tok.eos_token_id] if text == EOS else tok.convert_tokens_to_ids(list(text))
+                ids, mask = ids + chunk, mask + [int(by_policy)] * len(chunk)
+            rows.append((ids, mask))
+        width = max(len(r) for r, _ in rows)
+        out_ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+        out_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, (ids, mask) in enumerate(rows):
+            out_ids[i, : len(ids)], out_mask[i, : len(mask)] = torch.tensor(ids), torch.tensor(mask)
+        attention = (out_ids != tok.pad_token_id).long()
+        return out_ids.to(device), attention.to(device), out_mask.to(device)
+
+
+def make_task(config: TaskConfig, limits: EpisodeLimits | None = None) -> AdditionTask:
+    """The task of a run: ``EnvTask`` when ``config.env`` names an environment, else the plain task."""
+    return EnvTask(config, limits) if config.env else AdditionTask(config)

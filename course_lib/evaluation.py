@@ -23,32 +23,49 @@ def evaluate(model, task: AdditionTask, *, batch_size: int = 512, max_completion
     Returns strict exact match (``accuracy``), the loose checker's score (``loose_accuracy``)
     and strict accuracy split by whether the ones column carries (``accuracy_carry`` /
     ``accuracy_no_carry``; ``None`` when the held-out set has no such prompt) — the split that
-    shows the flawed teacher's mark.
+    shows the flawed teacher's mark. On a task with an environment (``environments.EnvTask``)
+    each prompt is a greedy episode up to the task's ``episode_length`` (``max_completion_length``
+    is then not used), scored by the environment, and ``tool_use_carry`` / ``tool_use_no_carry``
+    give the share of episodes that call the tool.
     """
     device = next(model.parameters()).device
     length = max_completion_length or task.answer_length
+    env = hasattr(task, "episodes")  # a task with an environment: every prompt is an episode
+    if env:
+        length = task.episode_length
     pairs = task.heldout_pairs
     if not pairs:
         raise ValueError("the task has no held-out prompts (task.n_heldout must be >= 1)")
-    strict, loose = [], []
+    strict, loose, calls = [], [], []
     for i in range(0, len(pairs), batch_size):
         chunk = pairs[i : i + batch_size]
         with autocast(device):
-            roll = generate(model, task.encode_prompts(chunk, device), task.tokenizer, max_completion_length=length, greedy=True)
+            roll = generate(model, task.encode_prompts(chunk, device), task.tokenizer, max_completion_length=length,
+                            greedy=True, episodes=task.episodes(chunk) if env else None)
         comps = roll.completions.tolist()
-        strict += [task.strict_reward(p, c) for p, c in zip(chunk, comps)]
+        if env:  # the environment's verifier scores; the loose checker reads the policy's tokens only
+            mask = roll.completion_mask[:, task.prompt_length:].tolist()
+            comps = [[t for t, m in zip(c, ms) if m] for c, ms in zip(comps, mask)]
+            strict += [e["reward"] for e in roll.episodes]
+            calls += [float(e["tool_calls"] > 0) for e in roll.episodes]
+        else:
+            strict += [task.strict_reward(p, c) for p, c in zip(chunk, comps)]
         loose += [task.loose_reward(p, c) for p, c in zip(chunk, comps)]
     carry = [task.ones_carry(a, b) for a, b in pairs]
 
     def mean(xs):
         return sum(xs) / len(xs) if xs else None
 
-    return {
+    out = {
         "accuracy": mean(strict),
         "loose_accuracy": mean(loose),
         "accuracy_carry": mean([s for s, c in zip(strict, carry) if c]),
         "accuracy_no_carry": mean([s for s, c in zip(strict, carry) if not c]),
     }
+    if env:  # how often the greedy policy calls the tool, where the ones column carries and where not
+        out["tool_use_carry"] = mean([k for k, c in zip(calls, carry) if c])
+        out["tool_use_no_carry"] = mean([k for k, c in zip(calls, carry) if not c])
+    return out
 
 
 def sample_completions(model, task: AdditionTask, pairs, *, n: int = 1, max_completion_length: int = 6) -> list[str]:
@@ -62,3 +79,38 @@ def sample_completions(model, task: AdditionTask, pairs, *, n: int = 1, max_comp
         text, ended = task.completion_text(comp)
         out.append(f"{task.prompt_text(a, b)}{text}{'' if ended else '…'}")
     return out
+
+
+@torch.no_grad()
+def sampled_eval(model, task: AdditionTask, *, k: int = 8, max_completion_length: int | None = None,
+                 temperature: float = 1.0, seed: int = 0, batch_size: int = 512) -> dict:
+    """``k`` sampled completions per held-out prompt: pass@1, pass@k, completion length, entropy.
+
+    ``pass@1`` is the share of samples the strict checker accepts (the acceptance rate a rejection
+    sampler would see at this temperature); ``pass@k`` the share of prompts with at least one
+    accepted sample among their ``k`` (the plain estimator with n = k). ``completion_length`` is
+    the mean number of completion tokens (``<eos>`` included) and ``entropy`` the sampling
+    distributions' mean entropy per completion token (nats). The torch RNG is forked and seeded
+    with ``seed``: a training run's random stream is left untouched.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1; got {k!r}")
+    device = next(model.parameters()).device
+    length = max_completion_length or task.answer_length
+    pairs = task.heldout_pairs
+    accepted, any_ok, tokens, entropy = 0, 0, 0.0, 0.0
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        for i in range(0, len(pairs), batch_size):
+            chunk = pairs[i : i + batch_size]
+            with autocast(device):
+                roll = generate(model, task.encode_prompts(chunk, device), task.tokenizer, max_completion_length=length,
+                                num_generations=k, temperature=temperature)
+            comps = roll.completions.tolist()
+            ok = [task.strict_reward(chunk[j // k], c) for j, c in enumerate(comps)]
+            accepted += sum(ok)
+            any_ok += sum(any(ok[g * k : (g + 1) * k]) for g in range(len(chunk)))
+            tokens += float(roll.completion_mask.sum())
+            entropy += float(roll.entropy.sum())
+    return {"pass@1": accepted / (len(pairs) * k), "pass@k": any_ok / len(pairs), "k": k,
+            "completion_length": tokens / (len(pairs) * k), "entropy": entropy / tokens}

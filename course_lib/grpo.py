@@ -12,40 +12,70 @@ One step:
 3. advantages from ``course_lib.advantages`` (``grpo`` with population std, ``rloo``,
    ``dr_grpo``), one per completion, applied to each of its tokens;
 4. μ = ``num_iterations`` inner epochs: ratio ρ = π_θ/π_old against log-probs frozen right
-   after sampling, ``clipped_surrogate`` with ε_low/ε_high, minus β·KL to a frozen reference
-   (``kl_estimate``, in the loss, per token) when β > 0, averaged with ``aggregate`` over the
-   chosen unit; loss = −objective.
+   after sampling, ``clipped_surrogate`` with ε_low/ε_high — per token, or per completion
+   (``importance_sampling_level="sequence"``: GSPO's ``sequence_ratio``) — or CISPO's capped
+   weight (``loss_type="cispo"``: ``cispo_objective``, ε_max = ``epsilon_high``), minus β·KL to
+   a frozen reference (``kl_estimate``, in the loss, per token) when β > 0, averaged with
+   ``aggregate`` over the chosen unit; loss = −objective.
+
+DAPO's four mechanisms are options: clip-higher (``epsilon_high`` > ``epsilon``), dynamic
+sampling (``zero_variance="resample"``), the token-level loss (``unit="token_mean"``) and
+overlong reward shaping (``soft_punish_cache`` > 0: ``rewards.OverlongShaped`` adds the soft
+penalty near ``max_completion_length`` to the checker's reward, as TRL's
+``get_soft_overlong_punishment`` reward function does).
 
 Simplifications, said out loud (nanochat-style):
-- Synchronous and colocated: the same model generates, then trains; rollouts are never stale
-  by more than the μ inner epochs on one batch. No value network.
+- Synchronous and colocated by default: the same model generates, then trains; rollouts are
+  never stale by more than the μ inner epochs on one batch. No value network.
+  ``max_staleness`` = K >= 1 moves sampling into a rollout worker process
+  (``course_lib.rollout_worker``) that samples batch s with the weights of step s − K while the
+  trainer updates; the behaviour correction π_old/π_behaviour (``course_lib.behaviour``, TRL's
+  ``vllm_importance_sampling_*``) is kept apart from PPO's π_θ/π_old.
 - With μ = 1 the old log-probs *are* the current ones (detached), as in TRL: ρ = 1 and the
   clip is inactive on the first and only pass. For μ > 1 the first epoch's own log-probs,
   detached, are the old ones (the weights have not moved yet), so no extra forward is spent.
-- No overlong reward shaping: a completion without ``<eos>`` is truncated and gets what the
-  reward says (the strict checker: 0); ``mask_truncated`` drops such completions from the
-  loss instead (TRL's ``mask_truncated_completions``).
+- Overlong shaping is off by default: a completion without ``<eos>`` is truncated and gets what
+  the reward says (the strict checker: 0); ``soft_punish_cache`` adds DAPO's penalty, and
+  ``mask_truncated`` drops such completions from the loss instead (TRL's
+  ``mask_truncated_completions``, DAPO's overlong filtering).
 - β = 0 keeps a reference only when one is given (the pipeline gives the SFT weights, to log
   the KL); without one the logged ``kl`` is ``None``.
 - Each group's G completions share one prompt, so the update runs the prompt through the
   model once per group and shares its keys/values (``share_prompt``; same numbers, less work).
+- With an environment (``task.env``, CLI ``--env calculator``; ``course_lib.environments``) a
+  rollout is an episode: the sampler lets the environment write its tokens between the policy's
+  turns, the environment's verifier gives the reward (one per episode, so one advantage per
+  episode), and the completion mask is the policy mask: environment tokens get no log-prob term,
+  no loss and no KL (``mask_env_tokens=False`` is the ablation that keeps them). The episode's
+  token limit (``EpisodeLimits.max_tokens``, policy and environment tokens) replaces
+  ``max_completion_length``, as TRL counts tool results in the completion.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import torch
 
 from course_lib import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
+from course_lib.behaviour import behaviour_weights, mismatch
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
-from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate, kl_shaped_rewards
-from course_lib.rewards import resolve_reward
+from course_lib.policy_loss import (
+    aggregate,
+    cispo_objective,
+    clipped_surrogate,
+    kl_estimate,
+    kl_shaped_rewards,
+    sequence_ratio,
+)
+from course_lib.rewards import OverlongShaped, resolve_reward
 from course_lib.rollout import collect_rollouts, sequence_logprobs
+from course_lib.rollout_worker import RolloutWorker
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
@@ -106,6 +136,29 @@ def logged_kl(logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor, 
     return aggregate(kl_estimate(logps, ref_logps, "k3", validate=validate), mask, unit="token_mean", validate=validate)
 
 
+def surrogate(logps, old_logps, adv, mask, cfg: GRPOConfig, *, validate: bool = True):
+    """Per-token objective to maximise and where it was clipped, both (N, T), for ``cfg``'s objective.
+
+    - ``importance_sampling_level="token"``, ``loss_type="clipped"`` (GRPO/DAPO): ``clipped_surrogate``
+      on the per-token ratio ρ_t = π_θ/π_old;
+    - ``importance_sampling_level="sequence"`` (GSPO): ``clipped_surrogate`` on one ratio per
+      completion, ``sequence_ratio`` (the geometric mean of its tokens' ratios), applied to each
+      of its tokens (TRL broadcasts the same (N, 1) objective; ``unit="sequence_mean"`` then
+      averages one objective per completion);
+    - ``loss_type="cispo"``: ``cispo_objective`` with ε_max = ``epsilon_high``.
+    """
+    if cfg.importance_sampling_level == "sequence":
+        ratio = sequence_ratio(logps, old_logps, mask, validate=validate)
+        objective, clipped = clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
+                                               return_clipped=True, validate=validate)
+        return objective[:, None].expand_as(logps), clipped[:, None].expand_as(logps)
+    ratio = torch.exp(logps - old_logps)
+    if cfg.loss_type == "cispo":
+        return cispo_objective(ratio, adv, logps, eps_max=cfg.epsilon_high, return_clipped=True, validate=validate)
+    return clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high, return_clipped=True,
+                             validate=validate)
+
+
 def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_length: int, max_grad_norm: float,
                 validate: bool = True) -> dict:
     """μ inner epochs of the clipped, optionally KL-regularised surrogate on one batch of groups.
@@ -123,6 +176,16 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     go through the model and ``restore_rows`` puts their objective back in place — the same loss
     and gradient, less work. The logged ``kl`` is ``logged_kl`` (from the sampler's log-probs
     when only the sparse rows are computed).
+
+    A batch from the asynchronous rollout worker carries ``sampler_version`` and ``staleness`` (the
+    optimiser steps between the sampler's weights and π_old). Its ``sampler_logps`` are then the
+    behaviour policy's: the first epoch measures the mismatch (``behaviour.mismatch``: KL,
+    effective sample size, share capped or masked) on the rows it computes, and when
+    ``staleness > 0`` and ``vllm_importance_sampling_correction`` each token's objective is
+    multiplied by the bounded π_old/π_behaviour (``behaviour.behaviour_weights``), every epoch.
+    At staleness 0 the sampler ran π_old's own weights: the weight is 1 and is not applied. The
+    logged-only KL shortcut above then reads the *sampler's* log-probs: with staleness > 0 the
+    logged ``kl`` is the sampler's KL to the reference, K steps old.
 
     Returns the logged quantities as 0-d tensors (``loss`` averaged over the inner epochs;
     ``clip_fraction`` of the last one): reading them is the caller's host synchronisation,
@@ -142,7 +205,10 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     if cfg.mask_truncated:  # truncated rows keep their place in the denominators (as Dr. GRPO and TRL)
         loss_mask = loss_mask * ~batch["truncated"].to(device)[:, None]
     rows = sparse_rows(batch, cfg, ref_model, device)  # None: every row goes through the model
-    old_logps = adv = None
+    old_logps = adv = weights = None
+    asynchronous = "sampler_version" in batch
+    correct = asynchronous and batch["staleness"] > 0 and cfg.vllm_importance_sampling_correction
+    diagnostics = dict.fromkeys(("mismatch_kl", "is_ess", "is_clipped_fraction")) if asynchronous else {}
     kl_value, losses = None, []
     if rows is not None and ref_logps is not None:  # logged only: every row's KL, from the sampler's log-probs
         kl_value = logged_kl(batch["sampler_logps"].to(device), ref_logps, cmask[:, prompt_length:].float(),
@@ -166,9 +232,16 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                         rewards = kl_shaped_rewards(rewards.flatten(), old_logps, ref_logps, mask, beta=cfg.beta,
                                                     estimator=cfg.kl_estimator, validate=validate).view_as(rewards)
                 adv = sel(compute_advantages(rewards, cfg.advantage, validate=validate).flatten())
-            ratio = torch.exp(logps - old_logps)
-            objective, clipped = clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
-                                                   return_clipped=True, validate=validate)
+                if asynchronous:  # π_old / π_behaviour: measured always, applied when the sampler was stale
+                    sampler_logps = sel(batch["sampler_logps"].to(device))
+                    weights, outside = behaviour_weights(
+                        old_logps, sampler_logps, mask, cfg.vllm_importance_sampling_mode,
+                        cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max, validate=validate)
+                    diagnostics = mismatch(old_logps, sampler_logps, mask, weights, outside)
+                    weights = weights if correct else None
+            objective, clipped = surrogate(logps, old_logps, adv, mask, cfg, validate=validate)
+            if weights is not None:  # the behaviour correction, apart from PPO's ratio (as TRL applies it)
+                objective = objective * weights
             if ref_logps is not None and cfg.beta > 0 and cfg.kl_placement == "loss":
                 objective = objective - cfg.beta * kl_estimate(logps, ref_logps, cfg.kl_estimator, validate=validate)
             if rows is not None:  # the left-out rows' objective is exactly 0: put the rest back in its place
@@ -182,7 +255,15 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
         losses.append(loss.detach())
     with torch.no_grad():  # diagnostic of the last inner epoch, over the tokens in the loss
         clip_fraction = aggregate(clipped.to(loss_mask.dtype), loss_mask, unit="token_mean", validate=validate)
-    return {"loss": torch.stack(losses).mean(), "clip_fraction": clip_fraction, "kl": kl_value}
+    return {"loss": torch.stack(losses).mean(), "clip_fraction": clip_fraction, "kl": kl_value, **diagnostics}
+
+
+def episode_tokens(batch: dict, prompt_length: int) -> torch.Tensor:
+    """Every token of each episode after the prompt, the policy's and the environment's (the
+    masking ablation's completion mask: the environment's tokens then get log-probs, loss and KL)."""
+    mask = batch["attention_mask"].clone()
+    mask[:, :prompt_length] = 0
+    return mask
 
 
 def _as_floats(upd: dict) -> dict:
@@ -190,6 +271,15 @@ def _as_floats(upd: dict) -> dict:
     names = [k for k, v in upd.items() if isinstance(v, torch.Tensor)]
     values = torch.stack([upd[k].float() for k in names]).tolist() if names else []
     return {**upd, **dict(zip(names, values))}
+
+
+def grpo_reward(cfg: GRPOConfig, task: AdditionTask):
+    """The reward ``cfg.reward`` names, plus DAPO's overlong shaping when ``cfg.soft_punish_cache > 0``."""
+    reward_fn = resolve_reward(cfg.reward, task)
+    if cfg.soft_punish_cache == 0:
+        return reward_fn
+    return OverlongShaped(reward_fn, eos_token_id=task.tokenizer.eos_token_id,
+                          max_completion_len=cfg.max_completion_length, soft_punish_cache=cfg.soft_punish_cache)
 
 
 def train_grpo(
@@ -208,6 +298,8 @@ def train_grpo(
     show_progress: bool = True,
     eval_fn=None,
     threads: int | None = DEFAULT_THREADS,
+    worker: bool | None = None,
+    start_method: str | None = None,
 ) -> dict:
     """Run GRPO-family RL from the current weights of ``model`` (normally the SFT policy).
 
@@ -218,10 +310,19 @@ def train_grpo(
     (the caller restores RNG before calling). ``eval_fn(model) -> dict`` defaults to
     ``evaluate`` (held-out strict and loose accuracy). Runs until ``steps`` in total.
     ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every`` steps, at
-    the end, and before stopping on a requested stop (Ctrl-C).
+    the end, and before stopping on a requested stop (Ctrl-C) or a failed rollout worker.
+
+    ``cfg.max_staleness`` = K >= 1 samples in a rollout worker process
+    (``course_lib.rollout_worker``): batch s with the weights of step s − K, overlapped with the
+    updates; the worker draws from the random streams this process would have sampled with, so
+    ``worker=True`` at K = 0 reproduces the synchronous trainer exactly (``worker`` defaults to
+    K >= 1). Its rows add ``sampler_version``, ``staleness``, ``wait_seconds`` (the trainer
+    waiting for a batch) and the mismatch diagnostics; the result's ``loop`` says what ran.
     """
     set_threads(threads)
-    reward_fn = resolve_reward(cfg.reward, task)
+    if hasattr(task, "episodes"):  # an environment (environments.EnvTask): its token limit bounds a rollout
+        cfg = dataclasses.replace(cfg, max_completion_length=task.episode_length)
+    reward_fn = grpo_reward(cfg, task)  # a bad reward fails here, before any worker starts
     ref_model = None
     if cfg.beta > 0 or reference_state is not None:
         ref_model = copy.deepcopy(model)
@@ -233,31 +334,102 @@ def train_grpo(
     if state is not None:
         opt.load_state_dict(state["optimizer"])
     first = state["step"] if state is not None else 0  # the first policy step checks its inputs; then no checks
+    asynchronous = cfg.max_staleness > 0 if worker is None else bool(worker)
+    sampler = None
+    cpu0 = time.process_time()
+
+    def update(batch: dict, step: int) -> dict:
+        if hasattr(task, "episodes") and not cfg.mask_env_tokens:  # the ablation: environment tokens in the loss
+            batch["completion_mask"] = episode_tokens(batch, task.prompt_length)
+        model.train()
+        upd = policy_step(model, ref_model, opt, batch, cfg, prompt_length=task.prompt_length,
+                          max_grad_norm=max_grad_norm, validate=step == first)
+        model.eval()
+        return {**_as_floats(upd), "skipped": 0}
+
+    def skipped() -> dict:  # every group was dropped: nothing to learn from this step
+        return {"loss": 0.0, "clip_fraction": 0.0, "kl": None, "skipped": 1}
 
     def one_step(step: int) -> dict:
         t0 = time.perf_counter()
         rollout = collect_rollouts(model, task, cfg, generator, reward_fn)
         stats = rollout["stats"]
         t1 = time.perf_counter()
-        if "batch" in rollout:
-            model.train()
-            upd = policy_step(model, ref_model, opt, rollout["batch"], cfg, prompt_length=task.prompt_length,
-                              max_grad_norm=max_grad_norm, validate=step == first)
-            model.eval()
-            upd = {**_as_floats(upd), "skipped": 0}
-        else:  # every group was dropped: nothing to learn from this step
-            upd = {"loss": 0.0, "clip_fraction": 0.0, "kl": None, "skipped": 1}
+        upd = update(rollout["batch"], step) if "batch" in rollout else skipped()
         t2 = time.perf_counter()
         return {**stats, **upd, "update_seconds": t2 - t1, "other_seconds": (t1 - t0) - stats["gen_seconds"],
                 "tokens_per_second": stats["generated_tokens"] / max(stats["gen_seconds"], 1e-9)}
 
-    done = train_loop("grpo", one_step, total=cfg.steps if steps is None else steps, state=state,
-                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=lambda: eval_fn(model),
-                      eval_every=cfg.eval_every, log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                      show_progress=show_progress, desc=f"grpo[{cfg.advantage}]", seconds_key="rl_seconds",
-                      postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
+    def one_async_step(step: int) -> dict:
+        t0 = time.perf_counter()
+        msg = sampler.next_batch(step)  # RolloutWorkerError (a StepFailed) if the worker failed
+        rollout, version = msg["rollout"], msg["version"]
+        stats = rollout["stats"]
+        t1 = time.perf_counter()
+        if "batch" in rollout:
+            upd = update({**rollout["batch"], "sampler_version": version, "staleness": step - version}, step)
+        else:
+            upd = skipped()
+        sampler.publish(model, step + 1)  # version step + 1, for the batch that needs it
+        t2 = time.perf_counter()
+        return {**stats, **upd, "sampler_version": version, "staleness": step - version,
+                "wait_seconds": t1 - t0, "update_seconds": t2 - t1, "discarded_stale": sampler.discarded_stale,
+                "tokens_per_second": stats["generated_tokens"] / max(stats["gen_seconds"], 1e-9)}
+
+    def state_dict() -> dict:
+        out = {"optimizer": opt.state_dict()}
+        if sampler is not None:
+            out["sampler"] = sampler.state()
+        return out
+
+    total = cfg.steps if steps is None else steps
+    if asynchronous and first < total:
+        if state is not None and "sampler" not in state:
+            raise ValueError("this checkpoint was written by the synchronous loop; resume it with max_staleness=0")
+        sampler = RolloutWorker(model, task, cfg, torch_rng=torch.get_rng_state(), data_rng=generator.get_state(),
+                                first=first, sampler=state.get("sampler") if state else None,
+                                start_method=start_method)
+    try:
+        done = train_loop("grpo", one_async_step if sampler is not None else one_step, total=total, state=state,
+                          state_dict=state_dict, eval_fn=lambda: eval_fn(model), eval_every=cfg.eval_every, log=log,
+                          checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
+                          desc=f"grpo[{cfg.advantage}]" + (f" K={cfg.max_staleness}" if asynchronous else ""),
+                          seconds_key="rl_seconds",
+                          postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
+    finally:
+        if sampler is not None:
+            sampler.close()
     model.eval()
-    return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+    loop = loop_entry(cfg, asynchronous, log.rows[-(done["steps"] - first):] if log is not None and done["steps"] > first
+                      else [], trainer_cpu_seconds=time.process_time() - cpu0,
+                      worker_cpu_seconds=sampler.worker_cpu_seconds if sampler is not None else None)
+    return {"steps": done["steps"], "rl_seconds": done["seconds"], "loop": loop}
+
+
+def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer_cpu_seconds: float,
+               worker_cpu_seconds: float | None) -> dict:
+    """The passport's and summary's account of the loop that ran (placement, loop, staleness, CPU seconds)."""
+    K = cfg.max_staleness
+    if not asynchronous:
+        return {"placement": "colocated: one process, generation and training share the weights",
+                "loop": "synchronous (generate, then update)",
+                "staleness": "none beyond the inner epochs on one rollout",
+                "max_staleness": 0, "trainer_cpu_seconds": trainer_cpu_seconds}
+    seen = [r["staleness"] for r in rows if r.get("staleness") is not None]
+    if cfg.vllm_importance_sampling_correction:
+        correction = (f"behaviour correction pi_old/pi_behaviour: {cfg.vllm_importance_sampling_mode}, "
+                      f"clip_min={cfg.vllm_importance_sampling_clip_min}, clip_max={cfg.vllm_importance_sampling_clip_max}")
+    else:
+        correction = "no behaviour correction (vllm_importance_sampling_correction=False)"
+    return {"placement": "two processes: a rollout worker (1 CPU thread) samples, the trainer updates; "
+                         "weights through shared memory after every step",
+            "loop": f"asynchronous: batch s sampled with the weights of step max(0, s-{K}) (max_staleness={K}), "
+                    f"through a queue of at most {max(K, 1)} batch(es)",
+            "staleness": (f"rollouts {min(seen) if seen else 0}-{max(seen) if seen else 0} steps old "
+                          f"(mean {sum(seen) / max(len(seen), 1):.2f} over this run's {len(seen)} steps); {correction}"),
+            "max_staleness": K, "staleness_per_step": seen,
+            "discarded_stale": rows[-1].get("discarded_stale", 0) if rows else 0,
+            "trainer_cpu_seconds": trainer_cpu_seconds, "worker_cpu_seconds": worker_cpu_seconds}
 
 
 @register("grpo", completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True)
@@ -266,4 +438,4 @@ def grpo_stage(ctx: StageContext) -> StageResult:
     res = train_grpo(ctx.model, ctx.task, ctx.cfg.grpo, generator=ctx.generator, reference_state=ctx.sft_weights,
                      log=ctx.log, state=ctx.state, max_grad_norm=ctx.cfg.max_grad_norm, checkpoint=ctx.checkpoint,
                      checkpoint_every=ctx.cfg.checkpoint_every, show_progress=ctx.show_progress, threads=None)
-    return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"])
+    return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"], summary={"loop": res["loop"]})

@@ -97,6 +97,7 @@ def build_scalar_model(config: ModelConfig, tokenizer: CharTokenizer, policy=Non
     model, TRL the value model, from the SFT policy); the head is fresh.
     """
     model = GPT2ForSequenceClassification(gpt2_config(config, tokenizer, num_labels=1))
+    model.transformer.warn_if_padding_and_no_attention_mask = _no_padding_check  # as in build_model
     if policy is not None:
         model.transformer.load_state_dict(policy.transformer.state_dict())
     return model
@@ -139,6 +140,19 @@ def right_padded(attention_mask: torch.Tensor) -> bool:
     return not bool((attention_mask[:, 1:] > attention_mask[:, :-1]).any())
 
 
+def attention_pattern(attention_mask: torch.Tensor, *, validate: bool = True) -> torch.Tensor | None:
+    """The attention mask to hand the transformer: ``None`` for right-padded rows, else the dense pattern.
+
+    Right padding (every producer here pads after <eos>): a real token's causal window holds only
+    real tokens, so plain causal attention gives every real position exactly its value with no mask
+    at all (SDPA's is_causal: fused kernels, no N·L² tensor, and none of transformers' host reads of
+    a 2-D mask). Padding positions change but are never read. Any other mask takes the dense
+    pattern. ``validate=False`` skips the check (a host read) and assumes right padding: for
+    trainers whose batches come from the course's own rollouts.
+    """
+    return causal_attention(attention_mask) if validate and not right_padded(attention_mask) else None
+
+
 def completion_logprobs(
     model, input_ids, attention_mask, completion_mask, *, with_entropy=False, temperature=1.0, start=1, validate=True,
     group_size=1,
@@ -178,10 +192,7 @@ def completion_logprobs(
         heads = input_ids[:, :start].view(-1, group_size, start)
         if bool((heads != heads[:, :1]).any()):
             raise ValueError(f"group_size={group_size}: rows of a group must share their first start={start} tokens")
-    # Right padding (every producer here pads after <eos>): a real token's causal window holds only
-    # real tokens, so plain causal attention gives the scored positions exactly their values, with
-    # no mask at all (SDPA's is_causal: fused kernels, no N·L² tensor). Padding positions change but
-    # are never scored. Any other mask takes the dense pattern; validate=False assumes right padding.
+    # Right padding needs no mask at all (see attention_pattern); validate=False assumes it.
     dense = validate and not right_padded(attention_mask)
 
     def pattern(mask):

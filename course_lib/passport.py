@@ -19,14 +19,26 @@ from course_lib.runtime import DEFAULT_THREADS, describe_precision
 
 def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threads: int | None = DEFAULT_THREADS,
              device: str = "cpu", reference: bool | None = None, reward_model_info: dict | None = None,
-             memory: dict | None = None, utilisation: dict | None = None) -> dict:
+             memory: dict | None = None, utilisation: dict | None = None, loop: dict | None = None) -> dict:
     """What this run did, in the four groups of §17 plus the six choices of §12.
 
     ``reference``: whether a GRPO run kept a frozen reference (default: when β > 0; the
     pipeline always keeps one to log the KL). ``reward_model_info``: a trained reward model's
     ``reward_model.json`` (an ``rm`` run; a ``ppo`` run against ``rm:DIR`` reads DIR's own);
     ``memory``: a PPO run's measured bytes (``train_ppo``'s ``memory``), for the critic entry.
+    ``loop``: the trainer's account of the loop that ran (``grpo.loop_entry``: placement, loop,
+    staleness); without it the systems fields are derived from the config.
     """
+    if kind == "rft":  # GRPO's rollouts, a supervised step on the accepted samples (course_lib.rft)
+        out = passport(cfg, "grpo", time_split=time_split, threads=threads, device=device, reference=reference,
+                       memory=memory, utilisation=utilisation)
+        out.pop("six_choices")
+        out["kind"] = "rft"
+        out["data_and_policy"]["reuse"] = "each rollout used for one supervised step on its accepted samples, then discarded"
+        out["optimisation"] = {"algorithm": "online rejection-sampling fine-tuning (RFT), on-policy",
+                               "advantage": "none: weight 1[reward >= 1] per completion (no baseline, no negatives)",
+                               "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean (NLL of accepted samples)"}
+        return out
     g, d = cfg.grpo, cfg.dpo
     demos = (
         f"{cfg.task.n_demos} demonstrations of {cfg.task.digits}-digit addition, "
@@ -99,18 +111,30 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             kl = "none in the objective (beta=0)"
         kl += "; KL to the reference logged every step (k3, per token)" if reference else "; no reference model kept"
         trunc = "truncated completions masked out of the loss" if g.mask_truncated else "truncated completions get the checker's reward (strict: 0)"
+        if g.soft_punish_cache:  # DAPO's overlong shaping is part of the reward: disclosed with it
+            trunc += (f"; overlong shaping (DAPO): a penalty falling from 0 to −1 over the last {g.soft_punish_cache} "
+                      f"token(s) up to {g.max_completion_length}, added to the reward")
+        clip = f"epsilon={g.epsilon}, epsilon_high={g.epsilon_high}"
+        if g.loss_type == "cispo":
+            clip = f"CISPO: importance weight capped at epsilon_high={g.epsilon_high} (constant), no token loses its gradient"
+        elif g.importance_sampling_level == "sequence":
+            clip = f"GSPO: one length-normalised ratio per completion, clipped; {clip}"
         roles = ["policy", "old policy (frozen log-probs)" if g.num_iterations > 1 else "old policy = current (mu=1)"]
         if reference:
             roles.append("reference (frozen SFT copy)" + ("" if g.beta > 0 else ", only to measure the KL"))
         out.update(
             data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} completions per step",
-                             "generated_by": f"the current actor, temperature {g.temperature}", "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
+                             "generated_by": (f"the current actor, temperature {g.temperature}" if g.max_staleness == 0 else
+                                              f"the actor of {g.max_staleness} optimiser steps ago (a rollout worker), "
+                                              f"temperature {g.temperature}"), "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
                              "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
             reward_contract={"source": reward_source(g.reward), "granularity": reward_granularity(g.reward), "truncation": trunc,
                              "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 08"},
-            optimisation={"algorithm": "on-policy", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
+            optimisation={"algorithm": "on-policy" if g.max_staleness == 0 else
+                          f"off-policy by up to {g.max_staleness} step(s), clipped ratio pi_theta/pi_old kept apart from "
+                          f"the behaviour correction pi_old/pi_behaviour", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
                           "kl_estimator": g.kl_estimator, "beta": g.beta, "averaging_unit": g.unit,
-                          "clip": f"epsilon={g.epsilon}, epsilon_high={g.epsilon_high}", "zero_variance_groups": zv},
+                          "clip": clip, "zero_variance_groups": zv},
         )
     split = time_split or {}
     out["systems"] = {
@@ -122,6 +146,12 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
         "cpu_threads": threads if threads is not None else "torch's default",
         "time_split": split or "not measured yet",
     }
+    if kind == "grpo" and g.max_staleness > 0 and loop is None:  # derived from the config: what would run
+        out["systems"].update(placement="two processes: a rollout worker samples, the trainer updates",
+                              loop=f"asynchronous, max_staleness={g.max_staleness}",
+                              staleness=f"rollouts up to {g.max_staleness} optimiser steps old")
+    if loop is not None:  # what actually ran
+        out["systems"].update({k: loop[k] for k in ("placement", "loop", "staleness")})
     if utilisation is not None:  # on CUDA: course_lib.utilisation.mfu_entry (FLOPs, seconds, peak, MFU)
         out["systems"]["mfu"] = utilisation
     if kind == "grpo":
@@ -130,8 +160,23 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             "zero_variance_groups": zv,
             "averaging_unit": g.unit,
             "kl_placement_and_coefficient": kl,
-            "rollout_freshness": f"fresh every step; mu={g.num_iterations}",
+            "rollout_freshness": (f"fresh every step; mu={g.num_iterations}" if g.max_staleness == 0 else
+                                  f"sampled max_staleness={g.max_staleness} steps behind; mu={g.num_iterations}"),
             "prompt_difficulty_and_length": f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); max_completion_length={g.max_completion_length}",
+        }
+    if cfg.task.env:  # §16: the environment is part of the training specification
+        from course_lib.environments import EpisodeLimits
+
+        limits = EpisodeLimits()
+        out["environment"] = {
+            "name": cfg.task.env,
+            "tools": "a calculator: the policy writes [a+b], the environment writes the sum",
+            "sft_demonstrations": f"{cfg.task.tool_demos} carry demonstrations rewritten to call the tool",
+            "limits": f"{limits.max_tool_calls} tool calls, {limits.max_tokens} tokens per episode (policy + environment; "
+                      f"replaces max_completion_length)",
+            "verifier": "exact answer after the last turn; malformed call -> error observation '!'",
+            "environment_tokens": "context only: no log-prob, loss or KL" if g.mask_env_tokens or kind != "grpo"
+                                  else "in the loss (ablation: mask_env_tokens=False)",
         }
     return out
 

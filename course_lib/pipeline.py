@@ -18,7 +18,8 @@ batches from ``torch.Generator().manual_seed(seed)`` (``sft_policy``); the DPO/G
 re-seeds torch and its data generator with ``seed + 1`` (``rl_generator``), so a run resumed at
 any checkpoint, or started from ``sft.pt``, follows the uninterrupted run exactly on a CPU.
 
-Simplification: one process, one device, stages run one after the other.
+Simplification: one process, one device, stages run one after the other (a GRPO run with
+``max_staleness`` >= 1 adds a rollout worker process for its stage).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import torch
 from course_lib import configs
 from course_lib.dashboard import save_dashboard
 from course_lib.device import resolve_device
+from course_lib.environments import make_task
 from course_lib.evaluation import evaluate
 from course_lib.model import build_model, n_params
 from course_lib.passport import format_passport, passport
@@ -43,6 +45,7 @@ from course_lib.runtime import (
     DEFAULT_THREADS,
     Interrupted,
     MetricsLog,
+    StepFailed,
     load_checkpoint,
     rng_state,
     save_checkpoint,
@@ -50,7 +53,6 @@ from course_lib.runtime import (
     set_threads,
 )
 from course_lib.sft import train_sft
-from course_lib.task import AdditionTask
 from course_lib.trainer import TRAINERS, StageContext
 from course_lib.utilisation import mfu_entry
 
@@ -63,13 +65,14 @@ KINDS = tuple(TRAINERS)
 CONTROLS = ("sft", "rft")  # the same wall-clock on more SFT | RFT on GRPO's prompts (course_lib.rft)
 RUN_FILES = ("checkpoint.pt", "checkpoint.pt.tmp", "sft.pt", "sft.pt.tmp", "metrics.jsonl", "sft_metrics.jsonl",
              "summary.json", "passport.json", "dashboard.png", "reward_model.json")
+ENV_KINDS = ("sft", "grpo")  # the trainers that run episodes with an environment (task.env)
 ACCURACY_KEYS = ("accuracy", "loose_accuracy", "accuracy_carry", "accuracy_no_carry")
 
 
 def build_policy(cfg: configs.RunConfig, *, seed: int = 0, device: str | torch.device = "auto"):
     """The task and a freshly initialised tiny GPT, seeded as every run seeds it."""
     dev = device if isinstance(device, torch.device) else resolve_device(device)
-    task = AdditionTask(cfg.task)
+    task = make_task(cfg.task)  # with task.env, the task owns its environment (and the tokenizer its tool syntax)
     torch.manual_seed(seed)
     return task, build_model(cfg.model, task.tokenizer).to(dev)
 
@@ -150,6 +153,9 @@ def run(
         raise ValueError(f"control must be one of {CONTROLS} (or True for 'sft'); got {control!r}")
     if control == "rft" and kind != "grpo":
         raise ValueError(f"control='rft' is GRPO's control (same prompts, samples and steps); kind is {kind!r}")
+    if cfg is not None and cfg.task.env and (kind not in ENV_KINDS or control):
+        raise ValueError(f"task.env (--env) runs with {' and '.join(ENV_KINDS)} and no control; got kind {kind!r}"
+                         + (f" with control {control!r}" if control else ""))
     if control and kind == "rm":
         raise ValueError("control (--control) compares RL with more SFT; an rm run trains no policy")
     out = Path(out)
@@ -196,6 +202,9 @@ def run(
     except Interrupted as stop:
         say(f"[course_lib] stopped: {stop.stage} step {stop.step} is saved; continue with --resume {out}")
         raise
+    except StepFailed:
+        say(f"[course_lib] failed: the completed steps are saved; continue with --resume {out}")
+        raise
 
 
 def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say) -> dict:
@@ -241,7 +250,7 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say) 
     res = train_sft(model, task, cfg.sft, generator=gen, state=state, log=log, checkpoint=checkpoint,
                     checkpoint_every=cfg.checkpoint_every, max_grad_norm=cfg.max_grad_norm, show_progress=show_progress,
                     threads=None)
-    sft_eval = {k: res[k] for k in ACCURACY_KEYS}
+    sft_eval = {k: res[k] for k in (*ACCURACY_KEYS, "tool_use_carry", "tool_use_no_carry") if k in res}
     save_checkpoint(sft_path, {**common, "kind": "sft", "stage": "sft", "model": model.state_dict(),
                                "sft_eval": sft_eval, "step": res["steps"], "seconds": res["seconds"], "metrics": log.rows})
     return {"eval": sft_eval, "seconds": res["seconds"], "steps": res["steps"], "start_eval": start_eval, "log": log}
@@ -319,7 +328,8 @@ def write_outputs(kind, cfg, out, model, common, entry, result, sft, final, cont
     dev = next(model.parameters()).device
     mfu = mfu_entry(kind, cfg, rows, sft["seconds"] if kind == "sft" else rl_seconds, dev, vocab=model.config.vocab_size)
     pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True,
-                  reward_model_info=result.reward_model_info, memory=result.summary.get("memory"), utilisation=mfu)
+                  reward_model_info=result.reward_model_info, memory=result.summary.get("memory"), utilisation=mfu,
+                  loop=result.summary.get("loop"))
     start_accuracy = sft["start_eval"]["accuracy"] if kind == "sft" else sft["eval"]["accuracy"]
     summary = {
         "kind": kind,
@@ -342,6 +352,9 @@ def write_outputs(kind, cfg, out, model, common, entry, result, sft, final, cont
         "passport": pp,
         "options": configs.to_dict(cfg),
     }
+    if cfg.task.env:  # with an environment: accuracy and tool use by carry, at the start and the end
+        for k in ("accuracy_carry", "accuracy_no_carry", "tool_use_carry", "tool_use_no_carry"):
+            summary[f"sft_{k}"], summary[f"final_{k}"] = sft["eval"].get(k), final.get(k)
     if split:
         summary["time_split"] = split
     summary.update(result.summary)

@@ -171,7 +171,8 @@ def cispo_objective(ratio, advantages, logps, eps_max: float = 5.0, *, return_cl
     per completion (N,) or per token. ε_max is TRL's ``epsilon_high`` under ``loss_type="cispo"``
     (TRL recommends 5.0); the paper also allows a lower bound, which TRL leaves out, as we do.
     Aggregate with the token unit (TRL normalises CISPO by the batch's tokens).
-    ``return_clipped=True`` also returns where the weight was capped.
+    ``return_clipped=True`` also returns where the weight was capped and the advantage is not 0
+    (where the cap changes the gradient; TRL's logged ``cispo`` clip ratio counts A > 0 only).
     """
     cap = positive_scalar(eps_max, "eps_max")
     if np.ndim(advantages) == np.ndim(ratio) - 1:  # one advantage per completion
@@ -187,7 +188,7 @@ def cispo_objective(ratio, advantages, logps, eps_max: float = 5.0, *, return_cl
     objective = weight * adv * lp
     if not return_clipped:
         return output(objective, as_tensor)
-    clipped = rho > cap
+    clipped = (rho > cap) & (adv != 0)  # capped where it changes the gradient (a zero advantage has none)
     return output(objective, as_tensor), (clipped if as_tensor else clipped.cpu().numpy())
 
 

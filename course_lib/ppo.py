@@ -45,7 +45,13 @@ import torch
 
 from course_lib.configs import PPOConfig
 from course_lib.evaluation import evaluate
-from course_lib.model import build_scalar_model, completion_logprobs, model_config_of, position_ids
+from course_lib.model import (
+    attention_pattern,
+    build_scalar_model,
+    completion_logprobs,
+    model_config_of,
+    position_ids,
+)
 from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate
 from course_lib.reward_model import read_info
 from course_lib.rewards import REWARD_MODEL_PREFIX, resolve_reward
@@ -126,12 +132,14 @@ def build_critic(policy, tokenizer, source=None):
     return critic.to(next(policy.parameters()).device)
 
 
-def token_values(critic, input_ids, attention_mask) -> torch.Tensor:
+def token_values(critic, input_ids, attention_mask, *, validate: bool = True) -> torch.Tensor:
     """V(s_t) at every position of ``(N, L)`` inputs, aligned like ``completion_logprobs``: ``(N, L − 1)``.
 
-    Entry t − 1 is the value of the state that predicts token t (the prefix up to t − 1).
+    Entry t − 1 is the value of the state that predicts token t (the prefix up to t − 1). Values
+    at padding positions are not meaningful (right-padded rows run with no mask:
+    ``model.attention_pattern``); ``validate=False`` assumes right padding (no host read).
     """
-    hidden = critic.transformer(input_ids=input_ids, attention_mask=attention_mask,
+    hidden = critic.transformer(input_ids=input_ids, attention_mask=attention_pattern(attention_mask, validate=validate),
                                 position_ids=position_ids(attention_mask), use_cache=False).last_hidden_state
     return critic.score(hidden).squeeze(-1)[:, :-1].float()
 
@@ -172,7 +180,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
     with torch.no_grad(), autocast(device):
         old_logps, mask = completion_logprobs(policy, ids, attn, cmask, temperature=T, validate=False)
         old_logps, mask = old_logps[:, sl].float(), mask[:, sl]
-        old_values = token_values(critic, ids, attn)[:, sl] * mask
+        old_values = token_values(critic, ids, attn, validate=False)[:, sl] * mask
         rewards = torch.zeros_like(old_logps)
         last = mask.sum(-1).long() - 1  # index of each completion's last real token
         rewards[torch.arange(len(last), device=device), last] = scores
@@ -189,7 +197,7 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         with autocast(device):
             logps, _, ent = completion_logprobs(policy, ids, attn, cmask, with_entropy=True, temperature=T,
                                                 validate=False)
-            values = token_values(critic, ids, attn)[:, sl]
+            values = token_values(critic, ids, attn, validate=False)[:, sl]
         logps, ent = logps[:, sl], ent[:, sl]
         ratio = torch.exp(logps - old_logps)
         objective, is_clipped = clipped_surrogate(ratio, advantages, eps_low=cfg.cliprange, eps_high=cfg.cliprange,

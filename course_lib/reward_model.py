@@ -56,7 +56,7 @@ from transformers.utils import logging as hf_logging
 
 from course_lib.configs import RewardModelConfig
 from course_lib.dpo import select_pairs
-from course_lib.model import ModelConfig, build_scalar_model, model_config_of
+from course_lib.model import ModelConfig, attention_pattern, build_scalar_model, model_config_of
 from course_lib.preference import bt_probability, reward_model_loss
 from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward
 from course_lib.rollout import generate
@@ -95,14 +95,17 @@ def sequences(task: AdditionTask, pairs, completions: torch.Tensor) -> tuple[tor
     return ids, (ids != task.tokenizer.pad_token_id).long()
 
 
-def scores(rm, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+def scores(rm, ids: torch.Tensor, attention: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     """One scalar reward per row, read at the last non-pad token (shape ``(N,)``).
+
+    Right-padded rows run with no mask (``model.attention_pattern``): the last real token sees
+    exactly the real tokens. ``validate=False`` assumes right padding (no host read).
 
     Always float32 with TF32 off (``runtime.full_precision``), also inside a policy's bf16 autocast:
     the reward ranks close completions, and its numbers must not depend on who calls it.
     """
     with full_precision(ids.device):
-        return rm(input_ids=ids, attention_mask=attention).logits.squeeze(-1).float()
+        return rm(input_ids=ids, attention_mask=attention_pattern(attention, validate=validate)).logits.squeeze(-1).float()
 
 
 # ---- preference data --------------------------------------------------------------------------
@@ -168,7 +171,7 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: tor
         idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=generator)
         chosen, rejected = _oriented(data, idx)
         ids = to_device(torch.cat([chosen, rejected]), device)
-        r = scores(rm, ids, (ids != pad).long())
+        r = scores(rm, ids, (ids != pad).long(), validate=False)
         loss = reward_model_loss(r[: len(idx)], r[len(idx):])
         opt.zero_grad(set_to_none=True)
         loss.backward()

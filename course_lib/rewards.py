@@ -30,6 +30,7 @@ class Checker(NamedTuple):
     method: str
     description: str  # what the passport says the reward is
     binary: bool  # 1 or 0 (False: values in between, partial credit)
+    parse: str | None = "parse_answer"  # the task method that reads the answer it checks; None: reads any text
 
 
 # The one home of the checker names: validation, the CLI's help and the passport read this table.
@@ -37,7 +38,7 @@ CHECKERS = {
     "strict": Checker("strict_reward", "deterministic rule: exact answer digits followed by <eos> "
                                        "(course_lib.task.strict_reward)", True),
     "loose": Checker("loose_reward", "deterministic rule, deliberately loose: answer digits in order anywhere in "
-                                     "the output (loose_reward)", True),
+                                     "the output (loose_reward)", True, parse=None),
     "partial": Checker("partial_reward", "deterministic rule, partial credit: the share of digit places that are "
                                          "right, 0 when truncated (partial_reward)", False),
 }
@@ -60,22 +61,88 @@ def check_reward_spec(spec) -> str:
     raise ValueError(f"reward must be one of {', '.join(map(repr, CHECKERS))} or 'rm:DIR' (a saved reward model); got {spec!r}")
 
 
-def checker_reward(checker):
-    """Batch a per-completion checker ``checker(pair, ids) -> float``."""
-    def reward(pairs, completions: torch.Tensor) -> torch.Tensor:
+class Scored(NamedTuple):
+    """What a batched reward says about N completions: rewards, and what a dashboard counts beside them."""
+
+    rewards: torch.Tensor  # (N,) float
+    verifier_failed: torch.Tensor | None = None  # (N,) bool: the checker raised or could not parse; None: no checker
+    overlong_penalty: torch.Tensor | None = None  # (N,) the shaping added to the rewards; None: no shaping
+
+
+class CheckerReward:
+    """A per-completion checker ``checker(pair, ids) -> float``, batched, that also reports verifier failures.
+
+    Calling it gives the rewards (N,). ``score`` also says, per completion, whether the verifier
+    *failed*: the checker raised (the completion then scores 0 and the run goes on, as a
+    production verifier's timeout or crash must not stop training), or ``parse(ids)`` returned
+    None — the completion holds no answer the checker can read (for the addition task: no
+    ``<eos>``, or not digits). A wrong answer that parses is not a failure: it is a verdict.
+    """
+
+    def __init__(self, checker, parse=None):
+        self.checker, self.parse = checker, parse
+
+    def score(self, pairs, completions: torch.Tensor) -> Scored:
         rows = completions.tolist()
         if len(pairs) != len(rows):
             raise ValueError(f"pairs has {len(pairs)} prompts but completions has {len(rows)} rows")
-        return torch.tensor([checker(p, c) for p, c in zip(pairs, rows)], dtype=torch.float32)
+        rewards, failed = [], []
+        for p, c in zip(pairs, rows):
+            try:
+                value, bad = float(self.checker(p, c)), self.parse is not None and self.parse(c) is None
+            except Exception:  # noqa: BLE001 - any checker error is a verifier failure, counted, not fatal
+                value, bad = 0.0, True
+            rewards.append(value)
+            failed.append(bad)
+        return Scored(torch.tensor(rewards, dtype=torch.float32), torch.tensor(failed, dtype=torch.bool))
 
-    return reward
+    def __call__(self, pairs, completions: torch.Tensor) -> torch.Tensor:
+        return self.score(pairs, completions).rewards
+
+
+def checker_reward(checker, parse=None) -> CheckerReward:
+    """Batch a per-completion checker ``checker(pair, ids) -> float`` (``parse``: see ``CheckerReward``)."""
+    return CheckerReward(checker, parse)
+
+
+def score(reward_fn, pairs, completions: torch.Tensor) -> Scored:
+    """``reward_fn.score`` when it has one (checkers, shaped rewards), else its rewards alone (a reward model)."""
+    if hasattr(reward_fn, "score"):
+        return reward_fn.score(pairs, completions)
+    return Scored(torch.as_tensor(reward_fn(pairs, completions), dtype=torch.float32))
+
+
+class OverlongShaped:
+    """A batched reward plus DAPO's soft overlong penalty (``overlong_penalty``) on each completion's length.
+
+    The length is TRL's: the completion's tokens up to and including its first ``<eos>``, all of
+    them when it has none (a truncated completion is ``max_completion_len`` long and gets −1).
+    TRL adds ``get_soft_overlong_punishment(max_completion_len, soft_punish_cache)`` to the reward
+    functions, summed with weight 1: the same sum.
+    """
+
+    def __init__(self, reward_fn, *, eos_token_id: int, max_completion_len: int, soft_punish_cache: int):
+        overlong_penalty([0], max_completion_len, soft_punish_cache)  # validates both by name
+        self.reward_fn, self.eos = reward_fn, eos_token_id
+        self.max_completion_len, self.soft_punish_cache = max_completion_len, soft_punish_cache
+
+    def score(self, pairs, completions: torch.Tensor) -> Scored:
+        base = score(self.reward_fn, pairs, completions)
+        is_eos = completions == self.eos
+        before_eos = (is_eos.long().cumsum(-1) - is_eos.long()) == 0  # up to and including the first <eos>
+        penalty = overlong_penalty(before_eos.sum(-1).cpu(), self.max_completion_len, self.soft_punish_cache)
+        return Scored(base.rewards + penalty, base.verifier_failed, penalty)
+
+    def __call__(self, pairs, completions: torch.Tensor) -> torch.Tensor:
+        return self.score(pairs, completions).rewards
 
 
 def resolve_reward(spec: str, task: AdditionTask):
     """The batched reward callable named by ``spec`` (see the module docstring)."""
     check_reward_spec(spec)
     if spec in CHECKERS:
-        return checker_reward(getattr(task, CHECKERS[spec].method))
+        parse = CHECKERS[spec].parse
+        return checker_reward(getattr(task, CHECKERS[spec].method), getattr(task, parse) if parse else None)
     if REWARD_MODEL_PREFIX not in SOURCES:
         raise ValueError(f"reward {spec!r} needs the learned reward-model source, which registers itself when "
                          "course_lib.reward_model is imported")

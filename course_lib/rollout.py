@@ -31,6 +31,7 @@ import torch
 
 from course_lib.advantages import zero_variance_groups
 from course_lib.model import completion_logprobs, suppressed_index
+from course_lib.rewards import Scored, score
 from course_lib.runtime import autocast, to_device
 from course_lib.task import AdditionTask, CharTokenizer
 
@@ -47,6 +48,7 @@ class Rollout:
     seconds: float
     entropy: torch.Tensor | None = None  # (N, L) entropy of each sampling distribution (0 after <eos>); None if greedy
     logps: torch.Tensor | None = None  # (N, L) log-prob of each sampled token under the sampler (0 after <eos>)
+    episodes: list[dict] | None = None  # with an environment: each row's episode (reward, tool calls, …)
 
 
 def completion_masks(completions: torch.Tensor, eos_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,6 +76,7 @@ def generate(
     use_cache: bool = True,
     min_completion_length: int = 0,
     stop_check_every: int | None = None,
+    episodes=None,
 ) -> Rollout:
     """Sample completions token by token, with a KV cache by default (§11).
 
@@ -92,6 +95,13 @@ def generate(
     sampling distribution and the log-prob of each sampled token are kept (the softmax is
     computed anyway): the policy entropy a dashboard shows, and π_old's log-probs for a logged
     KL, at no extra forward.
+
+    ``episodes`` (``course_lib.environments.EpisodeDriver``) makes every row an episode with an
+    environment: after each sampled token the driver may replace it with an environment token
+    (forced, not sampled) or end the row. Environment tokens then get 0 in ``completion_mask``,
+    ``entropy`` and ``logps`` (they are context, not actions) and 1 in ``attention_mask``; a row
+    is truncated when it reaches the length without ending; ``Rollout.episodes`` holds each
+    row's episode. Without a call, this is exactly the sampling above (the same random draws).
     """
     was_training = model.training
     model.eval()
@@ -117,6 +127,9 @@ def generate(
     finished = torch.zeros(n, dtype=torch.bool, device=device)
     entropy = None if greedy else torch.zeros(n, max_completion_length, device=device)
     logps = None if greedy else torch.zeros(n, max_completion_length, device=device)
+    if episodes is not None:
+        forced = torch.zeros(n, max_completion_length, dtype=torch.bool, device=device)
+        live = torch.zeros(n, max_completion_length, dtype=torch.bool, device=device)
     for t in range(max_completion_length):
         logits = logits.float().index_fill(-1, never, -math.inf)
         if t < min_completion_length:
@@ -128,8 +141,13 @@ def generate(
             entropy[:, t] = torch.special.entr(probs).sum(-1)  # −Σ p log p, with 0 · log 0 = 0
             nxt = torch.multinomial(probs, 1).squeeze(-1)
             logps[:, t] = torch.log(probs.gather(-1, nxt[:, None]).squeeze(-1))
+        if episodes is not None:  # the environment's turn: forced tokens, and episodes it ends
+            live[:, t] = ~finished
+            nxt, forced[:, t], ended = episodes.step(nxt, finished)
         tokens[:, t] = nxt.masked_fill(finished, tokenizer.pad_token_id)
         finished |= nxt == eos
+        if episodes is not None:
+            finished |= ended
         if t + 1 == max_completion_length or ((t + 1) % stop_check_every == 0 and bool(finished.all())):
             break
         step_ids = nxt.masked_fill(finished, eos)[:, None]  # finished rows keep feeding a harmless token
@@ -146,30 +164,47 @@ def generate(
     if was_training:
         model.train()
     cmask, truncated = completion_masks(tokens, eos)
+    if episodes is not None:
+        cmask, truncated = (live & ~forced).long(), ~finished
     input_ids = torch.cat([prompts, tokens], dim=1)
     completion_mask = torch.cat([torch.zeros_like(prompts), cmask], dim=1)
-    attention_mask = torch.cat([torch.ones_like(prompts), cmask], dim=1)
+    attention_mask = torch.cat([torch.ones_like(prompts), cmask if episodes is None else live.long()], dim=1)
     if entropy is not None:
         entropy, logps = entropy * cmask, logps * cmask
-    return Rollout(input_ids, attention_mask, completion_mask, tokens, truncated, seconds, entropy, logps)
+    return Rollout(input_ids, attention_mask, completion_mask, tokens, truncated, seconds, entropy, logps,
+                   episodes.finish(truncated) if episodes is not None else None)
 
 
 def sample_groups(model, task: AdditionTask, pairs, *, num_generations: int, max_completion_length: int,
                   temperature: float = 1.0) -> Rollout:
-    """G sampled completions for each prompt ``(a, b)`` in ``pairs``; rows ``g*G … g*G+G−1`` are group g."""
+    """G sampled completions for each prompt ``(a, b)`` in ``pairs``; rows ``g*G … g*G+G−1`` are group g.
+
+    On a task with an environment (``course_lib.environments.EnvTask``) each row is an episode.
+    """
     device = next(model.parameters()).device
+    episodes = task.episodes(pairs, num_generations) if hasattr(task, "episodes") else None
     with autocast(device):
         return generate(
             model, task.encode_prompts(pairs, device), task.tokenizer, max_completion_length=max_completion_length,
-            num_generations=num_generations, temperature=temperature,
+            num_generations=num_generations, temperature=temperature, episodes=episodes,
         )
 
 
-def score_groups(reward_fn, pairs, roll: Rollout, num_generations: int) -> torch.Tensor:
-    """Rewards of shape ``(len(pairs), G)`` from a batched reward callable (one call per batch)."""
+def score_groups(reward_fn, pairs, roll: Rollout, num_generations: int, *, scored: bool = False):
+    """Rewards of shape ``(len(pairs), G)`` from a batched reward callable (one call per batch).
+
+    ``scored=True`` returns ``rewards.Scored`` instead: the rewards so shaped, and the per-row
+    verifier failures and overlong penalties when the reward reports them (``rewards.score``).
+    Episodes (``roll.episodes``) are scored by their environment's verifier instead.
+    """
+    if roll.episodes is not None:
+        rewards = torch.tensor([e["reward"] for e in roll.episodes]).view(len(pairs), num_generations)
+        failed = torch.tensor([e["verifier_failed"] for e in roll.episodes])
+        return Scored(rewards, failed) if scored else rewards
     per_row = [p for p in pairs for _ in range(num_generations)]
-    rewards = reward_fn(per_row, roll.completions)
-    return rewards.float().cpu().view(len(pairs), num_generations)
+    out = score(reward_fn, per_row, roll.completions)
+    rewards = out.rewards.float().cpu().view(len(pairs), num_generations)
+    return out._replace(rewards=rewards) if scored else rewards
 
 
 def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator, reward_fn) -> dict:
@@ -187,18 +222,27 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
     ``rewards`` of shape (groups left, G), ``sampler_logps`` (N, L): the sampled tokens' log-probs
     under the sampling policy, and ``informative``: per group, a Python bool, False for a
     zero-variance group, whose advantages are zero) and ``"pairs"``. ``stats["entropy"]`` is
-    the sampling distributions' entropy per completion token, over every sampled row.
+    the sampling distributions' entropy per completion token, over every sampled row; when the
+    reward reports them (a checker: ``rewards.CheckerReward``), ``verifier_failures`` (count)
+    and ``verifier_failure_rate`` over every sampled row, and ``overlong_penalty`` (mean) when
+    it is shaped (``rewards.OverlongShaped``).
     """
     G, B = cfg.num_generations, cfg.batch_prompts
     gen_seconds, groups_sampled, rounds = 0.0, 0, 0
     used, spare = [], []  # (roll, group index, rewards, pair): groups in the batch; degenerate ones dropped
-    all_rewards, all_truncated, all_lengths, all_entropy, zero_var = [], [], [], [], []
+    all_rewards, all_truncated, all_lengths, all_entropy, zero_var, episodes = [], [], [], [], [], []
+    failures, penalties = [], []  # per sampled row, when the reward reports them
     while True:
         pairs = task.sample_pairs(B, generator)
         roll = sample_groups(model, task, pairs, num_generations=G, max_completion_length=cfg.max_completion_length,
                              temperature=cfg.temperature)
         gen_seconds += roll.seconds
-        rewards = score_groups(reward_fn, pairs, roll, G)
+        scored = score_groups(reward_fn, pairs, roll, G, scored=True)
+        rewards = scored.rewards
+        if scored.verifier_failed is not None:
+            failures.append(scored.verifier_failed.cpu())
+        if scored.overlong_penalty is not None:
+            penalties.append(scored.overlong_penalty.cpu())
         degenerate = zero_variance_groups(rewards).tolist()
         groups_sampled += len(pairs)
         all_rewards.append(rewards)
@@ -206,6 +250,7 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
         all_lengths.append(roll.completion_mask.sum(-1).view(len(pairs), G).cpu().float())
         all_entropy.append(roll.entropy.sum().cpu())
         zero_var += degenerate
+        episodes += roll.episodes or []
         for gi, flat in enumerate(degenerate):
             group = (roll, gi, rewards[gi], pairs[gi], not flat)
             (spare if flat and cfg.zero_variance != "keep" else used).append(group)
@@ -225,6 +270,16 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
         "generated_tokens": int(lengths.sum()),
         "entropy": float(torch.stack(all_entropy).sum() / lengths.sum()),
     }
+    if episodes:  # with an environment: what the dashboard shows about tool use (§16)
+        from course_lib.environments import episode_stats
+
+        stats.update(episode_stats(episodes))
+    if failures:  # the verifier raised or could not parse (rewards.CheckerReward), over every sampled row
+        failed = torch.cat(failures)
+        stats["verifier_failures"] = int(failed.sum())
+        stats["verifier_failure_rate"] = float(failed.float().mean())
+    if penalties:  # DAPO's overlong shaping (rewards.OverlongShaped), mean over every sampled row
+        stats["overlong_penalty"] = float(torch.cat(penalties).mean())
     if not used:
         return {"stats": stats}
     groups = used  # dropped groups leave the batch (and every denominator)

@@ -251,6 +251,11 @@ class Interrupted(Exception):
         self.stage, self.step = stage, step
 
 
+class StepFailed(RuntimeError):
+    """A step could not start for a reason outside the trainer's own state (its rollout worker
+    failed): ``train_loop`` saves the completed steps (a resumable checkpoint), then re-raises."""
+
+
 _stop = {"requested": False}
 
 

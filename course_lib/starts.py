@@ -36,7 +36,8 @@ import torch
 from course_lib import configs
 
 # The modules whose code decides an SFT start's weights (the key hashes their source).
-SOURCES = ("configs", "evaluation", "model", "pipeline", "policy_loss", "runtime", "sft", "task", "starts")
+SOURCES = ("configs", "evaluation", "model", "pipeline", "policy_loss", "rollout", "runtime", "sft", "starts", "task",
+           "trainer")
 
 
 def cache_dir() -> Path:

@@ -120,6 +120,8 @@ class TaskConfig:
     teacher_error_rate: float = 0.7  # share of demonstrations written by the flawed teacher
     n_heldout: int = 500  # held-out prompts for exact-match accuracy
     seed: int = 1234  # the task's own data seed (independent of the training seed)
+    env: str = ""  # an environment with tools (course_lib.environments.ENVIRONMENTS); "" for none
+    tool_demos: int = 100  # with an environment: carry demonstrations the teacher writes with the tool
 
 
 class AdditionTask:
@@ -236,6 +238,16 @@ class AdditionTask:
                 continue
             chars.append(tok._inv[t])
         return "".join(chars), ended
+
+    def parse_answer(self, completion_ids) -> int | None:
+        """The answer a completion states (its digits before ``<eos>``), or None when it states none.
+
+        None when the completion has no ``<eos>`` (truncated: it never finished its answer), is
+        empty, or holds a character that is not a digit. What the strict and partial checkers read;
+        a verifier that cannot parse is counted as a verifier failure (``rewards.CheckerReward``).
+        """
+        text, ended = self.completion_text(completion_ids)
+        return int(text) if ended and text.isdigit() and text.isascii() else None
 
     def strict_reward(self, pair, completion_ids) -> float:
         """Exact answer: the sum's digits then <eos>. Truncated completions score 0."""

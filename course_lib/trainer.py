@@ -11,7 +11,8 @@ every ``checkpoint_every`` steps and at the end, and honour a stop request (the 
 function ``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy.
 A new trainer is one file: its loop (through ``train_loop``) and its registered stage.
 
-Simplifications, said out loud: one process; a step's seconds are its wall time without the
+Simplifications, said out loud: one process (GRPO's asynchronous mode adds a rollout worker
+process, ``course_lib.rollout_worker``; the loop itself runs in the trainer's); a step's seconds are its wall time without the
 evaluation; the trainer restores its own parts of a checkpoint (optimizers, extra models, data),
 the loop only the step counter and the elapsed seconds.
 """
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from course_lib.runtime import Interrupted, MetricsLog, progress, stop_requested
+from course_lib.runtime import Interrupted, MetricsLog, StepFailed, progress, stop_requested
 
 
 def train_loop(
@@ -48,7 +49,8 @@ def train_loop(
     ``step_fn(step)`` takes one optimiser step (``step`` counts those already taken) and returns
     its metrics row without ``"step"``. ``state_dict()`` is what the trainer needs to resume
     (optimizers, …); ``checkpoint(step, state_dict(), seconds)`` is called every
-    ``checkpoint_every`` steps, at the last step, and before stopping on a stop request.
+    ``checkpoint_every`` steps, at the last step, before stopping on a stop request, and before
+    re-raising a ``runtime.StepFailed`` from ``step_fn`` (a failure outside the trainer's state).
     ``state`` (a checkpoint's ``step`` and ``seconds``) continues a run. ``eval_fn()`` is merged
     into the row every ``eval_every`` steps and at the last one (not under ``time_budget``);
     ``postfix(row)`` labels the bar then. ``seconds_key`` puts the elapsed seconds into each row.
@@ -59,7 +61,13 @@ def train_loop(
     start = time.perf_counter()
     while (step < total) if time_budget is None else (time.perf_counter() - start < time_budget):
         t0 = time.perf_counter()
-        row = step_fn(step)
+        try:
+            row = step_fn(step)
+        except StepFailed:  # e.g. the rollout worker died: keep the completed steps, then stop
+            bar.close()
+            if checkpoint is not None:
+                checkpoint(step, state_dict(), seconds)
+            raise
         seconds += time.perf_counter() - t0
         step += 1
         row = {"step": step, **row}

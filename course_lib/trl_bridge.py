@@ -242,6 +242,10 @@ def _build_trainer(kind, model, task, cfg, *, seed, output_dir, checkpointing, p
         _save_reference(model, task, f"{output_dir}/reference")
     prompts = prompt_dataset(task, g.steps * g.batch_prompts, torch.Generator().manual_seed(seed))
     reward = reward_function(task, g.reward)
+    if g.soft_punish_cache > 0:  # DAPO's overlong shaping: TRL's own reward function, summed with the checker's
+        from trl.rewards import get_soft_overlong_punishment
+
+        reward = [reward, get_soft_overlong_punishment(g.max_completion_length, g.soft_punish_cache)]
     if kind == "rloo":
         from trl import RLOOTrainer
 

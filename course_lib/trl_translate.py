@@ -206,6 +206,12 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
         Unmatched("model: <pad>/<bos> removed from the softmax", True,
                   "TRL samples and scores over the full vocabulary (after SFT these two tokens carry ~0 mass)"),
     ]
+    if g.max_staleness > 0:
+        unmatched.append(Unmatched(
+            "grpo.max_staleness", g.max_staleness,
+            "GRPOTrainer samples synchronously; TRL's asynchronous trainer is experimental.async_grpo."
+            "AsyncGRPOTrainer (a vLLM server) with AsyncGRPOConfig.max_staleness, which drops samples older than K "
+            "instead of sampling at a fixed lag; vllm_importance_sampling_* act only with use_vllm=True"))
     if g.zero_variance != "keep":
         unmatched.append(Unmatched("grpo.zero_variance", g.zero_variance,
                                    "TRL keeps zero-variance groups (zero advantage); no drop or dynamic resampling"))
@@ -214,10 +220,18 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
                                    "GRPOTrainer puts the KL in the loss only (RLOOTrainer puts k1 in the reward)"))
     elif g.beta > 0 and kind == "grpo" and g.kl_estimator != "k3":
         unmatched.append(Unmatched("grpo.kl_estimator", g.kl_estimator, "GRPOTrainer always puts k3 in the loss"))
+    if g.soft_punish_cache > 0:
+        unmatched.append(Unmatched(
+            "grpo.soft_punish_cache", g.soft_punish_cache,
+            "not a GRPOConfig option: TRL's reward function trl.rewards.get_soft_overlong_punishment("
+            f"max_completion_len={g.max_completion_length}, soft_punish_cache={g.soft_punish_cache}), which "
+            "make_trainer adds to reward_funcs (summed with weight 1, as the course adds it)"))
     if kind == "grpo":
         scale = {"grpo": "group", "dr_grpo": "none"}[g.advantage]
+        # TRL's loss_type is the averaging unit, except cispo (its own objective, token-normalised)
         unit = {"sequence_mean": "grpo", "token_mean": "dapo", "constant": "dr_grpo"}[g.unit]
-        config |= dict(scale_rewards=scale, loss_type=unit)
+        config |= dict(scale_rewards=scale, loss_type="cispo" if g.loss_type == "cispo" else unit,
+                       importance_sampling_level=g.importance_sampling_level)
         if g.beta > 0:
             # TRL 1.16 multiplies k3 by the importance ratio by default (DeepSeek-V3.2's unbiased
             # reverse-KL gradient); the course's plain k3 in the loss is use_bias_correction_kl=False
@@ -231,6 +245,11 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
             ))
         return Bridged("grpo", "GRPOTrainer", "GRPOConfig", config, unmatched)
     config |= dict(normalize_advantages=False)
+    if g.loss_type != "clipped" or g.importance_sampling_level != "token":
+        unmatched.append(Unmatched(
+            "grpo.loss_type / importance_sampling_level", (g.loss_type, g.importance_sampling_level),
+            "RLOOTrainer has one objective: a clipped ratio per sequence (the sum of its token log-ratios, not "
+            "GSPO's mean), no CISPO; translate(cfg, 'grpo') with advantage='grpo' or 'dr_grpo' has both"))
     unmatched.append(Unmatched(
         "grpo.unit", g.unit,
         "RLOOTrainer's ratio is per sequence (sum of token log-ratios) and its loss a mean over completions; "

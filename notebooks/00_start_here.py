@@ -72,7 +72,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # | [04 Baseline bias by enumeration](04_baseline_bias_enumeration.ipynb) | §12 | enumerate all 2⁸ groups to see which baseline is biased, then simulate |
 # | [05 Memory and rollout budgets](05_memory_and_rollout_budgets.ipynb) | §10–§11 | size PPO vs DPO memory; see rollout generation dwarf the update |
 # | [06 Tiny GPT: SFT then DPO](06_tiny_gpt_dpo.ipynb) | §6, §8 | train a tiny GPT on a checkable task, then improve it with DPO |
-# | [07 Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO and Dr. GRPO's advantage live on the same tiny GPT; Dr. GRPO's constant unit and DAPO's options in the benchmark table only |
+# | [07 Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO and Dr. GRPO's advantage live on the same tiny GPT; DAPO with all four mechanisms and Dr. GRPO's constant unit live; GSPO and CISPO defined (their benchmark rows are not measured yet) |
 # | [08 Reward hacking](08_reward_hacking.ipynb) | §15 | watch a loose verifier get exploited |
 # | [08b The RLHF route](08b_the_rlhf_route.ipynb) | §3–§4, §10, §15 | fit a reward model to noisy preferences, best-of-N and RL against it, PPO with a learned critic |
 # | [09 The passport](09_the_passport.ipynb) | §12, §17 | read a post-training run report field by field; what it must disclose |

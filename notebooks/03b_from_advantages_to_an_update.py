@@ -264,6 +264,51 @@ print("advantages:", adv_group.numpy().round(3))
 print("clipped surrogate per token (× mask):\n", (surrogate * token_mask_4).detach().numpy().round(3) + 0.0)
 
 # %% [markdown]
+# **Why multiplying by the mask is safe here, and when it is not.** Notebook 02 said *select* tokens with
+# the mask, do not multiply: `nan · 0` is `nan`. The prints above multiply, and the library's `aggregate`
+# does too, because `completion_logprobs` returns exact zeros outside the completion: at a padding
+# position ρ = exp(0 − 0) = 1 and the surrogate is a finite number times 0. Log-probs taken at *every*
+# position are another matter (the lab's `(N, L − 1)` log-probs are): after `<eos>` the padding is junk
+# the policy never chose, and a junk token can be one whose logit is masked to −∞ (a `<pad>` the
+# sampler may never emit). Its log-prob under the new and the old policy is then −∞ (or −1e9),
+# their difference is `nan` or a huge number, and exp turns it into `inf`.
+
+# %%
+predict("At a padding position, logp − old = 100 (junk). The loss multiplies the surrogate by the mask (0) "
+        "there. What gradient reaches the parameters?",
+        ["zero: the mask is 0 there", "nan: inf · 0 is nan, and nan spreads through the backward pass",
+         "a large but finite number"],
+        "nan: inf · 0 is nan, and nan spreads through the backward pass",
+        "exp(100) overflows float32 (largest ≈ 3.4e38 = exp(88.7)) to inf; the masked product inf · 0 is nan in the forward pass, and in the "
+        "backward pass the mask's 0 multiplies exp's inf derivative: nan. Selecting after exp does not help either.")
+
+# %%
+junk = torch.tensor([[0.1, -0.2, 100.0]], requires_grad=True)  # logp − old; the last position is padding
+pad_mask = torch.tensor([[1.0, 1.0, 0.0]])
+multiplied = (torch.exp(junk) * pad_mask).sum()
+multiplied.backward()
+grad_multiplied = junk.grad.clone()
+junk.grad = None
+selected_late = torch.where(pad_mask.bool(), torch.exp(junk), 0.0).sum()  # select after exp
+selected_late.backward()
+grad_selected_late = junk.grad.clone()
+junk.grad = None
+selected_early = torch.exp(torch.where(pad_mask.bool(), junk, 0.0)).mul(pad_mask).sum()  # select before exp
+selected_early.backward()
+print(f"multiply by the mask:  loss {multiplied.item()}, gradient {grad_multiplied.tolist()}")
+print(f"select after exp:      loss {selected_late.item():.4f}, gradient {grad_selected_late.tolist()}")
+print(f"select before exp:     loss {selected_early.item():.4f}, gradient {junk.grad.tolist()}")
+assert torch.isnan(multiplied) and torch.isnan(grad_multiplied).any()
+assert torch.isfinite(selected_late) and torch.isnan(grad_selected_late).any()  # finite loss, nan gradient
+assert torch.isfinite(selected_early) and torch.isfinite(junk.grad).all() and junk.grad[0, 2] == 0
+
+# %% [markdown]
+# Only selecting *before* the nonlinearity is safe: with `torch.where` after exp the forward pass is
+# finite, yet the backward pass still multiplies a 0 by exp's infinite derivative. So compute the
+# difference, select it with the mask (0 at padding), and only then exponentiate; or, as the library
+# does, never let a padding position hold anything but an exact 0.
+
+# %% [markdown]
 # **Step 4: aggregate, backward, step.** Token mean (the trainer's default unit), loss = −objective,
 # gradient-norm clipping at 1.0 as the trainer does, then one AdamW step at the trainer's learning rate.
 

@@ -60,7 +60,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 4. compare GRPO with its honest control — fine-tuning on the policy's own checker-approved samples
 #    (RFT) — and say from measurements what GRPO's baseline and negative samples add;
 # 5. read DAPO's options one change at a time, with the same optimiser steps, from the benchmark
-#    table (they are not run live here);
+#    table, and run DAPO with all four mechanisms and Dr. GRPO with its constant unit live;
 # 6. put the measured generation-vs-update split beside the lecture's time model, and explain the gap.
 #
 # Budget: the last cell prints how long this run took. `COURSE_FAST=1` (CI, the quick check) runs the
@@ -340,12 +340,15 @@ else:
 # sampling and checking — any method that trains on the checker's verdicts gets it — not from
 # GRPO's baseline and negative samples.
 #
-# ## 6. DAPO's options, one change at a time (benchmark table only)
+# ## 6. DAPO's options, one change at a time, then all four at once
 #
-# These rows are not run live in this notebook: they come from `make bench`. Dr. GRPO's constant
-# unit (`unit="constant"`) is not among them yet; section 4 runs only Dr. GRPO's advantage.
 # The benchmark's `main` table above has one row per change to the GRPO row, all from the same SFT
-# checkpoint, the same prompts and **the same 150 optimiser steps**:
+# checkpoint, the same prompts and **the same 150 optimiser steps**. It also has the two rows run
+# live below, and two newer objectives beside μ = 2: [GSPO](https://arxiv.org/abs/2507.18071)
+# (Zheng et al. 2025) clips one ratio per completion — the geometric mean of its tokens' ratios,
+# `importance_sampling_level="sequence"` — instead of one per token; [CISPO](https://arxiv.org/abs/2506.13585)
+# (MiniMax 2025) caps the importance *weight* at ε_max and keeps it as a constant, so no token loses
+# its gradient (`loss_type="cispo"`). The one-change rows:
 #
 # | row | the one change | generation budget |
 # |---|---|---|
@@ -358,6 +361,86 @@ else:
 # Clip-higher alone, at μ = 1, is missing on purpose: the ratio is exactly 1 on the only pass, so
 # the clip never acts and the run is identical to GRPO's (a test checks this). Clip-higher can only
 # act from the second inner epoch on, hence its row sits on top of μ = 2.
+#
+# **DAPO, live.** [DAPO](https://arxiv.org/abs/2503.14476) (Yu et al. 2025) is four mechanisms at
+# once. Three are in the table: clip-higher, dynamic sampling, the token-level mean. The fourth is
+# **overlong reward shaping**: with a length cap L_max = `max_completion_length` and a soft zone of
+# C = `soft_punish_cache` tokens, a completion of |y| tokens gets 0 added to its reward up to
+# L_max − C tokens, then a penalty that falls linearly to −1 at L_max (−1 beyond). A truncated
+# answer is cut off with no chance of being right; the ramp tells the policy that length itself
+# costs before the cliff (`course_lib.rewards.overlong_penalty`, TRL's
+# `get_soft_overlong_punishment`). Here L_max = 6 and the longest right answer plus `<eos>` is
+# 4 tokens, so C = 2: 5 tokens cost 0.5, 6 tokens cost 1. The DAPO run takes μ = 2 (so that
+# clip-higher can act) and half the rollouts: the same optimiser steps as GRPO.
+#
+# **Dr. GRPO, live.** [Dr. GRPO](https://arxiv.org/abs/2503.20783) (Liu et al. 2025) is two changes:
+# no division by the group's std (`advantage="dr_grpo"`, run in section 4 with the sequence mean)
+# and a **constant denominator**: every completion's token terms summed and divided by
+# rows × L_max (`unit="constant"`), so no completion's tokens weigh more because it is short.
+#
+# **Predict first.** (1) Will DAPO end above or below GRPO's held-out accuracy here, and how many
+# more groups will it generate? (2) How much will overlong shaping cost the average completion —
+# how long are the SFT policy's answers? (3) Will the constant unit move Dr. GRPO's reward curve
+# away from the sequence-mean run of section 4?
+
+# %%
+spare = cfg.grpo.max_completion_length - (cfg.task.digits + 2)  # C: every token past the longest right answer
+DAPO = dict(num_iterations=2, steps=RL_STEPS // 2, epsilon_high=0.28, zero_variance="resample", unit="token_mean",
+            soft_punish_cache=spare)
+runs["DAPO"], logs["DAPO"] = rl_run(**DAPO)
+runs["Dr. GRPO"], logs["Dr. GRPO"] = rl_run(advantage="dr_grpo", unit="constant")
+
+
+def totals(name, mu=1):
+    rows = logs[name]
+    return {"optimiser steps": runs[name]["steps"] * mu, "groups": sum(r["groups_sampled"] for r in rows),
+            "penalty": sum(r.get("overlong_penalty", 0.0) for r in rows) / len(rows),
+            "truncated": sum(r["truncated_rate"] for r in rows) / len(rows),
+            "failures": sum(r["verifier_failures"] for r in rows),
+            "clip": sum(r["clip_fraction"] for r in rows) / len(rows)}
+
+
+live = {name: totals(name, 2 if name == "DAPO" else 1) for name in ("GRPO", "DAPO", "Dr. GRPO adv.", "Dr. GRPO")}
+print(f"{'run':14} {'held-out':>9} {'opt. steps':>10} {'groups':>7} {'overlong':>9} {'truncated':>9} "
+      f"{'verifier fail.':>14} {'clip':>6}")
+for name, t in live.items():
+    print(f"{name:14} {runs[name]['accuracy']:9.1%} {t['optimiser steps']:10d} {t['groups']:7d} {t['penalty']:9.4f} "
+          f"{t['truncated']:9.2%} {t['failures']:14d} {t['clip']:6.3f}")
+dapo_gap = runs["DAPO"]["accuracy"] - runs["GRPO"]["accuracy"]
+dapo_cost = live["DAPO"]["groups"] / live["GRPO"]["groups"]
+print(f"\nDAPO − GRPO = {100 * dapo_gap:+.1f} points with the same {live['GRPO']['optimiser steps']} optimiser steps, "
+      f"for {dapo_cost:.2f}× the generated groups")
+penalty = live["DAPO"]["penalty"]
+print(f"overlong shaping: {-penalty:.4f} reward per sampled completion on average — "
+      + ("it almost never fired: the policy ends its answers before the soft zone, so on this task the "
+         "fourth mechanism is insurance, not a lever" if -penalty < 0.01 else
+         "it fired: completions reached the soft zone often enough to cost reward"))
+dr_curve = torch.tensor([r["reward_mean"] for r in logs["Dr. GRPO"]])
+d_unit = float((dr_curve - curve["Dr. GRPO adv."]).abs().max())
+print(f"Dr. GRPO, constant unit vs sequence mean (same advantages): largest per-step difference in mean reward "
+      f"{d_unit:.4f}, held-out {runs['Dr. GRPO']['accuracy']:.1%} vs {runs['Dr. GRPO adv.']['accuracy']:.1%}")
+
+# %%
+fig = dashboard(logs["GRPO"], runs={k: logs[k] for k in ("GRPO", "DAPO", "Dr. GRPO")},
+                title="GRPO, DAPO (all four mechanisms) and Dr. GRPO (both changes)",
+                baseline_accuracy=baseline["accuracy"],
+                panels=["reward on the policy's samples", "held-out accuracy (greedy)", "completion length",
+                        "wasted samples", "verifier failures", "PPO clip"])
+plt.show()
+
+# %% [markdown]
+# Read the printed lines, not the curves' shapes: one seed is one draw, and the DAPO run differs
+# from GRPO in four ways at once, so a gap here does not say which mechanism made it — the
+# one-change rows of the table do. The **reward** DAPO logs includes the overlong penalty (that is
+# what it optimises); the **clip** column is positive only where μ = 2 gives a second pass. The
+# **verifier failures** panel counts completions the checker could not read — no `<eos>`, or not
+# digits — a number a production RLVR run must watch: a policy that learns to break the verifier's
+# parser looks, in the reward alone, like a policy that is merely wrong. The constant unit differs
+# from the sequence mean only through completion lengths: each token weighs 1/L_max instead of
+# 1/|y|, so under the sequence mean a 3-token answer's tokens (two digits and `<eos>`) weigh 4/3 as
+# much as a 4-token answer's, under the constant unit the same — and the overall scale 1/L_max is a
+# constant AdamW cancels (section 4). Once one sampled token differs, the two runs draw different
+# samples, so the printed difference also holds sampling noise from there on.
 #
 # ## 7. Where the time goes
 #
@@ -425,7 +508,14 @@ print(f"lecture's model: generation {lecture_gen:.1f} s vs update {lecture_upd:.
 #    seed and unit the runs should coincide, so a 2-point gap comes from something else (another
 #    seed, another unit, gradient clipping acting differently) — not from the baseline.
 #    </details>
-# 4. When GRPO beats SFT by many points, why is that not yet evidence for GRPO's baseline?
+# 4. Why do the benchmark's GSPO and CISPO rows sit on top of μ = 2, and not at μ = 1?
+#    <details><summary>Answer</summary>
+#    At μ = 1 every ratio is exactly 1. GSPO's sequence ratio is then 1 and its gradient,
+#    A·(mean over the completion's tokens of ∇log π), is GRPO's with the sequence mean; CISPO's weight
+#    min(1, ε_max) = 1 gives A·∇log π on every token, GRPO's with the token mean. They can only
+#    differ from GRPO once the policy has moved away from the one that sampled: the second pass.
+#    </details>
+# 5. When GRPO beats SFT by many points, why is that not yet evidence for GRPO's baseline?
 #    <details><summary>Answer</summary>
 #    SFT never saw the checker. RFT does, with no baseline and no negative samples; only the
 #    GRPO − RFT difference, measured over seeds, isolates what the advantage adds.

@@ -107,11 +107,16 @@ SHARED_GROUPS = {
     "test_lab.py": "lab14",
     "test_lab_pipeline.py": "lab14",
 }
-# The longest groups start first, so that no long group is the last one left on a worker. Any other
-# group follows in file order. (Only the order depends on these, never a result.)
+# The longest groups start first, so that no long group is the last one left on a worker (the longest
+# processing time rule). A whole-suite run stores each group's seconds in pytest's cache
+# (.pytest_cache, GROUP_SECONDS); the next run orders the groups it has measured by those, longest
+# first, after any group it has not (a new file: started early, in case it is long). Without
+# measurements (a fresh checkout, `-p no:cacheprovider`) the order is LONGEST_FIRST, then file order.
+# (Only the order depends on these, never a result.)
 LONGEST_FIRST = ["test_browser.py", "executed-notebooks", "test_assignment.py", "test_class_pipeline.py", "lab14",
                  "test_student_repo.py",
                  "test_trl_parity.py", "test_trl_bridge.py", "test_tinygpt_cli.py", "test_colab.py"]
+GROUP_SECONDS = "course/group_seconds"
 
 
 def group_of(nodeid: str) -> str:
@@ -119,10 +124,44 @@ def group_of(nodeid: str) -> str:
     return SHARED_GROUPS.get(file, file)
 
 
+def group_rank(groups: list[str], seconds: dict[str, float]) -> dict[str, int]:
+    """Each group's place in the run: unmeasured groups first (LONGEST_FIRST, then ``groups``' order),
+    then the measured ones, most ``seconds`` first."""
+    static = {group: index for index, group in enumerate(LONGEST_FIRST)}
+    unmeasured = sorted((g for g in groups if g not in seconds), key=lambda g: static.get(g, len(static)))
+    measured = sorted((g for g in groups if g in seconds), key=lambda g: -seconds[g])
+    return {group: index for index, group in enumerate([*unmeasured, *measured])}
+
+
+def _cache(config):
+    return getattr(config, "cache", None)  # None under -p no:cacheprovider
+
+
 def pytest_collection_modifyitems(config, items):
     """Longest groups first; the site's tests last in their group."""
-    rank = {group: index for index, group in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: (rank.get(group_of(item.nodeid), len(rank)), item.path.name == "test_site.py"))
+    groups = list(dict.fromkeys(group_of(item.nodeid) for item in items))
+    seconds = _cache(config).get(GROUP_SECONDS, {}) if _cache(config) is not None else {}
+    rank = group_rank(groups, seconds)
+    items.sort(key=lambda item: (rank[group_of(item.nodeid)], item.path.name == "test_site.py"))
+
+
+_ran_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Sum each group's setup, call and teardown seconds (on xdist's controller: every worker's reports)."""
+    _ran_seconds[group_of(report.nodeid)] = _ran_seconds.get(group_of(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After a whole-suite run (no file, -k, -m, --lf or -x), store each group's seconds for the next run's order."""
+    config = session.config
+    whole = (config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.keyword
+             and not config.option.markexpr and not config.getoption("lf", False) and not config.option.maxfail)
+    if hasattr(config, "workerinput") or _cache(config) is None or not whole or not _ran_seconds:
+        return
+    stored = _cache(config).get(GROUP_SECONDS, {})
+    _cache(config).set(GROUP_SECONDS, {**stored, **{g: round(s, 1) for g, s in _ran_seconds.items()}})
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without the plugin, nothing to do

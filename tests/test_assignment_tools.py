@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 
@@ -742,3 +743,16 @@ def test_similarity_report_flags_copies_of_the_solution_and_of_each_other(tmp_pa
     assert "ann_verbatim ~ ben_renamed: 100%" in report and "For review only" in report
     with pytest.raises(ValueError, match="threshold must lie in"):
         compare_submissions(tmp_path, ASSIGNMENT, threshold=1.5)
+    # `make similarity` is this command with the Makefile's arguments; run from the course root it
+    # writes the same report there.
+    import shlex
+    import subprocess
+
+    made = subprocess.run(["make", "-n", "--no-print-directory", "similarity", f"ASSIGNMENT={ASSIGNMENT}",
+                           "THRESHOLD=0.8"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    command = shlex.split(made.strip().splitlines()[-1])
+    assert command[1:] == ["-m", "instructor.similarity", "--assignment", ASSIGNMENT, "--threshold", "0.8"], made
+    (tmp_path / "similarity-report.md").unlink()
+    subprocess.run([sys.executable, *command[1:]], cwd=tmp_path, check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (tmp_path / "similarity-report.md").read_text() == report

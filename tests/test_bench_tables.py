@@ -164,3 +164,16 @@ def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):
     text = tables.render(block, tmp_path)
     assert "unmeasured" not in text and "| grpo | 200 | 61.5 | 93.4% | 123,456 | 0.123% |" in text
     assert "| ppo | skipped: 12 s left" in text and "NVIDIA H200" in text
+
+
+def test_recipes_block_has_one_row_per_stage_and_names_a_stage_that_did_not_start(tmp_path):
+    stage = {"pass@1": 0.5, "pass@8": 0.75, "kl_to_stage_start": 0.25, "cpu_seconds": 10.0}
+    runs = [{"variant": "r1", "seed": s, "stage": 1, "kind": "sft", **stage} for s in (0, 1)]
+    runs += [{"variant": "r1", "seed": s, "stage": 2, "kind": "grpo", **stage, "pass@1": p, "zero_variance_share": 0.5}
+             for s, p in ((0, 0.8), (1, 0.9))]
+    runs += [{"variant": "r1-zero", "seed": 0, "stopped": {"stage": 2, "kind": "rft", "reason": "x"}}]
+    (tmp_path / "recipes.json").write_text(json.dumps({"command": "c", "commit": "abc", "seeds": [0, 1], "runs": runs}))
+    text = tables.recipes(tmp_path)
+    assert "| r1: stage 1 sft | 50.0% (50.0% / 50.0%) | 75.0% (75.0% / 75.0%) | 0.25 (0.25 / 0.25) | — | — | 10 (10 / 10) |" in text
+    assert "| r1: stage 2 grpo | 85.0% (80.0% / 90.0%) |" in text and "| 50.0% (50.0% / 50.0%) | — |" in text
+    assert "r1-zero seed 0: stage 2 (rft) did not start." in text

@@ -77,8 +77,8 @@ def test_every_named_config_builds_and_validates():
 def test_validate_keeps_the_rules_that_tie_sections_together():
     """A value each section accepts alone, refused by the run: the completion length against the task."""
     run = get_config("test")  # 1-digit task: answers of up to 2 digits + <eos>
-    run.grpo.max_completion_length = 2
-    run.grpo.check()  # the section alone cannot know the task
+    run.dpo.max_completion_length = 2
+    run.dpo.check()  # the section alone cannot know the task
     with pytest.raises(ValueError, match=re.escape("max_completion_length (2) must leave room for the longest "
                                                    "answer plus <eos> (3 tokens)")):
         validate(run)

@@ -155,3 +155,244 @@ def test_a_model_plays_an_episode_within_the_limits():
         assert all(m == 0 for m in episode.policy_mask[: TASK.prompt_length])
         written = [t for t, m in zip(episode.ids, episode.policy_mask) if m]
         assert TOK.pad_token_id not in written and TOK.bos_token_id not in written
+
+
+# ---- the environment in the trainers: the batched driver, the task, GRPO, evaluation -----------------
+import dataclasses  # noqa: E402
+
+import torch  # noqa: E402
+
+from course_lib.configs import get_config  # noqa: E402
+from course_lib.environments import (  # noqa: E402
+    ENVIRONMENTS,
+    EnvTask,
+    EpisodeDriver,
+    episode_batch,
+    episode_stats,
+    model_policy,
+)
+from course_lib.evaluation import evaluate  # noqa: E402
+from course_lib.model import build_model  # noqa: E402
+from course_lib.rollout import generate  # noqa: E402
+from course_lib.sft import train_sft  # noqa: E402
+
+TEST = get_config("test")
+ENV_TASK_CONFIG = dataclasses.replace(TEST.task, env="calculator", tool_demos=10)
+
+
+@pytest.fixture(scope="module")
+def tool_sft():
+    """The test config's SFT policy on the calculator task (tool demonstrations included): ~2 s."""
+    task = EnvTask(ENV_TASK_CONFIG)
+    torch.manual_seed(0)
+    model = build_model(TEST.model, task.tokenizer)
+    train_sft(model, task, dataclasses.replace(TEST.sft, steps=150), generator=torch.Generator().manual_seed(0),
+              show_progress=False, eval_at_end=False, threads=None)
+    return task, model.eval()
+
+
+def test_tool_demonstrations_call_for_the_ones_column_and_mask_the_tools_answer():
+    task, plain = EnvTask(ENV_TASK_CONFIG), AdditionTask(TEST.task)
+    ids, attn, cmask = task.demonstrations()
+    carry = [i for i, p in enumerate(task.demo_pairs) if task.ones_carry(*p)]
+    assert task.tool_demo_index == carry[:10] and len(carry) > 10
+    i = task.tool_demo_index[0]
+    a, b = task.demo_pairs[i]
+    n = int(attn[i].sum())
+    assert text(ids[i, :n].tolist()) == f"<bos>{a}+{b}=[{a % 10}+{b % 10}]{a % 10 + b % 10}{a + b}<eos>"
+    assert policy_text(type("E", (), {"ids": ids[i, :n].tolist(), "policy_mask": cmask[i, :n].tolist()})) == \
+        f"[{a % 10}+{b % 10}]{a + b}<eos>", "the tool's answer is context, not a target"
+    p_ids, _, p_mask = plain.demonstrations()
+    others = [j for j in range(len(task.demo_pairs)) if j not in set(task.tool_demo_index)]
+    width = p_ids.shape[1]
+    assert torch.equal(ids[others, :width], p_ids[others]) and torch.equal(cmask[others, :width], p_mask[others])
+    assert p_ids.max() < CharTokenizer().vocab_size, "ids of the plain task are unchanged"
+
+
+def test_the_batched_sampler_plays_the_same_episodes_as_run_episode(tool_sft):
+    task, model = tool_sft
+    pairs = task.heldout_pairs
+    roll = generate(model, task.encode_prompts(pairs), task.tokenizer, max_completion_length=task.episode_length,
+                    greedy=True, episodes=task.episodes(pairs))
+    policy = model_policy(model, task.tokenizer, greedy=True)
+    calls = 0
+    for row, pair in enumerate(pairs):
+        one = run_episode(task.make_env(), pair, policy, task.tokenizer)
+        n = len(one.ids)
+        assert roll.input_ids[row, :n].tolist() == one.ids
+        assert roll.completion_mask[row, :n].tolist() == one.policy_mask
+        assert roll.attention_mask[row].sum() == n and roll.completion_mask[row, n:].sum() == 0
+        got = roll.episodes[row]
+        assert (got["reward"], got["tool_calls"], got["turns"]) == (one.reward, one.info.get("tool_calls", 0), one.turns)
+        calls += got["tool_calls"] > 0
+    assert calls > 0, "the SFT policy calls the tool on some held-out prompts (else this test shows little)"
+
+
+def test_evaluation_runs_episodes_and_reports_tool_use_by_carry(tool_sft):
+    task, model = tool_sft
+    out = evaluate(model, task)
+    roll = generate(model, task.encode_prompts(task.heldout_pairs), task.tokenizer,
+                    max_completion_length=task.episode_length, greedy=True, episodes=task.episodes(task.heldout_pairs))
+    rewards = [e["reward"] for e in roll.episodes]
+    assert out["accuracy"] == sum(rewards) / len(rewards)
+    carry = [e for e in roll.episodes if e["carry"]]
+    assert out["tool_use_carry"] == sum(e["tool_calls"] > 0 for e in carry) / len(carry)
+    assert out["accuracy_carry"] == sum(e["reward"] for e in carry) / len(carry)
+
+
+def test_the_driver_writes_observations_and_counts_an_environment_that_raises():
+    class Broken(CalculatorEnv):
+        def step(self, turn):
+            if turn.endswith("]"):
+                raise KeyError("the tool's server is down")
+            return super().step(turn)
+
+    pairs = [(37, 45), (37, 45)]
+    driver = EpisodeDriver([CalculatorEnv(TASK), Broken(TASK)], pairs, TOK, TASK)
+    finished = torch.zeros(2, dtype=torch.bool)
+    written = [[], []]
+    for char in ["[", "7", "+", "5", "]", "0", "0", "8", "2", "<eos>"]:  # what the sampler draws for both rows
+        nxt, forced, ended = driver.step(torch.tensor([TOK.convert_tokens_to_ids(char)] * 2), finished)
+        for r in range(2):
+            if not finished[r]:
+                written[r].append((text([int(nxt[r])]), bool(forced[r])))
+        finished |= ended
+    assert [c for c, _ in written[0]] == list("[7+5]12") + ["8", "2", "<eos>"]
+    assert [f for _, f in written[0]] == [False] * 5 + [True, True] + [False] * 3, "the tool's answer is forced"
+    assert [c for c, _ in written[1]] == list("[7+5]"), "the raising environment ends its episode"
+    episodes = driver.finish(~finished)
+    assert episodes[0]["reward"] == 1.0 and episodes[0]["tool_calls"] == 1 and episodes[0]["tokens"] == 10
+    assert episodes[1] == {**episodes[1], "reward": 0.0, "env_error": True, "truncated": False}
+    assert episode_stats(episodes)["env_errors"] == 1
+
+
+def test_episode_stats_on_hand_made_episodes():
+    def ep(reward, calls, errors, carry, turns=1, tokens=4):
+        return {"reward": reward, "tool_calls": calls, "tool_errors": errors, "turns": turns, "tokens": tokens,
+                "carry": carry, "env_error": False, "truncated": False}
+
+    stats = episode_stats([ep(1.0, 1, 0, True, 2, 10), ep(0.0, 2, 1, True, 3, 14), ep(1.0, 0, 0, False),
+                           ep(0.0, 0, 0, False)])
+    assert stats == {"tool_call_rate": 0.5, "tool_error_rate": 1 / 3, "turns_per_episode": 1.75,
+                     "tokens_per_episode": 8.0, "reward_with_tool": 0.5, "reward_without_tool": 0.5,
+                     "reward_carry": 0.5, "reward_no_carry": 0.5, "env_errors": 0}
+    assert episode_stats([ep(1.0, 0, 0, False)])["tool_error_rate"] is None
+
+
+def _logit_grads(model, task, cfg, batch):
+    """policy_step on ``batch``; the gradient of the loss with respect to the scored logits."""
+    from course_lib.grpo import policy_step
+    from course_lib.runtime import make_optimizer
+
+    seen = []
+
+    def keep(_module, _inputs, output):
+        output.retain_grad()
+        seen.append(output)
+
+    hook = model.lm_head.register_forward_hook(keep)
+    ref = build_model(TEST.model, task.tokenizer)
+    ref.load_state_dict(model.state_dict())
+    try:
+        policy_step(model, ref.eval(), make_optimizer(model, 0.0), batch, cfg, prompt_length=task.prompt_length,
+                    max_grad_norm=1.0)
+    finally:
+        hook.remove()
+    return seen[-1].grad  # (N, L - prompt_length, vocab): position j predicts token prompt_length + j
+
+
+@pytest.mark.parametrize("mask_env_tokens", [True, False])
+def test_environment_tokens_get_no_loss_and_no_kl(tool_sft, mask_env_tokens):
+    import copy
+
+    from course_lib.grpo import episode_tokens
+
+    task, sft_model = tool_sft
+    model = copy.deepcopy(sft_model)
+    cfg = dataclasses.replace(TEST.grpo, num_generations=2, beta=0.1, share_prompt=False)
+    env = CalculatorEnv(task, EpisodeLimits(max_tokens=task.episode_length))
+    with_tool = run_episode(env, (7, 5), scripted("[7+5]", "12<eos>"), task.tokenizer)
+    plain = run_episode(env, (7, 5), scripted("13<eos>"), task.tokenizer)
+    batch = episode_batch([with_tool, plain], task.tokenizer.pad_token_id)
+    batch.update(rewards=torch.tensor([[1.0, 0.0]]), truncated=torch.tensor([False, False]))
+    if not mask_env_tokens:
+        batch["completion_mask"] = episode_tokens(batch, task.prompt_length)
+    grads = _logit_grads(model, task, cfg, batch)
+    env_targets = [j for j in range(grads.shape[1]) if batch["attention_mask"][0, task.prompt_length + j]
+                   and not with_tool.policy_mask[task.prompt_length + j]]
+    assert text([with_tool.ids[task.prompt_length + j] for j in env_targets]) == "12"
+    env_grad = grads[0, env_targets].abs().sum()
+    assert grads[0].abs().sum() > 0
+    if mask_env_tokens:
+        assert env_grad == 0, "the logits that predict the tool's answer get no gradient: no log-prob, loss or KL"
+    else:
+        assert env_grad > 0, "the ablation puts the tool's answer into the loss"
+
+
+def test_grpo_with_an_environment_that_is_never_called_is_todays_grpo(monkeypatch):
+    """Trainer level: same metrics, same weights, when the environment has no tool to call."""
+    from course_lib.grpo import train_grpo
+    from course_lib.runtime import MetricsLog
+
+    class AnswerOnly(CalculatorEnv):
+        extra_chars, stops = "", ()
+
+    monkeypatch.setitem(ENVIRONMENTS, "answer-only", AnswerOnly)
+    tasks = {"none": AdditionTask(TEST.task),
+             "env": EnvTask(dataclasses.replace(TEST.task, env="answer-only", tool_demos=0),
+                            EpisodeLimits(max_tokens=TEST.grpo.max_completion_length))}
+    logs, weights = {}, {}
+    for name, task in tasks.items():
+        torch.manual_seed(0)
+        model = build_model(TEST.model, task.tokenizer)
+        train_sft(model, task, TEST.sft, generator=torch.Generator().manual_seed(0), show_progress=False,
+                  eval_at_end=False, threads=None)
+        torch.manual_seed(1)
+        logs[name] = MetricsLog()
+        train_grpo(model, task, TEST.grpo, generator=torch.Generator().manual_seed(1), log=logs[name],
+                   show_progress=False, threads=None)
+        weights[name] = model.state_dict()
+    timing = ("seconds", "per_second")
+    for plain, env in zip(logs["none"].rows, logs["env"].rows, strict=True):
+        assert {k: v for k, v in plain.items() if not any(t in k for t in timing)} == \
+            {k: v for k, v in env.items() if k in plain and not any(t in k for t in timing)}
+        assert env["tool_call_rate"] == 0.0
+    assert any(r["reward_mean"] > 0 for r in logs["none"].rows), "the runs learn something (else equality is cheap)"
+    assert all(torch.equal(weights["none"][k], weights["env"][k]) for k in weights["none"])
+
+
+def test_an_unknown_env_is_refused_with_the_list(tmp_path, capsys):
+    from course_lib.__main__ import main
+    from course_lib.pipeline import run
+
+    with pytest.raises(SystemExit):
+        main(["train", "grpo", "--config", "test", "--env", "browser", "--out", str(tmp_path)])
+    assert "invalid choice: 'browser' (choose from '', 'calculator')" in capsys.readouterr().err
+    cfg = get_config("test")
+    cfg.task.env = "browser"
+    with pytest.raises(ValueError, match="env must be one of 'calculator'"):
+        run("grpo", cfg, tmp_path / "a", show_progress=False, verbose=False)
+    cfg.task.env = "calculator"
+    with pytest.raises(ValueError, match="runs with sft and grpo"):
+        run("dpo", cfg, tmp_path / "b", show_progress=False, verbose=False)
+    cfg.grpo.reward = "loose"
+    with pytest.raises(ValueError, match="grpo.reward must be 'strict'"):
+        run("grpo", cfg, tmp_path / "c", show_progress=False, verbose=False)
+
+
+def test_train_grpo_with_the_calculator_end_to_end(tmp_path):
+    import json
+
+    from course_lib.pipeline import run
+
+    cfg = get_config("test")
+    cfg.task.env, cfg.task.tool_demos = "calculator", 10
+    summary = run("grpo", cfg, tmp_path, steps=2, show_progress=False, verbose=False)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for key in ("tool_call_rate", "turns_per_episode", "tokens_per_episode", "reward_carry", "env_errors"):
+        assert key in rows[0]
+    assert rows[0]["tokens_per_episode"] >= rows[0]["completion_length"], "episode tokens count the environment's too"
+    assert 0 <= summary["final_tool_use_carry"] <= 1 and summary["sft_accuracy_carry"] is not None
+    assert summary["passport"]["environment"]["name"] == "calculator"
+    assert summary["options"]["task"]["env"] == "calculator"

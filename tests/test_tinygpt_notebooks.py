@@ -111,11 +111,12 @@ def test_06_sft_then_dpo_runs(matplotlib_ready, shared_sft_start):
 @pytest.mark.slow
 def test_07_grpo_family_runs(matplotlib_ready, shared_sft_start):
     names = ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd", "d_const", "d_group", "gap", "c",
-             "sgd_ratio", "adam_diff", "clip_free", "clipped", "logs"]
+             "sgd_ratio", "adam_diff", "clip_free", "clipped", "logs", "live", "dapo_gap", "dapo_cost", "penalty",
+             "d_unit", "DAPO", "cfg.grpo.batch_prompts", "cfg.grpo.max_resample_rounds"]
     ns, shown = execute("07_tiny_gpt_grpo", names, FAST)
     assert_clean("07", shown)
     assert_no_generator_repr("07", shown)
-    assert set(ns["runs"]) == {"GRPO", "RLOO", "Dr. GRPO adv.", "RFT"}
+    assert set(ns["runs"]) == {"GRPO", "RLOO", "Dr. GRPO adv.", "RFT", "DAPO", "Dr. GRPO"}
     assert all(0 <= r["accuracy"] <= 1 and r["rl_seconds"] > 0 for r in ns["runs"].values())
     assert ns["gap"] == pytest.approx(ns["runs"]["GRPO"]["accuracy"] - ns["runs"]["RFT"]["accuracy"])
     text = "".join(t for _, t in shown)
@@ -135,6 +136,21 @@ def test_07_grpo_family_runs(matplotlib_ready, shared_sft_start):
     assert ns["gen_s"] > 0 and ns["upd_s"] > 0
     assert ns["lecture_gen"] / ns["lecture_upd"] == pytest.approx(39.2511, abs=1e-3)
     assert any("six choices" in t for _, t in shown)
+    # DAPO with its four mechanisms and Dr. GRPO with its constant unit, live (issue 27)
+    live, logs, runs = ns["live"], ns["logs"], ns["runs"]
+    assert (ns["DAPO"]["epsilon_high"], ns["DAPO"]["zero_variance"], ns["DAPO"]["unit"]) == (0.28, "resample", "token_mean")
+    assert ns["DAPO"]["soft_punish_cache"] == 2 and ns["DAPO"]["num_iterations"] == 2
+    assert live["DAPO"]["optimiser steps"] == live["GRPO"]["optimiser steps"]  # the same optimiser steps
+    b, rounds = ns["cfg.grpo.batch_prompts"], ns["cfg.grpo.max_resample_rounds"]
+    # dynamic sampling: every DAPO step filled its batch or spent every extra round
+    assert all(r["groups_used"] == b or r["groups_sampled"] == b * (rounds + 1) for r in logs["DAPO"])
+    assert ns["dapo_gap"] == pytest.approx(runs["DAPO"]["accuracy"] - runs["GRPO"]["accuracy"])
+    assert f"DAPO − GRPO = {100 * ns['dapo_gap']:+.1f} points" in text and f"{ns['dapo_cost']:.2f}× the generated" in text
+    assert all(r["overlong_penalty"] <= 0 for r in logs["DAPO"]) and not any("overlong_penalty" in r for r in logs["GRPO"])
+    assert ns["penalty"] == pytest.approx(sum(r["overlong_penalty"] for r in logs["DAPO"]) / len(logs["DAPO"]))
+    assert ("it almost never fired" in text) == (-ns["penalty"] < 0.01)
+    assert all(r["verifier_failures"] >= 0 for name in ("GRPO", "DAPO", "Dr. GRPO") for r in logs[name])
+    assert f"largest per-step difference in mean reward {ns['d_unit']:.4f}" in text
 
 
 @pytest.mark.slow

@@ -175,3 +175,24 @@ def test_gpu_check_budget_stops_a_trainer_at_a_step_boundary(tmp_path):
     assert r["stopped"] and 1 <= r["steps"] < get_config("test").sft.steps and not runtime.stop_requested()
     with pytest.raises(SystemExit):
         gpu_check.main(["--device", "cpu", "--max-seconds", "0"])
+
+
+@NEEDS_TRL
+@pytest.mark.slow
+def test_overlong_shaping_reaches_trl_as_its_own_reward_function_summed_with_the_checker(tmp_path):
+    from course_lib.model import build_model
+    from course_lib.task import AdditionTask
+
+    trl_bridge.quiet()
+    cfg = get_config("test")
+    cfg.grpo = dataclasses.replace(cfg.grpo, steps=1, soft_punish_cache=1)
+    task = AdditionTask(cfg.task)
+    torch.manual_seed(0)
+    trainer, _ = trl_bridge.make_trainer("grpo", build_model(cfg.model, task.tokenizer), task, cfg,
+                                         output_dir=str(tmp_path))
+    assert [f.__name__ for f in trainer.reward_funcs] == ["strict", "soft_overlong_punishment_reward"]
+    trainer.train()
+    (row,) = [r for r in trainer.state.log_history if "rewards/soft_overlong_punishment_reward/mean" in r]
+    penalty, strict = row["rewards/soft_overlong_punishment_reward/mean"], row["rewards/strict/mean"]
+    assert -1.0 <= penalty < 0  # a random policy rambles into the soft zone
+    assert row["reward"] == pytest.approx(strict + penalty, abs=1e-6)  # summed with weight 1, as the course adds it

@@ -116,3 +116,28 @@ def test_num_iterations_gives_trl_the_same_number_of_rollouts():
         assert b.config["num_iterations"] == mu and b.config["steps_per_generation"] == 1
         assert b.config["max_steps"] == 5 * mu
         assert b.config["max_steps"] // (b.config["steps_per_generation"] * b.config["num_iterations"]) == 5
+
+
+@pytest.mark.parametrize(("grpo", "want"), [
+    (dict(importance_sampling_level="sequence", unit="sequence_mean"), ("grpo", "sequence")),  # GSPO's setup in TRL
+    (dict(loss_type="cispo", epsilon_high=5.0), ("cispo", "token")),
+    (dict(), ("dapo", "token")),
+])
+def test_gspo_and_cispo_map_to_trl_loss_type_and_importance_sampling_level(grpo, want):
+    b = translate(_cfg(**grpo), "grpo")
+    assert (b.config["loss_type"], b.config["importance_sampling_level"]) == want
+    assert b.config["epsilon_high"] == grpo.get("epsilon_high", 0.2)
+    assert not {"grpo.loss_type", "grpo.importance_sampling_level"} & set(_unmatched(b))
+    trl = pytest.importorskip("trl", reason="TRL is not installed: pip install -e '.[trl]'")
+    made = trl.GRPOConfig(**{**b.config, "output_dir": "unused"})  # TRL accepts the names and values
+    assert (made.loss_type, made.importance_sampling_level) == want
+
+
+def test_overlong_shaping_is_trl_reward_function_and_listed_as_such():
+    b = translate(_cfg(soft_punish_cache=2), "grpo")
+    does = _unmatched(b)["grpo.soft_punish_cache"].trl_does
+    assert "get_soft_overlong_punishment(max_completion_len=6, soft_punish_cache=2)" in does
+    assert "soft_punish_cache" not in b.config and "grpo.soft_punish_cache" not in _unmatched(translate(
+        _cfg(), "grpo"))
+    rloo = translate(_cfg(advantage="rloo", loss_type="cispo", epsilon_high=5.0), "rloo")
+    assert "no CISPO" in _unmatched(rloo)["grpo.loss_type / importance_sampling_level"].trl_does

@@ -1,0 +1,460 @@
+"""Recipes, not algorithms: post-training as an ordered list of stages (lecture §16, §15, §12).
+
+DeepSeek-R1 (Guo et al. 2025, https://arxiv.org/abs/2501.12948, ``sources.SOURCES["deepseek_r1"]``) is a recipe: a cold start of a few thousand long
+demonstrations (SFT), reasoning RL with verifiable rewards (GRPO), rejection sampling on the RL
+policy's verified outputs followed by another SFT, then RL again; R1-Zero is the same RL with no
+SFT before it. Each piece exists here already (``train_sft``, GRPO, RFT, DPO, PPO); a recipe
+chains them, each stage starting from the previous stage's policy:
+
+- ``r1``       cold-start SFT on a tenth of the demonstrations, for a quarter of the SFT steps →
+               GRPO → RFT on the RL policy's own checker-approved samples (R1's stage 3, and the
+               "porous boundary": an SFT loss on data the RL policy wrote) → GRPO again;
+- ``r1-zero``  GRPO from the random initialisation (from a weak start: ``sft:...,grpo``).
+
+``run_recipe(stages, cfg, out)`` writes, per stage, ``out/stage_N_kind/`` with ``policy.pt``,
+``metrics.jsonl`` (the trainer's rows), ``summary.json`` and ``passport.json``, and the recipe's
+``recipe.json`` (its stages, options and every finished stage's numbers). Per stage: held-out
+greedy accuracy (pass@1) and, from ``k`` samples per held-out prompt, sampled pass@1 and pass@k,
+the completion length and the entropy (``evaluation.sampled_eval``); the sequence KL to the
+stage's start and to the recipe's first policy (``kl.reference_kl``); the rejection-sampling
+acceptance rate of an RFT stage and the zero-variance share of a GRPO stage (their trainers'
+rows); CPU seconds.
+
+Seeds: the model is initialised after ``torch.manual_seed(seed)`` and the first stage draws its
+data from ``torch.Generator().manual_seed(seed)`` (as ``pipeline.run``); stage N ≥ 2 re-seeds
+torch and its data generator with ``seed + N - 1``. So the stages ``sft,grpo`` are exactly
+``train grpo``, and a recipe resumed at a stage boundary is exactly the uninterrupted one on a CPU.
+
+Simplifications, said out loud:
+- R1's stage 3 samples ~800k outputs once, filters them (correctness, readability, language
+  mixing) and fine-tunes the *base* model on them with other SFT data; here RFT is online (fresh
+  samples every step, ``course_lib.rft``) and continues from the RL policy. R1's stage 4 adds
+  helpfulness and harmlessness rewards; here the same checker. The cold start is the course's own
+  flawed teacher's demonstrations, only fewer and shorter-trained, not long chains of thought.
+- Resumable at a stage boundary only: a stage stopped midway (Ctrl-C) is rerun from its start.
+- A stage's options are the config's plus that stage's overrides; the model's shape and the
+  held-out prompts are the recipe's (they cannot change between stages). An RFT stage reads the
+  ``grpo`` section, as ``train_rft`` does.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from course_lib import configs
+from course_lib.evaluation import evaluate, sampled_eval
+from course_lib.kl import reference_kl
+from course_lib.model import build_model, n_params
+from course_lib.passport import format_passport, passport
+from course_lib.pipeline import build_policy
+from course_lib.rewards import resolve_reward
+from course_lib.rft import train_rft
+from course_lib.rollout import collect_rollouts
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    Interrupted,
+    MetricsLog,
+    load_checkpoint,
+    save_checkpoint,
+    set_threads,
+)
+from course_lib.sft import train_sft
+from course_lib.sources import cite
+from course_lib.trainer import TRAINERS, StageContext
+
+STAGE_KINDS = ("sft", *sorted(k for k, e in TRAINERS.items() if e.trains_policy and k != "sft"), "rft")  # stable order
+SECTION = {"rft": "grpo"}  # the config section a stage kind reads (default: its own name)
+FIXED = ("model.", "task.digits", "task.n_heldout", "task.seed")  # shared by every stage of a recipe
+PASS_K = 8  # samples per held-out prompt for pass@k
+KL_SAMPLES = 4  # samples per held-out prompt for the KL measurements
+
+
+def _r1(cfg: configs.RunConfig) -> list[dict]:
+    return [
+        {"kind": "sft", "task.n_demos": max(1, cfg.task.n_demos // 10), "steps": max(1, cfg.sft.steps // 4)},
+        {"kind": "grpo"},
+        {"kind": "rft", "steps": max(1, cfg.grpo.steps // 3)},
+        {"kind": "grpo", "steps": max(1, cfg.grpo.steps // 3)},
+    ]
+
+
+RECIPES = {  # name -> (the stages for a config, one line on what it is)
+    "r1": (_r1, "DeepSeek-R1: cold-start SFT on few demos -> GRPO -> RFT on the RL policy's verified samples -> GRPO"),
+    "r1-zero": (lambda cfg: [{"kind": "grpo"}], "DeepSeek-R1-Zero: GRPO from the random initialisation, no SFT"),
+}
+
+
+class StageStopped(Exception):
+    """A stage could not start; the stages finished before it are kept."""
+
+
+# ---- the list of stages ------------------------------------------------------------------------------
+def _field_type(section: str, name: str):
+    owner = configs.RunConfig if section == "run" else type(getattr(configs.RunConfig(), section))
+    fields = {f.name: f.type for f in dataclasses.fields(owner)}
+    if name not in fields:
+        raise ValueError(f"{section} has no option {name!r}; its options: {', '.join(sorted(fields))}")
+    return {"int": int, "float": float, "str": str, "bool": bool}.get(str(fields[name]), str)
+
+
+def _key(kind: str, key: str) -> tuple[str, str]:
+    """``steps`` -> the stage's own section; ``task.n_demos`` -> (task, n_demos); run-level fields as (run, name)."""
+    if "." in key:
+        section, name = key.split(".", 1)
+    elif key in ("max_grad_norm", "checkpoint_every"):
+        section, name = "run", key
+    else:
+        section, name = SECTION.get(kind, kind), key
+    sections = ("run",) + tuple(f.name for f in dataclasses.fields(configs.RunConfig) if f.name != "name")
+    if section not in sections:
+        raise ValueError(f"stage option {key!r}: no config section {section!r}; sections: {', '.join(sections)}")
+    if any(f"{section}.{name}".startswith(fixed) for fixed in FIXED):
+        raise ValueError(f"stage option {key!r} cannot change between stages (the policy and the held-out prompts are "
+                         f"the recipe's: {', '.join(FIXED)}); set it in the config instead")
+    _field_type(section, name)
+    return section, name
+
+
+def _parse_value(kind: str, key: str, text):
+    if not isinstance(text, str):
+        return text
+    typ = _field_type(*_key(kind, key))
+    if typ is bool:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"stage option {key!r} takes true or false; got {text!r}")
+        return text.lower() == "true"
+    try:
+        return typ(text)
+    except ValueError:
+        raise ValueError(f"stage option {key!r} takes a {typ.__name__}; got {text!r}") from None
+
+
+def parse_stages(spec) -> list[dict]:
+    """A recipe's stages: a named recipe stays a name; ``"sft:steps=300:task.n_demos=200,grpo"`` or a list of dicts.
+
+    Each stage is ``{"kind": K, option: value, …}``; ``option`` is a field of the stage's own
+    config section (``steps``), or ``section.field`` (``task.n_demos``). Unknown kinds and options
+    are refused with the accepted ones.
+    """
+    if isinstance(spec, str):
+        if spec in RECIPES:
+            return spec
+        if spec.lstrip().startswith("["):
+            stages = json.loads(spec)
+        else:
+            stages = []
+            for part in spec.split(","):
+                kind, *options = part.strip().split(":")
+                stage = {"kind": kind}
+                for option in options:
+                    if "=" not in option:
+                        raise ValueError(f"stage option {option!r} of {kind!r} must read key=value")
+                    key, value = option.split("=", 1)
+                    stage[key.strip()] = value.strip()
+                stages.append(stage)
+    else:
+        stages = [dict(s) for s in spec]
+    if not stages:
+        raise ValueError("a recipe needs at least one stage")
+    out = []
+    for stage in stages:
+        kind = stage.get("kind")
+        if kind not in STAGE_KINDS:
+            hint = " (a reward model trains no policy)" if kind in TRAINERS else ""
+            raise ValueError(f"unknown stage {kind!r}{hint}; stages are one of {STAGE_KINDS}, "
+                             f"recipes one of {tuple(RECIPES)}")
+        out.append({"kind": kind, **{k: _parse_value(kind, k, v) for k, v in stage.items() if k != "kind"}})
+    return out
+
+
+def resolve(recipe, cfg: configs.RunConfig) -> tuple[str, list[dict]]:
+    """(name, stages) with every override concrete for ``cfg`` ("custom" for a list of stages)."""
+    parsed = parse_stages(recipe)
+    if isinstance(parsed, str):
+        return parsed, parse_stages(RECIPES[parsed][0](cfg))
+    return "custom", parsed
+
+
+def stage_config(cfg: configs.RunConfig, stage: dict) -> configs.RunConfig:
+    """The recipe's config with one stage's overrides, validated."""
+    out = copy.deepcopy(cfg)
+    for key, value in stage.items():
+        if key == "kind":
+            continue
+        section, name = _key(stage["kind"], key)
+        setattr(out if section == "run" else getattr(out, section), name, value)
+    return configs.validate(out)
+
+
+# ---- measuring a policy ------------------------------------------------------------------------------
+def measure(model, task, cfg: configs.RunConfig, start_model, first_model, *, seed: int) -> dict:
+    """Held-out numbers of a stage's policy (see the module docstring); the training RNG is untouched."""
+    length = max(cfg.grpo.max_completion_length, task.answer_length)
+    greedy = evaluate(model, task, max_completion_length=length)
+    sampled = sampled_eval(model, task, k=PASS_K, max_completion_length=length, seed=seed)
+    kl_start = reference_kl(model, start_model, task, samples_per_prompt=KL_SAMPLES, max_completion_length=length,
+                            seed=seed)
+    kl_first = reference_kl(model, first_model, task, samples_per_prompt=KL_SAMPLES, max_completion_length=length,
+                            seed=seed)
+    return {"pass@1": greedy["accuracy"], "loose_accuracy": greedy["loose_accuracy"],
+            "sampled_pass@1": sampled["pass@1"], f"pass@{PASS_K}": sampled["pass@k"],
+            "completion_length": sampled["completion_length"], "entropy": sampled["entropy"],
+            "kl_to_stage_start": kl_start["kl"], "kl_to_first_policy": kl_first["kl"]}
+
+
+def _mean(rows, key):
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
+# ---- one stage ---------------------------------------------------------------------------------------
+def _rft_can_start(model, task, cfg, generator) -> None:
+    """Refuse an RFT stage whose first rollout (the very one its first step draws) accepts nothing."""
+    g = cfg.grpo
+    state = generator.get_state()
+    with torch.random.fork_rng(devices=[]):
+        rollout = collect_rollouts(model, task, g, generator, resolve_reward(g.reward, task))
+    generator.set_state(state)
+    if rollout["stats"]["reward_mean"] <= 0:
+        n = g.batch_prompts * g.num_generations
+        raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's {n} "
+                           f"samples, so there is nothing to fine-tune on (train the policy further first)")
+
+
+def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_progress, say) -> dict:
+    """Train ``model`` in place through one stage; returns what the trainer reports (steps, seconds, rows)."""
+    kind = stage["kind"]
+    if index == 0:
+        gen = torch.Generator().manual_seed(seed)
+    else:
+        torch.manual_seed(seed + index)
+        gen = torch.Generator().manual_seed(seed + index)
+    log = MetricsLog(out / "metrics.jsonl")
+    start_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    nothing = lambda *args: None  # noqa: E731 - resumable at a stage boundary only: no checkpoint inside a stage
+    if kind == "sft":
+        res = train_sft(model, task, cfg.sft, generator=gen, log=log, max_grad_norm=cfg.max_grad_norm,
+                        checkpoint=nothing, checkpoint_every=cfg.checkpoint_every, show_progress=show_progress,
+                        threads=None)
+        return {"steps": res["steps"], "seconds": res["seconds"], "rows": log.rows}
+    if kind == "rft":
+        _rft_can_start(model, task, cfg, gen)
+        res = train_rft(model, task, cfg.grpo, generator=gen, log=log, max_grad_norm=cfg.max_grad_norm,
+                        checkpoint=nothing, checkpoint_every=cfg.checkpoint_every, show_progress=show_progress,
+                        threads=None)
+        return {"steps": res["steps"], "seconds": res["rl_seconds"], "rows": log.rows}
+    start_eval = evaluate(model, task)
+    ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, state=None, log=log, checkpoint=nothing,
+                       sft_weights=start_weights, generator=gen, sft={"eval": start_eval, "seconds": 0.0, "steps": 0},
+                       say=say, show_progress=show_progress)
+    try:
+        res = TRAINERS[kind].stage(ctx)
+    except ValueError as err:
+        if log.rows:  # it had started: a real error
+            raise
+        raise StageStopped(f"{kind} cannot start: {err}") from err
+    return {"steps": res.steps, "seconds": res.rl_seconds, "rows": log.rows, "summary": res.summary}
+
+
+def stage_passport(cfg, kind: str, index: int, stages: list[dict], device: str) -> dict:
+    pp = passport(cfg, kind, threads=torch.get_num_threads(), device=device, reference=True)
+    start = "the random initialisation" if index == 0 else f"stage {index}'s policy ({stages[index - 1]['kind']})"
+    overrides = {k: v for k, v in stages[index].items() if k != "kind"}
+    pp["recipe"] = {"stage": f"{index + 1} of {len(stages)}", "starts_from": start,
+                    "stages": " -> ".join(s["kind"] for s in stages), "overrides": overrides or "none"}
+    return pp
+
+
+# ---- the recipe --------------------------------------------------------------------------------------
+def stage_dir(out: Path, index: int, kind: str) -> Path:
+    return out / f"stage_{index + 1}_{kind}"
+
+
+def run_recipe(
+    recipe="r1",
+    cfg: configs.RunConfig | None = None,
+    out: str | Path = "runs/recipe",
+    *,
+    seed: int = 0,
+    device: str = "auto",
+    until: int | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    threads: int | None = DEFAULT_THREADS,
+    show_progress: bool = True,
+    verbose: bool = True,
+) -> dict:
+    """Run the stages of ``recipe`` (a name of ``RECIPES``, ``"sft,grpo,…"``, or a list of stage dicts).
+
+    ``until=N`` stops after stage N (``resume=True`` continues). ``resume=True`` continues the
+    recipe in ``out`` with its saved options after its last finished stage (``recipe`` and ``cfg``
+    are then read from ``out``). Returns the recipe's summary (``recipe.json``): its stages, each
+    finished stage's numbers, and ``stopped`` (the stage that could not start and why) or None.
+    """
+    out = Path(out)
+    say = print if verbose else (lambda *a, **k: None)
+    set_threads(threads)
+    if until is not None and (isinstance(until, bool) or not isinstance(until, int) or until < 1):
+        raise ValueError(f"until must be an integer >= 1 (the last stage to run); got {until!r}")
+    if resume:
+        saved = json.loads((out / "recipe.json").read_text()) if (out / "recipe.json").is_file() else None
+        if saved is None:
+            raise FileNotFoundError(f"no recipe to resume in {out} (recipe.json missing)")
+        cfg, seed, name, stages = configs.from_dict(saved["options"]), saved["seed"], saved["recipe"], saved["stages"]
+        summary = saved
+        summary["stopped"] = None
+    else:
+        cfg = configs.validate(copy.deepcopy(cfg or configs.get_config()))
+        name, stages = resolve(recipe, cfg)
+        for stage in stages:
+            stage_config(cfg, stage)  # refuse a bad stage before any training
+        if out.exists() and any(out.iterdir()):
+            if not overwrite:
+                raise ValueError(f"{out} already holds files; pass overwrite=True (--overwrite) to replace them, "
+                                 f"or resume=True (--resume {out}) to continue a recipe")
+            shutil.rmtree(out)
+        out.mkdir(parents=True, exist_ok=True)
+        summary = {"recipe": name, "source": cite("deepseek_r1") if name in RECIPES else None, "stages": stages, "seed": seed, "config": cfg.name, "options": configs.to_dict(cfg),
+                   "finished": [], "stopped": None}
+        (out / "recipe.json").write_text(json.dumps(summary, indent=2))  # resumable from before stage 1 ends
+    task, model = build_policy(cfg, seed=seed, device=device)
+    dev = next(model.parameters()).device
+    first_path = out / "first_policy.pt"
+    if resume:
+        first = build_model(cfg.model, task.tokenizer).to(dev)
+        first.load_state_dict(load_checkpoint(first_path, kind="recipe")["model"])
+    else:
+        first = copy.deepcopy(model)
+        save_checkpoint(first_path, {"kind": "recipe", "model": model.state_dict()})
+    first.eval().requires_grad_(False)
+    done = len(summary["finished"])
+    if done:
+        model.load_state_dict(load_checkpoint(stage_dir(out, done - 1, stages[done - 1]["kind"]) / "policy.pt",
+                                              kind="recipe")["model"])
+    say(f"[course_lib] recipe {name}: {' -> '.join(s['kind'] for s in stages)} on {dev.type}, config {cfg.name!r}, "
+        f"{n_params(model):,} parameters, seed {seed}" + (f"; resuming after stage {done}" if done else ""))
+    last = len(stages) if until is None else min(until, len(stages))
+    for index in range(done, last):
+        stage = stages[index]
+        kind, scfg = stage["kind"], stage_config(cfg, stage)
+        task, folder = type(task)(scfg.task, task.tokenizer), stage_dir(out, index, stage["kind"])
+        if folder.exists():
+            shutil.rmtree(folder)  # a stage stopped midway before: rerun from its start
+        folder.mkdir(parents=True)
+        say(f"[course_lib] stage {index + 1}/{len(stages)}: {kind}"
+            + (f" ({', '.join(f'{k}={v}' for k, v in stage.items() if k != 'kind')})" if len(stage) > 1 else ""))
+        start = copy.deepcopy(model).eval().requires_grad_(False)
+        cpu0 = time.process_time()
+        try:
+            res = run_stage(index, stage, scfg, task, model, seed=seed, out=folder, show_progress=show_progress,
+                            say=say)
+        except StageStopped as stop:
+            shutil.rmtree(folder)
+            summary["stopped"] = {"stage": index + 1, "kind": kind, "reason": str(stop)}
+            (out / "recipe.json").write_text(json.dumps(summary, indent=2))
+            say(f"[course_lib] stage {index + 1} ({kind}) stopped: {stop}; stages 1-{index} are kept in {out}")
+            return summary
+        except Interrupted:
+            say(f"[course_lib] stage {index + 1} stopped midway; --resume {out} reruns it from its start")
+            raise
+        cpu = time.process_time() - cpu0
+        model.eval()
+        numbers = measure(model, task, scfg, start, first, seed=seed)
+        rows = res["rows"]
+        entry = {"stage": index + 1, "kind": kind, "overrides": {k: v for k, v in stage.items() if k != "kind"},
+                 "steps": res["steps"], "seconds": res["seconds"], "cpu_seconds": cpu, **numbers}
+        if kind == "rft":
+            entry["acceptance_rate"] = _mean(rows, "kept_fraction")
+        if kind in ("grpo", "rft"):
+            entry["zero_variance_share"] = _mean(rows, "zero_variance_rate")
+            entry["reward_mean_first"] = rows[0]["reward_mean"] if rows else None
+            entry["reward_mean_last"] = rows[-1]["reward_mean"] if rows else None
+        pp = stage_passport(scfg, kind, index, stages, dev.type)
+        save_checkpoint(folder / "policy.pt", {"kind": "recipe", "stage": index + 1, "model": model.state_dict()})
+        (folder / "summary.json").write_text(json.dumps({**entry, "passport": pp}, indent=2))
+        (folder / "passport.json").write_text(json.dumps(pp, indent=2))
+        summary["finished"].append(entry)
+        (out / "recipe.json").write_text(json.dumps(summary, indent=2))
+        say(format_passport(pp))
+        say(format_stage(entry))
+    if last < len(stages):
+        say(f"[course_lib] stopped after stage {last} as asked; continue with --resume {out}")
+    return summary
+
+
+def format_stage(entry: dict) -> str:
+    extra = ""
+    if entry.get("acceptance_rate") is not None:
+        extra += f", acceptance {entry['acceptance_rate']:.3f}"
+    if entry.get("zero_variance_share") is not None:
+        extra += f", zero-variance groups {entry['zero_variance_share']:.0%}"
+    return (f"[course_lib] stage {entry['stage']} {entry['kind']}: pass@1 {entry['pass@1']:.3f}, "
+            f"sampled pass@1 {entry['sampled_pass@1']:.3f}, pass@{PASS_K} {entry[f'pass@{PASS_K}']:.3f}, "
+            f"length {entry['completion_length']:.2f}, entropy {entry['entropy']:.3f}, "
+            f"KL to start {entry['kl_to_stage_start']:.3f}, to first {entry['kl_to_first_policy']:.3f}{extra}; "
+            f"{entry['cpu_seconds']:.1f} CPU s")
+
+
+# ---- command line: python -m course_lib train recipe NAME ---------------------------------------------
+def add_parser(sub) -> None:
+    """``train recipe`` under ``python -m course_lib train``."""
+    from course_lib.device import DEVICES
+
+    names = "; ".join(f"{k}: {v[1]}" for k, v in RECIPES.items())
+    p = sub.add_parser("recipe", help="train a recipe: stages chained, each from the last one's policy",
+                       description=f"Run a post-training recipe. Named recipes: {names}. Stages: {', '.join(STAGE_KINDS)}.")
+    p.add_argument("recipe", nargs="?", default=None,
+                   help=f"a named recipe {tuple(RECIPES)} or stages 'sft:steps=300:task.n_demos=200,grpo,rft,grpo'")
+    p.add_argument("--stages", default=None, metavar="LIST|FILE",
+                   help="your own stages: 'sft,grpo:steps=100' or a JSON file with a list of {\"kind\": …, option: value}")
+    p.add_argument("--config", default="cpu", choices=tuple(configs.CONFIGS), help="named config (default: cpu)")
+    p.add_argument("--out", default=None, help="recipe folder (default: runs/recipe-NAME)")
+    p.add_argument("--overwrite", action="store_true", help="replace what --out holds")
+    p.add_argument("--resume", default=None, metavar="DIR", help="continue the recipe in DIR after its last finished stage")
+    p.add_argument("--until", type=int, default=None, metavar="N", help="stop after stage N (--resume continues)")
+    p.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+    p.add_argument("--device", default="auto", choices=DEVICES, help="default: auto (CUDA, then MPS, else CPU)")
+    p.add_argument("--threads", type=int, default=DEFAULT_THREADS, help=f"CPU threads (default: {DEFAULT_THREADS})")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
+
+def main(args: dict) -> int:
+    """Run ``train recipe`` from parsed arguments; 1 when a stage could not start, 2 on bad input."""
+    import sys
+
+    from course_lib.runtime import stop_on_interrupt
+
+    try:
+        if args["resume"]:
+            if args["recipe"] or args["stages"]:
+                raise ValueError("--resume continues a recipe with its saved stages; give no recipe and no --stages")
+            recipe, cfg, out = None, None, args["resume"]
+        else:
+            if bool(args["recipe"]) == bool(args["stages"]):
+                raise ValueError(f"give a recipe (one of {tuple(RECIPES)}) or --stages, not both and not neither")
+            recipe = args["recipe"] or args["stages"]
+            if args["stages"] and Path(args["stages"]).is_file():
+                recipe = json.loads(Path(args["stages"]).read_text())
+            cfg = configs.get_config(args["config"])
+            out = args["out"] or f"runs/recipe-{args['recipe'] or 'custom'}"
+        with stop_on_interrupt():
+            summary = run_recipe(recipe, cfg, out, seed=args["seed"], device=args["device"], until=args["until"],
+                                 resume=bool(args["resume"]), overwrite=args["overwrite"], threads=args["threads"],
+                                 show_progress=not args["no_progress"])
+    except Interrupted:
+        return 130
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if summary["stopped"]:
+        print(f"error: stage {summary['stopped']['stage']} ({summary['stopped']['kind']}) could not start: "
+              f"{summary['stopped']['reason']}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,249 @@
+"""Asynchronous GRPO (course_lib.rollout_worker): equality at K = 0, versions, faults, resume, records.
+
+Every test runs the ``test`` config for a few steps from one shared SFT policy, and every test
+ends with no child process left behind (an autouse fixture checks it).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import multiprocessing
+import os
+import signal
+
+import psutil
+import pytest
+import torch
+
+from course_lib import rewards
+from course_lib.__main__ import main
+from course_lib.configs import get_config, validate
+from course_lib.grpo import train_grpo
+from course_lib.pipeline import rl_generator, run, sft_policy
+from course_lib.rollout_worker import RolloutWorkerError
+from course_lib.runtime import Interrupted, MetricsLog, stop_on_interrupt
+
+TIMING = ("seconds", "per_second")
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    yield
+    assert multiprocessing.active_children() == []
+    assert psutil.Process().children(recursive=True) == []
+
+
+@pytest.fixture(scope="module")
+def sft():
+    cfg = get_config("test")
+    task, model, _ = sft_policy(cfg, seed=0, device="cpu", show_progress=False)
+    return cfg, task, {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def _grpo(sft, *, steps=4, log=None, saved=None, state=None, worker=None, start=None, **options):
+    """GRPO from the SFT policy, seeded as the pipeline seeds it; returns (rows, model, result).
+
+    Each checkpoint is appended to ``saved`` as (step, trainer_state, seconds, model weights).
+    """
+    from course_lib.model import build_model
+
+    cfg, task, weights = sft
+    g = dataclasses.replace(cfg.grpo, steps=steps, **options)
+    model = build_model(cfg.model, task.tokenizer)
+    model.load_state_dict(start if start is not None else weights)
+    log = log if log is not None else MetricsLog()
+    saved = saved if saved is not None else []
+
+    def keep(step, trainer_state, seconds):
+        saved.append((step, copy.deepcopy(trainer_state), seconds,
+                      {k: v.clone() for k, v in model.state_dict().items()}))
+
+    res = train_grpo(model, task, g, generator=rl_generator(0), log=log, state=state, reference_state=weights,
+                     checkpoint=keep, checkpoint_every=2, show_progress=False, worker=worker)
+    return log.rows, model, res
+
+
+def _plain(rows):
+    return [{k: v for k, v in r.items() if not any(t in k for t in TIMING)} for r in rows]
+
+
+def test_k0_in_the_worker_is_the_synchronous_trainer_step_for_step(sft):
+    sync_rows, sync_model, sync_res = _grpo(sft)
+    async_rows, async_model, async_res = _grpo(sft, worker=True)
+    assert sync_res["loop"]["loop"].startswith("synchronous") and async_res["loop"]["loop"].startswith("asynchronous")
+    assert any(r["loss"] != 0 for r in sync_rows), "the run must learn something for the comparison to mean anything"
+    for a, b in zip(_plain(sync_rows), _plain(async_rows), strict=True):
+        assert {k: b[k] for k in a} == a  # every synchronous number, exactly
+        assert b["staleness"] == 0 and b["sampler_version"] == a["step"] - 1
+    a, b = sync_model.state_dict(), async_model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_versions_staleness_and_the_mismatch_are_recorded(sft):
+    rows, _, res = _grpo(sft, steps=5, max_staleness=2)
+    assert [r["sampler_version"] for r in rows] == [0, 0, 0, 1, 2]  # batch s: the weights of step max(0, s − K)
+    assert [r["staleness"] for r in rows] == [0, 1, 2, 2, 2]
+    assert res["loop"]["staleness_per_step"] == [0, 1, 2, 2, 2] and res["loop"]["discarded_stale"] == 0
+    assert res["loop"]["worker_cpu_seconds"] > 0
+    learned = [r for r in rows if r["skipped"] == 0 and r["mismatch_kl"] is not None]
+    fresh = [r["mismatch_kl"] for r in learned if r["sampler_version"] == r["step"] - 1]
+    stale = [r["mismatch_kl"] for r in learned if r["step"] >= 3]  # weights that at least one update moved
+    assert fresh and max(fresh) < 1e-9  # the same weights: only float rounding between cache and full forward
+    assert stale and max(stale) > 1e-7  # older weights: a real mismatch
+    assert all(0 < r["is_ess"] <= 1 + 1e-12 and 0 <= r["is_clipped_fraction"] <= 1 for r in learned)
+
+
+def _exploding_reward(monkeypatch, at_call: int):
+    """A reward source that raises in the worker at its ``at_call``-th batch (the worker is forked: it inherits this)."""
+    def loader(path, task):
+        calls = {"n": 0}
+        strict = rewards.resolve_reward("strict", task)
+
+        class Exploding:  # the strict checker (its verifier-failure counts too) until the at_call-th batch
+            def score(self, pairs, completions):
+                calls["n"] += 1
+                if calls["n"] == at_call:
+                    raise RuntimeError("reward exploded in the worker")
+                return strict.score(pairs, completions)
+
+            def __call__(self, pairs, completions):
+                return self.score(pairs, completions).rewards
+
+        return Exploding()
+
+    monkeypatch.setitem(rewards.SOURCES, rewards.REWARD_MODEL_PREFIX, loader)
+
+
+def test_a_failing_worker_stops_the_trainer_with_its_error_and_a_checkpoint_that_resumes(sft, monkeypatch):
+    full_rows, full_model, _ = _grpo(sft, max_staleness=1)
+    _exploding_reward(monkeypatch, at_call=3)  # batches 0 and 1 arrive, batch 2 fails
+    log, saved = MetricsLog(), []
+    with pytest.raises(RolloutWorkerError, match="reward exploded in the worker") as err:
+        _grpo(sft, max_staleness=1, reward="rm:boom", log=log, saved=saved)
+    assert "Traceback" in str(err.value)  # the worker's own traceback
+    assert [r["step"] for r in log.rows] == [1, 2]
+    step, trainer_state, seconds, weights = saved[-1]
+    assert step == 2 and "sampler" in trainer_state  # the completed steps, and where the worker must restart
+    monkeypatch.undo()
+    rows, model, _ = _grpo(sft, max_staleness=1, log=MetricsLog(rows=log.rows), start=weights,
+                           state={"step": step, "seconds": seconds, **trainer_state})
+    assert _plain(rows) == _plain(full_rows)  # the resumed run is the uninterrupted one
+    a, b = full_model.state_dict(), model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _worker_pid():
+    (child,) = multiprocessing.active_children()
+    return child.pid
+
+
+class _Hook(MetricsLog):
+    """A metrics log that runs ``action`` when the row of ``at_step`` is appended (inside the loop)."""
+
+    def __init__(self, at_step, action):
+        super().__init__()
+        self.at_step, self.action = at_step, action
+
+    def append(self, row):
+        super().append(row)
+        if row["step"] == self.at_step:
+            self.action()
+
+
+def test_ctrl_c_stops_both_processes_after_a_checkpoint(sft):
+    def ctrl_c():  # a terminal sends SIGINT to the whole process group: here, to both processes
+        os.kill(_worker_pid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    saved = []
+    with stop_on_interrupt(), pytest.raises(Interrupted, match="grpo stopped at step 1"):
+        _grpo(sft, max_staleness=1, log=_Hook(1, ctrl_c), saved=saved)
+    assert [s[0] for s in saved] == [1] and "sampler" in saved[0][1]
+
+
+def test_a_killed_worker_is_reported_with_its_exit_code(sft):
+    log, saved = _Hook(1, lambda: os.kill(_worker_pid(), signal.SIGKILL)), []
+    with pytest.raises(RolloutWorkerError, match=r"died \(exit code -9\)"):
+        _grpo(sft, max_staleness=1, log=log, saved=saved)
+    assert saved[-1][0] == len(log.rows)  # the checkpoint holds exactly the completed steps
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "1"])
+def test_max_staleness_must_be_an_integer_at_least_zero(value):
+    cfg = get_config("test")
+    cfg.grpo.max_staleness = value
+    with pytest.raises(ValueError, match=r"grpo.max_staleness must be an integer >= 0"):
+        validate(cfg)
+
+
+def test_cli_refuses_a_non_integer_staleness_by_name(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "grpo", "--config", "test", "--max-staleness", "1.5"])
+    assert "--max-staleness: invalid int value: '1.5'" in capsys.readouterr().err
+    assert main(["train", "grpo", "--config", "test", "--max-staleness", "-2", "--no-progress"]) == 2
+    assert "grpo.max_staleness must be an integer >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_pipeline_records_the_loop_and_resumes_an_async_run_exactly(tmp_path):
+    cfg = get_config("test")
+    cfg.grpo.max_staleness = 1
+    cfg.grpo.vllm_importance_sampling_mode = "token_truncate"
+    full = run("grpo", copy.deepcopy(cfg), tmp_path / "full", steps=4, show_progress=False, verbose=False)
+    assert full["loop"]["max_staleness"] == 1 and full["loop"]["staleness_per_step"] == [0, 1, 1, 1]
+    systems = full["passport"]["systems"]
+    assert systems["placement"].startswith("two processes") and systems["loop"].startswith("asynchronous")
+    assert "token_truncate" in systems["staleness"]
+    passport = json.loads((tmp_path / "full" / "passport.json").read_text())
+    assert passport["systems"] == systems
+    run("grpo", copy.deepcopy(cfg), tmp_path / "part", steps=2, sft_checkpoint=str(tmp_path / "full" / "sft.pt"),
+        show_progress=False, verbose=False)
+    part = run("grpo", None, tmp_path / "part", steps=4, resume=True, show_progress=False, verbose=False)
+    rows = [json.loads(line) for line in (tmp_path / "part" / "metrics.jsonl").read_text().splitlines()]
+    ref = [json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    assert _plain(rows) == _plain(ref) and part["final_accuracy"] == full["final_accuracy"]
+    assert [r["staleness"] for r in rows] == [0, 1, 1, 1]
+
+
+def test_the_trl_bridge_names_what_trl_does_instead_of_a_fixed_lag():
+    from course_lib import trl_bridge
+
+    cfg = get_config("test")
+    assert "grpo.max_staleness" not in [u.option for u in trl_bridge.translate(cfg, "grpo").unmatched]
+    cfg.grpo.max_staleness = 2
+    (entry,) = [u for u in trl_bridge.translate(cfg, "grpo").unmatched if u.option == "grpo.max_staleness"]
+    assert entry.value == 2 and "AsyncGRPOConfig.max_staleness" in entry.trl_does
+
+
+def test_the_dashboard_draws_staleness_mismatch_and_weights_from_async_rows():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from course_lib.dashboard import LABELS, dashboard
+
+    rows = [{"step": s, "staleness": min(s - 1, 2), "mismatch_kl": 1e-4 * s, "is_ess": 1 - 0.01 * s,
+             "is_clipped_fraction": 0.01 * s, "gen_seconds": 0.1, "update_seconds": 0.2, "wait_seconds": 0.01}
+            for s in range(1, 6)]
+    fig = dashboard(rows)
+    panels = {ax.get_title(): {ln.get_label() for ln in ax.get_lines()} for ax in fig.axes if ax.get_title()}
+    assert panels["rollout staleness (async)"] == {LABELS["staleness"]}
+    assert panels["sampler vs trainer mismatch"] == {LABELS["mismatch_kl"]}
+    assert panels["behaviour importance weights"] == {LABELS["is_ess"], LABELS["is_clipped_fraction"]}
+    assert LABELS["wait_seconds"] in panels["time per step"]
+    plt.close(fig)
+
+
+def test_cli_sets_the_correction_and_none_removes_a_bound():
+    from course_lib.__main__ import apply_overrides, build_parser
+
+    args = vars(build_parser().parse_args(
+        ["train", "grpo", "--config", "test", "--max-staleness", "2", "--vllm-importance-sampling-mode", "token_mask",
+         "--vllm-importance-sampling-clip-min", "0.5", "--vllm-importance-sampling-clip-max", "none"]))
+    cfg = validate(apply_overrides(get_config("test"), {k: v for k, v in args.items() if "." in k and v is not None}))
+    g = cfg.grpo
+    assert (g.max_staleness, g.vllm_importance_sampling_mode) == (2, "token_mask")
+    assert (g.vllm_importance_sampling_clip_min, g.vllm_importance_sampling_clip_max) == (0.5, None)

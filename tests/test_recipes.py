@@ -1,0 +1,169 @@
+"""Recipes (course_lib.recipes, issue 26): a recipe of one stage is that trainer's run, a recipe resumed at a
+stage boundary is the uninterrupted one, bad stages are refused with the list, and a stage that cannot start
+stops the recipe with its reason and keeps the stages before it. Toy budgets on the ``test`` config (CPU)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from course_lib import recipes
+from course_lib.__main__ import main
+from course_lib.configs import get_config
+from course_lib.evaluation import sampled_eval
+from course_lib.passport import passport
+from course_lib.pipeline import build_policy, run
+from course_lib.runtime import Interrupted, clear_stop, load_checkpoint, request_stop
+
+STAGES = "sft,grpo,rft:steps=2,grpo:steps=2:temperature=1.2"
+TIMES = ("seconds", "rl_seconds", "update_seconds", "gen_seconds", "other_seconds", "tokens_per_second", "cpu_seconds")
+
+
+def rows(path):
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMES} for line in path.read_text().splitlines()]
+
+
+def numbers(entry):
+    return {k: v for k, v in entry.items() if k not in TIMES}
+
+
+def weights(path):
+    return load_checkpoint(path)["model"]
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    out = tmp_path_factory.mktemp("recipe") / "full"
+    return out, recipes.run_recipe(STAGES, get_config("test"), out, show_progress=False, verbose=False, threads=1)
+
+
+def test_a_recipe_runs_its_stages_and_writes_one_folder_and_passport_per_stage(full):
+    out, summary = full
+    assert [s["kind"] for s in summary["finished"]] == ["sft", "grpo", "rft", "grpo"]
+    assert summary["stopped"] is None and summary["recipe"] == "custom" and summary["source"] is None
+    for i, kind in enumerate(["sft", "grpo", "rft", "grpo"]):
+        folder = out / f"stage_{i + 1}_{kind}"
+        assert {p.name for p in folder.iterdir()} == {"policy.pt", "metrics.jsonl", "summary.json", "passport.json"}
+        pp = json.loads((folder / "passport.json").read_text())
+        assert pp["kind"] == kind and pp["recipe"]["stage"] == f"{i + 1} of 4"
+    assert summary["finished"][3]["overrides"] == {"steps": 2, "temperature": 1.2}
+    assert json.loads((out / "stage_4_grpo" / "passport.json").read_text())["data_and_policy"]["generated_by"].endswith("1.2")
+    rft = summary["finished"][2]
+    kept = [r["kept_fraction"] for r in rows(out / "stage_3_rft" / "metrics.jsonl")]
+    assert len(kept) == 2 and rft["acceptance_rate"] == pytest.approx(sum(kept) / 2)
+    for entry in summary["finished"]:
+        assert 0 <= entry["sampled_pass@1"] <= entry["pass@8"] <= 1
+        assert entry["entropy"] > 0 and 1 <= entry["completion_length"] <= 4
+    first = summary["finished"][0]
+    assert first["kl_to_stage_start"] == pytest.approx(first["kl_to_first_policy"])  # stage 1 starts at the first policy
+    assert json.loads((out / "recipe.json").read_text()) == summary
+
+
+def test_stages_sft_then_grpo_are_exactly_train_grpo(full, tmp_path):
+    out, summary = full
+    cfg = get_config("test")
+    run("grpo", cfg, tmp_path / "grpo", show_progress=False, verbose=False, threads=1)
+    assert rows(out / "stage_1_sft" / "metrics.jsonl") == rows(tmp_path / "grpo" / "sft_metrics.jsonl")
+    assert rows(out / "stage_2_grpo" / "metrics.jsonl") == rows(tmp_path / "grpo" / "metrics.jsonl")
+    mine, theirs = weights(out / "stage_2_grpo" / "policy.pt"), weights(tmp_path / "grpo" / "checkpoint.pt")
+    assert all(torch.equal(mine[k], theirs[k]) for k in theirs)
+    final = json.loads((tmp_path / "grpo" / "summary.json").read_text())["final_accuracy"]
+    assert summary["finished"][1]["pass@1"] == final
+
+
+def test_a_recipe_of_one_stage_is_that_trainers_run(tmp_path):
+    cfg = get_config("test")
+    summary = recipes.run_recipe("sft", cfg, tmp_path / "recipe", show_progress=False, verbose=False, threads=1)
+    ran = run("sft", cfg, tmp_path / "sft", show_progress=False, verbose=False, threads=1)
+    assert rows(tmp_path / "recipe" / "stage_1_sft" / "metrics.jsonl") == rows(tmp_path / "sft" / "metrics.jsonl")
+    assert summary["finished"][0]["pass@1"] == ran["final_accuracy"]
+    mine, theirs = weights(tmp_path / "recipe" / "stage_1_sft" / "policy.pt"), weights(tmp_path / "sft" / "sft.pt")
+    assert all(torch.equal(mine[k], theirs[k]) for k in theirs)
+
+
+def test_a_recipe_resumed_at_a_stage_boundary_or_after_ctrl_c_is_the_uninterrupted_one(full, tmp_path):
+    out, summary = full
+    part = recipes.run_recipe(STAGES, get_config("test"), tmp_path, until=1, show_progress=False, verbose=False,
+                              threads=1)
+    assert [s["kind"] for s in part["finished"]] == ["sft"] and not (tmp_path / "stage_2_grpo").exists()
+    request_stop()  # Ctrl-C during stage 2: it stops after its first step, and is rerun from its start
+    try:
+        with pytest.raises(Interrupted):
+            recipes.run_recipe(None, None, tmp_path, resume=True, show_progress=False, verbose=False, threads=1)
+    finally:
+        clear_stop()
+    assert len(rows(tmp_path / "stage_2_grpo" / "metrics.jsonl")) == 1
+    resumed = recipes.run_recipe(None, None, tmp_path, resume=True, show_progress=False, verbose=False, threads=1)
+    assert [numbers(e) for e in resumed["finished"]] == [numbers(e) for e in summary["finished"]]
+    assert rows(tmp_path / "stage_4_grpo" / "metrics.jsonl") == rows(out / "stage_4_grpo" / "metrics.jsonl")
+    mine, theirs = weights(tmp_path / "stage_4_grpo" / "policy.pt"), weights(out / "stage_4_grpo" / "policy.pt")
+    assert all(torch.equal(mine[k], theirs[k]) for k in theirs)
+
+
+def test_a_stage_that_cannot_start_stops_the_recipe_and_keeps_the_stages_before_it(tmp_path, capsys):
+    # from the random initialisation (one GRPO step, all groups at reward 0) RFT's first rollout accepts nothing
+    code = main(["train", "recipe", "--stages", "grpo:steps=1,rft,grpo", "--config", "test", "--out", str(tmp_path),
+                 "--no-progress", "--threads", "1"])
+    assert code == 1
+    assert "stage 2 (rft) could not start: rejection sampling accepts nothing" in capsys.readouterr().err
+    summary = json.loads((tmp_path / "recipe.json").read_text())
+    assert summary["stopped"]["stage"] == 2 and [s["kind"] for s in summary["finished"]] == ["grpo"]
+    assert summary["finished"][0]["zero_variance_share"] == 1.0
+    assert (tmp_path / "stage_1_grpo" / "policy.pt").is_file() and not (tmp_path / "stage_2_rft").exists()
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("r2", "unknown stage 'r2'; stages are one of ('sft', 'dpo', 'grpo', 'ppo', 'rft'), "),
+    ("sft,foo", "recipes one of ('r1', 'r1-zero')"),
+    ("sft,rm", "unknown stage 'rm' (a reward model trains no policy)"),
+    ("grpo:nope=1", "grpo has no option 'nope'; its options: "),
+    ("grpo:steps=many", "stage option 'steps' takes a int; got 'many'"),
+    ("sft:model.n_layer=2", "cannot change between stages"),
+    ("sft:steps", "must read key=value"),
+    ("grpo:beta=-1", "grpo.beta must be >= 0"),
+    ("", "unknown stage ''"),
+])
+def test_bad_stages_are_refused_with_the_accepted_values(spec, message, tmp_path):
+    with pytest.raises(ValueError, match=None) as err:
+        recipes.run_recipe(spec, get_config("test"), tmp_path, show_progress=False, verbose=False)
+    assert message in str(err.value)
+    assert not (tmp_path / "recipe.json").exists()
+
+
+def test_cli_refusals(tmp_path, capsys):
+    assert main(["train", "recipe", "r9", "--config", "test", "--out", str(tmp_path)]) == 2
+    assert "unknown stage 'r9'" in capsys.readouterr().err
+    assert main(["train", "recipe", "--config", "test", "--out", str(tmp_path)]) == 2
+    assert "give a recipe" in capsys.readouterr().err
+    assert main(["train", "recipe", "--resume", str(tmp_path / "nothing")]) == 2
+    assert "no recipe to resume" in capsys.readouterr().err
+    (tmp_path / "stages.json").write_text(json.dumps([{"kind": "sft", "steps": 5}, {"kind": "grpo", "nope": 1}]))
+    assert main(["train", "recipe", "--stages", str(tmp_path / "stages.json"), "--config", "test", "--out",
+                 str(tmp_path / "run")]) == 2
+    assert "grpo has no option 'nope'" in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+def test_named_recipes_scale_with_the_config():
+    name, stages = recipes.resolve("r1", get_config("cpu"))
+    assert name == "r1" and [s["kind"] for s in stages] == ["sft", "grpo", "rft", "grpo"]
+    assert stages[0] == {"kind": "sft", "task.n_demos": 200, "steps": 300}
+    cfg = recipes.stage_config(get_config("cpu"), stages[2])
+    assert cfg.grpo.steps == 100 and cfg.task.n_demos == 2000  # RFT reads GRPO's section
+    assert recipes.resolve("r1-zero", get_config("cpu")) == ("r1-zero", [{"kind": "grpo"}])
+    with pytest.raises(ValueError, match="a recipe needs at least one stage"):
+        recipes.parse_stages([])
+
+
+def test_sampled_eval_and_the_rft_passport():
+    cfg = get_config("test")
+    task, model = build_policy(cfg, device="cpu")
+    state = torch.get_rng_state()
+    a, b = sampled_eval(model, task, k=4, seed=3), sampled_eval(model, task, k=4, seed=3)
+    assert a == b and torch.equal(state, torch.get_rng_state())  # seeded, and training's RNG untouched
+    assert 0 <= a["pass@1"] <= a["pass@k"] <= 1 and a["k"] == 4
+    with pytest.raises(ValueError, match="k must be an integer >= 1"):
+        sampled_eval(model, task, k=0)
+    pp = passport(cfg, "rft")
+    assert pp["kind"] == "rft" and "six_choices" not in pp and "1[reward >= 1]" in pp["optimisation"]["advantage"]
