@@ -6,6 +6,12 @@ DPO + NLL row shows how much the NLL term adds, and **NLL only** (notebook 06 §
 term does by itself: SFT on the chosen answers of the same pairs (the DPO run's SFT policy and
 generator, so the same pairs), with DPO's steps, batch size and learning rate; its seconds, like
 DPO's, count sampling the pairs.
+
+**KTO** (``course_lib.kto``) trains on the same pairs taken apart (each chosen answer desirable,
+each rejected one undesirable), from the same SFT policy, for DPO's steps on as many answers per
+step as DPO has completions. **ORPO** (``course_lib.orpo``) trains on the same pairs from the *base*
+model in one stage, for SFT's + DPO's steps; its ``sft_accuracy`` is the SFT policy that sampled the
+pairs, and its seconds do not count that SFT stage (the pairs are its given dataset).
 Reuses ``runs/bench/grpo_s<seed>/sft.pt`` when the GRPO benchmark has written it.
 
     python benchmarks/tinygpt_dpo.py [--seeds 0 1 2] [--threads 1] [--results DIR]
@@ -54,7 +60,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench")
     parser.add_argument("--results", default=str(RESULTS), help="folder for dpo.json")
     args = parser.parse_args()
-    results, runs = {"DPO": [], "DPO + NLL": [], "NLL only": []}, []
+    results, runs = {"DPO": [], "DPO + NLL": [], "NLL only": [], "KTO": [], "ORPO": []}, []
     for seed in args.seeds:
         sft = Path(f"{args.out}/grpo_s{seed}/sft.pt")
         for name, alpha in (("DPO", 0.0), ("DPO + NLL", 1.0)):
@@ -62,6 +68,17 @@ def main() -> None:
             cfg.dpo.rpo_alpha = alpha
             s = run("dpo", cfg, f"{args.out}/dpo{'_nll' if alpha else ''}_s{seed}", seed=seed,
                     sft_checkpoint=str(sft) if sft.exists() else None, overwrite=True, threads=args.threads, show_progress=False, verbose=False)
+            results[name].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
+            runs.append({"variant": name, "seed": seed, "sft_accuracy": s["sft_accuracy"],
+                         "final_accuracy": s["final_accuracy"], "rl_seconds": s["rl_seconds"]})
+            save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs, Path(args.results))
+            print(f"seed {seed} {name:9}: SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
+                  f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s",
+                  flush=True)
+        for name, kind in (("KTO", "kto"), ("ORPO", "orpo")):
+            s = run(kind, get_config("cpu"), f"{args.out}/{kind}_s{seed}", seed=seed,
+                    sft_checkpoint=str(Path(f"{args.out}/dpo_s{seed}/sft.pt")), overwrite=True, threads=args.threads,
+                    show_progress=False, verbose=False)
             results[name].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
             runs.append({"variant": name, "seed": seed, "sft_accuracy": s["sft_accuracy"],
                          "final_accuracy": s["final_accuracy"], "rl_seconds": s["rl_seconds"]})

@@ -38,7 +38,8 @@ from course_lib.runtime import DEFAULT_THREADS, Interrupted, StepFailed, stop_on
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
 HELP = {
     "reward": SPEC_HELP,
-    "beta": "GRPO: KL coefficient (0 keeps no reference); DPO: temperature",
+    "beta": "GRPO: KL coefficient (0 keeps no reference); DPO: temperature; KTO: value-function beta; ORPO: lambda, "
+            "the odds-ratio weight",
     "kl_estimator": "k1's expected gradient is zero in the loss: use it with --kl-placement reward",
     "steps": "TOTAL optimizer steps of the trainer (a resumed run continues up to it)",
     "env": "an environment with tools (sft, grpo): 'calculator' lets the policy call [a+b]; '' (default) none",

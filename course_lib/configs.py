@@ -53,6 +53,11 @@ _correction``, ``_mode``,                                        of stale rollou
 ``mask_env_tokens``         (``tool_mask``, always on)           environment tokens out of the loss
 ``EpisodeLimits``           ``max_tool_calling_iterations``;     tool calls per episode; tool results
                             ``max_completion_length``            count in the token limit
+``kto.beta``                ``KTOConfig.beta``                   β of KTO's value function
+``kto.desirable_weight``    ``desirable_weight``                 λ_D on desirable answers
+``kto.undesirable_weight``  ``undesirable_weight``               λ_U on undesirable answers
+``kto.desirable_fraction``  (none: a dataset choice)             share of desirable answers kept
+``orpo.beta``               ``ORPOConfig.beta``                  λ on the odds-ratio term
 =========================  ===================================  =========================================
 
 TRL's ``loss_type`` names two things at once: the per-token objective and the averaging unit.
@@ -320,6 +325,82 @@ class PPOConfig:
 
 
 @dataclass
+class KTOConfig:
+    """KTO (``course_lib.kto``), TRL ``KTOConfig`` names: unpaired answers from DPO's pairs, a cached reference.
+
+    The data are DPO's preference pairs (``dpo.pair_prompts``, ``dpo.samples_per_prompt``,
+    ``dpo.max_completion_length``) taken apart: each chosen answer is a desirable example, each
+    rejected one an undesirable example; ``desirable_fraction`` keeps only that share of the
+    desirable ones (the paper's imbalance experiment). ``batch_size`` counts answers: 128 answers
+    = DPO's 64 pairs.
+    """
+
+    steps: int = 100
+    beta: float = 1.0  # β of KTO's value function (the course's DPO β)
+    desirable_weight: float = 1.0  # λ_D
+    undesirable_weight: float = 1.0  # λ_U
+    desirable_fraction: float = 1.0  # share of the desirable answers kept (1 = all; < 1 = imbalanced data)
+    learning_rate: float = 1e-4
+    batch_size: int = 128  # answers per step (TRL: per_device_train_batch_size), >= 2 for the KL estimate
+    eval_every: int = 25
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        cfg = self
+        checks = [
+            (cfg.steps >= 0, f"kto.steps must be >= 0; got {cfg.steps}"),
+            (cfg.beta > 0, f"kto.beta must be > 0; got {cfg.beta}"),
+            (cfg.desirable_weight > 0, f"kto.desirable_weight must be > 0; got {cfg.desirable_weight}"),
+            (cfg.undesirable_weight > 0, f"kto.undesirable_weight must be > 0; got {cfg.undesirable_weight}"),
+            (0 < cfg.desirable_fraction <= 1,
+             f"kto.desirable_fraction must lie in (0, 1] (the share of desirable answers kept); got {cfg.desirable_fraction}"),
+            (cfg.learning_rate > 0, f"kto.learning_rate must be > 0; got {cfg.learning_rate}"),
+            (cfg.batch_size >= 2, f"kto.batch_size must be >= 2: z0 is estimated by pairing each prompt with another "
+                                  f"answer of the batch (with 1 it is the answer's own log-ratio); got {cfg.batch_size}"),
+            (cfg.eval_every >= 1, f"kto.eval_every must be >= 1; got {cfg.eval_every}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+
+@dataclass
+class ORPOConfig:
+    """ORPO (``course_lib.orpo``), TRL ``ORPOConfig`` names: one stage from the base model, no reference.
+
+    Same preference pairs as DPO; the policy starts from the base (pre-SFT) initialisation and the
+    NLL of the chosen answers does SFT's job. ``steps`` defaults to SFT's + DPO's steps (the same
+    number of policy updates as the two-stage route).
+    """
+
+    steps: int = 1300
+    beta: float = 0.1  # λ, the weight of the odds-ratio term (TRL's name and default)
+    learning_rate: float = 1e-3  # SFT's: the policy learns the task from scratch
+    batch_size: int = 64  # pairs per step
+    eval_every: int = 100
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        cfg = self
+        checks = [
+            (cfg.steps >= 0, f"orpo.steps must be >= 0; got {cfg.steps}"),
+            (cfg.beta > 0, f"orpo.beta must be > 0 (λ; 0 would be SFT on the chosen answers); got {cfg.beta}"),
+            (cfg.learning_rate > 0, f"orpo.learning_rate must be > 0; got {cfg.learning_rate}"),
+            (cfg.batch_size >= 1, f"orpo.batch_size must be >= 1; got {cfg.batch_size}"),
+            (cfg.eval_every >= 1, f"orpo.eval_every must be >= 1; got {cfg.eval_every}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+
+@dataclass
 class RunConfig:
     name: str = "cpu"
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -329,6 +410,8 @@ class RunConfig:
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     rm: RewardModelConfig = field(default_factory=RewardModelConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    kto: KTOConfig = field(default_factory=KTOConfig)
+    orpo: ORPOConfig = field(default_factory=ORPOConfig)
     max_grad_norm: float = 1.0
     checkpoint_every: int = 10
 
@@ -348,6 +431,8 @@ def _gpu() -> RunConfig:
         # rm and ppo scaled too, with the same one spare token past the longest answer + <eos> (digits + 2)
         rm=RewardModelConfig(pair_prompts=16384, heldout_prompts=1000, steps=500, batch_size=512, max_completion_length=7),
         ppo=PPOConfig(steps=200, batch_prompts=1024, max_completion_length=7, eval_every=20),  # 1024 × 1 = GRPO's 128 × 8
+        kto=KTOConfig(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
+        orpo=ORPOConfig(steps=1800, batch_size=128, eval_every=150),  # SFT's + DPO's steps
         checkpoint_every=50,
     )
 
@@ -363,6 +448,8 @@ def _test() -> RunConfig:
         rm=RewardModelConfig(pair_prompts=64, heldout_prompts=30, samples_per_prompt=8, max_completion_length=4,
                              temperature=1.5, steps=20, batch_size=16, eval_every=10),
         ppo=PPOConfig(steps=4, batch_prompts=16, max_completion_length=4, eval_every=2),
+        kto=KTOConfig(steps=4, batch_size=8, eval_every=2),
+        orpo=ORPOConfig(steps=4, batch_size=8, eval_every=2),
         checkpoint_every=2,
     )
 
@@ -430,7 +517,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     after construction); what is left here are the rules of the run as a whole: the task and the
     model, the run-wide options, and the lengths that tie the task and the model to every section.
     """
-    for section in (cfg.sft, cfg.dpo, cfg.grpo, cfg.rm, cfg.ppo):
+    for section in (cfg.sft, cfg.dpo, cfg.grpo, cfg.rm, cfg.ppo, cfg.kto, cfg.orpo):
         section.check()
     g, d, t, m = cfg.grpo, cfg.dpo, cfg.task, cfg.model
     _refuse([
@@ -488,6 +575,8 @@ def from_dict(data: dict) -> RunConfig:
         grpo=GRPOConfig(**data["grpo"]),
         rm=RewardModelConfig(**data.get("rm", {})),  # runs saved before rm/ppo existed have neither section
         ppo=PPOConfig(**data.get("ppo", {})),
+        kto=KTOConfig(**data.get("kto", {})),  # runs saved before KTO/ORPO existed have neither section
+        orpo=ORPOConfig(**data.get("orpo", {})),
         max_grad_norm=data["max_grad_norm"],
         checkpoint_every=data["checkpoint_every"],
     )

@@ -107,14 +107,17 @@ def build_preference_pairs(model, task: AdditionTask, cfg: DPOConfig, *, generat
 
 
 @torch.no_grad()
-def reference_logprobs(model, data: dict, *, prompt_length: int = 1, batch_size: int = 512) -> dict:
+def reference_logprobs(model, data: dict, *, prompt_length: int = 1, batch_size: int = 512,
+                       names: tuple[str, ...] = ("chosen", "rejected")) -> dict:
     """Per-token reference log-probs of every chosen and rejected answer, computed once (§6).
 
     Aligned with ``input_ids[:, prompt_length:]`` (see ``completion_logprobs``'s ``start``).
+    ``names``: which ``{name}_ids``/``_attention``/``_completion`` sets to score (KTO: its answers
+    and their mismatched pairs); the result holds ``ref_{name}_token_logps`` for each.
     """
     device = next(model.parameters()).device
     out = {}
-    for name in ("chosen", "rejected"):
+    for name in names:
         parts = []
         for i in range(0, data[f"{name}_ids"].shape[0], batch_size):
             sl = slice(i, i + batch_size)

@@ -64,6 +64,37 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
                           "roles": ["policy", "reference (log-probs cached once)"] if d.loss_type != "simpo" else ["policy"],
                           "kl": "implicit, through beta and the reference ratio", "averaging_unit": "mean over pairs"},
         )
+    elif kind == "kto":
+        k = cfg.kto
+        out.update(
+            data_and_policy={"examples": f"unpaired answers: DPO's preference pairs from {d.pair_prompts} prompts × "
+                                         f"{d.samples_per_prompt} samples, taken apart (chosen = desirable, rejected = "
+                                         f"undesirable; desirable_fraction={k.desirable_fraction})",
+                             "generated_by": "the SFT checkpoint, once, before training (offline)",
+                             "reuse": "batches fixed once and repeated in order (TRL's sequential sampling)",
+                             "overlap": "held-out prompts excluded"},
+            reward_contract={"source": reward_source("strict") + ", used only to label desirable vs undesirable",
+                             "granularity": "once per completion (binary label)",
+                             "truncation": "a truncated sample is an undesirable answer"},
+            optimisation={"algorithm": f"offline KTO, beta={k.beta}, desirable_weight={k.desirable_weight}, "
+                                       f"undesirable_weight={k.undesirable_weight}",
+                          "roles": ["policy", "reference (log-probs of answers and mismatched pairs cached once)"],
+                          "kl": "reference point z0: detached batch KL estimate on mismatched pairs, clamped at 0",
+                          "averaging_unit": "mean over answers"},
+        )
+    elif kind == "orpo":
+        o = cfg.orpo
+        out.update(
+            data_and_policy={"examples": f"DPO's preference pairs from {d.pair_prompts} prompts × {d.samples_per_prompt} "
+                                         "samples; the chosen answers are the SFT data",
+                             "generated_by": "the SFT checkpoint, once (offline); the policy restarts from the base model",
+                             "reuse": "pairs sampled with replacement every step", "overlap": "held-out prompts excluded"},
+            reward_contract={"source": reward_source("strict") + ", used only to label chosen vs rejected",
+                             "granularity": "once per completion", "truncation": "a truncated sample is a rejected answer"},
+            optimisation={"algorithm": f"ORPO, one stage from the base model: NLL(chosen) + beta={o.beta} × odds-ratio "
+                                       "penalty", "roles": ["policy"], "kl": "none (no reference model)",
+                          "averaging_unit": "NLL: token mean over chosen completions; penalty: mean over pairs"},
+        )
     elif kind == "rm":
         r = cfg.rm
         out.update(

@@ -58,7 +58,8 @@ from course_lib.utilisation import mfu_entry
 
 # Each trainer module registers its stage when imported (course_lib.trainer.register); a new trainer
 # is one more module here.
-TRAINER_MODULES = ("course_lib.sft", "course_lib.dpo", "course_lib.grpo", "course_lib.reward_model", "course_lib.ppo")
+TRAINER_MODULES = ("course_lib.sft", "course_lib.dpo", "course_lib.grpo", "course_lib.reward_model", "course_lib.ppo",
+                   "course_lib.kto", "course_lib.orpo")
 for _module in TRAINER_MODULES:
     importlib.import_module(_module)
 KINDS = tuple(TRAINERS)

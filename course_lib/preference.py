@@ -8,8 +8,10 @@ trainer computes them), plus token counts where a method length-normalises.
 Simplifications, said out loud:
 - Losses are returned per example (no reduction) except ``reward_model_loss``, whose
   default is the batch mean the lecture's L_RM averages; reduce the others yourself.
-- KTO's reference point z0 (a batch KL estimate in the paper) is an argument here, so the
-  formula stays visible; the trainer does not use KTO.
+- KTO's reference point z0 is an argument of ``kto_loss``, so the formula stays visible;
+  ``kto_reference_point`` computes it as the paper and TRL do (a detached, clamped batch estimate
+  of KL(π_θ‖π_ref) on mismatched prompt–completion pairs, ``mismatched_order``), and
+  ``course_lib.kto`` trains with it. ``course_lib.orpo`` trains ORPO with ``odds_ratio_penalty``.
 - Parameter names follow TRL where TRL has one (``beta``, ``gamma`` = SimPO's target margin,
   ``desirable_weight``/``undesirable_weight`` for KTO, ORPO's λ is TRL's ``beta``).
 """
@@ -181,21 +183,13 @@ def simpo_loss(
     return output(-F.logsigmoid(margin), as_tensor)
 
 
-def orpo_loss(
-    policy_chosen_logps,
-    policy_rejected_logps,
-    chosen_lengths,
-    rejected_lengths,
-    beta: float = 0.1,
-):
-    """ORPO (Hong et al. 2024): NLL of the chosen answer + β · odds-ratio penalty (§8).
+def odds_ratio_penalty(policy_chosen_logps, policy_rejected_logps, chosen_lengths, rejected_lengths):
+    """ORPO's preference term −log σ(log odds(y_w) − log odds(y_l)) per pair (Hong et al. 2024, §8).
 
-    Data contract: preference pairs, **no reference policy**, length-normalised: with
-    ℓ̄ = mean token log-prob and odds(y) = P/(1−P), P = exp(ℓ̄), the loss is
-    −ℓ̄_w − β·log σ(log odds(y_w) − log odds(y_l)). One joint objective replaces SFT + a
-    separate alignment stage. ``beta`` is TRL's name for the paper's λ.
+    odds(y) = P/(1−P) with P = exp(ℓ̄), ℓ̄ = the mean token log-prob (sum / token count), as in
+    the paper's Eq. (4) and TRL's ``ORPOTrainer.odds_ratio_loss`` (which returns log σ(·), the
+    negative of this). Each mean must be < 0: a probability of 1 has infinite odds.
     """
-    beta = positive_scalar(beta, "beta")
     _lengths(chosen_lengths, rejected_lengths)
     (pw, pl, nw, nl), as_tensor = tensors(
         policy_chosen_logps=policy_chosen_logps,
@@ -210,8 +204,28 @@ def orpo_loss(
     def log_odds(m):
         return m - torch.log(-torch.expm1(m))  # log P − log(1 − P), stable
 
-    penalty = -F.logsigmoid(log_odds(mw) - log_odds(ml))
-    return output(-mw + beta * penalty, as_tensor)
+    return output(-F.logsigmoid(log_odds(mw) - log_odds(ml)), as_tensor)
+
+
+def orpo_loss(
+    policy_chosen_logps,
+    policy_rejected_logps,
+    chosen_lengths,
+    rejected_lengths,
+    beta: float = 0.1,
+):
+    """ORPO (Hong et al. 2024): NLL of the chosen answer + β · odds-ratio penalty (§8).
+
+    Data contract: preference pairs, **no reference policy**, length-normalised: with
+    ℓ̄ = mean token log-prob and odds(y) = P/(1−P), P = exp(ℓ̄), the loss is
+    −ℓ̄_w − β·log σ(log odds(y_w) − log odds(y_l)) (``odds_ratio_penalty``). One joint objective
+    replaces SFT + a separate alignment stage. ``beta`` is TRL's name for the paper's λ.
+    """
+    beta = positive_scalar(beta, "beta")
+    penalty = odds_ratio_penalty(policy_chosen_logps, policy_rejected_logps, chosen_lengths, rejected_lengths)
+    (pw, nw, pen), as_tensor = tensors(policy_chosen_logps=policy_chosen_logps, chosen_lengths=chosen_lengths,
+                                       penalty=penalty)
+    return output(-pw / nw + beta * pen, as_tensor)
 
 
 def kto_loss(
@@ -228,7 +242,10 @@ def kto_loss(
     Data contract: single answers with a binary label (no pairs), a reference policy.
     With log-ratio r = log π_θ − log π_ref and reference point z0 = ``kl_reference``:
     desirable answers cost w_d·(1 − σ(β(r − z0))), undesirable ones w_u·(1 − σ(β(z0 − r))).
-    ``desirable`` is a boolean (or 0/1) array broadcasting with the log-probs.
+    ``desirable`` is a boolean (or 0/1) array broadcasting with the log-probs. The method
+    defines z0 as a batch KL estimate (``kto_reference_point``); here it is detached whatever the
+    caller passes, so no gradient flows through it (the paper's and TRL's rule). The batch loss is
+    the mean of these per-answer losses (TRL's ``losses.nanmean()``).
     """
     beta = positive_scalar(beta, "beta")
     wd = positive_scalar(desirable_weight, "desirable_weight")
@@ -239,7 +256,34 @@ def kto_loss(
     (p, r, z0, lab), as_tensor = tensors(
         policy_logps=policy_logps, ref_logps=ref_logps, kl_reference=kl_reference, desirable=desirable
     )
-    ratio = p - r
+    ratio, z0 = p - r, z0.detach()
     good = wd * (1 - torch.sigmoid(beta * (ratio - z0)))
     bad = wu * (1 - torch.sigmoid(beta * (z0 - ratio)))
     return output(torch.where(lab > 0.5, good, bad), as_tensor)
+
+
+def mismatched_order(n: int) -> list[int]:
+    """Which completion each row of a KTO batch is paired with to estimate z0: row j takes row j−1's.
+
+    TRL's ``KTOTrainer`` rotates the completions of each batch by one, (x_1, y_n), (x_2, y_1), …,
+    (x_n, y_{n−1}), so the mismatched outputs are the batch's own outputs paired with other
+    prompts. Needs ``n >= 2`` (with one row the "mismatched" pair is the example itself, and z0
+    would equal its own log-ratio, as TRL warns).
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"n (the batch size) must be an integer >= 2 to mismatch prompts and completions; got {n!r}")
+    return [(j - 1) % n for j in range(n)]
+
+
+def kto_reference_point(policy_kl_logps, ref_kl_logps):
+    """KTO's reference point z0 = max(0, mean(log π_θ(y′|x) − log π_ref(y′|x))), detached (§8).
+
+    Ethayarajh et al. (2024) estimate z0 = KL(π_θ‖π_ref) on the batch itself: each prompt x is
+    matched with an unrelated completion y′ of the batch (``mismatched_order``), the policy and
+    reference log-probs of those pairs are averaged, clamped at 0 (a KL is never negative), and no
+    gradient flows through z0 — it is a baseline the loss compares each answer's log-ratio to, not
+    a quantity to optimise. TRL: ``kl = (KL_logps - ref_KL_logps).mean().detach().clamp(min=0)``.
+    Returns a 0-d tensor (a float for non-tensor inputs).
+    """
+    (p, r), as_tensor = tensors(policy_kl_logps=policy_kl_logps, ref_kl_logps=ref_kl_logps)
+    return output((p - r).mean().detach().clamp(min=0), as_tensor)

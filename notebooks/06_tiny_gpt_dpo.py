@@ -76,6 +76,7 @@ from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
 from course_lib.dpo import build_preference_pairs, dpo_batch_loss, reference_logprobs, train_dpo
 from course_lib.evaluation import evaluate, sample_completions
+from course_lib.kto import kto_data_from_pairs, train_kto
 from course_lib.model import build_model, completion_logprobs, n_params
 from course_lib.preference import dpo_terms
 from course_lib.rollout import generate
@@ -341,6 +342,61 @@ else:
           "the three rows over seeds).")
 if len({r["accuracy"] for r in results.values()}) > 1:
     print(f"best row in this run: {best}")
+
+# %% [markdown]
+# ## 8b. The same answers without the pairs: KTO
+#
+# KTO (Ethayarajh et al. 2024, https://arxiv.org/abs/2402.01306) needs no pairs: each answer has one
+# label, desirable or undesirable. Its loss compares an answer's log-ratio r = log π_θ − log π_ref with
+# a reference point z0, pushing desirable answers above it and undesirable ones below. The method
+# defines z0 as KL(π_θ ‖ π_ref), estimated on each batch from *mismatched* pairs (every prompt with
+# another answer of the batch), clamped at 0 and detached: no gradient flows through it
+# (`course_lib.preference.kto_reference_point`). Here we take the section-4 pairs apart — every chosen
+# answer becomes a desirable example, every rejected one an undesirable example — and train from the
+# same SFT policy for DPO's steps, on as many answers per step as DPO has completions.
+#
+# **Predict first.** KTO sees exactly DPO's answers but never learns which two belong to the same
+# prompt. Will it end above, level with, or below DPO? And where does z0 start?
+
+# %%
+kto_cfg = dataclasses.replace(cfg.kto, steps=cfg.dpo.steps, eval_every=cfg.dpo.eval_every,
+                              batch_size=2 * cfg.dpo.batch_size)
+model.load_state_dict(sft_weights)  # the reference, then the start
+kto_data = kto_data_from_pairs(model, task, data, kto_cfg, generator=torch.Generator().manual_seed(SEED + 5))
+kto_log = MetricsLog()
+train_kto(model, task, kto_cfg, kto_data, log=kto_log, show_progress=False)
+results_kto = evaluate(model, task)
+z0 = [row["kl"] for row in kto_log.rows]
+gap = results_kto["accuracy"] - results["DPO"]["accuracy"]
+print(f"{kto_data['n_desirable']} desirable + {kto_data['n_undesirable']} undesirable answers, "
+      f"{kto_data['n_batches']} batches of {kto_data['batch_size']}")
+print(f"held-out accuracy: SFT {baseline['accuracy']:.1%}, DPO {results['DPO']['accuracy']:.1%}, "
+      f"KTO {results_kto['accuracy']:.1%}")
+positive = [i + 1 for i, v in enumerate(z0) if v > 0]
+print(f"z0 at the first step {z0[0]:.3f} (policy = reference); above 0 on {len(positive)} of {len(z0)} steps"
+      + (f" (largest {max(z0):.3f}, last at step {positive[-1]})" if positive else "")
+      + f"; at the last step {z0[-1]:.3f}" + (" (the clamp at 0 holds it)" if z0[-1] == 0 else ""))
+if abs(gap) < 0.5 / len(task.heldout_pairs):
+    print("KTO tied DPO in this run: on these answers the pairing added nothing measurable.")
+else:
+    p_mean = (results_kto["accuracy"] + results["DPO"]["accuracy"]) / 2
+    se = 100 * (p_mean * (1 - p_mean) / len(task.heldout_pairs)) ** 0.5  # one accuracy's sampling error
+    print(f"KTO {'beat' if gap > 0 else 'trailed'} DPO by {100 * abs(gap):.1f} points in this run (one seed; each "
+          f"accuracy's own sampling error on {len(task.heldout_pairs)} held-out prompts is about {se:.1f} points); "
+          f"KTO {'lifted' if results_kto['accuracy'] > baseline['accuracy'] else 'did not lift'} the SFT policy.")
+
+# %% [markdown]
+# z0 starts at 0: the policy *is* the reference, so every log-ratio is 0. It is an average log-ratio
+# of answers to *other* prompts. While training first moves the policy, those mismatched answers can
+# gain probability with the rest and z0 rises; as the policy sharpens on each prompt's own answers they
+# can become *less* likely than under the reference, the estimate turns negative and the clamp holds z0
+# at 0 — KTO then scores each log-ratio against 0. The line above says which happened in this run; an
+# answer counts as good or bad only relative to z0, never in absolute terms. Which contract fits
+# which data: pairs need two answers to the same prompt, one better; KTO only needs a verdict per
+# answer, so it can also use prompts where every sample was right or every sample was wrong (which
+# section 4 threw away). ORPO (`python -m course_lib train orpo`) trains the same pairs from the base
+# model in one stage, with no reference; its run takes SFT's whole budget, so it is in
+# `benchmarks/tinygpt_dpo.py`, not here.
 
 # %% [markdown]
 # ## 9. Two valid answers, one preferred: a style preference

@@ -13,6 +13,9 @@ from course_lib.preference import (
     implicit_reward,
     ipo_loss,
     kto_loss,
+    kto_reference_point,
+    mismatched_order,
+    odds_ratio_penalty,
     orpo_loss,
     reward_model_loss,
     simpo_loss,
@@ -107,6 +110,39 @@ def test_kto_pointwise_labels():
     assert isinstance(out, np.ndarray)
 
 
+def test_kto_reference_point_is_the_clamped_mean_of_mismatched_log_ratios():
+    # (x_j, y_{j-1}): TRL's rotation of the batch's completions by one
+    assert mismatched_order(4) == [3, 0, 1, 2]
+    assert kto_reference_point([-3.0, -5.0, -2.0], [-4.0, -4.5, -2.5]) == pytest.approx((1.0 + -0.5 + 0.5) / 3)
+    assert kto_reference_point([-5.0, -5.0], [-4.0, -4.5]) == 0.0  # mean −0.75: a KL is never negative
+
+
+def test_kto_reference_point_is_detached():
+    policy_kl = torch.tensor([-3.0, -1.0, -2.0], dtype=torch.float64, requires_grad=True)
+    policy = torch.tensor([-2.0, -4.0], dtype=torch.float64, requires_grad=True)
+    z0 = kto_reference_point(policy_kl, torch.tensor([-3.5, -1.5, -2.5], dtype=torch.float64))
+    assert float(z0) == pytest.approx(0.5) and not z0.requires_grad
+    loss = kto_loss(policy, torch.tensor([-2.5, -3.0], dtype=torch.float64), torch.tensor([True, False]), z0,
+                    beta=0.5).mean()
+    loss.backward()
+    assert policy_kl.grad is None  # no gradient reaches the mismatched pairs through z0
+    # the gradient is the one with z0 a constant: d/dr of (1 − σ(β(r − z0))) = −β σ'(β(r − z0))
+    s = torch.sigmoid(torch.tensor([0.5 * (0.5 - 0.5), 0.5 * (0.5 - -1.0)], dtype=torch.float64))
+    assert torch.allclose(policy.grad, torch.stack([-0.5 * s[0] * (1 - s[0]), 0.5 * s[1] * (1 - s[1])]) / 2)
+    # and kto_loss detaches a z0 that carries a graph, whatever the caller passes
+    z_graph = policy_kl.mean() + 3.0
+    assert z_graph.requires_grad
+    kto_loss(policy, -2.0, True, z_graph, beta=0.5).sum().backward()
+    assert policy_kl.grad is None
+
+
+def test_odds_ratio_penalty_is_orpo_minus_the_chosen_nll():
+    mw, ml = -10 / 5, -12 / 4
+    log_odds = lambda m: m - math.log(1 - math.exp(m))  # noqa: E731
+    assert odds_ratio_penalty(-10.0, -12.0, 5, 4) == pytest.approx(math.log1p(math.exp(-(log_odds(mw) - log_odds(ml)))))
+    assert orpo_loss(-10.0, -12.0, 5, 4, beta=0.3) == pytest.approx(-mw + 0.3 * odds_ratio_penalty(-10.0, -12.0, 5, 4))
+
+
 # ---- properties --------------------------------------------------------------------------------
 
 @given(finite, finite, finite, finite, st.floats(0.01, 5))
@@ -171,6 +207,9 @@ def test_large_margins_are_finite(z):
     (lambda: orpo_loss(0.0, -1.0, 3, 3), "< 0"),
     (lambda: kto_loss(-1.0, -1.0, 2), "desirable"),
     (lambda: kto_loss(-1.0, -1.0, True, desirable_weight=0), "desirable_weight"),
+    (lambda: mismatched_order(1), "n .the batch size. must be an integer >= 2"),
+    (lambda: kto_reference_point([0.0, float("nan")], [0.0, 0.0]), "policy_kl_logps"),
+    (lambda: odds_ratio_penalty(-1.0, 0.0, 3, 3), "< 0"),
 ])
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(ValueError, match=match):

@@ -52,7 +52,7 @@ def test_cli_grpo_end_to_end_with_control(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["grpo", "dpo"])
+@pytest.mark.parametrize("kind", ["grpo", "dpo", "kto", "orpo"])
 def test_resume_reproduces_the_uninterrupted_run(tmp_path, kind):
     cfg = get_config("test")
     run(kind, cfg, tmp_path / "full", steps=4, show_progress=False, verbose=False)
@@ -193,3 +193,14 @@ def test_readme_runs_the_cli_in_the_course_environment():
 
     lines = [ln for ln in (ROOT / "README.md").read_text().splitlines() if "-m course_lib train" in ln]
     assert lines and all(".venv/bin/python -m course_lib" in ln for ln in lines)
+
+
+def test_kto_and_orpo_options_are_validated(tmp_path, capsys):
+    out = str(tmp_path)
+    assert _exit_code(["train", "kto", "--config", "test", "--out", out, "--desirable-fraction", "0"]) == 2
+    assert "kto.desirable_fraction must lie in (0, 1]" in capsys.readouterr().err
+    assert _exit_code(["train", "kto", "--config", "test", "--out", out, "--batch-size", "1"]) == 2
+    assert "kto.batch_size must be >= 2" in capsys.readouterr().err
+    assert _exit_code(["train", "orpo", "--config", "test", "--out", out, "--beta", "0"]) == 2
+    assert "orpo.beta must be > 0" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # refused before anything was written

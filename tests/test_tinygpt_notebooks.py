@@ -87,7 +87,7 @@ def assert_no_generator_repr(name, shown):
 @pytest.mark.slow
 def test_06_sft_then_dpo_runs(matplotlib_ready, shared_sft_start):
     ns, shown = execute("06_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_rows",
-                                            "before_style", "after_style"], FAST)
+                                            "before_style", "after_style", "results_kto", "z0", "gap"], FAST)
     assert_clean("06", shown)
     assert_no_generator_repr("06", shown)
     assert 0 <= ns["baseline"]["accuracy"] <= 1
@@ -106,6 +106,13 @@ def test_06_sft_then_dpo_runs(matplotlib_ready, shared_sft_start):
     tracked = [r for r in ns["style_rows"] if "val_margin" in r]
     assert tracked and all(0 <= r["val_preference_accuracy"] <= 1 for r in tracked)
     assert all(0 <= x <= 1 for x in (*ns["before_style"], *ns["after_style"]))
+    # 8b: KTO on the same answers, unpaired: z0 starts at 0 (policy = reference), is never negative,
+    # KTO lifts the SFT policy, and the printed lines are the ones the numbers give
+    assert 0 <= ns["z0"][0] < 1e-4 and min(ns["z0"]) >= 0
+    assert any(f"above 0 on {sum(v > 0 for v in ns['z0'])} of {len(ns['z0'])} steps" in text for _, text in shown)
+    assert ns["results_kto"]["accuracy"] - ns["baseline"]["accuracy"] >= 0.05, ns["results_kto"]
+    verdict = "tied" if abs(ns["gap"]) < 0.5 / 500 else ("beat" if ns["gap"] > 0 else "trailed")
+    assert any(f"KTO {verdict} DPO" in text for _, text in shown)
 
 
 @pytest.mark.slow

@@ -36,7 +36,15 @@ from course_lib.policy_loss import (  # noqa: E402
     kl_estimate,
     sequence_ratio,
 )
-from course_lib.preference import dpo_terms, ipo_loss, simpo_loss  # noqa: E402
+from course_lib.preference import (  # noqa: E402
+    dpo_terms,
+    ipo_loss,
+    kto_loss,
+    kto_reference_point,
+    mismatched_order,
+    odds_ratio_penalty,
+    simpo_loss,
+)
 from course_lib.task import AdditionTask  # noqa: E402
 
 REL = 1e-6
@@ -295,3 +303,102 @@ def test_simpo_is_trl_cpo_trainer_simpo(setup):
     len_w, len_l = torch.randint(1, 6, (8,), generator=gen).double(), torch.randint(1, 6, (8,), generator=gen).double()
     theirs, _, _ = trainer.cpo_loss(sums_w / len_w, sums_l / len_l)  # CPO averages log-probs for SimPO
     assert close(theirs, simpo_loss(sums_w, sums_l, len_w, len_l, beta=2.0, gamma=0.5))
+
+
+# ---- KTO and ORPO: TRL's own loss code on the same tensors ----------------------------------------
+
+def _kto_trainer(setup, *, labels, seeds, beta=0.3, desirable_weight=1.3, undesirable_weight=0.7):
+    from datasets import Dataset
+    from trl import KTOConfig, KTOTrainer
+
+    cfg, task, _, out = setup
+    torch.manual_seed(seeds[0])
+    policy = build_model(cfg.model, task.tokenizer).double()
+    torch.manual_seed(seeds[1])
+    ref = build_model(cfg.model, task.tokenizer).double()
+    prompts = task.sample_pairs(len(labels), torch.Generator().manual_seed(5))
+    answers = [str(a + b) if ok else str((a + b + 1) % 10) + "1" * (i % 2) for i, ((a, b), ok) in
+               enumerate(zip(prompts, labels))]
+    data = Dataset.from_dict({"prompt": [trl_bridge.prompt_text(task, a, b) for a, b in prompts],
+                              "completion": answers, "label": list(labels)})
+    args = KTOConfig(output_dir=out, per_device_train_batch_size=len(labels), beta=beta,
+                     desirable_weight=desirable_weight, undesirable_weight=undesirable_weight, use_cpu=True,
+                     bf16=False, report_to="none", disable_tqdm=True, precompute_ref_log_probs=False,
+                     gradient_checkpointing=None, activation_checkpointing=False)
+    trainer = KTOTrainer(model=policy, ref_model=ref, args=args, processing_class=task.tokenizer, train_dataset=data)
+    return trainer, policy, ref
+
+
+@pytest.mark.parametrize(("labels", "seeds", "clamped"), [
+    ((True, False, True, True, False, False), (3, 1), False),
+    ((True, True, True), (1, 2), True),  # desirable answers only, and a negative KL estimate clamped to 0
+])
+def test_kto_is_trl_kto_trainer(setup, labels, seeds, clamped):
+    """KTO = TRL's ``KTOTrainer._compute_loss``: values and gradients, z0 from TRL's mismatched pairs.
+
+    The second case has desirable answers only: TRL trains on it, and so does the course (kto.py's docstring).
+    """
+    trainer, policy, ref = _kto_trainer(setup, labels=labels, seeds=seeds)
+    trainer.model.train()
+    batch = next(iter(trainer.get_train_dataloader()))
+    n = len(labels)
+    # TRL's mismatched pairs are preference.mismatched_order: row j's prompt with row j-1's completion
+    answers = [batch["input_ids"][j][batch["completion_mask"][j].bool()].tolist() for j in range(n)]
+    kl_answers = [batch["KL_input_ids"][j][batch["KL_completion_mask"][j].bool()].tolist() for j in range(n)]
+    assert kl_answers == [answers[i] for i in mismatched_order(n)]
+    policy.zero_grad()
+    theirs = trainer._compute_loss(policy, batch, return_outputs=False)
+    theirs.backward()
+    grads = [p.grad.clone() for p in policy.parameters()]
+    policy.zero_grad()
+    seq, _, _, _ = _sequence_logps(policy, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    with torch.no_grad():
+        ref_seq, _, _, _ = _sequence_logps(ref, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+        kl_args = (batch["KL_input_ids"], batch["KL_attention_mask"], batch["KL_completion_mask"])
+        z0 = kto_reference_point(_sequence_logps(policy, *kl_args)[0], _sequence_logps(ref, *kl_args)[0])
+    assert (float(z0) == 0.0) if clamped else (float(z0) > 0.01), float(z0)
+    ours = kto_loss(seq, ref_seq, batch["label"], z0, beta=0.3, desirable_weight=1.3, undesirable_weight=0.7).mean()
+    ours.backward()
+    assert close(theirs.detach(), ours.detach())
+    for g_theirs, p in zip(grads, policy.parameters()):
+        assert close(g_theirs, p.grad)
+
+
+def test_orpo_is_trl_orpo_trainer(setup):
+    """ORPO = TRL's ``ORPOTrainer.get_batch_loss_metrics``: NLL + β · ``odds_ratio_penalty``, values and gradients.
+
+    TRL's NLL counts the prompt tokens too (its comment: "computed over the full prompt and response"),
+    the course trainer's only the completion (course_lib.orpo's docstring); the penalty is the same.
+    TRL computes the odds in float32, hence 1e-5.
+    """
+    from datasets import Dataset
+    from trl.experimental.orpo import ORPOConfig, ORPOTrainer
+
+    cfg, task, _, out = setup
+    torch.manual_seed(1)
+    policy = build_model(cfg.model, task.tokenizer).double()
+    prompts = task.sample_pairs(6, torch.Generator().manual_seed(5))
+    data = Dataset.from_dict({"prompt": [trl_bridge.prompt_text(task, a, b) for a, b in prompts],
+                              "chosen": [str(a + b) for a, b in prompts],
+                              "rejected": [str((a + b + 1) % 10) + "1" * (i % 2) for i, (a, b) in enumerate(prompts)]})
+    args = ORPOConfig(output_dir=out, per_device_train_batch_size=6, beta=0.25, use_cpu=True, bf16=False,
+                      report_to="none", disable_tqdm=True, max_length=16)
+    trainer = ORPOTrainer(model=policy, args=args, processing_class=task.tokenizer, train_dataset=data)
+    batch = next(iter(trainer.get_train_dataloader()))
+    policy.zero_grad()
+    theirs, _ = trainer.get_batch_loss_metrics(policy, batch)
+    theirs.backward()
+    grads = [p.grad.clone() for p in policy.parameters()]
+    policy.zero_grad()
+    sides = {}
+    for side in ("chosen", "rejected"):
+        ids, attn = batch[f"{side}_input_ids"], batch[f"{side}_attention_mask"]
+        sides[side] = _sequence_logps(policy, ids, attn, (batch[f"{side}_labels"] != -100).long())
+    (sw, nw, _, _), (sl, nl, _, _) = sides["chosen"], sides["rejected"]
+    ids, attn = batch["chosen_input_ids"], batch["chosen_attention_mask"]
+    nll_full = -_sequence_logps(policy, ids, attn, attn)[0].sum() / attn[:, 1:].sum()  # prompt + completion tokens
+    ours = nll_full + 0.25 * odds_ratio_penalty(sw, sl, nw, nl).mean()
+    ours.backward()
+    assert close(theirs.detach(), ours.detach(), rel=1e-5)
+    for g_theirs, p in zip(grads, policy.parameters()):
+        assert close(g_theirs, p.grad, rel=1e-5)

@@ -1,0 +1,162 @@
+"""ORPO for the tiny GPT: SFT and preference in one stage, from the base model, no reference (§8).
+
+Hong et al. (2024) replace "SFT, then align against the SFT reference" by one objective on
+preference pairs: the NLL of the chosen answer (SFT's loss) plus λ times the odds-ratio penalty
+−log σ(log odds(y_w) − log odds(y_l)) (``course_lib.preference.odds_ratio_penalty``, the very
+function notebook 02 draws; λ is TRL's ``beta``). No reference model, no reference log-probs.
+
+The data: the same preference pairs DPO trains on (``dpo.build_preference_pairs``: same prompts,
+samples and checker, so for one seed ORPO and DPO see the same pairs). They are a fixed, offline
+dataset; ORPO does not care who wrote them, as in the paper, whose pairs come from other models.
+Here they are sampled from the run's SFT policy, which is therefore trained first and counted
+(``sft_seconds``) — then the **policy is reset to the base initialisation** (the weights the SFT
+stage started from) and ORPO trains it in one stage. The chosen answers are its SFT data.
+
+Simplifications, said out loud:
+- The NLL counts the chosen *completion* tokens, pooled over the batch (the course's SFT loss,
+  ``policy_loss.aggregate(unit="token_mean")``); TRL's ``ORPOTrainer`` also counts the prompt
+  tokens (tests/test_trl_parity.py pins both the penalty and that difference).
+- A mean token log-prob of exactly 0 (probability 1 in float32) has infinite odds; it is
+  clamped to −1e-6 before the penalty (a completion the model is certain of contributes no
+  gradient through the clamp).
+- Batches of pairs drawn with replacement by the stage's generator; AdamW with a constant
+  learning rate (SFT's by default: the policy learns the task) and gradient clipping.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from course_lib.configs import ORPOConfig
+from course_lib.dpo import build_preference_pairs
+from course_lib.evaluation import evaluate
+from course_lib.model import build_model, completion_logprobs
+from course_lib.policy_loss import aggregate
+from course_lib.preference import odds_ratio_penalty
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    MetricsLog,
+    autocast,
+    clip_gradients,
+    make_optimizer,
+    set_threads,
+    to_device,
+)
+from course_lib.task import AdditionTask
+from course_lib.trainer import StageContext, StageResult, register, train_loop
+
+CERTAIN = -1e-6  # the largest mean token log-prob the odds see (see the module docstring)
+PAIR_KEYS = tuple(f"{side}_{f}" for side in ("chosen", "rejected") for f in ("ids", "attention", "completion"))
+
+
+def orpo_batch_loss(model, batch: dict, cfg: ORPOConfig, *, prompt_length: int = 1,
+                    validate: bool = True) -> tuple[torch.Tensor, dict]:
+    """NLL of the chosen completions (token mean) + λ · mean odds-ratio penalty, for one batch of pairs."""
+    n = batch["chosen_ids"].shape[0]
+    ids = torch.cat([batch["chosen_ids"], batch["rejected_ids"]])
+    attn = torch.cat([batch["chosen_attention"], batch["rejected_attention"]])
+    comp = torch.cat([batch["chosen_completion"], batch["rejected_completion"]])
+    token_logps, mask = completion_logprobs(model, ids, attn, comp, start=prompt_length, validate=validate)
+    lengths = mask.sum(-1)
+    seq = torch.minimum(token_logps.sum(-1), CERTAIN * lengths)  # mean log-prob <= CERTAIN
+    penalty = odds_ratio_penalty(seq[:n], seq[n:], lengths[:n], lengths[n:])
+    nll = aggregate(-token_logps[:n], mask[:n], unit="token_mean", validate=validate)
+    loss = nll + cfg.beta * penalty.mean()
+    with torch.no_grad():
+        mw, ml = seq[:n] / lengths[:n], seq[n:] / lengths[n:]
+        stats = torch.stack([loss, nll, penalty.mean(), (mw > ml).float().mean(), mw.mean(), ml.mean()]).tolist()
+    names = ("loss", "nll", "odds_ratio_penalty", "preference_accuracy", "mean_logp_chosen", "mean_logp_rejected")
+    return loss, dict(zip(names, stats))
+
+
+def train_orpo(
+    model,
+    task: AdditionTask,
+    cfg: ORPOConfig,
+    data: dict,
+    *,
+    generator: torch.Generator,
+    log: MetricsLog | None = None,
+    state: dict | None = None,
+    max_grad_norm: float = 1.0,
+    steps: int | None = None,
+    checkpoint=None,
+    checkpoint_every: int = 10,
+    show_progress: bool = True,
+    threads: int | None = DEFAULT_THREADS,
+) -> dict:
+    """ORPO on preference pairs (``dpo.build_preference_pairs``' output), from whatever weights ``model`` holds.
+
+    ``state`` (from a checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
+    Runs until ``steps`` in total.
+    """
+    set_threads(threads)
+    device = next(model.parameters()).device
+    opt = make_optimizer(model, cfg.learning_rate)
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+    n_pairs = data["chosen_ids"].shape[0]
+    first = state["step"] if state is not None else 0
+    on_device = {k: data[k].to(device) for k in PAIR_KEYS}
+    model.train()
+
+    def one_step(step: int) -> dict:
+        t0 = time.perf_counter()
+        idx = to_device(torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator), device)
+        batch = {k: v[idx] for k, v in on_device.items()}
+        with autocast(device):
+            loss, stats = orpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length, validate=step == first)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        clip_gradients(model, max_grad_norm)
+        opt.step()
+        return {**stats, "update_seconds": time.perf_counter() - t0}
+
+    def held_out() -> dict:
+        out = evaluate(model, task)
+        model.train()
+        return out
+
+    done = train_loop("orpo", one_step, total=cfg.steps if steps is None else steps, state=state,
+                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
+                      log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
+                      postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})
+    model.eval()
+    return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+
+
+def base_weights(cfg, task: AdditionTask, seed: int) -> dict:
+    """The initialisation every run of this seed starts from (``pipeline.build_policy``), without touching the RNG."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build_model(cfg.model, task.tokenizer).state_dict()
+
+
+@register("orpo")
+def orpo_stage(ctx: StageContext) -> StageResult:
+    """``train orpo``: DPO's pairs from the SFT policy, then the policy reset to its base weights and ORPO."""
+    if ctx.state is not None:
+        data = {k[5:]: v for k, v in ctx.state.items() if k.startswith("data_")}
+    else:
+        ctx.say("[course_lib] sampling DPO's preference pairs from the SFT policy; ORPO then starts from the base model")
+        t0 = time.perf_counter()
+        data = build_preference_pairs(ctx.model, ctx.task, ctx.cfg.dpo, generator=ctx.generator,
+                                      show_progress=ctx.show_progress)
+        data["pair_seconds"] = time.perf_counter() - t0  # counted in rl_seconds: ORPO's data cost
+        ctx.model.load_state_dict(base_weights(ctx.cfg, ctx.task, ctx.seed))
+        data["base_accuracy"] = evaluate(ctx.model, ctx.task)["accuracy"]
+        ctx.say(f"[course_lib] {data['n_pairs']} pairs from {data['n_prompts']} prompts; base model held-out accuracy "
+                f"{data['base_accuracy']:.3f}")
+    saved = {f"data_{k}": v for k, v in data.items()}
+    res = train_orpo(ctx.model, ctx.task, ctx.cfg.orpo, data, generator=ctx.generator, log=ctx.log, state=ctx.state,
+                     max_grad_norm=ctx.cfg.max_grad_norm, checkpoint_every=ctx.cfg.checkpoint_every,
+                     checkpoint=lambda step, st, seconds: ctx.checkpoint(step, {**st, **saved}, seconds),
+                     show_progress=ctx.show_progress, threads=None)
+    final = evaluate(ctx.model, ctx.task)
+    line = (f"[course_lib] ORPO from the base model: held-out accuracy {data['base_accuracy']:.3f} -> "
+            f"{final['accuracy']:.3f} (the SFT policy that sampled the pairs: {ctx.sft['eval']['accuracy']:.3f})")
+    summary = {"orpo": {"base_accuracy": data["base_accuracy"], "n_pairs": data["n_pairs"]}}
+    return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"] + data["pair_seconds"], final=final,
+                       summary=summary, line=line)
