@@ -111,12 +111,51 @@ def choices_for(section: str, name: str):
     return SECTION_CHOICES.get((section, name), CHOICES.get(name))
 
 
+def _refuse(checks) -> None:
+    """Raise ValueError with the message of the first failed ``(ok, message)`` check."""
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+
+
+def _trainer_checks(label: str, section) -> list[tuple[bool, str]]:
+    """The rules every trainer section shares: its string options (``choices_for``), steps, learning rate,
+    evaluation period and (where it has one) batch size."""
+    checks = [(getattr(section, name) in choices_for(label, name),
+               f"{label}.{name} must be one of {choices_for(label, name)}; got {getattr(section, name)!r}")
+              for name in vars(section) if choices_for(label, name)]
+    checks += [
+        (section.steps >= 0, f"{label}.steps must be >= 0; got {section.steps}"),
+        (section.learning_rate > 0, f"{label}.learning_rate must be > 0; got {section.learning_rate}"),
+        (section.eval_every >= 1, f"{label}.eval_every must be >= 1; got {section.eval_every}"),
+    ]
+    if hasattr(section, "batch_size"):
+        checks.append((section.batch_size >= 1, f"{label}.batch_size must be >= 1; got {section.batch_size}"))
+    return checks
+
+
+def _reward_check(label: str, spec) -> tuple[bool, str]:
+    """(ok, message): ``spec`` names a checker or ``rm:DIR`` (``rewards.check_reward_spec``)."""
+    try:
+        check_reward_spec(spec)
+    except ValueError as err:
+        return False, f"{label}.{err}"
+    return True, ""
+
+
 @dataclass
 class SFTConfig:
     steps: int = 1200
     batch_size: int = 64
     learning_rate: float = 1e-3
     eval_every: int = 200
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        _refuse(_trainer_checks("sft", self))
 
 
 @dataclass
@@ -132,6 +171,18 @@ class DPOConfig:
     samples_per_prompt: int = 8  # candidates per prompt; one correct + one incorrect make a pair
     max_completion_length: int = 6
     eval_every: int = 25
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        _refuse(_trainer_checks("dpo", self) + [
+            (self.beta > 0, f"dpo.beta must be > 0; got {self.beta}"),
+            (self.rpo_alpha >= 0, f"dpo.rpo_alpha must be >= 0; got {self.rpo_alpha}"),
+            (self.samples_per_prompt >= 2, f"dpo.samples_per_prompt must be >= 2; got {self.samples_per_prompt}"),
+            (self.pair_prompts >= 1, f"dpo.pair_prompts must be >= 1; got {self.pair_prompts}"),
+        ])
 
 
 @dataclass
@@ -166,6 +217,29 @@ class GRPOConfig:
     vllm_importance_sampling_mode: str = "sequence_mask"  # token_truncate | token_mask | sequence_truncate | sequence_mask
     vllm_importance_sampling_clip_min: float | None = None  # C_min (None: no lower bound)
     vllm_importance_sampling_clip_max: float | None = 3.0  # C_max (None: no upper bound)
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
+        if self.loss_type in GRPO_LOSS_TYPE_UNITS:  # TRL's name for an averaging unit, not an objective
+            raise ValueError(f"grpo.loss_type must be one of {GRPO_LOSS_TYPES}; got {self.loss_type!r}, which is TRL's "
+                             f"name for the averaging unit: set unit={GRPO_LOSS_TYPE_UNITS[self.loss_type]!r} "
+                             f"(loss_type='clipped')")
+        _refuse(_trainer_checks("grpo", self) + [
+            _reward_check("grpo", self.reward),
+            (self.num_generations >= 2, f"grpo.num_generations must be >= 2 (a group needs a baseline); got {self.num_generations}"),
+            (self.batch_prompts >= 1, f"grpo.batch_prompts must be >= 1; got {self.batch_prompts}"),
+            (self.max_resample_rounds >= 0, f"grpo.max_resample_rounds must be >= 0; got {self.max_resample_rounds}"),
+            (self.epsilon >= 0, f"grpo.epsilon must be >= 0 (>= 1 means no lower clip, as in TRL); got {self.epsilon}"),
+            (self.epsilon_high >= 0, f"grpo.epsilon_high must be >= 0; got {self.epsilon_high}"),
+            (self.beta >= 0, f"grpo.beta must be >= 0; got {self.beta}"),
+            _kl_pair_check(self),
+            (self.temperature > 0, f"grpo.temperature must be > 0 (0 would divide the logits by zero); got {self.temperature}"),
+            (self.num_iterations >= 1, f"grpo.num_iterations must be >= 1; got {self.num_iterations}"),
+        ])
+        check_staleness(self)
 
 
 @dataclass
@@ -204,9 +278,7 @@ class RewardModelConfig:
             (cfg.init in ("sft", "scratch"), f"init must be 'sft' or 'scratch'; got {cfg.init!r}"),
             (cfg.eval_every >= 1, f"eval_every must be >= 1; got {cfg.eval_every}"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+        _refuse(checks)
 
 
 @dataclass
@@ -249,9 +321,7 @@ class PPOConfig:
             (cfg.temperature > 0, f"ppo.temperature must be > 0; got {cfg.temperature}"),
             (cfg.eval_every >= 1, f"ppo.eval_every must be >= 1; got {cfg.eval_every}"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+        _refuse([*checks, _reward_check("ppo", cfg.reward)])
 
 
 @dataclass
@@ -441,21 +511,16 @@ def check_staleness(g: GRPOConfig) -> None:
 
 
 def validate(cfg: RunConfig) -> RunConfig:
-    """Raise ValueError naming the first bad option (called before any training starts)."""
+    """Raise ValueError naming the first bad option (called before any training starts).
+
+    Each trainer section checks itself (``check()``, run again here: command-line overrides are set
+    after construction); what is left here are the rules of the run as a whole: the task and the
+    model, the run-wide options, and the lengths that tie the task and the model to every section.
+    """
+    for section in (cfg.sft, cfg.dpo, cfg.grpo, cfg.rm, cfg.ppo, cfg.kto, cfg.orpo):
+        section.check()
     g, d, t, m = cfg.grpo, cfg.dpo, cfg.task, cfg.model
-    check_reward_spec(g.reward)
-    check_reward_spec(cfg.ppo.reward)
-    cfg.rm.check()  # again: command-line overrides are set after construction
-    cfg.ppo.check()
-    cfg.kto.check()
-    cfg.orpo.check()
-    if g.loss_type in GRPO_LOSS_TYPE_UNITS:  # TRL's name for an averaging unit, not an objective
-        raise ValueError(f"grpo.loss_type must be one of {GRPO_LOSS_TYPES}; got {g.loss_type!r}, which is TRL's name "
-                         f"for the averaging unit: set unit={GRPO_LOSS_TYPE_UNITS[g.loss_type]!r} (loss_type='clipped')")
-    checks = [(getattr(sec, name) in choices_for(label, name),
-               f"{label}.{name} must be one of {choices_for(label, name)}; got {getattr(sec, name)!r}")
-              for label, sec in (("dpo", d), ("grpo", g)) for name in vars(sec) if choices_for(label, name)]
-    checks += [
+    _refuse([
         (t.digits >= 1, f"task.digits must be >= 1; got {t.digits}"),
         (t.n_heldout >= 1, f"task.n_heldout must be >= 1 (accuracy needs held-out prompts); got {t.n_heldout}"),
         (t.n_demos >= 1, f"task.n_demos must be >= 1; got {t.n_demos}"),
@@ -465,34 +530,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         (0 <= t.teacher_error_rate <= 1, f"task.teacher_error_rate must lie in [0, 1]; got {t.teacher_error_rate}"),
         (min(m.n_layer, m.n_embd, m.n_head, m.n_positions) >= 1, "model.n_layer, n_embd, n_head and n_positions must be >= 1"),
         (m.n_embd % max(m.n_head, 1) == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})"),
-        (g.num_generations >= 2, f"grpo.num_generations must be >= 2 (a group needs a baseline); got {g.num_generations}"),
-        (g.batch_prompts >= 1, f"grpo.batch_prompts must be >= 1; got {g.batch_prompts}"),
-        (g.max_resample_rounds >= 0, f"grpo.max_resample_rounds must be >= 0; got {g.max_resample_rounds}"),
-        (g.epsilon >= 0, f"grpo.epsilon must be >= 0 (>= 1 means no lower clip, as in TRL); got {g.epsilon}"),
-        (g.epsilon_high >= 0, f"grpo.epsilon_high must be >= 0; got {g.epsilon_high}"),
-        (g.beta >= 0, f"grpo.beta must be >= 0; got {g.beta}"),
-        _kl_pair_check(g),
-        *_objective_checks(g, t),
-        (g.temperature > 0, f"grpo.temperature must be > 0 (0 would divide the logits by zero); got {g.temperature}"),
-        (g.num_iterations >= 1, f"grpo.num_iterations must be >= 1; got {g.num_iterations}"),
-        (d.beta > 0, f"dpo.beta must be > 0; got {d.beta}"),
-        (d.rpo_alpha >= 0, f"dpo.rpo_alpha must be >= 0; got {d.rpo_alpha}"),
-        (d.samples_per_prompt >= 2, f"dpo.samples_per_prompt must be >= 2; got {d.samples_per_prompt}"),
-        (d.pair_prompts >= 1, f"dpo.pair_prompts must be >= 1; got {d.pair_prompts}"),
+        *_objective_checks(g, t),  # GSPO, CISPO and overlong shaping: the shaping's window depends on the task
         (cfg.max_grad_norm > 0, f"max_grad_norm must be > 0 (0 would zero every update); got {cfg.max_grad_norm}"),
         (cfg.checkpoint_every >= 1, f"checkpoint_every must be >= 1; got {cfg.checkpoint_every}"),
-    ]
-    for section in (cfg.sft, cfg.dpo, cfg.grpo):
-        name = type(section).__name__.replace("Config", "").lower()
-        checks.append((section.steps >= 0, f"{name}.steps must be >= 0; got {section.steps}"))
-        checks.append((section.learning_rate > 0, f"{name}.learning_rate must be > 0; got {section.learning_rate}"))
-        checks.append((section.eval_every >= 1, f"{name}.eval_every must be >= 1; got {section.eval_every}"))
-        if hasattr(section, "batch_size"):
-            checks.append((section.batch_size >= 1, f"{name}.batch_size must be >= 1; got {section.batch_size}"))
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
-    check_staleness(g)
+    ])
     if t.env:
         from course_lib.environments import EpisodeLimits, check_env_name
 

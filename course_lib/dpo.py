@@ -68,28 +68,29 @@ def select_pairs(accepted: list[list[bool]], pairs_per_prompt: int = 1) -> list[
 
 @torch.no_grad()
 def build_preference_pairs(model, task: AdditionTask, cfg: DPOConfig, *, generator: torch.Generator,
-                           show_progress: bool = False) -> dict:
+                           show_progress: bool = False, chunk: int = PAIR_CHUNK) -> dict:
     """Offline pairs from the SFT policy: per prompt, one accepted and one rejected sample.
 
     Returns tensors ``chosen_ids``/``rejected_ids`` (right-padded prompt + completion), their
     attention and completion masks, and ``n_prompts``/``n_pairs`` counts. Samples are scored
-    by the strict checker.
+    by the strict checker. ``chunk``: prompts per ``generate`` call (the samples depend on it, the
+    distribution does not).
     """
     pairs = task.sample_pairs(cfg.pair_prompts, generator)
     k = cfg.samples_per_prompt
     checker = resolve_reward("strict", task)
     chosen, rejected = [], []
     bar = progress(len(pairs), "dpo pairs", show_progress)
-    for c0 in range(0, len(pairs), PAIR_CHUNK):
-        chunk = pairs[c0 : c0 + PAIR_CHUNK]
-        roll = sample_groups(model, task, chunk, num_generations=k, max_completion_length=cfg.max_completion_length)
-        ok = checker([p for p in chunk for _ in range(k)], roll.completions).view(len(chunk), k).tolist()
+    for c0 in range(0, len(pairs), chunk):
+        part = pairs[c0 : c0 + chunk]
+        roll = sample_groups(model, task, part, num_generations=k, max_completion_length=cfg.max_completion_length)
+        ok = checker([p for p in part for _ in range(k)], roll.completions).view(len(part), k).tolist()
         lengths = (task.prompt_length + roll.completion_mask.sum(-1)).tolist()
         ids = roll.input_ids.tolist()
         for i, g, b in select_pairs([[bool(x) for x in row] for row in ok]):
             chosen.append(ids[i * k + g][: lengths[i * k + g]])
             rejected.append(ids[i * k + b][: lengths[i * k + b]])
-        bar.update(len(chunk))
+        bar.update(len(part))
     bar.close()
     if not chosen:
         raise ValueError("the SFT policy produced no (correct, incorrect) pair; train SFT longer or sample more")

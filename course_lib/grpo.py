@@ -98,6 +98,44 @@ def compute_advantages(rewards: torch.Tensor, kind: str, *, validate: bool = Tru
     return ADVANTAGE_FUNCTIONS[kind](rewards, validate=validate)
 
 
+def kl_logged_only(ref_model, batch: dict, cfg: GRPOConfig) -> bool:
+    """Is the reference kept only to *log* the KL (β = 0), with the sampler's log-probs of π_old at hand?"""
+    return ref_model is not None and cfg.beta == 0 and "sampler_logps" in batch
+
+
+def sparse_rows(batch: dict, cfg: GRPOConfig, ref_model, device) -> torch.Tensor | None:
+    """The rows the update runs through the model: those of informative groups, or ``None`` for every row.
+
+    A zero-variance group (``batch["informative"]`` False) has zero advantages, so without a KL
+    term in the objective its rows' gradient is exactly zero: they are left out of the forward and
+    backward passes, and their zero objective keeps its place in every denominator (``restore_rows``).
+    That holds without a reference, or with one kept only to log the KL (``kl_logged_only``). With
+    β > 0 the KL term reaches every row, so every row is computed (``None``); likewise when every
+    group is informative. The indices travel pinned and non-blocking: no host synchronisation.
+    """
+    if ref_model is not None and not kl_logged_only(ref_model, batch, cfg):
+        return None
+    if "informative" not in batch or all(batch["informative"]):
+        return None
+    G = cfg.num_generations
+    return to_device([g * G + i for g, keep in enumerate(batch["informative"]) if keep for i in range(G)],
+                     device, torch.long)
+
+
+def restore_rows(values: torch.Tensor, rows: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``values`` of the ``sparse_rows`` put back in their places in a tensor shaped ``like``, zeros elsewhere."""
+    return torch.zeros_like(like, dtype=values.dtype).index_copy(0, rows, values)
+
+
+def logged_kl(logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+    """The KL a step logs (``kl``): token-mean k3 of π_old's log-probs against the reference's, over ``mask``.
+
+    Measured on π_old (the first inner epoch's log-probs, or the sampler's when only the
+    ``sparse_rows`` are computed), whatever estimator and placement the objective uses.
+    """
+    return aggregate(kl_estimate(logps, ref_logps, "k3", validate=validate), mask, unit="token_mean", validate=validate)
+
+
 def surrogate(logps, old_logps, adv, mask, cfg: GRPOConfig, *, validate: bool = True):
     """Per-token objective to maximise and where it was clipped, both (N, T), for ``cfg``'s objective.
 
@@ -134,11 +172,10 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     ``constant`` still divide by all rows (as Dr. GRPO publishes and TRL does).
 
     Zero-variance groups (``batch["informative"]`` False, as ``collect_rollouts`` marks them)
-    have zero advantages, so without a KL term their gradient is exactly zero: their rows are
-    then left out of the forward and backward passes, and their zero objective keeps its place
-    in every denominator — the same loss and gradient, less work. A reference kept only to log
-    the KL (β = 0) then takes π_old's log-probs from the sampler (``sampler_logps``). With
-    β > 0 the KL term reaches every row, so every row is computed.
+    have zero advantages: when that makes their gradient exactly zero, only the ``sparse_rows``
+    go through the model and ``restore_rows`` puts their objective back in place — the same loss
+    and gradient, less work. The logged ``kl`` is ``logged_kl`` (from the sampler's log-probs
+    when only the sparse rows are computed).
 
     A batch from the asynchronous rollout worker carries ``sampler_version`` and ``staleness`` (the
     optimiser steps between the sampler's weights and π_old). Its ``sampler_logps`` are then the
@@ -167,22 +204,15 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     loss_mask = cmask[:, prompt_length:].float()
     if cfg.mask_truncated:  # truncated rows keep their place in the denominators (as Dr. GRPO and TRL)
         loss_mask = loss_mask * ~batch["truncated"].to(device)[:, None]
-    rows = None  # every row goes through the model
-    # Without a KL term every zero-variance row has an exactly zero gradient; a reference kept
-    # only to *log* the KL (β = 0) reads π_old's log-probs from the sampler instead of the forward.
-    logged_only = ref_model is not None and cfg.beta == 0 and "sampler_logps" in batch
-    if (ref_model is None or logged_only) and "informative" in batch and not all(batch["informative"]):
-        G = cfg.num_generations
-        rows = to_device([g * G + i for g, keep in enumerate(batch["informative"]) if keep for i in range(G)],
-                         device, torch.long)  # pinned and non-blocking: no host synchronisation
+    rows = sparse_rows(batch, cfg, ref_model, device)  # None: every row goes through the model
     old_logps = adv = weights = None
     asynchronous = "sampler_version" in batch
     correct = asynchronous and batch["staleness"] > 0 and cfg.vllm_importance_sampling_correction
     diagnostics = dict.fromkeys(("mismatch_kl", "is_ess", "is_clipped_fraction")) if asynchronous else {}
     kl_value, losses = None, []
     if rows is not None and ref_logps is not None:  # logged only: every row's KL, from the sampler's log-probs
-        kl_value = aggregate(kl_estimate(batch["sampler_logps"].to(device), ref_logps, "k3", validate=validate),
-                             cmask[:, prompt_length:].float(), unit="token_mean", validate=validate)
+        kl_value = logged_kl(batch["sampler_logps"].to(device), ref_logps, cmask[:, prompt_length:].float(),
+                             validate=validate)
     for _ in range(cfg.num_iterations):
         if rows is not None and len(rows) == 0:  # nothing informative: a zero gradient, still an optimiser step
             for p in model.parameters():
@@ -197,8 +227,7 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
             if old_logps is None:  # epoch 1: the weights have not moved, so these are π_old (no extra forward)
                 old_logps = logps.detach()
                 if ref_logps is not None and rows is None:
-                    kl_value = aggregate(kl_estimate(old_logps, ref_logps, "k3", validate=validate), mask,
-                                         unit="token_mean", validate=validate)
+                    kl_value = logged_kl(old_logps, ref_logps, mask, validate=validate)
                     if cfg.beta > 0 and cfg.kl_placement == "reward":
                         rewards = kl_shaped_rewards(rewards.flatten(), old_logps, ref_logps, mask, beta=cfg.beta,
                                                     estimator=cfg.kl_estimator, validate=validate).view_as(rewards)
@@ -216,8 +245,7 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
             if ref_logps is not None and cfg.beta > 0 and cfg.kl_placement == "loss":
                 objective = objective - cfg.beta * kl_estimate(logps, ref_logps, cfg.kl_estimator, validate=validate)
             if rows is not None:  # the left-out rows' objective is exactly 0: put the rest back in its place
-                objective = torch.zeros_like(loss_mask).index_copy(0, rows, objective)
-                clipped = torch.zeros_like(loss_mask, dtype=torch.bool).index_copy(0, rows, clipped)
+                objective, clipped = restore_rows(objective, rows, loss_mask), restore_rows(clipped, rows, loss_mask)
             opt.zero_grad(set_to_none=True)
         loss = -aggregate(objective, loss_mask, unit=cfg.unit, max_length=cfg.max_completion_length, validate=validate)
         if loss.requires_grad:

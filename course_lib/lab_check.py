@@ -28,8 +28,11 @@ four lab functions by name.
 Simplifications, said out loud:
 - One fixed setting (``LabConfig``): 2-digit addition with the flawed teacher of
   ``course_lib.task``, the ``cpu`` model, a short SFT baseline that is trained once and cached.
-- The SFT baseline is trained here with a plain token-mean NLL; the DPO pairs are sampled once
-  from it (one accepted and one rejected answer per prompt) with reference log-probs cached.
+- Nothing here is a second copy of the library: the SFT baseline is ``sft.train_sft``; the DPO
+  pairs are ``dpo.build_preference_pairs`` (one accepted and one rejected answer per prompt,
+  sampled once from it) with ``dpo.reference_logprobs`` cached; GRPO's rollouts are
+  ``rollout.collect_rollouts``; both runs step through ``trainer.train_loop`` and are judged by
+  ``evaluation.evaluate``. Only the update (loss and gradient) comes from the student's side.
 - GRPO: synchronous, strict checker, zero-variance groups kept with zero advantage, no KL
   term (β = 0), μ = 2 inner epochs so that the ratio and the clip are exercised.
 """
@@ -50,8 +53,10 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from course_lib.advantages import dr_grpo_advantages, grpo_advantages
-from course_lib.dpo import select_pairs
+from course_lib.configs import DPOConfig, GRPOConfig, SFTConfig
+from course_lib.dpo import build_preference_pairs, reference_logprobs
+from course_lib.evaluation import evaluate
+from course_lib.grpo import compute_advantages
 from course_lib.model import (
     NEVER_LOGIT,
     ModelConfig,
@@ -61,9 +66,12 @@ from course_lib.model import (
 )
 from course_lib.policy_loss import aggregate, clipped_surrogate
 from course_lib.preference import dpo_terms
-from course_lib.rollout import generate
-from course_lib.runtime import full_precision
+from course_lib.rewards import resolve_reward
+from course_lib.rollout import collect_rollouts, sequence_logprobs
+from course_lib.runtime import clip_gradients, full_precision, make_optimizer, set_threads
+from course_lib.sft import train_sft
 from course_lib.task import AdditionTask, TaskConfig
+from course_lib.trainer import train_loop
 
 
 @dataclass(frozen=True)
@@ -211,59 +219,64 @@ class LabSetup:
     task: AdditionTask
     sft_state: dict
     baseline_accuracy: float
-    pairs: dict  # input_ids / attention_mask / completion_mask (chosen rows then rejected) + ref logps
+    pairs: dict  # dpo.build_preference_pairs's chosen_*/rejected_* rows, n_pairs, ref_*_token_logps (start=1)
+
+
+# The recipe's version, part of the cache key: a cached setup from an older recipe is not reused.
+RECIPE = 2  # 2: the library's SFT loop, pair builder and reference log-probs (was: the lab's own copies)
 
 
 def _model(task: AdditionTask) -> torch.nn.Module:
     return build_model(ModelConfig(), task.tokenizer)
 
 
+def sft_config(cfg: LabConfig) -> SFTConfig:
+    """The lab's SFT baseline as the library's SFT configuration (one evaluation, at the end)."""
+    return SFTConfig(steps=cfg.sft_steps, batch_size=cfg.sft_batch_size, learning_rate=cfg.sft_learning_rate,
+                     eval_every=max(cfg.sft_steps, 1))
+
+
+def dpo_config(cfg: LabConfig) -> DPOConfig:
+    """The lab's DPO run as the library's DPO configuration (pairs, steps, β, learning rate)."""
+    return DPOConfig(steps=cfg.dpo_steps, beta=cfg.dpo_beta, learning_rate=cfg.dpo_learning_rate,
+                     batch_size=cfg.dpo_batch_pairs, pair_prompts=cfg.dpo_pair_prompts,
+                     samples_per_prompt=cfg.dpo_samples_per_prompt, max_completion_length=cfg.max_completion_length)
+
+
+def grpo_config(cfg: LabConfig) -> GRPOConfig:
+    """The lab's GRPO run as the library's GRPO configuration (strict checker, groups kept, β = 0)."""
+    return GRPOConfig(steps=cfg.grpo_steps, batch_prompts=cfg.grpo_batch_prompts,
+                      num_generations=cfg.grpo_num_generations, learning_rate=cfg.grpo_learning_rate,
+                      num_iterations=cfg.grpo_num_iterations, epsilon=cfg.grpo_epsilon,
+                      epsilon_high=cfg.grpo_epsilon_high, unit=cfg.grpo_unit, zero_variance="keep",
+                      advantage=ADVANTAGE_OF_SCALE[cfg.grpo_scale], max_completion_length=cfg.max_completion_length,
+                      reward="strict")
+
+
+ADVANTAGE_OF_SCALE = {"group": "grpo", "none": "dr_grpo"}  # the lab's ``scale`` → GRPOConfig.advantage
+
+
 def heldout_accuracy(model, task: AdditionTask, max_completion_length: int) -> float:
-    """Greedy exact match (strict checker) on the task's held-out prompts."""
-    with torch.no_grad():
-        roll = generate(model, task.encode_prompts(task.heldout_pairs), task.tokenizer,
-                        max_completion_length=max_completion_length, greedy=True)
-    hits = [task.strict_reward(p, c) for p, c in zip(task.heldout_pairs, roll.completions)]
-    return sum(hits) / len(hits)
+    """Greedy exact match (strict checker) on the task's held-out prompts (``evaluation.evaluate``)."""
+    return evaluate(model, task, max_completion_length=max_completion_length)["accuracy"]
 
 
 def _sft(task: AdditionTask, cfg: LabConfig) -> dict:
+    """The SFT baseline, trained by the library's one SFT loop (``sft.train_sft``)."""
     torch.manual_seed(cfg.seed)
     model = _model(task)
-    ids, attn, cmask = task.demonstrations()
-    gen = torch.Generator().manual_seed(cfg.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.sft_learning_rate, weight_decay=0.0)
-    model.train()
-    for _ in range(cfg.sft_steps):
-        idx = torch.randint(0, ids.shape[0], (cfg.sft_batch_size,), generator=gen)
-        logps, mask = completion_logprobs(model, ids[idx], attn[idx], cmask[idx])
-        loss = -logps.sum() / mask.sum()  # token-mean NLL of the demonstrations
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        opt.step()
-    model.eval()
+    train_sft(model, task, sft_config(cfg), seed=cfg.seed, max_grad_norm=cfg.max_grad_norm, show_progress=False,
+              eval_at_end=False, threads=cfg.threads)
     return model.state_dict()
 
 
 def _pairs(model, task: AdditionTask, cfg: LabConfig) -> dict:
-    """One (accepted, rejected) pair per prompt where the SFT policy produced both."""
+    """One (accepted, rejected) pair per prompt where the SFT policy produced both (``dpo``'s builder),
+    with the reference's per-token log-probs aligned as the logits sent to the student (``start=1``)."""
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     torch.manual_seed(cfg.seed + 1)
-    prompts = task.sample_pairs(cfg.dpo_pair_prompts, gen)
-    k = cfg.dpo_samples_per_prompt
-    roll = generate(model, task.encode_prompts(prompts), task.tokenizer,
-                    max_completion_length=cfg.max_completion_length, num_generations=k)
-    accepted = [[bool(task.strict_reward(pair, roll.completions[i * k + j])) for j in range(k)]
-                 for i, pair in enumerate(prompts)]
-    picked = select_pairs(accepted)  # the library's one pairing rule (DPO's and the reward model's)
-    chosen, rejected = [i * k + g for i, g, _ in picked], [i * k + b for i, _, b in picked]
-    rows = torch.tensor(chosen + rejected)
-    out = {"input_ids": roll.input_ids[rows], "attention_mask": roll.attention_mask[rows],
-           "completion_mask": roll.completion_mask[rows], "n_pairs": len(chosen)}
-    with torch.no_grad():
-        out["ref_token_logps"] = completion_logprobs(model, out["input_ids"], out["attention_mask"],
-                                                     out["completion_mask"])[0]
+    out = build_preference_pairs(model, task, dpo_config(cfg), generator=gen, chunk=cfg.dpo_pair_prompts)
+    out.update(reference_logprobs(model, out, prompt_length=1))
     return out
 
 
@@ -274,9 +287,10 @@ def prepare(config: LabConfig | None = None, cache_dir: str | Path | None = None
     """The SFT baseline and the DPO pairs: from this process's memory, from ``cache_dir`` when
     already computed there, or trained now (about a minute on a laptop CPU)."""
     cfg = config or LabConfig()
-    torch.set_num_threads(cfg.threads)
+    set_threads(cfg.threads)
     task = AdditionTask(TaskConfig())
-    key = hashlib.sha256(json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    recipe = {**dataclasses.asdict(cfg), "recipe": RECIPE}
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
     if key in _PREPARED:
         return _PREPARED[key]
     path = Path(cache_dir) / f"lab-setup-{key}.pt" if cache_dir else None
@@ -330,9 +344,8 @@ def reference_dpo_loss(logits, ids, cmask, ref_token_logps, beta: float, model_c
 
 
 def reference_advantages(rewards: torch.Tensor, group_size: int, scale: str) -> torch.Tensor:
-    groups = rewards.view(-1, group_size)
-    adv = grpo_advantages(groups, on_degenerate="zeros") if scale == "group" else dr_grpo_advantages(groups)
-    return adv.flatten()
+    """The configured baseline's advantages (``grpo.compute_advantages``: zero-variance groups give zeros)."""
+    return compute_advantages(rewards.view(-1, group_size), ADVANTAGE_OF_SCALE[scale]).flatten()
 
 
 def reference_grpo_loss(logits, ids, cmask, old_token_logps, advantages, cfg: LabConfig, model_config):
@@ -404,7 +417,7 @@ def _verdict(kind, before, after, steps, seconds, cfg, deviation=None) -> dict:
 
 
 def _policy(setup: LabSetup) -> torch.nn.Module:
-    torch.set_num_threads(setup.config.threads)
+    set_threads(setup.config.threads)
     model = _model(setup.task)
     model.load_state_dict(setup.sft_state)
     return model
@@ -416,76 +429,100 @@ def _forward(model, ids, attn) -> torch.Tensor:
         return model(input_ids=ids, attention_mask=attn, position_ids=position_ids(attn), use_cache=False).logits
 
 
+def _train(kind: str, setup: LabSetup, model, total: int, update) -> dict:
+    """Run ``update(step)`` (one optimiser step through the door) in the library's loop
+    (``trainer.train_loop``), then evaluate held out (``evaluation.evaluate``) and decide."""
+    cfg = setup.config
+    start = time.perf_counter()
+
+    def step_fn(step: int) -> dict:
+        try:
+            return {"loss": update(step)}
+        except Deviation as dev:
+            dev.step = step
+            raise
+
+    try:
+        train_loop(f"lab {kind}", step_fn, total=total, state_dict=dict, show_progress=False)
+    except Deviation as dev:
+        return _verdict(kind, setup.baseline_accuracy, None, dev.step, time.perf_counter() - start, cfg, dev)
+    model.eval()
+    after = heldout_accuracy(model, setup.task, cfg.max_completion_length)
+    return _verdict(kind, setup.baseline_accuracy, after, total, time.perf_counter() - start, cfg)
+
+
+def _dpo_payload(logits, ids, cmask, ref, beta: float) -> dict:
+    return {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
+            "ref_token_logps": pack(ref), "beta": beta}
+
+
+def _grpo_payload(logits, ids, cmask, old, rewards, cfg: LabConfig) -> dict:
+    return {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
+            "old_token_logps": pack(old), "rewards": pack(rewards.float()), "group_size": cfg.grpo_num_generations,
+            "scale": cfg.grpo_scale, "epsilon_low": cfg.grpo_epsilon, "epsilon_high": cfg.grpo_epsilon_high,
+            "unit": cfg.grpo_unit, "max_length": cfg.max_completion_length}
+
+
 def dpo_run(remote, setup: LabSetup) -> dict:
     """Offline DPO on the cached pairs, every loss and gradient from the student's side."""
-    cfg, task = setup.config, setup.task
+    cfg = setup.config
     model = _policy(setup)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.dpo_learning_rate, weight_decay=0.0)
+    opt = make_optimizer(model, cfg.dpo_learning_rate)
     data, n = setup.pairs, setup.pairs["n_pairs"]
     gen = torch.Generator().manual_seed(cfg.seed + 2)
-    start, done = time.perf_counter(), 0
-    try:
-        for done in range(cfg.dpo_steps):  # noqa: B007 - `done` names the failing step below
-            idx = torch.randperm(n, generator=gen)[: cfg.dpo_batch_pairs]
-            rows = torch.cat([idx, idx + n])
-            ids, attn, cmask = (data[k][rows] for k in ("input_ids", "attention_mask", "completion_mask"))
-            ref = data["ref_token_logps"][rows]
-            model.train()
-            logits = _suppressed(_forward(model, ids, attn), model.config)
-            payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
-                       "ref_token_logps": pack(ref), "beta": cfg.dpo_beta}
-            opt.zero_grad(set_to_none=True)
-            _exchange(remote, "dpo", payload, logits, cfg=cfg, reference_loss=partial(
-                reference_dpo_loss, ids=ids, cmask=cmask, ref_token_logps=ref, beta=cfg.dpo_beta,
-                model_config=model.config))
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            opt.step()
-    except Deviation as dev:
-        return _verdict("dpo", setup.baseline_accuracy, None, done, time.perf_counter() - start, cfg, dev)
-    model.eval()
-    after = heldout_accuracy(model, task, cfg.max_completion_length)
-    return _verdict("dpo", setup.baseline_accuracy, after, cfg.dpo_steps, time.perf_counter() - start, cfg)
+
+    def update(step: int) -> float:
+        idx = torch.randperm(n, generator=gen)[: cfg.dpo_batch_pairs]
+        ids, attn, cmask, ref = (torch.cat([data[k.format("chosen")][idx], data[k.format("rejected")][idx]])
+                                 for k in ("{}_ids", "{}_attention", "{}_completion", "ref_{}_token_logps"))
+        model.train()
+        logits = _suppressed(_forward(model, ids, attn), model.config)
+        opt.zero_grad(set_to_none=True)
+        loss = _exchange(remote, "dpo", _dpo_payload(logits, ids, cmask, ref, cfg.dpo_beta), logits, cfg=cfg,
+                         reference_loss=partial(reference_dpo_loss, ids=ids, cmask=cmask, ref_token_logps=ref,
+                                                beta=cfg.dpo_beta, model_config=model.config))
+        clip_gradients(model, cfg.max_grad_norm)
+        opt.step()
+        return loss
+
+    return _train("dpo", setup, model, cfg.dpo_steps, update)
 
 
 def grpo_run(remote, setup: LabSetup) -> dict:
-    """Online GRPO from the SFT policy, every advantage, loss and gradient from the student's side."""
+    """Online GRPO from the SFT policy, every advantage, loss and gradient from the student's side.
+
+    The rollouts are the library's (``rollout.collect_rollouts`` with the strict checker, every group kept);
+    only the update goes through the door."""
     cfg, task = setup.config, setup.task
     model = _policy(setup)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.grpo_learning_rate, weight_decay=0.0)
+    opt = make_optimizer(model, cfg.grpo_learning_rate)
     gen = torch.Generator().manual_seed(cfg.seed + 3)
     torch.manual_seed(cfg.seed + 3)
-    G, done = cfg.grpo_num_generations, 0
-    start = time.perf_counter()
-    try:
-        for done in range(cfg.grpo_steps):  # noqa: B007 - `done` names the failing step below
-            model.eval()
-            prompts = task.sample_pairs(cfg.grpo_batch_prompts, gen)
-            roll = generate(model, task.encode_prompts(prompts), task.tokenizer,
-                            max_completion_length=cfg.max_completion_length, num_generations=G)
-            rewards = torch.tensor([task.strict_reward(prompts[i // G], c) for i, c in enumerate(roll.completions)])
-            ids, attn, cmask = roll.input_ids, roll.attention_mask, roll.completion_mask
-            with torch.no_grad():
-                old = completion_logprobs(model, ids, attn, cmask)[0]
-            ref_adv = reference_advantages(rewards, G, cfg.grpo_scale)
-            model.train()
-            for _ in range(cfg.grpo_num_iterations):
-                logits = _suppressed(_forward(model, ids, attn), model.config)
-                payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
-                           "old_token_logps": pack(old), "rewards": pack(rewards.float()), "group_size": G,
-                           "scale": cfg.grpo_scale, "epsilon_low": cfg.grpo_epsilon,
-                           "epsilon_high": cfg.grpo_epsilon_high, "unit": cfg.grpo_unit,
-                           "max_length": cfg.max_completion_length}
-                opt.zero_grad(set_to_none=True)
-                _exchange(remote, "grpo", payload, logits, cfg=cfg, reference_adv=ref_adv, reference_loss=partial(
-                    reference_grpo_loss, ids=ids, cmask=cmask, old_token_logps=old, advantages=ref_adv,
-                    cfg=cfg, model_config=model.config))
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                opt.step()
-    except Deviation as dev:
-        return _verdict("grpo", setup.baseline_accuracy, None, done, time.perf_counter() - start, cfg, dev)
-    model.eval()
-    after = heldout_accuracy(model, task, cfg.max_completion_length)
-    return _verdict("grpo", setup.baseline_accuracy, after, cfg.grpo_steps, time.perf_counter() - start, cfg)
+    gcfg, reward_fn = grpo_config(cfg), resolve_reward("strict", task)
+    G = cfg.grpo_num_generations
+
+    def update(step: int) -> float:
+        model.eval()
+        batch = collect_rollouts(model, task, gcfg, gen, reward_fn)["batch"]  # every group kept: never empty
+        ids, attn, cmask = batch["input_ids"], batch["attention_mask"], batch["completion_mask"]
+        rewards = batch["rewards"].flatten()
+        old = sequence_logprobs(model, batch, prompt_length=1)
+        ref_adv = reference_advantages(rewards, G, cfg.grpo_scale)
+        model.train()
+        losses = []
+        for _ in range(cfg.grpo_num_iterations):
+            logits = _suppressed(_forward(model, ids, attn), model.config)
+            opt.zero_grad(set_to_none=True)
+            losses.append(_exchange(
+                remote, "grpo", _grpo_payload(logits, ids, cmask, old, rewards, cfg), logits, cfg=cfg,
+                reference_adv=ref_adv, reference_loss=partial(reference_grpo_loss, ids=ids, cmask=cmask,
+                                                              old_token_logps=old, advantages=ref_adv, cfg=cfg,
+                                                              model_config=model.config)))
+            clip_gradients(model, cfg.max_grad_norm)
+            opt.step()
+        return sum(losses) / len(losses)
+
+    return _train("grpo", setup, model, cfg.grpo_steps, update)
 
 
 RUNS = {"dpo": dpo_run, "grpo": grpo_run}
@@ -503,7 +540,7 @@ def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -
     if run not in RUNS:
         raise ValueError(f"run must be one of {', '.join(map(repr, RUNS))}; got {run!r}")
     cfg = config or LabConfig()
-    torch.set_num_threads(cfg.threads)
+    set_threads(cfg.threads)
     task = AdditionTask(TaskConfig())
     torch.manual_seed(seed)
     model = _model(task)
@@ -518,9 +555,7 @@ def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -
                 ref = completion_logprobs(model, ids, attn, cmask)[0] + 0.5 * torch.randn(ids.shape[0], 1, generator=gen)
                 ref = ref * cmask[:, 1:]
             logits = _suppressed(_forward(model, ids, attn), model.config)
-            payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
-                       "ref_token_logps": pack(ref), "beta": cfg.dpo_beta}
-            _exchange(remote, "dpo", payload, logits, cfg=cfg, reference_loss=lambda x:
+            _exchange(remote, "dpo", _dpo_payload(logits, ids, cmask, ref, cfg.dpo_beta), logits, cfg=cfg, reference_loss=lambda x:
                       reference_dpo_loss(x, ids, cmask, ref, cfg.dpo_beta, model.config))
         else:
             G = cfg.grpo_num_generations
@@ -535,12 +570,7 @@ def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -
                 old = (old + 0.3 * torch.randn(old.shape, generator=gen)) * cmask[:, 1:]
             ref_adv = reference_advantages(rewards, G, cfg.grpo_scale)
             logits = _suppressed(_forward(model, ids, attn), model.config)
-            payload = {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
-                       "old_token_logps": pack(old), "rewards": pack(rewards), "group_size": G,
-                       "scale": cfg.grpo_scale, "epsilon_low": cfg.grpo_epsilon,
-                       "epsilon_high": cfg.grpo_epsilon_high, "unit": cfg.grpo_unit,
-                       "max_length": cfg.max_completion_length}
-            _exchange(remote, "grpo", payload, logits, cfg=cfg, reference_adv=ref_adv, reference_loss=lambda x:
+            _exchange(remote, "grpo", _grpo_payload(logits, ids, cmask, old, rewards, cfg), logits, cfg=cfg, reference_adv=ref_adv, reference_loss=lambda x:
                       reference_grpo_loss(x, ids, cmask, old, ref_adv, cfg, model.config))
     except Deviation as dev:
         return str(dev)

@@ -2,10 +2,10 @@
 
 A course ``RunConfig`` (SFT, the DPO family, the GRPO family, RLOO) becomes
 
-- ``translate(cfg, kind)``: the keyword arguments of the equivalent TRL config
-  (``SFTConfig``, ``DPOConfig``, ``CPOConfig`` for SimPO, ``GRPOConfig``, ``RLOOConfig``),
-  which trainer takes them, and every course option **without** an exact TRL equivalent,
-  each with what TRL does instead. Pure data: it needs no TRL installed;
+- ``translate(cfg, kind)``: the keyword arguments of the equivalent TRL config, which trainer
+  takes them, and every course option without an exact TRL equivalent. It lives in
+  ``course_lib.trl_translate`` (pure data, no TRL needed; its simplifications are said there)
+  and is re-exported here;
 - ``trl_config(bridged)``: the TRL config object itself (imports TRL);
 - datasets (``prompt_dataset``, ``preference_dataset``, ``sft_dataset``) and reward
   functions (``reward_function``) in TRL's formats, built from the course's task and checkers;
@@ -19,33 +19,21 @@ imports TRL; only ``trl_config`` and the functions that build TRL objects do, an
 install it when it is missing. Which settings reproduce TRL exactly, formula by formula, is
 pinned by ``tests/test_trl_parity.py`` (TRL's own loss and advantage code on identical tensors).
 
-Simplifications, said out loud:
-- Precision and memory: TRL 1.x defaults to ``bf16=True`` and gradient checkpointing on; the
-  course runs float32 on a CPU (bf16 autocast on CUDA sm_80+) without checkpointing, so the bridge
-  sets ``bf16``/``fp16`` from the device (``runtime.trl_precision``: bf16 on sm_80+, fp16 with
-  TRL's GradScaler on older GPUs such as Colab's T4) and ``activation_checkpointing=False`` (pass
-  ``checkpointing=True`` to trade speed for memory on a real model).
-- One process, no gradient accumulation: a course step is one rollout of B·G completions and
-  μ = ``num_iterations`` TRL optimiser steps on it (``steps_per_generation=1``; ``max_steps`` is
-  steps·μ, so TRL samples exactly ``steps`` rollouts). Under ``accelerate launch`` the per-device batch
-  is divided by the number of processes so a step still sees B·G completions.
+Simplifications, said out loud (the translation's own are in ``course_lib.trl_translate``):
 - TRL iterates over a finite dataset; the bridge draws exactly ``steps × B`` fresh training
   prompts up front with the course's prompt sampler (held-out prompts excluded).
 """
-
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
 
 import torch
 from transformers import TrainerCallback
 
-from course_lib.configs import RunConfig, validate
-from course_lib.runtime import trl_precision
+from course_lib.configs import RunConfig
 from course_lib.task import AdditionTask
+from course_lib.trl_translate import KINDS, Bridged, Unmatched, translate  # noqa: F401 - re-exported: the table
 
-KINDS = ("sft", "dpo", "grpo", "rloo")
 INSTALL_HINT = "TRL is not installed: pip install -e '.[trl]' (or make test, which installs it)"
 
 
@@ -60,240 +48,6 @@ def require_trl():
     import trl
 
     return trl
-
-
-@dataclass
-class Unmatched:
-    """A course option TRL has no exact equivalent for, and what TRL does instead."""
-
-    option: str
-    value: object
-    trl_does: str
-
-    def __str__(self) -> str:
-        return f"{self.option}={self.value!r}: {self.trl_does}"
-
-
-@dataclass
-class Bridged:
-    """The TRL side of one course recipe."""
-
-    kind: str
-    trainer: str  # TRL trainer class name
-    config_class: str  # TRL config class name
-    config: dict  # keyword arguments for the config class
-    unmatched: list[Unmatched] = field(default_factory=list)
-
-    def report(self) -> str:
-        lines = [f"{self.kind} -> trl.{self.trainer}(args=trl.{self.config_class}(...))"]
-        lines += [f"  {k} = {v!r}" for k, v in sorted(self.config.items())]
-        lines.append(f"  no exact TRL equivalent ({len(self.unmatched)}):")
-        lines += [f"    - {u}" for u in self.unmatched] or ["    (none)"]
-        return "\n".join(lines)
-
-
-def _common(cfg: RunConfig, section, *, output_dir: str, seed: int, cuda: bool, checkpointing: bool) -> dict:
-    mixed = trl_precision("cuda") if cuda else "fp32"
-    return dict(
-        output_dir=output_dir,
-        seed=seed,
-        learning_rate=section.learning_rate,
-        max_steps=section.steps,
-        lr_scheduler_type="constant",  # the course's AdamW runs at a constant rate
-        warmup_steps=0,
-        weight_decay=0.0,
-        max_grad_norm=cfg.max_grad_norm,
-        gradient_accumulation_steps=1,
-        # TRL defaults to bf16 even on a CPU; bf16 only on CUDA sm_80+, fp16 (TRL's GradScaler) below
-        bf16=mixed == "bf16",
-        fp16=mixed == "fp16",
-        use_cpu=not cuda,
-        gradient_checkpointing=None,  # the deprecated name; TRL's default would turn it on
-        activation_checkpointing=checkpointing,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        ddp_find_unused_parameters=False,  # every parameter gets a gradient; skip DDP's extra graph walk
-    )
-
-
-def translate(
-    cfg: RunConfig,
-    kind: str,
-    *,
-    output_dir: str = "trl-out",
-    seed: int = 0,
-    cuda: bool = False,
-    checkpointing: bool = False,
-    num_processes: int = 1,
-) -> Bridged:
-    """The TRL config for the course recipe ``kind`` ('sft', 'dpo', 'grpo' or 'rloo').
-
-    ``rloo`` is the GRPO section of ``cfg`` with ``advantage='rloo'``, handed to TRL's
-    ``RLOOTrainer``; ``grpo`` with ``advantage='rloo'`` is refused (say ``rloo``).
-    ``num_processes`` divides the per-device batch (``accelerate launch``) so one step still
-    sees the course's B·G completions (or ``batch_size`` pairs/demonstrations).
-    """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
-    if not isinstance(num_processes, int) or num_processes < 1:
-        raise ValueError(f"num_processes must be a positive integer; got {num_processes!r}")
-    validate(cfg)
-    common = dict(output_dir=output_dir, seed=seed, cuda=cuda, checkpointing=checkpointing)
-    if kind == "sft":
-        return _sft(cfg, num_processes, **common)
-    if kind == "dpo":
-        return _dpo(cfg, num_processes, **common)
-    return _online(cfg, kind, num_processes, **common)
-
-
-def _per_device(total: int, num_processes: int, what: str) -> int:
-    if total % num_processes:
-        raise ValueError(f"{what} ({total}) must be divisible by num_processes ({num_processes})")
-    return total // num_processes
-
-
-def _sft(cfg, num_processes, **common) -> Bridged:
-    s = cfg.sft
-    config = _common(cfg, s, **common) | dict(
-        per_device_train_batch_size=_per_device(s.batch_size, num_processes, "sft.batch_size"),
-        completion_only_loss=True,  # token-mean NLL of the completion tokens, as train.sft_loss
-        max_length=AdditionTask(cfg.task).prompt_length + cfg.task.digits + 2,
-    )
-    unmatched = [
-        Unmatched("sft data order", "with replacement", "TRL walks shuffled epochs over the demonstrations"),
-        Unmatched("sft.eval_every", s.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
-    ]
-    return Bridged("sft", "SFTTrainer", "SFTConfig", config, unmatched)
-
-
-def _dpo(cfg, num_processes, **common) -> Bridged:
-    d = cfg.dpo
-    batch = _per_device(d.batch_size, num_processes, "dpo.batch_size")
-    length = AdditionTask(cfg.task).prompt_length + d.max_completion_length
-    unmatched = [
-        Unmatched("dpo.pair_prompts / samples_per_prompt", (d.pair_prompts, d.samples_per_prompt),
-                  "course-side data: pairs are built before training (preference_dataset); TRL trains on a finished dataset"),
-        Unmatched("dpo data order", "with replacement", "TRL walks shuffled epochs over the pairs"),
-        Unmatched("dpo.eval_every", d.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
-        Unmatched("model: <pad>/<bos> removed from the softmax", True,
-                  "TRL's log-probs use the full vocabulary (after SFT these two tokens carry ~0 mass)"),
-    ]
-    if d.loss_type == "simpo":
-        config = _common(cfg, d, **common) | dict(
-            per_device_train_batch_size=batch, loss_type="simpo", beta=d.beta, simpo_gamma=d.simpo_gamma,
-            cpo_alpha=d.rpo_alpha,  # CPO's NLL weight on chosen; 0 = pure SimPO
-            max_length=length,
-        )
-        return Bridged("dpo", "CPOTrainer", "CPOConfig", config, unmatched)
-    loss_type, weights = [d.loss_type], [1.0]
-    if d.rpo_alpha > 0:  # DPO + NLL: TRL 1.x spells rpo_alpha as a weighted "sft" term
-        loss_type, weights = [d.loss_type, "sft"], [1.0, d.rpo_alpha]
-    config = _common(cfg, d, **common) | dict(
-        per_device_train_batch_size=batch, loss_type=loss_type, loss_weights=weights, beta=d.beta,
-        precompute_ref_log_probs=True,  # the course caches reference log-probs once (§6)
-        max_length=length,
-    )
-    if d.loss_type == "ipo":
-        unmatched.append(Unmatched(
-            "dpo.loss_type", "ipo",
-            "TRL's ipo averages each completion's log-ratio over its tokens; the course trainer sums them "
-            "(preference.ipo_loss(chosen_lengths=..., rejected_lengths=...) is TRL's form)",
-        ))
-    return Bridged("dpo", "DPOTrainer", "DPOConfig", config, unmatched)
-
-
-def _online(cfg, kind, num_processes, **common) -> Bridged:
-    g = cfg.grpo
-    if kind == "grpo" and g.advantage == "rloo":
-        raise ValueError("grpo.advantage='rloo' is TRL's RLOOTrainer: translate(cfg, 'rloo')")
-    if kind == "rloo" and g.advantage != "rloo":
-        raise ValueError(f"kind='rloo' needs grpo.advantage='rloo' (RLOOTrainer's baseline); got {g.advantage!r}")
-    completions = g.batch_prompts * g.num_generations
-    per_device = _per_device(completions, num_processes, "batch_prompts × num_generations")
-    config = _common(cfg, g, **common) | dict(
-        # TRL counts optimiser steps and samples anew every steps_per_generation · num_iterations of
-        # them; a course step is one rollout and μ optimiser steps on it: steps rollouts need steps·μ
-        max_steps=g.steps * g.num_iterations,
-        per_device_train_batch_size=per_device,
-        num_generations=g.num_generations,
-        steps_per_generation=1,  # one optimiser step per rollout batch, as the course does
-        max_completion_length=g.max_completion_length,
-        num_iterations=g.num_iterations,
-        epsilon=g.epsilon,
-        epsilon_high=g.epsilon_high,
-        beta=g.beta,
-        temperature=g.temperature,
-        top_k=0,
-        top_p=1.0,
-        mask_truncated_completions=g.mask_truncated,
-        shuffle_dataset=False,  # prompts are already fresh random draws
-    )
-    unmatched = [
-        Unmatched("grpo.eval_every", g.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback, "
-                  f"counted in TRL optimiser steps (num_iterations={g.num_iterations} per course step)"),
-        Unmatched("model: <pad>/<bos> removed from the softmax", True,
-                  "TRL samples and scores over the full vocabulary (after SFT these two tokens carry ~0 mass)"),
-    ]
-    if g.max_staleness > 0:
-        unmatched.append(Unmatched(
-            "grpo.max_staleness", g.max_staleness,
-            "GRPOTrainer samples synchronously; TRL's asynchronous trainer is experimental.async_grpo."
-            "AsyncGRPOTrainer (a vLLM server) with AsyncGRPOConfig.max_staleness, which drops samples older than K "
-            "instead of sampling at a fixed lag; vllm_importance_sampling_* act only with use_vllm=True"))
-    if g.zero_variance != "keep":
-        unmatched.append(Unmatched("grpo.zero_variance", g.zero_variance,
-                                   "TRL keeps zero-variance groups (zero advantage); no drop or dynamic resampling"))
-    if g.beta > 0 and kind == "grpo" and g.kl_placement != "loss":
-        unmatched.append(Unmatched("grpo.kl_placement", g.kl_placement,
-                                   "GRPOTrainer puts the KL in the loss only (RLOOTrainer puts k1 in the reward)"))
-    elif g.beta > 0 and kind == "grpo" and g.kl_estimator != "k3":
-        unmatched.append(Unmatched("grpo.kl_estimator", g.kl_estimator, "GRPOTrainer always puts k3 in the loss"))
-    if g.soft_punish_cache > 0:
-        unmatched.append(Unmatched(
-            "grpo.soft_punish_cache", g.soft_punish_cache,
-            "not a GRPOConfig option: TRL's reward function trl.rewards.get_soft_overlong_punishment("
-            f"max_completion_len={g.max_completion_length}, soft_punish_cache={g.soft_punish_cache}), which "
-            "make_trainer adds to reward_funcs (summed with weight 1, as the course adds it)"))
-    if kind == "grpo":
-        scale = {"grpo": "group", "dr_grpo": "none"}[g.advantage]
-        # TRL's loss_type is the averaging unit, except cispo (its own objective, token-normalised)
-        unit = {"sequence_mean": "grpo", "token_mean": "dapo", "constant": "dr_grpo"}[g.unit]
-        config |= dict(scale_rewards=scale, loss_type="cispo" if g.loss_type == "cispo" else unit,
-                       importance_sampling_level=g.importance_sampling_level)
-        if g.beta > 0:
-            # TRL 1.16 multiplies k3 by the importance ratio by default (DeepSeek-V3.2's unbiased
-            # reverse-KL gradient); the course's plain k3 in the loss is use_bias_correction_kl=False
-            config["use_bias_correction_kl"] = False
-        if g.advantage == "grpo":
-            unmatched.append(Unmatched(
-                "grpo.advantage", "grpo",
-                "scale_rewards='group' divides by the sample std (ddof=1) + 1e-4; the course trainer uses the "
-                "population std (ddof=0) and no epsilon: grpo_advantages(ddof=1, epsilon=1e-4) is TRL's form, "
-                "so TRL's advantages are sqrt((G-1)/G) of ours",
-            ))
-        return Bridged("grpo", "GRPOTrainer", "GRPOConfig", config, unmatched)
-    config |= dict(normalize_advantages=False)
-    if g.loss_type != "clipped" or g.importance_sampling_level != "token":
-        unmatched.append(Unmatched(
-            "grpo.loss_type / importance_sampling_level", (g.loss_type, g.importance_sampling_level),
-            "RLOOTrainer has one objective: a clipped ratio per sequence (the sum of its token log-ratios, not "
-            "GSPO's mean), no CISPO; translate(cfg, 'grpo') with advantage='grpo' or 'dr_grpo' has both"))
-    unmatched.append(Unmatched(
-        "grpo.unit", g.unit,
-        "RLOOTrainer's ratio is per sequence (sum of token log-ratios) and its loss a mean over completions; "
-        "the course clips per token and averages with the unit (the gradients agree only at μ=1 with "
-        "unit='constant', max_length=1)",
-    ))
-    if g.beta > 0 and (g.kl_placement, g.kl_estimator) != ("reward", "k1"):
-        unmatched.append(Unmatched(
-            "grpo.kl_placement / kl_estimator", (g.kl_placement, g.kl_estimator),
-            "RLOOTrainer puts k1 in the reward before the baseline (policy_loss.kl_shaped_rewards): "
-            "kl_placement='reward', kl_estimator='k1' is its form",
-        ))
-    return Bridged("rloo", "RLOOTrainer", "RLOOConfig", config, unmatched)
 
 
 def quiet() -> None:

@@ -146,8 +146,8 @@ def test_overlong_shaping_reaches_the_rewards_the_trainer_learns_from(start):
 ])
 def test_each_option_is_refused_where_it_has_no_meaning(options, match):
     cfg = get_config("test")
-    cfg.grpo = dataclasses.replace(cfg.grpo, **options)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match):  # by the section when it is built, or by validate (with the task)
+        cfg.grpo = dataclasses.replace(cfg.grpo, **options)
         validate(cfg)
 
 
