@@ -101,7 +101,10 @@ class LabConfig:
     grpo_unit: str = "token_mean"
     grpo_scale: str = "group"
     # verdicts
-    min_gain: float = 0.05  # held-out accuracy must rise by at least this much
+    # Held-out accuracy must rise by at least this much. Verdict (1) already makes a passing run the
+    # library's own run, so this only asks that it trained: set well below honest runs' gains
+    # (DPO +5.4 to +13.4 points over eight SFT/batch draws), not at their edge.
+    min_gain: float = 0.02
     rtol: float = 1e-3  # relative agreement of loss and gradient with course_lib's
     max_grad_norm: float = 1.0
 

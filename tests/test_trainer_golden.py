@@ -26,6 +26,8 @@ RUNS = {  # name: (kind, run keyword arguments)
     "grpo+rft": ("grpo", {"control": "rft"}),
     "rm": ("rm", {}),
     "ppo": ("ppo", {}),
+    "kto": ("kto", {}),  # recorded when they joined (issue 27), with the skeleton
+    "orpo": ("orpo", {}),
 }
 SUMMARY_KEYS = ("steps", "start_accuracy", "sft_accuracy", "final_accuracy", "final_loose_accuracy", "control_accuracy")
 
