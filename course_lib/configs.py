@@ -349,22 +349,15 @@ class KTOConfig:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
-        cfg = self
-        checks = [
-            (cfg.steps >= 0, f"kto.steps must be >= 0; got {cfg.steps}"),
-            (cfg.beta > 0, f"kto.beta must be > 0; got {cfg.beta}"),
-            (cfg.desirable_weight > 0, f"kto.desirable_weight must be > 0; got {cfg.desirable_weight}"),
-            (cfg.undesirable_weight > 0, f"kto.undesirable_weight must be > 0; got {cfg.undesirable_weight}"),
-            (0 < cfg.desirable_fraction <= 1,
-             f"kto.desirable_fraction must lie in (0, 1] (the share of desirable answers kept); got {cfg.desirable_fraction}"),
-            (cfg.learning_rate > 0, f"kto.learning_rate must be > 0; got {cfg.learning_rate}"),
-            (cfg.batch_size >= 2, f"kto.batch_size must be >= 2: z0 is estimated by pairing each prompt with another "
-                                  f"answer of the batch (with 1 it is the answer's own log-ratio); got {cfg.batch_size}"),
-            (cfg.eval_every >= 1, f"kto.eval_every must be >= 1; got {cfg.eval_every}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+        _refuse(_trainer_checks("kto", self) + [
+            (self.beta > 0, f"kto.beta must be > 0; got {self.beta}"),
+            (self.desirable_weight > 0, f"kto.desirable_weight must be > 0; got {self.desirable_weight}"),
+            (self.undesirable_weight > 0, f"kto.undesirable_weight must be > 0; got {self.undesirable_weight}"),
+            (0 < self.desirable_fraction <= 1,
+             f"kto.desirable_fraction must lie in (0, 1] (the share of desirable answers kept); got {self.desirable_fraction}"),
+            (self.batch_size >= 2, f"kto.batch_size must be >= 2: z0 is estimated by pairing each prompt with another "
+                                   f"answer of the batch (with 1 it is the answer's own log-ratio); got {self.batch_size}"),
+        ])
 
 
 @dataclass
@@ -387,17 +380,9 @@ class ORPOConfig:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
-        cfg = self
-        checks = [
-            (cfg.steps >= 0, f"orpo.steps must be >= 0; got {cfg.steps}"),
-            (cfg.beta > 0, f"orpo.beta must be > 0 (λ; 0 would be SFT on the chosen answers); got {cfg.beta}"),
-            (cfg.learning_rate > 0, f"orpo.learning_rate must be > 0; got {cfg.learning_rate}"),
-            (cfg.batch_size >= 1, f"orpo.batch_size must be >= 1; got {cfg.batch_size}"),
-            (cfg.eval_every >= 1, f"orpo.eval_every must be >= 1; got {cfg.eval_every}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+        _refuse(_trainer_checks("orpo", self) + [
+            (self.beta > 0, f"orpo.beta must be > 0 (λ; 0 would be SFT on the chosen answers); got {self.beta}"),
+        ])
 
 
 @dataclass
