@@ -68,6 +68,7 @@ from course_lib.preference import (
     implicit_reward,
     ipo_loss,
     kto_loss,
+    kto_reference_point,
     orpo_loss,
     simpo_loss,
 )
@@ -282,6 +283,24 @@ plt.show()
 # it keeps rewarding a likelier chosen answer even when the pair is well separated. KTO's losses are
 # bounded: each example is judged alone against the reference point, and the undesirable curve is the
 # desirable one mirrored.
+#
+# The curves put z0 at 0. In KTO (Ethayarajh et al. 2024) z0 is not a free constant: it estimates
+# KL(π_θ‖π_ref) on the batch itself. Each prompt is paired with *another* answer of the batch, the
+# policy's and the reference's log-probs of those mismatched pairs are averaged, the mean is clamped at
+# 0 (a KL is never negative) and no gradient flows through it (`kto_reference_point`, as TRL computes
+# it). An answer then counts as desirable-enough only when its log-ratio beats how far the policy has
+# drifted overall. Three mismatched pairs:
+
+# %%
+mismatched_policy = np.array([-3.1, -2.0, -4.2])  # log π_θ(y′|x): each prompt with another prompt's answer
+mismatched_ref = np.array([-3.3, -2.4, -4.0])
+z0 = kto_reference_point(mismatched_policy, mismatched_ref)
+z0_shrunk = kto_reference_point(mismatched_policy - 1.0, mismatched_ref)  # the policy made them all less likely
+print(f"z0 = mean(0.2, 0.4, −0.2) = {z0:.4f};  after the policy lowered them by 1: {z0_shrunk} (clamped at 0)")
+assert np.isclose(z0, 0.4 / 3) and z0_shrunk == 0
+
+# %% [markdown]
+# Notebook 06 trains KTO on the tiny GPT and prints how often z0 stays above 0.
 #
 # ## 6. Explorer: β and the four log-probabilities
 #
