@@ -232,11 +232,15 @@ def _run_probe(plan: Plan, student_code: str) -> list:
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
-    shell = InteractiveShell.instance()
-    shell.reset(new_session=False)
-    shell.run_cell(student_code)
-    with capture_output() as captured:
-        shell.run_cell(plan.probe_source())
+    main = sys.modules["__main__"]  # the shell installs its own __main__ (no __spec__): spawn would then fail
+    try:
+        shell = InteractiveShell.instance()
+        shell.reset(new_session=False)
+        shell.run_cell(student_code)
+        with capture_output() as captured:
+            shell.run_cell(plan.probe_source())
+    finally:
+        sys.modules["__main__"] = main
     return [{"output_type": "display_data", "data": out.data, "metadata": {}} for out in captured.outputs]
 
 
