@@ -197,22 +197,47 @@ def train_dpo(
     ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every`` steps, at the
     end, and before stopping on a requested stop (Ctrl-C). Runs until ``steps`` in total.
     """
+    device = next(model.parameters()).device
+    n_pairs = data["chosen_ids"].shape[0]
+    on_device = {k: v.to(device) for k, v in data.items() if isinstance(v, torch.Tensor)}  # copied once, not per step
+
+    def batch_of(step: int) -> dict:
+        idx = to_device(torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator), device)
+        return {k: v[idx] for k, v in on_device.items()}
+
+    return train_offline("dpo", model, task, cfg, batch_of,
+                         lambda batch, validate: dpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length,
+                                                                validate=validate),
+                         log=log, state=state, max_grad_norm=max_grad_norm, steps=steps, checkpoint=checkpoint,
+                         checkpoint_every=checkpoint_every, show_progress=show_progress, threads=threads)
+
+
+def train_offline(name: str, model, task: AdditionTask, cfg, batch_of, loss_of, *, log: MetricsLog | None = None,
+                  state: dict | None = None, max_grad_norm: float = 1.0, steps: int | None = None, checkpoint=None,
+                  checkpoint_every: int = 10, show_progress: bool = True,
+                  threads: int | None = DEFAULT_THREADS) -> dict:
+    """The one step loop of the offline preference trainers (DPO and its variants, KTO, ORPO).
+
+    Each step takes ``batch_of(step)`` (a dict of tensors already on the model's device), computes
+    ``loss_of(batch, validate) -> (loss, stats)`` under autocast (``validate`` only on the first
+    step: the inputs are checked once), and makes one clipped AdamW step at ``cfg.learning_rate``;
+    held-out accuracy every ``cfg.eval_every`` steps. ``state`` resumes optimizer, step and seconds
+    (the caller restores the RNG); ``checkpoint(step, {"optimizer": …}, seconds)`` is called every
+    ``checkpoint_every`` steps, at the end and before stopping on a requested stop (Ctrl-C).
+    """
     set_threads(threads)
     device = next(model.parameters()).device
     opt = make_optimizer(model, cfg.learning_rate)
     if state is not None:
         opt.load_state_dict(state["optimizer"])
-    n_pairs = data["chosen_ids"].shape[0]
     first = state["step"] if state is not None else 0  # the first step checks its inputs; then no checks
-    on_device = {k: v.to(device) for k, v in data.items() if isinstance(v, torch.Tensor)}  # copied once, not per step
     model.train()
 
     def one_step(step: int) -> dict:
         t0 = time.perf_counter()
-        idx = to_device(torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator), device)
-        batch = {k: v[idx] for k, v in on_device.items()}
+        batch = batch_of(step)
         with autocast(device):
-            loss, stats = dpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length, validate=step == first)
+            loss, stats = loss_of(batch, step == first)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         clip_gradients(model, max_grad_norm)
@@ -224,7 +249,7 @@ def train_dpo(
         model.train()
         return out
 
-    done = train_loop("dpo", one_step, total=cfg.steps if steps is None else steps, state=state,
+    done = train_loop(name, one_step, total=cfg.steps if steps is None else steps, state=state,
                       state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
                       log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
                       postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})

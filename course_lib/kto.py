@@ -37,20 +37,15 @@ import time
 import torch
 
 from course_lib.configs import KTOConfig
-from course_lib.dpo import build_preference_pairs, reference_logprobs
-from course_lib.evaluation import evaluate
+from course_lib.dpo import build_preference_pairs, reference_logprobs, train_offline
 from course_lib.model import completion_logprobs
 from course_lib.preference import kto_loss, kto_reference_point, mismatched_order
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
-    autocast,
-    clip_gradients,
-    make_optimizer,
-    set_threads,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import StageContext, StageResult, register
 
 FIELDS = ("ids", "attention", "completion")
 
@@ -168,41 +163,21 @@ def train_kto(
     ``state`` (from a checkpoint) resumes optimizer, step and seconds; the batches are a function
     of the step, so no generator is drawn from while training. Runs until ``steps`` in total.
     """
-    set_threads(threads)
     device = next(model.parameters()).device
-    opt = make_optimizer(model, cfg.learning_rate)
-    if state is not None:
-        opt.load_state_dict(state["optimizer"])
-    first = state["step"] if state is not None else 0
     b, n_batches = data["batch_size"], data["n_batches"]
     keys = ("ids", "attention", "completion", "label", "kl_ids", "kl_attention", "kl_completion", "ref_token_logps",
             "ref_kl_token_logps")
     on_device = {k: data[k].to(device) for k in keys}
-    model.train()
 
-    def one_step(step: int) -> dict:
-        t0 = time.perf_counter()
+    def batch_of(step: int) -> dict:
         s = (step % n_batches) * b
-        batch = {k: v[s : s + b] for k, v in on_device.items()}
-        with autocast(device):
-            loss, stats = kto_batch_loss(model, batch, cfg, prompt_length=task.prompt_length, validate=step == first)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(model, max_grad_norm)
-        opt.step()
-        return {**stats, "update_seconds": time.perf_counter() - t0}
+        return {k: v[s : s + b] for k, v in on_device.items()}
 
-    def held_out() -> dict:
-        out = evaluate(model, task)
-        model.train()
-        return out
-
-    done = train_loop("kto", one_step, total=cfg.steps if steps is None else steps, state=state,
-                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
-                      log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
-                      postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})
-    model.eval()
-    return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+    return train_offline("kto", model, task, cfg, batch_of,
+                         lambda batch, validate: kto_batch_loss(model, batch, cfg, prompt_length=task.prompt_length,
+                                                                validate=validate),
+                         log=log, state=state, max_grad_norm=max_grad_norm, steps=steps, checkpoint=checkpoint,
+                         checkpoint_every=checkpoint_every, show_progress=show_progress, threads=threads)
 
 
 @register("kto")

@@ -30,7 +30,7 @@ import time
 import torch
 
 from course_lib.configs import ORPOConfig
-from course_lib.dpo import build_preference_pairs
+from course_lib.dpo import build_preference_pairs, train_offline
 from course_lib.evaluation import evaluate
 from course_lib.model import build_model, completion_logprobs
 from course_lib.policy_loss import aggregate
@@ -38,14 +38,10 @@ from course_lib.preference import odds_ratio_penalty
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
-    autocast,
-    clip_gradients,
-    make_optimizer,
-    set_threads,
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import StageContext, StageResult, register
 
 CERTAIN = -1e-6  # the largest mean token log-prob the odds see (see the module docstring)
 PAIR_KEYS = tuple(f"{side}_{f}" for side in ("chosen", "rejected") for f in ("ids", "attention", "completion"))
@@ -92,39 +88,19 @@ def train_orpo(
     ``state`` (from a checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
     Runs until ``steps`` in total.
     """
-    set_threads(threads)
     device = next(model.parameters()).device
-    opt = make_optimizer(model, cfg.learning_rate)
-    if state is not None:
-        opt.load_state_dict(state["optimizer"])
     n_pairs = data["chosen_ids"].shape[0]
-    first = state["step"] if state is not None else 0
     on_device = {k: data[k].to(device) for k in PAIR_KEYS}
-    model.train()
 
-    def one_step(step: int) -> dict:
-        t0 = time.perf_counter()
+    def batch_of(step: int) -> dict:
         idx = to_device(torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator), device)
-        batch = {k: v[idx] for k, v in on_device.items()}
-        with autocast(device):
-            loss, stats = orpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length, validate=step == first)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(model, max_grad_norm)
-        opt.step()
-        return {**stats, "update_seconds": time.perf_counter() - t0}
+        return {k: v[idx] for k, v in on_device.items()}
 
-    def held_out() -> dict:
-        out = evaluate(model, task)
-        model.train()
-        return out
-
-    done = train_loop("orpo", one_step, total=cfg.steps if steps is None else steps, state=state,
-                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
-                      log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
-                      postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})
-    model.eval()
-    return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+    return train_offline("orpo", model, task, cfg, batch_of,
+                         lambda batch, validate: orpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length,
+                                                                 validate=validate),
+                         log=log, state=state, max_grad_norm=max_grad_norm, steps=steps, checkpoint=checkpoint,
+                         checkpoint_every=checkpoint_every, show_progress=show_progress, threads=threads)
 
 
 def base_weights(cfg, task: AdditionTask, seed: int) -> dict:
