@@ -61,6 +61,15 @@ def main() -> None:
     parser.add_argument("--results", default=str(RESULTS), help="folder for dpo.json")
     args = parser.parse_args()
     results, runs = {"DPO": [], "DPO + NLL": [], "NLL only": [], "KTO": [], "ORPO": []}, []
+
+    def record(name: str, seed: int, s: dict) -> None:  # one run's numbers: kept, saved, printed
+        results[name].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
+        runs.append({"variant": name, "seed": seed, "sft_accuracy": s["sft_accuracy"],
+                     "final_accuracy": s["final_accuracy"], "rl_seconds": s["rl_seconds"]})
+        save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs, Path(args.results))
+        print(f"seed {seed} {name:9}: SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
+              f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s", flush=True)
+
     for seed in args.seeds:
         sft = Path(f"{args.out}/grpo_s{seed}/sft.pt")
         for name, alpha in (("DPO", 0.0), ("DPO + NLL", 1.0)):
@@ -68,24 +77,12 @@ def main() -> None:
             cfg.dpo.rpo_alpha = alpha
             s = run("dpo", cfg, f"{args.out}/dpo{'_nll' if alpha else ''}_s{seed}", seed=seed,
                     sft_checkpoint=str(sft) if sft.exists() else None, overwrite=True, threads=args.threads, show_progress=False, verbose=False)
-            results[name].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
-            runs.append({"variant": name, "seed": seed, "sft_accuracy": s["sft_accuracy"],
-                         "final_accuracy": s["final_accuracy"], "rl_seconds": s["rl_seconds"]})
-            save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs, Path(args.results))
-            print(f"seed {seed} {name:9}: SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
-                  f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s",
-                  flush=True)
+            record(name, seed, s)
         for name, kind in (("KTO", "kto"), ("ORPO", "orpo")):
             s = run(kind, get_config("cpu"), f"{args.out}/{kind}_s{seed}", seed=seed,
                     sft_checkpoint=str(Path(f"{args.out}/dpo_s{seed}/sft.pt")), overwrite=True, threads=args.threads,
                     show_progress=False, verbose=False)
-            results[name].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))
-            runs.append({"variant": name, "seed": seed, "sft_accuracy": s["sft_accuracy"],
-                         "final_accuracy": s["final_accuracy"], "rl_seconds": s["rl_seconds"]})
-            save("dpo", ["tinygpt_dpo.py", *sys.argv[1:]], runs, Path(args.results))
-            print(f"seed {seed} {name:9}: SFT {s['sft_accuracy']:.3f} → {s['final_accuracy']:.3f} "
-                  f"({100 * (s['final_accuracy'] - s['sft_accuracy']):+.1f} pts) in {s['rl_seconds']:.0f} s",
-                  flush=True)
+            record(name, seed, s)
         set_threads(args.threads)
         s = nll_only(get_config("cpu"), Path(f"{args.out}/dpo_s{seed}/sft.pt"), seed)
         results["NLL only"].append((s["sft_accuracy"], s["final_accuracy"], s["rl_seconds"]))

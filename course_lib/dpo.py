@@ -197,19 +197,26 @@ def train_dpo(
     ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every`` steps, at the
     end, and before stopping on a requested stop (Ctrl-C). Runs until ``steps`` in total.
     """
-    device = next(model.parameters()).device
-    n_pairs = data["chosen_ids"].shape[0]
-    on_device = {k: v.to(device) for k, v in data.items() if isinstance(v, torch.Tensor)}  # copied once, not per step
-
-    def batch_of(step: int) -> dict:
-        idx = to_device(torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator), device)
-        return {k: v[idx] for k, v in on_device.items()}
-
-    return train_offline("dpo", model, task, cfg, batch_of,
+    keys = [k for k, v in data.items() if isinstance(v, torch.Tensor)]
+    return train_offline("dpo", model, task, cfg, random_pairs(data, keys, cfg.batch_size, generator, model),
                          lambda batch, validate: dpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length,
                                                                 validate=validate),
                          log=log, state=state, max_grad_norm=max_grad_norm, steps=steps, checkpoint=checkpoint,
                          checkpoint_every=checkpoint_every, show_progress=show_progress, threads=threads)
+
+
+def random_pairs(data: dict, keys, batch_size: int, generator: torch.Generator, model):
+    """``batch_of(step)``: ``batch_size`` pairs drawn with replacement from ``generator`` (DPO's and ORPO's
+    batches), the ``keys`` of ``data`` copied to the model's device once, not per step."""
+    device = next(model.parameters()).device
+    n_pairs = data["chosen_ids"].shape[0]
+    on_device = {k: data[k].to(device) for k in keys}
+
+    def batch_of(step: int) -> dict:
+        idx = to_device(torch.randint(0, n_pairs, (min(batch_size, n_pairs),), generator=generator), device)
+        return {k: v[idx] for k, v in on_device.items()}
+
+    return batch_of
 
 
 def train_offline(name: str, model, task: AdditionTask, cfg, batch_of, loss_of, *, log: MetricsLog | None = None,

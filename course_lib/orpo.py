@@ -30,7 +30,7 @@ import time
 import torch
 
 from course_lib.configs import ORPOConfig
-from course_lib.dpo import build_preference_pairs, train_offline
+from course_lib.dpo import build_preference_pairs, random_pairs, train_offline
 from course_lib.evaluation import evaluate
 from course_lib.model import build_model, completion_logprobs
 from course_lib.policy_loss import aggregate
@@ -38,7 +38,6 @@ from course_lib.preference import odds_ratio_penalty
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
-    to_device,
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register
@@ -88,15 +87,7 @@ def train_orpo(
     ``state`` (from a checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
     Runs until ``steps`` in total.
     """
-    device = next(model.parameters()).device
-    n_pairs = data["chosen_ids"].shape[0]
-    on_device = {k: data[k].to(device) for k in PAIR_KEYS}
-
-    def batch_of(step: int) -> dict:
-        idx = to_device(torch.randint(0, n_pairs, (min(cfg.batch_size, n_pairs),), generator=generator), device)
-        return {k: v[idx] for k, v in on_device.items()}
-
-    return train_offline("orpo", model, task, cfg, batch_of,
+    return train_offline("orpo", model, task, cfg, random_pairs(data, PAIR_KEYS, cfg.batch_size, generator, model),
                          lambda batch, validate: orpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length,
                                                                  validate=validate),
                          log=log, state=state, max_grad_norm=max_grad_norm, steps=steps, checkpoint=checkpoint,
