@@ -165,7 +165,8 @@ def test_a_stored_seed_draws_the_same_hidden_inputs(monkeypatch):
 
 def test_given_numbers_are_drawn_per_student_and_the_reference_follows_them():
     alice, again, bob = (grading.given_cells(ASSIGNMENT, s) for s in ("alice", "alice", "bob"))
-    assert alice == again != bob and set(alice) == {"q1_given", "q4_given"} and grading.given_cells(ASSIGNMENT, "") == {}
+    assert alice == again != bob and set(alice) == {"q1_given", "q2_given", "q4_given"}
+    assert grading.given_cells(ASSIGNMENT, "") == {}
     released = next(c.source for c in _read(SOURCE).cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_given")
     assert released.startswith(grading.GIVEN_HEADER) and alice["q1_given"].startswith(grading.GIVEN_HEADER)
     assert grading.reference_namespace(SOURCE)["p_a_beats_c"] == pytest.approx(0.9)  # the released numbers
@@ -175,6 +176,32 @@ def test_given_numbers_are_drawn_per_student_and_the_reference_follows_them():
     ref_alice, ref_bob = grading.reference_namespace(SOURCE, alice), grading.reference_namespace(SOURCE, bob)
     assert ref_alice["p_a_beats_c"] == pytest.approx(1 / (1 + math.exp(-gap)), abs=1e-12)
     assert all(ref_alice[k] != ref_bob[k] for k in ("p_a_beats_c", "p_a_beats_d", "tournament_loss"))
+
+
+def test_q2s_answers_follow_the_students_batch_and_pairs():
+    """2c's given cell: the reference recomputes every answer from the student's own batch and pairs
+    (checked here by hand from the drawn numbers), and the hardest pair is never a near tie."""
+    path = ROOT / "solutions" / ASSIGNMENT / "q2_dpo_margins.ipynb"
+    released = grading.reference_namespace(path)
+    assert released["z_pair2"] == pytest.approx(0.065) and released["hardest_pair"] == "C"
+    for student in ("alice", "bob", "carol", "dave"):
+        given = grading.given_cells(ASSIGNMENT, student)
+        mine: dict = {"nan": float("nan")}
+        exec(given["q2_given"], mine)  # noqa: S102 - our own cell
+        sums = {k: np.where(np.asarray(mine[m], bool), np.nan_to_num(np.asarray(mine[k], float)), 0.0).sum(-1)
+                for k, m in (("policy_chosen", "chosen_mask"), ("ref_chosen", "chosen_mask"),
+                             ("policy_rejected", "rejected_mask"), ("ref_rejected", "rejected_mask"))}
+        z = lambda beta, row, s=sums: beta * ((s["policy_chosen"][row] - s["ref_chosen"][row])  # noqa: E731
+                                              - (s["policy_rejected"][row] - s["ref_rejected"][row]))
+        slope = lambda x: 1 / (1 + math.exp(x))  # noqa: E731
+        ref = grading.reference_namespace(path, given)
+        assert ref["z_pair2"] == pytest.approx(z(0.1, 1), abs=1e-12)
+        assert ref["z_beta05"] == pytest.approx(z(0.5, 0), abs=1e-12)
+        assert ref["pull_beta05"] == pytest.approx(0.5 * slope(z(0.5, 0)), abs=1e-12)
+        pulls = {name: slope(0.1 * ((pw - rw) - (pl - rl))) for name, (pw, pl, rw, rl) in mine["pairs_abc"].items()}
+        top, second = sorted(pulls.values())[-1], sorted(pulls.values())[-2]
+        assert ref["hardest_pair"] == max(pulls, key=pulls.get) and top - second >= 0.01
+        assert ref["hardest_reason"] == 2
 
 
 # ------------------------------------------------------------------------------ records and verdicts

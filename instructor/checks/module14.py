@@ -6,8 +6,8 @@ from ``rng`` for each grading run where a random input makes sense (so a table o
 earns nothing), or are fixed edge cases and bad input. Every cell has at least one value check on a
 random input when it checks a function, so a function that always raises ``ValueError`` earns
 nothing either. Answers the student computes are checked for the student's own variant where the
-notebook has a cell of given numbers (``GIVEN``: Q1's 1c, Q4's 4b), else they are fixed values
-(Q2's answers, the passport: instructor/README.md says why and what a variant of those needs).
+notebook has a cell of given numbers (``GIVEN``: Q1's 1c, Q2's 2c, Q4's 4b), else they are fixed values
+(Q2's ``hardest_reason``, the passport: instructor/README.md says why and what a variant of those needs).
 
 Answers not on the shelf (issue #14): Q1–Q4 ask for what ``course_lib`` does not hold in one function
 (a matrix of win probabilities, chains of wins, a loss over indexed comparisons; DPO from masked
@@ -113,9 +113,34 @@ def _q4_given(rng) -> dict:
             "reward_params": round(float(rng.uniform(0.05, 0.25)) * n, -8), "decode_speedup": int(rng.integers(2, 5))}
 
 
+def _q2_given(rng) -> dict:
+    """A student's batch and pairs for 2c (the released ones: notebook 02's pairs I and II; A, B, C).
+
+    Two pairs of token log-probabilities (position 0 the prompt, ``nan`` at padding, completions of
+    1 to T − 1 tokens), and three pairs of sequence log-probabilities whose largest slope σ(−z) at
+    β = 0.1 leads the next by at least 0.01, so ``hardest_pair`` has one answer."""
+    out = {}
+    for side in ("chosen", "rejected"):
+        t = int(rng.integers(3, 6))
+        lengths = [int(k) for k in rng.integers(1, t, size=2)]
+        mask = [[0] + [1] * k + [0] * (t - 1 - k) for k in lengths]
+        for who in ("policy", "ref"):
+            values = rng.uniform(-9.5, -0.3, size=(2, t))
+            out[f"{who}_{side}"] = [[round(float(v), 2) if i == 0 or m else float("nan") for i, (v, m) in
+                                     enumerate(zip(row, mrow))] for row, mrow in zip(values, mask)]
+        out[f"{side}_mask"] = mask
+    while True:
+        pairs = {name: tuple(round(float(x), 1) for x in rng.uniform(-25.0, -5.0, size=4)) for name in "ABC"}
+        slopes = sorted(1.0 / (1.0 + np.exp(0.1 * ((pw - rw) - (pl - rl)))) for pw, pl, rw, rl in pairs.values())
+        if slopes[-1] - slopes[-2] >= 0.01:
+            break
+    order = ("policy_chosen", "ref_chosen", "chosen_mask", "policy_rejected", "ref_rejected", "rejected_mask")
+    return {**{name: out[name] for name in order}, "pairs_abc": pairs}
+
+
 # Locked cells of given numbers, drawn per student at grading time (grading.given_cells): answers
 # computed from the names follow the student's own numbers, numbers copied from a friend do not.
-GIVEN = {"q1_given": _q1_given, "q4_given": _q4_given}
+GIVEN = {"q1_given": _q1_given, "q2_given": _q2_given, "q4_given": _q4_given}
 
 
 PAIR_ONE = dict(pc=[-0.7, -2.0, -4.5, -5.5], pr=[-0.7, -3.0, -8.5], rc=[-0.9, -2.5, -4.0, -6.5],
