@@ -146,8 +146,8 @@ print(f"by hand {by_hand:.5f}   completion_logprobs {float(token_logps.sum()):.5
 # ## 3. SFT: the reference policy
 #
 # Supervised fine-tuning on the demonstrations, errors included. Watch the held-out accuracy, and
-# especially its split: prompts whose ones column carries are where the teacher was wrong. Notebooks
-# 02b, 06, 07 and 08b start from this same SFT policy, so `sft_start` trains it once per machine
+# especially its split: prompts whose ones column carries are where the teacher was wrong.
+# Every tiny-GPT notebook starts from this same SFT policy, so `sft_start` trains it once per machine
 # (`pipeline.sft_policy`, the SFT stage of every run) and later reads it from a disk cache.
 
 # %%

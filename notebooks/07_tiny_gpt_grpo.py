@@ -197,7 +197,7 @@ print(f"zero-variance rate: {sum(zv[:k]) / k:.2f} over the first {k} steps, {sum
 # that happens with probability p^G + (1 − p)^G, which grows as p approaches 1: the printed line
 # above says what it did in this run. **Entropy** falls as the policy sharpens. **KL** to the SFT reference
 # starts at 0 (the policy *is* the reference) and moves away from it: at β = 0 nothing pulls it
-# back ([The KL term](02b_the_kl_term.ipynb) sweeps β). **Clip** stays at 0:
+# back ([The KL term](10_the_kl_term.ipynb) sweeps β). **Clip** stays at 0:
 # with μ = 1 the ratio π_θ/π_old is exactly 1 on the only pass, so PPO's clip never acts.
 #
 # ## 4. What AdamW cancels: a constant advantage scale

@@ -115,7 +115,7 @@ plt.show()
 # - **Reward models from comparisons** (2017–2022): a learned reward, then PPO under a KL term — the
 #   classical RLHF contract of notebooks 01, 06 and the RLHF route (08b).
 # - **Direct preference losses** (2023–2024): DPO turned the KL-regularised objective into a pairwise loss
-#   (notebooks 02 and 02b); IPO, KTO, SimPO and ORPO changed the margin or the data each one needs.
+#   ([DPO margins](02_dpo_margins.ipynb) and [The regularised objective](03_the_regularised_objective.ipynb)); IPO, KTO, SimPO and ORPO changed the margin or the data each one needs.
 # - **Critic-free RL with verifiable rewards** (2024–2025): RLOO and GRPO build baselines from sibling
 #   answers (03, 04, 07); DAPO and Dr. GRPO repair what GRPO's normalisation got wrong (03b, 07); GSPO and
 #   CISPO change what is clipped.

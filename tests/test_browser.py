@@ -61,13 +61,13 @@ def _best_of_n_first_prompt() -> str:
 
 
 # Each lecture notebook and the first readout of its explorer (the lesson's value), None without one.
-# 02b's line is π* for the lesson's π_ref, r and β = 0.5 (test_tinygpt_notebooks checks it against the
+# The regularised objective's line is π* for the lesson's π_ref, r and β = 0.5 (test_tinygpt_notebooks checks it against the
 # closed form); 09's explorer starts with every field unanswered, none of run F's 8 matching.
 FIRST_READOUT = {
     "00_start_here": None,
     "01_bradley_terry": "gap Δr = +1.00  ↔  win rate 0.731",
     "02_dpo_margins": "z = 0.170   loss = 0.6118   slope = 0.4576",
-    "02b_the_kl_term": "β = 0.5: E_π*[r] = 0.7572   KL(π*‖π_ref) = 0.6645   J(π*) = β·log Z = 0.4249",
+    "03_the_regularised_objective": "β = 0.5: E_π*[r] = 0.7572   KL(π*‖π_ref) = 0.6645   J(π*) = β·log Z = 0.4249",
     "03_group_baselines": "GRPO: [ 1.291 -0.775 -0.775  1.291",
     "03b_from_advantages_to_an_update": "ratio short/long: 10.0",
     "04_baseline_bias_enumeration": "full mean                   0.18375   (0.875 × true)",
@@ -78,6 +78,7 @@ FIRST_READOUT = {
     "08b_the_rlhf_route": _best_of_n_first_prompt,
     "09_the_passport": "0 of 8 fields match",
     "10_graduating_to_trl": None,
+    "10_the_kl_term": "β = 0.5: max |π* − forward optimum| = 0.0727",
     "11_closing": "use: DPO, IPO, SimPO (offline); a Bradley–Terry reward model, then RL",
 }
 FIGURELESS = {"00_start_here", "09_the_passport"}  # notebooks that draw no figure

@@ -36,6 +36,7 @@ LECTURE = [
     "00_start_here",
     "01_bradley_terry",
     "02_dpo_margins",
+    "03_the_regularised_objective",
     "03_group_baselines",
     "03b_from_advantages_to_an_update",
     "04_baseline_bias_enumeration",
@@ -101,7 +102,7 @@ def _library_names() -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("name", [*LECTURE[1:], "02b_the_kl_term"])
+@pytest.mark.parametrize("name", [*LECTURE[1:], "10_the_kl_term"])
 def test_lecture_notebook_has_the_teaching_shape(name):
     """Goals, derivation checked against course_lib (never a fork of it), an explorer, check-yourself."""
     text = (NOTEBOOKS / f"{name}.py").read_text(encoding="utf-8")
@@ -165,6 +166,9 @@ NAMESPACE = {
                          "[setattr(rate_slider, 'value', 0.6), explorer_line.value, gap_slider.value][1:]"],
     "02_dpo_margins": ["z_I", "loss_I", "slope_I", "z_II", "slope_II", "z_beta05", "loss_beta05",
                        "slope_beta05", "reward_w", "reward_l", "h_cross", "explorer_text.value"],
+    "03_the_regularised_objective": ["pi_ref", "reward", "beta", "pi_star", "J_star", "perturbation_gap",
+                                     "reward_recovery_error", "bt_cancel_error", "dpo_fit_error", "uncovered_error",
+                                     "mode_seeking", "mode_covering", "target_sd", "optimum_text.value"],
     "03_group_baselines": ["mean_r", "std_r", "adv_plus", "adv_minus", "adv_sum", "adv", "rloo",
                            "p_zero_var", "ddof_ratio", "constant_sgd", "constant_adam", "std_adam",
                            "varying_adam", "advantage_text.value",
@@ -198,6 +202,7 @@ SHOWN = {
                          " 4 wins of  4, λ = 0: fitted gap    inf"],
     "02_dpo_margins": ["z = 0.170   loss = 0.6118", "slope |dL/dz| = 0.4576", "pair II: z = 0.065",
                        "slope = 0.4838", "z = 0.85   loss = 0.356   slope = 0.299"],
+    "03_the_regularised_objective": ["KL(π*‖π_ref) = 0.6645", "competitors beating π*: 0", "20 pairs"],
     "03_group_baselines": ["mean = 0.375   std = 0.4841", "A+ = 1.291   A− = -0.775", "sum of advantages = 0.0",
                            "= 0.0577", "√(7/8) = 0.9354", "zero_variance_groups([0.1, 0.1, 0.1]) = True",
                            "float32, two groups of eight 0.1s: [True, True]",
@@ -376,6 +381,30 @@ def check_02(ns, shown, widgets):
     assert abs(ns["h_cross"] - low) < 0.1 and f"while h < {ns['h_cross']:.1f}" in shown
 
 
+def check_03_objective(ns, shown, widgets):
+    import numpy as np
+
+    pi_ref, reward, beta = np.array(ns["pi_ref"]), np.array(ns["reward"]), ns["beta"]
+    # π* from the closed form, computed here independently of course_lib
+    w = pi_ref * np.exp(reward / beta)
+    expected = w / w.sum()
+    np.testing.assert_allclose(ns["pi_star"], expected, atol=1e-12)
+    kl_star = float((expected * np.log(expected / pi_ref)).sum())
+    assert ns["J_star"] == pytest.approx(beta * np.log(w.sum()), abs=1e-12)
+    assert ns["J_star"] == pytest.approx(expected @ reward - beta * kl_star, abs=1e-12)
+    assert ns["perturbation_gap"] > 0  # no competitor reached π*'s objective
+    assert ns["reward_recovery_error"] < 1e-12 and ns["bt_cancel_error"] < 1e-12
+    assert ns["dpo_fit_error"] < 1e-6  # DPO on all pairs recovers π*
+    assert ns["uncovered_error"] > 0.01  # ... and not when an answer is never compared
+    # forward vs reverse on the two-mode target (modes at ±2, width 0.6)
+    mu_rev, sigma_rev = ns["mode_seeking"]
+    mu_fwd, sigma_fwd = ns["mode_covering"]
+    assert abs(abs(mu_rev) - 2.0) < 1e-9 and abs(sigma_rev - 0.6) < 1e-9
+    assert abs(mu_fwd) < 1e-9 and abs(sigma_fwd - ns["target_sd"]) < 0.1
+    assert f"β = 0.5: E_π*[r] = {expected @ reward:.4f}" in ns["optimum_text.value"], (
+        "the β explorer must show π*'s numbers at start")
+
+
 def check_03(ns, shown, widgets):
     assert close(ns["mean_r"], 0.375, 3) and close(ns["std_r"], 0.4841, 4)
     assert close(ns["adv_plus"], 1.291, 3) and close(ns["adv_minus"], -0.775, 3)
@@ -469,6 +498,7 @@ def check_11(ns, shown, widgets):
 
 
 CHECKS = {"00_start_here": check_00, "01_bradley_terry": check_01, "02_dpo_margins": check_02,
+          "03_the_regularised_objective": check_03_objective,
           "03_group_baselines": check_03, "03b_from_advantages_to_an_update": check_03b,
           "04_baseline_bias_enumeration": check_04,
           "05_memory_and_rollout_budgets": check_05, "09_the_passport": check_09, "11_closing": check_11}
