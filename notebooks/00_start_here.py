@@ -135,8 +135,8 @@ checksum = float((x @ x.T).trace().cpu() / (x.pow(2).sum().cpu()))  # trace(XX�
 print(f"a matrix product on {device.type}: trace(XXᵀ)/‖X‖² = {checksum:.4f} (should be 1.0000)")
 
 # %% [markdown]
-# If `device` says `cpu` on Colab, the runtime has no GPU attached: notebooks 00–05 do not need one, and
-# 06–08 still run, only slower.
+# If `device` says `cpu` on Colab, the runtime has no GPU attached: the exact notebooks do not need one, and
+# the tiny-GPT notebooks still run, only slower.
 
 # %% [markdown]
 # ## Where the formulas live
@@ -162,21 +162,21 @@ from course_lib.budgets import stage_memory_gib
 from course_lib.preference import bt_probability, dpo_terms
 
 taste = {
-    "P(win) for a score gap of 1 (notebook 01)": f"{bt_probability(1.0):.3f}",
-    "DPO loss of pair I (notebook 02)": f"{dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1).loss:.4f}",
-    "P(zero-variance group), p=0.3, G=8 (03)": f"{zero_variance_probability(0.3, 8):.4f}",
-    "PPO persistent memory, 8.03B params (05)": f"{stage_memory_gib(8.03e9, 'ppo'):.1f} GiB",
+    "P(win) for a score gap of 1 (Bradley–Terry)": f"{bt_probability(1.0):.3f}",
+    "DPO loss of pair I (DPO margins)": f"{dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1).loss:.4f}",
+    "P(zero-variance group), p=0.3, G=8 (group baselines)": f"{zero_variance_probability(0.3, 8):.4f}",
+    "PPO persistent memory, 8.03B params (budgets)": f"{stage_memory_gib(8.03e9, 'ppo'):.1f} GiB",
 }
 for name, value in taste.items():
-    print(f"{name:<45} {value}")
+    print(f"{name:<54} {value}")
 
 # %% [markdown]
 # ## Check yourself
 #
 # 1. The report says `device  cpu` on Colab. What do you change, and which notebooks care?
 #    <details><summary>Answer</summary>
-#    Runtime → Change runtime type → a GPU, then rerun the first cell. Only the tiny-GPT notebooks 06–08
-#    get faster; 00–05 are small exact calculations.
+#    Runtime → Change runtime type → a GPU, then rerun the first cell. Only the tiny-GPT notebooks
+#    get faster; the others are small exact calculations.
 #    </details>
 # 2. You edited `notebooks/02_dpo_margins.py`. What keeps the `.ipynb` in step?
 #    <details><summary>Answer</summary>

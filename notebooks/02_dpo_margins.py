@@ -96,7 +96,7 @@ z_I = beta * (ratio_w - ratio_l)
 print(f"log-ratio chosen {ratio_w:+.1f}, rejected {ratio_l:+.1f}  →  z = β·({ratio_w:.1f} − ({ratio_l:.1f})) = {z_I:.3f}")
 
 # %% [markdown]
-# The loss is the Bradley–Terry loss of notebook 01 applied to z: L = −log σ(z) = log(1 + e^(−z)).
+# The loss is the loss of [Bradley–Terry](01_bradley_terry.ipynb) applied to z: L = −log σ(z) = log(1 + e^(−z)).
 # Its derivative with respect to z is −σ(−z), so the size of the pull on this pair is σ(−z).
 
 # %%

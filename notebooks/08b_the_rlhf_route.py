@@ -116,11 +116,11 @@ RL_STEPS = 6 if FAST else cfg.grpo.steps
 # %% [markdown]
 # ## 1. Step one of the pipeline: the SFT policy
 #
-# The same tiny GPT and task as notebooks 06–07: 2-digit addition, demonstrations from a teacher who
+# The same tiny GPT and task as the DPO and GRPO runs: 2-digit addition, demonstrations from a teacher who
 # often forgets the carry.
 
 # %%
-task, policy, sft = sft_start(cfg, seed=SEED)  # notebooks 06–08b's SFT policy, trained once per machine
+task, policy, sft = sft_start(cfg, seed=SEED)  # every tiny-GPT notebook's SFT policy, trained once per machine
 sft_weights = copy.deepcopy(policy.state_dict())
 print(f"SFT policy: held-out exact match {sft['accuracy']:.1%} "
       f"(carry prompts {sft['accuracy_carry']:.1%}, no carry {sft['accuracy_no_carry']:.1%})")

@@ -9,9 +9,9 @@ Chromium with the ``playwright`` package (never ``playwright install``). Checks:
    entry in ``FIRST_READOUT`` fails): Run All Cells; no error or stderr output; every figure
    (inline or inside a widget) loaded, not blank, and shown at >= 90% of its natural width; each
    explorer's first readout is the lesson's value;
-2. notebook 01: the win-rate ↔ gap explorer starts at 1.00 / 0.731, and after keyboard moves of
+2. notebook 01_bradley_terry: the win-rate ↔ gap explorer starts at 1.00 / 0.731, and after keyboard moves of
    either slider both slider readouts and the printed line agree;
-3. notebook 02: pressing → on the focused β slider moves it one step and the displayed loss
+3. notebook 02_dpo_margins: pressing → on the focused β slider moves it one step and the displayed loss
    changes to the value ``course_lib`` gives for the new β;
 4. the first assignment notebook (Q1) shows nbgrader's Validate button in its toolbar.
 

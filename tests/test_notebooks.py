@@ -7,7 +7,7 @@ stderr output or a printed ``...Warning`` fails the test, and the lecture's numb
 from the executed notebook's namespace (names or expressions evaluated after the last cell, some of
 them acting on an explorer's widgets as a student would) and from what it displayed, widget state
 included. Every figure must be non-blank and at most ``MAX_FIGURE_PX`` wide, so that JupyterLab
-shows it at full size. The tiny-GPT notebooks 06–08 are executed by their own test module.
+shows it at full size. The tiny-GPT notebooks are executed by their own test module (test_tinygpt_notebooks.py).
 """
 
 from __future__ import annotations
