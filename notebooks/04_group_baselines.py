@@ -55,7 +55,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    what to do with it.
 #
 # What happens *after* the advantages — the clipped objective, the averaging unit and the length bias —
-# is [From advantages to an update](03b_from_advantages_to_an_update.ipynb). Some cells ask you to **predict** first: pick an option, press *Reveal*, then read on.
+# is [From advantages to an update](05_from_advantages_to_an_update.ipynb). Some cells ask you to **predict** first: pick an option, press *Reveal*, then read on.
 
 # %%
 import ipywidgets as widgets
@@ -152,7 +152,7 @@ print(f"A(ddof=1) / A(ddof=0) = {ddof_ratio:.4f}   √(7/8) = {np.sqrt(7 / 8):.4
 # ## 3. A constant factor on the advantages: SGD feels it, Adam does not
 #
 # Three choices scale every advantage by the same constant c: ddof = 1 (c = √(7/8) on GRPO), RLOO
-# against the full-mean baseline (c = 8/7 in every group), and the full-mean bias of [Baseline bias by enumeration](04_baseline_bias_enumeration.ipynb)
+# against the full-mean baseline (c = 8/7 in every group), and the full-mean bias of [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb)
 # (its expected update is 7/8 of the true gradient). The loss is a sum of advantage × log-prob terms, so
 # its gradient is multiplied by c too.
 #
@@ -177,7 +177,7 @@ predict("AdamW, two runs identical except that every advantage of the second is 
 # with probability p_j = σ(θ · x_j), features x_easy = (1, 1) and x_hard = (1, −1) (reward 1 if correct,
 # else 0). For one prompt, ∂log π(a)/∂θ = (a − p_j)·x_j, so the *expected* update of a group baseline
 # is `baseline_gradient(p_j, G, baseline)` × x_j — computed exactly by enumerating all 2⁸ groups (the
-# function [Baseline bias by enumeration](04_baseline_bias_enumeration.ipynb) derives). No sampling noise: any difference between two runs comes from the
+# function [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) derives). No sampling noise: any difference between two runs comes from the
 # choice being compared. Each run takes 100 steps from θ = (−2, 1), i.e. p = (0.27, 0.05).
 
 # %%
@@ -443,6 +443,6 @@ display(widgets.VBox([reward_box, ddof_choice, advantage_text, advantage_plot]))
 #    Adam's update does not change when every gradient is multiplied by the same constant (up to its ε) —
 #    provided β = 0 (a KL term is not multiplied, so the constant would shift the balance between the two terms)
 #    and gradient clipping does not act on some steps and not others (the course's trainers clip the norm at
-#    1.0; [Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb), section 4, shows a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
+#    1.0; [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), section 4, shows a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
 #    smaller step.
 #    </details>

@@ -45,7 +45,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # # 03b · From advantages to an update: clipping, averaging units, length bias
 #
 # *Pointer for readers of the Module 14 lecture: §9 ("turning an advantage into an update") and §12
-# (DAPO, Dr. GRPO). Everything below stands on its own; [Group baselines](03_group_baselines.ipynb) computed the advantages.*
+# (DAPO, Dr. GRPO). Everything below stands on its own; [Group baselines](04_group_baselines.ipynb) computed the advantages.*
 #
 # After this notebook you will be able to
 #
@@ -208,7 +208,7 @@ length_bias_ratio = float(weights["sequence_mean"][2, 0] / weights["sequence_mea
 # Dr. GRPO's constant, every token of every wrong answer gets the same push (ratio 1.0).
 #
 # The two differ in what they divide by: the token mean divides by the tokens in *this* batch (a
-# denominator that changes from step to step, which [Group baselines](03_group_baselines.ipynb) showed Adam does not cancel); the
+# denominator that changes from step to step, which [Group baselines](04_group_baselines.ipynb) showed Adam does not cancel); the
 # constant divides by G·L_max, fixed for the whole run.
 #
 # ## 4. One GRPO update, tensor by tensor

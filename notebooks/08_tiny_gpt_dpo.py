@@ -257,7 +257,7 @@ print(f"weights with |gradient| > 1e-3 moved by {float(moved[big].mean()):.2e} o
 # learning rate, whatever the gradient's size: the bias-corrected moments are m̂ = g and v̂ = g², so
 # the step is lr·g/(|g| + ε). Only weights whose gradient is comparable to ε = 1e-8 move less. Later
 # steps average over many gradients and differ from sign(g). A constant factor on the *whole* loss
-# leaves Adam's steps unchanged ([Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) uses this) — as long as gradient clipping does not act
+# leaves Adam's steps unchanged ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) uses this) — as long as gradient clipping does not act
 # on some steps and not others (the trainer clips the gradient norm at 1.0, `max_grad_norm`; 07, section 4,
 # shows a clip that acts breaking it); a factor on one term of a sum (`rpo_alpha` on the NLL term, β
 # on a KL term) changes the balance of the terms and does matter.
@@ -310,7 +310,7 @@ for name, r in results.items():
 # tokens of the pairs, which is the k1 estimate of **KL(π_ref ‖ π_θ)** — the reference first. The
 # direction is set by who sampled the tokens: an average of log q − log p over samples from q
 # estimates KL(q ‖ p), and these tokens were sampled by the SFT policy, π_ref. GRPO's `kl` in
-# [Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) averages over the *policy's* samples, so it estimates KL(π_θ ‖ π_ref), the other
+# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) averages over the *policy's* samples, so it estimates KL(π_θ ‖ π_ref), the other
 # direction: the two numbers are not comparable. And the checker picked which samples became
 # pairs, so even this is a gauge of drift, not an exact KL.
 
@@ -518,7 +518,7 @@ plt.show()
 #    The policy starts equal to the reference, so both log-ratios are 0, the margin z = 0 and
 #    −log σ(0) = log 2.
 #    </details>
-# 2. Why can the reference log-probs be computed once here, but not in GRPO ([Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb))?
+# 2. Why can the reference log-probs be computed once here, but not in GRPO ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb))?
 #    <details><summary>Answer</summary>
 #    DPO's pairs are fixed (offline), so π_ref(y|x) of each pair never changes. GRPO samples new
 #    completions every step, and each needs its own reference log-probs (when β > 0).

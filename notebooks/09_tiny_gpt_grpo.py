@@ -51,7 +51,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # Notebook 06 trained from fixed pairs. Here the policy writes its own training data every step:
 # B prompts × G completions, scored by the exact-answer checker, turned into group-relative
 # advantages with `course_lib.advantages`, and into an update with `course_lib.policy_loss` —
-# the functions [Group baselines](03_group_baselines.ipynb) checked by hand. After this notebook you will be able to
+# the functions [Group baselines](04_group_baselines.ipynb) checked by hand. After this notebook you will be able to
 #
 # 1. run one GRPO group by hand and check it against the library;
 # 2. read a GRPO dashboard: reward, held-out accuracy, length, zero-variance rate, entropy, clip;
@@ -102,7 +102,7 @@ _ = torch.manual_seed(SEED)
 # %% [markdown]
 # ## 1. The starting point: an SFT policy that learned its teacher's mistake
 #
-# Same task as [Tiny GPT: SFT then DPO](06_tiny_gpt_dpo.ipynb): addition, demonstrations from a teacher who forgets the ones carry,
+# Same task as [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb): addition, demonstrations from a teacher who forgets the ones carry,
 # and a checker that knows the truth. RL can draw as many fresh prompts as it likes — only the
 # *checking* is needed, never a new label.
 
@@ -276,7 +276,7 @@ print("GRPO vs Dr. GRPO: " + ("identical reward curves in this short run: the pe
 # with one success in eight (std 0.33) is weighted about 1.5× as much as a half-right group
 # (std 0.5) — a difficulty reweighting. Denominators that change from batch to batch (the number of
 # tokens in `token_mean`, the number of kept rows) also survive. Constant factors — ddof = 1's
-# √(7/8), RLOO's 8/7, the full-mean baseline's (G − 1)/G of [Baseline bias by enumeration](04_baseline_bias_enumeration.ipynb) — change the step size
+# √(7/8), RLOO's 8/7, the full-mean baseline's (G − 1)/G of [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) — change the step size
 # under SGD and nothing under Adam.
 #
 # ## 5. The honest control: fine-tuning on the policy's own approved samples (RFT)
@@ -445,7 +445,7 @@ plt.show()
 # ## 7. Where the time goes
 #
 # Each metrics row records the seconds spent generating and the seconds spent updating. The
-# lecture's time model ([Memory and rollout budgets](05_memory_and_rollout_budgets.ipynb)) predicts generation ≈ 39× the update for an 8B model writing
+# lecture's time model ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)) predicts generation ≈ 39× the update for an 8B model writing
 # 4,000-token answers.
 
 # %%

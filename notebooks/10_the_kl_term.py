@@ -50,8 +50,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # exactly: π* ∝ π_ref·exp(r/β), and the KL it names is the reverse one. A trainer never sees the exact
 # KL. It sees sampled answers, estimates the KL from each (three estimators, k1/k2/k3), and puts the
 # estimate either in the reward or in the loss. Now that GRPO's advantages, PPO's clip and π_old
-# ([From advantages to an update](03b_from_advantages_to_an_update.ipynb)) and the tiny GPT's GRPO run
-# ([Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb)) are known, this notebook asks what each choice
+# ([From advantages to an update](05_from_advantages_to_an_update.ipynb)) and the tiny GPT's GRPO run
+# ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)) are known, this notebook asks what each choice
 # does. After this notebook you will be able to
 #
 # 1. judge k1, k2, k3 twice — as *values* (bias, spread) and as *loss terms* (expected gradient) —
@@ -541,7 +541,7 @@ print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling �
 # %% [markdown]
 # ## 5. β on the tiny GPT: the accuracy–KL frontier
 #
-# Back to the tiny GPT of [Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb): an SFT model that learned its
+# Back to the tiny GPT of [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb): an SFT model that learned its
 # teacher's carry mistake, improved by GRPO against the exact-answer checker. The SFT model is the
 # reference. Sweep β ∈ {0, 0.01, 0.04, 0.2} for both placements — k3 per token **in the loss** (GRPO's and
 # TRL's choice) and k1 per completion **in the reward** (`kl_shaped_rewards`, before the baseline) — with
@@ -639,7 +639,7 @@ for placement in ("loss", "reward"):
 # What the sweep shows is how β trades distance from the reference for reward. Here the reward is an
 # exact checker, so moving away from the SFT model is what is wanted: the penalty protects nothing on this
 # task, and the printout shows what it cost in this run. Its value shows up when the reward can be gamed
-# (see [Reward hacking](08_reward_hacking.ipynb)) or when the reference's other skills must survive. The two
+# (see [Reward hacking](11_reward_hacking.ipynb)) or when the reference's other skills must survive. The two
 # placements are not the same knob at the same β: in the reward the k1 penalty is centred by the group
 # baseline and scaled by the group std, in the loss k3 acts on every token directly (section 3).
 

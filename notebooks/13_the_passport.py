@@ -177,7 +177,7 @@ show("A")
 # ## 3. Why the averaging unit and the zero-variance rule are not details
 #
 # Two runs that differ only in these fields optimise different objectives. The averaging unit first
-# ([Group baselines](03_group_baselines.ipynb) has the derivation): two completions of lengths 1 and 3, every token of the first
+# ([Group baselines](04_group_baselines.ipynb) has the derivation): two completions of lengths 1 and 3, every token of the first
 # carrying the value 2 and every token of the second 0.
 
 # %%
@@ -344,7 +344,7 @@ print("identical policies:", same_policy)
 # ## 6. The course's own passport
 #
 # Every tiny-GPT run prints and saves its passport. Here is the GRPO run of
-# [Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb), straight from `course_lib` (no training needed: the passport is a function of the configuration):
+# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), straight from `course_lib` (no training needed: the passport is a function of the configuration):
 
 # %%
 tiny = passport(get_config("cpu"), "grpo")

@@ -37,12 +37,12 @@ LECTURE = [
     "01_bradley_terry",
     "02_dpo_margins",
     "03_the_regularised_objective",
-    "03_group_baselines",
-    "03b_from_advantages_to_an_update",
-    "04_baseline_bias_enumeration",
-    "05_memory_and_rollout_budgets",
-    "09_the_passport",
-    "11_closing",
+    "04_group_baselines",
+    "05_from_advantages_to_an_update",
+    "06_baseline_bias_enumeration",
+    "07_memory_and_rollout_budgets",
+    "13_the_passport",
+    "19_closing",
 ]
 PAIRED = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) or LECTURE
 MARK = "@@NAMESPACE@@"
@@ -169,7 +169,7 @@ NAMESPACE = {
     "03_the_regularised_objective": ["pi_ref", "reward", "beta", "pi_star", "J_star", "perturbation_gap",
                                      "reward_recovery_error", "bt_cancel_error", "dpo_fit_error", "uncovered_error",
                                      "mode_seeking", "mode_covering", "target_sd", "optimum_text.value"],
-    "03_group_baselines": ["mean_r", "std_r", "adv_plus", "adv_minus", "adv_sum", "adv", "rloo",
+    "04_group_baselines": ["mean_r", "std_r", "adv_plus", "adv_minus", "adv_sum", "adv", "rloo",
                            "p_zero_var", "ddof_ratio", "constant_sgd", "constant_adam", "std_adam",
                            "varying_adam", "advantage_text.value",
                            "[globals().__setitem__('_ticks', []), globals().__setitem__('figure_png', "
@@ -177,22 +177,22 @@ NAMESPACE = {
                            "[setattr(reward_box, 'value', '1, 0, 0, 1'), _ticks[-1]][1]",
                            "[setattr(reward_box, 'value', '0.1, 0.1, 0.1'), advantage_text.value][1]",
                            "__import__('base64').b64encode(advantage_plot.value).decode()"],
-    "03b_from_advantages_to_an_update": ["seq_mean", "tok_mean", "const_mean", "L_max", "clip_gradients",
+    "05_from_advantages_to_an_update": ["seq_mean", "tok_mean", "const_mean", "L_max", "clip_gradients",
                                          "length_bias_ratio", "trainer_gap", "grad_gap", "clip_fraction",
                                          "[t.get_text().strip() for ax in clip_fig.axes for t in ax.texts]",
                                          "bias_text.value"],
-    "04_baseline_bias_enumeration": ["true_grad", "full_mean_grad", "loo_grad", "rows", "mc", "grpo_grad",
+    "06_baseline_bias_enumeration": ["true_grad", "full_mean_grad", "loo_grad", "rows", "mc", "grpo_grad",
                                      "se_100", "se_1000", "bias_text.value",
                                      "float((library_grad - by_hand).abs().max())"],
-    "05_memory_and_rollout_budgets": ["trainable_gib", "frozen_gib", "ppo_gib", "dpo_gib", "ratio_mem",
+    "07_memory_and_rollout_budgets": ["trainable_gib", "frozen_gib", "ppo_gib", "dpo_gib", "ratio_mem",
                                       "critic_share", "tokens", "gen_s", "gen_min", "upd_min", "time_ratio",
                                       "budget_text.value",
                                       "[(w.description, w.style.description_width) for w in "
                                       "(size_slider, length_slider, throughput_slider, mfu_slider)]",
                                       "[setattr(coupled, 'value', True), budget_text.value][1]"],
-    "09_the_passport": ["per_completion", "per_token", "constant", "easy_share", "recipe_1", "recipe_2",
+    "13_the_passport": ["per_completion", "per_token", "constant", "easy_share", "recipe_1", "recipe_2",
                         "same_policy", "course_unit"],
-    "11_closing": ["entries", "takeaways", "contract_text.value"],
+    "19_closing": ["entries", "takeaways", "contract_text.value"],
 }
 SHOWN = {
     "00_start_here": ["0.731", "0.6118", "0.0577", "269.2 GiB"],
@@ -203,21 +203,21 @@ SHOWN = {
     "02_dpo_margins": ["z = 0.170   loss = 0.6118", "slope |dL/dz| = 0.4576", "pair II: z = 0.065",
                        "slope = 0.4838", "z = 0.85   loss = 0.356   slope = 0.299"],
     "03_the_regularised_objective": ["KL(π*‖π_ref) = 0.6645", "competitors beating π*: 0", "20 pairs"],
-    "03_group_baselines": ["mean = 0.375   std = 0.4841", "A+ = 1.291   A− = -0.775", "sum of advantages = 0.0",
+    "04_group_baselines": ["mean = 0.375   std = 0.4841", "A+ = 1.291   A− = -0.775", "sum of advantages = 0.0",
                            "= 0.0577", "√(7/8) = 0.9354", "zero_variance_groups([0.1, 0.1, 0.1]) = True",
                            "float32, two groups of eight 0.1s: [True, True]",
                            "p = 0.9: wasted groups 43.0% at G = 8, 3.4% at G = 32"],
-    "03b_from_advantages_to_an_update": ["response mean = 1.0   token mean = 0.5",
+    "05_from_advantages_to_an_update": ["response mean = 1.0   token mean = 0.5",
                                          "A = −1, ρ = 1.5: objective -1.50, dq/dρ = -1.0, clipped: False"],
-    "04_baseline_bias_enumeration": ["256 groups", "full mean 0.18375", "leave-one-out 0.2100"],
-    "05_memory_and_rollout_budgets": ["trainable copy 119.7 GiB", "frozen bf16 copy 14.96 GiB",
+    "06_baseline_bias_enumeration": ["256 groups", "full mean 0.18375", "leave-one-out 0.2100"],
+    "07_memory_and_rollout_budgets": ["trainable copy 119.7 GiB", "frozen bf16 copy 14.96 GiB",
                                       "PPO 269.2 GiB   DPO 134.6 GiB   ratio 2.00", "critic = 44%",
                                       "rollout tokens 8,192,000", "4890.2 s = 81.5 min",
                                       "2.076444 min", "ratio 39.2511"],
-    "09_the_passport": ["per completion (sequence_mean) = 1.00   per token (token_mean) = 0.50",
+    "13_the_passport": ["per completion (sequence_mean) = 1.00   per token (token_mean) = 0.50",
                         "identical policies: True", "averaging unit: token_mean"],
-    "11_closing": ["1.099   (notebook 01)", "0.6118   (notebook 02)", "0.0577 of the time   (notebook 03)",
-                   "269.2 vs 134.6 GiB   (notebook 05)", "39.3 ×   (notebook 05)"],
+    "19_closing": ["1.099   (notebook 01)", "0.6118   (notebook 02)", "0.0577 of the time   (notebook 04)",
+                   "269.2 vs 134.6 GiB   (notebook 07)", "39.3 ×   (notebook 07)"],
 }
 
 
@@ -474,7 +474,7 @@ def check_05(ns, shown, widgets):
 def check_09(ns, shown, widgets):
     assert ns["per_completion"] == 1.0 and ns["per_token"] == 0.5 and ns["constant"] == 0.25
     assert math.isclose(ns["easy_share"], 0.97**16 + 0.03**16, rel_tol=1e-12)
-    text = (NOTEBOOKS / "09_the_passport.py").read_text(encoding="utf-8")
+    text = (NOTEBOOKS / "13_the_passport.py").read_text(encoding="utf-8")
     # the check-yourself answer quotes the computed share and the resampling cost
     assert f"About {ns['easy_share']:.0%} of groups" in text
     assert f"about {1 - ns['easy_share']:.0%} of the batch" in text
@@ -499,9 +499,9 @@ def check_11(ns, shown, widgets):
 
 CHECKS = {"00_start_here": check_00, "01_bradley_terry": check_01, "02_dpo_margins": check_02,
           "03_the_regularised_objective": check_03_objective,
-          "03_group_baselines": check_03, "03b_from_advantages_to_an_update": check_03b,
-          "04_baseline_bias_enumeration": check_04,
-          "05_memory_and_rollout_budgets": check_05, "09_the_passport": check_09, "11_closing": check_11}
+          "04_group_baselines": check_03, "05_from_advantages_to_an_update": check_03b,
+          "06_baseline_bias_enumeration": check_04,
+          "07_memory_and_rollout_budgets": check_05, "13_the_passport": check_09, "19_closing": check_11}
 
 
 @pytest.fixture(scope="module")

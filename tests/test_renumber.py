@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from conftest import ROOT
 
 from tools import renumber
 from tools.renumber import MAPPING, apply, leftovers, transform
@@ -22,6 +23,14 @@ def test_mapping_is_one_to_one_and_never_chains():
         renumber._check_mapping({"03_a": "05_a", "04_a": "05_a"})
     with pytest.raises(ValueError, match="not notebook stems"):
         renumber._check_mapping({"three": "04_a"})
+
+
+def test_the_course_is_numbered_in_teaching_order_after_the_rename():
+    stems = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
+    numbers = [s.split("_")[0] for s in stems]
+    assert all(n.isdigit() for n in numbers), f"a notebook keeps a lettered number: {stems}"
+    assert len(set(numbers)) == len(numbers), f"two notebooks share a number: {stems}"
+    assert not set(stems) & set(MAPPING), "an old stem is still a notebook"
 
 
 def test_transform_rewrites_whole_stems_in_one_pass_and_is_idempotent():
@@ -70,3 +79,7 @@ def test_apply_moves_pairs_rewrites_files_and_a_second_run_changes_nothing(tmp_p
     assert apply(tmp_path) == {"moved": [], "changed": []}
     assert snapshot == {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert leftovers(tmp_path)["old stems"] == []
+
+
+def test_no_tracked_file_keeps_an_old_stem():
+    assert leftovers(ROOT)["old stems"] == []

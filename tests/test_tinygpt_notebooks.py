@@ -1,11 +1,11 @@
-"""Tiny GPT notebooks (06–08b, 10 and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
+"""Tiny GPT notebooks (the DPO, GRPO, reward-hacking and RLHF-route runs, graduating to TRL, and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
 
 ``COURSE_FAST=1`` is the same lesson at a smaller budget: the `cpu` config's task, model and SFT
 start, fewer RL steps. CI checks that every cell runs, that nothing is written to stderr or looks
 like a warning, and reads values back from the kernel to assert each notebook's lesson on its FAST
-run: SFT learns the task (>= 30% held-out), DPO lifts it (06), GRPO lifts it by >= 10 points (07),
-the frontier is not flat (the KL term), the hack appears (08), the reward model beats chance, best-of-N
-peaks above N = 1 and the proxy rises under PPO (08b).
+run: SFT learns the task (>= 30% held-out), DPO lifts it, GRPO lifts it by >= 10 points,
+the KL term's frontier is not flat, the reward hack appears, and in the RLHF route the reward model beats
+chance, best-of-N peaks above N = 1 and the proxy rises under PPO.
 
 The notebooks share one SFT start (``course_lib.starts``); ``shared_sft_start`` builds it once per
 test session in a folder both pytest-xdist workers see (the cache's lock makes a second worker wait
@@ -86,7 +86,7 @@ def assert_no_generator_repr(name, shown):
 
 @pytest.mark.slow
 def test_06_sft_then_dpo_runs(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("06_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_rows",
+    ns, shown = execute("08_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_rows",
                                             "before_style", "after_style", "results_kto", "z0", "gap"], FAST)
     assert_clean("06", shown)
     assert_no_generator_repr("06", shown)
@@ -120,7 +120,7 @@ def test_07_grpo_family_runs(matplotlib_ready, shared_sft_start):
     names = ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd", "d_const", "d_group", "gap", "c",
              "sgd_ratio", "adam_diff", "clip_free", "clipped", "logs", "live", "dapo_gap", "dapo_cost", "penalty",
              "d_unit", "DAPO", "cfg.grpo.batch_prompts", "cfg.grpo.max_resample_rounds"]
-    ns, shown = execute("07_tiny_gpt_grpo", names, FAST)
+    ns, shown = execute("09_tiny_gpt_grpo", names, FAST)
     assert_clean("07", shown)
     assert_no_generator_repr("07", shown)
     assert set(ns["runs"]) == {"GRPO", "RLOO", "Dr. GRPO adv.", "RFT", "DAPO", "Dr. GRPO"}
@@ -161,8 +161,8 @@ def test_07_grpo_family_runs(matplotlib_ready, shared_sft_start):
 
 
 @pytest.mark.slow
-def test_08_reward_hacking_shows_the_exploit(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("08_reward_hacking", ["start", "final", "alarms", "rows", "differ", "gap"], FAST)
+def test_11_reward_hacking_shows_the_exploit(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("11_reward_hacking", ["start", "final", "alarms", "rows", "differ", "gap"], FAST)
     assert_clean("08", shown)
     assert_no_generator_repr("08", shown)
     start, loose, strict = ns["start"], ns["final"]["loose"], ns["final"]["strict"]
@@ -183,8 +183,8 @@ def test_08_reward_hacking_shows_the_exploit(matplotlib_ready, shared_sft_start)
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed: pip install -e '.[trl]'")
-def test_10_graduating_to_trl_runs(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("10_graduating_to_trl", ["baseline", "course", "trl", "dpo_results", "ratio", "chat_rewards",
+def test_18_graduating_to_trl_runs(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("18_graduating_to_trl", ["baseline", "course", "trl", "dpo_results", "ratio", "chat_rewards",
                                                  "bridged"], FAST)
     assert_clean("10", shown)
     assert ns["ratio"] == pytest.approx((7 / 8) ** 0.5, rel=1e-3)  # TRL's ddof=1 + 1e-4 over the population std
@@ -267,8 +267,8 @@ def test_10_the_kl_term(matplotlib_ready, shared_sft_start):
 
 
 @pytest.mark.slow
-def test_08b_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("08b_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share", "float(v.grad)"], FAST)
+def test_12_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("12_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share", "float(v.grad)"], FAST)
     assert_clean("08b", shown)
     m = ns["m"]
     assert 0.5 < m["noise_ceiling"] <= 1 and 0 <= m["heldout_accuracy"] <= 1
