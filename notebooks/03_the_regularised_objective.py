@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # The regularised objective: π* in closed form, DPO derived from it, and which way KL looks
+# # 03 · The regularised objective: π* in closed form, DPO derived from it, and which way KL looks
 #
 # *Pointer for readers of the Module 14 lecture: §4 and §6. Everything below stands on its own.*
 #

@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 03 · Group baselines: GRPO, RLOO and Dr. GRPO advantages
+# # 04 · Group baselines: GRPO, RLOO and Dr. GRPO advantages
 #
 # *Pointer for readers of the Module 14 lecture: §9 and §12. Everything below stands on its own.*
 #

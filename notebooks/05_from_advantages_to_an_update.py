@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 03b · From advantages to an update: clipping, averaging units, length bias
+# # 05 · From advantages to an update: clipping, averaging units, length bias
 #
 # *Pointer for readers of the Module 14 lecture: §9 ("turning an advantage into an update") and §12
 # (DAPO, Dr. GRPO). Everything below stands on its own; [Group baselines](04_group_baselines.ipynb) computed the advantages.*

@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 04 · Which baseline is biased? Enumerate every group and see
+# # 06 · Which baseline is biased? Enumerate every group and see
 #
 # *Pointer for readers of the Module 14 lecture: §3 (REINFORCE with a baseline) and §12 (the exact bias
 # example). Everything below stands on its own.*

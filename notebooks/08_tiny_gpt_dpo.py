@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 06 · A tiny GPT learns to add: SFT, then DPO on its own answers
+# # 08 · A tiny GPT learns to add: SFT, then DPO on its own answers
 #
 # *Pointers to the lecture: §6 (DPO and its cached reference), §8 (IPO, SimPO, the NLL term).
 # Everything needed here is explained here.*

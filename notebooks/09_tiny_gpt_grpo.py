@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 07 · The GRPO family on a tiny GPT, and its honest control
+# # 09 · The GRPO family on a tiny GPT, and its honest control
 #
 # *Pointers to the lecture: §9 (group baselines, the clipped update), §11 (generation vs update
 # time), §12 (what the variants fix), §15 (the checker is the reward). Everything needed here is

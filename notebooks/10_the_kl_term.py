@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # The KL term: what a KL penalty pulls on, where it sits, and what β buys on the tiny GPT
+# # 10 · The KL term: what a KL penalty pulls on, where it sits, and what β buys on the tiny GPT
 #
 # *Pointer for readers of the Module 14 lecture: §9, §12 and §17. Everything below stands on its own.*
 #

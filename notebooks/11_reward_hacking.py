@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 08 · Reward hacking: a loose verifier gets exploited
+# # 11 · Reward hacking: a loose verifier gets exploited
 #
 # *Lecture §15, as a pointer: "verifiable" does not mean "unhackable".*
 #

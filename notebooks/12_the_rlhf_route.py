@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 08b · The RLHF route: a learned reward model, best-of-N, over-optimisation, PPO with a critic
+# # 12 · The RLHF route: a learned reward model, best-of-N, over-optimisation, PPO with a critic
 #
 # *Pointer for readers of the Module 14 lecture: §3–§4, §9–§10, §13 and §15. Everything below stands on its own.*
 #

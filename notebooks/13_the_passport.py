@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 09 · Reading a post-training passport
+# # 13 · Reading a post-training passport
 #
 # *Pointer for readers of the Module 14 lecture: §17 (the passport), with §1, §4, §9, §11, §12 and §16. Everything below stands on its own.*
 #

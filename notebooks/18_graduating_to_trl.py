@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 10 · Graduating to TRL: the same recipes in Hugging Face's trainer
+# # 18 · Graduating to TRL: the same recipes in Hugging Face's trainer
 #
 # *Lecture §6 (DPO), §9 and §12 (GRPO and its options), §17 (say what you ran).*
 #

@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 11 · Closing: the map, the sources, and where to go next
+# # 19 · Closing: the map, the sources, and where to go next
 #
 # *Pointer for readers of the Module 14 lecture: §2 (how the pipeline came about) and §20 (takeaways and
 # sources). Everything below stands on its own.*

@@ -52,6 +52,8 @@ def test_transform_rewrites_whole_stems_in_one_pass_and_is_idempotent():
         "| [13 The passport](notebooks/13_the_passport.ipynb) | b |\n"
     )
     assert transform(once) == once
+    title = "# # 07 · The GRPO family\n# see 07_tiny_gpt_grpo.ipynb\n"
+    assert transform(title, stem="09_tiny_gpt_grpo") == "# # 09 · The GRPO family\n# see 09_tiny_gpt_grpo.ipynb\n"
 
 
 def _git(cwd, *args):

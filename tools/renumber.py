@@ -8,7 +8,8 @@
    tests, README, site builder, ``course_lib``, benchmarks, Makefile. Stems are matched whole
    (number *and* name, not glued to a letter or digit), all at once, so ``12_rl_as_a_system`` →
    ``14_rl_as_a_system`` can never be rewritten again as ``14_recipes`` → ``16_recipes`` would;
-3. renumbers link texts that start with a notebook number, ``[07 Tiny GPT: …](07_tiny_gpt_grpo.ipynb)``
+3. renumbers each notebook's title (``# 07 · …`` in ``notebooks/09_tiny_gpt_grpo.py`` → ``# 09 · …``) and
+   link texts that start with a notebook number, ``[07 Tiny GPT: …](07_tiny_gpt_grpo.ipynb)``
    → ``[09 Tiny GPT: …](09_tiny_gpt_grpo.ipynb)``, from the stem the link points at;
 4. sorts the rows of every markdown table whose rows each start with a link to a notebook (the
    course maps) into teaching order;
@@ -115,8 +116,15 @@ def sort_map_tables(text: str) -> str:
     return "\n".join(out)
 
 
-def transform(text: str, mapping: dict[str, str] = MAPPING) -> str:
-    return sort_map_tables(renumber_link_texts(rewrite_stems(text, mapping)))
+TITLE = re.compile(r"^# # \d\d[a-z]? · ", re.M)
+
+
+def transform(text: str, mapping: dict[str, str] = MAPPING, stem: str | None = None) -> str:
+    """``stem``: the notebook the text is the source of; its title ``# NN · …`` takes the stem's number."""
+    text = sort_map_tables(renumber_link_texts(rewrite_stems(text, mapping)))
+    if stem is not None:
+        text = TITLE.sub(f"# # {stem.split('_')[0]} · ", text, count=1)
+    return text
 
 
 def tracked_text_files(root: Path = ROOT) -> list[Path]:
@@ -174,7 +182,8 @@ def apply(root: Path = ROOT, mapping: dict[str, str] = MAPPING) -> dict[str, lis
         if path.suffix == ".ipynb" and path.with_suffix(".py").exists() and path.parent.name == "notebooks":
             continue  # regenerated from its .py below
         text = path.read_text(encoding="utf-8")
-        new = transform(text, mapping)
+        notebook = path.suffix == ".py" and path.parent == root / "notebooks"
+        new = transform(text, mapping, path.stem if notebook else None)
         if new != text:
             path.write_text(new, encoding="utf-8")
             changed.append(str(path.relative_to(root)))
