@@ -45,8 +45,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # # 00 · Start here
 #
 # **Learning from Feedback** is a notebook course on what post-training methods actually compute:
-# reward models (Bradley–Terry), DPO and its relatives, RLOO and GRPO, DAPO and Dr. GRPO, and
-# reinforcement learning with verifiable rewards (RLVR). It follows the Module 14 lecture; every worked
+# **reward models** (networks that score an answer, fitted to comparisons with Bradley–Terry), DPO and its
+# relatives, RLOO and GRPO, DAPO and Dr. GRPO, and reinforcement learning with verifiable rewards (**RLVR**:
+# a program checks each answer). It follows the Module 14 lecture; every worked
 # example of the lecture appears here as a number you can recompute and move with a slider.
 #
 # After this notebook you will be able to

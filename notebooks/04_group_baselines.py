@@ -54,7 +54,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. predict how often a group carries no signal at all, recognise one in floating point, and decide
 #    what to do with it.
 #
-# What happens *after* the advantages — the clipped objective, the averaging unit and the length bias —
+# What happens *after* the advantages — how they become one update, and how its tokens are averaged —
 # is [From advantages to an update](05_from_advantages_to_an_update.ipynb). Some cells ask you to **predict** first: pick an option, press *Reveal*, then read on.
 
 # %%
@@ -77,9 +77,11 @@ from course_lib.explore import figure_png, predict, readout
 # %% [markdown]
 # ## 1. A group of eight answers, scored by a verifier
 #
-# For one prompt the policy samples G = 8 answers; a checker gives reward 1 to a correct one, 0 otherwise.
-# There is no critic network (no learned value function). Instead, the group itself provides the
-# baseline: an answer is good if it did better than its siblings. GRPO standardises inside the group,
+# For one prompt the policy samples G = 8 answers, G **rollouts** (a rollout is one sampled completion; seen
+# as the sequence of tokens the policy chose and the reward it got, a **trajectory**); a checker gives reward
+# 1 to a correct one, 0 otherwise. There is no **critic** network (a learned value function that predicts the
+# reward). Instead, the group itself provides the baseline: an answer's **advantage** is how much better it
+# did than the baseline, here its siblings. GRPO standardises inside the group,
 # A_i = (r_i − mean) / std.
 #
 # Three of the eight answers are right. Before computing: which gets the larger advantage in size?
@@ -107,7 +109,8 @@ assert np.allclose(adv, grpo_advantages(rewards))
 # and the std used to judge it. Notebook 04 measures the bias this causes.
 #
 # **RLOO** judges answer i against the mean of the *other* G − 1 answers, b_i = (Σ_j r_j − r_i)/(G − 1).
-# Because that baseline does not contain r_i, the REINFORCE gradient stays unbiased. **Dr. GRPO**
+# Because that baseline does not contain r_i, the **REINFORCE** gradient (reward minus baseline, times ∇log π of
+# the sampled answer) stays unbiased. **Dr. GRPO**
 # keeps the centring but drops the division by std.
 
 # %%
@@ -266,7 +269,7 @@ assert constant_adam < 1e-6 < 0.01 < min(constant_sgd, std_adam, varying_adam)
 #
 # ## 4. Groups that say nothing
 #
-# If all eight answers are right, or all wrong, every centred reward is 0 and GRPO's std is 0: the
+# If all eight answers are right, or all wrong — a **zero-variance group** — every centred reward is 0 and GRPO's std is 0: the
 # advantage is 0/0. With Bernoulli(p) rewards the chance of that is pᴳ + (1 − p)ᴳ.
 
 # %%

@@ -79,8 +79,9 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest and never fights
 # %% [markdown]
 # ## 1. The clipped objective
 #
-# The policy that sampled the answers is π_old; the policy being trained is π_θ. For each token, the ratio
-# ρ = π_θ(token)/π_old(token) says how much more likely the token has become. The per-token objective
+# PPO's **clipped objective** keeps one update close to the policy that sampled the batch.
+# The policy that sampled the answers is **π_old**; the policy being trained is π_θ. For each token, the
+# **importance ratio** ρ = π_θ(token)/π_old(token) says how much more likely the token has become. The per-token objective
 # to maximise is
 #
 # q = min(ρA, clip(ρ, 1 − ε_low, 1 + ε_high)·A),

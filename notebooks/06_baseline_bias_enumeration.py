@@ -282,7 +282,7 @@ for q in (0.1, 0.3, 0.5, 0.9):
 
 # %% [markdown]
 # The same identity on token sequences, by hand and then through the library's loss: two completions
-# with per-token log-probs, on-policy (π_old = π_θ, so every ratio is 1 and no clip is active), averaged
+# with per-token log-probs, **on-policy** (sampled by the policy being trained: π_old = π_θ, so every ratio is 1 and no clip is active), averaged
 # per completion. The loss's gradient should be ½(∇ mean log π(y⁺) − ∇ mean log π(y⁻)):
 
 # %%

@@ -53,7 +53,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # 1. say what a *verifiable* task is and why this one was built with a flawed teacher;
 # 2. compute a completion's log-probability with the right alignment (position t − 1 scores token t);
-# 3. build offline preference pairs from a policy's own samples, cache the reference log-probs once,
+# 3. build **offline** preference pairs (collected once, before training) from a policy's own samples, cache the reference log-probs once,
 #    and train DPO with `course_lib.preference.dpo_terms` — the function [DPO margins](02_dpo_margins.ipynb) checked by hand;
 # 4. follow one DPO update tensor by tensor, from log-probs to the parameter change, and check it
 #    against the trainer's own step;

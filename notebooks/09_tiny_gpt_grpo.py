@@ -195,7 +195,8 @@ print(f"zero-variance rate: {sum(zv[:k]) / k:.2f} over the first {k} steps, {sum
 # The **zero-variance rate** is the share of groups where all G answers scored the same: those
 # groups have zero advantage and teach nothing. For a prompt the policy solves with probability p,
 # that happens with probability p^G + (1 − p)^G, which grows as p approaches 1: the printed line
-# above says what it did in this run. **Entropy** falls as the policy sharpens. **KL** to the SFT reference
+# above says what it did in this run. **Entropy** (of the policy: −Σ π log π over the next token,
+# averaged over a completion) falls as the policy sharpens. **KL** to the SFT reference
 # starts at 0 (the policy *is* the reference) and moves away from it: at β = 0 nothing pulls it
 # back ([The KL term](10_the_kl_term.ipynb) sweeps β). **Clip** stays at 0:
 # with μ = 1 the ratio π_θ/π_old is exactly 1 on the only pass, so PPO's clip never acts.

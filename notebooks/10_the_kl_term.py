@@ -219,8 +219,8 @@ predict("In the loss, which estimator's expected gradient is the gradient of the
 # forward KL of whole sequences.
 #
 # An unbiased *value* does not make a useful *loss term*. Put the penalty **in the reward** instead
-# (a detached number subtracted from the reward) and it acts through the policy gradient's score
-# function: E[k(y)·∇log π(y)]; for k1 that is ∇KL(π‖π_ref) again.
+# (a detached number subtracted from the reward) and it acts through the policy gradient's
+# **score function** ∇log π(y): E[k(y)·∇log π(y)]; for k1 that is ∇KL(π‖π_ref) again.
 #
 # Check with exact sums on a softmax policy π_θ = softmax(θ), taken beyond π* on the path of section 1.
 
