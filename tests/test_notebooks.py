@@ -1,8 +1,8 @@
-"""Lecture notebooks: Jupytext pairing, no committed outputs, and 00–05 (with 03b) executed on fresh kernels.
+"""Lecture notebooks: Jupytext pairing, no committed outputs, and the exact ones (LECTURE) executed on fresh kernels.
 
-Every ``notebooks/*.ipynb`` (06–08 included) must be paired with its ``py:percent`` source, in sync,
+Every ``notebooks/*.ipynb`` (the tiny-GPT ones included) must be paired with its ``py:percent`` source, in sync,
 committed without outputs, and start with the Colab set-up cell from ``course_lib.colab``.
-Notebooks 00–05 and 03b are executed here (restart and run all) with nbclient; a cell error, any
+The notebooks in ``LECTURE`` (they train nothing) are executed here (restart and run all) with nbclient; a cell error, any
 stderr output or a printed ``...Warning`` fails the test, and the lecture's numbers are read back
 from the executed notebook's namespace (names or expressions evaluated after the last cell, some of
 them acting on an explorer's widgets as a student would) and from what it displayed, widget state
@@ -151,7 +151,7 @@ def test_predict_keeps_the_answer_until_reveal():
 
 
 # ---------------------------------------------------------------------------------------------
-# Execution of 00–05. For each notebook: the variables read back from its namespace, and text
+# Execution of LECTURE. For each notebook: the variables read back from its namespace, and text
 # that must appear in what it displays (the lecture's rounding).
 
 # Names, or expressions evaluated in order after the notebook ran (an expression may act on an

@@ -85,7 +85,7 @@ def assert_no_generator_repr(name, shown):
 
 
 @pytest.mark.slow
-def test_06_sft_then_dpo_runs(matplotlib_ready, shared_sft_start):
+def test_08_tiny_gpt_dpo_runs(matplotlib_ready, shared_sft_start):
     ns, shown = execute("08_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_rows",
                                             "before_style", "after_style", "results_kto", "z0", "gap"], FAST)
     assert_clean("06", shown)
@@ -116,7 +116,7 @@ def test_06_sft_then_dpo_runs(matplotlib_ready, shared_sft_start):
 
 
 @pytest.mark.slow
-def test_07_grpo_family_runs(matplotlib_ready, shared_sft_start):
+def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
     names = ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd", "d_const", "d_group", "gap", "c",
              "sgd_ratio", "adam_diff", "clip_free", "clipped", "logs", "live", "dapo_gap", "dapo_cost", "penalty",
              "d_unit", "DAPO", "cfg.grpo.batch_prompts", "cfg.grpo.max_resample_rounds"]
