@@ -7,7 +7,7 @@ learning rate and length budget. One run is rewarded by ``loose_reward`` (the an
 digits anywhere in the output), the other by ``strict_reward``.
 
 ``ALARMS`` are the dashboard rules a practitioner would set up *before* knowing what goes
-wrong; ``first_alarms`` says at which step each one first fires. Notebook 08 and
+wrong; ``first_alarms`` says at which step each one first fires. Notebook 11_reward_hacking and
 ``benchmarks/tinygpt_reward_hacking.py`` both use this module, so the notebook's narrative
 and the benchmark's table come from the same rules.
 

@@ -301,7 +301,7 @@ print(f"z0 = mean(0.2, 0.4, −0.2) = {z0:.4f};  after the policy lowered them b
 assert np.isclose(z0, 0.4 / 3) and z0_shrunk == 0
 
 # %% [markdown]
-# Notebook 06 trains KTO on the tiny GPT and prints how often z0 stays above 0.
+# [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) trains KTO on the tiny GPT and prints how often z0 stays above 0.
 #
 # ## 6. Explorer: β and the four log-probabilities
 #

@@ -106,7 +106,7 @@ assert np.allclose(adv, grpo_advantages(rewards))
 # %% [markdown]
 # The advantages sum to zero by construction (centring). That is an identity of the arithmetic, not
 # evidence that they estimate the true advantage without bias: each answer's reward sits inside the mean
-# and the std used to judge it. Notebook 04 measures the bias this causes.
+# and the std used to judge it. [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) measures the bias this causes.
 #
 # **RLOO** judges answer i against the mean of the *other* G − 1 answers, b_i = (Σ_j r_j − r_i)/(G − 1).
 # Because that baseline does not contain r_i, the **REINFORCE** gradient (reward minus baseline, times ∇log π of

@@ -265,7 +265,7 @@ print("advantages:", adv_group.numpy().round(3))
 print("clipped surrogate per token (× mask):\n", (surrogate * token_mask_4).detach().numpy().round(3) + 0.0)
 
 # %% [markdown]
-# **Why multiplying by the mask is safe here, and when it is not.** Notebook 02 said *select* tokens with
+# **Why multiplying by the mask is safe here, and when it is not.** [DPO margins](02_dpo_margins.ipynb) said *select* tokens with
 # the mask, do not multiply: `nan · 0` is `nan`. The prints above multiply, and the library's `aggregate`
 # does too, because `completion_logprobs` returns exact zeros outside the completion: at a padding
 # position ρ = exp(0 − 0) = 1 and the surrogate is a finite number times 0. Log-probs taken at *every*

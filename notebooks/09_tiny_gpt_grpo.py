@@ -48,7 +48,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # time), §12 (what the variants fix), §15 (the checker is the reward). Everything needed here is
 # explained here.*
 #
-# Notebook 06 trained from fixed pairs. Here the policy writes its own training data every step:
+# [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) trained from fixed pairs. Here the policy writes its own training data every step:
 # B prompts × G completions, scored by the exact-answer checker, turned into group-relative
 # advantages with `course_lib.advantages`, and into an update with `course_lib.policy_loss` —
 # the functions [Group baselines](04_group_baselines.ipynb) checked by hand. After this notebook you will be able to

@@ -85,7 +85,7 @@ OLD = stem_pattern(MAPPING)
 NUMBERED_LINK = re.compile(r"\[(\d\d[a-z]?)( [^\]\n]*\]\((?:[^)\s]*/)?(\d\d[a-z]?)_[a-z0-9_]+\.(?:ipynb|html)\))")
 # a table row (optionally inside a py:percent comment) whose first cell is a link to a notebook
 TABLE_ROW = re.compile(r"^(# )?\| \[[^\]\n]*\]\((?:[^)\s]*/)?(\d\d[a-z]?_[a-z0-9_]+)\.(?:ipynb|html)\)")
-PROSE = re.compile(r"\bnotebooks? \d\d[a-z]?\b|\b\d\d[a-z]? §\d|\(\d\d[a-z]\)|\bnotebooks \d\d[a-z]?[–-]\d\d")
+PROSE = re.compile(r"\bnotebooks? \d\d[a-z]?\b|\b\d\d[a-z]? §\d|\(\d\d[a-z]\)|\bnotebooks \d\d[a-z]?[–-]\d\d", re.I)
 
 
 def rewrite_stems(text: str, mapping: dict[str, str] = MAPPING) -> str:
