@@ -282,7 +282,7 @@ def kl_frontier(results: Path = RESULTS) -> str:
 
 
 def rlhf(results: Path = RESULTS) -> str:
-    """The RLHF route (notebook 08b): one row per measure, the median over seeds and each seed's value."""
+    """The RLHF route (notebook 12_the_rlhf_route): one row per measure, the median over seeds and each seed's value."""
     data = load("rlhf", results)
     runs = sorted(data["runs"], key=lambda r: r["seed"])
 

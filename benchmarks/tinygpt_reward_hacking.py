@@ -1,4 +1,4 @@
-"""Notebook 08's experiment over seeds: the same GRPO against a loose and a strict checker.
+"""Notebook 11_reward_hacking's experiment over seeds: the same GRPO against a loose and a strict checker.
 
 The notebook's experiment exactly (``course_lib.hacking.experiment_config``), at more seeds.
 For each seed: a weak SFT start (``course_lib.hacking.SFT_STEPS``), then two GRPO runs that

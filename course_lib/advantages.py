@@ -85,7 +85,7 @@ def grpo_advantages(
     ``ddof=0`` is the population std the lecture uses; ``ddof=1`` divides by a larger std and
     so multiplies every advantage by √((G−1)/G) (√(7/8) for G=8). Under SGD that constant
     is a smaller step; under Adam(W), which divides each update by its own running scale, a
-    constant factor on every advantage cancels (notebook 03 shows both).
+    constant factor on every advantage cancels (notebook 04_group_baselines shows both).
     ``epsilon`` is added to the std; ``ddof=1, epsilon=1e-4`` is TRL's
     ``scale_rewards="group"`` exactly. ``on_degenerate`` (decided by ``zero_variance_groups``):
     ``"raise"`` (default) raises ValueError on a zero-variance group; ``"zeros"`` gives that

@@ -83,13 +83,13 @@ ADVANTAGES = ("grpo", "rloo", "dr_grpo")
 ZERO_VARIANCE = ("keep", "drop", "resample")
 KL_PLACEMENTS = ("loss", "reward")
 # Which KL estimators pull towards the reference in each placement (exact expected gradients on a
-# categorical policy: course_lib.kl.expected_kl_gradient, tests/test_kl.py, notebook 02b §7).
+# categorical policy: course_lib.kl.expected_kl_gradient, tests/test_kl.py, notebook 10_the_kl_term section 3b).
 KL_ESTIMATORS_BY_PLACEMENT = {
     "loss": (("k2", "k3"), "in the loss k1 has zero expected gradient on on-policy samples (E[∇k1] = 0): it adds "
                            "noise and no pull towards the reference; k2 gives ∇KL(π‖π_ref), k3 ∇KL(π_ref‖π)"),
     "reward": (("k1",), "in the reward only k1 is a valid per-sequence penalty (its score-function gradient is "
                         "∇KL(π‖π_ref), as in TRL's RLOO and PPO); k2 or k3 in the reward can point away from the "
-                        "reference (cosine < 0 with ∇KL, notebook 02b)"),
+                        "reference (cosine < 0 with ∇KL, notebook 10_the_kl_term)"),
 }
 CHOICES = {  # the accepted values of every string option (the CLI shows them in --help)
     "loss_type": DPO_LOSSES, "advantage": ADVANTAGES, "unit": UNITS, "zero_variance": ZERO_VARIANCE,

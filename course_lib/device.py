@@ -1,4 +1,4 @@
-"""Where the course runs: device choice and an environment report (notebook 00, the trainer).
+"""Where the course runs: device choice and an environment report (notebook 00_start_here, the trainer).
 
 ``resolve_device("auto")`` picks CUDA when present, then Apple's MPS, else the CPU, so the
 same code runs on a laptop, on Colab's GPU and on a cluster node without changes. The report
@@ -41,7 +41,7 @@ def on_colab() -> bool:
 
 
 def environment_report() -> dict[str, str]:
-    """Versions and hardware, as notebook 00 prints them."""
+    """Versions and hardware, as notebook 00_start_here prints them."""
     report = {"python": platform.python_version(), "platform": platform.platform()}
     for package in ("torch", "transformers", "numpy", "matplotlib", "ipywidgets", "course_lib"):
         try:

@@ -1,6 +1,6 @@
 """Offline DPO, IPO and SimPO for the tiny GPT, with a cached reference (§6, §8).
 
-The losses are ``course_lib.preference``'s functions — the very ones notebook 02 reproduces by
+The losses are ``course_lib.preference``'s functions — the very ones notebook 02_dpo_margins reproduces by
 hand — applied to sequence log-probs from ``course_lib.model.completion_logprobs``.
 
 Simplifications, said out loud:

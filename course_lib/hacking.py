@@ -1,4 +1,4 @@
-"""Reward hacking on the tiny GPT (notebook 08): one experiment, its options, and its alarms.
+"""Reward hacking on the tiny GPT (notebook 11_reward_hacking): one experiment, its options, and its alarms.
 
 Lecture §15: a checker is a proxy, and the policy optimises the proxy. The experiment trains
 the same weak SFT policy twice with GRPO, and **the checker is the only difference** between
@@ -7,7 +7,7 @@ learning rate and length budget. One run is rewarded by ``loose_reward`` (the an
 digits anywhere in the output), the other by ``strict_reward``.
 
 ``ALARMS`` are the dashboard rules a practitioner would set up *before* knowing what goes
-wrong; ``first_alarms`` says at which step each one first fires. Notebook 08 and
+wrong; ``first_alarms`` says at which step each one first fires. Notebook 11_reward_hacking and
 ``benchmarks/tinygpt_reward_hacking.py`` both use this module, so the notebook's narrative
 and the benchmark's table come from the same rules.
 
@@ -32,7 +32,7 @@ N_HELDOUT = 200  # held-out prompts (the ``cpu`` config has 500): cheaper evalua
 
 
 def experiment_config() -> RunConfig:
-    """The ``cpu`` config with notebook 08's options: the notebook (``COURSE_FAST=1`` or not) and
+    """The ``cpu`` config with notebook 11_reward_hacking's options: the notebook (``COURSE_FAST=1`` or not) and
     the benchmark run this same experiment. The task's data depends on ``n_heldout`` (the
     demonstrations are drawn from the prompts left over), and a 300-step SFT start is sensitive
     to its data, so one experiment everywhere keeps the notebook, CI and the benchmark comparable."""

@@ -4,7 +4,7 @@ Ethayarajh et al. (2024) need no pairs: each answer carries one label, desirable
 and its implied reward r = log π_θ(y|x) − log π_ref(y|x) is compared with a reference point
 z0 = KL(π_θ‖π_ref), estimated on the batch itself from *mismatched* prompt–completion pairs,
 clamped at 0 and detached (``course_lib.preference.kto_reference_point``; the loss is
-``preference.kto_loss``, the very function notebook 02 draws).
+``preference.kto_loss``, the very function notebook 02_dpo_margins draws).
 
 The data: DPO's preference pairs (``dpo.build_preference_pairs``, same prompts, samples and
 checker, so for one seed KTO and DPO see the same answers) taken apart — each chosen answer is a

@@ -3,7 +3,7 @@
 Hong et al. (2024) replace "SFT, then align against the SFT reference" by one objective on
 preference pairs: the NLL of the chosen answer (SFT's loss) plus λ times the odds-ratio penalty
 −log σ(log odds(y_w) − log odds(y_l)) (``course_lib.preference.odds_ratio_penalty``, the very
-function notebook 02 draws; λ is TRL's ``beta``). No reference model, no reference log-probs.
+function notebook 02_dpo_margins draws; λ is TRL's ``beta``). No reference model, no reference log-probs.
 
 The data: the same preference pairs DPO trains on (``dpo.build_preference_pairs``: same prompts,
 samples and checker, so for one seed ORPO and DPO see the same pairs). They are a fixed, offline

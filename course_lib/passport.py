@@ -160,7 +160,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
                                               f"temperature {g.temperature}"), "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
                              "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
             reward_contract={"source": reward_source(g.reward), "granularity": reward_granularity(g.reward), "truncation": trunc,
-                             "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 08"},
+                             "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 11_reward_hacking"},
             optimisation={"algorithm": "on-policy" if g.max_staleness == 0 else
                           f"off-policy by up to {g.max_staleness} step(s), clipped ratio pi_theta/pi_old kept apart from "
                           f"the behaviour correction pi_old/pi_behaviour", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,

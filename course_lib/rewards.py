@@ -5,9 +5,9 @@
 each of the N rows, ``completions`` the generated ids ``(N, L)``. Specs:
 
 - ``"strict"`` the exact-answer checker (``AdditionTask.strict_reward``);
-- ``"loose"``  the deliberately exploitable checker of notebook 08 (``loose_reward``);
+- ``"loose"``  the deliberately exploitable checker of notebook 11_reward_hacking (``loose_reward``);
 - ``"partial"`` partial credit, the share of digit places that are right (``partial_reward``;
-  notebook 07's "where the baseline matters");
+  notebook 09_tiny_gpt_grpo's "where the baseline matters");
 - ``"rm:DIR"`` a reward model saved in ``DIR``, loaded by ``course_lib.reward_model.load_reward``
   (which registers itself as the ``rm:`` source: this module never imports it).
 

@@ -1,6 +1,6 @@
 """SFT starts shared by the notebooks: trained once per machine, then read from a disk cache.
 
-Notebooks 02b, 06, 07, 08, 08b and 10 all begin from an SFT policy of the same task and model.
+Every tiny-GPT notebook (and the KL term's β sweep) begins from an SFT policy of the same task and model.
 Training it is the slowest part of a short run, and it is the same model every time: ``sft_start``
 trains it once (through ``pipeline.sft_policy``, the SFT stage of every run) and saves it; later
 calls load it.

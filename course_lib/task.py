@@ -31,12 +31,12 @@ Two checkers
 ------------
 ``strict_reward`` is the exact-answer checker: the completion must be the sum's digits
 followed by ``<eos>``; a truncated completion (no ``<eos>`` within the length budget)
-scores 0. ``loose_reward`` is deliberately exploitable (notebook 08): it accepts when the
+scores 0. ``loose_reward`` is deliberately exploitable (notebook 11_reward_hacking): it accepts when the
 answer's digits appear in order *anywhere* in the generated characters, with anything in
 between, truncated or not — a policy can learn to spray digits instead of adding.
 
 A third checker, ``partial_reward``, gives partial credit (the share of digit places that
-are right): the denser signal of "where GRPO's baseline matters" in notebook 07.
+are right): the denser signal of "where GRPO's baseline matters" in notebook 09_tiny_gpt_grpo.
 
 Simplifications, said out loud: the strict and loose rewards are binary (1 correct / 0 not); the held-out set
 is drawn first, from its own random stream (seed + 1, so it does not depend on ``n_demos``),

@@ -278,7 +278,7 @@ def text_reward_function(name: str = "strict"):
 
     ``strict``: the reply, stripped of surrounding white space, is exactly the sum's digits (a
     truncated reply never is, unless it stopped exactly there). ``loose``: the sum's digits appear
-    in order anywhere in the reply — exploitable, as notebook 08 shows on the tiny GPT.
+    in order anywhere in the reply — exploitable, as notebook 11_reward_hacking shows on the tiny GPT.
     """
     if name not in ("strict", "loose"):
         raise ValueError(f"name must be 'strict' or 'loose'; got {name!r}")

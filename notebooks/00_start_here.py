@@ -45,8 +45,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # # 00 · Start here
 #
 # **Learning from Feedback** is a notebook course on what post-training methods actually compute:
-# reward models (Bradley–Terry), DPO and its relatives, RLOO and GRPO, DAPO and Dr. GRPO, and
-# reinforcement learning with verifiable rewards (RLVR). It follows the Module 14 lecture; every worked
+# **reward models** (networks that score an answer, fitted to comparisons with Bradley–Terry), DPO and its
+# relatives, RLOO and GRPO, DAPO and Dr. GRPO, and reinforcement learning with verifiable rewards (**RLVR**:
+# a program checks each answer). It follows the Module 14 lecture; every worked
 # example of the lecture appears here as a number you can recompute and move with a slider.
 #
 # After this notebook you will be able to
@@ -66,26 +67,32 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # | [00 Start here](00_start_here.ipynb) | — | set up, check the environment, find your way |
 # | [01 Bradley–Terry](01_bradley_terry.ipynb) | §3, §5 | turn score gaps into win rates and back; the reward-model loss on toy pairs |
 # | [02 DPO margins](02_dpo_margins.ipynb) | §6–§8 | read a DPO margin, its loss and its pull; compare IPO, SimPO, ORPO, KTO |
-# | [02b The KL term](02b_the_kl_term.ipynb) | §4, §6, §9, §12 | solve the KL-regularised objective exactly, derive DPO from it, see what each KL estimator's gradient pulls on, sweep β on the tiny GPT |
-# | [03 Group baselines](03_group_baselines.ipynb) | §9, §12 | GRPO, RLOO and Dr. GRPO advantages; when a constant scale matters (SGD) and when it cancels (Adam); zero-variance groups |
-# | [03b From advantages to an update](03b_from_advantages_to_an_update.ipynb) | §9, §12 | the clipped objective, averaging units and the length bias, one GRPO update walked tensor by tensor |
-# | [04 Baseline bias by enumeration](04_baseline_bias_enumeration.ipynb) | §12 | enumerate all 2⁸ groups to see which baseline is biased, then simulate |
-# | [05 Memory and rollout budgets](05_memory_and_rollout_budgets.ipynb) | §10–§11 | size PPO vs DPO memory; see rollout generation dwarf the update |
-# | [06 Tiny GPT: SFT then DPO](06_tiny_gpt_dpo.ipynb) | §6, §8 | train a tiny GPT on a checkable task, then improve it with DPO |
-# | [07 Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO and Dr. GRPO's advantage live on the same tiny GPT; DAPO with all four mechanisms and Dr. GRPO's constant unit live; GSPO and CISPO defined (their benchmark rows are not measured yet) |
-# | [08 Reward hacking](08_reward_hacking.ipynb) | §15 | watch a loose verifier get exploited |
-# | [08b The RLHF route](08b_the_rlhf_route.ipynb) | §3–§4, §10, §15 | fit a reward model to noisy preferences, best-of-N and RL against it, PPO with a learned critic |
-# | [09 The passport](09_the_passport.ipynb) | §12, §17 | read a post-training run report field by field; what it must disclose |
-# | [10 Graduating to TRL](10_graduating_to_trl.ipynb) | — | the same recipes in Hugging Face TRL, on a real model on a GPU, on several GPUs |
+# | [03 The regularised objective](03_the_regularised_objective.ipynb) | §4, §6 | solve the KL-regularised objective exactly, derive DPO from it, tell forward from reverse KL |
+# | [04 Group baselines](04_group_baselines.ipynb) | §9, §12 | GRPO, RLOO and Dr. GRPO advantages; when a constant scale matters (SGD) and when it cancels (Adam); zero-variance groups |
+# | [05 From advantages to an update](05_from_advantages_to_an_update.ipynb) | §9, §12 | the clipped objective, averaging units and the length bias, one GRPO update walked tensor by tensor |
+# | [06 Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) | §12 | enumerate all 2⁸ groups to see which baseline is biased, then simulate |
+# | [07 Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb) | §10–§11 | size PPO vs DPO memory; see rollout generation dwarf the update |
+# | [08 Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) | §6, §8 | train a tiny GPT on a checkable task, then improve it with DPO |
+# | [09 Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO and Dr. GRPO's advantage live on the same tiny GPT; DAPO with all four mechanisms and Dr. GRPO's constant unit live; GSPO and CISPO defined (their benchmark rows are not measured yet) |
+# | [10 The KL term](10_the_kl_term.ipynb) | §9, §12, §17 | see what each KL estimator's gradient pulls on, KL in the reward vs in the loss, π_old vs π_ref, sweep β on the tiny GPT |
+# | [11 Reward hacking](11_reward_hacking.ipynb) | §15 | watch a loose verifier get exploited |
+# | [12 The RLHF route](12_the_rlhf_route.ipynb) | §3–§4, §10, §15 | fit a reward model to noisy preferences, best-of-N and RL against it, PPO with a learned critic |
+# | [13 The passport](13_the_passport.ipynb) | §12, §17 | read a post-training run report field by field; what it must disclose |
+# | [18 Graduating to TRL](18_graduating_to_trl.ipynb) | — | the same recipes in Hugging Face TRL, on a real model on a GPU, on several GPUs |
 #
 # The § numbers point to the sections of the Module 14 lecture for readers who have it. You do not need it:
 # every idea the course uses, and every idea the assignment grades, is explained in the notebooks.
 #
-# Notebooks 01–05 and 09 run in seconds on any laptop. Notebooks 06–08, 08b and 10 (and the β sweep of
-# 02b) train a small model live: minutes on a
-# CPU, faster on a GPU. The graded assignment (questions Q1–Q5) lives in `exercises/module14/`: do Q1
-# after notebook 01, Q2 after 02, Q3 after 03, 03b and 04, Q4 after 05 and Q5 after 09. The coding lab
-# (`exercises/lab14/`) comes after notebooks 03, 06 and 07.
+# The notebooks up to [Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb), and
+# [The passport](13_the_passport.ipynb), run in seconds on any laptop. The tiny-GPT notebooks (from
+# [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) on, including the β sweep of
+# [The KL term](10_the_kl_term.ipynb)) train a small model live: minutes on a CPU, faster on a GPU.
+# The graded assignment (questions Q1–Q5) lives in `exercises/module14/`: do Q1 after
+# [Bradley–Terry](01_bradley_terry.ipynb), Q2 after [DPO margins](02_dpo_margins.ipynb), Q3 after
+# [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb), Q4 after
+# [Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb) and Q5 after
+# [The passport](13_the_passport.ipynb). The coding lab (`exercises/lab14/`) comes after
+# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb).
 
 # %% [markdown]
 # ## Running the course
@@ -129,8 +136,8 @@ checksum = float((x @ x.T).trace().cpu() / (x.pow(2).sum().cpu()))  # trace(XX�
 print(f"a matrix product on {device.type}: trace(XXᵀ)/‖X‖² = {checksum:.4f} (should be 1.0000)")
 
 # %% [markdown]
-# If `device` says `cpu` on Colab, the runtime has no GPU attached: notebooks 00–05 do not need one, and
-# 06–08 still run, only slower.
+# If `device` says `cpu` on Colab, the runtime has no GPU attached: the exact notebooks do not need one, and
+# the tiny-GPT notebooks still run, only slower.
 
 # %% [markdown]
 # ## Where the formulas live
@@ -156,21 +163,21 @@ from course_lib.budgets import stage_memory_gib
 from course_lib.preference import bt_probability, dpo_terms
 
 taste = {
-    "P(win) for a score gap of 1 (notebook 01)": f"{bt_probability(1.0):.3f}",
-    "DPO loss of pair I (notebook 02)": f"{dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1).loss:.4f}",
-    "P(zero-variance group), p=0.3, G=8 (03)": f"{zero_variance_probability(0.3, 8):.4f}",
-    "PPO persistent memory, 8.03B params (05)": f"{stage_memory_gib(8.03e9, 'ppo'):.1f} GiB",
+    "P(win) for a score gap of 1 (Bradley–Terry)": f"{bt_probability(1.0):.3f}",
+    "DPO loss of pair I (DPO margins)": f"{dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1).loss:.4f}",
+    "P(zero-variance group), p=0.3, G=8 (group baselines)": f"{zero_variance_probability(0.3, 8):.4f}",
+    "PPO persistent memory, 8.03B params (budgets)": f"{stage_memory_gib(8.03e9, 'ppo'):.1f} GiB",
 }
 for name, value in taste.items():
-    print(f"{name:<45} {value}")
+    print(f"{name:<54} {value}")
 
 # %% [markdown]
 # ## Check yourself
 #
 # 1. The report says `device  cpu` on Colab. What do you change, and which notebooks care?
 #    <details><summary>Answer</summary>
-#    Runtime → Change runtime type → a GPU, then rerun the first cell. Only the tiny-GPT notebooks 06–08
-#    get faster; 00–05 are small exact calculations.
+#    Runtime → Change runtime type → a GPU, then rerun the first cell. Only the tiny-GPT notebooks
+#    get faster; the others are small exact calculations.
 #    </details>
 # 2. You edited `notebooks/02_dpo_margins.py`. What keeps the `.ipynb` in step?
 #    <details><summary>Answer</summary>

@@ -205,7 +205,7 @@ for k, n in ((3, 4), (30, 40), (4, 4)):
 # Without a penalty, 3 wins of 4 and 30 of 40 both give log 3 = 1.099, and 4 of 4 gives an infinite gap.
 # With λ = 1 every gap shrinks, the small sample most: the number a trained reward model reports
 # depends on its data and its regularisation, not only on how much people prefer one answer. The same
-# coordinate question returns in DPO (notebook 02), where β sets the scale.
+# coordinate question returns in DPO ([DPO margins](02_dpo_margins.ipynb)), where β sets the scale.
 
 # %% [markdown]
 # ## 4. The reward-model loss on toy pairs

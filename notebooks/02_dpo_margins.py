@@ -76,7 +76,8 @@ from course_lib.preference import (
 # %% [markdown]
 # ## 1. From four log-probabilities to one margin
 #
-# DPO compares how much the policy π_θ moved away from a frozen reference π_ref on the preferred answer
+# DPO compares how much the policy π_θ moved away from a frozen **reference model** π_ref (a copy of the
+# policy before this training) on the preferred answer
 # y_w and on the rejected answer y_l. Each log-probability is the **sum** of the answer's token
 # log-probabilities. Step by step, for the lecture's pair I:
 #
@@ -96,7 +97,7 @@ z_I = beta * (ratio_w - ratio_l)
 print(f"log-ratio chosen {ratio_w:+.1f}, rejected {ratio_l:+.1f}  →  z = β·({ratio_w:.1f} − ({ratio_l:.1f})) = {z_I:.3f}")
 
 # %% [markdown]
-# The loss is the Bradley–Terry loss of notebook 01 applied to z: L = −log σ(z) = log(1 + e^(−z)).
+# The loss is the loss of [Bradley–Terry](01_bradley_terry.ipynb) applied to z: L = −log σ(z) = log(1 + e^(−z)).
 # Its derivative with respect to z is −σ(−z), so the size of the pull on this pair is σ(−z).
 
 # %%
@@ -175,7 +176,7 @@ assert np.isclose(numeric, -0.5 * slope_beta05, atol=1e-6)
 # A lower loss and a smaller slope do **not** mean β = 0.5 trains more gently. The gradient with respect
 # to the model's parameters is −β·σ(−z)·∇(log-ratio gap): the extra factor β makes this pair's
 # parameter-level weight about three times *larger* here. What β really sets is the scale on which movement
-# away from the reference is judged — tune it while watching KL drift, answer quality and the spread
+# away from the reference is judged — tune it while watching **KL drift** (how far, in KL, the policy has moved from π_ref), answer quality and the spread
 # of pair margins.
 #
 # The figure shows, against the log-ratio gap h = z/β, the loss, the slope σ(−βh) and the weight that
@@ -300,7 +301,7 @@ print(f"z0 = mean(0.2, 0.4, −0.2) = {z0:.4f};  after the policy lowered them b
 assert np.isclose(z0, 0.4 / 3) and z0_shrunk == 0
 
 # %% [markdown]
-# Notebook 06 trains KTO on the tiny GPT and prints how often z0 stays above 0.
+# [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) trains KTO on the tiny GPT and prints how often z0 stays above 0.
 #
 # ## 6. Explorer: β and the four log-probabilities
 #

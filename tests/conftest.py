@@ -41,7 +41,7 @@ def matplotlib_ready() -> None:
 def shared_sft_start():
     """The SFT start of the `cpu` config, seed 0 (``course_lib.starts``), built once per test session.
 
-    The notebooks 02b–10 share it; ``COURSE_CACHE`` points their kernels (and the browser test's
+    The tiny-GPT notebooks share it; ``COURSE_CACHE`` points their kernels (and the browser test's
     JupyterLab) at a folder of this session that both pytest-xdist workers see, and the cache's
     lock makes a second worker wait for the first and read its file.
     """

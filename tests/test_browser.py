@@ -9,9 +9,9 @@ Chromium with the ``playwright`` package (never ``playwright install``). Checks:
    entry in ``FIRST_READOUT`` fails): Run All Cells; no error or stderr output; every figure
    (inline or inside a widget) loaded, not blank, and shown at >= 90% of its natural width; each
    explorer's first readout is the lesson's value;
-2. notebook 01: the win-rate ↔ gap explorer starts at 1.00 / 0.731, and after keyboard moves of
+2. notebook 01_bradley_terry: the win-rate ↔ gap explorer starts at 1.00 / 0.731, and after keyboard moves of
    either slider both slider readouts and the printed line agree;
-3. notebook 02: pressing → on the focused β slider moves it one step and the displayed loss
+3. notebook 02_dpo_margins: pressing → on the focused β slider moves it one step and the displayed loss
    changes to the value ``course_lib`` gives for the new β;
 4. the first assignment notebook (Q1) shows nbgrader's Validate button in its toolbar.
 
@@ -61,26 +61,27 @@ def _best_of_n_first_prompt() -> str:
 
 
 # Each lecture notebook and the first readout of its explorer (the lesson's value), None without one.
-# 02b's line is π* for the lesson's π_ref, r and β = 0.5 (test_tinygpt_notebooks checks it against the
+# The regularised objective's line is π* for the lesson's π_ref, r and β = 0.5 (test_tinygpt_notebooks checks it against the
 # closed form); 09's explorer starts with every field unanswered, none of run F's 8 matching.
 FIRST_READOUT = {
     "00_start_here": None,
     "01_bradley_terry": "gap Δr = +1.00  ↔  win rate 0.731",
     "02_dpo_margins": "z = 0.170   loss = 0.6118   slope = 0.4576",
-    "02b_the_kl_term": "β = 0.5: E_π*[r] = 0.7572   KL(π*‖π_ref) = 0.6645   J(π*) = β·log Z = 0.4249",
-    "03_group_baselines": "GRPO: [ 1.291 -0.775 -0.775  1.291",
-    "03b_from_advantages_to_an_update": "ratio short/long: 10.0",
-    "04_baseline_bias_enumeration": "full mean                   0.18375   (0.875 × true)",
-    "05_memory_and_rollout_budgets": "update 2.08 min, ratio 39.3",
-    "06_tiny_gpt_dpo": None,
-    "07_tiny_gpt_grpo": None,
-    "08_reward_hacking": None,
-    "08b_the_rlhf_route": _best_of_n_first_prompt,
-    "09_the_passport": "0 of 8 fields match",
-    "10_graduating_to_trl": None,
-    "11_closing": "use: DPO, IPO, SimPO (offline); a Bradley–Terry reward model, then RL",
+    "03_the_regularised_objective": "β = 0.5: E_π*[r] = 0.7572   KL(π*‖π_ref) = 0.6645   J(π*) = β·log Z = 0.4249",
+    "04_group_baselines": "GRPO: [ 1.291 -0.775 -0.775  1.291",
+    "05_from_advantages_to_an_update": "ratio short/long: 10.0",
+    "06_baseline_bias_enumeration": "full mean                   0.18375   (0.875 × true)",
+    "07_memory_and_rollout_budgets": "update 2.08 min, ratio 39.3",
+    "08_tiny_gpt_dpo": None,
+    "09_tiny_gpt_grpo": None,
+    "11_reward_hacking": None,
+    "12_the_rlhf_route": _best_of_n_first_prompt,
+    "13_the_passport": "0 of 8 fields match",
+    "18_graduating_to_trl": None,
+    "10_the_kl_term": "β = 0.5: max |π* − forward optimum| = 0.0727",
+    "19_closing": "use: DPO, IPO, SimPO (offline); a Bradley–Terry reward model, then RL",
 }
-FIGURELESS = {"00_start_here", "09_the_passport"}  # notebooks that draw no figure
+FIGURELESS = {"00_start_here", "13_the_passport"}  # notebooks that draw no figure
 
 
 def test_every_lecture_notebook_is_run_in_the_browser():

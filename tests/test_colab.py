@@ -35,10 +35,10 @@ from course_lib import colab
 COLAB_PREINSTALLED = ["torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "tqdm", "transformers"]
 SIMULATED = ["00_start_here", "02_dpo_margins"]
 COURSE_NOTEBOOKS = [
-    "00_start_here", "01_bradley_terry", "02_dpo_margins", "03_group_baselines",
-    "03b_from_advantages_to_an_update", "04_baseline_bias_enumeration", "05_memory_and_rollout_budgets", "06_tiny_gpt_dpo",
-    "07_tiny_gpt_grpo", "08_reward_hacking",
-    "08b_the_rlhf_route",
+    "00_start_here", "01_bradley_terry", "02_dpo_margins", "04_group_baselines",
+    "05_from_advantages_to_an_update", "06_baseline_bias_enumeration", "07_memory_and_rollout_budgets", "08_tiny_gpt_dpo",
+    "09_tiny_gpt_grpo", "11_reward_hacking",
+    "12_the_rlhf_route",
 ]
 
 

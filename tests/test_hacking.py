@@ -1,4 +1,4 @@
-"""Notebook 08's alarm rules (course_lib.hacking) on hand-made metric rows."""
+"""Notebook 11_reward_hacking's alarm rules (course_lib.hacking) on hand-made metric rows."""
 
 from __future__ import annotations
 

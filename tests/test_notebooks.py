@@ -1,13 +1,13 @@
-"""Lecture notebooks: Jupytext pairing, no committed outputs, and 00–05 (with 03b) executed on fresh kernels.
+"""Lecture notebooks: Jupytext pairing, no committed outputs, and the exact ones (LECTURE) executed on fresh kernels.
 
-Every ``notebooks/*.ipynb`` (06–08 included) must be paired with its ``py:percent`` source, in sync,
+Every ``notebooks/*.ipynb`` (the tiny-GPT ones included) must be paired with its ``py:percent`` source, in sync,
 committed without outputs, and start with the Colab set-up cell from ``course_lib.colab``.
-Notebooks 00–05 and 03b are executed here (restart and run all) with nbclient; a cell error, any
+The notebooks in ``LECTURE`` (they train nothing) are executed here (restart and run all) with nbclient; a cell error, any
 stderr output or a printed ``...Warning`` fails the test, and the lecture's numbers are read back
 from the executed notebook's namespace (names or expressions evaluated after the last cell, some of
 them acting on an explorer's widgets as a student would) and from what it displayed, widget state
 included. Every figure must be non-blank and at most ``MAX_FIGURE_PX`` wide, so that JupyterLab
-shows it at full size. The tiny-GPT notebooks 06–08 are executed by their own test module.
+shows it at full size. The tiny-GPT notebooks are executed by their own test module (test_tinygpt_notebooks.py).
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ LECTURE = [
     "00_start_here",
     "01_bradley_terry",
     "02_dpo_margins",
-    "03_group_baselines",
-    "03b_from_advantages_to_an_update",
-    "04_baseline_bias_enumeration",
-    "05_memory_and_rollout_budgets",
-    "09_the_passport",
-    "11_closing",
+    "03_the_regularised_objective",
+    "04_group_baselines",
+    "05_from_advantages_to_an_update",
+    "06_baseline_bias_enumeration",
+    "07_memory_and_rollout_budgets",
+    "13_the_passport",
+    "19_closing",
 ]
 PAIRED = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) or LECTURE
 MARK = "@@NAMESPACE@@"
@@ -101,7 +102,7 @@ def _library_names() -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("name", [*LECTURE[1:], "02b_the_kl_term"])
+@pytest.mark.parametrize("name", [*LECTURE[1:], "10_the_kl_term"])
 def test_lecture_notebook_has_the_teaching_shape(name):
     """Goals, derivation checked against course_lib (never a fork of it), an explorer, check-yourself."""
     text = (NOTEBOOKS / f"{name}.py").read_text(encoding="utf-8")
@@ -150,7 +151,7 @@ def test_predict_keeps_the_answer_until_reveal():
 
 
 # ---------------------------------------------------------------------------------------------
-# Execution of 00–05. For each notebook: the variables read back from its namespace, and text
+# Execution of LECTURE. For each notebook: the variables read back from its namespace, and text
 # that must appear in what it displays (the lecture's rounding).
 
 # Names, or expressions evaluated in order after the notebook ran (an expression may act on an
@@ -165,7 +166,10 @@ NAMESPACE = {
                          "[setattr(rate_slider, 'value', 0.6), explorer_line.value, gap_slider.value][1:]"],
     "02_dpo_margins": ["z_I", "loss_I", "slope_I", "z_II", "slope_II", "z_beta05", "loss_beta05",
                        "slope_beta05", "reward_w", "reward_l", "h_cross", "explorer_text.value"],
-    "03_group_baselines": ["mean_r", "std_r", "adv_plus", "adv_minus", "adv_sum", "adv", "rloo",
+    "03_the_regularised_objective": ["pi_ref", "reward", "beta", "pi_star", "J_star", "perturbation_gap",
+                                     "reward_recovery_error", "bt_cancel_error", "dpo_fit_error", "uncovered_error",
+                                     "mode_seeking", "mode_covering", "target_sd", "optimum_text.value"],
+    "04_group_baselines": ["mean_r", "std_r", "adv_plus", "adv_minus", "adv_sum", "adv", "rloo",
                            "p_zero_var", "ddof_ratio", "constant_sgd", "constant_adam", "std_adam",
                            "varying_adam", "advantage_text.value",
                            "[globals().__setitem__('_ticks', []), globals().__setitem__('figure_png', "
@@ -173,22 +177,22 @@ NAMESPACE = {
                            "[setattr(reward_box, 'value', '1, 0, 0, 1'), _ticks[-1]][1]",
                            "[setattr(reward_box, 'value', '0.1, 0.1, 0.1'), advantage_text.value][1]",
                            "__import__('base64').b64encode(advantage_plot.value).decode()"],
-    "03b_from_advantages_to_an_update": ["seq_mean", "tok_mean", "const_mean", "L_max", "clip_gradients",
+    "05_from_advantages_to_an_update": ["seq_mean", "tok_mean", "const_mean", "L_max", "clip_gradients",
                                          "length_bias_ratio", "trainer_gap", "grad_gap", "clip_fraction",
                                          "[t.get_text().strip() for ax in clip_fig.axes for t in ax.texts]",
                                          "bias_text.value"],
-    "04_baseline_bias_enumeration": ["true_grad", "full_mean_grad", "loo_grad", "rows", "mc", "grpo_grad",
+    "06_baseline_bias_enumeration": ["true_grad", "full_mean_grad", "loo_grad", "rows", "mc", "grpo_grad",
                                      "se_100", "se_1000", "bias_text.value",
                                      "float((library_grad - by_hand).abs().max())"],
-    "05_memory_and_rollout_budgets": ["trainable_gib", "frozen_gib", "ppo_gib", "dpo_gib", "ratio_mem",
+    "07_memory_and_rollout_budgets": ["trainable_gib", "frozen_gib", "ppo_gib", "dpo_gib", "ratio_mem",
                                       "critic_share", "tokens", "gen_s", "gen_min", "upd_min", "time_ratio",
                                       "budget_text.value",
                                       "[(w.description, w.style.description_width) for w in "
                                       "(size_slider, length_slider, throughput_slider, mfu_slider)]",
                                       "[setattr(coupled, 'value', True), budget_text.value][1]"],
-    "09_the_passport": ["per_completion", "per_token", "constant", "easy_share", "recipe_1", "recipe_2",
+    "13_the_passport": ["per_completion", "per_token", "constant", "easy_share", "recipe_1", "recipe_2",
                         "same_policy", "course_unit"],
-    "11_closing": ["entries", "takeaways", "contract_text.value"],
+    "19_closing": ["entries", "takeaways", "contract_text.value"],
 }
 SHOWN = {
     "00_start_here": ["0.731", "0.6118", "0.0577", "269.2 GiB"],
@@ -198,21 +202,22 @@ SHOWN = {
                          " 4 wins of  4, λ = 0: fitted gap    inf"],
     "02_dpo_margins": ["z = 0.170   loss = 0.6118", "slope |dL/dz| = 0.4576", "pair II: z = 0.065",
                        "slope = 0.4838", "z = 0.85   loss = 0.356   slope = 0.299"],
-    "03_group_baselines": ["mean = 0.375   std = 0.4841", "A+ = 1.291   A− = -0.775", "sum of advantages = 0.0",
+    "03_the_regularised_objective": ["KL(π*‖π_ref) = 0.6645", "competitors beating π*: 0", "20 pairs"],
+    "04_group_baselines": ["mean = 0.375   std = 0.4841", "A+ = 1.291   A− = -0.775", "sum of advantages = 0.0",
                            "= 0.0577", "√(7/8) = 0.9354", "zero_variance_groups([0.1, 0.1, 0.1]) = True",
                            "float32, two groups of eight 0.1s: [True, True]",
                            "p = 0.9: wasted groups 43.0% at G = 8, 3.4% at G = 32"],
-    "03b_from_advantages_to_an_update": ["response mean = 1.0   token mean = 0.5",
+    "05_from_advantages_to_an_update": ["response mean = 1.0   token mean = 0.5",
                                          "A = −1, ρ = 1.5: objective -1.50, dq/dρ = -1.0, clipped: False"],
-    "04_baseline_bias_enumeration": ["256 groups", "full mean 0.18375", "leave-one-out 0.2100"],
-    "05_memory_and_rollout_budgets": ["trainable copy 119.7 GiB", "frozen bf16 copy 14.96 GiB",
+    "06_baseline_bias_enumeration": ["256 groups", "full mean 0.18375", "leave-one-out 0.2100"],
+    "07_memory_and_rollout_budgets": ["trainable copy 119.7 GiB", "frozen bf16 copy 14.96 GiB",
                                       "PPO 269.2 GiB   DPO 134.6 GiB   ratio 2.00", "critic = 44%",
                                       "rollout tokens 8,192,000", "4890.2 s = 81.5 min",
                                       "2.076444 min", "ratio 39.2511"],
-    "09_the_passport": ["per completion (sequence_mean) = 1.00   per token (token_mean) = 0.50",
+    "13_the_passport": ["per completion (sequence_mean) = 1.00   per token (token_mean) = 0.50",
                         "identical policies: True", "averaging unit: token_mean"],
-    "11_closing": ["1.099   (notebook 01)", "0.6118   (notebook 02)", "0.0577 of the time   (notebook 03)",
-                   "269.2 vs 134.6 GiB   (notebook 05)", "39.3 ×   (notebook 05)"],
+    "19_closing": ["1.099   (notebook 01)", "0.6118   (notebook 02)", "0.0577 of the time   (notebook 04)",
+                   "269.2 vs 134.6 GiB   (notebook 07)", "39.3 ×   (notebook 07)"],
 }
 
 
@@ -376,6 +381,30 @@ def check_02(ns, shown, widgets):
     assert abs(ns["h_cross"] - low) < 0.1 and f"while h < {ns['h_cross']:.1f}" in shown
 
 
+def check_03_objective(ns, shown, widgets):
+    import numpy as np
+
+    pi_ref, reward, beta = np.array(ns["pi_ref"]), np.array(ns["reward"]), ns["beta"]
+    # π* from the closed form, computed here independently of course_lib
+    w = pi_ref * np.exp(reward / beta)
+    expected = w / w.sum()
+    np.testing.assert_allclose(ns["pi_star"], expected, atol=1e-12)
+    kl_star = float((expected * np.log(expected / pi_ref)).sum())
+    assert ns["J_star"] == pytest.approx(beta * np.log(w.sum()), abs=1e-12)
+    assert ns["J_star"] == pytest.approx(expected @ reward - beta * kl_star, abs=1e-12)
+    assert ns["perturbation_gap"] > 0  # no competitor reached π*'s objective
+    assert ns["reward_recovery_error"] < 1e-12 and ns["bt_cancel_error"] < 1e-12
+    assert ns["dpo_fit_error"] < 1e-6  # DPO on all pairs recovers π*
+    assert ns["uncovered_error"] > 0.01  # ... and not when an answer is never compared
+    # forward vs reverse on the two-mode target (modes at ±2, width 0.6)
+    mu_rev, sigma_rev = ns["mode_seeking"]
+    mu_fwd, sigma_fwd = ns["mode_covering"]
+    assert abs(abs(mu_rev) - 2.0) < 1e-9 and abs(sigma_rev - 0.6) < 1e-9
+    assert abs(mu_fwd) < 1e-9 and abs(sigma_fwd - ns["target_sd"]) < 0.1
+    assert f"β = 0.5: E_π*[r] = {expected @ reward:.4f}" in ns["optimum_text.value"], (
+        "the β explorer must show π*'s numbers at start")
+
+
 def check_03(ns, shown, widgets):
     assert close(ns["mean_r"], 0.375, 3) and close(ns["std_r"], 0.4841, 4)
     assert close(ns["adv_plus"], 1.291, 3) and close(ns["adv_minus"], -0.775, 3)
@@ -445,7 +474,7 @@ def check_05(ns, shown, widgets):
 def check_09(ns, shown, widgets):
     assert ns["per_completion"] == 1.0 and ns["per_token"] == 0.5 and ns["constant"] == 0.25
     assert math.isclose(ns["easy_share"], 0.97**16 + 0.03**16, rel_tol=1e-12)
-    text = (NOTEBOOKS / "09_the_passport.py").read_text(encoding="utf-8")
+    text = (NOTEBOOKS / "13_the_passport.py").read_text(encoding="utf-8")
     # the check-yourself answer quotes the computed share and the resampling cost
     assert f"About {ns['easy_share']:.0%} of groups" in text
     assert f"about {1 - ns['easy_share']:.0%} of the batch" in text
@@ -469,9 +498,10 @@ def check_11(ns, shown, widgets):
 
 
 CHECKS = {"00_start_here": check_00, "01_bradley_terry": check_01, "02_dpo_margins": check_02,
-          "03_group_baselines": check_03, "03b_from_advantages_to_an_update": check_03b,
-          "04_baseline_bias_enumeration": check_04,
-          "05_memory_and_rollout_budgets": check_05, "09_the_passport": check_09, "11_closing": check_11}
+          "03_the_regularised_objective": check_03_objective,
+          "04_group_baselines": check_03, "05_from_advantages_to_an_update": check_03b,
+          "06_baseline_bias_enumeration": check_04,
+          "07_memory_and_rollout_budgets": check_05, "13_the_passport": check_09, "19_closing": check_11}
 
 
 @pytest.fixture(scope="module")

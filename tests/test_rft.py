@@ -1,4 +1,4 @@
-"""The RFT control, the partial-credit checker, and two claims notebook 07 teaches about GRPO runs:
+"""The RFT control, the partial-credit checker, and two claims notebook 09_tiny_gpt_grpo teaches about GRPO runs:
 clip-higher alone does nothing at μ = 1, and AdamW cancels a constant advantage factor (RLOO vs
 Dr. GRPO) but not GRPO's per-group std. Toy budgets on the ``test`` config (seconds, CPU)."""
 

@@ -150,5 +150,5 @@ def test_pages_render_in_chromium(site, artifacts_dir, request):
             assert all(n > 0 for n in result["snapshots"]), f"{html.name}: an empty widget snapshot"
             figures += len(result["figures"])
         browser.close()
-    assert math > 0, "no formula was rendered anywhere on the site (notebook 02b shows TeX)"
+    assert math > 0, "no formula was rendered anywhere on the site (the regularised objective notebook shows TeX)"
     report_line(request.config, f"site: {len(list(site.glob('*.html')))} pages, {figures} figures and {math} formulas checked in Chromium")

@@ -1,11 +1,11 @@
-"""Tiny GPT notebooks (06–08b, 10 and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
+"""Tiny GPT notebooks (the DPO, GRPO, reward-hacking and RLHF-route runs, graduating to TRL, and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
 
 ``COURSE_FAST=1`` is the same lesson at a smaller budget: the `cpu` config's task, model and SFT
 start, fewer RL steps. CI checks that every cell runs, that nothing is written to stderr or looks
 like a warning, and reads values back from the kernel to assert each notebook's lesson on its FAST
-run: SFT learns the task (>= 30% held-out), DPO lifts it (06), GRPO lifts it by >= 10 points (07),
-the frontier is not flat (02b), the hack appears (08), the reward model beats chance, best-of-N
-peaks above N = 1 and the proxy rises under PPO (08b).
+run: SFT learns the task (>= 30% held-out), DPO lifts it, GRPO lifts it by >= 10 points,
+the KL term's frontier is not flat, the reward hack appears, and in the RLHF route the reward model beats
+chance, best-of-N peaks above N = 1 and the proxy rises under PPO.
 
 The notebooks share one SFT start (``course_lib.starts``); ``shared_sft_start`` builds it once per
 test session in a folder both pytest-xdist workers see (the cache's lock makes a second worker wait
@@ -85,8 +85,8 @@ def assert_no_generator_repr(name, shown):
 
 
 @pytest.mark.slow
-def test_06_sft_then_dpo_runs(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("06_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_rows",
+def test_08_tiny_gpt_dpo_runs(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("08_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_rows",
                                             "before_style", "after_style", "results_kto", "z0", "gap"], FAST)
     assert_clean("06", shown)
     assert_no_generator_repr("06", shown)
@@ -116,11 +116,11 @@ def test_06_sft_then_dpo_runs(matplotlib_ready, shared_sft_start):
 
 
 @pytest.mark.slow
-def test_07_grpo_family_runs(matplotlib_ready, shared_sft_start):
+def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
     names = ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd", "d_const", "d_group", "gap", "c",
              "sgd_ratio", "adam_diff", "clip_free", "clipped", "logs", "live", "dapo_gap", "dapo_cost", "penalty",
              "d_unit", "DAPO", "cfg.grpo.batch_prompts", "cfg.grpo.max_resample_rounds"]
-    ns, shown = execute("07_tiny_gpt_grpo", names, FAST)
+    ns, shown = execute("09_tiny_gpt_grpo", names, FAST)
     assert_clean("07", shown)
     assert_no_generator_repr("07", shown)
     assert set(ns["runs"]) == {"GRPO", "RLOO", "Dr. GRPO adv.", "RFT", "DAPO", "Dr. GRPO"}
@@ -161,8 +161,8 @@ def test_07_grpo_family_runs(matplotlib_ready, shared_sft_start):
 
 
 @pytest.mark.slow
-def test_08_reward_hacking_shows_the_exploit(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("08_reward_hacking", ["start", "final", "alarms", "rows", "differ", "gap"], FAST)
+def test_11_reward_hacking_shows_the_exploit(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("11_reward_hacking", ["start", "final", "alarms", "rows", "differ", "gap"], FAST)
     assert_clean("08", shown)
     assert_no_generator_repr("08", shown)
     start, loose, strict = ns["start"], ns["final"]["loose"], ns["final"]["strict"]
@@ -183,8 +183,8 @@ def test_08_reward_hacking_shows_the_exploit(matplotlib_ready, shared_sft_start)
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed: pip install -e '.[trl]'")
-def test_10_graduating_to_trl_runs(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("10_graduating_to_trl", ["baseline", "course", "trl", "dpo_results", "ratio", "chat_rewards",
+def test_18_graduating_to_trl_runs(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("18_graduating_to_trl", ["baseline", "course", "trl", "dpo_results", "ratio", "chat_rewards",
                                                  "bridged"], FAST)
     assert_clean("10", shown)
     assert ns["ratio"] == pytest.approx((7 / 8) ** 0.5, rel=1e-3)  # TRL's ddof=1 + 1e-4 over the population std
@@ -197,10 +197,8 @@ def test_10_graduating_to_trl_runs(matplotlib_ready, shared_sft_start):
     assert any("no exact TRL equivalent" in text for _, text in shown)
 
 
-KL_NAMES = ["pi_ref", "reward", "beta", "pi_star", "J_star", "perturbation_gap", "reward_recovery_error",
-            "bt_cancel_error", "dpo_fit_error", "uncovered_error", "mode_seeking", "mode_covering", "target_sd",
-            "true_kl", "value_rows", "gradient_checks", "dynamics", "pi_forward", "grpo_kl_amplification",
-            "drift_no_ref", "drift_with_ref", "optimum_text.value",
+KL_NAMES = ["pi_ref", "reward", "beta", "pi_star", "true_kl", "value_rows", "gradient_checks", "dynamics",
+            "pi_forward", "grpo_kl_amplification", "drift_no_ref", "drift_with_ref", "optima_text.value",
             "{f'{e} {d}': c for (e, d), c in reward_placement_cosines.items()}"]
 
 
@@ -214,17 +212,6 @@ def _check_kl_exact_sections(ns, shown):
     np.testing.assert_allclose(ns["pi_star"], expected, atol=1e-12)
     kl_star = float((expected * np.log(expected / pi_ref)).sum())
     assert ns["true_kl"] == pytest.approx(kl_star, abs=1e-12)
-    assert ns["J_star"] == pytest.approx(beta * np.log(w.sum()), abs=1e-12)
-    assert ns["J_star"] == pytest.approx(expected @ reward - beta * kl_star, abs=1e-12)
-    assert ns["perturbation_gap"] > 0  # no competitor reached π*'s objective
-    assert ns["reward_recovery_error"] < 1e-12 and ns["bt_cancel_error"] < 1e-12
-    assert ns["dpo_fit_error"] < 1e-6  # DPO on all pairs recovers π*
-    assert ns["uncovered_error"] > 0.01  # ... and not when an answer is never compared
-    # forward vs reverse on the two-mode target (modes at ±2, width 0.6)
-    mu_rev, sigma_rev = ns["mode_seeking"]
-    mu_fwd, sigma_fwd = ns["mode_covering"]
-    assert abs(abs(mu_rev) - 2.0) < 1e-9 and abs(sigma_rev - 0.6) < 1e-9
-    assert abs(mu_fwd) < 1e-9 and abs(sigma_fwd - ns["target_sd"]) < 0.1
     # estimators as values: k1 and k3 unbiased, k2 not; simulations agree with the exact means
     rows = ns["value_rows"]
     assert abs(rows["k1"]["bias"]) < 1e-12 and abs(rows["k3"]["bias"]) < 1e-12 and abs(rows["k2"]["bias"]) > 1e-3
@@ -251,14 +238,15 @@ def _check_kl_exact_sections(ns, shown):
     assert cos["k1 0.05"] == pytest.approx(1.0) and cos["k1 2.0"] == pytest.approx(1.0)
     assert cos["k3 0.05"] < 0 and cos["k3 2.0"] < 0
     assert any("refused:" in text and "only k1" in text for _, text in shown)
-    assert f"β = 0.5: E_π*[r] = {expected @ reward:.4f}" in ns["optimum_text.value"], (
-        "the β explorer must show π*'s numbers at start")
+    # the explorer opens at β = 0.5 on the gap between the reverse- and forward-KL optima
+    gap = np.abs(expected - np.array(ns["pi_forward"])).max()
+    assert f"β = 0.5: max |π* − forward optimum| = {gap:.4f}" in ns["optima_text.value"]
 
 
 @pytest.mark.slow
-def test_02b_the_kl_term(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("02b_the_kl_term", [*KL_NAMES, "sweep", "baseline"], FAST)
-    assert_clean("02b", shown)
+def test_10_the_kl_term(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("10_the_kl_term", [*KL_NAMES, "sweep", "baseline"], FAST)
+    assert_clean("10_the_kl_term", shown)
     _check_kl_exact_sections(ns, shown)
     # the β sweep: every placement and β trained and measured with the same held-out KL
     sweep = ns["sweep"]
@@ -279,8 +267,8 @@ def test_02b_the_kl_term(matplotlib_ready, shared_sft_start):
 
 
 @pytest.mark.slow
-def test_08b_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("08b_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share", "float(v.grad)"], FAST)
+def test_12_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("12_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share", "float(v.grad)"], FAST)
     assert_clean("08b", shown)
     m = ns["m"]
     assert 0.5 < m["noise_ceiling"] <= 1 and 0 <= m["heldout_accuracy"] <= 1

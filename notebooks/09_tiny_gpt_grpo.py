@@ -42,16 +42,16 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 07 · The GRPO family on a tiny GPT, and its honest control
+# # 09 · The GRPO family on a tiny GPT, and its honest control
 #
 # *Pointers to the lecture: §9 (group baselines, the clipped update), §11 (generation vs update
 # time), §12 (what the variants fix), §15 (the checker is the reward). Everything needed here is
 # explained here.*
 #
-# Notebook 06 trained from fixed pairs. Here the policy writes its own training data every step:
+# [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) trained from fixed pairs. Here the policy writes its own training data every step:
 # B prompts × G completions, scored by the exact-answer checker, turned into group-relative
 # advantages with `course_lib.advantages`, and into an update with `course_lib.policy_loss` —
-# the functions notebook 03 checked by hand. After this notebook you will be able to
+# the functions [Group baselines](04_group_baselines.ipynb) checked by hand. After this notebook you will be able to
 #
 # 1. run one GRPO group by hand and check it against the library;
 # 2. read a GRPO dashboard: reward, held-out accuracy, length, zero-variance rate, entropy, clip;
@@ -102,7 +102,7 @@ _ = torch.manual_seed(SEED)
 # %% [markdown]
 # ## 1. The starting point: an SFT policy that learned its teacher's mistake
 #
-# Same task as notebook 06: addition, demonstrations from a teacher who forgets the ones carry,
+# Same task as [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb): addition, demonstrations from a teacher who forgets the ones carry,
 # and a checker that knows the truth. RL can draw as many fresh prompts as it likes — only the
 # *checking* is needed, never a new label.
 
@@ -195,9 +195,10 @@ print(f"zero-variance rate: {sum(zv[:k]) / k:.2f} over the first {k} steps, {sum
 # The **zero-variance rate** is the share of groups where all G answers scored the same: those
 # groups have zero advantage and teach nothing. For a prompt the policy solves with probability p,
 # that happens with probability p^G + (1 − p)^G, which grows as p approaches 1: the printed line
-# above says what it did in this run. **Entropy** falls as the policy sharpens. **KL** to the SFT reference
+# above says what it did in this run. **Entropy** (of the policy: −Σ π log π over the next token,
+# averaged over a completion) falls as the policy sharpens. **KL** to the SFT reference
 # starts at 0 (the policy *is* the reference) and moves away from it: at β = 0 nothing pulls it
-# back ([The KL term](02b_the_kl_term.ipynb) sweeps β). **Clip** stays at 0:
+# back ([The KL term](10_the_kl_term.ipynb) sweeps β). **Clip** stays at 0:
 # with μ = 1 the ratio π_θ/π_old is exactly 1 on the only pass, so PPO's clip never acts.
 #
 # ## 4. What AdamW cancels: a constant advantage scale
@@ -276,7 +277,7 @@ print("GRPO vs Dr. GRPO: " + ("identical reward curves in this short run: the pe
 # with one success in eight (std 0.33) is weighted about 1.5× as much as a half-right group
 # (std 0.5) — a difficulty reweighting. Denominators that change from batch to batch (the number of
 # tokens in `token_mean`, the number of kept rows) also survive. Constant factors — ddof = 1's
-# √(7/8), RLOO's 8/7, the full-mean baseline's (G − 1)/G of notebook 04 — change the step size
+# √(7/8), RLOO's 8/7, the full-mean baseline's (G − 1)/G of [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) — change the step size
 # under SGD and nothing under Adam.
 #
 # ## 5. The honest control: fine-tuning on the policy's own approved samples (RFT)
@@ -445,7 +446,7 @@ plt.show()
 # ## 7. Where the time goes
 #
 # Each metrics row records the seconds spent generating and the seconds spent updating. The
-# lecture's time model (notebook 05) predicts generation ≈ 39× the update for an 8B model writing
+# lecture's time model ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)) predicts generation ≈ 39× the update for an 8B model writing
 # 4,000-token answers.
 
 # %%

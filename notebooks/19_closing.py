@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 11 · Closing: the map, the sources, and where to go next
+# # 19 · Closing: the map, the sources, and where to go next
 #
 # *Pointer for readers of the Module 14 lecture: §2 (how the pipeline came about) and §20 (takeaways and
 # sources). Everything below stands on its own.*
@@ -113,11 +113,13 @@ plt.show()
 # Read it as four waves:
 #
 # - **Reward models from comparisons** (2017–2022): a learned reward, then PPO under a KL term — the
-#   classical RLHF contract of notebooks 01, 06 and the RLHF route (08b).
+#   classical RLHF contract of [Bradley–Terry](01_bradley_terry.ipynb), [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) and [The RLHF route](12_the_rlhf_route.ipynb).
 # - **Direct preference losses** (2023–2024): DPO turned the KL-regularised objective into a pairwise loss
-#   (notebooks 02 and 02b); IPO, KTO, SimPO and ORPO changed the margin or the data each one needs.
+#   ([DPO margins](02_dpo_margins.ipynb) and [The regularised objective](03_the_regularised_objective.ipynb)); IPO, KTO, SimPO and ORPO changed the margin or the data each one needs.
 # - **Critic-free RL with verifiable rewards** (2024–2025): RLOO and GRPO build baselines from sibling
-#   answers (03, 04, 07); DAPO and Dr. GRPO repair what GRPO's normalisation got wrong (03b, 07); GSPO and
+#   answers ([Group baselines](04_group_baselines.ipynb), [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb),
+#   [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)); DAPO and Dr. GRPO repair what GRPO's normalisation got
+#   wrong ([From advantages to an update](05_from_advantages_to_an_update.ipynb)); GSPO and
 #   CISPO change what is clipped.
 # - **RL as a system** (2025–2026): rollout workers, environments and freshness control (verl, NeMo RL,
 #   NeMo Gym) — where the optimiser is one stage of a data-generation pipeline.
@@ -140,36 +142,36 @@ display(Markdown("\n".join(
 gen_s = rollout_generation_seconds(256, 8, 4000, 209.4, 8)
 upd_s = update_seconds(8.03e9, rollout_tokens(256, 8, 4000), 990e12, 0.4, 8)
 takeaways = [
-    ("Bradley–Terry: a 75% win rate is a score gap of log 3", f"{win_rate_to_gap(0.75):.3f}", "01"),
-    ("and a gap of 1 wins", f"{bt_probability(1.0):.3f} of the time", "01"),
+    ("Bradley–Terry: a 75% win rate is a score gap of log 3", f"{win_rate_to_gap(0.75):.3f}", "01_bradley_terry"),
+    ("and a gap of 1 wins", f"{bt_probability(1.0):.3f} of the time", "01_bradley_terry"),
     ("DPO's loss of pair I: the implicit reward is a policy ratio",
-     f"{dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1).loss:.4f}", "02"),
+     f"{dpo_terms(-12.0, -11.5, -13.0, -10.8, beta=0.1).loss:.4f}", "02_dpo_margins"),
     ("GRPO: a group with no spread carries no signal; at p = 0.3, G = 8 it happens",
-     f"{zero_variance_probability(0.3, 8):.4f} of the time", "03"),
+     f"{zero_variance_probability(0.3, 8):.4f} of the time", "04_group_baselines"),
     ("The frozen memory scenario: PPO vs DPO with a resident reference",
-     f"{stage_memory_gib(8.03e9, 'ppo'):.1f} vs {stage_memory_gib(8.03e9, 'dpo'):.1f} GiB", "05"),
-    ("The frozen rollout scenario: generation vs one training pass", f"{gen_s / upd_s:.1f} ×", "05"),
+     f"{stage_memory_gib(8.03e9, 'ppo'):.1f} vs {stage_memory_gib(8.03e9, 'dpo'):.1f} GiB", "07_memory_and_rollout_budgets"),
+    ("The frozen rollout scenario: generation vs one training pass", f"{gen_s / upd_s:.1f} ×", "07_memory_and_rollout_budgets"),
 ]
 for claim, value, notebook in takeaways:
-    print(f"{claim:<78} {value:>22}   (notebook {notebook})")
+    print(f"{claim:<78} {value:>22}   (notebook {notebook.split('_')[0]})")
 
 # %% [markdown]
 # And the takeaways that are not numbers:
 #
 # - **Distinguish the signals.** Demonstrations give a target, preferences rank alternatives, verifiers score
 #   outcomes. Name the feedback format, how it was collected and the update rule separately — the passport
-#   (notebook 09) has a field for each.
+#   ([The passport](13_the_passport.ipynb)) has a field for each.
 # - **Direct losses differ by contract.** IPO changes the margin's geometry, KTO needs only pointwise labels,
 #   SimPO drops the reference and normalises by length, ORPO folds SFT and preference into one stage
-#   (notebook 02).
+#   ([DPO margins](02_dpo_margins.ipynb)).
 # - **Group baselines have identifiable biases.** The full mean keeps (G − 1)/G of the gradient, the std turns
-#   it into a difficulty-dependent weight, and zero-variance groups carry nothing (notebooks 03 and 04).
-# - **A verifier is still a target.** The tiny GPT found the loose checker's gap (notebook 08); the proxy and
-#   the gold reward came apart against a learned reward model (08b). Held-out accuracy, length, entropy and
+#   it into a difficulty-dependent weight, and zero-variance groups carry nothing ([Group baselines](04_group_baselines.ipynb) and [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb)).
+# - **A verifier is still a target.** The tiny GPT found the loose checker's gap ([Reward hacking](11_reward_hacking.ipynb)); the proxy and
+#   the gold reward came apart against a learned reward model ([The RLHF route](12_the_rlhf_route.ipynb)). Held-out accuracy, length, entropy and
 #   the share of degenerate groups belong on the dashboard.
 # - **The scenarios are conditional.** 269.2 GiB and the 39× ratio follow from stated assumptions (model size,
-#   precision, throughput, utilisation); change one and the conclusion moves (notebook 05's calculators).
-# - **RL became a system.** Generation dominates a step (notebook 07 measures its share on your CPU), so
+#   precision, throughput, utilisation); change one and the conclusion moves ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)'s calculators).
+# - **RL became a system.** Generation dominates a step ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) measures its share on your CPU), so
 #   production stacks overlap it with updates and control how stale a rollout may be.
 #
 # ## 3. Explorer: which contract fits your data?
@@ -180,15 +182,16 @@ for claim, value, notebook in takeaways:
 
 # %%
 CONTRACTS = {
-    "demonstrations only": ("SFT (and rejection-sampling SFT once you have a checker)", "06, 07", ["instructgpt"]),
-    "pairs: chosen vs rejected": ("DPO, IPO, SimPO (offline); a Bradley–Terry reward model, then RL", "01, 02, 06, 08b",
+    "demonstrations only": ("SFT (and rejection-sampling SFT once you have a checker)", ("08_tiny_gpt_dpo", "09_tiny_gpt_grpo"), ["instructgpt"]),
+    "pairs: chosen vs rejected": ("DPO, IPO, SimPO (offline); a Bradley–Terry reward model, then RL", ("01_bradley_terry", "02_dpo_margins", "08_tiny_gpt_dpo", "12_the_rlhf_route"),
                                   ["dpo", "ipo", "simpo"]),
-    "single answers labelled good / bad": ("KTO (no pairs needed)", "02", ["kto"]),
-    "SFT data and pairs, one stage, no reference": ("ORPO", "02", ["orpo"]),
-    "a program that checks answers": ("RLVR: GRPO, RLOO, DAPO, Dr. GRPO (online)", "03, 03b, 04, 07, 08",
+    "single answers labelled good / bad": ("KTO (no pairs needed)", ("02_dpo_margins",), ["kto"]),
+    "SFT data and pairs, one stage, no reference": ("ORPO", ("02_dpo_margins",), ["orpo"]),
+    "a program that checks answers": ("RLVR: GRPO, RLOO, DAPO, Dr. GRPO (online)", ("04_group_baselines", "05_from_advantages_to_an_update", "06_baseline_bias_enumeration",
+                                                                   "09_tiny_gpt_grpo", "11_reward_hacking"),
                                       ["deepseekmath", "rloo", "dapo", "dr_grpo"]),
     "a written list of principles": ("AI feedback: a judge labels pairs, then a reward model or DPO",
-                                     "none yet (next steps)", ["constitutional_ai"]),
+                                     (), ["constitutional_ai"]),
 }
 data_choice = widgets.Dropdown(options=list(CONTRACTS), value="pairs: chosen vs rejected",
                                description="you have", style={"description_width": "initial"},
@@ -199,7 +202,7 @@ contract_text = widgets.HTML()
 def show_contract(_=None):
     methods, notebooks, keys = CONTRACTS[data_choice.value]
     authors = ", ".join(f"{SOURCES[k].authors} {date(k)[0]}" for k in keys)
-    contract_text.value = readout([f"use: {methods}", f"notebooks: {notebooks}", f"sources: {authors}"])
+    contract_text.value = readout([f"use: {methods}", f"notebooks: {', '.join(s.split('_')[0] for s in notebooks) or 'none yet (next steps)'}", f"sources: {authors}"])
 
 
 data_choice.observe(show_contract, names="value")
@@ -209,7 +212,7 @@ display(widgets.VBox([data_choice, contract_text]))
 # %% [markdown]
 # ## 4. Where to go next
 #
-# - **Hugging Face TRL** — the trainers you met in notebook 10 (`GRPOTrainer`, `DPOTrainer`, `RLOOTrainer`,
+# - **Hugging Face TRL** — the trainers you met in [Graduating to TRL](18_graduating_to_trl.ipynb) (`GRPOTrainer`, `DPOTrainer`, `RLOOTrainer`,
 #   `KTOTrainer`, `PPOTrainer`), with the same option names this course uses; the first step to a real model.
 # - **Production RL stacks** — where rollout workers, asynchronous queues and environments are components:
 
@@ -235,7 +238,7 @@ display(Markdown("\n".join(f"- {cite(key)}: {SOURCES[key].idea}"
 # `[cite(k) for k, s in SOURCES.items() if s.lecture and date(k)[0] >= 2025]` gives DeepSeek-R1, DAPO,
 # Dr. GRPO, It Takes Two, Yang et al. and the three software stacks. The course implements DAPO's options
 # and Dr. GRPO's unit and advantages (`policy_loss`, `advantages`), and both analyses exactly
-# (`advantages.baseline_gradient`, `advantages.conditional_advantage`, notebook 04).
+# (`advantages.baseline_gradient`, `advantages.conditional_advantage`, [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb)).
 # </details>
 #
 # ## Check yourself
@@ -254,7 +257,7 @@ display(Markdown("\n".join(f"- {cite(key)}: {SOURCES[key].idea}"
 # 3. A run report says "GRPO, β = 0". Name two choices it still leaves open that change the update.
 #    <details><summary>Answer</summary>
 #    The averaging unit (sequence mean, token mean, constant) and the zero-variance rule (keep, drop,
-#    resample) — two of the passport's fields (notebook 09) — or whether the std normalisation was on.
+#    resample) — two of the passport's fields ([The passport](13_the_passport.ipynb)) — or whether the std normalisation was on.
 #    </details>
 
 # %%
@@ -262,7 +265,7 @@ predict("A run report says 'GRPO, β = 0'. Which question does it leave open tha
         "direction, not just its size?",
         ["the learning rate", "whether the std normalisation was on", "the number of GPUs"],
         "whether the std normalisation was on",
-        "Dividing by the group's std reweights prompts by difficulty (notebooks 04 and 07); Adam cancels a constant "
+        "Dividing by the group's std reweights prompts by difficulty (group baselines, and GRPO on the tiny GPT); Adam cancels a constant "
         "scale such as the learning rate's effect on the loss, and the device count changes nothing in the formula.")
 
 # %%

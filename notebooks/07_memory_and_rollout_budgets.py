@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 05 · Memory and rollout budgets: where the hardware goes
+# # 07 · Memory and rollout budgets: where the hardware goes
 #
 # *Pointer for readers of the Module 14 lecture: §10 (worked example D) and §11 (worked example E).
 # Everything below stands on its own.*

@@ -42,19 +42,19 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 06 · A tiny GPT learns to add: SFT, then DPO on its own answers
+# # 08 · A tiny GPT learns to add: SFT, then DPO on its own answers
 #
 # *Pointers to the lecture: §6 (DPO and its cached reference), §8 (IPO, SimPO, the NLL term).
 # Everything needed here is explained here.*
 #
-# Notebooks 01–05 computed the formulas on numbers you could check by hand. Here the same
+# The notebooks before this one computed the formulas on numbers you could check by hand. Here the same
 # functions train a real (tiny) language model, live, on your machine. After this notebook you
 # will be able to
 #
 # 1. say what a *verifiable* task is and why this one was built with a flawed teacher;
 # 2. compute a completion's log-probability with the right alignment (position t − 1 scores token t);
-# 3. build offline preference pairs from a policy's own samples, cache the reference log-probs once,
-#    and train DPO with `course_lib.preference.dpo_terms` — the function notebook 02 checked by hand;
+# 3. build **offline** preference pairs (collected once, before training) from a policy's own samples, cache the reference log-probs once,
+#    and train DPO with `course_lib.preference.dpo_terms` — the function [DPO margins](02_dpo_margins.ipynb) checked by hand;
 # 4. follow one DPO update tensor by tensor, from log-probs to the parameter change, and check it
 #    against the trainer's own step;
 # 5. attribute a gain honestly: how much came from the preference term and how much from the NLL term;
@@ -146,8 +146,8 @@ print(f"by hand {by_hand:.5f}   completion_logprobs {float(token_logps.sum()):.5
 # ## 3. SFT: the reference policy
 #
 # Supervised fine-tuning on the demonstrations, errors included. Watch the held-out accuracy, and
-# especially its split: prompts whose ones column carries are where the teacher was wrong. Notebooks
-# 02b, 06, 07 and 08b start from this same SFT policy, so `sft_start` trains it once per machine
+# especially its split: prompts whose ones column carries are where the teacher was wrong.
+# Every tiny-GPT notebook starts from this same SFT policy, so `sft_start` trains it once per machine
 # (`pipeline.sft_policy`, the SFT stage of every run) and later reads it from a disk cache.
 
 # %%
@@ -178,7 +178,7 @@ for i in range(3):
 
 # %% [markdown]
 # At the start, policy = reference, so every margin is 0 and the DPO loss is log 2 ≈ 0.693 for
-# every pair. Check it with the same `dpo_terms` notebook 02 used on the lecture's pair I:
+# every pair. Check it with the same `dpo_terms` [DPO margins](02_dpo_margins.ipynb) used on the lecture's pair I:
 
 # %%
 ref_w = data["ref_chosen_token_logps"][:4].sum(-1)
@@ -257,7 +257,7 @@ print(f"weights with |gradient| > 1e-3 moved by {float(moved[big].mean()):.2e} o
 # learning rate, whatever the gradient's size: the bias-corrected moments are m̂ = g and v̂ = g², so
 # the step is lr·g/(|g| + ε). Only weights whose gradient is comparable to ε = 1e-8 move less. Later
 # steps average over many gradients and differ from sign(g). A constant factor on the *whole* loss
-# leaves Adam's steps unchanged (notebook 07 uses this) — as long as gradient clipping does not act
+# leaves Adam's steps unchanged ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) uses this) — as long as gradient clipping does not act
 # on some steps and not others (the trainer clips the gradient norm at 1.0, `max_grad_norm`; 07, section 4,
 # shows a clip that acts breaking it); a factor on one term of a sum (`rpo_alpha` on the NLL term, β
 # on a KL term) changes the balance of the terms and does matter.
@@ -310,7 +310,7 @@ for name, r in results.items():
 # tokens of the pairs, which is the k1 estimate of **KL(π_ref ‖ π_θ)** — the reference first. The
 # direction is set by who sampled the tokens: an average of log q − log p over samples from q
 # estimates KL(q ‖ p), and these tokens were sampled by the SFT policy, π_ref. GRPO's `kl` in
-# notebook 07 averages over the *policy's* samples, so it estimates KL(π_θ ‖ π_ref), the other
+# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) averages over the *policy's* samples, so it estimates KL(π_θ ‖ π_ref), the other
 # direction: the two numbers are not comparable. And the checker picked which samples became
 # pairs, so even this is a gauge of drift, not an exact KL.
 
@@ -518,7 +518,7 @@ plt.show()
 #    The policy starts equal to the reference, so both log-ratios are 0, the margin z = 0 and
 #    −log σ(0) = log 2.
 #    </details>
-# 2. Why can the reference log-probs be computed once here, but not in GRPO (notebook 07)?
+# 2. Why can the reference log-probs be computed once here, but not in GRPO ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb))?
 #    <details><summary>Answer</summary>
 #    DPO's pairs are fixed (offline), so π_ref(y|x) of each pair never changes. GRPO samples new
 #    completions every step, and each needs its own reference log-probs (when β > 0).

@@ -42,10 +42,10 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 03b · From advantages to an update: clipping, averaging units, length bias
+# # 05 · From advantages to an update: clipping, averaging units, length bias
 #
 # *Pointer for readers of the Module 14 lecture: §9 ("turning an advantage into an update") and §12
-# (DAPO, Dr. GRPO). Everything below stands on its own; notebook 03 computed the advantages.*
+# (DAPO, Dr. GRPO). Everything below stands on its own; [Group baselines](04_group_baselines.ipynb) computed the advantages.*
 #
 # After this notebook you will be able to
 #
@@ -79,8 +79,9 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest and never fights
 # %% [markdown]
 # ## 1. The clipped objective
 #
-# The policy that sampled the answers is π_old; the policy being trained is π_θ. For each token, the ratio
-# ρ = π_θ(token)/π_old(token) says how much more likely the token has become. The per-token objective
+# PPO's **clipped objective** keeps one update close to the policy that sampled the batch.
+# The policy that sampled the answers is **π_old**; the policy being trained is π_θ. For each token, the
+# **importance ratio** ρ = π_θ(token)/π_old(token) says how much more likely the token has become. The per-token objective
 # to maximise is
 #
 # q = min(ρA, clip(ρ, 1 − ε_low, 1 + ε_high)·A),
@@ -208,7 +209,7 @@ length_bias_ratio = float(weights["sequence_mean"][2, 0] / weights["sequence_mea
 # Dr. GRPO's constant, every token of every wrong answer gets the same push (ratio 1.0).
 #
 # The two differ in what they divide by: the token mean divides by the tokens in *this* batch (a
-# denominator that changes from step to step, which notebook 03 showed Adam does not cancel); the
+# denominator that changes from step to step, which [Group baselines](04_group_baselines.ipynb) showed Adam does not cancel); the
 # constant divides by G·L_max, fixed for the whole run.
 #
 # ## 4. One GRPO update, tensor by tensor
@@ -264,7 +265,7 @@ print("advantages:", adv_group.numpy().round(3))
 print("clipped surrogate per token (× mask):\n", (surrogate * token_mask_4).detach().numpy().round(3) + 0.0)
 
 # %% [markdown]
-# **Why multiplying by the mask is safe here, and when it is not.** Notebook 02 said *select* tokens with
+# **Why multiplying by the mask is safe here, and when it is not.** [DPO margins](02_dpo_margins.ipynb) said *select* tokens with
 # the mask, do not multiply: `nan · 0` is `nan`. The prints above multiply, and the library's `aggregate`
 # does too, because `completion_logprobs` returns exact zeros outside the completion: at a padding
 # position ρ = exp(0 − 0) = 1 and the surrogate is a finite number times 0. Log-probs taken at *every*

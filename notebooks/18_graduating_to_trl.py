@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 10 · Graduating to TRL: the same recipes in Hugging Face's trainer
+# # 18 · Graduating to TRL: the same recipes in Hugging Face's trainer
 #
 # *Lecture §6 (DPO), §9 and §12 (GRPO and its options), §17 (say what you ran).*
 #
@@ -146,7 +146,7 @@ print(f"ratio TRL / course = {ratio:.4f}; sqrt((G-1)/G) = {((G - 1) / G) ** 0.5:
 #
 # ## 3. One SFT start for both
 #
-# The course's SFT stage, the start notebooks 06–08b share (trained once per machine, `course_lib.starts`);
+# The course's SFT stage, the start every tiny-GPT notebook shares (trained once per machine, `course_lib.starts`);
 # both trainers start from copies of it.
 
 # %%

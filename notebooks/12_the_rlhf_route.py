@@ -42,11 +42,11 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 08b · The RLHF route: a learned reward model, best-of-N, over-optimisation, PPO with a critic
+# # 12 · The RLHF route: a learned reward model, best-of-N, over-optimisation, PPO with a critic
 #
 # *Pointer for readers of the Module 14 lecture: §3–§4, §9–§10, §13 and §15. Everything below stands on its own.*
 #
-# [Tiny GPT: the GRPO family](07_tiny_gpt_grpo.ipynb) trained against a checker that is exactly
+# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) trained against a checker that is exactly
 # right. The classic RLHF pipeline has no such checker: people compare answers, a **reward model**
 # learns their preferences, and RL optimises the reward model — a *proxy* of what people want. Here
 # the "people" are a gold rule (the strict checker) whose labels are flipped now and then, so we can
@@ -116,11 +116,11 @@ RL_STEPS = 6 if FAST else cfg.grpo.steps
 # %% [markdown]
 # ## 1. Step one of the pipeline: the SFT policy
 #
-# The same tiny GPT and task as notebooks 06–07: 2-digit addition, demonstrations from a teacher who
+# The same tiny GPT and task as the DPO and GRPO runs: 2-digit addition, demonstrations from a teacher who
 # often forgets the carry.
 
 # %%
-task, policy, sft = sft_start(cfg, seed=SEED)  # notebooks 06–08b's SFT policy, trained once per machine
+task, policy, sft = sft_start(cfg, seed=SEED)  # every tiny-GPT notebook's SFT policy, trained once per machine
 sft_weights = copy.deepcopy(policy.state_dict())
 print(f"SFT policy: held-out exact match {sft['accuracy']:.1%} "
       f"(carry prompts {sft['accuracy_carry']:.1%}, no carry {sft['accuracy_no_carry']:.1%})")
@@ -412,7 +412,7 @@ print(f"clipped value loss: V_old 0, V 0.5, return 1, ε_v 0.2 → {float(v_loss
 
 # %% [markdown]
 # The critic's value loss is clipped like the policy's ratio, and like the ratio clip
-# ([From advantages to an update](03b_from_advantages_to_an_update.ipynb)) it **removes a gradient; it
+# ([From advantages to an update](05_from_advantages_to_an_update.ipynb)) it **removes a gradient; it
 # does not bound the move**. In the example just printed, V has already moved 0.5 from V_old = 0, more
 # than ε_v = 0.2: the clipped term is the larger, so the loss has no gradient in V at all — nothing
 # pulls V back, nothing pushes it further. Whether one optimiser step moves V by more than ε_v is up to
@@ -474,7 +474,7 @@ print(f"last step: value loss {ppo_log.rows[-1]['value_loss']:.4f}, explained va
 # %% [markdown]
 # ### Where the critic's memory goes, and the 44% of the budgets notebook
 #
-# [Memory and rollout budgets](05_memory_and_rollout_budgets.ipynb) counted PPO's persistent model
+# [Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb) counted PPO's persistent model
 # states as two trained models (16 bytes per parameter each) plus two frozen bf16 copies (2 each): the
 # critic is 16/36 ≈ 44%. Here every tensor is fp32 on the CPU, and the tensors were measured: the
 # critic holds weights, gradients and AdamW's two moments.

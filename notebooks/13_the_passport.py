@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 09 · Reading a post-training passport
+# # 13 · Reading a post-training passport
 #
 # *Pointer for readers of the Module 14 lecture: §17 (the passport), with §1, §4, §9, §11, §12 and §16. Everything below stands on its own.*
 #
@@ -177,7 +177,7 @@ show("A")
 # ## 3. Why the averaging unit and the zero-variance rule are not details
 #
 # Two runs that differ only in these fields optimise different objectives. The averaging unit first
-# (notebook 03 has the derivation): two completions of lengths 1 and 3, every token of the first
+# ([Group baselines](04_group_baselines.ipynb) has the derivation): two completions of lengths 1 and 3, every token of the first
 # carrying the value 2 and every token of the second 0.
 
 # %%
@@ -316,7 +316,7 @@ for name in ("B", "C", "D"):
 #
 # Could you recover those from the trained model? No — and here is an exact reason. The KL-regularised
 # objective max E[r] − β·KL(π ‖ π_ref) has the closed-form optimum π*(y) ∝ π_ref(y)·exp(r(y)/β)
-# (notebook 02's DPO starts from it). Two different recipes — reward r with β, or reward 2r with 2β —
+# ([DPO margins](02_dpo_margins.ipynb)'s DPO starts from it). Two different recipes — reward r with β, or reward 2r with 2β —
 # have the *same* optimum, so the same model can come out of both:
 
 # %%
@@ -343,8 +343,8 @@ print("identical policies:", same_policy)
 #
 # ## 6. The course's own passport
 #
-# Every tiny-GPT run of notebooks 06–08 prints and saves its passport. Here is the GRPO run of notebook
-# 07, straight from `course_lib` (no training needed: the passport is a function of the configuration):
+# Every tiny-GPT run prints and saves its passport. Here is the GRPO run of
+# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), straight from `course_lib` (no training needed: the passport is a function of the configuration):
 
 # %%
 tiny = passport(get_config("cpu"), "grpo")

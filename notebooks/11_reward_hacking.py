@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 08 · Reward hacking: a loose verifier gets exploited
+# # 11 · Reward hacking: a loose verifier gets exploited
 #
 # *Lecture §15, as a pointer: "verifiable" does not mean "unhackable".*
 #
@@ -241,7 +241,7 @@ print(f"\nyour prediction: {my_prediction}")
 # with `<eos>` (compare the two "after" columns in section 2), so the exploit is gone. Whether it
 # also *learned* is a separate question: section 3's line says what its accuracy did in your run,
 # and section 5 counts the benchmark's seeds on which it moved by more than 2 points in 40 steps.
-# Tightening the verifier removes the exploit; it does not by itself teach the task (notebook 07's
+# Tightening the verifier removes the exploit; it does not by itself teach the task ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)'s
 # longer runs from a stronger start do). A held-out test with the *strict* checker is how we knew the
 # loose run needed it.
 #
@@ -300,7 +300,7 @@ else:
 # 2. Why did the policy not simply learn to add correctly, which the loose checker also rewards?
 #    <details><summary>Answer</summary>
 #    RL amplifies what the policy can already reach. Writing more digits is a small change to the
-#    starting policy; correct carries are not. From a strong SFT start (notebook 07) the honest route
+#    starting policy; correct carries are not. From a strong SFT start ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)) the honest route
 #    is close, and the exploit pays much less.
 #    </details>
 # 3. Why must the two runs differ only in the checker?

@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 03 · Group baselines: GRPO, RLOO and Dr. GRPO advantages
+# # 04 · Group baselines: GRPO, RLOO and Dr. GRPO advantages
 #
 # *Pointer for readers of the Module 14 lecture: §9 and §12. Everything below stands on its own.*
 #
@@ -54,8 +54,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. predict how often a group carries no signal at all, recognise one in floating point, and decide
 #    what to do with it.
 #
-# What happens *after* the advantages — the clipped objective, the averaging unit and the length bias —
-# is notebook 03b. Some cells ask you to **predict** first: pick an option, press *Reveal*, then read on.
+# What happens *after* the advantages — how they become one update, and how its tokens are averaged —
+# is [From advantages to an update](05_from_advantages_to_an_update.ipynb). Some cells ask you to **predict** first: pick an option, press *Reveal*, then read on.
 
 # %%
 import ipywidgets as widgets
@@ -77,9 +77,11 @@ from course_lib.explore import figure_png, predict, readout
 # %% [markdown]
 # ## 1. A group of eight answers, scored by a verifier
 #
-# For one prompt the policy samples G = 8 answers; a checker gives reward 1 to a correct one, 0 otherwise.
-# There is no critic network (no learned value function). Instead, the group itself provides the
-# baseline: an answer is good if it did better than its siblings. GRPO standardises inside the group,
+# For one prompt the policy samples G = 8 answers, G **rollouts** (a rollout is one sampled completion; seen
+# as the sequence of tokens the policy chose and the reward it got, a **trajectory**); a checker gives reward
+# 1 to a correct one, 0 otherwise. There is no **critic** network (a learned value function that predicts the
+# reward). Instead, the group itself provides the baseline: an answer's **advantage** is how much better it
+# did than the baseline, here its siblings. GRPO standardises inside the group,
 # A_i = (r_i − mean) / std.
 #
 # Three of the eight answers are right. Before computing: which gets the larger advantage in size?
@@ -104,10 +106,11 @@ assert np.allclose(adv, grpo_advantages(rewards))
 # %% [markdown]
 # The advantages sum to zero by construction (centring). That is an identity of the arithmetic, not
 # evidence that they estimate the true advantage without bias: each answer's reward sits inside the mean
-# and the std used to judge it. Notebook 04 measures the bias this causes.
+# and the std used to judge it. [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) measures the bias this causes.
 #
 # **RLOO** judges answer i against the mean of the *other* G − 1 answers, b_i = (Σ_j r_j − r_i)/(G − 1).
-# Because that baseline does not contain r_i, the REINFORCE gradient stays unbiased. **Dr. GRPO**
+# Because that baseline does not contain r_i, the **REINFORCE** gradient (reward minus baseline, times ∇log π of
+# the sampled answer) stays unbiased. **Dr. GRPO**
 # keeps the centring but drops the division by std.
 
 # %%
@@ -152,7 +155,7 @@ print(f"A(ddof=1) / A(ddof=0) = {ddof_ratio:.4f}   √(7/8) = {np.sqrt(7 / 8):.4
 # ## 3. A constant factor on the advantages: SGD feels it, Adam does not
 #
 # Three choices scale every advantage by the same constant c: ddof = 1 (c = √(7/8) on GRPO), RLOO
-# against the full-mean baseline (c = 8/7 in every group), and the full-mean bias of notebook 04
+# against the full-mean baseline (c = 8/7 in every group), and the full-mean bias of [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb)
 # (its expected update is 7/8 of the true gradient). The loss is a sum of advantage × log-prob terms, so
 # its gradient is multiplied by c too.
 #
@@ -177,7 +180,7 @@ predict("AdamW, two runs identical except that every advantage of the second is 
 # with probability p_j = σ(θ · x_j), features x_easy = (1, 1) and x_hard = (1, −1) (reward 1 if correct,
 # else 0). For one prompt, ∂log π(a)/∂θ = (a − p_j)·x_j, so the *expected* update of a group baseline
 # is `baseline_gradient(p_j, G, baseline)` × x_j — computed exactly by enumerating all 2⁸ groups (the
-# function notebook 04 derives). No sampling noise: any difference between two runs comes from the
+# function [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) derives). No sampling noise: any difference between two runs comes from the
 # choice being compared. Each run takes 100 steps from θ = (−2, 1), i.e. p = (0.27, 0.05).
 
 # %%
@@ -266,7 +269,7 @@ assert constant_adam < 1e-6 < 0.01 < min(constant_sgd, std_adam, varying_adam)
 #
 # ## 4. Groups that say nothing
 #
-# If all eight answers are right, or all wrong, every centred reward is 0 and GRPO's std is 0: the
+# If all eight answers are right, or all wrong — a **zero-variance group** — every centred reward is 0 and GRPO's std is 0: the
 # advantage is 0/0. With Bernoulli(p) rewards the chance of that is pᴳ + (1 − p)ᴳ.
 
 # %%
@@ -443,6 +446,6 @@ display(widgets.VBox([reward_box, ddof_choice, advantage_text, advantage_plot]))
 #    Adam's update does not change when every gradient is multiplied by the same constant (up to its ε) —
 #    provided β = 0 (a KL term is not multiplied, so the constant would shift the balance between the two terms)
 #    and gradient clipping does not act on some steps and not others (the course's trainers clip the norm at
-#    1.0; notebook 07, section 4, shows a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
+#    1.0; [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), section 4, shows a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
 #    smaller step.
 #    </details>

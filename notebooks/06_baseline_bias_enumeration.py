@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 04 · Which baseline is biased? Enumerate every group and see
+# # 06 · Which baseline is biased? Enumerate every group and see
 #
 # *Pointer for readers of the Module 14 lecture: §3 (REINFORCE with a baseline) and §12 (the exact bias
 # example). Everything below stands on its own.*
@@ -154,7 +154,7 @@ assert np.isclose(full_mean_grad, (G - 1) * p * (1 - p) / G)
 # %% [markdown]
 # The full-mean bias is a constant factor (G − 1)/G on the expected update, the same for every prompt.
 # Under plain SGD that is a smaller learning rate. Under Adam or AdamW, the optimiser the course's trainers
-# use, a factor common to every gradient cancels (notebook 03 runs both): what this bias changes there is
+# use, a factor common to every gradient cancels ([Group baselines](04_group_baselines.ipynb) runs both): what this bias changes there is
 # only how it combines with factors that are *not* constant, such as GRPO's per-group std (section 4).
 #
 # ## 3. Monte-Carlo: simulation agrees, within its error bars
@@ -282,7 +282,7 @@ for q in (0.1, 0.3, 0.5, 0.9):
 
 # %% [markdown]
 # The same identity on token sequences, by hand and then through the library's loss: two completions
-# with per-token log-probs, on-policy (π_old = π_θ, so every ratio is 1 and no clip is active), averaged
+# with per-token log-probs, **on-policy** (sampled by the policy being trained: π_old = π_θ, so every ratio is 1 and no clip is active), averaged
 # per completion. The loss's gradient should be ½(∇ mean log π(y⁺) − ∇ mean log π(y⁻)):
 
 # %%
