@@ -104,7 +104,7 @@ def _q1_given(rng) -> dict:
 
 
 def _q4_given(rng) -> dict:
-    """A student's scenario for 4b (the released one: notebook 05's 8.03B policy on 8 devices)."""
+    """A student's scenario for 4b (the released one: notebook 07's 8.03B policy on 8 devices)."""
     n = round(float(rng.uniform(1.0, 70.0)), 2) * 1e9
     return {"n_params": n, "tokens_per_step": 256 * 8 * int(rng.integers(10, 81)) * 100,
             "tokens_per_second": round(float(rng.uniform(100.0, 400.0)), 1), "devices": int(rng.choice([4, 8, 16])),
@@ -272,7 +272,7 @@ def _q3(rng) -> dict:
     probs8 = rng.dirichlet(np.ones(int(rng.integers(2, 5))))  # at most 4 ** 8 outcomes for G = 8
     return {
         "q3_test_grpo": [
-            check("grpo_advantages(r, g)", "GRPO advantages of one group [1,0,0,1,0,0,1,0] (notebook 03)", visible=True,
+            check("grpo_advantages(r, g)", "GRPO advantages of one group [1,0,0,1,0,0,1,0] (notebook 04)", visible=True,
                   r=binary, g=one_group),
             check("grpo_advantages([1.0, 0.5, 0.0, 0.2, 0.8], [7, 3, 7, 3, 3])", "two interleaved groups of sizes 2 and 3",
                   visible=True),
@@ -310,7 +310,7 @@ def _q3(rng) -> dict:
             check("rloo_advantages([float('inf'), 0.0], [0, 0])", "an infinite reward must raise ValueError"),
         ],
         "q3_test_zero_variance": [
-            check("zero_variance_probability([0.3, 0.7], 8)", "pass/fail with p=0.3, G=8 (notebook 03)", visible=True),
+            check("zero_variance_probability([0.3, 0.7], 8)", "pass/fail with p=0.3, G=8 (notebook 04)", visible=True),
             check("zero_variance_probability([0.5, 0.3, 0.2], 4)", "three reward values, G=4", visible=True),
             check("zero_variance_probability([0.5, 0.5], 2.5)", "a non-integer G must raise ValueError", visible=True),
             check("zero_variance_probability([0.5, 0.6], 4)", "probabilities that do not sum to 1 must raise ValueError",
@@ -328,7 +328,7 @@ def _q3(rng) -> dict:
             check("zero_variance_probability([float('nan'), 0.5], 4)", "a nan probability must raise ValueError"),
         ],
         "q3_test_gradient": [
-            check("expected_gradient(0.3, 8, 'full_mean')", "full-group mean at p=0.3, G=8 (notebook 04 §2)", visible=True),
+            check("expected_gradient(0.3, 8, 'full_mean')", "full-group mean at p=0.3, G=8 (notebook 06 §2)", visible=True),
             check("expected_gradient(0.3, 8, 'leave_one_out')", "leave-one-out at p=0.3, G=8", visible=True),
             check("expected_gradient(p, G, 'full_mean')", "full-mean baseline at a random p and G", p=p, G=small_g),
             check("expected_gradient(p, G, 'leave_one_out')", "leave-one-out at a random p and G", p=p, G=small_g),
@@ -375,7 +375,7 @@ def _q4(rng) -> dict:
     return {
         "q4_test_memory": [
             check("memory_gib([(8.03e9, 8.03e9), (8.03e9, 8.03e9), (8.03e9, 0), (8.03e9, 0)])",
-                  "PPO for 8.03B params (notebook 05)", visible=True),
+                  "PPO for 8.03B params (notebook 07)", visible=True),
             check("memory_gib([(8.03e9, 8.03e9), (8.03e9, 0)])", "DPO with a resident reference", visible=True),
             check("memory_gib([(1e9, 0)])", "a frozen 1B model", visible=True),
             check("memory_gib([(1e9, 1e7)])", "a partly trainable 1B model", visible=True),
@@ -392,7 +392,7 @@ def _q4(rng) -> dict:
             check("memory_gib([(1e9, float('nan'))])", "a nan n_trainable must raise ValueError"),
         ],
         "q4_test_time": [
-            check(lecture + ")", "generation, scoring and update (notebook 05)", visible=True),
+            check(lecture + ")", "generation, scoring and update (notebook 07)", visible=True),
             check(lecture + ", scorer_params=[8.03e9, 8.03e9])", "with a reference and a reward model scoring",
                   visible=True),
             check("step_seconds(8.03e9, 8_192_000, float('inf'), 990e12, 0.4, 8)",
