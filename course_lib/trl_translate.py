@@ -390,8 +390,8 @@ MAPPING: tuple[tuple[str, str, str], ...] = (
     ("KTO's data: `kto.batch_size` answers shuffled once, cut into batches (last one dropped), each prompt paired "
      "with the previous row's completion for z0",
      '`per_device_train_batch_size`, `train_sampling_strategy="sequential"`, `dataloader_drop_last=True`; TRL\'s '
-     "collator rotates the same way", "same batches: TRL's first logged loss is the course's on batch 0 "
-     "(`tests/test_trl_bridge.py`)"),
+     "collator rotates the same way", "same batches: TRL's logged losses and z0 are the course trainer's over 3 "
+     "steps, a wrap-around included (`tests/test_trl_bridge.py`)"),
     ("`kto.desirable_fraction` (imbalanced data)", "— (a dataset choice)", "course-side data (listed)"),
     ("ORPO: `odds_ratio_penalty` with λ = `orpo.beta`", "`trl.experimental.orpo.ORPOTrainer`, `ORPOConfig.beta`",
      "exact, penalty and gradients"),
@@ -401,8 +401,11 @@ MAPPING: tuple[tuple[str, str, str], ...] = (
      "`RLOOTrainer`: one ratio per sequence, mean over completions", "not exact (listed by the bridge)"),
     ("`zero_variance` `drop` / `resample`; `kl_estimator` k1/k2 in the loss; KL in the reward for GRPO", "—",
      "no TRL equivalent (listed)"),
+    ("DPO, KTO and ORPO answers without `<eos>` (truncated when sampled)", "appends `<eos>` to every completion",
+     "not exact for those answers (listed)"),
     ("`<pad>`/`<bos>` removed from the tiny GPT's softmax", "full vocabulary",
-     "not exact (after SFT these tokens carry ~0 probability)"),
+     "not exact (after SFT these tokens carry ~0 probability); exact with the suppression inside the model, an "
+     "`lm_head` bias of −1e9 on the two ids (how `tests/test_trl_bridge.py` compares KTO and ORPO)"),
 )
 
 
