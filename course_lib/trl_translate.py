@@ -21,6 +21,10 @@ Simplifications, said out loud:
   μ = ``num_iterations`` TRL optimiser steps on it (``steps_per_generation=1``; ``max_steps`` is
   steps·μ, so TRL samples exactly ``steps`` rollouts). Under ``accelerate launch`` the per-device batch
   is divided by the number of processes so a step still sees B·G completions.
+- KTO and ORPO train on data the course builds first (DPO's pairs; for KTO taken apart and shuffled
+  once by ``kto.kto_answers``): TRL receives a finished dataset. For KTO the bridge passes the
+  answers in the course's order and TRL walks them sequentially, so the batches (and z0's
+  mismatched pairs) are the course's; ORPO's are drawn by TRL's own shuffled epochs.
 """
 
 from __future__ import annotations
@@ -164,6 +168,7 @@ def _dpo(cfg, num_processes, **common) -> Bridged:
                   "course-side data: pairs are built before training (preference_dataset); TRL trains on a finished dataset"),
         Unmatched("dpo data order", "with replacement", "TRL walks shuffled epochs over the pairs"),
         Unmatched("dpo.eval_every", d.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        TRUNCATED,
         Unmatched("model: <pad>/<bos> removed from the softmax", True,
                   "TRL's log-probs use the full vocabulary (after SFT these two tokens carry ~0 mass)"),
     ]
@@ -191,15 +196,18 @@ def _dpo(cfg, num_processes, **common) -> Bridged:
     return Bridged("dpo", "DPOTrainer", "DPOConfig", config, unmatched)
 
 
+TRUNCATED = Unmatched("truncated answers (no <eos>)", "scored as sampled",
+                      "TRL appends <eos> to every completion that lacks one; the course's pairs keep a truncated answer "
+                      "as it was sampled (identical data when every answer ends in <eos>)")
+
+
 def _preference_data_unmatched(label: str, cfg) -> list[Unmatched]:
     d = cfg.dpo
     return [
         Unmatched("dpo.pair_prompts / samples_per_prompt", (d.pair_prompts, d.samples_per_prompt),
                   f"course-side data: {label}'s answers are DPO's pairs, built before training (dpo.build_preference_pairs); "
                   "TRL trains on a finished dataset"),
-        Unmatched("truncated answers (no <eos>)", "scored as sampled",
-                  "TRL appends <eos> to every completion that lacks one; the course's pairs keep a truncated answer as it "
-                  "was sampled (identical data when every answer ends in <eos>)"),
+        TRUNCATED,
         Unmatched("model: <pad>/<bos> removed from the softmax", True,
                   "TRL's log-probs use the full vocabulary (after SFT these two tokens carry ~0 mass)"),
     ]

@@ -82,6 +82,7 @@ def test_dpo_family():
     cfg = get_config("cpu")
     plain = translate(cfg, "dpo").config
     assert plain["loss_type"] == ["sigmoid"] and plain["precompute_ref_log_probs"] is True
+    assert "appends <eos>" in _unmatched(translate(cfg, "dpo"))["truncated answers (no <eos>)"].trl_does
     cfg.dpo = dataclasses.replace(cfg.dpo, rpo_alpha=1.0)
     rpo = translate(cfg, "dpo").config
     assert (rpo["loss_type"], rpo["loss_weights"]) == (["sigmoid", "sft"], [1.0, 1.0])
