@@ -407,6 +407,13 @@ def class_grading(results: Path = RESULTS) -> str:
             f"{data.get('commit') or 'not recorded'} ({data['machine']}).\n")
 
 
+def trl_map(results: Path = RESULTS) -> str:
+    """The course ↔ TRL 1.16 table: ``course_lib.trl_translate.MAPPING``, the data the bridge's tests check (no JSON)."""
+    from course_lib.trl_translate import mapping_markdown
+
+    return mapping_markdown()
+
+
 def provenance(results: Path = RESULTS) -> str:
     """One line on where every results file came from: one commit, or which file ran at which."""
     files = sorted(results.glob("*.json"))
@@ -423,7 +430,7 @@ def provenance(results: Path = RESULTS) -> str:
 
 RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
-             "class_grading": class_grading, "recipes": recipes}
+             "class_grading": class_grading, "recipes": recipes, "trl_map": trl_map}
 
 
 def render(text: str, results: Path = RESULTS) -> str:

@@ -132,10 +132,19 @@ def build_kto_data(model, task: AdditionTask, cfg, *, generator: torch.Generator
     return kto_data_from_pairs(model, task, pairs, cfg.kto, generator=generator)
 
 
+def kto_answers(task: AdditionTask, pairs: dict, cfg: KTOConfig, *, generator: torch.Generator) -> dict:
+    """Pairs → the unpaired answers in training order with their mismatched pairs (no reference yet).
+
+    ``kto_data_from_pairs`` adds the cached reference log-probs; ``trl_bridge`` hands these rows,
+    in this order, to TRL's ``KTOTrainer``, which then trains on the same batches.
+    """
+    examples = unpaired_examples(pairs, desirable_fraction=cfg.desirable_fraction, generator=generator)
+    return kto_batches(examples, cfg.batch_size, prompt_length=task.prompt_length, generator=generator)
+
+
 def kto_data_from_pairs(model, task: AdditionTask, pairs: dict, cfg: KTOConfig, *, generator: torch.Generator) -> dict:
     """Pairs (``dpo.build_preference_pairs``) → ``train_kto``'s data; ``model`` is the reference (the SFT policy)."""
-    examples = unpaired_examples(pairs, desirable_fraction=cfg.desirable_fraction, generator=generator)
-    data = kto_batches(examples, cfg.batch_size, prompt_length=task.prompt_length, generator=generator)
+    data = kto_answers(task, pairs, cfg, generator=generator)
     named = {f"{name}_{f}": data[f"{prefix}{f}"] for name, prefix in (("answer", ""), ("kl", "kl_")) for f in FIELDS}
     ref = reference_logprobs(model, named, prompt_length=task.prompt_length, names=("answer", "kl"))
     data["ref_token_logps"], data["ref_kl_token_logps"] = ref["ref_answer_token_logps"], ref["ref_kl_token_logps"]

@@ -1,13 +1,13 @@
 """From the course's trainers to Hugging Face TRL: the same recipe, TRL's configs and trainers.
 
-A course ``RunConfig`` (SFT, the DPO family, the GRPO family, RLOO) becomes
+A course ``RunConfig`` (SFT, the DPO family, the GRPO family, RLOO, KTO, ORPO) becomes
 
 - ``translate(cfg, kind)``: the keyword arguments of the equivalent TRL config, which trainer
   takes them, and every course option without an exact TRL equivalent. It lives in
   ``course_lib.trl_translate`` (pure data, no TRL needed; its simplifications are said there)
   and is re-exported here;
 - ``trl_config(bridged)``: the TRL config object itself (imports TRL);
-- datasets (``prompt_dataset``, ``preference_dataset``, ``sft_dataset``) and reward
+- datasets (``prompt_dataset``, ``preference_dataset``, ``sft_dataset``, ``kto_dataset``) and reward
   functions (``reward_function``) in TRL's formats, built from the course's task and checkers;
 - ``make_trainer(...)``: a ready TRL trainer on the tiny GPT and its character tokenizer, with a
   callback (``HeldoutAccuracy``) that logs the course's held-out exact match while TRL trains;
@@ -77,6 +77,10 @@ def trl_config(bridged: Bridged):
         from trl.experimental.cpo import CPOConfig
 
         return CPOConfig(**bridged.config)
+    if bridged.config_class == "ORPOConfig":  # TRL 1.16 keeps ORPO in trl.experimental
+        from trl.experimental.orpo import ORPOConfig
+
+        return ORPOConfig(**bridged.config)
     return getattr(trl, bridged.config_class)(**bridged.config)
 
 
@@ -122,6 +126,23 @@ def preference_dataset(task: AdditionTask, pairs: dict):
         rows["prompt"].append(tok.decode(chosen[:plen]))
         rows["chosen"].append(tok.decode(chosen[plen:]))
         rows["rejected"].append(tok.decode(rejected[plen:]))
+    return _datasets().Dataset.from_dict(rows)
+
+
+def kto_dataset(task: AdditionTask, answers: dict):
+    """``kto.kto_answers`` output as TRL's unpaired prompt/completion/label text, in the course's training order.
+
+    ``KTOTrainer`` walks it sequentially (``train_sampling_strategy="sequential"``) in batches of
+    ``kto.batch_size``, so its batch s is the course's batch s, and its collator pairs each prompt
+    with the previous row's completion as the course does for z0.
+    """
+    tok, plen = task.tokenizer, task.prompt_length
+    rows = {"prompt": [], "completion": [], "label": []}
+    for ids, attention, label in zip(answers["ids"], answers["attention"], answers["label"]):
+        kept = ids[attention.bool()].tolist()
+        rows["prompt"].append(tok.decode(kept[:plen]))
+        rows["completion"].append(tok.decode(kept[plen:]))
+        rows["label"].append(bool(label))
     return _datasets().Dataset.from_dict(rows)
 
 
@@ -199,24 +220,29 @@ def make_trainer(
     pairs: dict | None = None,
     num_processes: int = 1,
     callbacks: list | None = None,
+    generator: torch.Generator | None = None,
 ):
     """A TRL trainer for the tiny GPT on the course's task, configured by ``translate``.
 
-    ``kind``: 'sft' (demonstrations), 'dpo' (needs ``pairs`` from
-    ``train.build_preference_pairs``), 'grpo' or 'rloo' (fresh prompts, the course checker as
-    reward). Returns ``(trainer, bridged)``; ``trainer.train()`` runs it.
+    ``kind``: 'sft' (demonstrations), 'dpo' or 'orpo' (need ``pairs`` from
+    ``dpo.build_preference_pairs``), 'kto' (the same ``pairs`` taken apart by ``kto.kto_answers``,
+    shuffled with ``generator``, default seeded with ``seed``), 'grpo' or 'rloo' (fresh prompts,
+    the course checker as reward). ORPO trains the model it is given: the course's ORPO starts
+    from the base initialisation (``orpo.base_weights``). Returns ``(trainer, bridged)``;
+    ``trainer.train()`` runs it.
     """
     require_trl()
     trainer, bridged = _build_trainer(kind, model, task, cfg, seed=seed, output_dir=output_dir,
                                       checkpointing=checkpointing, pairs=pairs, num_processes=num_processes,
-                                      callbacks=callbacks)
+                                      callbacks=callbacks, generator=generator)
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # metrics stay in trainer.state.log_history
     return trainer, bridged
 
 
-def _build_trainer(kind, model, task, cfg, *, seed, output_dir, checkpointing, pairs, num_processes, callbacks):
+def _build_trainer(kind, model, task, cfg, *, seed, output_dir, checkpointing, pairs, num_processes, callbacks,
+                   generator=None):
     cuda = next(model.parameters()).device.type == "cuda"
     bridged = translate(cfg, kind, output_dir=output_dir, seed=seed, cuda=cuda,
                         checkpointing=checkpointing, num_processes=num_processes)
@@ -226,9 +252,21 @@ def _build_trainer(kind, model, task, cfg, *, seed, output_dir, checkpointing, p
         from trl import SFTTrainer
 
         return SFTTrainer(train_dataset=sft_dataset(task), **common), bridged
+    if kind in ("dpo", "kto", "orpo") and pairs is None:
+        raise ValueError(f"pairs is required for kind={kind!r} (dpo.build_preference_pairs)")
+    if kind == "kto":
+        from trl import KTOTrainer
+
+        from course_lib.kto import kto_answers
+
+        generator = generator if generator is not None else torch.Generator().manual_seed(seed)
+        answers = kto_answers(task, pairs, cfg.kto, generator=generator)
+        return KTOTrainer(train_dataset=kto_dataset(task, answers), **common), bridged
+    if kind == "orpo":
+        from trl.experimental.orpo import ORPOTrainer
+
+        return ORPOTrainer(train_dataset=preference_dataset(task, pairs), **common), bridged
     if kind == "dpo":
-        if pairs is None:
-            raise ValueError("pairs is required for kind='dpo' (train.build_preference_pairs)")
         data = preference_dataset(task, pairs)
         if bridged.trainer == "CPOTrainer":
             from trl.experimental.cpo import CPOTrainer
@@ -354,10 +392,11 @@ def tiny_instruct_standin(seed: int = 0):
 
 # ---- command line: one recipe, one or many processes -------------------------------------------
 def main(argv: list[str] | None = None) -> dict:
-    """``python -m course_lib.trl_bridge {grpo,rloo,dpo} [--config test] [--steps N] [--out DIR]``.
+    """``python -m course_lib.trl_bridge {grpo,rloo,dpo,kto,orpo} [--config test] [--steps N] [--out DIR]``.
 
     Trains the course's SFT start (deterministic on a CPU: every process trains the same one),
-    then the bridged TRL recipe, and writes ``summary.json`` (held-out accuracy before and after,
+    then the bridged TRL recipe (DPO, KTO and ORPO on DPO's pairs sampled from it; ORPO, as the
+    course's stage, from the base initialisation), and writes ``summary.json`` (held-out accuracy before and after,
     seconds, number of processes) from the main process. Runs unchanged under
     ``accelerate launch --num_processes N`` (see ``configs/accelerate/multi_gpu.yaml``).
     """
@@ -371,10 +410,11 @@ def main(argv: list[str] | None = None) -> dict:
     from course_lib.configs import get_config
     from course_lib.dpo import build_preference_pairs
     from course_lib.evaluation import evaluate
+    from course_lib.orpo import base_weights
     from course_lib.pipeline import rl_generator, sft_policy
 
     parser = argparse.ArgumentParser(prog="python -m course_lib.trl_bridge", description=main.__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("grpo", "rloo", "dpo"))
+    parser.add_argument("kind", choices=("grpo", "rloo", "dpo", "kto", "orpo"))
     parser.add_argument("--config", default="cpu")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
@@ -387,18 +427,20 @@ def main(argv: list[str] | None = None) -> dict:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     main_process = int(os.environ.get("RANK", "0")) == 0
     cfg = get_config(args.config)
-    section = "dpo" if args.kind == "dpo" else "grpo"
+    section = "grpo" if args.kind == "rloo" else args.kind
     if args.steps is not None:
         setattr(cfg, section, dataclasses.replace(getattr(cfg, section), steps=args.steps))
     if args.kind == "rloo":
         cfg.grpo = dataclasses.replace(cfg.grpo, advantage="rloo")
     task, model, _ = sft_policy(cfg, seed=args.seed, device="cpu", show_progress=False, threads=args.threads)
     rl_generator(args.seed)  # the RL stage's torch seed, as a course run sets it
-    length = getattr(cfg, section).max_completion_length
-    before = evaluate(model, task, max_completion_length=length)["accuracy"]
+    length = (cfg.grpo if section == "grpo" else cfg.dpo).max_completion_length
     pairs = None
-    if args.kind == "dpo":
+    if args.kind in ("dpo", "kto", "orpo"):
         pairs = build_preference_pairs(model, task, cfg.dpo, generator=torch.Generator().manual_seed(args.seed + 1))
+    if args.kind == "orpo":  # one stage from the base model, as the course's ORPO stage
+        model.load_state_dict(base_weights(cfg, task, args.seed))
+    before = evaluate(model, task, max_completion_length=length)["accuracy"]
     trainer, bridged = make_trainer(args.kind, model, task, cfg, seed=args.seed, output_dir=args.out,
                                     pairs=pairs, num_processes=world)
     def checksum():

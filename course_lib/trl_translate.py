@@ -1,10 +1,13 @@
 """The course's recipes in TRL 1.16's words: a pure translation table, no TRL and no trainer imported.
 
-``translate(cfg, kind)`` turns a course ``RunConfig`` (SFT, the DPO family, the GRPO family, RLOO)
-into a ``Bridged``: which TRL trainer and config class take the recipe (``SFTConfig``,
-``DPOConfig``, ``CPOConfig`` for SimPO, ``GRPOConfig``, ``RLOOConfig``), the config's keyword
+``translate(cfg, kind)`` turns a course ``RunConfig`` (SFT, the DPO family, the GRPO family, RLOO,
+KTO, ORPO) into a ``Bridged``: which TRL trainer and config class take the recipe (``SFTConfig``,
+``DPOConfig``, ``CPOConfig`` for SimPO, ``GRPOConfig``, ``RLOOConfig``, ``KTOConfig``, and
+``ORPOConfig``, which TRL 1.16 keeps in ``trl.experimental.orpo``), the config's keyword
 arguments, and every course option **without** an exact TRL equivalent (``Unmatched``), each with
-what TRL does instead. Pure data: it needs neither TRL nor ``transformers``' trainer, so it is
+what TRL does instead. ``TRL_NAMES`` says, per section, which course option becomes which TRL
+argument; ``MAPPING`` is the course ↔ TRL table the README shows (``mapping_markdown``), one row
+per option or formula, with how closely the two agree. Pure data: it needs neither TRL nor ``transformers``' trainer, so it is
 tested on its own (``tests/test_trl_translate.py``); ``course_lib.trl_bridge`` builds the TRL
 objects from it (config, datasets, callbacks, trainers, the instruct recipe, the CLI).
 
@@ -18,6 +21,10 @@ Simplifications, said out loud:
   μ = ``num_iterations`` TRL optimiser steps on it (``steps_per_generation=1``; ``max_steps`` is
   steps·μ, so TRL samples exactly ``steps`` rollouts). Under ``accelerate launch`` the per-device batch
   is divided by the number of processes so a step still sees B·G completions.
+- KTO and ORPO train on data the course builds first (DPO's pairs; for KTO taken apart and shuffled
+  once by ``kto.kto_answers``): TRL receives a finished dataset. For KTO the bridge passes the
+  answers in the course's order and TRL walks them sequentially, so the batches (and z0's
+  mismatched pairs) are the course's; ORPO's are drawn by TRL's own shuffled epochs.
 """
 
 from __future__ import annotations
@@ -28,7 +35,17 @@ from course_lib.configs import RunConfig, validate
 from course_lib.runtime import trl_precision
 from course_lib.task import AdditionTask
 
-KINDS = ("sft", "dpo", "grpo", "rloo")
+KINDS = ("sft", "dpo", "grpo", "rloo", "kto", "orpo")
+VLLM_IS = tuple(f"vllm_importance_sampling_{x}" for x in ("correction", "mode", "clip_min", "clip_max"))
+
+# course option -> TRL argument, for the sections whose every option either has one or is listed as
+# Unmatched by translate (tests/test_trl_translate.py checks that nothing falls between the two)
+TRL_NAMES = {
+    "kto": {"steps": "max_steps", "learning_rate": "learning_rate", "batch_size": "per_device_train_batch_size",
+            "beta": "beta", "desirable_weight": "desirable_weight", "undesirable_weight": "undesirable_weight"},
+    "orpo": {"steps": "max_steps", "learning_rate": "learning_rate", "batch_size": "per_device_train_batch_size",
+             "beta": "beta"},
+}
 
 
 @dataclass
@@ -98,7 +115,7 @@ def translate(
     checkpointing: bool = False,
     num_processes: int = 1,
 ) -> Bridged:
-    """The TRL config for the course recipe ``kind`` ('sft', 'dpo', 'grpo' or 'rloo').
+    """The TRL config for the course recipe ``kind`` ('sft', 'dpo', 'grpo', 'rloo', 'kto' or 'orpo').
 
     ``rloo`` is the GRPO section of ``cfg`` with ``advantage='rloo'``, handed to TRL's
     ``RLOOTrainer``; ``grpo`` with ``advantage='rloo'`` is refused (say ``rloo``).
@@ -115,6 +132,10 @@ def translate(
         return _sft(cfg, num_processes, **common)
     if kind == "dpo":
         return _dpo(cfg, num_processes, **common)
+    if kind == "kto":
+        return _kto(cfg, num_processes, **common)
+    if kind == "orpo":
+        return _orpo(cfg, num_processes, **common)
     return _online(cfg, kind, num_processes, **common)
 
 
@@ -147,6 +168,7 @@ def _dpo(cfg, num_processes, **common) -> Bridged:
                   "course-side data: pairs are built before training (preference_dataset); TRL trains on a finished dataset"),
         Unmatched("dpo data order", "with replacement", "TRL walks shuffled epochs over the pairs"),
         Unmatched("dpo.eval_every", d.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        TRUNCATED,
         Unmatched("model: <pad>/<bos> removed from the softmax", True,
                   "TRL's log-probs use the full vocabulary (after SFT these two tokens carry ~0 mass)"),
     ]
@@ -172,6 +194,73 @@ def _dpo(cfg, num_processes, **common) -> Bridged:
             "(preference.ipo_loss(chosen_lengths=..., rejected_lengths=...) is TRL's form)",
         ))
     return Bridged("dpo", "DPOTrainer", "DPOConfig", config, unmatched)
+
+
+TRUNCATED = Unmatched("truncated answers (no <eos>)", "scored as sampled",
+                      "TRL appends <eos> to every completion that lacks one; the course's pairs keep a truncated answer "
+                      "as it was sampled (identical data when every answer ends in <eos>)")
+
+
+def _preference_data_unmatched(label: str, cfg) -> list[Unmatched]:
+    d = cfg.dpo
+    return [
+        Unmatched("dpo.pair_prompts / samples_per_prompt", (d.pair_prompts, d.samples_per_prompt),
+                  f"course-side data: {label}'s answers are DPO's pairs, built before training (dpo.build_preference_pairs); "
+                  "TRL trains on a finished dataset"),
+        TRUNCATED,
+        Unmatched("model: <pad>/<bos> removed from the softmax", True,
+                  "TRL's log-probs use the full vocabulary (after SFT these two tokens carry ~0 mass)"),
+    ]
+
+
+def _kto(cfg, num_processes, **common) -> Bridged:
+    k = cfg.kto
+    config = _common(cfg, k, **common) | dict(
+        per_device_train_batch_size=_per_device(k.batch_size, num_processes, "kto.batch_size"),
+        loss_type="kto", beta=k.beta, desirable_weight=k.desirable_weight, undesirable_weight=k.undesirable_weight,
+        # the course's batches: answers shuffled once (the bridge hands them over in that order), cut into
+        # batch_size, a last incomplete batch dropped, the same batches every epoch; z0 from each batch's
+        # rotated prompt-completion pairs, which TRL's collator builds the same way
+        train_sampling_strategy="sequential", dataloader_drop_last=True,
+        precompute_ref_log_probs=True,  # the course caches the reference log-probs of answers and mismatched pairs
+        max_length=AdditionTask(cfg.task).prompt_length + cfg.dpo.max_completion_length,
+    )
+    unmatched = [
+        Unmatched("kto.desirable_fraction", k.desirable_fraction,
+                  "course-side data: the share of desirable answers kept (kto.unpaired_examples) before TRL sees the "
+                  "dataset; KTOConfig has no such option (desirable_weight / undesirable_weight reweight instead)"),
+        Unmatched("kto.eval_every", k.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        *_preference_data_unmatched("KTO", cfg),
+    ]
+    if num_processes > 1:
+        unmatched.append(Unmatched(
+            "num_processes", num_processes,
+            "each process pairs prompts with completions within its own kto.batch_size/num_processes answers and z0 is "
+            "the mean over processes; the course estimates z0 on the whole batch"))
+    return Bridged("kto", "KTOTrainer", "KTOConfig", config, unmatched)
+
+
+def _orpo(cfg, num_processes, **common) -> Bridged:
+    o = cfg.orpo
+    config = _common(cfg, o, **common) | dict(
+        per_device_train_batch_size=_per_device(o.batch_size, num_processes, "orpo.batch_size"),
+        beta=o.beta,  # λ, the odds-ratio term's weight (the paper's λ, TRL's beta)
+        max_length=AdditionTask(cfg.task).prompt_length + cfg.dpo.max_completion_length,
+    )
+    unmatched = [
+        Unmatched("orpo NLL tokens", "completion only",
+                  "ORPOTrainer's NLL averages over the prompt and the chosen completion tokens; the course's over the "
+                  "completion only, as SFT (tests/test_trl_parity.py pins both; the odds-ratio term is the same)"),
+        Unmatched("orpo start", "base initialisation",
+                  "course-side: the ORPO stage resets the policy to its pre-SFT weights (orpo.base_weights); TRL "
+                  "trains the model it is given, so hand it the base model"),
+        Unmatched("orpo certain answers", "mean log-prob clamped at orpo.CERTAIN = -1e-6",
+                  "TRL computes log(1 − p) unclamped: a completion the model is certain of gives an infinite log-odds"),
+        Unmatched("orpo data order", "with replacement", "TRL walks shuffled epochs over the pairs"),
+        Unmatched("orpo.eval_every", o.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        *_preference_data_unmatched("ORPO", cfg),
+    ]
+    return Bridged("orpo", "ORPOTrainer", "ORPOConfig", config, unmatched)
 
 
 def _online(cfg, kind, num_processes, **common) -> Bridged:
@@ -232,6 +321,9 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
         unit = {"sequence_mean": "grpo", "token_mean": "dapo", "constant": "dr_grpo"}[g.unit]
         config |= dict(scale_rewards=scale, loss_type="cispo" if g.loss_type == "cispo" else unit,
                        importance_sampling_level=g.importance_sampling_level)
+        # the behaviour correction under TRL's own names; TRL applies it to a vLLM sampler's log-probs
+        # (use_vllm=True), the course to a stale rollout worker's (max_staleness > 0)
+        config |= {name: getattr(g, name) for name in VLLM_IS}
         if g.beta > 0:
             # TRL 1.16 multiplies k3 by the importance ratio by default (DeepSeek-V3.2's unbiased
             # reverse-KL gradient); the course's plain k3 in the loss is use_bias_correction_kl=False
@@ -265,4 +357,71 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
     return Bridged("rloo", "RLOOTrainer", "RLOOConfig", config, unmatched)
 
 
-__all__ = ["KINDS", "Bridged", "Unmatched", "translate"]
+# ---- the course <-> TRL table the README shows (benchmarks/tables.py renders it between <!-- bench:trl_map -->) ----
+PARITY = "`tests/test_trl_parity.py`"
+MAPPING: tuple[tuple[str, str, str], ...] = (
+    # (course, TRL 1.16, agreement)
+    ("`grpo_advantages(ddof=1, epsilon=1e-4)`", '`scale_rewards="group"`',
+     "exact (1e-6 relative), zero-variance groups included"),
+    ('the trainer\'s `advantage="grpo"` (population std, ddof = 0, no epsilon)', '`scale_rewards="group"`',
+     "**not exact**: TRL's advantage is ours × std₀ / (std₁ + 1e-4) ≈ √((G−1)/G) per group (the test pins the factor)"),
+    ("`dr_grpo_advantages` / `rloo_advantages`",
+     '`scale_rewards="none"` / `RLOOTrainer` (`normalize_advantages=False`, β = 0)', "exact"),
+    ("`clipped_surrogate(ε_low, ε_high)` + `aggregate` unit `sequence_mean` / `token_mean` / `constant` "
+     "(L_max = `max_completion_length`)", "`loss_type` `grpo` / `dapo` (and `bnpo`, one process) / `dr_grpo`",
+     "exact, loss and gradients, clip active"),
+    ('β·k3 in the loss (`kl_placement="loss"`)', "`beta` with `use_bias_correction_kl=False` (the bridge sets it)",
+     "exact; TRL's default `True` multiplies k3 by the importance ratio, which is not the course's term"),
+    ("`mask_truncated`: zero mask, the row still counts in every denominator", "`mask_truncated_completions`",
+     "exact (the trainer keeps masked rows)"),
+    ('GSPO: `sequence_ratio` + `clipped_surrogate`, unit `sequence_mean` (the trainer\'s '
+     '`importance_sampling_level="sequence"`)', '`importance_sampling_level="sequence"`, `loss_type="grpo"`', "exact"),
+    ('CISPO: `cispo_objective`, unit `token_mean` (the trainer\'s `loss_type="cispo"`)',
+     '`loss_type="cispo"`, `epsilon_high` = ε_max', "exact"),
+    ("DAPO's overlong shaping: `overlong_penalty` (the trainer's `soft_punish_cache` = C)",
+     "not a `GRPOConfig` option: the reward function `trl.rewards.get_soft_overlong_punishment(max_completion_len=L_max, "
+     "soft_punish_cache=C)`, which the bridge adds to `reward_funcs`", "exact (`tests/test_overlong.py`)"),
+    ("`behaviour_weights`: π_old/π_behaviour of stale rollouts (`vllm_importance_sampling_correction`, `_mode`, "
+     "`_clip_min`, `_clip_max`)", "`GRPOConfig.vllm_importance_sampling_*`, same names (TRL corrects a vLLM "
+     "sampler's log-probs, `use_vllm=True`)", "exact (`tests/test_behaviour.py` runs TRL's own code)"),
+    ("`max_staleness` = K: the rollout worker samples batch s with the weights of step s − K",
+     "`trl.experimental.async_grpo.AsyncGRPOConfig.max_staleness` (a vLLM server)",
+     "**not exact**: TRL drops samples older than K instead of sampling at a fixed lag (listed)"),
+    ("DPO `sigmoid`; `rpo_alpha` (token-mean NLL on chosen)",
+     '`loss_type=["sigmoid"]`; `["sigmoid", "sft"]`, `loss_weights=[1, rpo_alpha]`', "exact"),
+    ("`ipo_loss(..., chosen_lengths=, rejected_lengths=)` (log-ratios averaged per completion)", '`loss_type=["ipo"]`',
+     "exact; the trainer's IPO sums log-probs (the paper's form) and is **not** TRL's"),
+    ("`simpo_loss`", '`CPOTrainer(loss_type="simpo", cpo_alpha=0)`', "exact"),
+    ("KTO: `kto_loss` with `kto.beta`, `desirable_weight`, `undesirable_weight`; z0 = `kto_reference_point` on "
+     "mismatched pairs, clamped at 0, detached", '`KTOTrainer`, `KTOConfig(loss_type="kto")`, same three names',
+     "exact, loss and gradients, desirable-only batches included"),
+    ("KTO's data: `kto.batch_size` answers shuffled once, cut into batches (last one dropped), each prompt paired "
+     "with the previous row's completion for z0",
+     '`per_device_train_batch_size`, `train_sampling_strategy="sequential"`, `dataloader_drop_last=True`; TRL\'s '
+     "collator rotates the same way", "same batches: TRL's logged losses and z0 are the course trainer's over 3 "
+     "steps, a wrap-around included (`tests/test_trl_bridge.py`)"),
+    ("`kto.desirable_fraction` (imbalanced data)", "— (a dataset choice)", "course-side data (listed)"),
+    ("ORPO: `odds_ratio_penalty` with λ = `orpo.beta`", "`trl.experimental.orpo.ORPOTrainer`, `ORPOConfig.beta`",
+     "exact, penalty and gradients"),
+    ("ORPO's NLL: token mean over the chosen completion", "`ORPOTrainer`: token mean over prompt and chosen completion",
+     "**not exact** (the test pins both)"),
+    ("RLOO's loss: per-token ratio, clipped, averaged with the unit",
+     "`RLOOTrainer`: one ratio per sequence, mean over completions", "not exact (listed by the bridge)"),
+    ("`zero_variance` `drop` / `resample`; `kl_estimator` k1/k2 in the loss; KL in the reward for GRPO", "—",
+     "no TRL equivalent (listed)"),
+    ("DPO, KTO and ORPO answers without `<eos>` (truncated when sampled)", "appends `<eos>` to every completion",
+     "not exact for those answers (listed)"),
+    ("`<pad>`/`<bos>` removed from the tiny GPT's softmax", "full vocabulary",
+     "not exact (after SFT these tokens carry ~0 probability); exact with the suppression inside the model, an "
+     "`lm_head` bias of −1e9 on the two ids (how `tests/test_trl_bridge.py` compares KTO and ORPO)"),
+)
+
+
+def mapping_markdown() -> str:
+    """``MAPPING`` as the README's markdown table (course | TRL 1.16 | agreement)."""
+    lines = ["| course | TRL 1.16 | agreement |", "|---|---|---|"]
+    lines += [f"| {course} | {trl} | {agreement} |" for course, trl, agreement in MAPPING]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["KINDS", "MAPPING", "TRL_NAMES", "Bridged", "Unmatched", "mapping_markdown", "translate"]

@@ -254,6 +254,38 @@ for name, (acc, seconds) in dpo_results.items():
 # (listed by the bridge), so the two runs see the pairs in a different order: compare the
 # direction and size of the change, not the third digit.
 #
+# ## 5b. KTO and ORPO in TRL's words
+#
+# The same pairs feed two more methods from the lecture's direct-preference family. KTO takes them
+# apart into single answers labelled desirable or undesirable and compares each answer's implied
+# reward with a reference point z0, a detached KL estimate on the batch; ORPO trains from the base
+# model in one stage, with no reference model. `trl_bridge.make_trainer("kto", ...)` and
+# `make_trainer("orpo", ...)` train them with TRL's `KTOTrainer` and `ORPOTrainer` (the latter
+# still in `trl.experimental` in TRL 1.16). *Predict first:* which of their course options do you
+# expect TRL's `KTOConfig` and `ORPOConfig` to lack, or to compute differently?
+
+# %%
+preference_bridges = {kind: trl_bridge.translate(cfg, kind, output_dir=OUT) for kind in ("kto", "orpo")}
+for kind, b in preference_bridges.items():
+    shown_args = ", ".join(f"{k}={b.config[k]!r}" for k in ("beta", "per_device_train_batch_size", "learning_rate"))
+    print(f"{kind} -> trl.{b.trainer}(args=trl.{b.config_class}({shown_args}, ...))")
+    print("\n".join(f"    - {u}" for u in b.unmatched))
+
+# %% [markdown]
+# KTO's loss, its weights and z0 are TRL's exactly; the bridge hands TRL the answers in the course's
+# shuffled order and TRL walks them sequentially, so both trainers see the same batches
+# (`tests/test_trl_bridge.py` compares their logged losses step by step). ORPO's odds-ratio term is
+# TRL's, but TRL's NLL also counts the prompt tokens. The whole course ↔ TRL 1.16 table, the one
+# the README shows, is data in `course_lib.trl_translate`:
+
+# %%
+from IPython.display import Markdown, display
+
+from course_lib.trl_translate import mapping_markdown
+
+display(Markdown(mapping_markdown()))
+
+# %% [markdown]
 # ## 6. The same recipe on a real instruct model
 #
 # On a Colab GPU (*Runtime → Change runtime type*), the cell below loads a small instruct model,

@@ -177,3 +177,13 @@ def test_recipes_block_has_one_row_per_stage_and_names_a_stage_that_did_not_star
     assert "| r1: stage 1 sft | 50.0% (50.0% / 50.0%) | 75.0% (75.0% / 75.0%) | 0.25 (0.25 / 0.25) | — | — | 10 (10 / 10) |" in text
     assert "| r1: stage 2 grpo | 85.0% (80.0% / 90.0%) |" in text and "| 50.0% (50.0% / 50.0%) | — |" in text
     assert "r1-zero seed 0: stage 2 (rft) did not start." in text
+
+
+def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
+    """The README's course ↔ TRL table comes from course_lib.trl_translate.MAPPING, results or not: a typed row is overwritten."""
+    from course_lib.trl_translate import mapping_markdown
+
+    block = "<!-- bench:trl_map -->\n| hand | typed | row |\n<!-- /bench:trl_map -->"
+    assert tables.render(block, tmp_path) == f"<!-- bench:trl_map -->\n{mapping_markdown()}<!-- /bench:trl_map -->"
+    readme = (ROOT / "README.md").read_text()
+    assert mapping_markdown() in readme and "KTOTrainer" in readme

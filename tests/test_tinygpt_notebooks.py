@@ -185,8 +185,8 @@ def test_11_reward_hacking_shows_the_exploit(matplotlib_ready, shared_sft_start)
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed: pip install -e '.[trl]'")
 def test_18_graduating_to_trl_runs(matplotlib_ready, shared_sft_start):
     ns, shown = execute("18_graduating_to_trl", ["baseline", "course", "trl", "dpo_results", "ratio", "chat_rewards",
-                                                 "bridged"], FAST)
-    assert_clean("10", shown)
+                                                 "bridged", "{k: b.trainer for k, b in preference_bridges.items()}"], FAST)
+    assert_clean("18", shown)
     assert ns["ratio"] == pytest.approx((7 / 8) ** 0.5, rel=1e-3)  # TRL's ddof=1 + 1e-4 over the population std
     for run in (ns["course"], ns["trl"]):
         assert 0 <= run["final"] <= 1 and run["step_s"] > 0 and len(run["reward"]) == 10
@@ -195,6 +195,8 @@ def test_18_graduating_to_trl_runs(matplotlib_ready, shared_sft_start):
     assert set(ns["dpo_results"]) == {"course_lib", "TRL DPOTrainer"}
     assert len(ns["chat_rewards"]) == 2 and all(0 <= r <= 1 for r in ns["chat_rewards"])
     assert any("no exact TRL equivalent" in text for _, text in shown)
+    assert ns["{k: b.trainer for k, b in preference_bridges.items()}"] == {"kto": "KTOTrainer", "orpo": "ORPOTrainer"}
+    assert any("orpo NLL tokens" in text for _, text in shown) and any("kto.desirable_fraction" in text for _, text in shown)
 
 
 KL_NAMES = ["pi_ref", "reward", "beta", "pi_star", "true_kl", "value_rows", "gradient_checks", "dynamics",

@@ -196,3 +196,108 @@ def test_overlong_shaping_reaches_trl_as_its_own_reward_function_summed_with_the
     penalty, strict = row["rewards/soft_overlong_punishment_reward/mean"], row["rewards/strict/mean"]
     assert -1.0 <= penalty < 0  # a random policy rambles into the soft zone
     assert row["reward"] == pytest.approx(strict + penalty, abs=1e-6)  # summed with weight 1, as the course adds it
+
+
+# ---- KTO and ORPO through TRL's trainers, on the course's own data ---------------------------------
+
+def _answer_pairs(task, n=8):
+    """DPO's pair format (dpo.build_preference_pairs), every answer ending in <eos>: a wrong answer of 1–2 digits."""
+    prompts = task.sample_pairs(n, torch.Generator().manual_seed(5))
+    chosen = [str(a + b) for a, b in prompts]
+    rejected = [str((a + b + 1) % 10) + "1" * (i % 2) for i, (a, b) in enumerate(prompts)]
+    out = {"n_pairs": n, "n_prompts": n}
+    for side, answers in (("chosen", chosen), ("rejected", rejected)):
+        out[f"{side}_ids"], out[f"{side}_attention"], out[f"{side}_completion"] = task.encode_pairs(prompts, answers)
+    return out
+
+
+def _tiny_gpt(cfg, task):
+    """The tiny GPT with <pad>/<bos> out of its softmax *inside* the model (an lm_head bias of −1e9 there).
+
+    The course removes them in ``completion_logprobs``; TRL reads the model's own logits. With the bias
+    both softmaxes are the course's, so what remains to compare is data, batches, loss and optimiser.
+    """
+    from course_lib.model import NEVER_LOGIT, build_model
+
+    torch.manual_seed(0)
+    model = build_model(cfg.model, task.tokenizer)
+    bias = torch.zeros(model.lm_head.out_features)
+    bias[[task.tokenizer.pad_token_id, task.tokenizer.bos_token_id]] = NEVER_LOGIT
+    model.lm_head.bias = torch.nn.Parameter(bias, requires_grad=False)
+    return model
+
+
+@NEEDS_TRL
+@pytest.mark.slow
+def test_kto_through_trl_trains_the_course_batches_with_the_course_losses(tmp_path):
+    """KTOTrainer on ``kto.kto_answers``' rows: TRL's logged losses and z0 are the course trainer's, step by step.
+
+    Step 1 is 0.5 for both (policy = reference); steps 2 and 3 follow one and two identical AdamW
+    updates, and step 3 wraps around to the first batch (16 answers, batches of 8), as the course repeats them.
+    """
+    from course_lib.kto import kto_data_from_pairs, train_kto
+    from course_lib.runtime import MetricsLog
+    from course_lib.task import AdditionTask
+
+    trl_bridge.quiet()
+    cfg = get_config("test")
+    cfg.kto = dataclasses.replace(cfg.kto, steps=3, beta=0.5, learning_rate=3e-3, eval_every=3)
+    task = AdditionTask(cfg.task)
+    pairs = _answer_pairs(task)
+    course, log = _tiny_gpt(cfg, task), MetricsLog()
+    data = kto_data_from_pairs(course, task, pairs, cfg.kto, generator=torch.Generator().manual_seed(9))
+    train_kto(course, task, cfg.kto, data, log=log, show_progress=False, threads=None)
+    trainer, bridged = trl_bridge.make_trainer("kto", _tiny_gpt(cfg, task), task, cfg, output_dir=str(tmp_path),
+                                               pairs=pairs, generator=torch.Generator().manual_seed(9))
+    assert bridged.trainer == "KTOTrainer" and len(trainer.train_dataset) == 16
+    assert trainer.train_dataset[0]["completion"].endswith("<eos>")
+    trainer.train()
+    theirs = [r[k] for r in trainer.state.log_history if "loss" in r for k in ("loss", "kl")]
+    ours = [r[k] for r in log.rows for k in ("loss", "kl")]
+    assert len(theirs) == 6 and theirs[:2] == [0.5, 0.0]
+    assert ours[3] > 0.01 and ours[5] > 0.1, ours  # z0 is active, not clamped, at steps 2 and 3
+    assert theirs == pytest.approx(ours, rel=1e-5, abs=1e-7)
+
+
+@NEEDS_TRL
+@pytest.mark.slow
+def test_orpo_through_trl_is_the_course_penalty_with_trl_nll_over_the_prompt_too(tmp_path):
+    """ORPOTrainer on DPO's pairs: the first step's logged loss, on the batch TRL drew, is the course's odds-ratio
+    penalty plus the NLL over prompt *and* completion tokens; the course's own loss (completion only) is lower."""
+    from course_lib.model import completion_logprobs
+    from course_lib.orpo import PAIR_KEYS, orpo_batch_loss
+    from course_lib.task import AdditionTask
+
+    trl_bridge.quiet()
+    cfg = get_config("test")
+    cfg.orpo = dataclasses.replace(cfg.orpo, steps=2)
+    task = AdditionTask(cfg.task)
+    pairs, model = _answer_pairs(task), _tiny_gpt(cfg, task)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer, bridged = trl_bridge.make_trainer("orpo", model, task, cfg, output_dir=str(tmp_path), pairs=pairs)
+    assert type(trainer.args).__module__.startswith("trl.experimental.orpo")
+    drawn, original = [], trainer.get_batch_loss_metrics
+
+    def recorded(model, batch, train_eval="train"):
+        drawn.append(list(zip(batch["prompt"], batch["chosen"], batch["rejected"])))
+        return original(model, batch, train_eval)
+
+    trainer.get_batch_loss_metrics = recorded
+    trainer.train()
+    first = next(r for r in trainer.state.log_history if "loss" in r)
+    rows = trl_bridge.preference_dataset(task, pairs)
+    where = {(r["prompt"], r["chosen"], r["rejected"]): i for i, r in enumerate(rows)}
+    index = torch.tensor([where[row] for row in drawn[0]])
+    batch = {k: pairs[k][index] for k in PAIR_KEYS}
+    model.load_state_dict(start)  # the weights of TRL's first step
+    with torch.no_grad():
+        loss, stats = orpo_batch_loss(model, batch, cfg.orpo, prompt_length=task.prompt_length)
+        scored = batch["chosen_attention"].clone()
+        scored[:, 0] = 0  # every token after <bos>: prompt and completion
+        token_logps, mask = completion_logprobs(model, batch["chosen_ids"], batch["chosen_attention"], scored)
+    nll_with_prompt = float(-token_logps.sum() / mask.sum())
+    assert first["log_odds_ratio"] == pytest.approx(-stats["odds_ratio_penalty"], rel=1e-6)
+    assert first["nll_loss"] == pytest.approx(nll_with_prompt, rel=1e-6)
+    assert first["loss"] == pytest.approx(nll_with_prompt + cfg.orpo.beta * stats["odds_ratio_penalty"], rel=1e-6)
+    assert float(loss) < first["loss"] - 1e-3  # the listed difference: the course's NLL leaves the prompt out
+    assert "orpo NLL tokens" in [u.option for u in bridged.unmatched]

@@ -82,6 +82,7 @@ def test_dpo_family():
     cfg = get_config("cpu")
     plain = translate(cfg, "dpo").config
     assert plain["loss_type"] == ["sigmoid"] and plain["precompute_ref_log_probs"] is True
+    assert "appends <eos>" in _unmatched(translate(cfg, "dpo"))["truncated answers (no <eos>)"].trl_does
     cfg.dpo = dataclasses.replace(cfg.dpo, rpo_alpha=1.0)
     rpo = translate(cfg, "dpo").config
     assert (rpo["loss_type"], rpo["loss_weights"]) == (["sigmoid", "sft"], [1.0, 1.0])
@@ -141,3 +142,88 @@ def test_overlong_shaping_is_trl_reward_function_and_listed_as_such():
         _cfg(), "grpo"))
     rloo = translate(_cfg(advantage="rloo", loss_type="cispo", epsilon_high=5.0), "rloo")
     assert "no CISPO" in _unmatched(rloo)["grpo.loss_type / importance_sampling_level"].trl_does
+
+
+# ---- KTO and ORPO -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["kto", "orpo"])
+def test_every_kto_and_orpo_option_is_a_trl_argument_or_listed(kind):
+    """Nothing falls between the two: each field of the section has a TRL name (with its value) or an Unmatched entry."""
+    from course_lib.trl_translate import TRL_NAMES
+
+    cfg = get_config("cpu")
+    b = translate(cfg, kind)
+    section = getattr(cfg, kind)
+    listed = {u.option for u in b.unmatched}
+    for f in dataclasses.fields(section):
+        if f.name in TRL_NAMES[kind]:
+            assert b.config[TRL_NAMES[kind][f.name]] == getattr(section, f.name), f.name
+            assert f"{kind}.{f.name}" not in listed
+        else:
+            assert f"{kind}.{f.name}" in listed, f"{kind}.{f.name} is neither a TRL argument nor listed"
+
+
+def test_kto_maps_to_kto_trainer_with_the_course_batches():
+    cfg = get_config("cpu")
+    cfg.kto = dataclasses.replace(cfg.kto, beta=0.3, desirable_weight=1.5, undesirable_weight=0.5, batch_size=64)
+    b = translate(cfg, "kto")
+    c = b.config
+    assert (b.trainer, b.config_class, c["loss_type"]) == ("KTOTrainer", "KTOConfig", "kto")
+    assert (c["beta"], c["desirable_weight"], c["undesirable_weight"]) == (0.3, 1.5, 0.5)
+    assert (c["per_device_train_batch_size"], c["max_steps"], c["learning_rate"]) == (64, 100, 1e-4)
+    # the course's batches: one shuffle (done before TRL sees the rows), sequential, last incomplete batch dropped
+    assert c["train_sampling_strategy"] == "sequential" and c["dataloader_drop_last"] is True
+    assert c["precompute_ref_log_probs"] is True and c["max_length"] == 7 + 6  # 2-digit prompt + L_max
+    assert "num_processes" not in _unmatched(b)
+    two = translate(cfg, "kto", num_processes=2)
+    assert two.config["per_device_train_batch_size"] == 32 and "z0" in _unmatched(two)["num_processes"].trl_does
+    with pytest.raises(ValueError, match=r"kto.batch_size \(64\) must be divisible by num_processes \(3\)"):
+        translate(cfg, "kto", num_processes=3)
+
+
+def test_kto_options_without_a_trl_counterpart_are_reported_with_their_values():
+    cfg = get_config("cpu")
+    cfg.kto = dataclasses.replace(cfg.kto, desirable_fraction=0.25, eval_every=7)
+    missing = _unmatched(translate(cfg, "kto"))
+    assert missing["kto.desirable_fraction"].value == 0.25 and "no such option" in missing["kto.desirable_fraction"].trl_does
+    assert missing["kto.eval_every"].value == 7
+    assert "appends <eos>" in missing["truncated answers (no <eos>)"].trl_does
+    with pytest.raises(ValueError, match="kto.desirable_fraction must lie in"):
+        cfg.kto = dataclasses.replace(cfg.kto, desirable_fraction=0.0)
+
+
+def test_orpo_maps_to_experimental_orpo_trainer_and_lists_the_nll_difference():
+    cfg = get_config("cpu")
+    cfg.orpo = dataclasses.replace(cfg.orpo, beta=0.25)
+    b = translate(cfg, "orpo")
+    assert (b.trainer, b.config_class) == ("ORPOTrainer", "ORPOConfig")
+    assert (b.config["beta"], b.config["per_device_train_batch_size"], b.config["max_steps"]) == (0.25, 64, 1300)
+    assert "precompute_ref_log_probs" not in b.config  # no reference model at all
+    missing = _unmatched(b)
+    assert "prompt" in missing["orpo NLL tokens"].trl_does and "base" in missing["orpo start"].trl_does
+    assert "unclamped" in missing["orpo certain answers"].trl_does
+    trl = pytest.importorskip("trl", reason="TRL is not installed: pip install -e '.[trl]'")
+    from trl.experimental.orpo import ORPOConfig
+
+    for kind, make in (("orpo", ORPOConfig), ("kto", trl.KTOConfig)):  # TRL accepts the names and values
+        made = make(**{**translate(cfg, kind).config, "output_dir": "unused"})
+        assert made.beta == getattr(cfg, kind).beta and made.max_steps == getattr(cfg, kind).steps
+
+
+def test_the_mapping_table_names_each_2025_26_option_in_trl_116_words():
+    from course_lib.trl_translate import MAPPING, mapping_markdown
+
+    text = mapping_markdown()
+    assert text.count("\n") == len(MAPPING) + 2 and all(len(row) == 3 and all(row) for row in MAPPING)
+    for name in ("KTOTrainer", "desirable_weight", "undesirable_weight", "trl.experimental.orpo.ORPOTrainer",
+                 'importance_sampling_level="sequence"', 'loss_type="cispo"', "get_soft_overlong_punishment",
+                 "AsyncGRPOConfig.max_staleness", "vllm_importance_sampling_", 'train_sampling_strategy="sequential"'):
+        assert name in text, name
+    assert "|" not in "".join(cell.replace("\\|", "") for row in MAPPING for cell in row)  # no cell breaks the table
+
+
+def test_grpo_hands_trl_the_behaviour_correction_under_its_own_names():
+    b = translate(_cfg(vllm_importance_sampling_mode="token_truncate", vllm_importance_sampling_clip_min=0.5), "grpo")
+    assert b.config["vllm_importance_sampling_mode"] == "token_truncate"
+    assert (b.config["vllm_importance_sampling_clip_min"], b.config["vllm_importance_sampling_clip_max"]) == (0.5, 3.0)
+    assert b.config["vllm_importance_sampling_correction"] is True
