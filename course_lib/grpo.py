@@ -332,7 +332,9 @@ def train_grpo(
     updates; the worker draws from the random streams this process would have sampled with, so
     ``worker=True`` at K = 0 reproduces the synchronous trainer exactly (``worker`` defaults to
     K >= 1). Its rows add ``sampler_version``, ``staleness``, ``wait_seconds`` (the trainer
-    waiting for a batch) and the mismatch diagnostics; the result's ``loop`` says what ran.
+    waiting for a batch) and the mismatch diagnostics; the result's ``loop`` says what ran. Every row
+    has ``gen_cpu_seconds`` (CPU seconds of sampling and scoring: this process's, or the worker's for
+    this batch) and ``update_cpu_seconds``: the work done, whatever the machine's load.
     """
     set_threads(threads)
     if hasattr(task, "episodes"):  # an environment (environments.EnvTask): its token limit bounds a rollout
@@ -372,33 +374,38 @@ def train_grpo(
     cap = {"next": (state or {}).get("length_cap", cfg.max_completion_length)}  # the next step's generation cap
 
     def one_step(step: int) -> dict:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rollout = collect_rollouts(model, task, cfg, generator, reward_fn, max_length=cap["next"] if adaptive else None)
         stats = rollout["stats"]
         if adaptive:  # the cap of the next step, from this step's lengths (never below the longest right answer)
             cap["next"] = next_length_cap(rollout["lengths"], quantile=cfg.adaptive_length_quantile,
                                           margin=cfg.adaptive_length_margin, floor=task.answer_length,
                                           ceiling=cfg.max_completion_length)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         upd = update(rollout["batch"], step) if "batch" in rollout else skipped()
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         return {**stats, **upd, "update_seconds": t2 - t1, "other_seconds": (t1 - t0) - stats["gen_seconds"],
+                "gen_cpu_seconds": c1 - c0, "update_cpu_seconds": c2 - c1,
                 "tokens_per_second": stats["generated_tokens"] / max(stats["gen_seconds"], 1e-9)}
+
+    worker_cpu = {"last": 0.0}  # the worker's CPU seconds when it sent the previous batch (a forked child starts at 0)
 
     def one_async_step(step: int) -> dict:
         t0 = time.perf_counter()
         msg = sampler.next_batch(step)  # RolloutWorkerError (a StepFailed) if the worker failed
         rollout, version = msg["rollout"], msg["version"]
         stats = rollout["stats"]
-        t1 = time.perf_counter()
+        gen_cpu, worker_cpu["last"] = msg["cpu_seconds"] - worker_cpu["last"], msg["cpu_seconds"]
+        t1, c1 = time.perf_counter(), time.process_time()
         if "batch" in rollout:
             upd = update({**rollout["batch"], "sampler_version": version, "staleness": step - version}, step)
         else:
             upd = skipped()
         sampler.publish(model, step + 1)  # version step + 1, for the batch that needs it
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         return {**stats, **upd, "sampler_version": version, "staleness": step - version,
                 "wait_seconds": t1 - t0, "update_seconds": t2 - t1, "discarded_stale": sampler.discarded_stale,
+                "gen_cpu_seconds": gen_cpu, "update_cpu_seconds": c2 - c1,
                 "tokens_per_second": stats["generated_tokens"] / max(stats["gen_seconds"], 1e-9)}
 
     def state_dict() -> dict:
