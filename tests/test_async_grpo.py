@@ -327,4 +327,10 @@ def test_adaptive_length_off_is_todays_trainer_and_on_logs_its_cap(sft):
     tight, _, res = _grpo(sft, steps=3, saved=saved, adaptive_length_quantile=0.5, adaptive_length_margin=0)
     caps = [r["length_cap"] for r in tight]
     assert caps[0] == L and all(task.answer_length <= c <= L for c in caps)
-    assert res["loop"]["length_caps"]["min"] == min(caps) and "length_cap" in saved[-1][1]
+    assert res["loop"]["length_caps"]["min"] == min(caps)
+    step, trainer_state, seconds, weights = saved[0]  # after step 2: the cap step 3 must use
+    assert step == 2 and trainer_state["length_cap"] == caps[2]
+    trainer_state["length_cap"] = L - 1  # a resumed run generates with the checkpoint's cap, not L_max
+    resumed, _, _ = _grpo(sft, steps=3, start=weights, state={"step": step, "seconds": seconds, **trainer_state},
+                          adaptive_length_quantile=0.5, adaptive_length_margin=0)
+    assert [r["length_cap"] for r in resumed] == [L - 1]
