@@ -345,8 +345,8 @@ print(f"work done: {cpu_sync:.1f} CPU s synchronous, {cpu_k1:.1f} CPU s at K = 1
 # %% [markdown]
 # The scope of that sentence: the gain needs **two idle cores** — one for the worker, one for the trainer.
 # On a machine whose cores are busy with other work, the two processes take turns and the wall-clock
-# gain vanishes; CPU seconds, which this notebook measures, are what stays true on any machine. (The
-# benchmark measures steps per wall-clock second on an idle machine.) At production scale the split is far
+# gain vanishes; CPU seconds, which this notebook measures, are what stays true on any machine.
+# (`benchmarks/tinygpt_async.py` measures steps per wall-clock second, for an idle machine.) At production scale the split is far
 # more lopsided — [the budgets notebook](05_memory_and_rollout_budgets.ipynb) put generation near 39× the
 # update for long answers — which is why every production engine overlaps the two, and why they must then
 # control staleness.

@@ -5,7 +5,8 @@ start, fewer RL steps. CI checks that every cell runs, that nothing is written t
 like a warning, and reads values back from the kernel to assert each notebook's lesson on its FAST
 run: SFT learns the task (>= 30% held-out), DPO lifts it (06), GRPO lifts it by >= 10 points (07),
 the frontier is not flat (02b), the hack appears (08), the reward model beats chance, best-of-N
-peaks above N = 1 and the proxy rises under PPO (08b).
+peaks above N = 1 and the proxy rises under PPO (08b), the mismatch KL grows with staleness and a
+mismatched sampler shows one at K = 0 (12).
 
 The notebooks share one SFT start (``course_lib.starts``); ``shared_sft_start`` builds it once per
 test session in a folder both pytest-xdist workers see (the cache's lock makes a second worker wait
