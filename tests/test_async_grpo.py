@@ -334,3 +334,15 @@ def test_adaptive_length_off_is_todays_trainer_and_on_logs_its_cap(sft):
     resumed, _, _ = _grpo(sft, steps=3, start=weights, state={"step": step, "seconds": seconds, **trainer_state},
                           adaptive_length_quantile=0.5, adaptive_length_margin=0)
     assert [r["length_cap"] for r in resumed] == [L - 1]
+
+
+def test_the_trl_bridge_says_trl_has_neither_new_knob():
+    from course_lib import trl_bridge
+
+    cfg = get_config("test")
+    options = [u.option for u in trl_bridge.translate(cfg, "grpo").unmatched]
+    assert "grpo.sampler_temperature" not in options and "grpo.adaptive_length_quantile" not in options
+    cfg.grpo.sampler_temperature, cfg.grpo.adaptive_length_quantile = 2.0, 0.9
+    found = {u.option: u for u in trl_bridge.translate(cfg, "grpo").unmatched}
+    assert "deliberate fault" in found["grpo.sampler_temperature"].trl_does
+    assert "max_completion_length=" in found["grpo.adaptive_length_quantile"].trl_does
