@@ -52,6 +52,10 @@ HELP = {
                          "1 reward (0 = off)",
     "max_staleness": "K >= 0: a rollout worker process samples batch s with the weights of step s-K (0: synchronous)",
     "vllm_importance_sampling_clip_min": "a number, or none",
+    "sampler_temperature": "a deliberately mismatched sampler: sample at this temperature, log-probs at --temperature "
+                           "(none: the same)",
+    "adaptive_length_quantile": "q in (0, 1]: the next step generates at most the q-quantile of this step's lengths + "
+                                "--adaptive-length-margin tokens (none: off)",
     "vllm_importance_sampling_clip_max": "a number, or none",
 }
 

@@ -29,6 +29,11 @@ diagnostics a dashboard shows: the KL between behaviour and old policy (k3 on th
 tokens, which the behaviour policy drew), the effective sample size of the weights, and the
 share of tokens capped or masked.
 
+``mismatched_sampler`` and ``sampler_entry`` describe a *deliberately* mismatched sampler
+(``GRPOConfig.sampler_temperature``: no TRL name, since TRL never mismatches on purpose): it samples
+at another temperature than the trainer's log-probs assume, so π_behaviour ≠ π_old with the same
+weights, at K = 0 — the precision and kernel gaps of a vLLM sampler, made large enough to see.
+
 Simplification: TRL's ``use_bias_correction_kl`` (the KL term reweighted by ρ) is not
 implemented; the KL term to the reference is not multiplied by w (TRL does not either).
 """
@@ -112,3 +117,23 @@ def mismatch(old_logps, sampler_logps, mask, weights, outside) -> dict:
     ess = w.sum() ** 2 / ((w**2).sum() * unit_mask.sum()).clamp(min=1e-30)
     clipped = (outside.to(m.dtype) * m).sum() / tokens
     return {"mismatch_kl": kl, "is_ess": ess, "is_clipped_fraction": clipped}
+
+
+def mismatched_sampler(cfg) -> bool:
+    """Does the sampler sample at another temperature than the trainer's log-probs assume (``sampler_temperature``)?
+
+    A deliberate fault with no TRL name: in production the sampler (vLLM, bf16 kernels, another
+    batch order) and the trainer disagree a little even with the same weights; here the gap is made
+    on purpose and large enough to see, with the same weights, at K = 0.
+    """
+    return cfg.sampler_temperature is not None and float(cfg.sampler_temperature) != float(cfg.temperature)
+
+
+def sampler_entry(cfg) -> str:
+    """The passport's ``systems.sampler``: does the sampler draw from the distribution the trainer's log-probs assume?"""
+    if mismatched_sampler(cfg):
+        fix = (f"corrected by pi_old/pi_behaviour ({cfg.vllm_importance_sampling_mode})"
+               if cfg.vllm_importance_sampling_correction else "not corrected")
+        return (f"deliberately mismatched: samples at temperature {cfg.sampler_temperature}, the trainer's log-probs "
+                f"at temperature {cfg.temperature}; {fix}")
+    return f"matched: samples at the trainer's temperature {cfg.temperature}"

@@ -46,6 +46,10 @@ sequence                    ``="sequence"``                      completion (TRL
                             ``max_completion_len=L_max,``        added to the checker's reward
                             ``soft_punish_cache=C)``
 ``max_staleness``           ``AsyncGRPOConfig.max_staleness``    K: rollouts sampled K steps behind (async)
+``sampler_temperature``     (none: a deliberate fault)           the sampler's temperature, when it differs
+                                                                 from the one the trainer's log-probs assume
+``adaptive_length_quantile`` (none)                              next step's generation cap: a quantile of
+``adaptive_length_margin``                                       this step's lengths + margin
 ``vllm_importance_sampling  ``vllm_importance_sampling_*``       the behaviour correction π_old/π_behaviour
 _correction``, ``_mode``,                                        of stale rollouts (``course_lib.behaviour``)
 ``_clip_min``, ``_clip_max``
@@ -217,6 +221,14 @@ class GRPOConfig:
     vllm_importance_sampling_mode: str = "sequence_mask"  # token_truncate | token_mask | sequence_truncate | sequence_mask
     vllm_importance_sampling_clip_min: float | None = None  # C_min (None: no lower bound)
     vllm_importance_sampling_clip_max: float | None = 3.0  # C_max (None: no upper bound)
+    # A deliberately mismatched sampler (no TRL name): sample at this temperature while the trainer's
+    # log-probs assume ``temperature`` (None: the same). Shows why the behaviour correction exists.
+    sampler_temperature: float | None = None
+    # Adaptive completion length (no TRL name): the next step generates at most the q-quantile of this
+    # step's completion lengths + adaptive_length_margin tokens, never fewer than the longest right answer
+    # + <eos>, never more than max_completion_length (None: off, every step generates up to L_max).
+    adaptive_length_quantile: float | None = None
+    adaptive_length_margin: int = 1
 
     def __post_init__(self) -> None:
         self.check()
@@ -493,6 +505,19 @@ def check_staleness(g: GRPOConfig) -> None:
                          f"{g.vllm_importance_sampling_correction!r}")
     check_bounds(g.vllm_importance_sampling_mode, g.vllm_importance_sampling_clip_min,
                  g.vllm_importance_sampling_clip_max, prefix="grpo.")
+    t = g.sampler_temperature
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
+        raise ValueError(f"grpo.sampler_temperature must be None (sample at grpo.temperature) or a number > 0 (a "
+                         f"deliberately mismatched sampler); got {t!r}")
+    q, margin = g.adaptive_length_quantile, g.adaptive_length_margin
+    if q is not None and (isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q <= 1):
+        raise ValueError(f"grpo.adaptive_length_quantile must be None (off) or a number in (0, 1] (the quantile of "
+                         f"the last step's completion lengths); got {q!r}")
+    if isinstance(margin, bool) or not isinstance(margin, int) or margin < 0:
+        raise ValueError(f"grpo.adaptive_length_margin must be an integer >= 0 (tokens above the quantile); got {margin!r}")
+    if q is not None and K > 0:
+        raise ValueError(f"grpo.adaptive_length_quantile needs the synchronous loop (grpo.max_staleness=0): the rollout "
+                         f"worker samples ahead of the lengths it would read; got max_staleness={K}")
 
 
 def validate(cfg: RunConfig) -> RunConfig:

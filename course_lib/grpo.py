@@ -31,6 +31,16 @@ Simplifications, said out loud (nanochat-style):
   (``course_lib.rollout_worker``) that samples batch s with the weights of step s − K while the
   trainer updates; the behaviour correction π_old/π_behaviour (``course_lib.behaviour``, TRL's
   ``vllm_importance_sampling_*``) is kept apart from PPO's π_θ/π_old.
+- ``sampler_temperature`` (no TRL name) is a deliberately mismatched sampler: it samples at
+  another temperature than the trainer's log-probs assume, so the behaviour correction has work
+  to do at K = 0 (``behaviour.mismatched_sampler``).
+- ``adaptive_length_quantile`` (no TRL name) is the smallest honest adaptive completion length:
+  the synchronous loop caps the next step's generation at a quantile of this step's completion
+  lengths plus ``adaptive_length_margin``, never below the longest right answer plus ``<eos>``
+  (``task.answer_length``) and never above ``max_completion_length``
+  (``rollout.next_length_cap``); batches are padded back to L_max, so the loss is unchanged.
+  Off (None), every step generates up to L_max exactly as before. On this task generation
+  already stops when every row has ended, so the cap saves only the steps where a row rambles.
 - With μ = 1 the old log-probs *are* the current ones (detached), as in TRL: ρ = 1 and the
   clip is inactive on the first and only pass. For μ > 1 the first epoch's own log-probs,
   detached, are the old ones (the weights have not moved yet), so no extra forward is spent.
@@ -61,7 +71,7 @@ import torch
 
 from course_lib import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
-from course_lib.behaviour import behaviour_weights, mismatch
+from course_lib.behaviour import behaviour_weights, mismatch, mismatched_sampler, sampler_entry
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
@@ -74,7 +84,7 @@ from course_lib.policy_loss import (
     sequence_ratio,
 )
 from course_lib.rewards import OverlongShaped, resolve_reward
-from course_lib.rollout import collect_rollouts, sequence_logprobs
+from course_lib.rollout import collect_rollouts, next_length_cap, sequence_logprobs
 from course_lib.rollout_worker import RolloutWorker
 from course_lib.runtime import (
     DEFAULT_THREADS,
@@ -183,7 +193,10 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     effective sample size, share capped or masked) on the rows it computes, and when
     ``staleness > 0`` and ``vllm_importance_sampling_correction`` each token's objective is
     multiplied by the bounded π_old/π_behaviour (``behaviour.behaviour_weights``), every epoch.
-    At staleness 0 the sampler ran π_old's own weights: the weight is 1 and is not applied. The
+    At staleness 0 the sampler ran π_old's own weights: the weight is 1 and is not applied. A
+    deliberately mismatched sampler (``cfg.sampler_temperature`` ≠ ``cfg.temperature``,
+    ``mismatched_sampler``) samples from another distribution than the one whose log-probs the
+    trainer computes: the mismatch is measured, and corrected, at every staleness, K = 0 included. The
     logged-only KL shortcut above then reads the *sampler's* log-probs: with staleness > 0 the
     logged ``kl`` is the sampler's KL to the reference, K steps old.
 
@@ -207,8 +220,10 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     rows = sparse_rows(batch, cfg, ref_model, device)  # None: every row goes through the model
     old_logps = adv = weights = None
     asynchronous = "sampler_version" in batch
-    correct = asynchronous and batch["staleness"] > 0 and cfg.vllm_importance_sampling_correction
-    diagnostics = dict.fromkeys(("mismatch_kl", "is_ess", "is_clipped_fraction")) if asynchronous else {}
+    mismatched = mismatched_sampler(cfg)  # a deliberately mismatched sampler: π_behaviour ≠ π_old at any staleness
+    behaviour = asynchronous or mismatched  # the sampler's log-probs are another policy's: measure the mismatch
+    correct = cfg.vllm_importance_sampling_correction and (mismatched or (asynchronous and batch["staleness"] > 0))
+    diagnostics = dict.fromkeys(("mismatch_kl", "is_ess", "is_clipped_fraction")) if behaviour else {}
     kl_value, losses = None, []
     if rows is not None and ref_logps is not None:  # logged only: every row's KL, from the sampler's log-probs
         kl_value = logged_kl(batch["sampler_logps"].to(device), ref_logps, cmask[:, prompt_length:].float(),
@@ -232,7 +247,7 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                         rewards = kl_shaped_rewards(rewards.flatten(), old_logps, ref_logps, mask, beta=cfg.beta,
                                                     estimator=cfg.kl_estimator, validate=validate).view_as(rewards)
                 adv = sel(compute_advantages(rewards, cfg.advantage, validate=validate).flatten())
-                if asynchronous:  # π_old / π_behaviour: measured always, applied when the sampler was stale
+                if behaviour:  # π_old / π_behaviour: measured always, applied when the sampler was stale or mismatched
                     sampler_logps = sel(batch["sampler_logps"].to(device))
                     weights, outside = behaviour_weights(
                         old_logps, sampler_logps, mask, cfg.vllm_importance_sampling_mode,
@@ -317,7 +332,9 @@ def train_grpo(
     updates; the worker draws from the random streams this process would have sampled with, so
     ``worker=True`` at K = 0 reproduces the synchronous trainer exactly (``worker`` defaults to
     K >= 1). Its rows add ``sampler_version``, ``staleness``, ``wait_seconds`` (the trainer
-    waiting for a batch) and the mismatch diagnostics; the result's ``loop`` says what ran.
+    waiting for a batch) and the mismatch diagnostics; the result's ``loop`` says what ran. Every row
+    has ``gen_cpu_seconds`` (CPU seconds of sampling and scoring: this process's, or the worker's for
+    this batch) and ``update_cpu_seconds``: the work done, whatever the machine's load.
     """
     set_threads(threads)
     if hasattr(task, "episodes"):  # an environment (environments.EnvTask): its token limit bounds a rollout
@@ -350,34 +367,51 @@ def train_grpo(
     def skipped() -> dict:  # every group was dropped: nothing to learn from this step
         return {"loss": 0.0, "clip_fraction": 0.0, "kl": None, "skipped": 1}
 
+    adaptive = cfg.adaptive_length_quantile is not None
+    if adaptive and hasattr(task, "episodes"):
+        raise ValueError("grpo.adaptive_length_quantile is for plain completions; with an environment the episode's "
+                         "token limit bounds a rollout (set adaptive_length_quantile=None)")
+    cap = {"next": (state or {}).get("length_cap", cfg.max_completion_length)}  # the next step's generation cap
+
     def one_step(step: int) -> dict:
-        t0 = time.perf_counter()
-        rollout = collect_rollouts(model, task, cfg, generator, reward_fn)
+        t0, c0 = time.perf_counter(), time.process_time()
+        rollout = collect_rollouts(model, task, cfg, generator, reward_fn, max_length=cap["next"] if adaptive else None)
         stats = rollout["stats"]
-        t1 = time.perf_counter()
+        if adaptive:  # the cap of the next step, from this step's lengths (never below the longest right answer)
+            cap["next"] = next_length_cap(rollout["lengths"], quantile=cfg.adaptive_length_quantile,
+                                          margin=cfg.adaptive_length_margin, floor=task.answer_length,
+                                          ceiling=cfg.max_completion_length)
+        t1, c1 = time.perf_counter(), time.process_time()
         upd = update(rollout["batch"], step) if "batch" in rollout else skipped()
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         return {**stats, **upd, "update_seconds": t2 - t1, "other_seconds": (t1 - t0) - stats["gen_seconds"],
+                "gen_cpu_seconds": c1 - c0, "update_cpu_seconds": c2 - c1,
                 "tokens_per_second": stats["generated_tokens"] / max(stats["gen_seconds"], 1e-9)}
+
+    worker_cpu = {"last": 0.0}  # the worker's CPU seconds when it sent the previous batch (a forked child starts at 0)
 
     def one_async_step(step: int) -> dict:
         t0 = time.perf_counter()
         msg = sampler.next_batch(step)  # RolloutWorkerError (a StepFailed) if the worker failed
         rollout, version = msg["rollout"], msg["version"]
         stats = rollout["stats"]
-        t1 = time.perf_counter()
+        gen_cpu, worker_cpu["last"] = msg["cpu_seconds"] - worker_cpu["last"], msg["cpu_seconds"]
+        t1, c1 = time.perf_counter(), time.process_time()
         if "batch" in rollout:
             upd = update({**rollout["batch"], "sampler_version": version, "staleness": step - version}, step)
         else:
             upd = skipped()
         sampler.publish(model, step + 1)  # version step + 1, for the batch that needs it
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         return {**stats, **upd, "sampler_version": version, "staleness": step - version,
                 "wait_seconds": t1 - t0, "update_seconds": t2 - t1, "discarded_stale": sampler.discarded_stale,
+                "gen_cpu_seconds": gen_cpu, "update_cpu_seconds": c2 - c1,
                 "tokens_per_second": stats["generated_tokens"] / max(stats["gen_seconds"], 1e-9)}
 
     def state_dict() -> dict:
         out = {"optimizer": opt.state_dict()}
+        if adaptive:
+            out["length_cap"] = cap["next"]
         if sampler is not None:
             out["sampler"] = sampler.state()
         return out
@@ -410,11 +444,15 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
                worker_cpu_seconds: float | None) -> dict:
     """The passport's and summary's account of the loop that ran (placement, loop, staleness, CPU seconds)."""
     K = cfg.max_staleness
+    caps = [r["length_cap"] for r in rows if "length_cap" in r]
+    extra = {"sampler": sampler_entry(cfg)}
+    if caps:
+        extra["length_caps"] = {"min": min(caps), "max": max(caps), "mean": sum(caps) / len(caps)}
     if not asynchronous:
         return {"placement": "colocated: one process, generation and training share the weights",
                 "loop": "synchronous (generate, then update)",
                 "staleness": "none beyond the inner epochs on one rollout",
-                "max_staleness": 0, "trainer_cpu_seconds": trainer_cpu_seconds}
+                "max_staleness": 0, "trainer_cpu_seconds": trainer_cpu_seconds, **extra}
     seen = [r["staleness"] for r in rows if r.get("staleness") is not None]
     if cfg.vllm_importance_sampling_correction:
         correction = (f"behaviour correction pi_old/pi_behaviour: {cfg.vllm_importance_sampling_mode}, "
@@ -429,7 +467,7 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
                           f"(mean {sum(seen) / max(len(seen), 1):.2f} over this run's {len(seen)} steps); {correction}"),
             "max_staleness": K, "staleness_per_step": seen,
             "discarded_stale": rows[-1].get("discarded_stale", 0) if rows else 0,
-            "trainer_cpu_seconds": trainer_cpu_seconds, "worker_cpu_seconds": worker_cpu_seconds}
+            "trainer_cpu_seconds": trainer_cpu_seconds, "worker_cpu_seconds": worker_cpu_seconds, **extra}
 
 
 @register("grpo", completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True)

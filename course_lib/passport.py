@@ -10,6 +10,7 @@ not from the code path taken; the tests check that the options it names are the 
 
 from __future__ import annotations
 
+from course_lib.behaviour import sampler_entry
 from course_lib.configs import RunConfig
 from course_lib.ppo import critic_passport
 from course_lib.reward_model import LABELLING_RULE, passport_fields
@@ -181,8 +182,10 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
         out["systems"].update(placement="two processes: a rollout worker samples, the trainer updates",
                               loop=f"asynchronous, max_staleness={g.max_staleness}",
                               staleness=f"rollouts up to {g.max_staleness} optimiser steps old")
+    if kind == "grpo":
+        out["systems"]["sampler"] = sampler_entry(g)
     if loop is not None:  # what actually ran
-        out["systems"].update({k: loop[k] for k in ("placement", "loop", "staleness")})
+        out["systems"].update({k: loop[k] for k in ("placement", "loop", "staleness", "sampler") if k in loop})
     if utilisation is not None:  # on CUDA: course_lib.utilisation.mfu_entry (FLOPs, seconds, peak, MFU)
         out["systems"]["mfu"] = utilisation
     if kind == "grpo":
@@ -193,7 +196,10 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             "kl_placement_and_coefficient": kl,
             "rollout_freshness": (f"fresh every step; mu={g.num_iterations}" if g.max_staleness == 0 else
                                   f"sampled max_staleness={g.max_staleness} steps behind; mu={g.num_iterations}"),
-            "prompt_difficulty_and_length": f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); max_completion_length={g.max_completion_length}",
+            "prompt_difficulty_and_length": f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); max_completion_length={g.max_completion_length}"
+                                            + ("" if g.adaptive_length_quantile is None else
+                                               f"; adaptive cap: the {g.adaptive_length_quantile} quantile of the last "
+                                               f"step's lengths + {g.adaptive_length_margin}"),
         }
     if cfg.task.env:  # §16: the environment is part of the training specification
         from course_lib.environments import EpisodeLimits

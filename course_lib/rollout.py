@@ -207,7 +207,40 @@ def score_groups(reward_fn, pairs, roll: Rollout, num_generations: int, *, score
     return out._replace(rewards=rewards) if scored else rewards
 
 
-def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator, reward_fn) -> dict:
+def next_length_cap(lengths, *, quantile: float, margin: int, floor: int, ceiling: int) -> int:
+    """The adaptive completion length: the next step's generation cap from this step's completion lengths.
+
+    ``ceil(q-quantile of lengths) + margin``, never below ``floor`` (the longest right answer plus
+    ``<eos>``: no right answer is ever cut) and never above ``ceiling`` (``max_completion_length``).
+    Lengths count completion tokens up to and including ``<eos>``; a truncated completion counts
+    the cap it hit, so with ``margin >= 1`` a cap that cut answers grows back by ``margin`` per step.
+    """
+    if floor > ceiling:
+        raise ValueError(f"floor ({floor}) must be <= ceiling ({ceiling}): max_completion_length cannot hold the "
+                         "longest right answer")
+    values = torch.as_tensor(lengths, dtype=torch.float64).flatten()
+    if values.numel() == 0:
+        return ceiling
+    q = math.ceil(float(torch.quantile(values, quantile)) - 1e-9)
+    return int(min(ceiling, max(floor, q + margin)))
+
+
+def _pad_to(roll: Rollout, length: int, pad_token_id: int) -> Rollout:
+    """``roll`` with its completions right-padded to ``length`` tokens (pad, zero masks): batches keep one width."""
+    extra = length - roll.completions.shape[1]
+    if extra <= 0:
+        return roll
+
+    def pad(t, value):
+        return None if t is None else torch.nn.functional.pad(t, (0, extra), value=value)
+
+    return Rollout(pad(roll.input_ids, pad_token_id), pad(roll.attention_mask, 0), pad(roll.completion_mask, 0),
+                   pad(roll.completions, pad_token_id), roll.truncated, roll.seconds, pad(roll.entropy, 0.0),
+                   pad(roll.logps, 0.0), roll.episodes)
+
+
+def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator, reward_fn, *,
+                     max_length: int | None = None) -> dict:
     """Sample, score and filter one batch of B groups according to ``cfg.zero_variance``.
 
     ``cfg`` needs ``batch_prompts``, ``num_generations``, ``max_completion_length``,
@@ -226,16 +259,25 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
     reward reports them (a checker: ``rewards.CheckerReward``), ``verifier_failures`` (count)
     and ``verifier_failure_rate`` over every sampled row, and ``overlong_penalty`` (mean) when
     it is shaped (``rewards.OverlongShaped``).
+
+    ``max_length`` (the adaptive completion length, ``next_length_cap``) caps this batch's generation
+    below ``cfg.max_completion_length``; completions are padded back to ``cfg.max_completion_length``
+    so every batch has one width (a constant unit still divides by L_max). ``stats["length_cap"]`` is
+    the cap used and the result's ``"lengths"`` every sampled completion's length. A config's
+    ``sampler_temperature`` (GRPO's deliberately mismatched sampler) replaces ``cfg.temperature`` for
+    sampling only: ``sampler_logps`` are then the log-probs at the sampler's temperature.
     """
     G, B = cfg.num_generations, cfg.batch_prompts
+    cap = cfg.max_completion_length if max_length is None else max_length
+    temperature = getattr(cfg, "sampler_temperature", None) or cfg.temperature
     gen_seconds, groups_sampled, rounds = 0.0, 0, 0
     used, spare = [], []  # (roll, group index, rewards, pair): groups in the batch; degenerate ones dropped
     all_rewards, all_truncated, all_lengths, all_entropy, zero_var, episodes = [], [], [], [], [], []
     failures, penalties = [], []  # per sampled row, when the reward reports them
     while True:
         pairs = task.sample_pairs(B, generator)
-        roll = sample_groups(model, task, pairs, num_generations=G, max_completion_length=cfg.max_completion_length,
-                             temperature=cfg.temperature)
+        roll = sample_groups(model, task, pairs, num_generations=G, max_completion_length=cap, temperature=temperature)
+        roll = _pad_to(roll, cfg.max_completion_length, task.tokenizer.pad_token_id)
         gen_seconds += roll.seconds
         scored = score_groups(reward_fn, pairs, roll, G, scored=True)
         rewards = scored.rewards
@@ -270,6 +312,8 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
         "generated_tokens": int(lengths.sum()),
         "entropy": float(torch.stack(all_entropy).sum() / lengths.sum()),
     }
+    if max_length is not None:  # the adaptive completion length: the cap this batch was sampled with
+        stats["length_cap"] = cap
     if episodes:  # with an environment: what the dashboard shows about tool use (§16)
         from course_lib.environments import episode_stats
 
@@ -281,7 +325,7 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
     if penalties:  # DAPO's overlong shaping (rewards.OverlongShaped), mean over every sampled row
         stats["overlong_penalty"] = float(torch.cat(penalties).mean())
     if not used:
-        return {"stats": stats}
+        return {"stats": stats, "lengths": lengths}
     groups = used  # dropped groups leave the batch (and every denominator)
 
     def gather(field):
@@ -297,7 +341,7 @@ def collect_rollouts(model, task: AdditionTask, cfg, generator: torch.Generator,
         "rewards": to_device(torch.stack([r for _, _, r, _, _ in groups]), device),  # pinned, non-blocking
         "informative": [informative for *_, informative in groups],
     }
-    return {"stats": stats, "batch": batch, "pairs": [p for _, _, _, p, _ in groups]}
+    return {"stats": stats, "batch": batch, "pairs": [p for _, _, _, p, _ in groups], "lengths": lengths}
 
 
 @torch.no_grad()

@@ -74,6 +74,17 @@ SOURCES: dict[str, Source] = {
                    "rollout workers, asynchronous and one-step-off training", kind="software", year=2026),
     "nemo_rl": Source("NVIDIA", "NeMo RL", "https://github.com/NVIDIA-NeMo/RL",
                       "trajectory age limits, multi-node RL", kind="software", year=2026),
+    "areal": Source("Fu et al.", "AReaL: A Large-Scale Asynchronous Reinforcement Learning System for Language Reasoning",
+                    "https://arxiv.org/abs/2505.24298", "fully asynchronous rollouts with bounded staleness "
+                    "(max_head_offpolicyness)", lecture=False),
+    "pipelinerl": Source("Piché et al.", "PipelineRL: Faster On-policy Reinforcement Learning for Long Sequence Generation",
+                         "https://arxiv.org/abs/2509.19128", "in-flight weight updates during generation", lecture=False),
+    "prime_rl": Source("Prime Intellect", "prime-rl: asynchronous RL at scale", "https://github.com/PrimeIntellect-ai/prime-rl",
+                       "an orchestrator that lets rollouts run max_async_level steps ahead", lecture=False,
+                       kind="software", year=2025),
+    "trl": Source("von Werra et al.", "TRL: Transformer Reinforcement Learning", "https://github.com/huggingface/trl",
+                  "GRPOTrainer, its async GRPO (max_staleness) and the vllm_importance_sampling_* correction",
+                  lecture=False, kind="software", year=2026),
     "nemo_gym": Source("NVIDIA", "NeMo Gym", "https://docs.nvidia.com/nemo/gym",
                        "environments as data + harness + tools + verifier", kind="software", year=2026),
 }

@@ -301,6 +301,15 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
             "GRPOTrainer samples synchronously; TRL's asynchronous trainer is experimental.async_grpo."
             "AsyncGRPOTrainer (a vLLM server) with AsyncGRPOConfig.max_staleness, which drops samples older than K "
             "instead of sampling at a fixed lag; vllm_importance_sampling_* act only with use_vllm=True"))
+    if g.sampler_temperature is not None and g.sampler_temperature != g.temperature:
+        unmatched.append(Unmatched(
+            "grpo.sampler_temperature", g.sampler_temperature,
+            "a deliberate fault with no TRL option: TRL samples at temperature and scores at the same one; its "
+            "vllm_importance_sampling_* correct the small sampler/trainer gap of a vLLM server"))
+    if g.adaptive_length_quantile is not None:
+        unmatched.append(Unmatched(
+            "grpo.adaptive_length_quantile", g.adaptive_length_quantile,
+            f"no TRL option: GRPOTrainer generates up to max_completion_length={g.max_completion_length} every step"))
     if g.zero_variance != "keep":
         unmatched.append(Unmatched("grpo.zero_variance", g.zero_variance,
                                    "TRL keeps zero-variance groups (zero advantage); no drop or dynamic resampling"))

@@ -16,12 +16,16 @@ import signal
 import psutil
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from course_lib import rewards
 from course_lib.__main__ import main
 from course_lib.configs import get_config, validate
 from course_lib.grpo import train_grpo
+from course_lib.passport import passport
 from course_lib.pipeline import rl_generator, run, sft_policy
+from course_lib.rollout import next_length_cap
 from course_lib.rollout_worker import RolloutWorkerError
 from course_lib.runtime import Interrupted, MetricsLog, stop_on_interrupt
 
@@ -247,3 +251,98 @@ def test_cli_sets_the_correction_and_none_removes_a_bound():
     g = cfg.grpo
     assert (g.max_staleness, g.vllm_importance_sampling_mode) == (2, "token_mask")
     assert (g.vllm_importance_sampling_clip_min, g.vllm_importance_sampling_clip_max) == (0.5, None)
+
+
+# --- a deliberately mismatched sampler and the adaptive completion length (issue 24, items 3-4) ---
+
+def test_a_mismatched_sampler_is_measured_and_corrected_at_k0(sft):
+    plain, _, _ = _grpo(sft, steps=3)
+    hot, _, res = _grpo(sft, steps=3, sampler_temperature=2.0)
+    raw, _, _ = _grpo(sft, steps=3, sampler_temperature=2.0, vllm_importance_sampling_correction=False)
+    same, _, _ = _grpo(sft, steps=3, sampler_temperature=1.0)  # equal to the trainer's temperature: no mismatch
+    assert _plain(same) == _plain(plain) and "mismatch_kl" not in plain[0]
+    assert "staleness" not in hot[0] and res["loop"]["loop"].startswith("synchronous")  # K = 0, one process
+    learned = [r for r in hot if r["skipped"] == 0 and r["mismatch_kl"] is not None]
+    assert learned and min(r["mismatch_kl"] for r in learned) > 0.05  # temperature 2 vs 1: a large KL at K = 0
+    assert all(0 < r["is_ess"] < 1 for r in learned)
+    i = hot.index(learned[0])  # the first step with a gradient: until then both runs drew the same samples
+    assert hot[i]["reward_mean"] == raw[i]["reward_mean"] and hot[i]["loss"] != raw[i]["loss"]  # reweighted
+    assert "mismatch_kl" in raw[i] and raw[i]["mismatch_kl"] == hot[i]["mismatch_kl"]  # measured, not applied
+    assert res["loop"]["sampler"].startswith("deliberately mismatched: samples at temperature 2.0")
+    cfg = get_config("test")
+    cfg.grpo.sampler_temperature = 2.0
+    assert "temperature 2.0" in passport(cfg, "grpo")["systems"]["sampler"]
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("sampler_temperature", 0.0, r"grpo.sampler_temperature must be None .* or a number > 0"),
+    ("sampler_temperature", "hot", r"grpo.sampler_temperature must be None"),
+    ("adaptive_length_quantile", 0.0, r"grpo.adaptive_length_quantile must be None \(off\) or a number in \(0, 1\]"),
+    ("adaptive_length_quantile", 1.5, r"grpo.adaptive_length_quantile must be None"),
+    ("adaptive_length_margin", -1, r"grpo.adaptive_length_margin must be an integer >= 0"),
+    ("adaptive_length_margin", 1.5, r"grpo.adaptive_length_margin must be an integer >= 0"),
+])
+def test_the_new_knobs_are_refused_by_name(field, value, match):
+    cfg = get_config("test")
+    setattr(cfg.grpo, field, value)
+    with pytest.raises(ValueError, match=match):
+        validate(cfg)
+
+
+def test_the_adaptive_length_needs_the_synchronous_loop():
+    with pytest.raises(ValueError, match=r"adaptive_length_quantile needs the synchronous loop .*max_staleness=1"):
+        dataclasses.replace(get_config("test").grpo, adaptive_length_quantile=0.9, max_staleness=1)
+
+
+def test_next_length_cap_on_hand_made_lengths():
+    # quantile 0.5 of [3, 3, 4, 6] is 3.5 -> 4, + 1
+    assert next_length_cap([3, 3, 4, 6], quantile=0.5, margin=1, floor=4, ceiling=6) == 5
+    assert next_length_cap([2, 2, 2], quantile=0.9, margin=0, floor=4, ceiling=6) == 4  # never below the right answer
+    assert next_length_cap([6, 6, 6], quantile=1.0, margin=2, floor=4, ceiling=6) == 6  # never above L_max
+    assert next_length_cap([], quantile=0.9, margin=1, floor=4, ceiling=6) == 6
+    with pytest.raises(ValueError, match=r"floor \(7\) must be <= ceiling \(6\)"):
+        next_length_cap([3], quantile=0.9, margin=1, floor=7, ceiling=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=40), st.floats(0.01, 1.0), st.integers(0, 4),
+       st.integers(1, 12), st.integers(0, 8))
+def test_next_length_cap_never_cuts_a_right_answer(lengths, q, margin, floor, extra):
+    ceiling = floor + extra
+    cap = next_length_cap(lengths, quantile=q, margin=margin, floor=floor, ceiling=ceiling)
+    assert floor <= cap <= ceiling  # every right answer (at most floor tokens with <eos>) fits
+    if q == 1.0:
+        assert cap >= min(max(lengths), ceiling)  # q = 1: no sampled length is cut
+
+
+def test_adaptive_length_off_is_todays_trainer_and_on_logs_its_cap(sft):
+    cfg, task, _ = sft
+    L = cfg.grpo.max_completion_length
+    plain, _, _ = _grpo(sft, steps=3)
+    wide, _, _ = _grpo(sft, steps=3, adaptive_length_quantile=1.0, adaptive_length_margin=L)  # the cap is always L_max
+    assert "length_cap" not in plain[0]
+    assert [r["length_cap"] for r in wide] == [L] * 3
+    assert [{k: v for k, v in r.items() if k != "length_cap"} for r in _plain(wide)] == _plain(plain)
+    saved = []
+    tight, _, res = _grpo(sft, steps=3, saved=saved, adaptive_length_quantile=0.5, adaptive_length_margin=0)
+    caps = [r["length_cap"] for r in tight]
+    assert caps[0] == L and all(task.answer_length <= c <= L for c in caps)
+    assert res["loop"]["length_caps"]["min"] == min(caps)
+    step, trainer_state, seconds, weights = saved[0]  # after step 2: the cap step 3 must use
+    assert step == 2 and trainer_state["length_cap"] == caps[2]
+    trainer_state["length_cap"] = L - 1  # a resumed run generates with the checkpoint's cap, not L_max
+    resumed, _, _ = _grpo(sft, steps=3, start=weights, state={"step": step, "seconds": seconds, **trainer_state},
+                          adaptive_length_quantile=0.5, adaptive_length_margin=0)
+    assert [r["length_cap"] for r in resumed] == [L - 1]
+
+
+def test_the_trl_bridge_says_trl_has_neither_new_knob():
+    from course_lib import trl_bridge
+
+    cfg = get_config("test")
+    options = [u.option for u in trl_bridge.translate(cfg, "grpo").unmatched]
+    assert "grpo.sampler_temperature" not in options and "grpo.adaptive_length_quantile" not in options
+    cfg.grpo.sampler_temperature, cfg.grpo.adaptive_length_quantile = 2.0, 0.9
+    found = {u.option: u for u in trl_bridge.translate(cfg, "grpo").unmatched}
+    assert "deliberate fault" in found["grpo.sampler_temperature"].trl_does
+    assert "max_completion_length=" in found["grpo.adaptive_length_quantile"].trl_does

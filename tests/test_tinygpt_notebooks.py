@@ -5,7 +5,8 @@ start, fewer RL steps. CI checks that every cell runs, that nothing is written t
 like a warning, and reads values back from the kernel to assert each notebook's lesson on its FAST
 run: SFT learns the task (>= 30% held-out), DPO lifts it, GRPO lifts it by >= 10 points,
 the KL term's frontier is not flat, the reward hack appears, and in the RLHF route the reward model beats
-chance, best-of-N peaks above N = 1 and the proxy rises under PPO.
+chance, best-of-N peaks above N = 1 and the proxy rises under PPO; the mismatch KL grows
+with staleness and a mismatched sampler shows one at K = 0.
 
 The notebooks share one SFT start (``course_lib.starts``); ``shared_sft_start`` builds it once per
 test session in a folder both pytest-xdist workers see (the cache's lock makes a second worker wait
@@ -293,3 +294,61 @@ def test_12_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
     peak = max(ns["bon"], key=lambda row: row["gold"])
     assert peak["n"] > 1 and peak["gold"] > ns["bon"][0]["gold"], ns["bon"]
     assert any(s["proxy_end"] > s["proxy_start"] for s in ns["summary"]), ns["summary"]
+
+
+@pytest.mark.slow
+def test_12_rl_as_a_system(matplotlib_ready, shared_sft_start):
+    names = ["baseline", "kv", "table", "share", "bound", "g_s", "u_s", "cpu_sync", "cpu_k1", "kl1", "kl4", "kl_hot",
+             "dynamic", "adaptive", "lines", "NOISE", "B", "L_MAX", "STEPS", "hot_passport['systems']",
+             "{k: [r.get('staleness') for r in v['rows']] for k, v in runs.items()}",
+             "{k: [r['groups_sampled'] for r in v['rows']] for k, v in runs.items()}", "knob_table"]
+    ns, shown = execute("12_rl_as_a_system", names, FAST)
+    assert_clean("12", shown)
+    assert_no_generator_repr("12", shown)
+    text = "".join(t for _, t in shown)
+    table, kv = ns["table"], ns["kv"]
+    assert ns["baseline"]["accuracy"] == shared_sft_start["accuracy"]  # the shared SFT start
+    # 1. the KV cache: the same samples bit for bit, and cheaper in CPU seconds (by construction: the uncached
+    # loop re-runs the prompt for each of the G completions at every token)
+    assert kv["same"] and "identical, bit for bit" in text
+    assert kv["speedup"] > 1.2, kv
+    assert f"the cache is {kv['speedup']:.1f}× cheaper" in text
+    # 2. staleness: the recorded lags are the fixed lag max(0, s − K), and the mismatch grows with K
+    stale = ns["{k: [r.get('staleness') for r in v['rows']] for k, v in runs.items()}"]
+    steps = ns["STEPS"]
+    assert stale["K = 1"] == [min(s, 1) for s in range(steps)] and stale["K = 4"] == [min(s, 4) for s in range(steps)]
+    assert set(stale["synchronous"]) == {None}
+    assert ns["kl4"] > 2 * ns["kl1"] > 0, (ns["kl1"], ns["kl4"])
+    assert table["K = 4"]["ess"] < 1 and table["K = 4"]["masked"] >= 0
+    # the correction changes the update only where it acts: the no-correction run measures the same things
+    assert table["K = 4, no correction"]["mismatch_kl"] > ns["kl1"]
+    # the overlap bound is computed from the measured split, and the sentences print it
+    g, u = ns["g_s"], ns["u_s"]
+    assert ns["share"] == pytest.approx(g / (g + u)) and ns["bound"] == pytest.approx((g + u) / max(g, u))
+    assert 1 < ns["bound"] <= 2
+    assert f"generation share {ns['share']:.0%}" in text and f"= {ns['bound']:.2f}×" in text
+    # every accuracy verdict says "within" or "beyond" the noise according to its own number
+    for line in ns["lines"]:
+        d = float(line.split(": ")[1].split(" points")[0])
+        assert ("within the evaluation noise" in line) == (abs(d) <= 100 * ns["NOISE"] + 0.05), line
+        assert line in text
+    # 3. the mismatched sampler: a mismatch at K = 0 far above K = 4's, recorded in the passport
+    assert ns["kl_hot"] > ns["kl4"] > 2 * ns["kl1"], (ns["kl_hot"], ns["kl4"], ns["kl1"])
+    assert ns["hot_passport['systems']"]["sampler"].startswith("deliberately mismatched: samples at temperature 2.0")
+    assert ns["hot_passport['systems']"]["loop"].startswith("synchronous")
+    # 4. dynamic sampling: extra groups are exactly those drawn beyond B per step
+    groups = ns["{k: [r['groups_sampled'] for r in v['rows']] for k, v in runs.items()}"]
+    assert ns["dynamic"]["extra_groups"] == sum(groups["dynamic sampling"]) - ns["B"] * steps > 0
+    assert all(n % ns["B"] == 0 for n in groups["dynamic sampling"])  # each extra round draws a whole batch
+    assert all(n == ns["B"] for n in groups["synchronous"])
+    assert f"dynamic sampling drew {ns['dynamic']['extra_groups']} extra groups" in text
+    # 5. the adaptive cap: first step at L_max, never below the longest right answer + <eos>, never above L_max
+    caps = ns["adaptive"]["caps"]
+    assert len(caps) == steps and caps[0] == ns["L_MAX"]
+    assert all(ns["adaptive"]["floor"] <= c <= ns["L_MAX"] for c in caps)
+    # 6. the engines' knobs, each with its primary source
+    for knob in ("max_async_level", "max_head_offpolicyness", "one_step_off_policy", "max_staleness",
+                 "max_trajectory_age_steps", "in-flight weight updates"):
+        assert knob in ns["knob_table"]
+    assert "arxiv.org/abs/2505.24298" in ns["knob_table"] and "arxiv.org/abs/2509.19128" in ns["knob_table"]
+    assert "budget) took " in text

@@ -1,0 +1,536 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (course)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab-setup"]
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
+    subprocess.run([*pip, "--no-deps", source], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
+    importlib.invalidate_caches()
+
+from course_lib.device import on_colab, resolve_device
+
+DEVICE = resolve_device("auto")
+print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
+
+# %% [markdown]
+# # 12 · RL as a system: rollouts beside updates, staleness, and the correction
+#
+# *Pointers to the lecture: §2 (RL post-training became a data-generation system), §11 (faster rollout
+# inference, adaptive rollout count and length, generation overlapped with optimisation, explicit
+# control of policy staleness). Everything needed here is explained here.*
+#
+# [The GRPO notebook](07_tiny_gpt_grpo.ipynb) ran one loop: generate a batch, then update on it, then
+# generate again. Production engines split that loop in two — inference servers that sample, trainers that
+# update — and let the samplers run ahead with slightly older weights. This notebook does the same on two
+# CPU processes with the tiny GPT, and measures what it costs and what it buys. After it you will be able to
+#
+# 1. measure what a KV cache saves in generation, and check that it changes no sample;
+# 2. run GRPO with a rollout worker K optimiser steps behind, and read the staleness, the mismatch KL
+#    between the sampler and the trainer, and the effective sample size of the importance weights;
+# 3. say what staleness costs in accuracy, and what the behaviour correction π_old/π_behaviour recovers;
+# 4. explain why the correction exists with a sampler that is wrong on purpose, even at K = 0;
+# 5. run dynamic sampling and an adaptive completion length live, and read their cost in extra groups
+#    and truncated answers;
+# 6. state the wall-clock gain of overlapping generation with updates, its bound, and the scope of that bound;
+# 7. map the knobs of prime-rl, AReaL, verl, TRL, NeMo RL and PipelineRL to the ones used here.
+#
+# **Words used below.** A *rollout worker* is a second process that only samples; the *trainer* only
+# updates. Each time the trainer takes an optimiser step, its weights get a new *version*. A batch sampled
+# with version v and used for the update at step s is *stale* by s − v steps; *K* = `max_staleness` is the
+# fixed lag used here (batch s is sampled with version max(0, s − K)); K = 0 is the synchronous loop.
+# The *behaviour policy* π_behaviour is the one that actually sampled; π_old is the trainer's policy
+# before this step's update; π_θ the one being updated.
+#
+# Budget: the last cell prints how long this run took. `COURSE_FAST=1` runs the same task, model and SFT
+# start with fewer steps and smaller batches; every sentence that quotes a number is computed from the run.
+
+# %%
+import copy
+import dataclasses
+import math
+import os
+import time
+
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import Markdown, display
+
+from course_lib.configs import get_config
+from course_lib.dashboard import dashboard
+from course_lib.evaluation import evaluate
+from course_lib.explore import predict
+from course_lib.grpo import train_grpo
+from course_lib.passport import passport
+from course_lib.rollout import generate
+from course_lib.runtime import MetricsLog
+from course_lib.sources import cite
+from course_lib.starts import sft_start
+from course_lib.stopwatch import Stopwatch
+
+FAST = os.environ.get("COURSE_FAST") == "1"  # the same lessons with fewer steps and smaller batches (CI)
+clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
+cfg = get_config("cpu")
+STEPS = 8 if FAST else 40
+cfg.grpo = dataclasses.replace(cfg.grpo, steps=STEPS, batch_prompts=16 if FAST else 32, eval_every=4 if FAST else 10)
+SEED = 0
+task, model, _ = sft_start(cfg, seed=SEED)  # the shared SFT start of the training notebooks (course_lib.starts)
+sft_weights = copy.deepcopy(model.state_dict())
+baseline = evaluate(model, task)
+G, B, L_MAX = cfg.grpo.num_generations, cfg.grpo.batch_prompts, cfg.grpo.max_completion_length
+print(f"SFT start: held-out exact match {baseline['accuracy']:.1%}; GRPO runs of {STEPS} steps, "
+      f"{B} prompts × {G} completions per step")
+
+# %% [markdown]
+# ## 1. Faster rollout inference: the KV cache, measured
+#
+# Sampling writes one token at a time. Without a cache, every new token re-runs the whole sequence —
+# prompt and every token so far — through the model. With a *KV cache*, each layer keeps the keys and
+# values it already computed, so each new token costs one position; and each prompt is run once and its
+# cache shared by its G completions. `generate(..., use_cache=False)` is the same sampling loop without it.
+
+# %%
+predict("One GRPO step's sampling (B prompts × 8 completions, answers of a few tokens), with and without the "
+        "KV cache, same seed. What happens?",
+        ["the same samples, the cache several times cheaper",
+         "the same samples, no measurable difference: the answers are too short",
+         "different samples: the cache changes the numbers"],
+        "the same samples, the cache several times cheaper",
+        "The cache changes where the numbers are computed, not which distribution is sampled: on a CPU the "
+        "samples agree bit for bit. Even with 3-token answers, the uncached loop re-runs the prompt for every "
+        "one of the G completions at every step.")
+
+# %%
+prompts = task.encode_prompts(task.sample_pairs(B, torch.Generator().manual_seed(SEED)))
+REPEATS = 3 if FAST else 10
+
+
+def timed_generation(use_cache):
+    torch.manual_seed(SEED)
+    c0 = time.process_time()
+    rolls = [generate(model, prompts, task.tokenizer, max_completion_length=L_MAX, num_generations=G,
+                      use_cache=use_cache) for _ in range(REPEATS)]
+    cpu = time.process_time() - c0
+    tokens = sum(int(r.completion_mask.sum()) for r in rolls)
+    return rolls, cpu, tokens
+
+
+cached, cache_cpu, n_tokens = timed_generation(True)
+uncached, nocache_cpu, _ = timed_generation(False)
+same_samples = all(torch.equal(a.completions, b.completions) for a, b in zip(cached, uncached))
+kv = {"cache_cpu": cache_cpu, "nocache_cpu": nocache_cpu, "tokens": n_tokens, "same": same_samples,
+      "speedup": nocache_cpu / cache_cpu}
+print(f"{REPEATS} batches of {B * G} completions, {n_tokens} completion tokens in all")
+print(f"with the KV cache   : {cache_cpu:.2f} CPU s, {n_tokens / cache_cpu:,.0f} tokens per CPU second")
+print(f"without the cache   : {nocache_cpu:.2f} CPU s, {n_tokens / nocache_cpu:,.0f} tokens per CPU second")
+print(f"the cache is {kv['speedup']:.1f}× cheaper; the samples are "
+      + ("identical, bit for bit" if same_samples else "NOT identical (float rounding changed a draw)"))
+
+# %% [markdown]
+# CPU seconds, not wall-clock: this machine may be shared, and the work done is what the cache changes.
+# The saving grows with the sequence: without a cache, writing token t costs a forward over the prompt and
+# t tokens, so a whole answer costs quadratically many positions; with it, linearly many.
+#
+# ## 2. Synchronous, one step stale, four steps stale
+#
+# Three loops, the same SFT start, the same seed, the same prompts and the same number of optimiser steps:
+#
+# - **synchronous** (K = 0): one process; generate with the current weights, then update;
+# - **K = 1**: a rollout worker process samples batch s with the weights of step s − 1 while the trainer
+#   updates on batch s − 1 (verl's "one step off-policy");
+# - **K = 4**: four steps behind — with the behaviour correction (TRL's `vllm_importance_sampling_correction`,
+#   here `sequence_mask` with C_max = 3: a completion whose ratio π_old/π_behaviour leaves [0, 3] gets
+#   weight 0) and without it.
+#
+# The weights reach the worker through shared memory after every step (`course_lib.rollout_worker`); every
+# batch carries the version that sampled it. The worker is a single-threaded process of its own.
+
+# %%
+predict("Mismatch KL between the sampler's policy and the trainer's π_old, per token: how does it compare "
+        "at K = 1 and K = 4?",
+        ["about equal: one step or four, the sampler is 'off-policy' either way",
+         "larger at K = 4: four updates separate the two policies instead of one",
+         "zero at K = 1: one step is too small to measure"],
+        "larger at K = 4: four updates separate the two policies instead of one",
+        "Each update moves the policy; K updates move it roughly K times as far, so trajectories produced by "
+        "older parameters are increasingly off-policy.")
+
+
+# %%
+def rl_run(**overrides):
+    """One GRPO run from the SFT weights, same seed and prompts; returns its results and metric rows."""
+    model.load_state_dict(sft_weights)
+    gcfg = dataclasses.replace(cfg.grpo, **overrides)
+    log = MetricsLog()
+    torch.manual_seed(SEED)
+    out = train_grpo(model, task, gcfg, generator=torch.Generator().manual_seed(SEED + 1), log=log,
+                     reference_state=sft_weights, show_progress=False)
+    return {**evaluate(model, task), **out, "rows": log.rows, "cfg": gcfg}
+
+
+runs = {
+    "synchronous": rl_run(),
+    "K = 1": rl_run(max_staleness=1),
+    "K = 4": rl_run(max_staleness=4),
+    "K = 4, no correction": rl_run(max_staleness=4, vllm_importance_sampling_correction=False),
+}
+
+
+def mean_of(rows, key):
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def summarise(name):
+    r = runs[name]
+    rows = r["rows"]
+    return {"accuracy": r["accuracy"], "gen_cpu": mean_of(rows, "gen_cpu_seconds"),
+            "update_cpu": mean_of(rows, "update_cpu_seconds"), "staleness": mean_of(rows, "staleness"),
+            "mismatch_kl": mean_of(rows, "mismatch_kl"), "ess": mean_of(rows, "is_ess"),
+            "masked": mean_of(rows, "is_clipped_fraction")}
+
+
+table = {name: summarise(name) for name in runs}
+
+
+def show(names):
+    print(f"{'run':28} {'held-out':>8} {'gen CPU s':>9} {'upd CPU s':>9} {'stale':>5} {'mismatch KL':>11} "
+          f"{'ESS':>5} {'masked':>6}")
+    print(f"{'SFT start':28} {baseline['accuracy']:8.1%}")
+    for name in names:
+        t = table[name]
+        print(f"{name:28} {t['accuracy']:8.1%} {t['gen_cpu']:9.3f} {t['update_cpu']:9.3f} "
+              + (f"{t['staleness']:5.2f} " if t["staleness"] == t["staleness"] else f"{'—':>5} ")
+              + (f"{t['mismatch_kl']:11.5f} {t['ess']:5.3f} {t['masked']:6.3f}" if t["mismatch_kl"] == t["mismatch_kl"]
+                 else f"{'—':>11} {'—':>5} {'—':>6}"))
+
+
+show(runs)
+kl1, kl4 = table["K = 1"]["mismatch_kl"], table["K = 4"]["mismatch_kl"]
+print(f"\nmismatch KL per token: {kl1:.5f} at K = 1, {kl4:.5f} at K = 4 — "
+      + (f"{kl4 / kl1:.0f}× larger four steps behind" if kl4 > kl1 else "not larger four steps behind"))
+
+# %% [markdown]
+# The columns: held-out exact match after the run; CPU seconds per step spent sampling and scoring (in the
+# worker's process for K ≥ 1) and updating (the trainer); the mean staleness of the batches used; the
+# mismatch KL(π_behaviour ‖ π_old), k3 per sampled token; the effective sample size of the behaviour
+# weights as a share, (Σw)² / (n Σw²) — 1 when every weight is equal; and the share of tokens whose
+# completion was masked. The synchronous run has no behaviour policy to compare with: its sampler *is* π_old.
+
+# %%
+fig = dashboard(runs["synchronous"]["rows"], runs={k: v["rows"] for k, v in runs.items()},
+                title="synchronous vs K steps stale", baseline_accuracy=baseline["accuracy"],
+                panels=["held-out accuracy (greedy)", "reward on the policy's samples", "rollout staleness (async)",
+                        "sampler vs trainer mismatch", "behaviour importance weights", "CPU seconds per step"])
+plt.show()
+
+# %% [markdown]
+# Held-out accuracy against optimiser steps, and against the CPU seconds spent on generation and updates by
+# every process of the run (the worker's included): the work each loop did, whatever the machine's load.
+
+
+# %%
+def accuracy_curve(name):
+    """(steps, cumulative CPU seconds, held-out accuracy) at the SFT start and at each evaluation of a run."""
+    cpu, steps_at, cpu_at, acc = 0.0, [0], [0.0], [baseline["accuracy"]]
+    for r in runs[name]["rows"]:
+        cpu += r["gen_cpu_seconds"] + r["update_cpu_seconds"]
+        if r.get("accuracy") is not None:
+            steps_at.append(r["step"])
+            cpu_at.append(cpu)
+            acc.append(r["accuracy"])
+    return steps_at, cpu_at, acc
+
+
+fig, (by_step, by_cpu) = plt.subplots(1, 2, figsize=(9.2, 3.4))
+for name in runs:
+    steps_at, cpu_at, acc = accuracy_curve(name)
+    by_step.plot(steps_at, acc, marker="o", label=name)
+    by_cpu.plot(cpu_at, acc, marker="o", label=name)
+by_step.set(xlabel="optimiser steps", ylabel="held-out accuracy")
+by_cpu.set(xlabel="CPU seconds: generation + update, all processes")
+by_step.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### What staleness costs, and what the correction recovers
+#
+# **Predict first**, then run the next cell.
+
+# %%
+predict("At K = 4, with and without the correction: which numbers show that the correction had work to do?",
+        ["the held-out accuracies: if they are equal, the correction did nothing",
+         "the mismatch KL, the effective sample size and the masked share",
+         "the mean reward on the policy's samples"],
+        "the mismatch KL, the effective sample size and the masked share",
+        "Those measure how far π_behaviour is from π_old on this very batch, and how many completions the band "
+        "[0, 3] removed. Whether that changed the final accuracy is a separate question, which one seed "
+        "answers only when the gap is larger than its noise: the cell prints each gap beside the evaluation "
+        "noise of 500 held-out prompts.")
+
+# %%
+SE = math.sqrt(0.25 / len(task.heldout_pairs))  # the largest standard error of one held-out accuracy
+NOISE = 2 * math.sqrt(2) * SE  # two standard errors of a difference of two accuracies
+
+
+def verdict(a, b, what):
+    d = table[a]["accuracy"] - table[b]["accuracy"]
+    if abs(d) <= NOISE:
+        return f"{what}: {100 * d:+.1f} points, within the evaluation noise (±{100 * NOISE:.1f})"
+    return f"{what}: {100 * d:+.1f} points, beyond the evaluation noise (±{100 * NOISE:.1f})"
+
+
+lines = [verdict("K = 1", "synchronous", "K = 1 − synchronous"),
+         verdict("K = 4", "synchronous", "K = 4 (corrected) − synchronous"),
+         verdict("K = 4, no correction", "synchronous", "K = 4 (uncorrected) − synchronous"),
+         verdict("K = 4", "K = 4, no correction", "what the correction recovered at K = 4")]
+print("\n".join(lines))
+for name in ("K = 4", "K = 4, no correction"):
+    drop = baseline["accuracy"] - table[name]["accuracy"]
+    if drop > NOISE:
+        print(f"{name} ended {100 * drop:.1f} points below the SFT start: stale updates did harm, "
+              "they did not merely slow learning down")
+
+# %% [markdown]
+# Read the lines, not the curves. "Evaluation noise" is two standard errors of a difference of two
+# accuracies on 500 held-out prompts; it is a floor, not the whole noise: once two runs draw one different
+# sample, they follow different trajectories, and that training noise only more seeds can measure. A gap
+# beyond the evaluation noise is a gap of *this seed*. The benchmark (`benchmarks/tinygpt_async.py`) sweeps K ∈ {0, 1, 2, 4, 8} with and without the correction
+# over seeds. What *is* visible in every run is the mechanism: the mismatch KL grows with K, the effective
+# sample size falls, and the correction masks the completions whose ratio left the band.
+#
+# ### The overlap argument, with its scope
+#
+# The point of a rollout worker is that it samples *while* the trainer updates. On two idle cores, a
+# synchronous step takes g + u seconds (generation, then update); an overlapped one takes max(g, u). The
+# gain is bounded by (g + u) / max(g, u) — when the update is the longer part, 1 / (1 − share), with share
+# = g / (g + u) the generation share of a synchronous step.
+
+# %%
+g_s, u_s = table["synchronous"]["gen_cpu"], table["synchronous"]["update_cpu"]
+share = g_s / (g_s + u_s)
+bound = (g_s + u_s) / max(g_s, u_s)
+cpu_sync = runs["synchronous"]["loop"]["trainer_cpu_seconds"]
+cpu_k1 = runs["K = 1"]["loop"]["trainer_cpu_seconds"] + runs["K = 1"]["loop"]["worker_cpu_seconds"]
+print(f"synchronous step: {g_s:.3f} CPU s generating + {u_s:.3f} CPU s updating → generation share {share:.0%}")
+print(f"bound on the overlap's gain on two idle cores: (g + u) / max(g, u) = {bound:.2f}×")
+print(f"work done: {cpu_sync:.1f} CPU s synchronous, {cpu_k1:.1f} CPU s at K = 1 (trainer + worker) — "
+      + ("the asynchronous loop does no less work; it only does it on two cores at once"
+         if cpu_k1 >= 0.9 * cpu_sync else "the asynchronous loop did noticeably less work (check the runs)"))
+
+# %% [markdown]
+# The scope of that sentence: the gain needs **two idle cores** — one for the worker, one for the trainer.
+# On a machine whose cores are busy with other work, the two processes take turns and the wall-clock
+# gain vanishes; CPU seconds, which this notebook measures, are what stays true on any machine.
+# (`benchmarks/tinygpt_async.py` measures steps per wall-clock second, for an idle machine.) At production scale the split is far
+# more lopsided — [the budgets notebook](05_memory_and_rollout_budgets.ipynb) put generation near 39× the
+# update for long answers — which is why every production engine overlaps the two, and why they must then
+# control staleness.
+#
+# ## 3. A sampler that is wrong on purpose
+#
+# Staleness is one way for the sampler's policy to differ from π_old. Another needs no staleness at all: in
+# production the sampler is an inference engine (vLLM, SGLang) with its own kernels and lower precision, so
+# even with the same weights its probabilities differ slightly from the trainer's. Here that gap is made on
+# purpose and large enough to see: `sampler_temperature` (no TRL name — TRL never mismatches on purpose)
+# samples at temperature 2 while the trainer's log-probs assume 1.0. Synchronous, K = 0.
+
+# %%
+predict("A synchronous run (K = 0) whose sampler uses temperature 2 instead of 1.0: its mismatch KL is …",
+        ["zero: K = 0 means on-policy", "at rounding level, like the first step of K = 1",
+         "clearly above zero, with the same weights"],
+        "clearly above zero, with the same weights",
+        "Staleness is only one source of mismatch. The correction never asks how old the weights are: it "
+        "compares the probabilities the sampler used with the trainer's.")
+
+# %%
+HOT = 2.0
+runs[f"sampler T = {HOT}"] = rl_run(sampler_temperature=HOT)
+runs[f"sampler T = {HOT}, no correction"] = rl_run(sampler_temperature=HOT, vllm_importance_sampling_correction=False)
+for name in (f"sampler T = {HOT}", f"sampler T = {HOT}, no correction"):
+    table[name] = summarise(name)
+show(["synchronous", "K = 4", f"sampler T = {HOT}", f"sampler T = {HOT}, no correction"])
+kl_hot = table[f"sampler T = {HOT}"]["mismatch_kl"]
+print(f"\nmismatched sampler at K = 0: mismatch KL {kl_hot:.4f} per token, "
+      + (f"{kl_hot / kl4:.1f}× the K = 4 run's" if kl_hot > kl4 else f"{kl_hot / kl4:.2f} of the K = 4 run's")
+      + f"; effective sample size {table[f'sampler T = {HOT}']['ess']:.2f}")
+print(verdict(f"sampler T = {HOT}", f"sampler T = {HOT}, no correction", "what the correction recovered"))
+hot_passport = passport(cfg, "grpo", loop=runs[f"sampler T = {HOT}"]["loop"], reference=True)
+for key in ("loop", "staleness", "sampler"):
+    print(f"passport systems.{key}: {hot_passport['systems'][key]}")
+
+# %% [markdown]
+# Without the correction the update treats samples from the hotter policy as if π_old had drawn them: the
+# gradient pushes up whatever the hot sampler happened to produce, including the answers π_old would rarely
+# write. With it, each completion is reweighted by π_old/π_behaviour — and a completion the sampler was
+# far likelier to write than π_old is masked. The passport's `systems.sampler` line records which sampler
+# ran, as a report must.
+#
+# ## 4. Adaptive rollout count: dynamic sampling, live
+#
+# A group whose G answers all score the same has zero advantage: it teaches nothing. DAPO's *dynamic
+# sampling* (`zero_variance="resample"`, [DAPO](https://arxiv.org/abs/2503.14476)) draws fresh prompts
+# until B informative groups fill the batch (at most `max_resample_rounds` extra rounds). The cost is
+# generation: extra groups sampled per step.
+
+# %%
+predict("Starting from this SFT policy, how many extra groups will dynamic sampling draw per step, compared "
+        "with the B of the synchronous run?",
+        ["none, unless most groups are degenerate", "a few: one fresh group for each degenerate one",
+         "a whole extra batch of B as soon as one group is degenerate"],
+        "a whole extra batch of B as soon as one group is degenerate",
+        "Each extra round draws B fresh prompts (a batch is generated at once), and keeps only the informative "
+        "groups it needs. One degenerate group out of B costs a whole round: extra groups come in multiples of B.")
+
+# %%
+runs["dynamic sampling"] = rl_run(zero_variance="resample")
+table["dynamic sampling"] = summarise("dynamic sampling")
+dyn = runs["dynamic sampling"]["rows"]
+zv_sync = mean_of(runs["synchronous"]["rows"], "zero_variance_rate")
+zv_dyn = mean_of(dyn, "zero_variance_rate")
+extra = sum(r["groups_sampled"] for r in dyn) - B * len(dyn)
+rounds = [r["groups_sampled"] // B for r in dyn]
+dynamic = {"zero_variance": zv_dyn, "extra_groups": extra, "gen_cpu": table["dynamic sampling"]["gen_cpu"]}
+print(f"zero-variance groups: {zv_sync:.1%} of the synchronous run's groups, {zv_dyn:.1%} of those dynamic "
+      f"sampling drew")
+print(f"dynamic sampling drew {extra} extra groups over {len(dyn)} steps ({extra / (B * len(dyn)):.0%} more than "
+      f"{B} per step; rounds per step {rounds}); generation {dynamic['gen_cpu']:.3f} CPU s per step against {g_s:.3f}")
+print(verdict("dynamic sampling", "synchronous", "dynamic sampling − synchronous"))
+
+# %% [markdown]
+# ## 5. Adaptive completion length
+#
+# Generation stops when every row of the batch has written `<eos>` — or at `max_completion_length`. One
+# rambling row keeps the whole batch decoding. An *adaptive completion length* caps the next step's
+# generation from what the policy did recently. The smallest honest version, `adaptive_length_quantile=q`:
+# the next step's cap is the q-quantile of this step's completion lengths plus `adaptive_length_margin`
+# tokens, **never below the longest right answer plus `<eos>`** (here `task.answer_length` tokens, so no
+# right answer is ever cut) and never above L_max. A completion cut by the cap is truncated (reward 0 from
+# the strict checker), like any other. There is no TRL name for it.
+
+# %%
+predict("With q = 0.9 and a margin of 1 token, what happens to the cap on this task (L_max = 6)?",
+        ["it drops to about the policy's longest usual answer plus the margin, and saves little",
+         "it stays at L_max: nothing changes",
+         "it cuts many right answers and accuracy collapses"],
+        "it drops to about the policy's longest usual answer plus the margin, and saves little",
+        "The policy's answers are 3–4 tokens with <eos>, so the 0.9 quantile is about 4 and the cap about 5. "
+        "The floor guarantees no right answer is cut, so the cap can only remove rambling tails that score 0 "
+        "anyway — and since generation already stops when every row has ended, few steps decode to L_max.")
+
+# %%
+runs["adaptive length"] = rl_run(adaptive_length_quantile=0.9, adaptive_length_margin=1)
+table["adaptive length"] = summarise("adaptive length")
+ada = runs["adaptive length"]["rows"]
+caps = [r["length_cap"] for r in ada]
+adaptive = {"caps": caps, "floor": task.answer_length, "truncated": mean_of(ada, "truncated_rate"),
+            "truncated_sync": mean_of(runs["synchronous"]["rows"], "truncated_rate"),
+            "gen_cpu": table["adaptive length"]["gen_cpu"]}
+print(f"caps per step: {caps} (floor {task.answer_length} = longest right answer + <eos>, ceiling {L_MAX})")
+print(f"truncated completions: {adaptive['truncated']:.2%} with the cap, {adaptive['truncated_sync']:.2%} without")
+print(f"generation: {adaptive['gen_cpu']:.3f} CPU s per step with the cap, {g_s:.3f} without "
+      f"({100 * (adaptive['gen_cpu'] / g_s - 1):+.0f}%)")
+print(verdict("adaptive length", "synchronous", "adaptive length − synchronous"))
+
+# %%
+fig = dashboard(ada, runs={"synchronous": runs["synchronous"]["rows"], "adaptive length": ada,
+                           "dynamic sampling": dyn},
+                title="dynamic sampling and an adaptive completion length", baseline_accuracy=baseline["accuracy"],
+                panels=["held-out accuracy (greedy)", "wasted samples", "adaptive completion length",
+                        "CPU seconds per step"])
+plt.show()
+
+# %% [markdown]
+# The generation CPU seconds of the two runs differ for reasons besides the cap: once one sample differs,
+# the runs draw different samples, of different lengths, on a machine whose load varies. Read the cap's
+# effect from the caps and the truncation share; its saving in seconds is below what one run resolves
+# here, since generation already stops when every row has ended. The cap earns its keep where answers are
+# long and their lengths spread out — reasoning traces of thousands of tokens, where one 16k-token straggler
+# holds a whole batch.
+#
+# ## 6. The production engines' knobs, mapped to ours
+#
+# The next cell prints the table with its primary sources (`course_lib.sources`).
+
+# %%
+KNOBS = [  # (source, engine, knob, what it bounds, here)
+    ("prime_rl", "prime-rl", "`max_async_level`", "how many steps the rollouts may run ahead of the trainer",
+     "`max_staleness` (a fixed lag here, an upper bound there)"),
+    ("areal", "AReaL", "`max_head_offpolicyness`", "the largest version gap between a trajectory and the trainer",
+     "`max_staleness`"),
+    ("verl", "verl", "`one_step_off_policy`, `fully_async` recipes",
+     "one-step-off overlap; a decoupled rollout pool with a staleness bound", "K = 1; K ≥ 1"),
+    ("trl", "TRL async GRPO", "`max_staleness`; `vllm_importance_sampling_*`",
+     "samples older than K steps are dropped; the behaviour correction", "the same names"),
+    ("nemo_rl", "NeMo RL", "`max_trajectory_age_steps`", "a trajectory's age, in steps, when it is used",
+     "`max_staleness`"),
+    ("pipelinerl", "PipelineRL", "in-flight weight updates",
+     "none: weights change *during* a sequence, which mixes versions", "not here: the worker swaps weights between batches"),
+]
+knob_table = "| engine | knob | what it bounds | here |\n|---|---|---|---|\n" + "\n".join(
+    f"| {engine} ({cite(key)}) | {knob} | {bounds} | {here} |" for key, engine, knob, bounds, here in KNOBS)
+display(Markdown(knob_table))
+
+# %% [markdown]
+# All of them put the sampler on its own GPUs with an inference engine; the lesson is the same as on two
+# CPU cores — overlap buys throughput up to a bound set by the time split, staleness is a knob with a cost,
+# and the importance correction is what keeps the gradient about π_old when the sampler is not π_old.
+#
+# ## Check yourself
+#
+# 1. A run reports "asynchronous, 1.4× faster". What two measurements do you ask for?
+#    <details><summary>Answer</summary>
+#    The generation share of a synchronous step (the bound is (g + u)/max(g, u)) and whether the machine had
+#    an idle core for each process; and accuracy at the same number of optimiser steps, over seeds, since
+#    speed bought with staleness can cost accuracy.
+#    </details>
+# 2. Why is the mismatch KL of the K = 1 run not zero, though the first batch is sampled with the trainer's
+#    own weights?
+#    <details><summary>Answer</summary>
+#    From the second step on, each batch was sampled with the weights of the step before: one update apart.
+#    Only the first step (staleness 0) has a KL at rounding level.
+#    </details>
+# 3. The effective sample size falls to 0.5. What does it mean for the batch?
+#    <details><summary>Answer</summary>
+#    The importance weights are so uneven that the weighted batch carries about the information of half as
+#    many equally weighted samples: the gradient estimate is noisier. Masking the extreme weights trades a
+#    little bias for less variance.
+#    </details>
+# 4. Why does the adaptive cap have a floor at the longest right answer plus `<eos>`?
+#    <details><summary>Answer</summary>
+#    Without it a short quantile could cut a right answer, which the checker then scores 0: the cap would
+#    teach the policy that right answers are wrong. With the floor, only answers longer than any right answer
+#    are cut, and they score 0 anyway.
+#    </details>
+
+# %%
+print(clock.report())
