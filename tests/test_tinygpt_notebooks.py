@@ -297,12 +297,12 @@ def test_12_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
 
 
 @pytest.mark.slow
-def test_12_rl_as_a_system(matplotlib_ready, shared_sft_start):
+def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
     names = ["baseline", "kv", "table", "share", "bound", "g_s", "u_s", "cpu_sync", "cpu_k1", "kl1", "kl4", "kl_hot",
              "dynamic", "adaptive", "lines", "NOISE", "B", "L_MAX", "STEPS", "hot_passport['systems']",
              "{k: [r.get('staleness') for r in v['rows']] for k, v in runs.items()}",
              "{k: [r['groups_sampled'] for r in v['rows']] for k, v in runs.items()}", "knob_table"]
-    ns, shown = execute("12_rl_as_a_system", names, FAST)
+    ns, shown = execute("14_rl_as_a_system", names, FAST)
     assert_clean("12", shown)
     assert_no_generator_repr("12", shown)
     text = "".join(t for _, t in shown)

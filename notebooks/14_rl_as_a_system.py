@@ -42,13 +42,13 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 12 · RL as a system: rollouts beside updates, staleness, and the correction
+# # 14 · RL as a system: rollouts beside updates, staleness, and the correction
 #
 # *Pointers to the lecture: §2 (RL post-training became a data-generation system), §11 (faster rollout
 # inference, adaptive rollout count and length, generation overlapped with optimisation, explicit
 # control of policy staleness). Everything needed here is explained here.*
 #
-# [The GRPO notebook](07_tiny_gpt_grpo.ipynb) ran one loop: generate a batch, then update on it, then
+# [The GRPO notebook](09_tiny_gpt_grpo.ipynb) ran one loop: generate a batch, then update on it, then
 # generate again. Production engines split that loop in two — inference servers that sample, trainers that
 # update — and let the samplers run ahead with slightly older weights. This notebook does the same on two
 # CPU processes with the tiny GPT, and measures what it costs and what it buys. After it you will be able to
@@ -352,7 +352,7 @@ print(f"work done: {cpu_sync:.1f} CPU s synchronous, {cpu_k1:.1f} CPU s at K = 1
 # On a machine whose cores are busy with other work, the two processes take turns and the wall-clock
 # gain vanishes; CPU seconds, which this notebook measures, are what stays true on any machine.
 # (`benchmarks/tinygpt_async.py` measures steps per wall-clock second, for an idle machine.) At production scale the split is far
-# more lopsided — [the budgets notebook](05_memory_and_rollout_budgets.ipynb) put generation near 39× the
+# more lopsided — [the budgets notebook](07_memory_and_rollout_budgets.ipynb) put generation near 39× the
 # update for long answers — which is why every production engine overlaps the two, and why they must then
 # control staleness.
 #
