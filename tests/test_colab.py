@@ -38,7 +38,7 @@ COURSE_NOTEBOOKS = [
     "00_start_here", "01_bradley_terry", "02_dpo_margins", "03_group_baselines",
     "03b_from_advantages_to_an_update", "04_baseline_bias_enumeration", "05_memory_and_rollout_budgets", "06_tiny_gpt_dpo",
     "07_tiny_gpt_grpo", "08_reward_hacking",
-    "08b_the_rlhf_route",
+    "08b_the_rlhf_route", "14_recipes",
 ]
 
 

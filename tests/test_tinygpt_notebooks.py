@@ -303,3 +303,46 @@ def test_08b_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
     peak = max(ns["bon"], key=lambda row: row["gold"])
     assert peak["n"] > 1 and peak["gold"] > ns["bon"][0]["gold"], ns["bon"]
     assert any(s["proxy_end"] > s["proxy_start"] for s in ns["summary"]), ns["summary"]
+
+
+@pytest.mark.slow
+def test_14_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_ready, shared_sft_start):
+    from course_lib.sources import cite
+
+    names = ["r1", "zero", "digits", "full", "starts", "gain", "sft_start_numbers", "as_rft", "as_sft", "zero_rows",
+             "below", "zero_answer", "RL_STEPS"]
+    ns, shown = execute("14_recipes", names, FAST)
+    assert_clean("14", shown)
+    assert_no_generator_repr("14", shown)
+    text = "".join(t for _, t in shown)
+    r1, zero, digits, full = ns["r1"], ns["zero"], ns["digits"], ns["full"]
+    # r1: four stages, each measured; stage 1 starts at the first policy (one KL measurement)
+    assert r1["recipe"] == "r1" and r1["source"] == cite("deepseek_r1") and r1["stopped"] is None
+    assert [e["kind"] for e in r1["finished"]] == ["sft", "grpo", "rft", "grpo"]
+    for entry in (*r1["finished"], *zero["finished"], *digits["finished"], *full["finished"]):
+        assert 0 <= entry["pass@1"] <= 1 and 0 <= entry["sampled_pass@1"] <= entry["pass@8"] <= 1
+        assert entry["kl_to_stage_start"] >= 0 and entry["kl_to_first_policy"] >= 0 and entry["cpu_seconds"] > 0
+        assert entry["completion_length"] > 0 and entry["entropy"] > 0
+    cold, grpo1, rft, grpo2 = r1["finished"]
+    assert cold["kl_to_stage_start"] == cold["kl_to_first_policy"] and cold["pass@1"] > 0.02  # the cold start learned
+    assert all(e["zero_variance_share"] is not None for e in (grpo1, rft, grpo2)) and grpo1["steps"] == ns["RL_STEPS"]
+    # the porous boundary: RFT accepted some samples, and its loss on them is the SFT loss
+    assert 0 < rft["acceptance_rate"] <= 1
+    assert ns["as_rft"] == pytest.approx(ns["as_sft"], abs=1e-5)
+    assert f"RFT kept {rft['acceptance_rate']:.1%} of its samples" in text
+    # R1-Zero from the random initialisation: (almost) no group has a success, nothing is learned
+    z = zero["finished"][0]
+    assert z["zero_variance_share"] >= 0.9 and z["pass@1"] < 0.05 and ns["zero_answer"] == "over 90%"
+    assert f"R1-Zero on the tiny GPT: {z['zero_variance_share']:.1%} of groups without signal" in text
+    assert len(ns["zero_rows"]) == ns["RL_STEPS"]
+    # the digit-text base: a pretrain stage, then GRPO with (almost) no signal
+    assert [e["kind"] for e in digits["finished"]] == ["pretrain", "grpo"]
+    assert digits["finished"][1]["zero_variance_share"] >= 0.9
+    # the SFT start (the shared cache, given as init) is where GRPO's gain is
+    assert full["starts_from"] == "the shared SFT start" and [e["kind"] for e in full["finished"]] == ["grpo"]
+    assert ns["sft_start_numbers"]["pass@1"] == shared_sft_start["accuracy"] >= SFT_LEARNS
+    gain = ns["gain"]
+    assert set(gain) == {"random init", "digit-text base", "cold start", "SFT start"}
+    assert gain["SFT start"] >= 0.05 and gain["SFT start"] > max(gain["random init"], gain["digit-text base"]), gain
+    assert "the largest gain came from the SFT start" in text
+    assert f"in {len(ns['below'])} of 4 starts" in text
