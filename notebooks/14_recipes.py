@@ -226,8 +226,10 @@ print(f"pass@8 went {cold['pass@8']:.1%} → {grpo2['pass@8']:.1%} while pass@1 
 
 # %% [markdown]
 # Read the no-signal column first: from a cold start that answers a few percent of its samples right,
-# most of GRPO's groups are all wrong, and a group that is all wrong has nothing to compare. That is
-# why R1 starts RL from a *cold-start* policy at all, and why its base model matters (section 4).
+# most of GRPO's groups are all wrong, and a group that is all wrong has nothing to compare. DeepSeek
+# gave R1 its cold start for readable answers and to skip RL's unstable early phase from the base
+# model; on the tiny GPT the policy RL starts from decides how much of each batch carries any signal
+# at all (section 4 measures it).
 # The KL columns say how far each stage moved: the cold start from a random network, each later
 # stage from the policy it was handed.
 #
@@ -428,7 +430,7 @@ print(f"the digit-text base: {base_rl['zero_variance_share']:.0%} of its groups 
 # (a) `1 - (1 - p) ** G - p ** G` with `p = cold["sampled_pass@1"]`: with G = 32 about four times
 # more groups carry signal when p is a few percent (`1 - (1 - p) ** 32` against `1 - (1 - p) ** 8`) —
 # more samples per prompt is one way to buy signal from a weak start, at G times the generation cost.
-# (b) Prompts the policy never answers right (p = 0 for them, e.g. most prompts with a carry, which
+# (b) Prompts the policy never answers right (p = 0 for them, e.g. many prompts with a carry, which
 # the flawed teacher taught it to get wrong): their groups are all wrong whatever G is, while the
 # uniform formula spreads the successes over every prompt.
 # </details>
