@@ -1,11 +1,12 @@
-"""Tiny GPT notebooks (06–08b, 10 and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
+"""Tiny GPT notebooks (06–08b, 10, 14 and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
 
 ``COURSE_FAST=1`` is the same lesson at a smaller budget: the `cpu` config's task, model and SFT
 start, fewer RL steps. CI checks that every cell runs, that nothing is written to stderr or looks
 like a warning, and reads values back from the kernel to assert each notebook's lesson on its FAST
 run: SFT learns the task (>= 30% held-out), DPO lifts it (06), GRPO lifts it by >= 10 points (07),
 the frontier is not flat (02b), the hack appears (08), the reward model beats chance, best-of-N
-peaks above N = 1 and the proxy rises under PPO (08b).
+peaks above N = 1 and the proxy rises under PPO (08b), R1-Zero from the random initialisation has
+(almost) no group with signal while GRPO from the SFT start gains the most of four starts (14).
 
 The notebooks share one SFT start (``course_lib.starts``); ``shared_sft_start`` builds it once per
 test session in a folder both pytest-xdist workers see (the cache's lock makes a second worker wait
