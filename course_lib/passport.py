@@ -53,6 +53,18 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             reward_contract={"source": "none (imitation of demonstrations)", "granularity": "per token (NLL)"},
             optimisation={"algorithm": "supervised, offline", "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean"},
         )
+    elif kind == "pretrain":  # a recipe's base-model stage (course_lib.recipes.digit_text)
+        s = cfg.sft
+        out.update(
+            data_and_policy={"examples": f"{s.steps * s.batch_size} documents of plain digit text (random digit strings "
+                                         "of random length, each ended by <eos>; no '+', no '=', no sums)",
+                             "generated_by": "a random generator (offline), drawn once before training",
+                             "reuse": "sampled with replacement every step",
+                             "overlap": "no task prompt at all: the text never shows the task"},
+            reward_contract={"source": "none (next-token prediction on digit text)", "granularity": "per token (NLL)"},
+            optimisation={"algorithm": "supervised next-token prediction (pretraining), offline", "roles": ["policy"],
+                          "kl": "none", "averaging_unit": "token_mean"},
+        )
     elif kind == "dpo":
         loss = {"sigmoid": "DPO", "ipo": "IPO", "simpo": "SimPO"}[d.loss_type]
         out.update(

@@ -9,14 +9,22 @@ chains them, each stage starting from the previous stage's policy:
 - ``r1``       cold-start SFT on a tenth of the demonstrations, for a quarter of the SFT steps →
                GRPO → RFT on the RL policy's own checker-approved samples (R1's stage 3, and the
                "porous boundary": an SFT loss on data the RL policy wrote) → GRPO again;
-- ``r1-zero``  GRPO from the random initialisation (from a weak start: ``sft:...,grpo``).
+- ``r1-zero``  GRPO from the random initialisation (from a weak start: ``sft:...,grpo``, or from a base
+               that knows digits but not the task: ``pretrain:steps=300,grpo``).
+
+A ``pretrain`` stage is next-token training on plain digit text (``digit_text``: random digit
+strings of random length, each ended by ``<eos>``; no ``+``, no ``=``, no sums), through the SFT
+loop with its ``sft`` options: a "base model" that knows what digits are and that text ends, and
+has never seen the task. ``run_recipe(..., init=weights)`` starts the first stage from given
+weights (e.g. the cached SFT start of ``course_lib.starts``) instead of the random initialisation.
 
 ``run_recipe(stages, cfg, out)`` writes, per stage, ``out/stage_N_kind/`` with ``policy.pt``,
 ``metrics.jsonl`` (the trainer's rows), ``summary.json`` and ``passport.json``, and the recipe's
 ``recipe.json`` (its stages, options and every finished stage's numbers). Per stage: held-out
 greedy accuracy (pass@1) and, from ``k`` samples per held-out prompt, sampled pass@1 and pass@k,
 the completion length and the entropy (``evaluation.sampled_eval``); the sequence KL to the
-stage's start and to the recipe's first policy (``kl.reference_kl``); the rejection-sampling
+stage's start and to the recipe's first policy (``kl.reference_kl``, ``kl_samples`` completions per
+prompt; at stage 1 the start is the first policy, so it is measured once); the rejection-sampling
 acceptance rate of an RFT stage and the zero-variance share of a GRPO stage (their trainers'
 rows); CPU seconds.
 
@@ -31,6 +39,11 @@ Simplifications, said out loud:
   samples every step, ``course_lib.rft``) and continues from the RL policy. R1's stage 4 adds
   helpfulness and harmlessness rewards; here the same checker. The cold start is the course's own
   flawed teacher's demonstrations, only fewer and shorter-trained, not long chains of thought.
+- Pretraining is tiny and shaped like the demonstrations: documents as wide as a demonstration, one
+  fresh document per example (``steps × batch_size`` of them, drawn with the stage's generator),
+  and the loss on the positions where an answer sits (from ``task.prompt_length`` on), because the
+  SFT loop scores only those; the earlier positions are context. A real base model reads trillions
+  of tokens of every kind; this one knows only digit strings and their end.
 - Resumable at a stage boundary only: a stage stopped midway (Ctrl-C) is rerun from its start.
 - A stage's options are the config's plus that stage's overrides; the model's shape and the
   held-out prompts are the recipe's (they cannot change between stages). An RFT stage reads the
@@ -72,9 +85,10 @@ from course_lib.trainer import TRAINERS, StageContext
 # ORPO is SFT and preference in one stage from the base model, by definition: it cannot continue a stage's policy
 NOT_A_STAGE = {"orpo": "ORPO starts from the base model by definition (SFT and preference in one stage), so it cannot "
                        "continue a previous stage's policy: run `train orpo` on its own"}
-STAGE_KINDS = ("sft", *sorted(k for k, e in TRAINERS.items() if e.trains_policy and k not in ("sft", *NOT_A_STAGE)),
+STAGE_KINDS = ("pretrain", "sft",
+               *sorted(k for k, e in TRAINERS.items() if e.trains_policy and k not in ("sft", *NOT_A_STAGE)),
                "rft")  # stable order
-SECTION = {"rft": "grpo"}  # the config section a stage kind reads (default: its own name)
+SECTION = {"rft": "grpo", "pretrain": "sft"}  # the config section a stage kind reads (default: its own name)
 FIXED = ("model.", "task.digits", "task.n_heldout", "task.seed")  # shared by every stage of a recipe
 PASS_K = 8  # samples per held-out prompt for pass@k
 KL_SAMPLES = 4  # samples per held-out prompt for the KL measurements
@@ -199,15 +213,19 @@ def stage_config(cfg: configs.RunConfig, stage: dict) -> configs.RunConfig:
 
 
 # ---- measuring a policy ------------------------------------------------------------------------------
-def measure(model, task, cfg: configs.RunConfig, start_model, first_model, *, seed: int) -> dict:
-    """Held-out numbers of a stage's policy (see the module docstring); the training RNG is untouched."""
+def measure(model, task, cfg: configs.RunConfig, start_model, first_model, *, seed: int,
+            kl_samples: int = KL_SAMPLES) -> dict:
+    """Held-out numbers of a stage's policy (see the module docstring); the training RNG is untouched.
+
+    ``first_model=None``: the stage started at the first policy, so both KLs are one measurement.
+    """
     length = max(cfg.grpo.max_completion_length, task.answer_length)
     greedy = evaluate(model, task, max_completion_length=length)
     sampled = sampled_eval(model, task, k=PASS_K, max_completion_length=length, seed=seed)
-    kl_start = reference_kl(model, start_model, task, samples_per_prompt=KL_SAMPLES, max_completion_length=length,
+    kl_start = reference_kl(model, start_model, task, samples_per_prompt=kl_samples, max_completion_length=length,
                             seed=seed)
-    kl_first = reference_kl(model, first_model, task, samples_per_prompt=KL_SAMPLES, max_completion_length=length,
-                            seed=seed)
+    kl_first = kl_start if first_model is None else reference_kl(
+        model, first_model, task, samples_per_prompt=kl_samples, max_completion_length=length, seed=seed)
     return {"pass@1": greedy["accuracy"], "loose_accuracy": greedy["loose_accuracy"],
             "sampled_pass@1": sampled["pass@1"], f"pass@{PASS_K}": sampled["pass@k"],
             "completion_length": sampled["completion_length"], "entropy": sampled["entropy"],
@@ -217,6 +235,32 @@ def measure(model, task, cfg: configs.RunConfig, start_model, first_model, *, se
 def _mean(rows, key):
     values = [r[key] for r in rows if r.get(key) is not None]
     return sum(values) / len(values) if values else None
+
+
+# ---- the pretraining text ----------------------------------------------------------------------------
+def digit_text(task, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``n`` documents of plain digit text, as ``(input_ids, attention_mask, loss_mask)`` like ``task.demonstrations()``.
+
+    A document is ``<bos>``, a string of uniformly random digits of uniformly random length (1 to
+    the demonstrations' width − 2), then ``<eos>``, right-padded to that width: no ``+``, no ``=``,
+    no sum. The loss mask covers the real tokens from ``task.prompt_length`` on (the ``<eos>``
+    included): the positions the SFT loop scores (see the module docstring).
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an integer >= 1 (documents); got {n!r}")
+    tok = task.tokenizer
+    width = task.prompt_length + task.answer_length
+    digits = torch.tensor(tok.convert_tokens_to_ids(list("0123456789")))
+    lengths = torch.randint(1, width - 1, (n,), generator=generator)
+    body = digits[torch.randint(0, 10, (n, width - 2), generator=generator)]
+    ids = torch.full((n, width), tok.pad_token_id, dtype=torch.long)
+    ids[:, 0] = tok.bos_token_id
+    ids[:, 1:-1] = torch.where(torch.arange(width - 2) < lengths[:, None], body, tok.pad_token_id)
+    ids[torch.arange(n), lengths + 1] = tok.eos_token_id
+    attention = (ids != tok.pad_token_id).long()
+    loss_mask = attention.clone()
+    loss_mask[:, : task.prompt_length] = 0
+    return ids, attention, loss_mask
 
 
 # ---- one stage ---------------------------------------------------------------------------------------
@@ -244,10 +288,11 @@ def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_prog
     log = MetricsLog(out / "metrics.jsonl")
     start_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     nothing = lambda *args: None  # noqa: E731 - resumable at a stage boundary only: no checkpoint inside a stage
-    if kind == "sft":
+    if kind in ("sft", "pretrain"):
+        text = digit_text(task, max(1, cfg.sft.steps * cfg.sft.batch_size), gen) if kind == "pretrain" else None
         res = train_sft(model, task, cfg.sft, generator=gen, log=log, max_grad_norm=cfg.max_grad_norm,
                         checkpoint=nothing, checkpoint_every=cfg.checkpoint_every, show_progress=show_progress,
-                        threads=None)
+                        demos=text, threads=None)
         return {"steps": res["steps"], "seconds": res["seconds"], "rows": log.rows}
     if kind == "rft":
         _rft_can_start(model, task, cfg, gen)
@@ -268,9 +313,10 @@ def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_prog
     return {"steps": res.steps, "seconds": res.rl_seconds, "rows": log.rows, "summary": res.summary}
 
 
-def stage_passport(cfg, kind: str, index: int, stages: list[dict], device: str) -> dict:
+def stage_passport(cfg, kind: str, index: int, stages: list[dict], device: str,
+                   init: str = "the random initialisation") -> dict:
     pp = passport(cfg, kind, threads=torch.get_num_threads(), device=device, reference=True)
-    start = "the random initialisation" if index == 0 else f"stage {index}'s policy ({stages[index - 1]['kind']})"
+    start = init if index == 0 else f"stage {index}'s policy ({stages[index - 1]['kind']})"
     overrides = {k: v for k, v in stages[index].items() if k != "kind"}
     pp["recipe"] = {"stage": f"{index + 1} of {len(stages)}", "starts_from": start,
                     "stages": " -> ".join(s["kind"] for s in stages), "overrides": overrides or "none"}
@@ -295,24 +341,35 @@ def run_recipe(
     threads: int | None = DEFAULT_THREADS,
     show_progress: bool = True,
     verbose: bool = True,
+    init=None,
+    init_name: str = "a given policy",
+    kl_samples: int = KL_SAMPLES,
 ) -> dict:
     """Run the stages of ``recipe`` (a name of ``RECIPES``, ``"sft,grpo,…"``, or a list of stage dicts).
 
     ``until=N`` stops after stage N (``resume=True`` continues). ``resume=True`` continues the
     recipe in ``out`` with its saved options after its last finished stage (``recipe`` and ``cfg``
-    are then read from ``out``). Returns the recipe's summary (``recipe.json``): its stages, each
-    finished stage's numbers, and ``stopped`` (the stage that could not start and why) or None.
+    are then read from ``out``). ``init``: a model or state dict of this config's shape that the
+    first stage starts from instead of the random initialisation (``init_name`` says what it is,
+    in the passports). ``kl_samples``: completions per held-out prompt for the KL measurements.
+    Returns the recipe's summary (``recipe.json``): its stages, each finished stage's numbers, and
+    ``stopped`` (the stage that could not start and why) or None.
     """
     out = Path(out)
     say = print if verbose else (lambda *a, **k: None)
     set_threads(threads)
     if until is not None and (isinstance(until, bool) or not isinstance(until, int) or until < 1):
         raise ValueError(f"until must be an integer >= 1 (the last stage to run); got {until!r}")
+    if isinstance(kl_samples, bool) or not isinstance(kl_samples, int) or kl_samples < 1:
+        raise ValueError(f"kl_samples must be an integer >= 1 (completions per held-out prompt); got {kl_samples!r}")
     if resume:
+        if init is not None:
+            raise ValueError("resume=True continues from the saved policies; give no init")
         saved = json.loads((out / "recipe.json").read_text()) if (out / "recipe.json").is_file() else None
         if saved is None:
             raise FileNotFoundError(f"no recipe to resume in {out} (recipe.json missing)")
         cfg, seed, name, stages = configs.from_dict(saved["options"]), saved["seed"], saved["recipe"], saved["stages"]
+        kl_samples = saved.get("kl_samples", KL_SAMPLES)
         summary = saved
         summary["stopped"] = None
     else:
@@ -324,11 +381,10 @@ def run_recipe(
             if not overwrite:
                 raise ValueError(f"{out} already holds files; pass overwrite=True (--overwrite) to replace them, "
                                  f"or resume=True (--resume {out}) to continue a recipe")
-            shutil.rmtree(out)
-        out.mkdir(parents=True, exist_ok=True)
-        summary = {"recipe": name, "source": cite("deepseek_r1") if name in RECIPES else None, "stages": stages, "seed": seed, "config": cfg.name, "options": configs.to_dict(cfg),
+        summary = {"recipe": name, "source": cite("deepseek_r1") if name in RECIPES else None, "stages": stages,
+                   "seed": seed, "config": cfg.name, "options": configs.to_dict(cfg), "kl_samples": kl_samples,
+                   "starts_from": "the random initialisation" if init is None else init_name,
                    "finished": [], "stopped": None}
-        (out / "recipe.json").write_text(json.dumps(summary, indent=2))  # resumable from before stage 1 ends
     task, model = build_policy(cfg, seed=seed, device=device)
     dev = next(model.parameters()).device
     first_path = out / "first_policy.pt"
@@ -336,13 +392,22 @@ def run_recipe(
         first = build_model(cfg.model, task.tokenizer).to(dev)
         first.load_state_dict(load_checkpoint(first_path, kind="recipe")["model"])
     else:
+        if init is not None:
+            weights = init.state_dict() if isinstance(init, torch.nn.Module) else init
+            try:
+                model.load_state_dict(weights)
+            except (RuntimeError, TypeError) as err:
+                raise ValueError(f"init must be a model or state dict of config {cfg.name!r}'s shape: {err}") from None
+        if out.exists():
+            shutil.rmtree(out)  # refused above unless overwrite=True
+        out.mkdir(parents=True)
         first = copy.deepcopy(model)
         save_checkpoint(first_path, {"kind": "recipe", "model": model.state_dict()})
+        (out / "recipe.json").write_text(json.dumps(summary, indent=2))  # resumable from before stage 1 ends
     first.eval().requires_grad_(False)
     done = len(summary["finished"])
-    if done:
-        model.load_state_dict(load_checkpoint(stage_dir(out, done - 1, stages[done - 1]["kind"]) / "policy.pt",
-                                              kind="recipe")["model"])
+    model.load_state_dict(first.state_dict() if not done else load_checkpoint(
+        stage_dir(out, done - 1, stages[done - 1]["kind"]) / "policy.pt", kind="recipe")["model"])
     say(f"[course_lib] recipe {name}: {' -> '.join(s['kind'] for s in stages)} on {dev.type}, config {cfg.name!r}, "
         f"{n_params(model):,} parameters, seed {seed}" + (f"; resuming after stage {done}" if done else ""))
     last = len(stages) if until is None else min(until, len(stages))
@@ -371,7 +436,7 @@ def run_recipe(
             raise
         cpu = time.process_time() - cpu0
         model.eval()
-        numbers = measure(model, task, scfg, start, first, seed=seed)
+        numbers = measure(model, task, scfg, start, None if index == 0 else first, seed=seed, kl_samples=kl_samples)
         rows = res["rows"]
         entry = {"stage": index + 1, "kind": kind, "overrides": {k: v for k, v in stage.items() if k != "kind"},
                  "steps": res["steps"], "seconds": res["seconds"], "cpu_seconds": cpu, **numbers}
@@ -381,7 +446,7 @@ def run_recipe(
             entry["zero_variance_share"] = _mean(rows, "zero_variance_rate")
             entry["reward_mean_first"] = rows[0]["reward_mean"] if rows else None
             entry["reward_mean_last"] = rows[-1]["reward_mean"] if rows else None
-        pp = stage_passport(scfg, kind, index, stages, dev.type)
+        pp = stage_passport(scfg, kind, index, stages, dev.type, summary.get("starts_from", "the random initialisation"))
         save_checkpoint(folder / "policy.pt", {"kind": "recipe", "stage": index + 1, "model": model.state_dict()})
         (folder / "summary.json").write_text(json.dumps({**entry, "passport": pp}, indent=2))
         (folder / "passport.json").write_text(json.dumps(pp, indent=2))

@@ -9,7 +9,8 @@ Simplifications, said out loud:
 - One entry per idea, not per paper version; a software stack is dated by the year the lecture
   places it in, and marked ``kind="software"``.
 - ``lecture=True`` marks the nineteen sources the lecture lists; the others are the course's own
-  additions for methods it implements (PPO, GAE, the KL estimators, GSPO, CISPO).
+  additions for methods it implements (PPO, GAE, the KL estimators, GSPO, CISPO) and for claims its
+  notebooks test (STaR, what RL amplifies in a base model).
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ SOURCES: dict[str, Source] = {
                     "https://arxiv.org/abs/2411.15124", "an open multi-stage recipe with verifiable rewards"),
     "deepseek_r1": Source("Guo et al.", "DeepSeek-R1", "https://arxiv.org/abs/2501.12948",
                           "R1-Zero and R1's four stages"),
+    "star": Source("Zelikman et al.", "STaR: Bootstrapping Reasoning With Reasoning", "https://arxiv.org/abs/2203.14465",
+                   "fine-tune on the model's own checked answers, repeat", lecture=False),
+    "yue2025": Source("Yue et al.", "Does Reinforcement Learning Really Incentivize Reasoning Capacity in LLMs Beyond the "
+                      "Base Model?", "https://arxiv.org/abs/2504.13837",
+                      "RL raises pass@1 within the base model's pass@k", lecture=False),
+    "gandhi2025": Source("Gandhi et al.", "Cognitive Behaviors that Enable Self-Improving Reasoners",
+                         "https://arxiv.org/abs/2503.01307", "the base model decides whether RL self-improves",
+                         lecture=False),
     "dapo": Source("Yu et al.", "DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
                    "https://arxiv.org/abs/2503.14476", "clip-higher, dynamic sampling, token loss, overlong shaping"),
     "dr_grpo": Source("Liu et al.", "Understanding R1-Zero-Like Training (Dr. GRPO)", "https://arxiv.org/abs/2503.20783",

@@ -57,7 +57,7 @@ def test_a_recipe_runs_its_stages_and_writes_one_folder_and_passport_per_stage(f
         assert 0 <= entry["sampled_pass@1"] <= entry["pass@8"] <= 1
         assert entry["entropy"] > 0 and 1 <= entry["completion_length"] <= 4
     first = summary["finished"][0]
-    assert first["kl_to_stage_start"] == pytest.approx(first["kl_to_first_policy"])  # stage 1 starts at the first policy
+    assert first["kl_to_stage_start"] == first["kl_to_first_policy"]  # stage 1 starts at the first policy: one measurement
     assert json.loads((out / "recipe.json").read_text()) == summary
 
 
@@ -115,7 +115,7 @@ def test_a_stage_that_cannot_start_stops_the_recipe_and_keeps_the_stages_before_
 
 
 @pytest.mark.parametrize(("spec", "message"), [
-    ("r2", "unknown stage 'r2'; stages are one of ('sft', 'dpo', 'grpo', 'kto', 'ppo', 'rft'), "),
+    ("r2", "unknown stage 'r2'; stages are one of ('pretrain', 'sft', 'dpo', 'grpo', 'kto', 'ppo', 'rft'), "),
     ("sft,orpo", "unknown stage 'orpo' (ORPO starts from the base model by definition"),
     ("sft,foo", "recipes one of ('r1', 'r1-zero')"),
     ("sft,rm", "unknown stage 'rm' (a reward model trains no policy)"),
@@ -168,3 +168,61 @@ def test_sampled_eval_and_the_rft_passport():
         sampled_eval(model, task, k=0)
     pp = passport(cfg, "rft")
     assert pp["kind"] == "rft" and "six_choices" not in pp and "1[reward >= 1]" in pp["optimisation"]["advantage"]
+
+
+def test_digit_text_is_digits_and_an_end_and_never_the_task():
+    task, _ = build_policy(get_config("test"), device="cpu")
+    ids, attn, loss_mask = recipes.digit_text(task, 400, torch.Generator().manual_seed(0))
+    again = recipes.digit_text(task, 400, torch.Generator().manual_seed(0))
+    assert all(torch.equal(a, b) for a, b in zip((ids, attn, loss_mask), again))  # the generator decides it
+    tok, width = task.tokenizer, task.prompt_length + task.answer_length
+    assert ids.shape == (400, width) and (ids[:, 0] == tok.bos_token_id).all()
+    texts = [tok.decode(row[1:], skip_special_tokens=False) for row in ids.tolist()]
+    lengths = [len(t.split("<eos>")[0]) for t in texts]
+    assert all(t.split("<eos>")[0].isdigit() and t.count("<eos>") == 1 for t in texts)
+    assert set(lengths) == set(range(1, width - 1))  # every length from 1 to width − 2
+    assert torch.equal(attn, (ids != tok.pad_token_id).long())
+    # the loss covers the real tokens from the answer's position on, <eos> included
+    assert (loss_mask[:, : task.prompt_length] == 0).all()
+    assert torch.equal(loss_mask[:, task.prompt_length:], attn[:, task.prompt_length:])
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
+        recipes.digit_text(task, 0, torch.Generator())
+
+
+def test_a_pretrain_stage_learns_digit_text_from_its_sft_options_and_says_so(tmp_path):
+    summary = recipes.run_recipe("pretrain:steps=30,grpo:steps=1", get_config("test"), tmp_path, show_progress=False,
+                                 verbose=False, threads=1)
+    assert [s["kind"] for s in summary["finished"]] == ["pretrain", "grpo"]
+    losses = [r["loss"] for r in rows(tmp_path / "stage_1_pretrain" / "metrics.jsonl")]
+    assert len(losses) == 30 and sum(losses[-5:]) < sum(losses[:5])  # the sft section's steps; the loss falls
+    pp = json.loads((tmp_path / "stage_1_pretrain" / "passport.json").read_text())
+    assert pp["kind"] == "pretrain" and "480 documents of plain digit text" in pp["data_and_policy"]["examples"]
+    assert pp["recipe"]["starts_from"] == "the random initialisation"
+    first = summary["finished"][0]
+    assert first["kl_to_first_policy"] == first["kl_to_stage_start"] > 0  # stage 1 starts at the first policy
+
+
+def test_a_recipe_can_start_from_given_weights_and_resume_from_them(full, tmp_path):
+    out, _ = full
+    sft = weights(out / "stage_1_sft" / "policy.pt")
+    spec, cfg = "grpo:steps=1,grpo:steps=1", get_config("test")
+    whole = recipes.run_recipe(spec, cfg, tmp_path / "whole", init=sft, init_name="the SFT stage", show_progress=False,
+                               verbose=False, threads=1, kl_samples=2)
+    first = weights(tmp_path / "whole" / "first_policy.pt")
+    assert all(torch.equal(first[k], sft[k]) for k in sft)
+    assert whole["starts_from"] == "the SFT stage" and whole["kl_samples"] == 2
+    pp = json.loads((tmp_path / "whole" / "stage_1_grpo" / "passport.json").read_text())
+    assert pp["recipe"]["starts_from"] == "the SFT stage"
+    recipes.run_recipe(spec, cfg, tmp_path / "part", init=sft, init_name="the SFT stage", until=1,
+                       show_progress=False, verbose=False, threads=1, kl_samples=2)
+    resumed = recipes.run_recipe(None, None, tmp_path / "part", resume=True, show_progress=False, verbose=False,
+                                 threads=1)
+    assert [numbers(e) for e in resumed["finished"]] == [numbers(e) for e in whole["finished"]]
+    with pytest.raises(ValueError, match="give no init"):
+        recipes.run_recipe(None, None, tmp_path / "part", resume=True, init=sft)
+    _, big = build_policy(get_config("cpu"), device="cpu")
+    with pytest.raises(ValueError, match="init must be a model or state dict of config 'test'"):
+        recipes.run_recipe(spec, cfg, tmp_path / "bad", init=big, show_progress=False, verbose=False)
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(ValueError, match="kl_samples must be an integer >= 1"):
+        recipes.run_recipe(spec, cfg, tmp_path / "bad", kl_samples=0)

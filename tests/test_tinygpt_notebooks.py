@@ -1,4 +1,4 @@
-"""Tiny GPT notebooks (the DPO, GRPO, reward-hacking and RLHF-route runs, graduating to TRL, and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
+"""Tiny GPT notebooks (the DPO, GRPO, reward-hacking and RLHF-route runs, graduating to TRL, RL as a system, recipes, and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
 
 ``COURSE_FAST=1`` is the same lesson at a smaller budget: the `cpu` config's task, model and SFT
 start, fewer RL steps. CI checks that every cell runs, that nothing is written to stderr or looks
@@ -6,7 +6,8 @@ like a warning, and reads values back from the kernel to assert each notebook's 
 run: SFT learns the task (>= 30% held-out), DPO lifts it, GRPO lifts it by >= 10 points,
 the KL term's frontier is not flat, the reward hack appears, and in the RLHF route the reward model beats
 chance, best-of-N peaks above N = 1 and the proxy rises under PPO; the mismatch KL grows
-with staleness and a mismatched sampler shows one at K = 0.
+with staleness and a mismatched sampler shows one at K = 0; R1-Zero from the random
+initialisation has (almost) no group with signal while GRPO from the SFT start gains the most of four starts.
 
 The notebooks share one SFT start (``course_lib.starts``); ``shared_sft_start`` builds it once per
 test session in a folder both pytest-xdist workers see (the cache's lock makes a second worker wait
@@ -352,3 +353,45 @@ def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
         assert knob in ns["knob_table"]
     assert "arxiv.org/abs/2505.24298" in ns["knob_table"] and "arxiv.org/abs/2509.19128" in ns["knob_table"]
     assert "budget) took " in text
+
+
+def test_14_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_ready, shared_sft_start):
+    from course_lib.sources import cite
+
+    names = ["r1", "zero", "digits", "full", "starts", "gain", "sft_start_numbers", "as_rft", "as_sft", "zero_rows",
+             "below", "zero_answer", "RL_STEPS"]
+    ns, shown = execute("14_recipes", names, FAST)
+    assert_clean("14", shown)
+    assert_no_generator_repr("14", shown)
+    text = "".join(t for _, t in shown)
+    r1, zero, digits, full = ns["r1"], ns["zero"], ns["digits"], ns["full"]
+    # r1: four stages, each measured; stage 1 starts at the first policy (one KL measurement)
+    assert r1["recipe"] == "r1" and r1["source"] == cite("deepseek_r1") and r1["stopped"] is None
+    assert [e["kind"] for e in r1["finished"]] == ["sft", "grpo", "rft", "grpo"]
+    for entry in (*r1["finished"], *zero["finished"], *digits["finished"], *full["finished"]):
+        assert 0 <= entry["pass@1"] <= 1 and 0 <= entry["sampled_pass@1"] <= entry["pass@8"] <= 1
+        assert entry["kl_to_stage_start"] >= 0 and entry["kl_to_first_policy"] >= 0 and entry["cpu_seconds"] > 0
+        assert entry["completion_length"] > 0 and entry["entropy"] > 0
+    cold, grpo1, rft, grpo2 = r1["finished"]
+    assert cold["kl_to_stage_start"] == cold["kl_to_first_policy"] and cold["pass@1"] > 0.02  # the cold start learned
+    assert all(e["zero_variance_share"] is not None for e in (grpo1, rft, grpo2)) and grpo1["steps"] == ns["RL_STEPS"]
+    # the porous boundary: RFT accepted some samples, and its loss on them is the SFT loss
+    assert 0 < rft["acceptance_rate"] <= 1
+    assert ns["as_rft"] == pytest.approx(ns["as_sft"], abs=1e-5)
+    assert f"RFT kept {rft['acceptance_rate']:.1%} of its samples" in text
+    # R1-Zero from the random initialisation: (almost) no group has a success, nothing is learned
+    z = zero["finished"][0]
+    assert z["zero_variance_share"] >= 0.9 and z["pass@1"] < 0.05 and ns["zero_answer"] == "over 90%"
+    assert f"R1-Zero on the tiny GPT: {z['zero_variance_share']:.1%} of groups without signal" in text
+    assert len(ns["zero_rows"]) == ns["RL_STEPS"]
+    # the digit-text base: a pretrain stage, then GRPO with (almost) no signal
+    assert [e["kind"] for e in digits["finished"]] == ["pretrain", "grpo"]
+    assert digits["finished"][1]["zero_variance_share"] >= 0.9
+    # the SFT start (the shared cache, given as init) is where GRPO's gain is
+    assert full["starts_from"] == "the shared SFT start" and [e["kind"] for e in full["finished"]] == ["grpo"]
+    assert ns["sft_start_numbers"]["pass@1"] == shared_sft_start["accuracy"] >= SFT_LEARNS
+    gain = ns["gain"]
+    assert set(gain) == {"random init", "digit-text base", "cold start", "SFT start"}
+    assert gain["SFT start"] >= 0.05 and gain["SFT start"] > max(gain["random init"], gain["digit-text base"]), gain
+    assert "the largest gain came from the SFT start" in text
+    assert f"in {len(ns['below'])} of 4 starts" in text
