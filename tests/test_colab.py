@@ -38,7 +38,7 @@ COURSE_NOTEBOOKS = [
     "00_start_here", "01_bradley_terry", "02_dpo_margins", "04_group_baselines",
     "05_from_advantages_to_an_update", "06_baseline_bias_enumeration", "07_memory_and_rollout_budgets", "08_tiny_gpt_dpo",
     "09_tiny_gpt_grpo", "11_reward_hacking",
-    "12_the_rlhf_route", "14_rl_as_a_system", "14_recipes",
+    "12_the_rlhf_route", "14_rl_as_a_system", "16_recipes",
 ]
 
 

@@ -355,12 +355,12 @@ def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
     assert "budget) took " in text
 
 
-def test_14_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_ready, shared_sft_start):
+def test_16_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_ready, shared_sft_start):
     from course_lib.sources import cite
 
     names = ["r1", "zero", "digits", "full", "starts", "gain", "sft_start_numbers", "as_rft", "as_sft", "zero_rows",
              "below", "zero_answer", "RL_STEPS"]
-    ns, shown = execute("14_recipes", names, FAST)
+    ns, shown = execute("16_recipes", names, FAST)
     assert_clean("14", shown)
     assert_no_generator_repr("14", shown)
     text = "".join(t for _, t in shown)

@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 14 · Recipes: DeepSeek-R1's stages, R1-Zero, and what RL can amplify
+# # 16 · Recipes: DeepSeek-R1's stages, R1-Zero, and what RL can amplify
 #
 # *Pointer for readers of the Module 14 lecture: §12, §15 and §16. Everything below stands on its own.*
 #
@@ -130,7 +130,7 @@ def stage_table(entries, names=None):
 # DeepSeek-R1 ([Guo et al. 2025](https://arxiv.org/abs/2501.12948)) was trained in four stages, each from the last one's policy:
 #
 # 1. **cold start**: SFT on a few thousand long, readable demonstrations;
-# 2. **reasoning RL**: GRPO with verifiable rewards (a checker, as in [the GRPO notebook](07_tiny_gpt_grpo.ipynb));
+# 2. **reasoning RL**: GRPO with verifiable rewards (a checker, as in [the GRPO notebook](09_tiny_gpt_grpo.ipynb));
 # 3. **rejection sampling and SFT**: sample many answers from the RL policy, keep the ones a checker
 #    approves, fine-tune on them (with other SFT data);
 # 4. **RL again**, for all scenarios (reasoning, plus helpfulness and harmlessness rewards).
@@ -141,7 +141,7 @@ def stage_table(entries, names=None):
 # (`sft`, `grpo`, `rft`, `dpo`, `kto`, `ppo`, and `pretrain`, met in section 4), with its own
 # overrides. The named recipe `r1` scales R1's stages to the tiny GPT: a cold start on a tenth of the
 # demonstrations for a quarter of SFT's steps, GRPO, online rejection-sampling fine-tuning (RFT, as in
-# [the GRPO notebook](07_tiny_gpt_grpo.ipynb)) for a third of GRPO's steps, GRPO again for a third.
+# [the GRPO notebook](09_tiny_gpt_grpo.ipynb)) for a third of GRPO's steps, GRPO again for a third.
 # Its stage 4 keeps the same checker (the tiny GPT has no helpfulness to reward).
 #
 # Every stage is measured on the same 500 held-out prompts:
@@ -152,7 +152,7 @@ def stage_table(entries, names=None):
 #   policy *can* produce, if asked often enough;
 # - **no-signal share**: the share of GRPO's groups (8 answers to one prompt) whose rewards are all
 #   equal — all wrong or all right. Their group-relative advantages are all zero
-#   ([group baselines](03_group_baselines.ipynb)): those prompts teach GRPO nothing;
+#   ([group baselines](04_group_baselines.ipynb)): those prompts teach GRPO nothing;
 # - **accepted**: the share of RFT's samples the checker approved (what it fine-tunes on);
 # - **KL start / KL first**: the sequence KL(π ‖ π_ref) in nats, sampled on held-out prompts, to the
 #   policy the stage started from and to the recipe's first policy: how far each stage moved.
@@ -335,7 +335,7 @@ print(("what it did learn is the form" if form else "it did not even learn the f
 #   addition;
 # - the **cold start** of section 2 (a tenth of the demonstrations, a quarter of the steps).
 #
-# And the strongest: the full SFT policy of [the DPO and GRPO notebooks](07_tiny_gpt_grpo.ipynb)
+# And the strongest: the full SFT policy of [the DPO and GRPO notebooks](09_tiny_gpt_grpo.ipynb)
 # (all 2,000 demonstrations, 1,200 steps; read from the shared cache, `course_lib.starts`). Each
 # start gets the same GRPO budget as R1-Zero. Three documents of digit text:
 
