@@ -304,8 +304,8 @@ def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
              "{k: [r.get('staleness') for r in v['rows']] for k, v in runs.items()}",
              "{k: [r['groups_sampled'] for r in v['rows']] for k, v in runs.items()}", "knob_table"]
     ns, shown = execute("14_rl_as_a_system", names, FAST)
-    assert_clean("12", shown)
-    assert_no_generator_repr("12", shown)
+    assert_clean("14", shown)
+    assert_no_generator_repr("14", shown)
     text = "".join(t for _, t in shown)
     table, kv = ns["table"], ns["kv"]
     assert ns["baseline"]["accuracy"] == shared_sft_start["accuracy"]  # the shared SFT start
@@ -361,8 +361,8 @@ def test_16_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_re
     names = ["r1", "zero", "digits", "full", "starts", "gain", "sft_start_numbers", "as_rft", "as_sft", "zero_rows",
              "below", "zero_answer", "RL_STEPS"]
     ns, shown = execute("16_recipes", names, FAST)
-    assert_clean("14", shown)
-    assert_no_generator_repr("14", shown)
+    assert_clean("16", shown)
+    assert_no_generator_repr("16", shown)
     text = "".join(t for _, t in shown)
     r1, zero, digits, full = ns["r1"], ns["zero"], ns["digits"], ns["full"]
     # r1: four stages, each measured; stage 1 starts at the first policy (one KL measurement)
