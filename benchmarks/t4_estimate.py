@@ -21,9 +21,10 @@ Where the numbers come from:
   tokenisation: work that stays on the host on any device), less the counter's own cost per operator
   (calibrated on a loop of 1-element adds). It is this machine's CPU; a Colab runtime's 2 vCPUs
   are of the same class but not measured.
-Per step: the slope between a run of ``n1`` and one of ``n2`` steps (setup and the first step's
-caches cancel). Data building (DPO pairs, reward-model pairs, best-of-N) is linear in prompts, fitted the same
-way. What is not modelled: notebook cells outside the trainers and their evaluations (plots, small
+Per step: the slope between a run of ``n1`` and one of ``n2`` steps (setup cancels; a warm-up run
+fills the one-time caches first; the least CPU time of two runs counts, the machine being shared).
+Data building (DPO pairs, reward-model pairs, best-of-N) is linear in prompts, fitted the same way.
+What is not modelled: notebook cells outside the trainers and their evaluations (plots, small
 tensors: milliseconds), the SFT start's disk cache (each fresh Colab runtime trains it once), model
 downloads and pip installs.
 
@@ -136,11 +137,14 @@ def counter_overhead(n: int = 4000) -> float:
     return counter.gap_seconds / counter.dispatched
 
 
-def count(fn, overhead: float) -> dict:
-    """Run ``fn`` twice: plain for its CPU seconds, then counted (launches, syncs, FLOPs, host seconds)."""
-    start = time.process_time()
-    fn()
-    cpu = time.process_time() - start
+def count(fn, overhead: float, repeats: int = 2) -> dict:
+    """Run ``fn`` plain ``repeats`` times for its CPU seconds (the least: the machine is shared), then
+    once counted (launches, syncs, FLOPs, host seconds)."""
+    cpu = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        cpu = min(cpu, time.process_time() - start)
     with LaunchCounter() as counter:
         fn()
     return {"cpu_seconds": cpu, "launches": counter.launches, "syncs": counter.syncs, "flops": counter.flops,
@@ -156,7 +160,9 @@ def t4_seconds(m: dict, *, peak: float) -> tuple[float, float]:
 def slope(make, n1: int, n2: int, overhead: float) -> dict:
     """Per-unit counts (the slope between ``n1`` and ``n2`` units) and the fixed part (the intercept).
 
-    ``make(n)`` returns a zero-argument function that runs n units from the same starting state."""
+    ``make(n)`` returns a zero-argument function that runs n units from the same starting state; one
+    unmeasured run first fills the one-time caches (so they do not land in the ``n1`` run alone)."""
+    make(n1)()
     a, b = count(make(n1), overhead), count(make(n2), overhead)
     per = {k: max(0.0, (b[k] - a[k]) / (n2 - n1)) for k in a}
     fixed = {k: max(0.0, a[k] - n1 * per[k]) for k in a}
