@@ -21,11 +21,11 @@ Where the numbers come from:
   tokenisation: work that stays on the host on any device), less the counter's own cost per operator
   (calibrated on a loop of 1-element adds). It is this machine's CPU; a Colab runtime's 2 vCPUs
   are of the same class but not measured.
-Per step: launches, reads and FLOPs are the slope between a run of ``n1`` and one of ``n2`` steps
-(setup cancels); seconds are the mean over the steps of both runs, setup included (an upper bound:
-CPU seconds on a shared machine are too noisy for a slope), after a warm-up run, the least CPU time
-of two plain runs counting. Data building (DPO pairs, reward-model pairs, best-of-N) is per prompt,
-the same way.
+Per step: launches, reads, FLOPs and CPU seconds are the slope between a run of ``n1`` and one of
+``n2`` steps (setup cancels; a warm-up run first; the least CPU time of two plain runs, the machine
+being shared); host seconds, from one counted run each, are the mean over both runs' steps, setup
+included (an upper bound), at most the step's CPU seconds. Data building (DPO pairs, reward-model
+pairs, best-of-N) is per prompt, the same way.
 What is not modelled: notebook cells outside the trainers and their evaluations (plots, small
 tensors: milliseconds), the SFT start's disk cache (each fresh Colab runtime trains it once), model
 downloads and pip installs.
@@ -159,21 +159,20 @@ def t4_seconds(m: dict, *, peak: float) -> tuple[float, float]:
                  for lat, sync, eff in zip(LAUNCH_US, SYNC_US, EFFICIENCY))
 
 
-TIMES = ("cpu_seconds", "host_seconds")  # measured, noisy on a shared machine; the rest are exact counts
-
-
 def slope(make, n1: int, n2: int, overhead: float) -> dict:
     """Per-unit numbers from a run of ``n1`` units and one of ``n2``, and a fixed part.
 
-    Counts (launches, reads, FLOPs): the slope between the runs, and the intercept as the fixed part
-    (setup). Seconds: the mean over all ``n1 + n2`` units of both runs, setup included (an upper
-    bound; a slope of CPU seconds on a shared machine can even come out negative), no fixed part.
+    Counts (launches, reads, FLOPs) and CPU seconds: the slope between the runs, and the intercept
+    as the fixed part (setup). Host seconds (one counted run each, too noisy for a slope): the mean
+    over all ``n1 + n2`` units, setup included (an upper bound), at most the unit's CPU seconds.
     ``make(n)`` returns a zero-argument function that runs n units from the same starting state; one
     unmeasured run first fills the one-time caches (so they do not land in the ``n1`` run alone)."""
     make(n1)()
     a, b = count(make(n1), overhead), count(make(n2), overhead)
-    per = {k: (a[k] + b[k]) / (n1 + n2) if k in TIMES else max(0.0, (b[k] - a[k]) / (n2 - n1)) for k in a}
-    fixed = {k: 0.0 if k in TIMES else max(0.0, a[k] - n1 * per[k]) for k in a}
+    per = {k: max(0.0, (b[k] - a[k]) / (n2 - n1)) for k in a}
+    per["host_seconds"] = min((a["host_seconds"] + b["host_seconds"]) / (n1 + n2), per["cpu_seconds"])
+    fixed = {k: max(0.0, a[k] - n1 * per[k]) for k in a}
+    fixed["host_seconds"] = 0.0
     return {"per": per, "fixed": fixed, "runs": {str(n1): a, str(n2): b}}
 
 
