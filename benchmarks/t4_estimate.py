@@ -23,8 +23,8 @@ Where the numbers come from:
   are of the same class but not measured.
 Per step: launches, reads, FLOPs and CPU seconds are the slope between a run of ``n1`` and one of
 ``n2`` steps (setup cancels; a warm-up run first; the least CPU time of two plain runs, the machine
-being shared); host seconds, from one counted run each, are the mean over both runs' steps, setup
-included (an upper bound), at most the step's CPU seconds. Data building (DPO pairs, reward-model
+being shared); host seconds, from one counted run each, likewise, or where noise makes that slope
+non-positive the mean over both runs' steps, setup included (an upper bound); at most the CPU seconds. Data building (DPO pairs, reward-model
 pairs, best-of-N) is per prompt, the same way.
 What is not modelled: notebook cells outside the trainers and their evaluations (plots, small
 tensors: milliseconds), the SFT start's disk cache (each fresh Colab runtime trains it once), model
@@ -159,21 +159,26 @@ def t4_seconds(m: dict, *, peak: float) -> tuple[float, float]:
                  for lat, sync, eff in zip(LAUNCH_US, SYNC_US, EFFICIENCY))
 
 
-def slope(make, n1: int, n2: int, overhead: float) -> dict:
-    """Per-unit numbers from a run of ``n1`` units and one of ``n2``, and a fixed part.
+def fit(a: dict, b: dict, n1: int, n2: int) -> dict:
+    """Per-unit numbers and a fixed part from a run of ``n1`` units (``a``) and one of ``n2`` (``b``).
 
     Counts (launches, reads, FLOPs) and CPU seconds: the slope between the runs, and the intercept
-    as the fixed part (setup). Host seconds (one counted run each, too noisy for a slope): the mean
-    over all ``n1 + n2`` units, setup included (an upper bound), at most the unit's CPU seconds.
-    ``make(n)`` returns a zero-argument function that runs n units from the same starting state; one
-    unmeasured run first fills the one-time caches (so they do not land in the ``n1`` run alone)."""
-    make(n1)()
-    a, b = count(make(n1), overhead), count(make(n2), overhead)
+    as the fixed part (setup). Host seconds (one counted run each): the slope too, but where the
+    shared machine's noise makes it zero or negative, the mean over all ``n1 + n2`` units, setup
+    included (an upper bound); at most the unit's CPU seconds."""
     per = {k: max(0.0, (b[k] - a[k]) / (n2 - n1)) for k in a}
-    per["host_seconds"] = min((a["host_seconds"] + b["host_seconds"]) / (n1 + n2), per["cpu_seconds"])
+    host = per["host_seconds"] or (a["host_seconds"] + b["host_seconds"]) / (n1 + n2)
+    per["host_seconds"] = min(host, per["cpu_seconds"])
     fixed = {k: max(0.0, a[k] - n1 * per[k]) for k in a}
-    fixed["host_seconds"] = 0.0
     return {"per": per, "fixed": fixed, "runs": {str(n1): a, str(n2): b}}
+
+
+def slope(make, n1: int, n2: int, overhead: float) -> dict:
+    """``fit`` of a run of ``n1`` units and one of ``n2``; ``make(n)`` returns a zero-argument function
+    that runs n units from the same starting state. One unmeasured run first fills the one-time
+    caches (so they do not land in the ``n1`` run alone)."""
+    make(n1)()
+    return fit(count(make(n1), overhead), count(make(n2), overhead), n1, n2)
 
 
 # ---- the units the notebooks run -------------------------------------------------------------------
@@ -359,9 +364,17 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 and 2 steps per trainer (the test's mode)")
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--refit", action="store_true", help="refit the stored runs of results/t4_estimate.json")
     args = parser.parse_args(argv)
     peak = peak_flops(T4, "fp32")
-    units = measure_units(quick=args.quick)
+    if args.refit:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from tables import load
+
+        stored = load("t4_estimate")["units"]
+        units = {name: fit(*(u["runs"][n] for n in u["runs"]), *map(int, u["runs"])) for name, u in stored.items()}
+    else:
+        units = measure_units(quick=args.quick)
     notebooks = estimate(units, notebook_work(), peak=peak)
     for name, row in notebooks.items():
         print(f"{name:22s} FAST: CPU {row['fast']['cpu_seconds']:6.0f} s, T4 {row['fast']['t4_seconds'][0]:5.0f}–"
@@ -374,7 +387,8 @@ def main(argv: list[str] | None = None) -> dict:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from tables import COMMIT_AT_START, RESULTS
 
-        result.update(benchmark="t4_estimate", command="python benchmarks/t4_estimate.py", commit=COMMIT_AT_START,
+        result.update(benchmark="t4_estimate", commit=COMMIT_AT_START, command="python benchmarks/t4_estimate.py"
+                      + (" --refit (its measured runs refitted)" if args.refit else ""),
                       machine=f"{torch.get_num_threads()} thread(s), CPU-only machine")
         (RESULTS / "t4_estimate.json").write_text(json.dumps(result, indent=1) + "\n")
     return result

@@ -40,6 +40,17 @@ def test_the_counters_own_cost_is_taken_out_of_the_host_time():
     assert counter.host_seconds(overhead) < counter.gap_seconds and counter.host_seconds(10 * overhead) == 0.0
 
 
+def test_the_fit_takes_slopes_and_falls_back_to_the_mean_for_a_noisy_host_time():
+    a = {"cpu_seconds": 1.0, "host_seconds": 0.5, "launches": 1100, "syncs": 12, "flops": 3.0}
+    b = {"cpu_seconds": 1.4, "host_seconds": 0.7, "launches": 1300, "syncs": 16, "flops": 7.0}
+    got = t4_estimate.fit(a, b, 1, 3)
+    assert got["per"] == {"cpu_seconds": pytest.approx(0.2), "host_seconds": pytest.approx(0.1), "launches": 100,
+                          "syncs": 2, "flops": 2.0}
+    assert got["fixed"]["launches"] == 1000 and got["fixed"]["host_seconds"] == pytest.approx(0.4)
+    noisy = t4_estimate.fit(a, {**b, "host_seconds": 0.4}, 1, 3)["per"]  # host slope < 0: mean, capped at CPU
+    assert noisy["host_seconds"] == pytest.approx(min((0.5 + 0.4) / 4, 0.2))
+
+
 def test_the_time_model_by_hand():
     """6 ms of host work, 1,000 launches, 10 reads, 8.1 GFLOP at 50% / 10% of 8.1 TFLOP/s."""
     unit = {"cpu_seconds": 0.5, "host_seconds": 0.006, "launches": 1000, "syncs": 10, "flops": 8.1e9}
