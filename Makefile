@@ -57,7 +57,7 @@ site: $(STAMP)
 
 # Every benchmark writes benchmarks/results/<name>.json; tables.py renders the README's tables from them.
 bench: $(STAMP)
-	for b in benchmarks/tinygpt_*.py benchmarks/trl_vs_course_grpo.py; do \
+	for b in benchmarks/tinygpt_*.py benchmarks/trl_vs_course_grpo.py benchmarks/t4_estimate.py; do \
 	  start=$$(date +%s); $(PY) $$b || exit 1; echo "== $$b: $$(( $$(date +%s) - start )) s"; done
 	$(PY) benchmarks/tables.py
 

@@ -1,14 +1,15 @@
 """The ``gpu`` config on a CUDA device, every trainer: time, held-out accuracy, tokens/s and MFU (issue 29).
 
 One prepared script for the first run that has a GPU; the README says "unmeasured" until its JSON
-exists. It runs ``pipeline.run(kind, get_config("gpu"), device="cuda")`` for sft, dpo, grpo, rm and
-ppo (each with its own SFT stage), the instruct recipe's smoke test (TRL's GRPOTrainer on a tiny
-random chat model, ``trl_bridge.tiny_instruct_standin``), and on CUDA the launch-bound levers:
-sampling throughput at 1×, 4× and 16× the batch (B·G), and the update's forward eager vs
+exists. It runs ``pipeline.run(kind, get_config("gpu"), device="cuda")`` for every pipeline
+trainer: sft, dpo, grpo, rm, ppo, kto and orpo (each with its own SFT stage; orpo starts from the
+base model), the instruct recipe's smoke test (TRL's GRPOTrainer on a tiny random chat model,
+``trl_bridge.tiny_instruct_standin``), and on CUDA the launch-bound levers: sampling throughput
+at 1×, 4× and 16× the batch (B·G), and the update's forward eager vs
 ``torch.compile(mode="reduce-overhead")`` (CUDA graphs). Writes ``OUT/gpu_check.json``.
 
-Time guard: ``--max-seconds`` (default 480 = 8 minutes). sft, dpo and grpo stop at a step
-boundary when their share of the budget is spent (``runtime.request_stop``; the row says
+Time guard: ``--max-seconds`` (default 480 = 8 minutes). sft, dpo, grpo, kto and orpo stop at a
+step boundary when their share of the budget is spent (``runtime.request_stop``; the row says
 "stopped" and the step reached); rm and ppo cannot stop on request, so they run with capped steps
 (``RM_STEPS``, ``PPO_STEPS``); a trainer that would start with too little time left is skipped.
 
@@ -38,8 +39,8 @@ from course_lib.pipeline import run
 from course_lib.task import AdditionTask
 from course_lib.utilisation import peak_flops, run_flops
 
-KINDS = ("sft", "dpo", "grpo", "rm", "ppo")
-STOPPABLE = ("sft", "dpo", "grpo")
+KINDS = ("sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo")  # every pipeline trainer (pipeline.KINDS)
+STOPPABLE = ("sft", "dpo", "grpo", "kto", "orpo")
 RM_STEPS, PPO_STEPS = 100, 40  # of the gpu config's 500 and 200: they do not stop on request
 MIN_START_SECONDS = 20  # a trainer is skipped when less than this is left
 

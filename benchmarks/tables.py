@@ -31,7 +31,7 @@ COMMIT_AT_START = commit()
 # A seed whose SFT start is below this held-out accuracy is flagged as degenerate: almost every
 # group scores all zero, so nothing learns from it, and it decides no comparison.
 DEGENERATE_START = 0.10
-BLOCK = re.compile(r"(<!-- bench:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
+BLOCK = re.compile(r"(<!-- bench:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
 
 
 def load(name: str, results: Path = RESULTS) -> dict:
@@ -393,6 +393,35 @@ def gpu_check(results: Path = RESULTS) -> str:
     return "\n".join(lines)
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def t4_estimate(results: Path = RESULTS) -> str:
+    """The Colab section's per-notebook times on a T4: estimates from CPU counts (``benchmarks/t4_estimate.py``)."""
+    data = load("t4_estimate", results)
+    lat, sync, eff = data["launch_us"], data["sync_us"], data["efficiency"]
+
+    def span(pair):
+        lo, hi = pair
+        return f"{_duration(lo)}–{_duration(hi)} (estimate)" if _duration(lo) != _duration(hi) else \
+            f"{_duration(lo)} (estimate)"
+
+    lines = ["| notebook | what trains | FAST on the runtime's CPU | FAST on a T4 | full on the runtime's CPU | full on a T4 |",
+             "|---|---|---|---|---|---|"]
+    for name, row in data["notebooks"].items():
+        fast, full = row["fast"], row["full"]
+        lines.append(f"| {name} | {row['note']} | {_duration(fast['cpu_seconds'])} (estimate) | {span(fast['t4_seconds'])} | "
+                     f"{_duration(full['cpu_seconds'])} (estimate) | {span(full['t4_seconds'])} |")
+    return ("**Estimates, not measurements** (no run of the course has had a GPU). Method: each trainer's step was run "
+            f"here on the `cpu` config and its kernel launches, host reads and matmul FLOPs counted; a T4 step is taken "
+            f"to cost the step's host time between operators (Python, autograd, reward checks) + launches × {lat[0]:g}–{lat[1]:g} µs + host reads × {sync[0]:g}–"
+            f"{sync[1]:g} µs + FLOPs at {eff[1]:.0%}–{eff[0]:.0%} of the T4's fp32 peak (the course trains in fp32 "
+            "there), times the steps each notebook's code runs; the CPU columns are this machine's CPU seconds per "
+            "step × the same steps (training and evaluation only).\n\n" + "\n".join(lines)
+            + f"\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
+
+
 def class_grading(results: Path = RESULTS) -> str:
     data = load("class_grading", results)
     lines = ["| jobs | class | wall time | seconds per student | speed-up | load before → after |", "|---|---|---|---|---|---|"]
@@ -428,7 +457,7 @@ def provenance(results: Path = RESULTS) -> str:
             f"`make bench` re-runs every benchmark at one commit.\n")
 
 
-RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
+RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4_estimate, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
              "class_grading": class_grading, "recipes": recipes, "trl_map": trl_map}
 

@@ -337,6 +337,18 @@ def text_reward_function(name: str = "strict"):
     return reward
 
 
+def instruct_dtype(device) -> torch.dtype:
+    """The dtype to load ``INSTRUCT_MODEL``'s weights in on ``device`` (``runtime.trl_precision``).
+
+    bf16 where the GPU has bf16 tensor cores (sm_80+); float32 elsewhere: on a T4 (sm_75) TRL
+    trains in fp16 autocast with a GradScaler, which expects float32 weights (bf16 weights there
+    would run emulated bf16 matmuls), and the CPU runs float32.
+    """
+    from course_lib.runtime import trl_precision
+
+    return torch.bfloat16 if trl_precision(device) == "bf16" else torch.float32
+
+
 def instruct_recipe(model, tokenizer, task: AdditionTask, cfg: RunConfig, *, seed: int = 0,
                     output_dir: str = "trl-instruct", checkpointing: bool = True, callbacks: list | None = None):
     """The course's GRPO recipe (``cfg.grpo``) on a chat model: TRL's GRPOTrainer, ready to train.

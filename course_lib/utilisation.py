@@ -86,7 +86,8 @@ def supervised_step_flops(model: ModelConfig, vocab: int, *, prompt_length: int,
 
 def run_flops(kind: str, cfg, rows: list[dict], *, vocab: int, reference: bool = True) -> float | None:
     """The FLOPs a finished run needed, from its metrics rows; None for the trainers not counted here
-    (``rm``, ``ppo``: their time is reported without an MFU)."""
+    (``rm``, ``ppo``: their time is reported without an MFU). SFT, DPO, ORPO and KTO count every
+    completion at the longest answer + ``<eos>`` (an upper bound); their references are cached before training."""
     P, m = 3 + 2 * cfg.task.digits, cfg.model
     answer = cfg.task.digits + 1  # the longest answer's digits; + <eos> below (an upper bound for SFT/DPO)
     if kind == "sft":
@@ -95,6 +96,15 @@ def run_flops(kind: str, cfg, rows: list[dict], *, vocab: int, reference: bool =
     if kind == "dpo":
         per = supervised_step_flops(m, vocab, prompt_length=P, completion_length=answer + 1,
                                     sequences=2 * cfg.dpo.batch_size)
+        return per * len(rows)
+    if kind == "orpo":  # chosen and rejected, forward + backward; no reference
+        per = supervised_step_flops(m, vocab, prompt_length=P, completion_length=answer + 1,
+                                    sequences=2 * cfg.orpo.batch_size)
+        return per * len(rows)
+    if kind == "kto":  # its answers forward + backward, and one no-gradient forward of their mismatched pairs (z0)
+        b = cfg.kto.batch_size
+        per = (supervised_step_flops(m, vocab, prompt_length=P, completion_length=answer + 1, sequences=b)
+               + b * scored_forward(m, vocab, P, answer + 1))
         return per * len(rows)
     if kind != "grpo":
         return None

@@ -105,9 +105,10 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # ```
 #
 # **On Colab.** Use the "Open in Colab" links in the README, or *File → Open notebook → GitHub* and
-# paste the repository address. Choose *Runtime → Change runtime type → GPU* if you want the tiny-GPT
-# notebooks to train faster. Then run the first cell: it installs `course_lib` without touching Colab's
-# own PyTorch build, and reports the device it found.
+# paste the repository address. Choose *Runtime → Change runtime type → GPU* for notebook 10's last
+# section, which trains a real instruct model; the tiny-GPT notebooks train on the CPU either way (they do
+# not move their model to the GPU yet). Then run the first cell: it installs `course_lib` without touching
+# Colab's own PyTorch build, and reports the device it found.
 #
 # **How the notebooks are stored.** Each notebook is a pair: a `.py` file in the "percent" format
 # (the source of truth, easy to diff and review) and the `.ipynb` you open. `make sync` rebuilds the

@@ -300,7 +300,9 @@ if DEVICE.type == "cuda":
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     chat_tokenizer = AutoTokenizer.from_pretrained(trl_bridge.INSTRUCT_MODEL)
-    chat_model = AutoModelForCausalLM.from_pretrained(trl_bridge.INSTRUCT_MODEL, dtype=torch.bfloat16).to(DEVICE)
+    # bf16 weights from sm_80 (A100, L4, H100); float32 on a T4, where TRL trains in fp16 with a GradScaler
+    chat_model = AutoModelForCausalLM.from_pretrained(trl_bridge.INSTRUCT_MODEL,
+                                                      dtype=trl_bridge.instruct_dtype(DEVICE)).to(DEVICE)
     chat_grpo = dict(steps=50, batch_prompts=8, num_generations=8, max_completion_length=16, learning_rate=1e-6)
 else:
     chat_model, chat_tokenizer = trl_bridge.tiny_instruct_standin(SEED)

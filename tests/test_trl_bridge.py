@@ -148,6 +148,8 @@ def test_gpu_check_script_runs_its_code_path_on_the_cpu(tmp_path):
     smoke test and writes the JSON; ``--max-seconds`` stops the stoppable trainers at a step boundary."""
     import importlib.util as util
 
+    from course_lib.pipeline import KINDS
+
     spec = util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
     gpu_check = util.module_from_spec(spec)
     spec.loader.exec_module(gpu_check)
@@ -155,7 +157,8 @@ def test_gpu_check_script_runs_its_code_path_on_the_cpu(tmp_path):
     saved = json.loads((tmp_path / "gpu_check.json").read_text())
     assert saved["device"] == "cpu" and saved["precision"].startswith("fp32") and saved["peak_flops"] is None
     trainers = {r["kind"]: r for r in saved["trainers"]}
-    assert list(trainers) == ["sft", "dpo", "grpo", "rm", "ppo"] and out["trainers"] == saved["trainers"]
+    assert list(trainers) == ["sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo"] and out["trainers"] == saved["trainers"]
+    assert set(trainers) == set(KINDS), "gpu_check runs every pipeline trainer"
     assert all(r["steps"] >= 1 and r["train_seconds"] > 0 for r in trainers.values())
     assert trainers["grpo"]["flops"] > 0 and trainers["grpo"]["generated_tokens_per_second"] > 0
     assert trainers["rm"]["flops"] is None and all(r["mfu"] is None for r in trainers.values())  # no peak on a CPU

@@ -44,6 +44,18 @@ def test_supervised_step_flops_by_hand():
     assert supervised_step_flops(TINY, V, prompt_length=2, completion_length=2, sequences=4) == 3 * 4 * 360
 
 
+def test_orpo_and_kto_step_flops_by_hand():
+    """digits = 1: prompt P = 5, completions of 2 + <eos> = 3 tokens. One scored completion: body of
+    positions 0–4: 24·4·5 + 8·(1+2+3+4+5) = 600; positions 5, 6: 24·4·2 + 8·(6+7) = 296; head on 3: 36.
+    ORPO, 4 pairs: 3 · 8 · 932; KTO, 4 answers: 3 · 4 · 932 + 4 · 932 (z0's no-gradient forward)."""
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(task=SimpleNamespace(digits=1), model=TINY, orpo=SimpleNamespace(batch_size=4),
+                          kto=SimpleNamespace(batch_size=4))
+    assert run_flops("orpo", cfg, [{}], vocab=V) == 3 * 8 * 932
+    assert run_flops("kto", cfg, [{}, {}], vocab=V) == 2 * (3 * 4 * 932 + 4 * 932)
+
+
 def test_run_flops_follows_the_rows():
     """Skipped steps cost only their sampling; zero-variance groups leave the update (β = 0)."""
     cfg = get_config("test")
