@@ -32,7 +32,7 @@ downloads and pip installs.
 
 **As the notebooks stand** they build their models with ``starts.sft_start`` on the CPU and never
 move them to ``DEVICE``, so on a Colab GPU runtime the tiny-GPT trainers still run on its CPU (notebook
-10's TRL trainers too: the bridge follows the model's device); only notebook 10's real instruct model
+18's TRL trainers too: the bridge follows the model's device); only notebook 18's real instruct model
 uses the GPU, and it is not estimated here. The table therefore gives both:
 the CPU time (as it runs today, measured here per step × steps) and the T4 estimate (the trainers
 on the T4, once the notebooks move their models there).
@@ -257,7 +257,7 @@ def measure_units(quick: bool = False, only: list[str] | None = None) -> dict:
         "rm_pairs": lambda n: lambda: preference_data(policy(), task, task.sample_pairs(n, gen(3)), RewardModelConfig(),
                                                       generator=gen(4)),
         "best_of_32": lambda n: lambda: best_of_n_scores(policy(), task, task.heldout_pairs[:n], scorer, k=32),
-        # one held-out evaluation (500 prompts, greedy), and notebook 08's (200 prompts, 12 tokens)
+        # one held-out evaluation (500 prompts, greedy), and notebook 11's (200 prompts, 12 tokens)
         "eval": lambda n: lambda: [evaluate(policy(), task) for _ in range(n)],
         "eval_len12": lambda n: lambda: [evaluate(policy(), task, max_completion_length=MAX_COMPLETION_LENGTH)
                                          for _ in range(n)],
@@ -327,16 +327,16 @@ def notebook_work() -> dict:
                 ("eval", _evals(1, grpo_steps, 5 if fast else 10) + 2)]
 
     return {
-        "SFT start": {"note": f"once per fresh runtime ({cfg.sft.steps} steps), shared by 02b, 06, 07, 08b, 10",
+        "SFT start": {"note": f"once per fresh runtime ({cfg.sft.steps} steps), shared by 08, 09, 10, 12, 18",
                       "fast": sft_start, "full": sft_start},
-        "02b_the_kl_term": {"note": "section 9's β sweep: 7 GRPO runs", "fast": nb02b(True), "full": nb02b(False)},
-        "06_tiny_gpt_dpo": {"note": "pairs, DPO ×2, NLL, KTO, the style run", "fast": nb06(True), "full": nb06(False)},
-        "07_tiny_gpt_grpo": {"note": "GRPO, RLOO, Dr. GRPO ×2, RFT, DAPO", "fast": nb07(True), "full": nb07(False)},
-        "08_reward_hacking": {"note": f"its own {HACK_SFT}-step SFT start, then 2 GRPO runs; FAST = full",
+        "10_the_kl_term": {"note": "section 5's β sweep: 7 GRPO runs", "fast": nb02b(True), "full": nb02b(False)},
+        "08_tiny_gpt_dpo": {"note": "pairs, DPO ×2, NLL, KTO, the style run", "fast": nb06(True), "full": nb06(False)},
+        "09_tiny_gpt_grpo": {"note": "GRPO, RLOO, Dr. GRPO ×2, RFT, DAPO", "fast": nb07(True), "full": nb07(False)},
+        "11_reward_hacking": {"note": f"its own {HACK_SFT}-step SFT start, then 2 GRPO runs; FAST = full",
                               "fast": [("sft", HACK_SFT)] + nb08(True), "full": [("sft", HACK_SFT)] + nb08(False)},
-        "08b_the_rlhf_route": {"note": "reward model, best-of-N, PPO against it, GRPO/RLOO/PPO",
+        "12_the_rlhf_route": {"note": "reward model, best-of-N, PPO against it, GRPO/RLOO/PPO",
                                "fast": nb08b(True), "full": nb08b(False)},
-        "10_graduating_to_trl": {"note": "the course's GRPO and DPO (TRL's runs and the instruct model not included)",
+        "18_graduating_to_trl": {"note": "the course's GRPO and DPO (TRL's runs and the instruct model not included)",
                                  "fast": nb10(True), "full": nb10(False)},
     }
 

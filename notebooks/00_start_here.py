@@ -105,7 +105,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # ```
 #
 # **On Colab.** Use the "Open in Colab" links in the README, or *File → Open notebook → GitHub* and
-# paste the repository address. Choose *Runtime → Change runtime type → GPU* for notebook 10's last
+# paste the repository address. Choose *Runtime → Change runtime type → GPU* for notebook 18's last
 # section, which trains a real instruct model; the tiny-GPT notebooks train on the CPU either way (they do
 # not move their model to the GPU yet). Then run the first cell: it installs `course_lib` without touching
 # Colab's own PyTorch build, and reports the device it found.

@@ -136,12 +136,12 @@ def test_full_precision_turns_tf32_off_on_cuda_and_restores_it():
 
 @pytest.mark.parametrize(("gpu", "dtype"), [("T4", torch.float32), ("A100", torch.bfloat16), ("H100", torch.bfloat16)])
 def test_the_instruct_model_loads_in_the_dtype_trl_trains_in(monkeypatch, gpu, dtype):
-    """A T4 gets float32 weights (TRL's fp16 autocast and GradScaler), not emulated bf16; notebook 10 asks the bridge."""
+    """A T4 gets float32 weights (TRL's fp16 autocast and GradScaler), not emulated bf16; notebook 18 asks the bridge."""
     from conftest import ROOT
 
     from course_lib import trl_bridge
 
     _fake_cuda(monkeypatch, CAPABILITIES[gpu])
     assert trl_bridge.instruct_dtype(torch.device("cuda")) == dtype and trl_bridge.instruct_dtype("cpu") == torch.float32
-    source = (ROOT / "notebooks" / "10_graduating_to_trl.py").read_text()
+    source = (ROOT / "notebooks" / "18_graduating_to_trl.py").read_text()
     assert "dtype=trl_bridge.instruct_dtype(DEVICE)" in source and "dtype=torch.bfloat16" not in source

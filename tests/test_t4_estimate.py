@@ -83,9 +83,9 @@ def test_the_colab_table_labels_every_time_an_estimate(tmp_path):
     row = {"note": "GRPO", "fast": {"cpu_seconds": 48.0, "t4_seconds": [6.0, 20.0]},
            "full": {"cpu_seconds": 600.0, "t4_seconds": [60.0, 200.0]}}
     data = {"command": "c", "commit": "abc", "machine": "m", "launch_us": [5, 20], "sync_us": [10, 50],
-            "efficiency": [0.5, 0.1], "notebooks": {"07_tiny_gpt_grpo": row}}
+            "efficiency": [0.5, 0.1], "notebooks": {"09_tiny_gpt_grpo": row}}
     (tmp_path / "t4_estimate.json").write_text(json.dumps(data))
     text = tables.render("<!-- bench:t4_estimate -->\n<!-- /bench:t4_estimate -->", tmp_path)
-    assert "| 07_tiny_gpt_grpo | GRPO | 48 s (estimate) | 6 s–20 s (estimate) | 10 min (estimate) | 60 s–3 min (estimate) |" \
+    assert "| 09_tiny_gpt_grpo | GRPO | 48 s (estimate) | 6 s–20 s (estimate) | 10 min (estimate) | 60 s–3 min (estimate) |" \
         in text
     assert "**Estimates, not measurements**" in text and "5–20 µs" in text and "10%–50%" in text
