@@ -143,9 +143,8 @@ print(f"at the boundary z = 0 the slope is {dpo_terms(0.0, 0.0, 0.0, 0.0).slope:
 #
 # ## 3. The same pair under β = 0.5
 #
-# Keep pair I's four log-probabilities and raise β from 0.1 to 0.5. The margin z = β·h grows five-fold,
-# so the loss falls and the slope σ(−z) shrinks. But the gradient with respect to the model's parameters
-# is dL/dθ = −σ(−z)·β·∇h: it carries an extra factor β.
+# Keep pair I's four log-probabilities and raise β from 0.1 to 0.5: the margin z = β·h grows five-fold.
+# Predict first, then run the cell after the question.
 
 # %%
 predict("β goes from 0.1 to 0.5 on pair I. What happens to the parameter-level pull β·σ(−z) on this pair?",
@@ -160,6 +159,9 @@ print(f"β = 0.5:  z = {z_beta05:.2f}   loss = {loss_beta05:.3f}   slope = {slop
 print(f"parameter-level weight β·σ(−z):  β=0.1 → {0.1 * slope_I:.4f}   β=0.5 → {0.5 * slope_beta05:.4f}")
 
 # %% [markdown]
+# The loss fell and the slope σ(−z) shrank. But the gradient with respect to the model's parameters is
+# dL/dθ = −σ(−z)·β·∇h: it carries an extra factor β.
+#
 # What reaches the policy goes through its log-probabilities. Raising log π_θ(y_w) by 1 raises z by β,
 # so ∂L/∂log π_θ(y_w) = −β·σ(−z), and ∂L/∂log π_θ(y_l) = +β·σ(−z): push the chosen answer up and the
 # rejected one down, each with the weight β·σ(−z). A finite difference on the library's loss agrees:
