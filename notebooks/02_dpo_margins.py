@@ -55,6 +55,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    changing β does and does not mean;
 # 3. read DPO's "implicit reward" for what it is;
 # 4. place IPO, SimPO, ORPO and KTO next to DPO by the data they need and the margin they push.
+#
+# **Sources.** DPO: [Rafailov et al. 2023](https://arxiv.org/abs/2305.18290). IPO: [Azar et al. 2023](https://arxiv.org/abs/2310.12036). SimPO: [Meng et al. 2024](https://arxiv.org/abs/2405.14734). ORPO: [Hong et al. 2024](https://arxiv.org/abs/2403.07691).
+# KTO: [Ethayarajh et al. 2024](https://arxiv.org/abs/2402.01306).
 
 # %%
 import ipywidgets as widgets
@@ -286,10 +289,10 @@ plt.show()
 # bounded: each example is judged alone against the reference point, and the undesirable curve is the
 # desirable one mirrored.
 #
-# The curves put z0 at 0. In KTO (Ethayarajh et al. 2024) z0 is not a free constant: it estimates
+# The curves put z0 at 0. In KTO ([Ethayarajh et al. 2024](https://arxiv.org/abs/2402.01306)) z0 is not a free constant: it estimates
 # KL(π_θ‖π_ref) on the batch itself. Each prompt is paired with *another* answer of the batch, the
 # policy's and the reference's log-probs of those mismatched pairs are averaged, the mean is clamped at
-# 0 (a KL is never negative) and no gradient flows through it (`kto_reference_point`, as TRL computes
+# 0 (a KL is never negative) and no gradient flows through it (`kto_reference_point`, as TRL ([von Werra et al. 2020](https://github.com/huggingface/trl)) computes
 # it). An answer then counts as desirable-enough only when its log-ratio beats how far the policy has
 # drifted overall. Three mismatched pairs:
 

@@ -54,6 +54,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. predict how often a group carries no signal at all, recognise one in floating point, and decide
 #    what to do with it.
 #
+# **Sources.** GRPO: [Shao et al. 2024](https://arxiv.org/abs/2402.03300). RLOO: [Ahmadian et al. 2024](https://arxiv.org/abs/2402.14740). Dr. GRPO: [Liu et al. 2025](https://arxiv.org/abs/2503.20783).
+#
 # What happens *after* the advantages — the clipped objective, the averaging unit and the length bias —
 # is notebook 03b. Some cells ask you to **predict** first: pick an option, press *Reveal*, then read on.
 
@@ -107,7 +109,8 @@ assert np.allclose(adv, grpo_advantages(rewards))
 # and the std used to judge it. Notebook 04 measures the bias this causes.
 #
 # **RLOO** judges answer i against the mean of the *other* G − 1 answers, b_i = (Σ_j r_j − r_i)/(G − 1).
-# Because that baseline does not contain r_i, the REINFORCE gradient stays unbiased. **Dr. GRPO**
+# Because that baseline does not contain r_i, the REINFORCE gradient ([Williams 1992](https://doi.org/10.1007/BF00992696); notebook 04
+# derives it) stays unbiased. **Dr. GRPO**
 # keeps the centring but drops the division by std.
 
 # %%
@@ -340,7 +343,7 @@ for p in (0.5, 0.9, 0.99):
 #
 # What to do with a zero-variance group is a decision, and it should be written down: skip the group
 # (the batch gets smaller, and a per-batch averaging denominator changes — a factor that varies from
-# step to step, which Adam does not cancel: section 3), resample until it has signal (DAPO's dynamic sampling; costs rollouts), or give
+# step to step, which Adam does not cancel: section 3), resample until it has signal (DAPO's dynamic sampling, [Yu et al. 2025](https://arxiv.org/abs/2503.14476); costs rollouts), or give
 # it zero advantages (a KL term can still move the model). TRL adds ε = 10⁻⁴ to the std, which makes an
 # exactly-equal group's advantages zero without saying so: the "zeros" decision, made silently.
 #

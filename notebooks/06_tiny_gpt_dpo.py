@@ -341,7 +341,7 @@ plt.show()
 # %% [markdown]
 # ## 8. Reading the numbers honestly
 #
-# The NLL term alone is rejection-sampling fine-tuning: keep the answers the checker approves, train
+# The NLL term alone is rejection-sampling fine-tuning (RFT, [Yuan et al. 2023](https://arxiv.org/abs/2308.01825)): keep the answers the checker approves, train
 # on them. It uses the same information as the pairs' chosen side. The next cell compares the three
 # rows of this run and says what they support.
 
@@ -363,7 +363,7 @@ if len({r["accuracy"] for r in results.values()}) > 1:
 # %% [markdown]
 # ## 8b. The same answers without the pairs: KTO
 #
-# KTO (Ethayarajh et al. 2024, https://arxiv.org/abs/2402.01306) needs no pairs: each answer has one
+# KTO ([Ethayarajh et al. 2024](https://arxiv.org/abs/2402.01306)) needs no pairs: each answer has one
 # label, desirable or undesirable. Its loss compares an answer's log-ratio r = log π_θ − log π_ref with
 # a reference point z0, pushing desirable answers above it and undesirable ones below. The method
 # defines z0 as KL(π_θ ‖ π_ref), estimated on each batch from *mismatched* pairs (every prompt with

@@ -318,10 +318,10 @@ else:
 #
 # The benchmark's `main` table above has one row per change to the GRPO row, all from the same SFT
 # checkpoint, the same prompts and **the same 150 optimiser steps**. It also has the two rows run
-# live below, and two newer objectives beside μ = 2: [GSPO](https://arxiv.org/abs/2507.18071)
-# (Zheng et al. 2025) clips one ratio per completion — the geometric mean of its tokens' ratios,
-# `importance_sampling_level="sequence"` — instead of one per token; [CISPO](https://arxiv.org/abs/2506.13585)
-# (MiniMax 2025) caps the importance *weight* at ε_max and keeps it as a constant, so no token loses
+# live below, and two newer objectives beside μ = 2: GSPO
+# ([Zheng et al. 2025](https://arxiv.org/abs/2507.18071)) clips one ratio per completion — the geometric mean of its tokens' ratios,
+# `importance_sampling_level="sequence"` — instead of one per token; CISPO
+# ([MiniMax 2025](https://arxiv.org/abs/2506.13585)) caps the importance *weight* at ε_max and keeps it as a constant, so no token loses
 # its gradient (`loss_type="cispo"`). The one-change rows:
 #
 # | row | the one change | generation budget |
@@ -336,7 +336,7 @@ else:
 # the clip never acts and the run is identical to GRPO's (a test checks this). Clip-higher can only
 # act from the second inner epoch on, hence its row sits on top of μ = 2.
 #
-# **DAPO, live.** [DAPO](https://arxiv.org/abs/2503.14476) (Yu et al. 2025) is four mechanisms at
+# **DAPO, live.** DAPO ([Yu et al. 2025](https://arxiv.org/abs/2503.14476)) is four mechanisms at
 # once. Three are in the table: clip-higher, dynamic sampling, the token-level mean. The fourth is
 # **overlong reward shaping**: with a length cap L_max = `max_completion_length` and a soft zone of
 # C = `soft_punish_cache` tokens, a completion of |y| tokens gets 0 added to its reward up to
@@ -347,7 +347,7 @@ else:
 # 4 tokens, so C = 2: 5 tokens cost 0.5, 6 tokens cost 1. The DAPO run takes μ = 2 (so that
 # clip-higher can act) and half the rollouts: the same optimiser steps as GRPO.
 #
-# **Dr. GRPO, live.** [Dr. GRPO](https://arxiv.org/abs/2503.20783) (Liu et al. 2025) is two changes:
+# **Dr. GRPO, live.** Dr. GRPO ([Liu et al. 2025](https://arxiv.org/abs/2503.20783)) is two changes:
 # no division by the group's std (`advantage="dr_grpo"`, run in section 4 with the sequence mean)
 # and a **constant denominator**: every completion's token terms summed and divided by
 # rows × L_max (`unit="constant"`), so no completion's tokens weigh more because it is short.

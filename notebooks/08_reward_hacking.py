@@ -65,6 +65,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. explain what tightening the checker does (it removes the exploit; it does not by itself make
 #    the policy better), and what a held-out test with a better checker is for.
 #
+# **Source.** A proxy reward optimised past the point where it tracks the truth — over-optimisation,
+# measured for learned reward models by [Gao et al. 2022](https://arxiv.org/abs/2210.10760); here the proxy is a checker.
+#
 # Budget: the last cell prints how long this run took; `COURSE_FAST=1` (CI) runs the same experiment,
 # which is already small. Every sentence below that quotes a number is computed from the run you see.
 # `make bench` repeats it over three seeds (section 5); section 5 prints, from its file, on how many

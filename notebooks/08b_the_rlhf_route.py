@@ -61,6 +61,10 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 4. compute GAE advantages by hand, and weigh PPO's learned critic against GRPO's and RLOO's group
 #    baselines in accuracy, time and memory.
 #
+# **Sources.** The pipeline: [Christiano et al. 2017](https://arxiv.org/abs/1706.03741); InstructGPT, [Ouyang et al. 2022](https://arxiv.org/abs/2203.02155). Best-of-N against
+# a reward model and its KL: [Stiennon et al. 2020](https://arxiv.org/abs/2009.01325). Over-optimisation: [Gao et al. 2022](https://arxiv.org/abs/2210.10760). PPO:
+# [Schulman et al. 2017](https://arxiv.org/abs/1707.06347); GAE: [Schulman et al. 2015](https://arxiv.org/abs/1506.02438).
+#
 # Budget: the last cell prints how long this run took. `COURSE_FAST=1` (CI, the quick check) starts
 # from the same SFT policy and trains the reward model and the RL runs on smaller budgets — its
 # numbers are noisier, and the text below is computed from whichever ran.

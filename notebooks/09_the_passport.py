@@ -378,6 +378,9 @@ course_unit = tiny["optimisation"]["averaging_unit"]
 # > 0.01 times a k3 estimate of the KL to the frozen SFT model to the objective, and it is averaged
 # > over each program's tokens first, then over programs. Each batch is used for two optimiser steps.
 # > The trainer waits for all 512 programs before updating.
+#
+# (k3 is one of three sampled estimators of the KL, [Schulman 2020](http://joschu.net/blog/kl-approx.html); what matters for the passport
+# is only where the term sits.)
 
 # %%
 REPORTS["F"] = (
