@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 import jupytext
+import pytest
 
 from course_lib.sources import SOURCES, cite, date, timeline
 
