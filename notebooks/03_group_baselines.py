@@ -183,9 +183,9 @@ predict("AdamW, two runs identical except that every advantage of the second is 
 # is `baseline_gradient(p_j, G, baseline)` × x_j — computed exactly by enumerating all 2⁸ groups (the
 # function notebook 04 derives). No sampling noise: any difference between two runs comes from the
 # choice being compared. Each run takes 100 steps from θ = (−2, 1), i.e. p = (0.27, 0.05). Three
-# comparisons: RLOO against the centred reward × 8/7 (a constant), RLOO against GRPO's ÷ std (a factor
-# that differs from group to group), and the constant again with the gradient norm clipped, as the
-# trainers clip it (`max_grad_norm`).
+# comparisons: RLOO against the full-mean baseline, 7/8 of RLOO (a constant); RLOO against GRPO's ÷ std
+# (a factor that differs from group to group); and the constant again under AdamW with the gradient
+# norm clipped, as the trainers clip it (`max_grad_norm`).
 
 # %%
 X = np.array([[1.0, 1.0], [1.0, -1.0]])  # features of the easy and the hard prompt
@@ -202,14 +202,14 @@ def expected_update(theta, baseline):
     return np.mean([baseline_gradient(float(pj), 8, baseline) * xj for pj, xj in zip(p, X, strict=True)], axis=0)
 
 
-def run(optimizer, baseline, scale=1.0, max_norm=None):
-    """θ after each step; every gradient is multiplied by ``scale``, then its norm clipped at ``max_norm``."""
+def run(optimizer, baseline, max_norm=None):
+    """θ after each step of exact expected updates; the gradient norm is clipped at ``max_norm`` if given."""
     theta = torch.tensor(THETA0, dtype=torch.float64, requires_grad=True)
     opt = (torch.optim.SGD([theta], lr=1.0) if optimizer == "SGD"
            else torch.optim.AdamW([theta], lr=0.05, weight_decay=0.0))  # as course_lib.runtime.make_optimizer
     path = [theta.detach().numpy().copy()]
     for _ in range(STEPS):
-        theta.grad = torch.from_numpy(-expected_update(theta.detach().numpy(), baseline) * scale)
+        theta.grad = torch.from_numpy(-expected_update(theta.detach().numpy(), baseline))
         if max_norm is not None:
             torch.nn.utils.clip_grad_norm_([theta], max_norm)
         opt.step()  # minimising −J: an ascent step on the expected reward J
@@ -217,22 +217,23 @@ def run(optimizer, baseline, scale=1.0, max_norm=None):
     return np.array(path)
 
 
-first_norm = float(np.linalg.norm(expected_update(np.array(THETA0), "leave_one_out")))
-CLIP = first_norm  # RLOO's first gradient norm: later gradients of both runs cross it, at different steps
 runs = {}
 for optimizer in ("SGD", "AdamW"):
     runs[optimizer, "RLOO"] = run(optimizer, "leave_one_out")
     runs[optimizer, "full mean (×7/8)"] = run(optimizer, "group_mean")
     runs[optimizer, "GRPO ÷ std"] = run(optimizer, "group_mean_std")
-    runs[optimizer, "RLOO, clipped"] = run(optimizer, "leave_one_out", max_norm=CLIP)
-    runs[optimizer, "full mean (×7/8), clipped"] = run(optimizer, "group_mean", max_norm=CLIP)
-
-comparisons = [("RLOO", "full mean (×7/8)"), ("RLOO", "GRPO ÷ std"), ("RLOO, clipped", "full mean (×7/8), clipped")]
 gaps = {}
-print(f"{'largest |θ_a − θ_b| over the run':<50}{'SGD':>10}{'AdamW':>10}")
-for a, b in comparisons:
+print(f"{'largest |θ_a − θ_b| over the run':<44}{'SGD':>10}{'AdamW':>10}")
+for a, b in [("RLOO", "full mean (×7/8)"), ("RLOO", "GRPO ÷ std")]:
     gaps[a, b] = {opt: float(np.abs(runs[opt, a] - runs[opt, b]).max()) for opt in ("SGD", "AdamW")}
-    print(f"{a + '  vs  ' + b:<50}{gaps[a, b]['SGD']:>10.2e}{gaps[a, b]['AdamW']:>10.2e}")
+    print(f"{a + '  vs  ' + b:<44}{gaps[a, b]['SGD']:>10.2e}{gaps[a, b]['AdamW']:>10.2e}")
+
+# the constant again, under AdamW, with the gradient norm clipped at RLOO's first gradient norm:
+# later gradients of both runs cross it, at different steps
+CLIP = float(np.linalg.norm(expected_update(np.array(THETA0), "leave_one_out")))
+clipped_adam = float(np.abs(run("AdamW", "leave_one_out", max_norm=CLIP)
+                            - run("AdamW", "group_mean", max_norm=CLIP)).max())
+print(f"{'RLOO  vs  full mean (×7/8), both clipped':<44}{'':>10}{clipped_adam:>10.2e}")
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6), sharey=True)
@@ -251,7 +252,6 @@ plt.show()
 constant_sgd = gaps["RLOO", "full mean (×7/8)"]["SGD"]
 constant_adam = gaps["RLOO", "full mean (×7/8)"]["AdamW"]
 std_adam = gaps["RLOO", "GRPO ÷ std"]["AdamW"]
-clipped_adam = gaps["RLOO, clipped", "full mean (×7/8), clipped"]["AdamW"]
 print(f"a constant factor: SGD runs {constant_sgd:.2f} apart, AdamW runs {constant_adam:.0e} apart")
 print(f"under AdamW, dividing by each group's std moves θ by up to {std_adam:.2f}; "
       f"the same constant with the gradient norm clipped at {CLIP:.3f}, by up to {clipped_adam:.2f}")
@@ -275,7 +275,7 @@ assert constant_adam < 1e-6 < 0.01 < min(constant_sgd, std_adam, clipped_adam)
 #    by c, so c shifts the balance between the two terms.
 # 2. **No gradient clipping that acts on some steps and not on others.** The course's trainers clip the
 #    gradient norm at `max_grad_norm` = 1.0. A clip that cuts c × g but leaves g alone (or the reverse)
-#    makes the two runs' gradients differ by more than c: the clipped rows above drift apart under AdamW.
+#    makes the two runs' gradients differ by more than c: the clipped pair above drifts apart under AdamW.
 #    (A clip that cuts *every* step of both runs cancels c too: both gradients end at the same norm.)
 #
 # So "ddof or RLOO's G/(G−1) act like a smaller learning rate" is true for SGD and false for Adam, within
@@ -460,6 +460,6 @@ display(widgets.VBox([reward_box, ddof_choice, advantage_text, advantage_plot]))
 #    Adam's update does not change when every gradient is multiplied by the same constant (up to its ε) —
 #    provided β = 0 (a KL term is not multiplied, so the constant would shift the balance between the two terms)
 #    and gradient clipping does not act on some steps and not others (the course's trainers clip the norm at
-#    1.0; section 3's clipped runs show a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
+#    1.0; section 3's clipped pair shows a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
 #    smaller step.
 #    </details>
