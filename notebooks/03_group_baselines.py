@@ -269,7 +269,8 @@ assert constant_adam < 1e-6 < 0.01 < min(constant_sgd, std_adam, clipped_adam)
 #   that varies between batches (the averaging units of
 #   [the next notebook](03b_from_advantages_to_an_update.ipynb)) is not cancelled.
 #
-# **Where "Adam cancels a constant" holds.** Two conditions, both met above and not always by a trainer:
+# **Where "Adam cancels a constant" holds.** Two conditions, met by the unclipped runs above and not always
+# by a trainer:
 #
 # 1. **β = 0**: the advantage term is the whole loss. A KL penalty β·KL in the loss is not multiplied
 #    by c, so c shifts the balance between the two terms.
