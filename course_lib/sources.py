@@ -9,8 +9,10 @@ Simplifications, said out loud:
 - One entry per idea, not per paper version; a software stack is dated by the year the lecture
   places it in, and marked ``kind="software"``.
 - ``lecture=True`` marks the nineteen sources the lecture lists; the others are the course's own
-  additions for methods it implements (PPO, GAE, the KL estimators, GSPO, CISPO) and for claims its
-  notebooks test (STaR, what RL amplifies in a base model).
+  additions for methods it implements or names (Bradley–Terry, REINFORCE, PPO, GAE, best-of-N,
+  over-optimisation, rejection-sampling fine-tuning, the KL estimators, GSPO, CISPO, TRL) and for
+  claims its notebooks test (STaR, what RL amplifies in a base model).
+- A source without an arXiv identifier links to its DOI (or its repository) and states its year.
 """
 
 from __future__ import annotations
@@ -29,16 +31,28 @@ class Source(NamedTuple):
 
 
 SOURCES: dict[str, Source] = {
+    "bradley_terry": Source("Bradley and Terry", "Rank Analysis of Incomplete Block Designs: I. The Method of Paired "
+                            "Comparisons", "https://doi.org/10.2307/2334029", "a win probability σ(score gap)",
+                            lecture=False, year=1952),
+    "williams1992": Source("Williams", "Simple Statistical Gradient-Following Algorithms for Connectionist Reinforcement "
+                           "Learning (REINFORCE)", "https://doi.org/10.1007/BF00992696",
+                           "the score-function gradient and its baselines", lecture=False, year=1992),
     "christiano2017": Source("Christiano et al.", "Deep Reinforcement Learning from Human Preferences",
                              "https://arxiv.org/abs/1706.03741", "a reward model from human comparisons"),
     "ppo": Source("Schulman et al.", "Proximal Policy Optimization Algorithms", "https://arxiv.org/abs/1707.06347",
                   "the clipped surrogate", lecture=False),
     "gae": Source("Schulman et al.", "High-Dimensional Continuous Control Using Generalized Advantage Estimation",
                   "https://arxiv.org/abs/1506.02438", "GAE(γ, λ) for the critic's advantages", lecture=False),
+    "stiennon2020": Source("Stiennon et al.", "Learning to Summarize from Human Feedback", "https://arxiv.org/abs/2009.01325",
+                           "best-of-N against a reward model, and its KL log N − (N − 1)/N", lecture=False),
     "instructgpt": Source("Ouyang et al.", "Training Language Models to Follow Instructions with Human Feedback",
                           "https://arxiv.org/abs/2203.02155", "SFT → reward model → PPO under a KL term"),
     "constitutional_ai": Source("Bai et al.", "Constitutional AI: Harmlessness from AI Feedback",
                                 "https://arxiv.org/abs/2212.08073", "AI feedback from written principles"),
+    "gao2022": Source("Gao et al.", "Scaling Laws for Reward Model Overoptimization", "https://arxiv.org/abs/2210.10760",
+                      "the proxy rises while the gold reward peaks, then falls", lecture=False),
+    "rft": Source("Yuan et al.", "Scaling Relationship on Learning Mathematical Reasoning with Large Language Models (RFT)",
+                  "https://arxiv.org/abs/2308.01825", "rejection-sampling fine-tuning on checked samples", lecture=False),
     "dpo": Source("Rafailov et al.", "Direct Preference Optimization", "https://arxiv.org/abs/2305.18290",
                   "the reward as a policy ratio; a pairwise loss, no RL loop"),
     "ipo": Source("Azar et al.", "A General Theoretical Paradigm to Understand Learning from Human Preferences (ΨPO / IPO)",
@@ -79,6 +93,9 @@ SOURCES: dict[str, Source] = {
                                "https://arxiv.org/abs/2601.08521", "difficulty-dependent advantage bias"),
     "kl_approx": Source("Schulman", "Approximating KL Divergence", "http://joschu.net/blog/kl-approx.html",
                         "the k1 / k2 / k3 estimators", lecture=False, kind="note", year=2020),
+    "trl": Source("von Werra et al.", "TRL: Transformer Reinforcement Learning", "https://github.com/huggingface/trl",
+                  "the trainers the course's option names follow (GRPOTrainer, async GRPO's max_staleness, the "
+                  "vllm_importance_sampling_* correction)", lecture=False, kind="software", year=2020),
     "verl": Source("verl", "verl: Volcano Engine Reinforcement Learning for LLMs", "https://github.com/verl-project/verl",
                    "rollout workers, asynchronous and one-step-off training", kind="software", year=2026),
     "nemo_rl": Source("NVIDIA", "NeMo RL", "https://github.com/NVIDIA-NeMo/RL",
@@ -91,9 +108,6 @@ SOURCES: dict[str, Source] = {
     "prime_rl": Source("Prime Intellect", "prime-rl: asynchronous RL at scale", "https://github.com/PrimeIntellect-ai/prime-rl",
                        "an orchestrator that lets rollouts run max_async_level steps ahead", lecture=False,
                        kind="software", year=2025),
-    "trl": Source("von Werra et al.", "TRL: Transformer Reinforcement Learning", "https://github.com/huggingface/trl",
-                  "GRPOTrainer, its async GRPO (max_staleness) and the vllm_importance_sampling_* correction",
-                  lecture=False, kind="software", year=2026),
     "nemo_gym": Source("NVIDIA", "NeMo Gym", "https://docs.nvidia.com/nemo/gym",
                        "environments as data + harness + tools + verifier", kind="software", year=2026),
 }

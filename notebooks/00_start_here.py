@@ -48,7 +48,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # **reward models** (networks that score an answer, fitted to comparisons with Bradley–Terry), DPO and its
 # relatives, RLOO and GRPO, DAPO and Dr. GRPO, and reinforcement learning with verifiable rewards (**RLVR**:
 # a program checks each answer). It follows the Module 14 lecture; every worked
-# example of the lecture appears here as a number you can recompute and move with a slider.
+# example of the lecture appears here as a number you can recompute and move with a slider. Each method
+# is cited, with a link to its primary source, in the notebook that first teaches it; the
+# [closing notebook](19_closing.ipynb) lists every source on one timeline.
 #
 # After this notebook you will be able to
 #

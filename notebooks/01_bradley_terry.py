@@ -55,6 +55,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 4. work with a whole field of models: every pairwise probability at once, chains of wins, and the
 #    loss of comparisons stored as (winner, loser) indices.
 #
+# **Source.** The Bradley–Terry model of paired comparisons: [Bradley and Terry 1952](https://doi.org/10.2307/2334029).
+#
 # Some cells ask you to **predict** before the next cell shows the answer: pick an option, press
 # *Reveal*, then read on.
 
@@ -205,7 +207,7 @@ for k, n in ((3, 4), (30, 40), (4, 4)):
 # Without a penalty, 3 wins of 4 and 30 of 40 both give log 3 = 1.099, and 4 of 4 gives an infinite gap.
 # With λ = 1 every gap shrinks, the small sample most: the number a trained reward model reports
 # depends on its data and its regularisation, not only on how much people prefer one answer. The same
-# coordinate question returns in DPO ([DPO margins](02_dpo_margins.ipynb)), where β sets the scale.
+# coordinate question returns in DPO ([Rafailov et al. 2023](https://arxiv.org/abs/2305.18290); [DPO margins](02_dpo_margins.ipynb)), where β sets the scale.
 
 # %% [markdown]
 # ## 4. The reward-model loss on toy pairs

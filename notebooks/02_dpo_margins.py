@@ -55,6 +55,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    changing β does and does not mean;
 # 3. read DPO's "implicit reward" for what it is;
 # 4. place IPO, SimPO, ORPO and KTO next to DPO by the data they need and the margin they push.
+#
+# **Sources.** DPO: [Rafailov et al. 2023](https://arxiv.org/abs/2305.18290). IPO: [Azar et al. 2023](https://arxiv.org/abs/2310.12036). SimPO: [Meng et al. 2024](https://arxiv.org/abs/2405.14734). ORPO: [Hong et al. 2024](https://arxiv.org/abs/2403.07691).
+# KTO: [Ethayarajh et al. 2024](https://arxiv.org/abs/2402.01306).
 
 # %%
 import ipywidgets as widgets
@@ -144,9 +147,8 @@ print(f"at the boundary z = 0 the slope is {dpo_terms(0.0, 0.0, 0.0, 0.0).slope:
 #
 # ## 3. The same pair under β = 0.5
 #
-# Keep pair I's four log-probabilities and raise β from 0.1 to 0.5. The margin z = β·h grows five-fold,
-# so the loss falls and the slope σ(−z) shrinks. But the gradient with respect to the model's parameters
-# is dL/dθ = −σ(−z)·β·∇h: it carries an extra factor β.
+# Keep pair I's four log-probabilities and raise β from 0.1 to 0.5: the margin z = β·h grows five-fold.
+# Predict first, then run the cell after the question.
 
 # %%
 predict("β goes from 0.1 to 0.5 on pair I. What happens to the parameter-level pull β·σ(−z) on this pair?",
@@ -161,6 +163,9 @@ print(f"β = 0.5:  z = {z_beta05:.2f}   loss = {loss_beta05:.3f}   slope = {slop
 print(f"parameter-level weight β·σ(−z):  β=0.1 → {0.1 * slope_I:.4f}   β=0.5 → {0.5 * slope_beta05:.4f}")
 
 # %% [markdown]
+# The loss fell and the slope σ(−z) shrank. But the gradient with respect to the model's parameters is
+# dL/dθ = −σ(−z)·β·∇h: it carries an extra factor β.
+#
 # What reaches the policy goes through its log-probabilities. Raising log π_θ(y_w) by 1 raises z by β,
 # so ∂L/∂log π_θ(y_w) = −β·σ(−z), and ∂L/∂log π_θ(y_l) = +β·σ(−z): push the chosen answer up and the
 # rejected one down, each with the weight β·σ(−z). A finite difference on the library's loss agrees:
@@ -285,10 +290,10 @@ plt.show()
 # bounded: each example is judged alone against the reference point, and the undesirable curve is the
 # desirable one mirrored.
 #
-# The curves put z0 at 0. In KTO (Ethayarajh et al. 2024) z0 is not a free constant: it estimates
+# The curves put z0 at 0. In KTO ([Ethayarajh et al. 2024](https://arxiv.org/abs/2402.01306)) z0 is not a free constant: it estimates
 # KL(π_θ‖π_ref) on the batch itself. Each prompt is paired with *another* answer of the batch, the
 # policy's and the reference's log-probs of those mismatched pairs are averaged, the mean is clamped at
-# 0 (a KL is never negative) and no gradient flows through it (`kto_reference_point`, as TRL computes
+# 0 (a KL is never negative) and no gradient flows through it (`kto_reference_point`, as TRL ([von Werra et al. 2020](https://github.com/huggingface/trl)) computes
 # it). An answer then counts as desirable-enough only when its log-ratio beats how far the policy has
 # drifted overall. Three mismatched pairs:
 

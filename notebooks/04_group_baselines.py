@@ -54,6 +54,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. predict how often a group carries no signal at all, recognise one in floating point, and decide
 #    what to do with it.
 #
+# **Sources.** GRPO: [Shao et al. 2024](https://arxiv.org/abs/2402.03300). RLOO: [Ahmadian et al. 2024](https://arxiv.org/abs/2402.14740). Dr. GRPO: [Liu et al. 2025](https://arxiv.org/abs/2503.20783).
+#
 # What happens *after* the advantages — how they become one update, and how its tokens are averaged —
 # is [From advantages to an update](05_from_advantages_to_an_update.ipynb). Some cells ask you to **predict** first: pick an option, press *Reveal*, then read on.
 
@@ -110,7 +112,7 @@ assert np.allclose(adv, grpo_advantages(rewards))
 #
 # **RLOO** judges answer i against the mean of the *other* G − 1 answers, b_i = (Σ_j r_j − r_i)/(G − 1).
 # Because that baseline does not contain r_i, the **REINFORCE** gradient (reward minus baseline, times ∇log π of
-# the sampled answer) stays unbiased. **Dr. GRPO**
+# the sampled answer; [Williams 1992](https://doi.org/10.1007/BF00992696)) stays unbiased. **Dr. GRPO**
 # keeps the centring but drops the division by std.
 
 # %%
@@ -154,15 +156,16 @@ print(f"A(ddof=1) / A(ddof=0) = {ddof_ratio:.4f}   √(7/8) = {np.sqrt(7 / 8):.4
 #
 # ## 3. A constant factor on the advantages: SGD feels it, Adam does not
 #
-# Three choices scale every advantage by the same constant c: ddof = 1 (c = √(7/8) on GRPO), RLOO
-# against the full-mean baseline (c = 8/7 in every group), and the full-mean bias of [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb)
-# (its expected update is 7/8 of the true gradient). The loss is a sum of advantage × log-prob terms, so
-# its gradient is multiplied by c too.
+# Some choices scale every advantage by the same constant c: ddof = 1 (c = √(7/8) on GRPO), and RLOO
+# against the centred reward (c = 8/7 in every group). The loss is a sum of advantage × log-prob terms,
+# so its gradient is multiplied by c too.
 #
 # - **SGD** steps by lr × gradient: c × gradient is exactly a learning rate of c × lr.
 # - **Adam and AdamW** (what the course's trainers use) step by lr × m/(√v + ε), where m and v are running
 #   averages of the gradient and of its square. Multiply every gradient by c and m grows by c, √v by c:
 #   the step is unchanged, up to the tiny ε = 10⁻⁸.
+#
+# Later notebooks link back to this section whenever a constant factor appears.
 #
 # Predict before the run below:
 
@@ -181,12 +184,14 @@ predict("AdamW, two runs identical except that every advantage of the second is 
 # else 0). For one prompt, ∂log π(a)/∂θ = (a − p_j)·x_j, so the *expected* update of a group baseline
 # is `baseline_gradient(p_j, G, baseline)` × x_j — computed exactly by enumerating all 2⁸ groups (the
 # function [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) derives). No sampling noise: any difference between two runs comes from the
-# choice being compared. Each run takes 100 steps from θ = (−2, 1), i.e. p = (0.27, 0.05).
+# choice being compared. Each run takes 100 steps from θ = (−2, 1), i.e. p = (0.27, 0.05). Three
+# comparisons: RLOO against the full-mean baseline, 7/8 of RLOO (a constant); RLOO against GRPO's ÷ std
+# (a factor that differs from group to group); and the constant again under AdamW with the gradient
+# norm clipped, as the trainers clip it (`max_grad_norm`).
 
 # %%
 X = np.array([[1.0, 1.0], [1.0, -1.0]])  # features of the easy and the hard prompt
 THETA0, STEPS = (-2.0, 1.0), 100
-token_counts = np.random.default_rng(0).integers(20, 80, size=STEPS)  # a batch's tokens, step by step
 
 
 def success_probabilities(theta):
@@ -199,14 +204,16 @@ def expected_update(theta, baseline):
     return np.mean([baseline_gradient(float(pj), 8, baseline) * xj for pj, xj in zip(p, X, strict=True)], axis=0)
 
 
-def run(optimizer, baseline, scale=lambda step: 1.0):
-    """θ after each step; the gradient of step t is multiplied by scale(t)."""
+def run(optimizer, baseline, max_norm=None):
+    """θ after each step of exact expected updates; the gradient norm is clipped at ``max_norm`` if given."""
     theta = torch.tensor(THETA0, dtype=torch.float64, requires_grad=True)
     opt = (torch.optim.SGD([theta], lr=1.0) if optimizer == "SGD"
-           else torch.optim.AdamW([theta], lr=0.05, weight_decay=0.0))  # as course_lib.train.make_optimizer
+           else torch.optim.AdamW([theta], lr=0.05, weight_decay=0.0))  # as course_lib.runtime.make_optimizer
     path = [theta.detach().numpy().copy()]
-    for step in range(STEPS):
-        theta.grad = torch.from_numpy(-expected_update(theta.detach().numpy(), baseline) * scale(step))
+    for _ in range(STEPS):
+        theta.grad = torch.from_numpy(-expected_update(theta.detach().numpy(), baseline))
+        if max_norm is not None:
+            torch.nn.utils.clip_grad_norm_([theta], max_norm)
         opt.step()  # minimising −J: an ascent step on the expected reward J
         path.append(theta.detach().numpy().copy())
     return np.array(path)
@@ -217,24 +224,25 @@ for optimizer in ("SGD", "AdamW"):
     runs[optimizer, "RLOO"] = run(optimizer, "leave_one_out")
     runs[optimizer, "full mean (×7/8)"] = run(optimizer, "group_mean")
     runs[optimizer, "GRPO ÷ std"] = run(optimizer, "group_mean_std")
-    runs[optimizer, "GRPO ÷ std, ddof = 1"] = run(optimizer, "group_mean_std", scale=lambda step: np.sqrt(7 / 8))
-    runs[optimizer, "RLOO ÷ tokens in the batch"] = run(
-        optimizer, "leave_one_out", scale=lambda step: token_counts.mean() / token_counts[step])
-
-comparisons = [("RLOO", "full mean (×7/8)"), ("GRPO ÷ std", "GRPO ÷ std, ddof = 1"),
-               ("RLOO", "GRPO ÷ std"), ("RLOO", "RLOO ÷ tokens in the batch")]
 gaps = {}
-print(f"{'largest |θ_a − θ_b| over the run':<58}{'SGD':>10}{'AdamW':>10}")
-for a, b in comparisons:
+print(f"{'largest |θ_a − θ_b| over the run':<44}{'SGD':>10}{'AdamW':>10}")
+for a, b in [("RLOO", "full mean (×7/8)"), ("RLOO", "GRPO ÷ std")]:
     gaps[a, b] = {opt: float(np.abs(runs[opt, a] - runs[opt, b]).max()) for opt in ("SGD", "AdamW")}
-    print(f"{a + '  vs  ' + b:<58}{gaps[a, b]['SGD']:>10.2e}{gaps[a, b]['AdamW']:>10.2e}")
+    print(f"{a + '  vs  ' + b:<44}{gaps[a, b]['SGD']:>10.2e}{gaps[a, b]['AdamW']:>10.2e}")
+
+# the constant again, under AdamW, with the gradient norm clipped at RLOO's first gradient norm:
+# later gradients of both runs cross it, at different steps
+CLIP = float(np.linalg.norm(expected_update(np.array(THETA0), "leave_one_out")))
+clipped_adam = float(np.abs(run("AdamW", "leave_one_out", max_norm=CLIP)
+                            - run("AdamW", "group_mean", max_norm=CLIP)).max())
+print(f"{'RLOO  vs  full mean (×7/8), both clipped':<44}{'':>10}{clipped_adam:>10.2e}")
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6), sharey=True)
 for ax, optimizer in zip(axes, ("SGD", "AdamW"), strict=True):
-    for k, name in enumerate(["RLOO", "full mean (×7/8)", "GRPO ÷ std", "RLOO ÷ tokens in the batch"]):
+    for k, name in enumerate(["RLOO", "full mean (×7/8)", "GRPO ÷ std"]):
         ax.plot(success_probabilities(runs[optimizer, name].T).T[:, 1], color=f"C{k}",
-                ls=["-", "--", "-", ":"][k], lw=2 if k == 1 else 1.5, label=name)
+                ls=["-", "--", "-"][k], lw=2 if k == 1 else 1.5, label=name)
     ax.set(xlabel="step", title=optimizer)
     ax.grid(alpha=0.3)
 axes[0].set_ylabel("P(correct) on the hard prompt")
@@ -244,28 +252,37 @@ plt.show()
 
 # %%
 constant_sgd = gaps["RLOO", "full mean (×7/8)"]["SGD"]
-constant_adam = max(gaps["RLOO", "full mean (×7/8)"]["AdamW"], gaps["GRPO ÷ std", "GRPO ÷ std, ddof = 1"]["AdamW"])
+constant_adam = gaps["RLOO", "full mean (×7/8)"]["AdamW"]
 std_adam = gaps["RLOO", "GRPO ÷ std"]["AdamW"]
-varying_adam = gaps["RLOO", "RLOO ÷ tokens in the batch"]["AdamW"]
 print(f"a constant factor: SGD runs {constant_sgd:.2f} apart, AdamW runs {constant_adam:.0e} apart")
 print(f"under AdamW, dividing by each group's std moves θ by up to {std_adam:.2f}; "
-      f"a per-step token count by up to {varying_adam:.2f}")
-assert constant_adam < 1e-6 < 0.01 < min(constant_sgd, std_adam, varying_adam)
+      f"the same constant with the gradient norm clipped at {CLIP:.3f}, by up to {clipped_adam:.2f}")
+assert constant_adam < 1e-6 < 0.01 < min(constant_sgd, std_adam, clipped_adam)
 
 # %% [markdown]
 # Read the numbers above. Under SGD the 7/8 factor is a smaller learning rate: the dashed curve lags.
-# Under AdamW the RLOO and full-mean runs lie on top of each other, and so do ddof = 0 and ddof = 1 —
-# the constant cancels. Two things do survive Adam:
+# Under AdamW the two constant-factor runs lie on top of each other — the constant cancels (and so
+# does ddof = 1's √(7/8), for the same reason). What does not cancel:
 #
 # - **Per-group std scaling.** GRPO divides each group by *its own* std, which is small for groups the
 #   policy almost always fails or solves. Different prompts get different factors, so the direction of the
 #   summed update changes: a reweighting by difficulty, not a rescaling.
-# - **Denominators that vary from batch to batch.** Dividing by the number of tokens in this batch (or by
-#   the groups kept after dropping zero-variance ones) scales each step differently; Adam normalises by
-#   a *running* average, so a factor that changes between steps is not cancelled.
+# - **A factor that changes from step to step.** Adam normalises by a *running* average, so a denominator
+#   that varies between batches (the averaging units of
+#   [the next notebook](03b_from_advantages_to_an_update.ipynb)) is not cancelled.
 #
-# So "ddof, RLOO's G/(G−1) or the full-mean bias act like a smaller learning rate" is true for SGD and
-# false for Adam. For Adam, what matters is how the factors differ between groups and between steps.
+# **Where "Adam cancels a constant" holds.** Two conditions, met by the unclipped runs above and not always
+# by a trainer:
+#
+# 1. **β = 0**: the advantage term is the whole loss. A KL penalty β·KL in the loss is not multiplied
+#    by c, so c shifts the balance between the two terms.
+# 2. **No gradient clipping that acts on some steps and not on others.** The course's trainers clip the
+#    gradient norm at `max_grad_norm` = 1.0. A clip that cuts c × g but leaves g alone (or the reverse)
+#    makes the two runs' gradients differ by more than c: the clipped pair above drifts apart under AdamW.
+#    (A clip that cuts *every* step of both runs cancels c too: both gradients end at the same norm.)
+#
+# So "ddof or RLOO's G/(G−1) act like a smaller learning rate" is true for SGD and false for Adam, within
+# those two conditions. For Adam, what matters is how the factors differ between groups and between steps.
 #
 # ## 4. Groups that say nothing
 #
@@ -328,8 +345,8 @@ for p in (0.5, 0.9, 0.99):
 # empty (p = 0.99 above). A larger G buys signal on easy and hard prompts, at G rollouts per prompt.
 #
 # What to do with a zero-variance group is a decision, and it should be written down: skip the group
-# (the batch gets smaller, and a per-batch averaging denominator changes — section 3 showed that Adam
-# does not cancel that), resample until it has signal (DAPO's dynamic sampling; costs rollouts), or give
+# (the batch gets smaller, and a per-batch averaging denominator changes — a factor that varies from
+# step to step, which Adam does not cancel: section 3), resample until it has signal (DAPO's dynamic sampling, [Yu et al. 2025](https://arxiv.org/abs/2503.14476); costs rollouts), or give
 # it zero advantages (a KL term can still move the model). TRL adds ε = 10⁻⁴ to the std, which makes an
 # exactly-equal group's advantages zero without saying so: the "zeros" decision, made silently.
 #
@@ -446,6 +463,6 @@ display(widgets.VBox([reward_box, ddof_choice, advantage_text, advantage_plot]))
 #    Adam's update does not change when every gradient is multiplied by the same constant (up to its ε) —
 #    provided β = 0 (a KL term is not multiplied, so the constant would shift the balance between the two terms)
 #    and gradient clipping does not act on some steps and not others (the course's trainers clip the norm at
-#    1.0; [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), section 4, shows a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
+#    1.0; section 3's clipped pair shows a clip that acts breaking the invariance). Under plain SGD it would be a 6.5%
 #    smaller step.
 #    </details>

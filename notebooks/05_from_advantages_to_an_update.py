@@ -55,6 +55,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    response-length bias the per-response mean causes;
 # 3. follow one full GRPO update on a tiny GPT, tensor by tensor: log-probs → ratio → clipped surrogate →
 #    aggregate → backward → parameter change, and check it against the trainer's own step.
+#
+# **Sources.** PPO's clipped objective: [Schulman et al. 2017](https://arxiv.org/abs/1707.06347). DAPO's clip-higher and token mean: [Yu et al. 2025](https://arxiv.org/abs/2503.14476).
+# Dr. GRPO's constant denominator: [Liu et al. 2025](https://arxiv.org/abs/2503.20783).
 
 # %%
 import copy

@@ -153,9 +153,9 @@ assert np.isclose(full_mean_grad, (G - 1) * p * (1 - p) / G)
 
 # %% [markdown]
 # The full-mean bias is a constant factor (G − 1)/G on the expected update, the same for every prompt.
-# Under plain SGD that is a smaller learning rate. Under Adam or AdamW, the optimiser the course's trainers
-# use, a factor common to every gradient cancels ([Group baselines](04_group_baselines.ipynb) runs both): what this bias changes there is
-# only how it combines with factors that are *not* constant, such as GRPO's per-group std (section 4).
+# Under plain SGD that is a smaller learning rate; under AdamW it cancels, within the conditions of
+# [Group baselines, section 3](03_group_baselines.ipynb). What this bias changes there is only how it combines with factors that are *not* constant,
+# such as GRPO's per-group std (section 4).
 #
 # ## 3. Monte-Carlo: simulation agrees, within its error bars
 #
@@ -264,8 +264,7 @@ display(widgets.VBox([p_slider, g_slider, bias_text]))
 # it is mixed, and then GRPO's advantages are +1 for the right answer and −1 for the wrong one (mean ½,
 # population std ½). The update pushes log π(y⁺) up and log π(y⁻) down by the same amount: the shape of
 # DPO's gradient on a (chosen, rejected) pair, with a constant weight where DPO has β·σ(−z). Wu et al.
-# read GRPO this way ("It Takes Two: Your GRPO Is Secretly DPO", 2025,
-# [arXiv:2510.00977](https://arxiv.org/abs/2510.00977)). How much of the true gradient does it keep?
+# read GRPO this way ("It Takes Two: Your GRPO Is Secretly DPO", [Wu et al. 2025](https://arxiv.org/abs/2510.00977)). How much of the true gradient does it keep?
 
 # %%
 predict("p = 0.3, G = 2. What fraction of the true gradient p(1 − p) does GRPO's expected update keep?",
@@ -304,7 +303,7 @@ print(f"largest difference: {float((library_grad - by_hand).abs().max()):.1e}")
 # ## 7. The advantage once a group carries signal
 #
 # Section 4 looked at the whole gradient. Yang et al. look at a single answer's advantage ("Your
-# Group-Relative Advantage Is Biased", 2026, [arXiv:2601.08521](https://arxiv.org/abs/2601.08521)). Only
+# Group-Relative Advantage Is Biased", [Yang et al. 2026](https://arxiv.org/abs/2601.08521)). Only
 # groups with both outcomes produce an update, so the advantages that actually train the model are
 # averages over those groups only. Condition on that, and the expected baseline moves — differently for
 # hard and easy prompts. `conditional_advantage(p, G, baseline)` enumerates the other G − 1 answers exactly.

@@ -101,7 +101,7 @@ plt.show()
 # %% [markdown]
 # ## 2. PPO needs twice DPO's model states
 #
-# Classical RLHF with PPO has four roles: the policy and the critic are trained; the reference and the
+# Classical RLHF ([Christiano et al. 2017](https://arxiv.org/abs/1706.03741); [Ouyang et al. 2022](https://arxiv.org/abs/2203.02155)) with PPO ([Schulman et al. 2017](https://arxiv.org/abs/1707.06347)) has four roles: the policy and the critic are trained; the reference and the
 # reward model are frozen. DPO with a resident reference has two: the trained policy and the frozen
 # reference.
 
@@ -146,7 +146,7 @@ plt.show()
 #
 # ## 3. Rollout generation can dwarf the update
 #
-# One RLVR batch (reinforcement learning with verifiable rewards): 256 prompts, 8 completions each, 4,000
+# One RLVR batch (reinforcement learning with verifiable rewards, named by Tülu 3: [Lambert et al. 2024](https://arxiv.org/abs/2411.15124)): 256 prompts, 8 completions each, 4,000
 # generated tokens per completion, on 8 devices. Generation decodes one token at a time at an assumed
 # 209.4 tokens/s per device; the update is one forward and backward pass over the same tokens, about
 # 6 FLOPs per parameter per token, at 990 TFLOP/s per device and 40% model-FLOP utilisation (MFU: the

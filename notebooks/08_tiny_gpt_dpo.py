@@ -71,11 +71,13 @@ import os
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
 from course_lib.dpo import build_preference_pairs, dpo_batch_loss, reference_logprobs, train_dpo
 from course_lib.evaluation import evaluate, sample_completions
+from course_lib.explore import predict
 from course_lib.kto import kto_data_from_pairs, train_kto
 from course_lib.model import build_model, completion_logprobs, n_params
 from course_lib.preference import dpo_terms
@@ -193,9 +195,6 @@ print("margins", terms.margin.tolist(), " losses", [round(x, 4) for x in terms.l
 # will draw, compute the log-probs, the margin and the loss, back-propagate, clip the gradient, and
 # apply AdamW's update. Then let the trainer take the same step from the same weights and compare
 # every parameter.
-#
-# **Predict first.** On this first step, one weight has a gradient 1,000× larger than another's.
-# Which one moves more, and by how much?
 
 # %%
 n_pairs = data["chosen_ids"].shape[0]
@@ -239,6 +238,18 @@ for p, g in zip(params, grads):
     by_hand_new.append(p.detach() - lr * m_hat / (v_hat.sqrt() + eps))
 print(f"gradient norm {float(norm):.4f} → clip factor {clip:.4f}")
 
+# %% [markdown]
+# **Predict first.** On this first step, one weight has a gradient 1,000× larger than another's.
+# Which one moves more, and by how much?
+
+# %%
+display(predict("AdamW's first step: weight a has a gradient 1,000× larger than weight b's (both well above ε = 1e-8). "
+                "How far does a move compared with b?",
+                ["1,000× as far", "about √1000 ≈ 32× as far", "about as far: both by ≈ the learning rate"],
+                "about as far: both by ≈ the learning rate",
+                "On the first step m̂ = g and v̂ = g², so the step is lr·g/(|g| + ε) ≈ lr·sign(g), whatever |g|."))
+
+# %%
 # (6) the trainer's own first step, from the same weights with the same generator
 model.load_state_dict(sft_weights)
 train_dpo(model, task, dataclasses.replace(cfg.dpo, eval_every=10**6), data,
@@ -256,11 +267,9 @@ print(f"weights with |gradient| > 1e-3 moved by {float(moved[big].mean()):.2e} o
 # On its first step AdamW moves every weight with a non-negligible gradient by almost exactly the
 # learning rate, whatever the gradient's size: the bias-corrected moments are m̂ = g and v̂ = g², so
 # the step is lr·g/(|g| + ε). Only weights whose gradient is comparable to ε = 1e-8 move less. Later
-# steps average over many gradients and differ from sign(g). A constant factor on the *whole* loss
-# leaves Adam's steps unchanged ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) uses this) — as long as gradient clipping does not act
-# on some steps and not others (the trainer clips the gradient norm at 1.0, `max_grad_norm`; 07, section 4,
-# shows a clip that acts breaking it); a factor on one term of a sum (`rpo_alpha` on the NLL term, β
-# on a KL term) changes the balance of the terms and does matter.
+# steps average over many gradients and differ from sign(g). (A constant factor on the *whole* loss
+# cancels under Adam, within the conditions of [Group baselines, section 3](03_group_baselines.ipynb); a factor on one term of a sum, such as
+# `rpo_alpha` on the NLL term, changes the balance of the terms and does matter.)
 #
 # ## 6. Three runs from the same SFT checkpoint
 #
@@ -269,7 +278,7 @@ print(f"weights with |gradient| > 1e-3 moved by {float(moved[big].mean()):.2e} o
 # - **NLL only**: SFT on the chosen (checker-approved) answers, no preference term at all —
 #   the control that tells us what the NLL term does by itself.
 #
-# **Predict first.** Rank the three by held-out accuracy.
+# **Predict first**, in the question below the runs: which row ends highest?
 
 # %%
 def dpo_run(**overrides):
@@ -292,7 +301,15 @@ nll_log = MetricsLog()
 train_sft(model, task, nll_cfg, seed=SEED + 2, log=nll_log,
           demos=(data["chosen_ids"], data["chosen_attention"], data["chosen_completion"]))
 results["NLL only"], logs["NLL only"] = evaluate(model, task), nll_log.rows
+top = max(r["accuracy"] for r in results.values())
+leaders = [name for name, r in results.items() if r["accuracy"] == top]
+rank_answer = leaders[0] if len(leaders) == 1 else "a tie at the top"
+display(predict("From the same SFT checkpoint, same steps: which row ends with the highest held-out accuracy?",
+                ["DPO", "DPO + NLL", "NLL only", "a tie at the top"], rank_answer,
+                "In this run: " + ", ".join(f"{name} {r['accuracy']:.1%}" for name, r in results.items())
+                + f" (SFT {baseline['accuracy']:.1%}). One seed; section 8 reads it."))
 
+# %%
 print(f"{'':10} held-out   no carry   carry")
 print(f"{'SFT':10} {baseline['accuracy']:8.1%} {baseline['accuracy_no_carry']:9.1%} {baseline['accuracy_carry']:7.1%}")
 for name, r in results.items():
@@ -324,7 +341,7 @@ plt.show()
 # %% [markdown]
 # ## 8. Reading the numbers honestly
 #
-# The NLL term alone is rejection-sampling fine-tuning: keep the answers the checker approves, train
+# The NLL term alone is rejection-sampling fine-tuning (RFT, [Yuan et al. 2023](https://arxiv.org/abs/2308.01825)): keep the answers the checker approves, train
 # on them. It uses the same information as the pairs' chosen side. The next cell compares the three
 # rows of this run and says what they support.
 
@@ -346,7 +363,7 @@ if len({r["accuracy"] for r in results.values()}) > 1:
 # %% [markdown]
 # ## 8b. The same answers without the pairs: KTO
 #
-# KTO (Ethayarajh et al. 2024, https://arxiv.org/abs/2402.01306) needs no pairs: each answer has one
+# KTO ([Ethayarajh et al. 2024](https://arxiv.org/abs/2402.01306)) needs no pairs: each answer has one
 # label, desirable or undesirable. Its loss compares an answer's log-ratio r = log π_θ − log π_ref with
 # a reference point z0, pushing desirable answers above it and undesirable ones below. The method
 # defines z0 as KL(π_θ ‖ π_ref), estimated on each batch from *mismatched* pairs (every prompt with
@@ -355,8 +372,9 @@ if len({r["accuracy"] for r in results.values()}) > 1:
 # answer becomes a desirable example, every rejected one an undesirable example — and train from the
 # same SFT policy for DPO's steps, on as many answers per step as DPO has completions.
 #
-# **Predict first.** KTO sees exactly DPO's answers but never learns which two belong to the same
-# prompt. Will it end above, level with, or below DPO? And where does z0 start?
+# **Predict first**, in the question below the run: KTO sees exactly DPO's answers but never learns
+# which two belong to the same prompt. Will it end above, level with, or below DPO? And where does z0
+# start?
 
 # %%
 kto_cfg = dataclasses.replace(cfg.kto, steps=cfg.dpo.steps, eval_every=cfg.dpo.eval_every,
@@ -368,6 +386,14 @@ train_kto(model, task, kto_cfg, kto_data, log=kto_log, show_progress=False)
 results_kto = evaluate(model, task)
 z0 = [row["kl"] for row in kto_log.rows]
 gap = results_kto["accuracy"] - results["DPO"]["accuracy"]
+tie = abs(gap) < 0.5 / len(task.heldout_pairs)
+display(predict("KTO on DPO's answers taken apart (no pairing), same steps: its held-out accuracy ends …",
+                ["above DPO's", "level with DPO's", "below DPO's"],
+                "level with DPO's" if tie else "above DPO's" if gap > 0 else "below DPO's",
+                f"In this run: DPO {results['DPO']['accuracy']:.1%}, KTO {results_kto['accuracy']:.1%}. "
+                "z0 starts at 0: at the first step the policy is the reference."))
+
+# %%
 print(f"{kto_data['n_desirable']} desirable + {kto_data['n_undesirable']} undesirable answers, "
       f"{kto_data['n_batches']} batches of {kto_data['batch_size']}")
 print(f"held-out accuracy: SFT {baseline['accuracy']:.1%}, DPO {results['DPO']['accuracy']:.1%}, "
@@ -376,7 +402,7 @@ positive = [i + 1 for i, v in enumerate(z0) if v > 0]
 print(f"z0 at the first step {z0[0]:.3f} (policy = reference); above 0 on {len(positive)} of {len(z0)} steps"
       + (f" (largest {max(z0):.3f}, last at step {positive[-1]})" if positive else "")
       + f"; at the last step {z0[-1]:.3f}" + (" (the clamp at 0 holds it)" if z0[-1] == 0 else ""))
-if abs(gap) < 0.5 / len(task.heldout_pairs):
+if tie:
     print("KTO tied DPO in this run: on these answers the pairing added nothing measurable.")
 else:
     p_mean = (results_kto["accuracy"] + results["DPO"]["accuracy"]) / 2
@@ -412,9 +438,6 @@ else:
 # answer, rejected = the plain one. The same construction on held-out prompts gives **held-out
 # pairs**, never trained on: their margins and preference accuracy tell us whether the preference
 # generalises, as a validation loss would.
-#
-# **Predict first.** The SFT policy never saw a leading zero. After DPO on these pairs, what share of
-# held-out answers will be written at fixed width? Will their *values* stay right?
 
 # %%
 width = cfg.task.digits + 1
@@ -441,6 +464,12 @@ print(f"{style_train['n_pairs']} training pairs, {style_val['n_pairs']} held-out
       f"{tok.decode(style_val['chosen_ids'][0], skip_special_tokens=True)!r}, rejected "
       f"{tok.decode(style_val['rejected_ids'][0], skip_special_tokens=True)!r}")
 
+# %% [markdown]
+# **Predict first**, in the question below the run: the SFT policy never saw a leading zero. After DPO
+# on these pairs, what share of held-out answers will be written at fixed width? Will their *values*
+# stay right?
+
+# %%
 val_batch = {k: v for k, v in style_val.items() if isinstance(v, torch.Tensor)}
 val_track = {}
 
@@ -475,6 +504,13 @@ for row in style_rows:
     row.update(val_track.get(row["step"], {}))
 after_style = style_report(val_prompts)
 last = style_rows[-1]
+style_answer = ("under 10%" if after_style[0] < 0.1 else "over 90%" if after_style[0] > 0.9 else "between 10% and 90%")
+display(predict("After DPO on the style pairs, the share of held-out answers written at fixed width is …",
+                ["under 10%", "between 10% and 90%", "over 90%"], style_answer,
+                f"Measured: {before_style[0]:.1%} before, {after_style[0]:.1%} after; right values "
+                f"{before_style[1]:.1%} → {after_style[1]:.1%}."))
+
+# %%
 print(f"held-out pairs: margin {last['val_margin']:.2f}, preference accuracy {last['val_preference_accuracy']:.1%} "
       f"(training pairs: {last['margin']:.2f}, {last['preference_accuracy']:.1%})")
 print(f"held-out answers at fixed width: {before_style[0]:.1%} → {after_style[0]:.1%}; "

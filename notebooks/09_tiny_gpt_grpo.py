@@ -55,8 +55,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # 1. run one GRPO group by hand and check it against the library;
 # 2. read a GRPO dashboard: reward, held-out accuracy, length, zero-variance rate, entropy, clip;
-# 3. say which advantage changes AdamW cancels (a constant scale) and which it does not (a
-#    per-group scale), and show it with runs;
+# 3. show with runs which advantage changes AdamW cancels (a constant scale) and which it does not
+#    (a per-group scale);
 # 4. compare GRPO with its honest control — fine-tuning on the policy's own checker-approved samples
 #    (RFT) — and say from measurements what GRPO's baseline and negative samples add;
 # 5. read DAPO's options one change at a time, with the same optimiser steps, from the benchmark
@@ -76,18 +76,20 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
 from course_lib.budgets import rollout_generation_seconds, update_seconds
 from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
 from course_lib.evaluation import evaluate, sample_completions
+from course_lib.explore import predict
 from course_lib.grpo import train_grpo
 from course_lib.model import n_params
 from course_lib.passport import format_passport, passport
 from course_lib.rft import train_rft
 from course_lib.rollout import generate
-from course_lib.runtime import MetricsLog, clip_gradients, make_optimizer
+from course_lib.runtime import MetricsLog
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
 
@@ -149,9 +151,6 @@ else:
 # to measure the KL the dashboard shows), μ = 1 inner epoch, and the published GRPO objective: each completion's per-token terms are averaged over its
 # own tokens, then over completions (`unit="sequence_mean"`). Before training, the run prints its
 # passport: the choices a report must disclose for anyone to interpret the result.
-#
-# **Predict first.** As the policy improves, will the share of zero-variance groups (all G answers
-# scored alike) rise or fall? Why?
 
 # %%
 print(format_passport(passport(cfg, "grpo", reference=True)))
@@ -173,6 +172,23 @@ def rl_run(trainer="grpo", **overrides):
 
 runs, logs = {}, {}
 runs["GRPO"], logs["GRPO"] = rl_run()
+zv = [r["zero_variance_rate"] for r in logs["GRPO"]]
+k = max(1, len(zv) // 4)
+zv_first, zv_last = sum(zv[:k]) / k, sum(zv[-k:]) / k
+zv_answer = "it rises" if zv_last > zv_first + 0.02 else "it falls" if zv_last < zv_first - 0.02 else "it stays about the same"
+
+# %% [markdown]
+# **Predict first.** The *zero-variance share* is the fraction of groups whose G answers all scored
+# alike (all right or all wrong): those groups carry no relative signal.
+
+# %%
+display(predict("As GRPO trains, the share of zero-variance groups …",
+                ["it rises", "it falls", "it stays about the same"], zv_answer,
+                f"In this run: {zv_first:.2f} over the first {k} steps, {zv_last:.2f} over the last {k}. "
+                "A prompt solved with probability p gives a zero-variance group with probability p^G + (1 − p)^G, "
+                "which grows as p approaches 1."))
+
+# %%
 grpo_gain = runs["GRPO"]["accuracy"] - baseline["accuracy"]
 print(f"GRPO: {baseline['accuracy']:.1%} → {runs['GRPO']['accuracy']:.1%} in {runs['GRPO']['rl_seconds']:.0f} s "
       f"({RL_STEPS} steps): " + (f"a gain of {100 * grpo_gain:.1f} points over SFT" if grpo_gain > 0
@@ -185,9 +201,7 @@ fig = dashboard(logs["GRPO"], title="GRPO on the tiny GPT", baseline_accuracy=ba
                 panels=["reward on the policy's samples", "held-out accuracy (greedy)", "completion length",
                         "wasted samples", "policy entropy", "drift from the reference", "PPO clip"])
 plt.show()
-zv = [r["zero_variance_rate"] for r in logs["GRPO"]]
-k = max(1, len(zv) // 4)
-print(f"zero-variance rate: {sum(zv[:k]) / k:.2f} over the first {k} steps, {sum(zv[-k:]) / k:.2f} over the last {k}")
+print(f"zero-variance rate: {zv_first:.2f} over the first {k} steps, {zv_last:.2f} over the last {k}")
 
 # %% [markdown]
 # Read it panel by panel. The **reward** is measured on the policy's own samples (temperature 1);
@@ -201,61 +215,12 @@ print(f"zero-variance rate: {sum(zv[:k]) / k:.2f} over the first {k} steps, {sum
 # back ([The KL term](10_the_kl_term.ipynb) sweeps β). **Clip** stays at 0:
 # with μ = 1 the ratio π_θ/π_old is exactly 1 on the only pass, so PPO's clip never acts.
 #
-# ## 4. What AdamW cancels: a constant advantage scale
+# ## 4. What AdamW cancels: a constant advantage scale, on the tiny GPT
 #
-# RLOO's advantage is Dr. GRPO's multiplied by the constant G/(G − 1); GRPO's population-std and
-# sample-std (ddof = 1) versions differ by the constant √((G − 1)/G). Under plain SGD a constant
-# factor on the loss is a constant factor on the step: exactly a change of learning rate. Under
-# Adam it is not: Adam divides the running mean of the gradient by the root of its running mean
-# square, and a constant c scales both by c. Check it on a small model, five steps each:
-
-# %%
-def steps(scale, optimiser, n, max_norm=None):
-    """Parameter change after n steps on (scale × a fixed least-squares loss), from the same start;
-    ``max_norm`` clips the gradient norm first, as the trainers do (``max_grad_norm``)."""
-    torch.manual_seed(SEED)
-    net = torch.nn.Linear(4, 1)
-    opt = make_optimizer(net, 1e-2) if optimiser == "AdamW" else torch.optim.SGD(net.parameters(), lr=1e-2)
-    start = [p.detach().clone() for p in net.parameters()]
-    data = torch.randn(16, 4, generator=torch.Generator().manual_seed(1))
-    for _ in range(n):
-        loss = scale * (net(data) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        if max_norm is not None:
-            clip_gradients(net, max_norm)
-        opt.step()
-    return torch.cat([(p.detach() - s).flatten() for p, s in zip(net.parameters(), start)])
-
-
-c = G / (G - 1)
-sgd_ratio = float(steps(c, "SGD", 1).norm() / steps(1.0, "SGD", 1).norm())
-adam_diff = float((steps(c, "AdamW", 5) - steps(1.0, "AdamW", 5)).abs().max())
-print(f"SGD, one step:    change with loss × {c:.3f} / change with loss × 1 = {sgd_ratio:.4f}")
-print(f"AdamW, five steps: largest difference between the two trajectories = {adam_diff:.1e}")
-
-# %% [markdown]
-# Under SGD the first step grows by exactly c (after that the two trajectories differ in where they
-# are, so later steps are no longer in ratio c); under AdamW the two trajectories agree to rounding
-# (Adam's ε = 1e-8 is the only term that does not scale).
-#
-# "Cancels" holds under two conditions the trainers do not always meet: **β = 0** (a KL term in the
-# loss is not multiplied by c, so c shifts the balance of the two terms) and **no gradient clipping
-# that acts on some steps and not others**. The trainers clip the gradient norm at 1.0
-# (`max_grad_norm`). A clip that acts on every step of both runs cancels c too (both gradients are
-# cut to the same norm); one that cuts c × g but not g does not. The same five AdamW steps, with the
-# loss scaled so that its gradient norm sits just under 1:
-
-# %%
-clip_free = float((steps(0.55 * c, "AdamW", 5) - steps(0.55, "AdamW", 5)).abs().max())
-clipped = float((steps(0.55 * c, "AdamW", 5, max_norm=1.0) - steps(0.55, "AdamW", 5, max_norm=1.0)).abs().max())
-print(f"AdamW, loss × 0.55 vs × 0.55·c: largest difference {clip_free:.1e} without clipping, "
-      f"{clipped:.1e} with the gradient norm clipped at 1.0")
-
-# %% [markdown]
-# So on the tiny GPT, **predict**: do RLOO
-# and Dr. GRPO advantages (same averaging unit, same seed) give different reward curves? And GRPO,
-# whose std changes from group to group?
+# RLOO's advantage is Dr. GRPO's multiplied by the constant G/(G − 1); GRPO divides each group by its
+# own std, a factor that changes from group to group. On an exact run,
+# [Group baselines, section 3](03_group_baselines.ipynb) showed that AdamW cancels a constant factor
+# (within two conditions: β = 0, and no gradient clip that acts on some steps only) and not a per-group one. Here the same comparison runs on the tiny GPT, same averaging unit, same seed.
 
 # %%
 runs["RLOO"], logs["RLOO"] = rl_run(advantage="rloo")
@@ -263,6 +228,12 @@ runs["Dr. GRPO adv."], logs["Dr. GRPO adv."] = rl_run(advantage="dr_grpo")
 curve = {name: torch.tensor([r["reward_mean"] for r in logs[name]]) for name in ("GRPO", "RLOO", "Dr. GRPO adv.")}
 d_const = float((curve["RLOO"] - curve["Dr. GRPO adv."]).abs().max())
 d_group = float((curve["GRPO"] - curve["Dr. GRPO adv."]).abs().max())
+display(predict("RLOO and Dr. GRPO advantages (a constant factor G/(G − 1) apart), same unit and seed, AdamW: "
+                "their per-step reward curves are …",
+                ["the same at every step", "different"], "the same at every step" if d_const == 0 else "different",
+                f"In this run the largest per-step difference is {d_const:.4f}; the next cell says why."))
+
+# %%
 print(f"largest per-step difference in mean reward over {len(curve['GRPO'])} steps:")
 print(f"  RLOO vs Dr. GRPO (constant factor G/(G−1)): {d_const:.4f}")
 print(f"  GRPO vs Dr. GRPO (per-group 1/std):         {d_group:.4f}")
@@ -273,12 +244,8 @@ print("GRPO vs Dr. GRPO: " + ("identical reward curves in this short run: the pe
                                "different: dividing each group by its own std reweights groups, which no optimiser undoes"))
 
 # %% [markdown]
-# What survives Adam is a scale that **varies**: GRPO divides each group by its own std, so a group
-# with one success in eight (std 0.33) is weighted about 1.5× as much as a half-right group
-# (std 0.5) — a difficulty reweighting. Denominators that change from batch to batch (the number of
-# tokens in `token_mean`, the number of kept rows) also survive. Constant factors — ddof = 1's
-# √(7/8), RLOO's 8/7, the full-mean baseline's (G − 1)/G of [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) — change the step size
-# under SGD and nothing under Adam.
+# What survives Adam is the per-group std ([Group baselines, section 3](03_group_baselines.ipynb)): a group with one success in eight (std 0.33) is
+# weighted about 1.5× as much as a half-right group (std 0.5) — a difficulty reweighting.
 #
 # ## 5. The honest control: fine-tuning on the policy's own approved samples (RFT)
 #
@@ -290,16 +257,23 @@ print("GRPO vs Dr. GRPO: " + ("identical reward curves in this short run: the pe
 # completions: no baseline and no negative samples. The difference between the two is what GRPO's
 # advantage buys.
 #
-# **Predict first.** Will RFT reach GRPO's held-out accuracy? Within how many points?
+# **Predict first**, before the table: where does RFT end against GRPO's held-out accuracy?
 
 # %%
 runs["RFT"], logs["RFT"] = rl_run("rft")
+gap = runs["GRPO"]["accuracy"] - runs["RFT"]["accuracy"]
+rft_answer = ("within 5 points of GRPO" if abs(gap) <= 0.05 else
+              "more than 5 points below GRPO" if gap > 0 else "more than 5 points above GRPO")
+display(predict("Same prompts, samples, checker and steps; RFT's held-out accuracy ends …",
+                ["more than 5 points below GRPO", "within 5 points of GRPO", "more than 5 points above GRPO"],
+                rft_answer, f"This seed: GRPO − RFT = {100 * gap:+.1f} points (one draw; the benchmark below has three seeds)."))
+
+# %%
 print(f"{'run':14} {'held-out':>9} {'carry':>7} {'no carry':>9}")
 print(f"{'SFT':14} {baseline['accuracy']:9.1%} {baseline['accuracy_carry']:7.1%} {baseline['accuracy_no_carry']:9.1%}")
 for name in ("GRPO", "RFT"):
     r = runs[name]
     print(f"{name:14} {r['accuracy']:9.1%} {r['accuracy_carry']:7.1%} {r['accuracy_no_carry']:9.1%}")
-gap = runs["GRPO"]["accuracy"] - runs["RFT"]["accuracy"]
 print(f"\nthis seed: GRPO − RFT = {100 * gap:+.1f} points; SFT → GRPO = "
       f"{100 * (runs['GRPO']['accuracy'] - baseline['accuracy']):+.1f} points")
 
@@ -345,10 +319,10 @@ else:
 #
 # The benchmark's `main` table above has one row per change to the GRPO row, all from the same SFT
 # checkpoint, the same prompts and **the same 150 optimiser steps**. It also has the two rows run
-# live below, and two newer objectives beside μ = 2: [GSPO](https://arxiv.org/abs/2507.18071)
-# (Zheng et al. 2025) clips one ratio per completion — the geometric mean of its tokens' ratios,
-# `importance_sampling_level="sequence"` — instead of one per token; [CISPO](https://arxiv.org/abs/2506.13585)
-# (MiniMax 2025) caps the importance *weight* at ε_max and keeps it as a constant, so no token loses
+# live below, and two newer objectives beside μ = 2: GSPO
+# ([Zheng et al. 2025](https://arxiv.org/abs/2507.18071)) clips one ratio per completion — the geometric mean of its tokens' ratios,
+# `importance_sampling_level="sequence"` — instead of one per token; CISPO
+# ([MiniMax 2025](https://arxiv.org/abs/2506.13585)) caps the importance *weight* at ε_max and keeps it as a constant, so no token loses
 # its gradient (`loss_type="cispo"`). The one-change rows:
 #
 # | row | the one change | generation budget |
@@ -363,7 +337,7 @@ else:
 # the clip never acts and the run is identical to GRPO's (a test checks this). Clip-higher can only
 # act from the second inner epoch on, hence its row sits on top of μ = 2.
 #
-# **DAPO, live.** [DAPO](https://arxiv.org/abs/2503.14476) (Yu et al. 2025) is four mechanisms at
+# **DAPO, live.** DAPO ([Yu et al. 2025](https://arxiv.org/abs/2503.14476)) is four mechanisms at
 # once. Three are in the table: clip-higher, dynamic sampling, the token-level mean. The fourth is
 # **overlong reward shaping**: with a length cap L_max = `max_completion_length` and a soft zone of
 # C = `soft_punish_cache` tokens, a completion of |y| tokens gets 0 added to its reward up to
@@ -374,15 +348,15 @@ else:
 # 4 tokens, so C = 2: 5 tokens cost 0.5, 6 tokens cost 1. The DAPO run takes μ = 2 (so that
 # clip-higher can act) and half the rollouts: the same optimiser steps as GRPO.
 #
-# **Dr. GRPO, live.** [Dr. GRPO](https://arxiv.org/abs/2503.20783) (Liu et al. 2025) is two changes:
+# **Dr. GRPO, live.** Dr. GRPO ([Liu et al. 2025](https://arxiv.org/abs/2503.20783)) is two changes:
 # no division by the group's std (`advantage="dr_grpo"`, run in section 4 with the sequence mean)
 # and a **constant denominator**: every completion's token terms summed and divided by
 # rows × L_max (`unit="constant"`), so no completion's tokens weigh more because it is short.
 #
-# **Predict first.** (1) Will DAPO end above or below GRPO's held-out accuracy here, and how many
-# more groups will it generate? (2) How much will overlong shaping cost the average completion —
-# how long are the SFT policy's answers? (3) Will the constant unit move Dr. GRPO's reward curve
-# away from the sequence-mean run of section 4?
+# **Predict first**, in the two questions below the runs: (1) will DAPO end above or below GRPO's
+# held-out accuracy here? (2) how much will overlong shaping cost the average completion — how long
+# are the SFT policy's answers? Think also about (3): will the constant unit move Dr. GRPO's reward
+# curve away from the sequence-mean run of section 4?
 
 # %%
 spare = cfg.grpo.max_completion_length - (cfg.task.digits + 2)  # C: every token past the longest right answer
@@ -402,16 +376,26 @@ def totals(name, mu=1):
 
 
 live = {name: totals(name, 2 if name == "DAPO" else 1) for name in ("GRPO", "DAPO", "Dr. GRPO adv.", "Dr. GRPO")}
+dapo_gap = runs["DAPO"]["accuracy"] - runs["GRPO"]["accuracy"]
+penalty = live["DAPO"]["penalty"]
+display(predict("With the same optimiser steps, DAPO's held-out accuracy ends …",
+                ["above GRPO's", "level with GRPO's", "below GRPO's"],
+                "above GRPO's" if dapo_gap > 0 else "level with GRPO's" if dapo_gap == 0 else "below GRPO's",
+                f"This seed: DAPO − GRPO = {100 * dapo_gap:+.1f} points; four mechanisms changed at once."))
+display(predict("Overlong shaping's average cost per sampled completion in the DAPO run is …",
+                ["under 0.01 reward: it almost never fires", "0.01 reward or more: it fires often"],
+                "under 0.01 reward: it almost never fires" if -penalty < 0.01 else "0.01 reward or more: it fires often",
+                f"Measured: {-penalty:.4f}. The soft zone starts after the longest right answer."))
+
+# %%
 print(f"{'run':14} {'held-out':>9} {'opt. steps':>10} {'groups':>7} {'overlong':>9} {'truncated':>9} "
       f"{'verifier fail.':>14} {'clip':>6}")
 for name, t in live.items():
     print(f"{name:14} {runs[name]['accuracy']:9.1%} {t['optimiser steps']:10d} {t['groups']:7d} {t['penalty']:9.4f} "
           f"{t['truncated']:9.2%} {t['failures']:14d} {t['clip']:6.3f}")
-dapo_gap = runs["DAPO"]["accuracy"] - runs["GRPO"]["accuracy"]
 dapo_cost = live["DAPO"]["groups"] / live["GRPO"]["groups"]
 print(f"\nDAPO − GRPO = {100 * dapo_gap:+.1f} points with the same {live['GRPO']['optimiser steps']} optimiser steps, "
       f"for {dapo_cost:.2f}× the generated groups")
-penalty = live["DAPO"]["penalty"]
 print(f"overlong shaping: {-penalty:.4f} reward per sampled completion on average — "
       + ("it almost never fired: the policy ends its answers before the soft zone, so on this task the "
          "fourth mechanism is insurance, not a lever" if -penalty < 0.01 else
@@ -440,7 +424,7 @@ plt.show()
 # from the sequence mean only through completion lengths: each token weighs 1/L_max instead of
 # 1/|y|, so under the sequence mean a 3-token answer's tokens (two digits and `<eos>`) weigh 4/3 as
 # much as a 4-token answer's, under the constant unit the same — and the overall scale 1/L_max is a
-# constant AdamW cancels (section 4). Once one sampled token differs, the two runs draw different
+# constant AdamW cancels ([Group baselines, section 3](03_group_baselines.ipynb)). Once one sampled token differs, the two runs draw different
 # samples, so the printed difference also holds sampling noise from there on.
 #
 # ## 7. Where the time goes

@@ -65,6 +65,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. explain what tightening the checker does (it removes the exploit; it does not by itself make
 #    the policy better), and what a held-out test with a better checker is for.
 #
+# **Source.** A proxy reward optimised past the point where it tracks the truth — over-optimisation,
+# measured for learned reward models by [Gao et al. 2022](https://arxiv.org/abs/2210.10760); here the proxy is a checker.
+#
 # Budget: the last cell prints how long this run took; `COURSE_FAST=1` (CI) runs the same experiment,
 # which is already small. Every sentence below that quotes a number is computed from the run you see.
 # `make bench` repeats it over three seeds (section 5); section 5 prints, from its file, on how many
@@ -78,9 +81,11 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from course_lib.dashboard import dashboard
 from course_lib.evaluation import evaluate, sample_completions
+from course_lib.explore import predict
 from course_lib.grpo import train_grpo
 from course_lib.hacking import ALARMS, SFT_STEPS, alarm_order, experiment_config, first_alarms
 from course_lib.runtime import MetricsLog
@@ -100,7 +105,7 @@ _ = torch.manual_seed(SEED)
 # Both read the characters the model wrote before `<eos>` (or all of them, if it never stopped).
 #
 # **Predict first.** For the prompt `07+58=` (answer 65), which of `65`, `55`, `5565` and a
-# truncated `1637095…` does each checker accept? Write your guess down, then run the cell.
+# truncated `1637095…` does each checker accept? Answer the question below, then read the next cell.
 
 # %%
 task = AdditionTask(cfg.task)
@@ -111,9 +116,18 @@ def as_ids(text, eos=True):
     return tok.convert_tokens_to_ids(list(text)) + ([tok.eos_token_id] if eos else [])
 
 
-for text, eos in [("65", True), ("55", True), ("5565", True), ("1637095", False)]:
-    print(f"07+58 → {text!r:10} eos={eos!s:5} strict {task.strict_reward((7, 58), as_ids(text, eos)):.0f}"
-          f"   loose {task.loose_reward((7, 58), as_ids(text, eos)):.0f}")
+candidates = [("65", True), ("55", True), ("5565", True), ("1637095", False)]
+display(predict("07+58 (answer 65): which completions does the loose checker accept?",
+                ["65", "65 and 5565", "65, 5565 and the truncated 1637095…", "all four"],
+                "65, 5565 and the truncated 1637095…",
+                "It looks for the right digits in order anywhere in what was written; the strict checker "
+                "accepts 65 alone. The next cell prints both checkers' verdicts."))
+
+# %%
+verdicts = {}
+for text, eos in candidates:
+    verdicts[text] = (task.strict_reward((7, 58), as_ids(text, eos)), task.loose_reward((7, 58), as_ids(text, eos)))
+    print(f"07+58 → {text!r:10} eos={eos!s:5} strict {verdicts[text][0]:.0f}   loose {verdicts[text][1]:.0f}")
 
 # %% [markdown]
 # The loose checker pays for `5565` — a hedge between the teacher's wrong answer and the right one —
@@ -136,13 +150,6 @@ print("\n".join(before))
 # The two configurations are built from one, and the cell prints every option in which they
 # differ — there must be exactly one. Every five steps both runs are evaluated on held-out prompts
 # with *both* checkers, so the proxy and the truth sit side by side.
-#
-# **Predict first.** After 40 steps, which run has the higher *strict* held-out accuracy? Which of
-# these alarms fires first on the loose run: length, truncation, entropy, strict accuracy falling,
-# or the gap between the loose and the strict held-out score?
-
-# %%
-my_prediction = {"higher strict accuracy": None, "first alarm": None}  # fill in, e.g. "loose", "truncated > 10%"
 
 # %%
 configs = {reward: dataclasses.replace(cfg.grpo, reward=reward) for reward in ("loose", "strict")}
@@ -152,7 +159,12 @@ differ = {f.name: (getattr(configs["loose"], f.name), getattr(configs["strict"],
 print("options that differ between the two runs:", differ)
 assert list(differ) == ["reward"]
 
+# %% [markdown]
+# **Predict first**, in the two questions below the runs: after 40 steps, which run has the higher
+# *strict* held-out accuracy? Which of these alarms fires first on the loose run: length, truncation,
+# entropy, strict accuracy falling, or the gap between the loose and the strict held-out score?
 
+# %%
 def grpo_run(reward):
     model.load_state_dict(start_weights)
     log = MetricsLog()
@@ -166,6 +178,22 @@ def grpo_run(reward):
 rows, final, after = {}, {}, {}
 for reward in ("loose", "strict"):
     rows[reward], final[reward], after[reward] = grpo_run(reward)
+alarms = {reward: first_alarms(rows[reward], start["accuracy"]) for reward in rows}
+order = alarm_order(alarms["loose"])
+strict_gap = final["strict"]["accuracy"] - final["loose"]["accuracy"]
+display(predict("After 40 steps, which run has the higher strict held-out accuracy?",
+                ["the loose-checker run", "the strict-checker run", "they tie"],
+                "the strict-checker run" if strict_gap > 0 else "the loose-checker run" if strict_gap < 0 else "they tie",
+                f"Strict held-out: loose run {final['loose']['accuracy']:.1%}, strict run {final['strict']['accuracy']:.1%}."))
+tied_first = [name for name, step in order if step == order[0][1]] if order else []
+display(predict("Which alarm fires first on the loose run?", [*ALARMS, "none fires"],
+                tied_first[0] if tied_first else "none fires",
+                (f"At step {order[0][1]}: {', '.join(tied_first)}" + (" (tied: any of them counts)" if len(tied_first) > 1
+                                                                     else "") + "." if order else "No alarm fired.")
+                + " Section 3 prints every alarm's step."))
+
+# %%
+for reward in ("loose", "strict"):
     print(f"{reward}-trained: strict held-out {start['accuracy']:.1%} → {final[reward]['accuracy']:.1%}, "
           f"loose held-out {start['loose_accuracy']:.1%} → {final[reward]['loose_accuracy']:.1%}")
 print(f"\n{'before':<22} {'after (loose checker)':<26} after (strict checker)")
@@ -191,7 +219,6 @@ for reward in ("loose", "strict"):
         print(f"{r['step']:5d} {r['reward_mean']:12.2f} {r['loose_accuracy']:14.1%} {r['accuracy']:15.1%} "
               f"{r['completion_length']:7.1f} {r['truncated_rate']:9.1%} {r['entropy']:8.2f}")
 
-alarms = {reward: first_alarms(rows[reward], start["accuracy"]) for reward in rows}
 print(f"\n{'alarm':38} {'loose run':>10} {'strict run':>11}")
 for name in ALARMS:
     show = [str(alarms[r][name]) if alarms[r][name] is not None else "—" for r in ("loose", "strict")]
@@ -203,7 +230,6 @@ for name in ALARMS:
 # (they also fired on the run whose reward was honest).
 
 # %%
-order = alarm_order(alarms["loose"])
 false_alarms = [name for name, step in alarms["strict"].items() if step is not None]
 gap = {r: final[r]["loose_accuracy"] - final[r]["accuracy"] for r in final}
 exploited = gap["loose"] > 0.10 and final["loose"]["accuracy"] < start["accuracy"]
@@ -225,7 +251,6 @@ lines.append(f"The strict run {verb}: {start['accuracy']:.1%} → {final['strict
              f"{rows['strict'][-1]['completion_length']:.1f} tokens long at the end.")
 lines.append("Alarms that also fired on the strict run (false alarms): " + (", ".join(false_alarms) or "none") + ".")
 print("\n".join(lines))
-print(f"\nyour prediction: {my_prediction}")
 
 # %% [markdown]
 # Mean training reward alone is a poor alarm: it does not say *how* the reward is earned, and in the

@@ -61,6 +61,10 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 4. compute GAE advantages by hand, and weigh PPO's learned critic against GRPO's and RLOO's group
 #    baselines in accuracy, time and memory.
 #
+# **Sources.** The pipeline: [Christiano et al. 2017](https://arxiv.org/abs/1706.03741); InstructGPT, [Ouyang et al. 2022](https://arxiv.org/abs/2203.02155). Best-of-N against
+# a reward model and its KL: [Stiennon et al. 2020](https://arxiv.org/abs/2009.01325). Over-optimisation: [Gao et al. 2022](https://arxiv.org/abs/2210.10760). PPO:
+# [Schulman et al. 2017](https://arxiv.org/abs/1707.06347); GAE: [Schulman et al. 2015](https://arxiv.org/abs/1506.02438).
+#
 # Budget: the last cell prints how long this run took. `COURSE_FAST=1` (CI, the quick check) starts
 # from the same SFT policy and trains the reward model and the RL runs on smaller budgets — its
 # numbers are noisier, and the text below is computed from whichever ran.
@@ -323,7 +327,8 @@ display(widgets.VBox([n_slider, prompt_slider,
 # β = 0 and β = 0.05; every step logs the proxy and the gold score **on the same samples**, and the
 # sampled KL to the SFT policy.
 #
-# **Predict first.** Will gold rise, rise then fall, or fall? And which β moves further in KL?
+# **Predict first**, in the two questions below the runs: will gold rise, rise then fall, or fall? And
+# which β moves further in KL?
 
 # %%
 over = {}
@@ -338,7 +343,23 @@ for seed in OVEROPT_SEEDS:
                   show_progress=False, gold_fn=resolve_reward("strict", task), track_kl=True)
         over[(seed, beta)] = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"]}
                               for r in over_log.rows]
+summary = [{"seed": seed, "beta": beta, **over_optimisation(rows, window=WINDOW)} for (seed, beta), rows in over.items()]
+proxy_up = [s for s in summary if s["proxy_end"] > s["proxy_start"]]
+end_kl = {beta: sorted(s["sqrt_kl_end"] for s in summary if s["beta"] == beta) for beta in (0.0, 0.05)}
+shapes = [s["shape"].replace("flat", "stays flat") for s in proxy_up]
+common = max(sorted(set(shapes)), key=shapes.count) if shapes else None
+display(predict("Over the runs whose proxy reward rose, gold most often …",
+                ["rises then falls", "falls", "rises", "stays flat", "no shape is the majority"],
+                common if shapes and shapes.count(common) > len(shapes) / 2 else "no shape is the majority",
+                "Shapes of the runs whose proxy rose: " + (", ".join(shapes) or "none") + ". The next cell plots them."))
+display(predict("Which β ends further from the SFT policy (√KL at the last step, every seed)?",
+                ["β = 0", "β = 0.05", "neither clearly"],
+                "β = 0" if min(end_kl[0.0]) > max(end_kl[0.05]) else "β = 0.05" if min(end_kl[0.05]) > max(end_kl[0.0])
+                else "neither clearly",
+                "√KL at the end: " + "; ".join(f"β={beta}: " + ", ".join(f"{v:.2f}" for v in vals)
+                                             for beta, vals in end_kl.items()) + "."))
 
+# %%
 fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4), sharey=False)
 for (seed, beta), rows in over.items():
     x = [math.sqrt(max(r["kl"], 0.0)) for r in rows]
@@ -354,18 +375,14 @@ axes[1].legend(fontsize=7)
 fig.tight_layout()
 plt.show()
 
-summary = []
-for (seed, beta), rows in over.items():
-    s = {"seed": seed, "beta": beta, **over_optimisation(rows, window=WINDOW)}
-    summary.append(s)
+for s in summary:
+    seed, beta = s["seed"], s["beta"]
     print(f"seed {seed} β={beta}: proxy {s['proxy_start']:+.2f} → {s['proxy_end']:+.2f}; gold {s['gold_start']:.1%} → peak "
           f"{s['gold_peak']:.1%} (step {s['peak_step']}, √KL {s['sqrt_kl_peak']:.2f}) → {s['gold_end']:.1%}; "
           f"√KL at the end {s['sqrt_kl_end']:.2f}: gold {s['shape']}")
-proxy_up = [s for s in summary if s["proxy_end"] > s["proxy_start"]]
 print(f"\n({WINDOW}-step moving means; a move counts above 3 points.) Proxy rose in {len(proxy_up)} of {len(summary)} runs; "
       f"of those, gold rose then fell in {sum(s['shape'] == 'rises then falls' for s in proxy_up)}, only fell in "
       f"{sum(s['shape'] == 'falls' for s in proxy_up)}, only rose in {sum(s['shape'] == 'rises' for s in proxy_up)}")
-end_kl = {beta: sorted(s["sqrt_kl_end"] for s in summary if s["beta"] == beta) for beta in (0.0, 0.05)}
 print("√KL at the end, per seed: " + "; ".join(f"β={beta}: " + ", ".join(f"{v:.2f}" for v in vals) for beta, vals in end_kl.items())
       + f" — the penalty {'shortened' if max(end_kl[0.05]) < min(end_kl[0.0]) else 'did not clearly shorten'} the walk here")
 

@@ -213,8 +213,7 @@ easy_share = zero_variance_probability(0.97, G)
 #
 # ## 4. Four more runs
 #
-# For each report: predict the eight values, then run the cell to compare. The last one is deliberately
-# thin.
+# Four reports; the last one is deliberately thin. Read them first (the next cell prints them).
 
 # %%
 REPORTS |= {
@@ -247,6 +246,21 @@ REPORTS |= {
         "reaches state-of-the-art results on five benchmarks."
     ),
 }
+for name in ("B", "C", "D", "E"):
+    print(f"Run {name}. {REPORTS[name]}\n")
+
+# %% [markdown]
+# **Predict first.** Write down the eight values of each run before you scroll to the worked answers,
+# two cells below. One field to commit to now:
+
+# %%
+predict("Run B: which averaging unit? (its loss 'sums over all tokens in the batch and divides by 8 times the "
+        "maximum length')",
+        ["token", "completion", "prompt"], "token",
+        "A constant denominator weighs every token equally: the unit is token (Dr. GRPO's constant denominator), "
+        "not completion.")
+
+# %%
 WORKED |= {
     "B": {
         "feedback_source": ("rules", "run the stored unit tests"),
@@ -364,6 +378,9 @@ course_unit = tiny["optimisation"]["averaging_unit"]
 # > 0.01 times a k3 estimate of the KL to the frozen SFT model to the objective, and it is averaged
 # > over each program's tokens first, then over programs. Each batch is used for two optimiser steps.
 # > The trainer waits for all 512 programs before updating.
+#
+# (k3 is one of three sampled estimators of the KL, [Schulman 2020](http://joschu.net/blog/kl-approx.html); what matters for the passport
+# is only where the term sits.)
 
 # %%
 REPORTS["F"] = (

@@ -77,12 +77,14 @@ if importlib.util.find_spec("trl") is None:  # Colab does not ship TRL; the cour
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from course_lib import trl_bridge
 from course_lib.advantages import grpo_advantages
 from course_lib.configs import get_config
 from course_lib.dpo import build_preference_pairs, reference_logprobs, train_dpo
 from course_lib.evaluation import evaluate
+from course_lib.explore import predict
 from course_lib.grpo import train_grpo
 from course_lib.model import n_params
 from course_lib.pipeline import rl_generator
@@ -105,10 +107,19 @@ OUT = tempfile.mkdtemp(prefix="trl-")  # TRL wants an output folder; nothing is 
 #
 # *Predict first:* the course's GRPO recipe has options for the advantage, the averaging unit,
 # zero-variance groups and the KL. Which of them do you expect TRL to lack, or to compute
-# differently?
+# differently, in this recipe?
 
 # %%
 bridged = trl_bridge.translate(cfg, "grpo", output_dir=OUT)
+FOUR = {"grpo.advantage": "the advantage", "grpo.unit": "the averaging unit",
+        "grpo.zero_variance": "zero-variance groups", "grpo.kl": "the KL"}
+differ_trl = [label for key, label in FOUR.items() if any(u.option.startswith(key) for u in bridged.unmatched)]
+display(predict("Of the four, which one does TRL compute differently in this recipe?",
+                [*FOUR.values(), "none of them", "more than one"],
+                differ_trl[0] if len(differ_trl) == 1 else "none of them" if not differ_trl else "more than one",
+                "The bridge's report in the next cell lists every option with no exact TRL equivalent, and why."))
+
+# %%
 print(bridged.report())
 
 # %% [markdown]
@@ -122,7 +133,13 @@ print(bridged.report())
 # ## 2. One formula, two conventions
 #
 # TRL's `scale_rewards="group"` divides by the *sample* std (ddof = 1) plus 1e-4; the course
-# trainer divides by the population std. By hand on one group, then against the library:
+# trainer divides by the population std. By hand on one group, then against the library. Predict first:
+
+# %%
+display(predict("Rewards [1,0,0,1,0,0,1,0] (G = 8). TRL's advantage divided by the course's is about …",
+                ["1 (the same)", "√(7/8) ≈ 0.935", "7/8 = 0.875", "8/7 ≈ 1.143"], "√(7/8) ≈ 0.935",
+                "The sample std is √(G/(G − 1)) times the population std, so every advantage shrinks by "
+                "√((G − 1)/G); the 1e-4 barely moves it."))
 
 # %%
 r = torch.tensor([1.0, 0, 0, 1, 0, 0, 1, 0])
@@ -137,9 +154,8 @@ print("library, ddof=1, 1e-4  :", [round(x, 4) for x in trl_form.tolist()])
 print(f"ratio TRL / course = {ratio:.4f}; sqrt((G-1)/G) = {((G - 1) / G) ** 0.5:.4f}")
 
 # %% [markdown]
-# The two differ by one constant factor per group, close to √((G−1)/G). Under AdamW, which
-# divides each update by its own running scale, a constant factor on every advantage nearly
-# cancels; it is still a different number, and `tests/test_trl_parity.py` pins it by running TRL's
+# The two differ by one constant factor per group, close to √((G−1)/G), which AdamW cancels within the
+# conditions of [Group baselines, section 3](03_group_baselines.ipynb). It is still a different number, and `tests/test_trl_parity.py` pins it by running TRL's
 # own advantage code. The same tests check, on identical tensors and to 1e-6, that the clipped
 # surrogate, the three averaging units (`grpo`, `dapo`/`bnpo`, `dr_grpo`), k3 in the loss,
 # `mask_truncated_completions`, DPO, IPO (length-normalised), DPO + NLL and SimPO agree.
@@ -159,8 +175,8 @@ print(f"SFT held-out exact match {baseline['accuracy']:.1%}")
 # ## 4. GRPO: `course_lib` beside TRL's `GRPOTrainer`
 #
 # Same recipe (B = 32 × G = 8, L_max = 6, μ = 1, β = 0, lr 3e-4, token mean), same prompts
-# sampler and strict checker. *Predict:* will TRL's run reach the same held-out accuracy? Will its
-# steps take the same time?
+# sampler and strict checker. *Predict*, in the question below the runs: will TRL's run reach the same
+# held-out accuracy? Will its steps take the same time?
 
 # %%
 course_model = copy.deepcopy(sft_model)
@@ -187,6 +203,14 @@ trl = {
     "step_s": statistics.median(row["step_time"] for row in history),
     "seconds": sum(row["step_time"] for row in history),
 }
+speed = trl["step_s"] / course["step_s"]
+display(predict("Same recipe, same start: a TRL GRPOTrainer step takes … a course_lib step",
+                ["less than 0.8× the time of", "about the time of (0.8–1.25×)", "more than 1.25× the time of"],
+                "less than 0.8× the time of" if speed < 0.8 else "more than 1.25× the time of" if speed > 1.25
+                else "about the time of (0.8–1.25×)",
+                f"Measured: {speed:.2f}× (medians over the steps). The cell after the figure says why."))
+
+# %%
 print(f"{'trainer':12} {'held-out':>17} {'s/step':>7} {'RL s':>6}")
 for name, run in (("course_lib", course), ("TRL", trl)):
     print(f"{name:12} {baseline['accuracy']:6.1%} → {run['final']:6.1%} {run['step_s']:7.3f} {run['seconds']:6.1f}")
@@ -205,7 +229,6 @@ plt.show()
 # %%
 lift_course = course["final"] - baseline["accuracy"]
 lift_trl = trl["final"] - baseline["accuracy"]
-speed = trl["step_s"] / course["step_s"]
 print(f"Held-out lift over SFT: course_lib {100 * lift_course:+.1f} points, TRL {100 * lift_trl:+.1f} points "
       f"after {cfg.grpo.steps} steps each (one seed: a few points either way is noise).")
 if speed > 1:
@@ -234,6 +257,11 @@ pairs = build_preference_pairs(sft_model, task, cfg.dpo, generator=rl_generator(
 print(f"{pairs['n_pairs']} pairs from {pairs['n_prompts']} prompts; first as TRL sees it:",
       trl_bridge.preference_dataset(task, pairs)[0])
 
+# %% [markdown]
+# *Predict*, in the question below the runs: how close will the two held-out accuracies be?
+
+# %%
+
 course_dpo = copy.deepcopy(sft_model)
 data = {**pairs, **reference_logprobs(course_dpo, pairs, prompt_length=task.prompt_length)}
 dpo_out = train_dpo(course_dpo, task, cfg.dpo, data, generator=rl_generator(SEED), show_progress=False)
@@ -246,6 +274,13 @@ dpo_results = {
     "course_lib": (evaluate(course_dpo, task)["accuracy"], dpo_out["rl_seconds"]),
     "TRL DPOTrainer": (evaluate(trl_dpo, task)["accuracy"], trl_dpo_seconds),
 }
+dpo_gap = abs(dpo_results["course_lib"][0] - dpo_results["TRL DPOTrainer"][0])
+display(predict("course_lib's DPO and TRL's DPOTrainer, same pairs and steps: their held-out accuracies end …",
+                ["within 5 points of each other", "more than 5 points apart"],
+                "within 5 points of each other" if dpo_gap <= 0.05 else "more than 5 points apart",
+                f"Measured: {100 * dpo_gap:.1f} points apart."))
+
+# %%
 for name, (acc, seconds) in dpo_results.items():
     print(f"{name:15} held-out {baseline['accuracy']:.1%} → {acc:.1%} in {seconds:.1f} s ({cfg.dpo.steps} steps)")
 
@@ -311,6 +346,14 @@ chat_cfg = dataclasses.replace(cfg, grpo=dataclasses.replace(get_config("cpu").g
 chat_trainer, chat_bridged = trl_bridge.instruct_recipe(chat_model, chat_tokenizer, task, chat_cfg, output_dir=OUT)
 chat_trainer.train()
 chat_rewards = [row["reward"] for row in chat_trainer.state.log_history if "reward" in row]
+chat_mean = sum(chat_rewards) / len(chat_rewards)
+display(predict(f"{type(chat_model).__name__}, {'a real instruct model' if DEVICE.type == 'cuda' else 'random weights'}: "
+                "its mean strict reward over the steps is …",
+                ["below 0.2", "between 0.2 and 0.8", "above 0.8"],
+                "below 0.2" if chat_mean < 0.2 else "above 0.8" if chat_mean > 0.8 else "between 0.2 and 0.8",
+                f"Measured: {chat_mean:.3f}. A random model's text is almost never the right number."))
+
+# %%
 print(f"{type(chat_model).__name__}: mean strict reward per step {[round(x, 3) for x in chat_rewards]}")
 
 # %% [markdown]
@@ -344,7 +387,7 @@ for n in (1, 2, 4, 8):
 #    <details><summary>Answer</summary>
 #    `grpo_advantages(rewards, ddof=1, epsilon=1e-4)`. The course's population std is
 #    √((G−1)/G) times the sample std, so up to the 1e-4 the course's advantages are TRL's divided
-#    by √((G−1)/G) (√(7/8) ≈ 0.935 for G = 8): a constant per group, which AdamW mostly absorbs.
+#    by √((G−1)/G) (√(7/8) ≈ 0.935 for G = 8): a constant, which AdamW cancels ([Group baselines, section 3](03_group_baselines.ipynb)).
 #    </details>
 # 2. A colleague ports a GRPO run to TRL on a laptop CPU, keeps TRL's defaults and finds each
 #    step several times slower than expected. What two defaults would you check first?

@@ -87,23 +87,26 @@ predict("Which came first?",
 
 # %%
 entries = timeline()
-fig, ax = plt.subplots(figsize=(9.5, 7.2))
+fig, ax = plt.subplots(figsize=(9.5, 1.5 + 0.22 * len(entries)))
 for row, ((year, month), key) in enumerate(entries):
     source = SOURCES[key]
     x = year + (month - 0.5) / 12 if month else year + 0.5
-    style = {"paper": "o", "note": "s", "software": "D"}[source.kind]
+    early = x < 2015  # the foundations (1952, 1992) sit at the left edge, their year in the label
+    style = "<" if early else {"paper": "o", "note": "s", "software": "D"}[source.kind]
+    x = max(x, 2015.1)
     ax.plot(x, row, style, color="C0" if source.lecture else "C1", ms=6)
-    ax.text(x + 0.15, row, f"{source.authors}: {source.idea}", va="center", fontsize=8)
+    ax.text(x + 0.15, row, f"{source.authors}{f' ({year})' if early else ''}: {source.idea}", va="center", fontsize=8)
 ax.set_yticks([])
 ax.set_ylim(len(entries), -1)
 ax.set_xlim(2015, 2030.8)
 ax.set_xticks(range(2015, 2027))
-ax.set_xlabel("year (arXiv month for papers; year alone for software and notes)")
+ax.set_xlabel("year (arXiv month for papers; year alone for software, notes and the pre-2015 foundations)")
 ax.set_title("The methods of the course in time")
 ax.legend(handles=[plt.Line2D([], [], marker="o", ls="", color="C0", label="paper the lecture lists"),
                    plt.Line2D([], [], marker="o", ls="", color="C1", label="added by the course"),
                    plt.Line2D([], [], marker="s", ls="", color="C1", label="note"),
-                   plt.Line2D([], [], marker="D", ls="", color="C0", label="software stack")],
+                   plt.Line2D([], [], marker="D", ls="", color="C0", label="software stack"),
+                   plt.Line2D([], [], marker="<", ls="", color="C1", label="before 2015 (year in the label)")],
           loc="lower left", fontsize=8)
 ax.grid(axis="x", alpha=0.3)
 fig.tight_layout()
@@ -118,8 +121,8 @@ plt.show()
 #   ([DPO margins](02_dpo_margins.ipynb) and [The regularised objective](03_the_regularised_objective.ipynb)); IPO, KTO, SimPO and ORPO changed the margin or the data each one needs.
 # - **Critic-free RL with verifiable rewards** (2024–2025): RLOO and GRPO build baselines from sibling
 #   answers ([Group baselines](04_group_baselines.ipynb), [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb),
-#   [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)); DAPO and Dr. GRPO repair what GRPO's normalisation got
-#   wrong ([From advantages to an update](05_from_advantages_to_an_update.ipynb)); GSPO and
+#   [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)), and DeepSeek-R1 trained a reasoning model this way at scale; DAPO and Dr. GRPO repair what GRPO's normalisation got
+#   wrong ([From advantages to an update](05_from_advantages_to_an_update.ipynb), [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)); GSPO and
 #   CISPO change what is clipped.
 # - **RL as a system** (2025–2026): rollout workers, environments and freshness control (verl, NeMo RL,
 #   NeMo Gym) — where the optimiser is one stage of a data-generation pipeline.

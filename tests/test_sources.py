@@ -1,6 +1,8 @@
 """The course's primary sources: the lecture's list is all there, dated from arXiv, and one home.
 
 The nineteen links below are the lecture's §20 list (data, copied once here to check against).
+Notebooks cite a source by writing the Markdown ``cite(key)`` produces (the link text is checked
+against it), and each method is cited where a student meets it first (``METHODS``, course order).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import jupytext
 import pytest
 
 from course_lib.sources import SOURCES, cite, date, timeline
@@ -47,3 +50,54 @@ def test_every_paper_a_notebook_links_to_has_its_home_here():
     for py in sorted((ROOT / "notebooks").glob("*.py")):
         for url in re.findall(r"https://arxiv\.org/abs/[\d.]+", py.read_text(encoding="utf-8")):
             assert url in known, f"{py.name} links to {url}, which course_lib.sources does not list"
+
+
+# A method's name as the notebooks write it -> the key of its primary source. Course order is the
+# order of the notebooks' file names. 00 is the map (it names what comes and says where it is cited);
+# 02b is exempt while helper "order" splits it (issue 28, item 1): its halves are checked once renamed.
+METHODS = {
+    r"Bradley[–-]Terry": "bradley_terry", r"\bREINFORCE\b": "williams1992", r"\bRLHF\b": "christiano2017",
+    r"\bInstructGPT\b": "instructgpt", r"\bDPO\b": "dpo", r"\bIPO\b": "ipo", r"\bSimPO\b": "simpo",
+    r"\bKTO\b": "kto", r"\bORPO\b": "orpo", r"\bPPO\b": "ppo", r"\bGAE\b": "gae", r"\bGRPO\b": "deepseekmath",
+    r"\bRLOO\b": "rloo", r"\bDAPO\b": "dapo", r"Dr\. GRPO": "dr_grpo", r"\bGSPO\b": "gspo", r"\bCISPO\b": "cispo",
+    r"\bR1(?:-Zero)?\b": "deepseek_r1", r"\bk3\b": "kl_approx", r"[Bb]est-of-N": "stiennon2020",
+    r"over-?optimi[sz]ation|reward hacking": "gao2022", r"\bRFT\b|[Rr]ejection-sampling fine-tuning": "rft",
+    r"\bRLVR\b": "tulu3", r"\bTRL\b": "trl", r"Constitutional AI": "constitutional_ai", r"\bverl\b": "verl",
+    r"NeMo RL": "nemo_rl", r"NeMo Gym": "nemo_gym", r"Secretly DPO": "it_takes_two",
+    r"Advantage Is Biased": "biased_advantage",
+}
+COURSE = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py") if p.stem not in {"00_start_here", "02b_the_kl_term"})
+LINK = re.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
+
+
+def _cells(name):
+    return jupytext.read(ROOT / "notebooks" / f"{name}.py").cells
+
+
+def test_every_link_to_a_source_is_written_as_cite_writes_it():
+    key_of = {s.url: key for key, s in SOURCES.items()}
+    for py in sorted((ROOT / "notebooks").glob("*.py")):
+        for text, url in LINK.findall(py.read_text(encoding="utf-8")):
+            if url in key_of:
+                assert f"[{text}]({url})" == cite(key_of[url]), (
+                    f"{py.name}: [{text}]({url}) — write the link as cite({key_of[url]!r}) gives it: {cite(key_of[url])}")
+
+
+def test_each_method_cites_its_source_where_a_student_first_meets_it():
+    """The first markdown cell (course order) that names a method links to its source, or the code cell
+    right after it displays citations (``cite(``)."""
+    assert set(METHODS.values()) <= set(SOURCES)
+    met = {}
+    for name in COURSE:
+        cells = _cells(name)
+        for i, cell in enumerate(cells):
+            if cell.cell_type != "markdown":
+                continue
+            for pattern, key in METHODS.items():
+                if key in met or not re.search(pattern, cell.source):
+                    continue
+                met[key] = name
+                following = next((c.source for c in cells[i + 1:] if c.cell_type == "code"), "")
+                assert SOURCES[key].url in cell.source or "cite(" in following, (
+                    f"{name}: first mention of {pattern!r} (cell {i}) without its source: add {cite(key)}")
+    assert {"bradley_terry", "dpo", "deepseekmath", "ppo", "dapo", "gao2022", "trl"} <= set(met), "the map lost a method"

@@ -119,8 +119,8 @@ def test_08_tiny_gpt_dpo_runs(matplotlib_ready, shared_sft_start):
 
 @pytest.mark.slow
 def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
-    names = ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd", "d_const", "d_group", "gap", "c",
-             "sgd_ratio", "adam_diff", "clip_free", "clipped", "logs", "live", "dapo_gap", "dapo_cost", "penalty",
+    names = ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd", "d_const", "d_group", "gap",
+             "zv_first", "zv_last", "zv_answer", "rft_answer", "logs", "live", "dapo_gap", "dapo_cost", "penalty",
              "d_unit", "DAPO", "cfg.grpo.batch_prompts", "cfg.grpo.max_resample_rounds"]
     ns, shown = execute("09_tiny_gpt_grpo", names, FAST)
     assert_clean("07", shown)
@@ -134,10 +134,11 @@ def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
     assert sft >= SFT_LEARNS and grpo - sft >= 0.10, (sft, grpo)
     assert f"a gain of {100 * (grpo - sft):.1f} points over SFT" in text
     assert "budget) took " in text  # the measured time of this budget
-    # a constant factor: exactly a larger step under SGD, cancelled by AdamW
-    assert ns["sgd_ratio"] == pytest.approx(ns["c"], rel=1e-5) and ns["adam_diff"] < 1e-6
-    # ... unless gradient clipping acts on some steps of one run and not the other
-    assert ns["clip_free"] < 1e-6 < 1e-5 < ns["clipped"]
+    # the predictions' answers are the run's (issue 28): computed before the reveal, from the numbers shown after it
+    zv_moved = ns["zv_last"] - ns["zv_first"]
+    assert ns["zv_answer"] == ("it rises" if zv_moved > 0.02 else "it falls" if zv_moved < -0.02 else "it stays about the same")
+    assert ns["rft_answer"] == ("within 5 points of GRPO" if abs(ns["gap"]) <= 0.05 else
+                                "more than 5 points below GRPO" if ns["gap"] > 0 else "more than 5 points above GRPO")
     # the dashboard's KL panel has data: the GRPO runs log the KL to the SFT reference
     assert all(r["kl"] is not None for r in ns["logs"]["GRPO"])
     # the sentence about RLOO vs Dr. GRPO follows the measured difference
@@ -164,11 +165,14 @@ def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
 
 @pytest.mark.slow
 def test_11_reward_hacking_shows_the_exploit(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("11_reward_hacking", ["start", "final", "alarms", "rows", "differ", "gap"], FAST)
+    ns, shown = execute("08_reward_hacking", ["start", "final", "alarms", "rows", "differ", "gap",
+                                                    "verdicts"], FAST)
     assert_clean("08", shown)
     assert_no_generator_repr("08", shown)
     start, loose, strict = ns["start"], ns["final"]["loose"], ns["final"]["strict"]
     assert ns["differ"] == {"reward": ["loose", "strict"]}  # the checker is the only difference
+    # section 1's prediction: the loose checker accepts 65, 5565 and the truncated spray; the strict one 65 alone
+    assert ns["verdicts"] == {"65": [1, 1], "55": [0, 0], "5565": [0, 1], "1637095": [0, 1]}
     # the exploit happens: the proxy pays for what the strict checker rejects, and exact match falls
     assert loose["loose_accuracy"] - loose["accuracy"] > 0.10, (start, loose)
     assert ns["gap"]["loose"] == pytest.approx(loose["loose_accuracy"] - loose["accuracy"])
