@@ -269,7 +269,7 @@ assert constant_adam < 1e-6 < 0.01 < min(constant_sgd, std_adam, clipped_adam)
 #   summed update changes: a reweighting by difficulty, not a rescaling.
 # - **A factor that changes from step to step.** Adam normalises by a *running* average, so a denominator
 #   that varies between batches (the averaging units of
-#   [the next notebook](03b_from_advantages_to_an_update.ipynb)) is not cancelled.
+#   [the next notebook](05_from_advantages_to_an_update.ipynb)) is not cancelled.
 #
 # **Where "Adam cancels a constant" holds.** Two conditions, met by the unclipped runs above and not always
 # by a trainer:

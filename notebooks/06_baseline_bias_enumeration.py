@@ -154,7 +154,7 @@ assert np.isclose(full_mean_grad, (G - 1) * p * (1 - p) / G)
 # %% [markdown]
 # The full-mean bias is a constant factor (G − 1)/G on the expected update, the same for every prompt.
 # Under plain SGD that is a smaller learning rate; under AdamW it cancels, within the conditions of
-# [Group baselines, section 3](03_group_baselines.ipynb). What this bias changes there is only how it combines with factors that are *not* constant,
+# [Group baselines, section 3](04_group_baselines.ipynb). What this bias changes there is only how it combines with factors that are *not* constant,
 # such as GRPO's per-group std (section 4).
 #
 # ## 3. Monte-Carlo: simulation agrees, within its error bars

@@ -268,7 +268,7 @@ print(f"weights with |gradient| > 1e-3 moved by {float(moved[big].mean()):.2e} o
 # learning rate, whatever the gradient's size: the bias-corrected moments are m̂ = g and v̂ = g², so
 # the step is lr·g/(|g| + ε). Only weights whose gradient is comparable to ε = 1e-8 move less. Later
 # steps average over many gradients and differ from sign(g). (A constant factor on the *whole* loss
-# cancels under Adam, within the conditions of [Group baselines, section 3](03_group_baselines.ipynb); a factor on one term of a sum, such as
+# cancels under Adam, within the conditions of [Group baselines, section 3](04_group_baselines.ipynb); a factor on one term of a sum, such as
 # `rpo_alpha` on the NLL term, changes the balance of the terms and does matter.)
 #
 # ## 6. Three runs from the same SFT checkpoint

@@ -219,7 +219,7 @@ print(f"zero-variance rate: {zv_first:.2f} over the first {k} steps, {zv_last:.2
 #
 # RLOO's advantage is Dr. GRPO's multiplied by the constant G/(G − 1); GRPO divides each group by its
 # own std, a factor that changes from group to group. On an exact run,
-# [Group baselines, section 3](03_group_baselines.ipynb) showed that AdamW cancels a constant factor
+# [Group baselines, section 3](04_group_baselines.ipynb) showed that AdamW cancels a constant factor
 # (within two conditions: β = 0, and no gradient clip that acts on some steps only) and not a per-group one. Here the same comparison runs on the tiny GPT, same averaging unit, same seed.
 
 # %%
@@ -244,7 +244,7 @@ print("GRPO vs Dr. GRPO: " + ("identical reward curves in this short run: the pe
                                "different: dividing each group by its own std reweights groups, which no optimiser undoes"))
 
 # %% [markdown]
-# What survives Adam is the per-group std ([Group baselines, section 3](03_group_baselines.ipynb)): a group with one success in eight (std 0.33) is
+# What survives Adam is the per-group std ([Group baselines, section 3](04_group_baselines.ipynb)): a group with one success in eight (std 0.33) is
 # weighted about 1.5× as much as a half-right group (std 0.5) — a difficulty reweighting.
 #
 # ## 5. The honest control: fine-tuning on the policy's own approved samples (RFT)
@@ -424,7 +424,7 @@ plt.show()
 # from the sequence mean only through completion lengths: each token weighs 1/L_max instead of
 # 1/|y|, so under the sequence mean a 3-token answer's tokens (two digits and `<eos>`) weigh 4/3 as
 # much as a 4-token answer's, under the constant unit the same — and the overall scale 1/L_max is a
-# constant AdamW cancels ([Group baselines, section 3](03_group_baselines.ipynb)). Once one sampled token differs, the two runs draw different
+# constant AdamW cancels ([Group baselines, section 3](04_group_baselines.ipynb)). Once one sampled token differs, the two runs draw different
 # samples, so the printed difference also holds sampling noise from there on.
 #
 # ## 7. Where the time goes

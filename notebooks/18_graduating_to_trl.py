@@ -155,7 +155,7 @@ print(f"ratio TRL / course = {ratio:.4f}; sqrt((G-1)/G) = {((G - 1) / G) ** 0.5:
 
 # %% [markdown]
 # The two differ by one constant factor per group, close to √((G−1)/G), which AdamW cancels within the
-# conditions of [Group baselines, section 3](03_group_baselines.ipynb). It is still a different number, and `tests/test_trl_parity.py` pins it by running TRL's
+# conditions of [Group baselines, section 3](04_group_baselines.ipynb). It is still a different number, and `tests/test_trl_parity.py` pins it by running TRL's
 # own advantage code. The same tests check, on identical tensors and to 1e-6, that the clipped
 # surrogate, the three averaging units (`grpo`, `dapo`/`bnpo`, `dr_grpo`), k3 in the loss,
 # `mask_truncated_completions`, DPO, IPO (length-normalised), DPO + NLL and SimPO agree.
@@ -387,7 +387,7 @@ for n in (1, 2, 4, 8):
 #    <details><summary>Answer</summary>
 #    `grpo_advantages(rewards, ddof=1, epsilon=1e-4)`. The course's population std is
 #    √((G−1)/G) times the sample std, so up to the 1e-4 the course's advantages are TRL's divided
-#    by √((G−1)/G) (√(7/8) ≈ 0.935 for G = 8): a constant, which AdamW cancels ([Group baselines, section 3](03_group_baselines.ipynb)).
+#    by √((G−1)/G) (√(7/8) ≈ 0.935 for G = 8): a constant, which AdamW cancels ([Group baselines, section 3](04_group_baselines.ipynb)).
 #    </details>
 # 2. A colleague ports a GRPO run to TRL on a laptop CPU, keeps TRL's defaults and finds each
 #    step several times slower than expected. What two defaults would you check first?

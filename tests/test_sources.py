@@ -66,7 +66,7 @@ METHODS = {
     r"NeMo RL": "nemo_rl", r"NeMo Gym": "nemo_gym", r"Secretly DPO": "it_takes_two",
     r"Advantage Is Biased": "biased_advantage",
 }
-COURSE = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py") if p.stem not in {"00_start_here", "02b_the_kl_term"})
+COURSE = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py") if p.stem not in {"00_start_here", "10_the_kl_term"})
 LINK = re.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
 
 

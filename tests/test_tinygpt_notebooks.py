@@ -165,7 +165,7 @@ def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
 
 @pytest.mark.slow
 def test_11_reward_hacking_shows_the_exploit(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("08_reward_hacking", ["start", "final", "alarms", "rows", "differ", "gap",
+    ns, shown = execute("11_reward_hacking", ["start", "final", "alarms", "rows", "differ", "gap",
                                                     "verdicts"], FAST)
     assert_clean("08", shown)
     assert_no_generator_repr("08", shown)
