@@ -46,7 +46,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # *Pointer for readers of the Module 14 lecture: §4 and §6. Everything below stands on its own.*
 #
-# Every RLHF recipe writes the same objective: maximise reward while staying close to a **reference
+# Every RLHF recipe ([Christiano et al. 2017](https://arxiv.org/abs/1706.03741)) writes the same objective: maximise reward while staying close to a **reference
 # model** π_ref (a frozen copy of the starting policy, usually the SFT model), with a KL penalty of
 # weight β. [DPO margins](02_dpo_margins.ipynb) used one consequence of it (the implicit reward) without
 # deriving it. Here the objective is solved exactly on a small example, DPO is derived from it step by
@@ -58,7 +58,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # Everything here is exact arithmetic and runs in seconds; what a KL penalty does inside a trainer
 # (its estimators, where it sits, and a β sweep on the tiny GPT) comes in
-# [The KL term](10_the_kl_term.ipynb), after the GRPO notebooks. The last cell prints how long this run took.
+# [The KL term](10_the_kl_term.ipynb), once the course has trained a model against a KL penalty. The last cell prints how long this run took.
 
 # %%
 import os

@@ -48,7 +48,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # [The regularised objective](03_the_regularised_objective.ipynb) solved max E_π[r] − β·KL(π‖π_ref)
 # exactly: π* ∝ π_ref·exp(r/β), and the KL it names is the reverse one. A trainer never sees the exact
-# KL. It sees sampled answers, estimates the KL from each (three estimators, k1/k2/k3), and puts the
+# KL. It sees sampled answers, estimates the KL from each (three estimators, k1/k2/k3: [Schulman 2020](http://joschu.net/blog/kl-approx.html)), and puts the
 # estimate either in the reward or in the loss. Now that GRPO's advantages, PPO's clip and π_old
 # ([From advantages to an update](05_from_advantages_to_an_update.ipynb)) and the tiny GPT's GRPO run
 # ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)) are known, this notebook asks what each choice
@@ -360,7 +360,7 @@ display(widgets.VBox([kl_beta_slider, optima_text, optima_plot]))
 # %% [markdown]
 # ## 3. KL in the reward vs KL in the loss
 #
-# | | KL **in the reward** (InstructGPT-style PPO, RLOO) | KL **in the loss** (GRPO, TRL's `GRPOTrainer`) |
+# | | KL **in the reward** (InstructGPT-style PPO, [Ouyang et al. 2022](https://arxiv.org/abs/2203.02155); RLOO) | KL **in the loss** (GRPO, TRL's `GRPOTrainer`) |
 # |---|---|---|
 # | what is computed | r_i − β·Σ_t k(t), one number per completion, **before** the baseline | β·k(t) per token, added to the per-token objective |
 # | how it reaches θ | through the advantage and the score function (like any reward) | differentiated directly through log π_θ |
@@ -560,8 +560,7 @@ task, model, _ = sft_start(cfg, seed=SEED)  # the SFT policy every tiny-GPT note
 sft_weights = copy.deepcopy(model.state_dict())
 reference = copy.deepcopy(model).eval().requires_grad_(False)
 baseline = evaluate(model, task)
-print(f"SFT reference: held-out accuracy {baseline['accuracy']:.1%}; "
-      f"KL to itself {reference_kl(model, reference, task)['kl']:.1f}")
+self_kl = reference_kl(model, reference, task)["kl"]
 
 sweep_settings = [("none", 0.0, "k3")] + [(place, b, est) for place, est in (("loss", "k3"), ("reward", "k1"))
                                           for b in (0.01, 0.04, 0.2)]
@@ -582,6 +581,16 @@ def sweep_run(placement, beta, estimator):
 
 
 sweep = [sweep_run(*setting) for setting in sweep_settings]
+strongest = {row["placement"]: row for row in sweep if row["beta"] == 0.2}
+display(predict("At β = 0.2, which placement ends closer to the reference (smaller KL(π‖π_ref))?",
+                ["k3 per token in the loss", "k1 per completion in the reward"],
+                "k3 per token in the loss" if strongest["loss"]["kl"] <= strongest["reward"]["kl"]
+                else "k1 per completion in the reward",
+                f"Measured: KL {strongest['loss']['kl']:.3f} with k3 in the loss, {strongest['reward']['kl']:.3f} "
+                "with k1 in the reward; the table below has every run."))
+
+# %%
+print(f"SFT reference: held-out accuracy {baseline['accuracy']:.1%}; KL to itself {self_kl:.1f}")
 print(f"{'placement':10} {'β':>5} {'estimator':>9} {'held-out accuracy':>18} {'KL(π‖π_ref) ± SE':>18}")
 for row in sweep:
     print(f"{row['placement']:10} {row['beta']:5} {row['estimator']:>9} {row['accuracy']:18.1%} "

@@ -61,7 +61,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 5. run dynamic sampling and an adaptive completion length live, and read their cost in extra groups
 #    and truncated answers;
 # 6. state the wall-clock gain of overlapping generation with updates, its bound, and the scope of that bound;
-# 7. map the knobs of prime-rl, AReaL, verl, TRL, NeMo RL and PipelineRL to the ones used here.
+# 7. map the knobs of prime-rl, AReaL, verl ([verl 2026](https://github.com/verl-project/verl)), TRL, NeMo RL ([NVIDIA 2026](https://github.com/NVIDIA-NeMo/RL)) and PipelineRL to the ones used here.
 #
 # **Words used below.** A *rollout worker* is a second process that only samples; the *trainer* only
 # updates. Each time the trainer takes an optimiser step, its weights get a new *version*. A batch sampled
@@ -398,7 +398,7 @@ for key in ("loop", "staleness", "sampler"):
 # ## 4. Adaptive rollout count: dynamic sampling, live
 #
 # A group whose G answers all score the same has zero advantage: it teaches nothing. DAPO's *dynamic
-# sampling* (`zero_variance="resample"`, [DAPO](https://arxiv.org/abs/2503.14476)) draws fresh prompts
+# sampling* (`zero_variance="resample"`, DAPO, [Yu et al. 2025](https://arxiv.org/abs/2503.14476)) draws fresh prompts
 # until B informative groups fill the batch (at most `max_resample_rounds` extra rounds). The cost is
 # generation: extra groups sampled per step.
 

@@ -46,6 +46,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # *Pointer for readers of the Module 14 lecture: §12, §15 and §16. Everything below stands on its own.*
 #
+# **Sources.** DeepSeek-R1 and R1-Zero: [Guo et al. 2025](https://arxiv.org/abs/2501.12948).
+#
 # The notebooks so far trained one method at a time, each from the same SFT policy. Real
 # post-training is a **recipe**: an ordered list of stages, each starting from the policy the stage
 # before it left. DeepSeek-R1 is the best-documented one. Here the whole recipe runs on the tiny GPT

@@ -301,6 +301,13 @@ for name, (acc, seconds) in dpo_results.items():
 
 # %%
 preference_bridges = {kind: trl_bridge.translate(cfg, kind, output_dir=OUT) for kind in ("kto", "orpo")}
+orpo_nll_differs = any("NLL" in str(u) for u in preference_bridges["orpo"].unmatched)
+display(predict("For ORPO, which part of the course's loss does TRL compute differently?",
+                ["the odds-ratio penalty", "the NLL term (which tokens it counts)", "nothing: ORPO matches exactly"],
+                "the NLL term (which tokens it counts)" if orpo_nll_differs else "nothing: ORPO matches exactly",
+                "The bridge's list of unmatched options below says which, and why."))
+
+# %%
 for kind, b in preference_bridges.items():
     shown_args = ", ".join(f"{k}={b.config[k]!r}" for k in ("beta", "per_device_train_batch_size", "learning_rate"))
     print(f"{kind} -> trl.{b.trainer}(args=trl.{b.config_class}({shown_args}, ...))")

@@ -53,8 +53,7 @@ def test_every_paper_a_notebook_links_to_has_its_home_here():
 
 
 # A method's name as the notebooks write it -> the key of its primary source. Course order is the
-# order of the notebooks' file names. 00 is the map (it names what comes and says where it is cited);
-# 02b is exempt while helper "order" splits it (issue 28, item 1): its halves are checked once renamed.
+# order of the notebooks' file names. 00 is the map (it names what comes and says where it is cited).
 METHODS = {
     r"Bradley[–-]Terry": "bradley_terry", r"\bREINFORCE\b": "williams1992", r"\bRLHF\b": "christiano2017",
     r"\bInstructGPT\b": "instructgpt", r"\bDPO\b": "dpo", r"\bIPO\b": "ipo", r"\bSimPO\b": "simpo",
@@ -66,7 +65,7 @@ METHODS = {
     r"NeMo RL": "nemo_rl", r"NeMo Gym": "nemo_gym", r"Secretly DPO": "it_takes_two",
     r"Advantage Is Biased": "biased_advantage",
 }
-COURSE = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py") if p.stem not in {"00_start_here", "10_the_kl_term"})
+COURSE = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py") if p.stem != "00_start_here")
 LINK = re.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
 
 
