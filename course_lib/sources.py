@@ -76,6 +76,12 @@ SOURCES: dict[str, Source] = {
                       "trajectory age limits, multi-node RL", kind="software", year=2026),
     "nemo_gym": Source("NVIDIA", "NeMo Gym", "https://docs.nvidia.com/nemo/gym",
                        "environments as data + harness + tools + verifier", kind="software", year=2026),
+    "trl": Source("von Werra et al.", "TRL: Transformer Reinforcement Learning", "https://github.com/huggingface/trl",
+                  "the trainers and option names the course maps to; GRPO with tools (environment_factory)",
+                  lecture=False, kind="software", year=2020),
+    "openenv": Source("Meta PyTorch and Hugging Face", "OpenEnv", "https://github.com/meta-pytorch/OpenEnv",
+                      "an environment as reset() / step() behind one interface", lecture=False, kind="software",
+                      year=2025),
 }
 
 
