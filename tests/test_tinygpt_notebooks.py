@@ -303,3 +303,32 @@ def test_08b_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
     peak = max(ns["bon"], key=lambda row: row["gold"])
     assert peak["n"] > 1 and peak["gold"] > ns["bon"][0]["gold"], ns["bon"]
     assert any(s["proxy_end"] > s["proxy_start"] for s in ns["summary"]), ns["summary"]
+
+
+@pytest.mark.slow
+def test_13_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
+    names = ["starts", "runs", "sampled", "probe", "proxy", "strict", "episode.policy_mask", "RL_STEPS"]
+    ns, shown = execute("13_environments_and_tools", names, FAST)
+    assert_clean("13", shown)
+    assert_no_generator_repr("13", shown)
+    text = "".join(t for _, t in shown)
+    starts, runs, sampled, probe = ns["starts"], ns["runs"], ns["sampled"], ns["probe"]
+    # the episode by hand: the policy wrote [7+5] and 82<eos>, the prompt and the tool's 12 are context
+    assert ns["episode.policy_mask"] == [0] * 7 + [1] * 5 + [0, 0] + [1] * 3
+    assert starts["plain"]["accuracy"] == shared_sft_start["accuracy"] >= SFT_LEARNS
+    # SFT on every carry demonstration teaches where the tool helps: calls on carry prompts, not elsewhere
+    every, few = starts["every carry demo"], starts["100 demos"]
+    assert every["tool_use_carry"] >= 0.5 and every["tool_use_no_carry"] <= 0.1, every
+    assert few["tool_use_carry"] < every["tool_use_carry"] - 0.3, (few, every)
+    # GRPO keeps the tool where the policy already uses it well, and lifts accuracy from every start
+    assert runs["every carry demo"]["tool_use_carry"] >= 0.5, runs["every carry demo"]
+    assert runs["plain"]["accuracy"] - starts["plain"]["accuracy"] >= 0.05, runs["plain"]
+    assert f"{starts['plain']['accuracy']:.1%} → {runs['plain']['accuracy']:.1%} held-out" in text
+    # the masking ablation: with the environment's tokens in the loss the policy learns the tool's answer
+    masked, unmasked = probe["GRPO, masked"][0], probe["GRPO, env tokens in the loss"][0]
+    assert unmasked > masked + 1.0, probe
+    assert f"log-prob of {unmasked:.2f} instead of {masked:.2f}" in text
+    # the loose verifier: RL calls more than under the strict one, and the verifier over-reports
+    assert sampled["loose verifier"][1] > sampled["100 demos"][1] + 0.05, sampled
+    assert ns["proxy"]["accuracy"] - ns["strict"]["accuracy"] >= 0.05, (ns["proxy"], ns["strict"])
+    assert "budget) took " in text
