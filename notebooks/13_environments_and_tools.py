@@ -90,8 +90,8 @@ from course_lib.stopwatch import Stopwatch
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson with fewer GRPO steps (CI's quick check)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
 SEED = 0
-RL_STEPS = 20 if FAST else 100
-TOOL_SFT_STEPS = 100  # the short SFT that teaches the tool (section 2); the same in both budgets
+RL_STEPS = 16 if FAST else 100
+TOOL_SFT_STEPS = 150  # the short SFT that teaches the tool (section 2); the same in both budgets
 cfg = get_config("cpu")
 cfg.grpo = dataclasses.replace(cfg.grpo, steps=RL_STEPS, eval_every=10 if FAST else 25)
 _ = torch.manual_seed(SEED)
@@ -419,9 +419,12 @@ display(Markdown(
     f"{sampled['loose verifier'][1]:.3f}. The verifier's held-out score went {before['proxy']['accuracy']:.1%} → "
     f"{proxy['accuracy']:.1%} ({100 * proxy_gain:+.1f} points); strict accuracy of the same policy "
     f"{before['strict']['accuracy']:.1%} → {strict['accuracy']:.1%} ({100 * strict_gain:+.1f} points). "
-    + (f"The reported score gained {100 * (proxy_gain - strict_gain):.1f} points more than the truth: "
-       "RL moved towards the call because the call is paid, not because the answers got better."
-       if proxy_gain > strict_gain else "In this run the reported score did not outrun the truth.")))
+    + (f"The reported score gained {100 * (proxy_gain - strict_gain):.1f} points more than the truth, and the "
+       "policy calls more: RL moves towards the call because the call is paid."
+       if proxy_gain - strict_gain > 0.02 and sampled["loose verifier"][1] > sampled["loose verifier"][0] + 0.02 else
+       f"In this budget RL did not visibly chase the loophole (the call rate and the gap barely moved); what the "
+       f"loose verifier does at once is over-report: {100 * (proxy['accuracy'] - strict['accuracy']):.1f} points of its "
+       "score are answers the strict checker rejects.")))
 
 # %% [markdown]
 # Two audits catch this, and both are cheap: score a sample of episodes with an independent strict

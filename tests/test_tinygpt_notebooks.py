@@ -307,7 +307,7 @@ def test_08b_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
 
 @pytest.mark.slow
 def test_13_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
-    names = ["starts", "runs", "sampled", "probe", "proxy", "strict", "episode.policy_mask", "RL_STEPS"]
+    names = ["starts", "runs", "sampled", "probe", "proxy", "strict", "before", "episode.policy_mask", "RL_STEPS"]
     ns, shown = execute("13_environments_and_tools", names, FAST)
     assert_clean("13", shown)
     assert_no_generator_repr("13", shown)
@@ -323,12 +323,19 @@ def test_13_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
     # GRPO keeps the tool where the policy already uses it well, and lifts accuracy from every start
     assert runs["every carry demo"]["tool_use_carry"] >= 0.5, runs["every carry demo"]
     assert runs["plain"]["accuracy"] - starts["plain"]["accuracy"] >= 0.05, runs["plain"]
-    assert f"{starts['plain']['accuracy']:.1%} → {runs['plain']['accuracy']:.1%} held-out" in text
+    assert f"{'GRPO, plain':28} held-out {runs['plain']['accuracy']:6.1%}" in text  # the printed table is the run's
     # the masking ablation: with the environment's tokens in the loss the policy learns the tool's answer
     masked, unmasked = probe["GRPO, masked"][0], probe["GRPO, env tokens in the loss"][0]
     assert unmasked > masked + 1.0, probe
     assert f"log-prob of {unmasked:.2f} instead of {masked:.2f}" in text
-    # the loose verifier: RL calls more than under the strict one, and the verifier over-reports
-    assert sampled["loose verifier"][1] > sampled["100 demos"][1] + 0.05, sampled
+    # from 100 tool demonstrations GRPO drops the tool: the sampled call rate falls
+    assert sampled["100 demos"][1] < sampled["100 demos"][0], sampled
+    # the trusting verifier over-reports: its held-out score is above the strict accuracy of the same policy
     assert ns["proxy"]["accuracy"] - ns["strict"]["accuracy"] >= 0.05, (ns["proxy"], ns["strict"])
+    assert f"strict accuracy {ns['strict']['accuracy']:6.1%}" in text
+    # ... and RL chases the loophole: it calls more, and the reported score outruns the strict one
+    loose, before = sampled["loose verifier"], ns["before"]
+    assert loose[1] > loose[0] + 0.1, loose
+    gained = (ns["proxy"]["accuracy"] - before["proxy"]["accuracy"]) - (ns["strict"]["accuracy"] - before["strict"]["accuracy"])
+    assert gained >= 0.1, (before, ns["proxy"], ns["strict"])
     assert "budget) took " in text
