@@ -361,7 +361,7 @@ print(f"\nWith the environment's tokens in the loss the policy gives the tool's 
       f"accuracy moved {100 * gap_acc:+.1f} points.")
 
 # %% [markdown]
-# Accuracy barely tells the two runs apart; what the policy *learned* does. Trained on the tool's
+# Accuracy is a weak witness here (the line above gives the difference); what the policy *learned* is not. Trained on the tool's
 # tokens, the policy learns to write the tool's output itself: the probability it gives the calculator's
 # answer grows, and the closer it gets, the less the call matters — on a real task, a model that
 # "hallucinates tool results" instead of waiting for them. Masked, the tool's answer stays something the
