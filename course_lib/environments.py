@@ -343,11 +343,13 @@ class EnvTask(AdditionTask):
     answer (not trained on: environment tokens are masked in SFT too), then the right sum.
     Every other demonstration, the held-out set and the training prompts are the plain task's.
     ``episodes(pairs, G)`` gives the sampler its driver; ``episode_length`` is the token limit.
+    ``env_cls`` replaces the registered class with a variant of it (same tool syntax; a notebook's
+    deliberately loose verifier, for instance).
     """
 
-    def __init__(self, config: TaskConfig, limits: EpisodeLimits | None = None):
+    def __init__(self, config: TaskConfig, limits: EpisodeLimits | None = None, env_cls=None):
         check_env_name(config.env)
-        env_cls = ENVIRONMENTS[config.env]
+        env_cls = env_cls or ENVIRONMENTS[config.env]
         if isinstance(config.tool_demos, bool) or not isinstance(config.tool_demos, int) or config.tool_demos < 0:
             raise ValueError(f"task.tool_demos must be an integer >= 0; got {config.tool_demos!r}")
         super().__init__(config, tokenizer=CharTokenizer(extra_chars=env_cls.extra_chars))

@@ -67,6 +67,12 @@ CONTROLS = ("sft", "rft")  # the same wall-clock on more SFT | RFT on GRPO's pro
 RUN_FILES = ("checkpoint.pt", "checkpoint.pt.tmp", "sft.pt", "sft.pt.tmp", "metrics.jsonl", "sft_metrics.jsonl",
              "summary.json", "passport.json", "dashboard.png", "reward_model.json")
 ENV_KINDS = ("sft", "grpo")  # the trainers that run episodes with an environment (task.env)
+ENV_REFUSED = {  # why a trainer does not run episodes yet (said in the refusal)
+    "ppo": "PPO's critic and GAE (course_lib.ppo) read every completion position as a policy state, one contiguous "
+           "run from the prompt; an episode interleaves the environment's tokens, whose values and advantages would "
+           "have to be skipped (GAE over the policy's tokens only, the critic bootstrapping across each observation). "
+           "Not implemented: use grpo with --env",
+}
 ACCURACY_KEYS = ("accuracy", "loose_accuracy", "accuracy_carry", "accuracy_no_carry")
 
 
@@ -156,7 +162,8 @@ def run(
         raise ValueError(f"control='rft' is GRPO's control (same prompts, samples and steps); kind is {kind!r}")
     if cfg is not None and cfg.task.env and (kind not in ENV_KINDS or control):
         raise ValueError(f"task.env (--env) runs with {' and '.join(ENV_KINDS)} and no control; got kind {kind!r}"
-                         + (f" with control {control!r}" if control else ""))
+                         + (f" with control {control!r}" if control else "")
+                         + (f": {ENV_REFUSED[kind]}" if kind in ENV_REFUSED else ""))
     if control and kind == "rm":
         raise ValueError("control (--control) compares RL with more SFT; an rm run trains no policy")
     out = Path(out)

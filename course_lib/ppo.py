@@ -34,6 +34,11 @@ Simplifications, said out loud:
 - One minibatch per epoch (the whole batch), no early stopping on KL, no adaptive KL controller.
 - The GAE recursion assumes each completion's mask is a contiguous run starting at the first
   completion position (true for our sampler: tokens up to and including ``<eos>``).
+- No environments (``task.env``): ``train ppo --env`` is refused (``pipeline.ENV_REFUSED``). An episode's
+  policy tokens are not one contiguous run (the environment writes between turns), so GAE would have
+  to run over the policy's positions only, with the critic's value at the last policy token before an
+  observation bootstrapping from the first one after it. GRPO needs none of that: one advantage per
+  episode, broadcast over the policy mask.
 """
 
 from __future__ import annotations

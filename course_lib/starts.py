@@ -12,6 +12,13 @@ them and a new start is trained. Builds are atomic (a temporary file in the cach
 ``os.replace``), and a lock file makes a second process that asks for the same start at the same
 time wait for the first and read its file, so two notebooks or two test workers can ask at once.
 
+``env_start`` gives a policy that can call an environment's tools (``course_lib.environments``)
+the cheap way: the shared start of the same config without the environment, its vocabulary grown by
+the tool's characters (the new rows of the tied embedding start at zero: logit 0 for the new
+characters, far below a trained model's preferred token), then a short SFT on the environment's
+demonstrations. It is cached the same way, keyed by the base start, the environment's task options
+and the extra steps.
+
 Where: ``$COURSE_CACHE`` if set, else ``$XDG_CACHE_HOME/learning-from-feedback`` (default
 ``~/.cache/learning-from-feedback``), folder ``sft_starts``.
 
@@ -130,3 +137,74 @@ def sft_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None
                 os.unlink(tmp)
         say(f"[course_lib] SFT start trained in {result['seconds']:.0f} s: held-out accuracy {info['accuracy']:.1%}")
         return task, model, {**info, "cached": False, "path": str(path)}
+
+
+def _cached(cfg: configs.RunConfig, path: Path, build, say):
+    """``(task, model, info)`` read from ``path``, or built by ``build() -> (task, model, info)`` and saved."""
+    from course_lib.pipeline import build_policy
+
+    with _lock(path.parent / (path.name + ".lock")):
+        if path.exists():
+            saved = torch.load(path, weights_only=True)
+            task, model = build_policy(cfg, device="cpu")
+            model.load_state_dict(saved["model"])
+            model.eval()
+            say(f"[course_lib] start read from the cache {path}")
+            return task, model, {**saved["info"], "cached": True, "path": str(path)}
+        task, model, info = build()
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        os.close(fd)
+        try:
+            torch.save({"model": model.state_dict(), "info": info}, tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return task, model, {**info, "cached": False, "path": str(path)}
+
+
+def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbose: bool = True):
+    """``(task, model, info)``: a policy for ``cfg.task.env``, grown from the shared start and taught the tool.
+
+    The shared start of ``cfg`` without the environment (``sft_start``), its embedding grown by the
+    environment's characters (new rows zero), then ``steps`` SFT steps (``cfg.sft``'s batch size and
+    learning rate, batches from ``Generator().manual_seed(seed)``) on the environment task's
+    demonstrations: the first ``cfg.task.tool_demos`` carry demonstrations use the tool. ``info`` holds
+    the held-out evaluation (accuracy and tool use by carry) and ``sft_seconds`` of the extra steps.
+    """
+    from course_lib.evaluation import evaluate
+    from course_lib.pipeline import build_policy
+    from course_lib.sft import train_sft
+
+    if not cfg.task.env:
+        raise ValueError("env_start needs cfg.task.env (an environment's name); for a plain start use sft_start")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0 (SFT steps on the tool demonstrations); got {steps!r}")
+    configs.validate(cfg)
+    default_demos = {f.name: f.default for f in dataclasses.fields(cfg.task)}["tool_demos"]  # unused without env
+    base_cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="", tool_demos=default_demos))
+    spec = {"base": start_key(base_cfg, seed=seed), "env": cfg.task.env, "tool_demos": cfg.task.tool_demos,
+            "steps": steps, "code": code_version(),  # + the environment's demonstrations and rules:
+            "environments": hashlib.sha256((Path(__file__).resolve().parent / "environments.py").read_bytes()).hexdigest()}
+    key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{cfg.name}_{cfg.task.env}{cfg.task.tool_demos}_s{seed}_{steps}steps_{key}.pt"
+    say = print if verbose else (lambda *a: None)
+
+    def build():
+        _, base, _ = sft_start(base_cfg, seed=seed, verbose=verbose)
+        task, model = build_policy(cfg, seed=seed, device="cpu")
+        grown = model.state_dict()
+        for name, value in base.state_dict().items():  # the old token ids keep their rows; new rows start at 0
+            if grown[name].shape == value.shape:
+                grown[name] = value
+            else:
+                grown[name] = torch.cat([value, torch.zeros_like(grown[name][value.shape[0]:])])
+        model.load_state_dict(grown)
+        say(f"[course_lib] teaching the tool: {steps} SFT steps on demonstrations with {cfg.task.tool_demos} tool calls")
+        res = train_sft(model, task, cfg.sft, generator=torch.Generator().manual_seed(seed), steps=steps,
+                        max_grad_norm=cfg.max_grad_norm, show_progress=False, eval_at_end=False, threads=None)
+        return task, model, {**evaluate(model, task), "sft_seconds": res["seconds"], "steps": steps}
+
+    return _cached(cfg, path, build, say)

@@ -375,6 +375,8 @@ def test_an_unknown_env_is_refused_with_the_list(tmp_path, capsys):
     cfg.task.env = "calculator"
     with pytest.raises(ValueError, match="runs with sft and grpo"):
         run("dpo", cfg, tmp_path / "b", show_progress=False, verbose=False)
+    with pytest.raises(ValueError, match="runs with sft and grpo.*GAE over the policy's tokens only"):
+        run("ppo", cfg, tmp_path / "b", show_progress=False, verbose=False)  # refused with its reason
     cfg.grpo.reward = "loose"
     with pytest.raises(ValueError, match="grpo.reward must be 'strict'"):
         run("grpo", cfg, tmp_path / "c", show_progress=False, verbose=False)
@@ -396,3 +398,28 @@ def test_train_grpo_with_the_calculator_end_to_end(tmp_path):
     assert 0 <= summary["final_tool_use_carry"] <= 1 and summary["sft_accuracy_carry"] is not None
     assert summary["passport"]["environment"]["name"] == "calculator"
     assert summary["options"]["task"]["env"] == "calculator"
+
+
+def test_env_start_grows_the_shared_start_and_caches_it(tmp_path, monkeypatch):
+    """``starts.env_start``: the plain start's weights on the old ids, zero rows for the tool's characters
+    (steps=0), read back from the cache the second time; a config without an environment is refused."""
+    import dataclasses
+
+    from course_lib.starts import env_start, sft_start
+
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path))
+    cfg = get_config("test")
+    with pytest.raises(ValueError, match="env_start needs cfg.task.env"):
+        env_start(cfg, verbose=False)
+    env_cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="calculator", tool_demos=5))
+    task, model, info = env_start(env_cfg, steps=0, verbose=False)
+    _, base, _ = sft_start(cfg, verbose=False)
+    old = base.transformer.wte.weight
+    grown = model.transformer.wte.weight
+    assert grown.shape[0] == old.shape[0] + len(TOOL_CHARS) and len(task.tokenizer) == grown.shape[0]
+    assert torch.equal(grown[: old.shape[0]], old) and not grown[old.shape[0]:].any()
+    assert not info["cached"] and {"accuracy", "tool_use_carry", "tool_use_no_carry"} <= set(info)
+    _, again, info2 = env_start(env_cfg, steps=0, verbose=False)
+    assert info2["cached"] and all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    _, taught, info3 = env_start(env_cfg, steps=3, verbose=False)  # another key: trained, not read
+    assert not info3["cached"] and not torch.equal(taught.transformer.wte.weight, grown)

@@ -399,3 +399,38 @@ def test_16_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_re
     assert gain["SFT start"] >= 0.05 and gain["SFT start"] > max(gain["random init"], gain["digit-text base"]), gain
     assert "the largest gain came from the SFT start" in text
     assert f"in {len(ns['below'])} of 4 starts" in text
+
+
+def test_13_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
+    names = ["starts", "runs", "sampled", "probe", "proxy", "strict", "before", "episode.policy_mask", "RL_STEPS"]
+    ns, shown = execute("13_environments_and_tools", names, FAST)
+    assert_clean("13", shown)
+    assert_no_generator_repr("13", shown)
+    text = "".join(t for _, t in shown)
+    starts, runs, sampled, probe = ns["starts"], ns["runs"], ns["sampled"], ns["probe"]
+    # the episode by hand: the policy wrote [7+5] and 82<eos>, the prompt and the tool's 12 are context
+    assert ns["episode.policy_mask"] == [0] * 7 + [1] * 5 + [0, 0] + [1] * 3
+    assert starts["plain"]["accuracy"] == shared_sft_start["accuracy"] >= SFT_LEARNS
+    # SFT on every carry demonstration teaches where the tool helps: calls on carry prompts, not elsewhere
+    every, few = starts["every carry demo"], starts["100 demos"]
+    assert every["tool_use_carry"] >= 0.5 and every["tool_use_no_carry"] <= 0.1, every
+    assert few["tool_use_carry"] < every["tool_use_carry"] - 0.3, (few, every)
+    # GRPO keeps the tool where the policy already uses it well, and lifts accuracy from every start
+    assert runs["every carry demo"]["tool_use_carry"] >= 0.5, runs["every carry demo"]
+    assert runs["plain"]["accuracy"] - starts["plain"]["accuracy"] >= 0.05, runs["plain"]
+    assert f"{'GRPO, plain':28} held-out {runs['plain']['accuracy']:6.1%}" in text  # the printed table is the run's
+    # the masking ablation: with the environment's tokens in the loss the policy learns the tool's answer
+    masked, unmasked = probe["GRPO, masked"][0], probe["GRPO, env tokens in the loss"][0]
+    assert unmasked > masked + 1.0, probe
+    assert f"log-prob of {unmasked:.2f} instead of {masked:.2f}" in text
+    # from 100 tool demonstrations GRPO drops the tool: the sampled call rate falls
+    assert sampled["100 demos"][1] < sampled["100 demos"][0], sampled
+    # the trusting verifier over-reports: its held-out score is above the strict accuracy of the same policy
+    assert ns["proxy"]["accuracy"] - ns["strict"]["accuracy"] >= 0.05, (ns["proxy"], ns["strict"])
+    assert f"strict accuracy {ns['strict']['accuracy']:6.1%}" in text
+    # ... and RL chases the loophole: it calls more, and the reported score outruns the strict one
+    loose, before = sampled["loose verifier"], ns["before"]
+    assert loose[1] > loose[0] + 0.1, loose
+    gained = (ns["proxy"]["accuracy"] - before["proxy"]["accuracy"]) - (ns["strict"]["accuracy"] - before["strict"]["accuracy"])
+    assert gained >= 0.1, (before, ns["proxy"], ns["strict"])
+    assert "budget) took " in text

@@ -1,0 +1,478 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (course)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab-setup"]
+# Set-up: does nothing where the course is installed (make lab). On Colab or any
+# fresh runtime it installs course_lib from the course repository, keeps the
+# runtime's own torch, and picks the device.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    source = os.environ.get(
+        "COURSE_LIB_SOURCE",
+        "git+https://github.com/learning-from-feedback/learning-from-feedback.git@main",
+    )
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    # Colab runs pip as root; this silences pip's warning about it.
+    env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
+    subprocess.run([*pip, "--no-deps", source], check=True, env=env)
+    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    subprocess.run([*pip, *extras], check=True, env=env)
+    importlib.invalidate_caches()
+
+from course_lib.device import on_colab, resolve_device
+
+DEVICE = resolve_device("auto")
+print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
+
+# %% [markdown]
+# # Environments and tools: a calculator for the tiny GPT
+#
+# *Pointers to the lecture: §15 (the checker is the reward, and a loose one is exploited), §16 (for
+# agents the environment is part of the training specification). Everything needed here is explained
+# here.*
+#
+# So far every rollout was one completion, scored once. An agent's rollout is an **episode**: the
+# policy writes, an environment answers (a tool's output, an error, a new observation), the policy
+# writes again, and a verifier scores the end. The environment then holds four things that a training
+# run depends on: the **data** (which prompts), the **harness** (whose turn it is, what counts as a
+# call, when an episode stops), the **tools**, and the **verifier**. Change any of them and you train
+# on a different problem. After this notebook you will be able to
+#
+# 1. play an episode by hand with `reset` / `step`, and say which tokens the policy wrote and which the
+#    environment wrote, and why only the first kind get a log-probability, a loss and a KL term;
+# 2. measure tool use on the prompts where the tool helps (the ones column carries) and where it does
+#    not, after SFT and after GRPO, and compare held-out accuracy with plain GRPO;
+# 3. say, from this run's numbers, when GRPO keeps a tool and when it drops it;
+# 4. show what the policy learns when the environment's tokens stay in the loss;
+# 5. watch RL exploit a loose verifier in an environment, and map all of it to TRL's and NeMo Gym's
+#    interfaces.
+#
+# Budget: the last cell prints how long this run took. `COURSE_FAST=1` runs the same starts and the
+# same runs with fewer GRPO steps; every sentence that quotes a number is computed from the run.
+
+# %%
+import copy
+import dataclasses
+import os
+
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import Markdown, display
+
+from course_lib.configs import get_config
+from course_lib.dashboard import dashboard
+from course_lib.environments import CalculatorEnv, EnvTask, EpisodeLimits, run_episode
+from course_lib.evaluation import evaluate
+from course_lib.explore import predict
+from course_lib.grpo import train_grpo
+from course_lib.runtime import MetricsLog
+from course_lib.sources import cite
+from course_lib.starts import env_start, sft_start
+from course_lib.stopwatch import Stopwatch
+
+FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson with fewer GRPO steps (CI's quick check)
+clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
+SEED = 0
+RL_STEPS = 14 if FAST else 100
+TOOL_SFT_STEPS = 150  # the short SFT that teaches the tool (section 2); the same in both budgets
+cfg = get_config("cpu")
+cfg.grpo = dataclasses.replace(cfg.grpo, steps=RL_STEPS, eval_every=7 if FAST else 25)
+_ = torch.manual_seed(SEED)
+
+# %% [markdown]
+# ## 1. An episode, by hand
+#
+# The environment is the course's addition task with a **calculator**. A policy turn is either a tool
+# call `[a+b]` — the environment writes the sum into the context — or the final answer, digits then
+# `<eos>`, which the exact-answer checker scores. The rules live in the environment, in one place:
+#
+# - `reset(pair)` starts an episode and returns the prompt; `step(turn)` takes one policy turn and
+#   returns `(observation, reward, done, info)` — the shape of OpenEnv's and NeMo Gym's environments;
+# - a turn that ends in `]` but is not exactly `[digits+digits]` is a **malformed call**: the
+#   environment answers `!` and counts a tool error;
+# - **limits**: at most `max_tool_calls` calls (one more ends the episode with reward 0) and at most
+#   `max_tokens` tokens after the prompt, the policy's and the environment's together (an episode that
+#   reaches it without an answer is truncated, reward 0);
+# - an environment that raises ends that episode with reward 0, and training goes on.
+#
+# The teacher of the earlier notebooks forgets the carry out of the ones column. With a calculator the
+# natural call is exactly that column:
+
+# %%
+plain_task = EnvTask(dataclasses.replace(cfg.task, env="calculator"))
+env = CalculatorEnv(plain_task)
+print("reset       →", repr(env.reset((37, 45))))
+for turn in ["[7+5]", "82<eos>"]:
+    print(f"step({turn!r:9}) →", env.step(turn))
+
+# %%
+display(predict("A fresh episode on 37+45. The policy's first turn is `[7+5+1]`. What does the environment do?",
+                ["writes 13 into the context", "writes ! (a tool error) and the episode goes on",
+                 "ends the episode with reward 0", "raises an exception"],
+                "writes ! (a tool error) and the episode goes on",
+                "Only [digits+digits] is a call. Anything else that ends in ] is malformed: the environment answers ! "
+                "and counts a tool error, and the policy may try again (up to the call limit)."))
+
+# %%
+env.reset((37, 45))
+print("step('[7+5+1]') →", env.step("[7+5+1]"))
+env.reset((37, 45))
+print(f"a third call (limit {env.limits.max_tool_calls}) →", [env.step("[7+5]") for _ in range(3)][-1])
+
+# %% [markdown]
+# ### Which tokens are actions
+#
+# `run_episode` drives one episode with any policy and records, token by token, **who wrote it**.
+# Here the policy is a script that plays the teacher with a calculator:
+
+# %%
+tok = plain_task.tokenizer
+script = iter(["[7+5]", "82<eos>"])
+
+
+def scripted(ids, budget):
+    """A policy that plays the next scripted turn (``<eos>`` is one token)."""
+    text = next(script)
+    return tok.convert_tokens_to_ids([*text.removesuffix("<eos>"), *(["<eos>"] if text.endswith("<eos>") else [])])
+
+
+episode = run_episode(CalculatorEnv(plain_task), (37, 45), scripted, tok, EpisodeLimits())
+tokens = tok.convert_ids_to_tokens(episode.ids)
+print("token  :", " ".join(f"{t:>5}" for t in tokens))
+print("policy :", " ".join(f"{m:>5}" for m in episode.policy_mask))
+print(f"reward {episode.reward}, {episode.turns} policy turns, {episode.policy_tokens} policy tokens")
+
+# %% [markdown]
+# The prompt and the tool's answer `12` are **context**: the policy did not choose them, so they are
+# not actions. The trainer gets this row of 0s and 1s as its completion mask: log-probabilities,
+# the clipped loss and the KL term are taken on the 1s only. Put the environment's tokens in the loss
+# and the policy is trained to *predict the tool's output*, with the episode's advantage as if it had
+# chosen it — section 4 measures what that does.
+#
+# In the trainers the same rules run inside the batched, KV-cached sampler: one environment per row;
+# after each sampled token the environment may take over and write its observation, token by token
+# (`EpisodeDriver` in `course_lib.environments`). Each episode gets one reward, so one advantage.
+#
+# ## 2. Three starting points
+#
+# - **Plain**: the shared SFT start of the earlier notebooks (no tool in its vocabulary).
+# - **Tool, 100 demos**: the same start, its vocabulary grown by `[`, `]`, `!`, then a short SFT on the
+#   same 2,000 demonstrations in which the first 100 of those whose ones column carries are rewritten by
+#   a teacher with a calculator: `[7+5]`, the tool's `12` (masked in SFT too), then the right sum.
+# - **Tool, every carry demo**: the same, with every carry demonstration rewritten that way.
+#
+# Everything else — model, prompts, held-out set, the flawed teacher elsewhere — is shared.
+
+# %%
+task, plain_model, plain_info = sft_start(cfg, seed=SEED)
+tool_cfg = {}
+for name, demos in [("100 demos", 100), ("every carry demo", cfg.task.n_demos)]:
+    tool_cfg[name] = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="calculator", tool_demos=demos))
+starts, start_weights, tool_tasks = {"plain": plain_info}, {}, {}  # each start's held-out evaluation
+for name, c in tool_cfg.items():
+    tool_tasks[name], tool_model, starts[name] = env_start(c, seed=SEED, steps=TOOL_SFT_STEPS)
+    start_weights[name] = copy.deepcopy(tool_model.state_dict())
+carry_demos = sum(task.ones_carry(*p) for p in task.demo_pairs)
+n_tool = {name: len(t.tool_demo_index) for name, t in tool_tasks.items()}
+print(f"{carry_demos} of {len(task.demo_pairs)} demonstrations carry; tool demonstrations: {n_tool}")
+
+# %% [markdown]
+# **Predict first.** After SFT with 100 tool demonstrations out of the ~900 that carry, how often
+# will the greedy policy call the tool on a carry prompt: almost never, about 100/900, or almost always?
+# And with every carry demonstration using it?
+
+# %%
+def row(name, r):
+    tool = (f"   tool use: carry {r['tool_use_carry']:6.1%}  no carry {r['tool_use_no_carry']:6.1%}"
+            if "tool_use_carry" in r else "")
+    return (f"{name:28} held-out {r['accuracy']:6.1%}   carry {r['accuracy_carry']:6.1%}   "
+            f"no carry {r['accuracy_no_carry']:6.1%}{tool}")
+
+
+for name, r in starts.items():
+    print(row(f"SFT, {name}", r))
+
+# %% [markdown]
+# Greedy decoding takes the most likely first token. A minority of tool demonstrations makes `[` a
+# minority first token on carry prompts, so greedy decoding rarely calls; *sampling* (what GRPO does)
+# calls at roughly the rate of the demonstrations. When every carry demonstration calls, the policy
+# has learned *where* the tool helps: it calls on carry prompts and not on the others — a condition on
+# the prompt it was never told.
+#
+# ## 3. GRPO with the tool, and without
+#
+# The same GRPO (B = 32 prompts × G = 8 episodes, the strict verifier, β = 0), the same seed and
+# prompts, from each start. With the tool, a rollout is an episode of at most 16 tokens after the
+# prompt; the verifier is the environment's.
+
+# %%
+def grpo_run(model, task, weights=None, **overrides):
+    """GRPO from ``weights`` (same seed and prompts for every run); held-out metrics and the log."""
+    if weights is not None:
+        model.load_state_dict(weights)
+    log = MetricsLog()
+    torch.manual_seed(SEED)
+    out = train_grpo(model, task, dataclasses.replace(cfg.grpo, **overrides),
+                     generator=torch.Generator().manual_seed(SEED + 1), log=log, show_progress=False)
+    return {**evaluate(model, task), "rl_seconds": out["rl_seconds"]}, log.rows
+
+
+plain_weights = copy.deepcopy(plain_model.state_dict())
+runs, logs = {}, {}
+runs["plain"], logs["plain"] = grpo_run(plain_model, task, plain_weights)
+for name in tool_cfg:
+    runs[name], logs[name] = grpo_run(tool_model, tool_tasks[name], start_weights[name])
+    if name == "every carry demo":
+        kept_weights = copy.deepcopy(tool_model.state_dict())
+
+
+def call_rate(rows, first):
+    """Sampled tool-call rate over the first (or last) quarter of the steps."""
+    k = max(1, len(rows) // 4)
+    part = rows[:k] if first else rows[-k:]
+    return sum(r["tool_call_rate"] for r in part) / k
+
+
+sampled = {name: (call_rate(logs[name], True), call_rate(logs[name], False)) for name in tool_cfg}
+few = "100 demos"
+dropped = runs[few]["tool_use_carry"] <= starts[few]["tool_use_carry"] and sampled[few][1] < sampled[few][0]
+display(predict(f"From the start with 100 tool demonstrations, {RL_STEPS} GRPO steps later the sampled tool-call rate has …",
+                ["risen: the tool pays on carry prompts", "fallen: GRPO found another way"],
+                "fallen: GRPO found another way" if sampled[few][1] < sampled[few][0] else
+                "risen: the tool pays on carry prompts",
+                f"In this run it went {sampled[few][0]:.3f} → {sampled[few][1]:.3f} (first vs last quarter of the steps)."))
+
+# %%
+for name, r in starts.items():
+    print(row(f"SFT, {name}", r))
+print()
+for name, r in runs.items():
+    print(row(f"GRPO, {name}", r))
+print()
+for name, (a, b) in sampled.items():
+    print(f"sampled tool-call rate, start {name:17}: {a:.3f} over the first quarter of the steps → {b:.3f} over the last")
+fig = dashboard([], title="GRPO with the calculator", runs={k: logs[k] for k in tool_cfg},
+                panels=["held-out accuracy (greedy)", "tool calls (sampled episodes)", "tool use (held-out, greedy)",
+                        "reward by tool use (sampled)"])
+plt.show()
+
+# %%
+best_tool = max(runs[n]["accuracy"] for n in tool_cfg)
+lines = [
+    f"- Plain GRPO: {starts['plain']['accuracy']:.1%} → {runs['plain']['accuracy']:.1%} held-out "
+    f"(carry {starts['plain']['accuracy_carry']:.1%} → {runs['plain']['accuracy_carry']:.1%}).",
+    f"- With the tool the best run reaches {best_tool:.1%}: "
+    + (f"{100 * (best_tool - runs['plain']['accuracy']):.1f} points above plain GRPO."
+       if best_tool > runs["plain"]["accuracy"] else
+       f"{100 * (runs['plain']['accuracy'] - best_tool):.1f} points below plain GRPO."),
+    f"- From 100 tool demonstrations, greedy tool use on carry prompts went {starts[few]['tool_use_carry']:.1%} → "
+    f"{runs[few]['tool_use_carry']:.1%} and the sampled call rate {sampled[few][0]:.3f} → {sampled[few][1]:.3f}: "
+    + ("GRPO is dropping the tool. It raised carry accuracy without it "
+       f"({starts[few]['accuracy_carry']:.1%} → {runs[few]['accuracy_carry']:.1%}): a carry is one more digit to learn, "
+       "and the episodes that learn it are rewarded as much as the ones that call." if dropped else
+       "GRPO did not drop the tool in this run."),
+    f"- From every carry demonstration, greedy tool use on carry prompts went "
+    f"{starts['every carry demo']['tool_use_carry']:.1%} → {runs['every carry demo']['tool_use_carry']:.1%} "
+    f"(no carry: {runs['every carry demo']['tool_use_no_carry']:.1%}), sampled {sampled['every carry demo'][0]:.3f} → "
+    f"{sampled['every carry demo'][1]:.3f}: "
+    + ("GRPO keeps a tool the policy already uses well, where it pays."
+       if runs["every carry demo"]["tool_use_carry"] >= 0.5 else "GRPO did not keep the tool in this run."),
+]
+display(Markdown("\n".join(lines)))
+
+# %% [markdown]
+# The honest reading: **RL keeps what pays relative to the alternatives it samples.** A tool is one
+# way to be right on carry prompts; learning the carry is another. From a start where calls are rare,
+# GRPO samples few of them, and it improves the no-tool path that most of its episodes take: the tool
+# fades. From a start where the policy already calls on carry prompts and then answers correctly,
+# episodes that call are the rewarded ones and the tool stays. Neither start gets a reward *for*
+# calling: the verifier scores only the final answer.
+#
+# *A setting where RL itself raises tool use*, from a start that rarely calls, is what the
+# 100-demonstration run tests (the bullets above say what it did). A tool should pay under RL when the
+# alternative is harder to learn than the call — longer numbers, where the carry chain of 3- or 4-digit
+# sums is harder, or an RL budget too small to learn the carry — and when the start samples calls often
+# enough for the group baseline to compare them; those settings are not measured here.
+#
+# ## 4. The ablation: the environment's tokens in the loss
+#
+# Same start (every carry demonstration uses the tool), same GRPO, one change: `mask_env_tokens=False`,
+# so the tool's answer gets a log-probability, a share of the episode's advantage, and a loss term.
+#
+# **Predict first.** Will accuracy change much? And what will the policy have learned about the
+# tool's answer — the two digits after `[7+5]`?
+
+# %%
+runs["env tokens in the loss"], logs["env tokens in the loss"] = grpo_run(
+    tool_model, tool_tasks["every carry demo"], start_weights["every carry demo"], mask_env_tokens=False)
+unmasked_weights = copy.deepcopy(tool_model.state_dict())
+
+
+@torch.no_grad()
+def tool_answer(model, task, pairs):
+    """Teacher-forced on ``prompt [a1+b1] s``: the summed log-prob of the tool's answer ``s`` under the
+    policy (mean over pairs), and the share of pairs where greedy decoding would write ``s`` itself."""
+    tok = task.tokenizer
+    texts = [task.prompt_text(a, b) + f"[{a % 10}+{b % 10}]" + str(a % 10 + b % 10) for a, b in pairs]
+    ids = torch.tensor([[tok.bos_token_id, *tok.convert_tokens_to_ids(list(t))] for t in texts])
+    logp = model(input_ids=ids).logits.float().log_softmax(-1)[:, :-1]
+    target = ids[:, 1:]
+    span = slice(target.shape[1] - 2, target.shape[1])  # the two digits of a carry column's sum
+    token_logp = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)[:, span]
+    own = (logp.argmax(-1)[:, span] == target[:, span]).all(-1)
+    return float(token_logp.sum(-1).mean()), float(own.float().mean())
+
+
+carry_pairs = [p for p in task.heldout_pairs if task.ones_carry(*p)]
+probe = {}
+for name, weights in [("SFT start", start_weights["every carry demo"]), ("GRPO, masked", kept_weights),
+                      ("GRPO, env tokens in the loss", unmasked_weights)]:
+    tool_model.load_state_dict(weights)
+    probe[name] = tool_answer(tool_model, tool_tasks["every carry demo"], carry_pairs)
+
+# %%
+print(row("GRPO, masked", runs["every carry demo"]))
+print(row("GRPO, env tokens in the loss", runs["env tokens in the loss"]))
+print()
+for name, (lp, own) in probe.items():
+    print(f"{name:30} log-prob of the tool's answer {lp:7.2f}   greedy writes it itself: {own:6.1%}")
+masked_lp, unmasked_lp = probe["GRPO, masked"][0], probe["GRPO, env tokens in the loss"][0]
+gap_acc = runs["env tokens in the loss"]["accuracy"] - runs["every carry demo"]["accuracy"]
+print(f"\nWith the environment's tokens in the loss the policy gives the tool's answer a log-prob of {unmasked_lp:.2f} "
+      f"instead of {masked_lp:.2f} (×{torch.tensor(unmasked_lp - masked_lp).exp():.3g} more likely), while held-out "
+      f"accuracy moved {100 * gap_acc:+.1f} points.")
+
+# %% [markdown]
+# Accuracy is a weak witness here (the line above gives the difference); what the policy *learned* is not. Trained on the tool's
+# tokens, the policy learns to write the tool's output itself: the probability it gives the calculator's
+# answer grows, and the closer it gets, the less the call matters — on a real task, a model that
+# "hallucinates tool results" instead of waiting for them. Masked, the tool's answer stays something the
+# policy reads, never something it writes. This is why TRL masks tool results (`tool_mask`) and why
+# every agent trainer carries a mask of the policy's own tokens.
+#
+# ## 5. A loose verifier in the environment
+#
+# Section 3's runs never paid for calling. Suppose the environment's author wants to encourage the tool
+# and writes the verifier as *"if the policy used the calculator, trust the answer"* — any final answer
+# after a successful call scores 1. Nothing else changes. This is [reward hacking](08_reward_hacking.ipynb)
+# again, now living in the environment: the verifier is part of the environment, so a bug there is a
+# bug in the reward.
+
+# %%
+class TrustingCalculator(CalculatorEnv):
+    """The calculator with a loose verifier: after a successful tool call, any final answer scores 1."""
+
+    def step(self, turn):
+        out = super().step(turn)
+        if out.done and "answer" in out.info and self.tool_calls > self.tool_errors:
+            return out._replace(reward=1.0)
+        return out
+
+
+mid_cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="calculator", tool_demos=300))
+mid_task, mid_model, _ = env_start(mid_cfg, seed=SEED, steps=TOOL_SFT_STEPS)  # 300 carry demos use the tool
+loose_task = EnvTask(mid_cfg.task, env_cls=TrustingCalculator)  # the same task and tool; only the verifier differs
+before = {"proxy": evaluate(mid_model, loose_task), "strict": evaluate(mid_model, mid_task)}
+runs["loose verifier"], logs["loose verifier"] = grpo_run(tool_model, loose_task, mid_model.state_dict())
+proxy = evaluate(tool_model, loose_task)  # what the loose verifier reports on the held-out prompts
+strict = evaluate(tool_model, mid_task)  # the same policy, scored by the strict verifier
+sampled["loose verifier"] = (call_rate(logs["loose verifier"], True), call_rate(logs["loose verifier"], False))
+display(predict(f"A start whose SFT saw 300 tool demonstrations, then {RL_STEPS} GRPO steps with the trusting verifier. "
+                "The sampled tool-call rate …",
+                ["falls, as from the 100-demonstration start", "rises"],
+                "rises" if sampled["loose verifier"][1] > sampled["loose verifier"][0]
+                else "falls, as from the 100-demonstration start",
+                f"In this run: {sampled['loose verifier'][0]:.3f} → {sampled['loose verifier'][1]:.3f} "
+                f"(first vs last quarter of the steps)."))
+
+# %%
+print(f"sampled call rate: {sampled['loose verifier'][0]:.3f} over the first quarter of the steps → "
+      f"{sampled['loose verifier'][1]:.3f} over the last")
+for name, r in [("start", before), (f"after {RL_STEPS} GRPO steps", {"proxy": proxy, "strict": strict})]:
+    print(f"{name:22} loose verifier's score {r['proxy']['accuracy']:6.1%}   strict accuracy {r['strict']['accuracy']:6.1%}"
+          f"   tool use: carry {r['strict']['tool_use_carry']:6.1%}, no carry {r['strict']['tool_use_no_carry']:6.1%}")
+fig = dashboard(logs["loose verifier"], title="GRPO against the trusting verifier",
+                panels=["reward on the policy's samples", "tool calls (sampled episodes)", "reward by tool use (sampled)"])
+plt.show()
+proxy_gain = proxy["accuracy"] - before["proxy"]["accuracy"]
+strict_gain = strict["accuracy"] - before["strict"]["accuracy"]
+display(Markdown(
+    f"Against the trusting verifier the sampled call rate went {sampled['loose verifier'][0]:.3f} → "
+    f"{sampled['loose verifier'][1]:.3f}. The verifier's held-out score went {before['proxy']['accuracy']:.1%} → "
+    f"{proxy['accuracy']:.1%} ({100 * proxy_gain:+.1f} points); strict accuracy of the same policy "
+    f"{before['strict']['accuracy']:.1%} → {strict['accuracy']:.1%} ({100 * strict_gain:+.1f} points). "
+    + (f"The reported score gained {100 * (proxy_gain - strict_gain):.1f} points more than the truth, and the "
+       "policy calls more: RL moves towards the call because the call is paid."
+       if proxy_gain - strict_gain > 0.02 and sampled["loose verifier"][1] > sampled["loose verifier"][0] + 0.02 else
+       f"In this budget RL did not visibly chase the loophole (the call rate and the gap barely moved); what the "
+       f"loose verifier does at once is over-report: {100 * (proxy['accuracy'] - strict['accuracy']):.1f} points of its "
+       "score are answers the strict checker rejects.")))
+
+# %% [markdown]
+# Two audits catch this, and both are cheap: score a sample of episodes with an independent strict
+# checker (the gap above), and read the dashboard's *reward by tool use* — when episodes that call are
+# paid more than their answers are worth, the verifier is paying for the call.
+#
+# ## 6. The same ideas in TRL and NeMo Gym
+
+# %%
+display(Markdown(f"Sources: TRL {cite('trl')} (GRPO with `environment_factory`), NeMo Gym {cite('nemo_gym')} "
+                 f"(environments as data, harness, tools and verifier), OpenEnv {cite('openenv')} (`reset()` / `step()`)."))
+
+# %% [markdown]
+# | here (`course_lib.environments`) | TRL | NeMo Gym / OpenEnv |
+# |---|---|---|
+# | `CalculatorEnv.reset(pair)` → the prompt | `environment_factory`: one environment per rollout; its `reset` may return text for the prompt | a resource server's episode start / OpenEnv `reset()` |
+# | `step(turn)` → `(observation, reward, done, info)` | the environment's public methods are the tools; the trainer parses tool calls from the chat template and appends the results | tool endpoints of the resource server / OpenEnv `step(action)` |
+# | the verifier inside the environment (`step`'s reward at the end) | `reward_funcs`, or the environment's `get_reward` | the resource server's `verify` |
+# | `EpisodeLimits.max_tool_calls` | `GRPOConfig.max_tool_calling_iterations` | the agent harness's turn limit |
+# | `EpisodeLimits.max_tokens` (policy + environment tokens) | `max_completion_length` (tool results count in it) | the harness's token budget |
+# | the policy mask; `mask_env_tokens=False` is the ablation | `tool_mask`: tool results are out of the loss (always on) | rollouts returned with which tokens the model generated |
+# | `--env calculator` on `train sft|grpo` | `GRPOTrainer(..., environment_factory=...)` (experimental in TRL 1.16) | an environment config beside the RL framework (NeMo RL) |
+#
+# The simplifications here, said out loud: one tool with one operation; the tool syntax is three extra
+# characters, not a chat template; rewards only at the end of an episode; episodes run synchronously
+# with the update; PPO with an environment is refused (`train ppo --env` explains why). The
+# [graduating to TRL](10_graduating_to_trl.ipynb) notebook runs TRL's trainers on this tiny GPT.
+#
+# ## 7. Check yourself
+#
+# 1. An episode is `[7+5]`, `12`, `82<eos>` after the prompt. Which tokens get a log-probability term?
+#    <details><summary>Answer</summary>
+#    The policy's: `[7+5]` and `82<eos>` (8 tokens). `12` is the environment's observation: context only.
+#    </details>
+# 2. GRPO dropped the tool in one run and kept it in another, with the same verifier. What differed?
+#    <details><summary>Answer</summary>
+#    The start: how often the policy called, and how well it answered after a call. GRPO compares the
+#    episodes it samples; a behaviour it rarely samples, or that is not better than the alternative it
+#    samples, is not reinforced.
+#    </details>
+# 3. Why does accuracy not reveal the masking ablation, and what does?
+#    <details><summary>Answer</summary>
+#    With the tool called, the answer is right either way. The probe of what the policy predicts at
+#    the environment's positions does: unmasked, it learns to write the tool's output itself.
+#    </details>
+# 4. Name the four parts of an environment whose change changes the training problem.
+#    <details><summary>Answer</summary>
+#    Data (prompts), harness (turns, call syntax, limits), tools, verifier.
+#    </details>
+
+# %%
+print(clock.report())
