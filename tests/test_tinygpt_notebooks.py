@@ -401,11 +401,11 @@ def test_16_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_re
     assert f"in {len(ns['below'])} of 4 starts" in text
 
 
-def test_13_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
+def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
     names = ["starts", "runs", "sampled", "probe", "proxy", "strict", "before", "episode.policy_mask", "RL_STEPS"]
-    ns, shown = execute("13_environments_and_tools", names, FAST)
-    assert_clean("13", shown)
-    assert_no_generator_repr("13", shown)
+    ns, shown = execute("15_environments_and_tools", names, FAST)
+    assert_clean("15", shown)
+    assert_no_generator_repr("15", shown)
     text = "".join(t for _, t in shown)
     starts, runs, sampled, probe = ns["starts"], ns["runs"], ns["sampled"], ns["probe"]
     # the episode by hand: the policy wrote [7+5] and 82<eos>, the prompt and the tool's 12 are context

@@ -371,7 +371,7 @@ print(f"\nWith the environment's tokens in the loss the policy gives the tool's 
 #
 # Section 3's runs never paid for calling. Suppose the environment's author wants to encourage the tool
 # and writes the verifier as *"if the policy used the calculator, trust the answer"* — any final answer
-# after a successful call scores 1. Nothing else changes. This is [reward hacking](08_reward_hacking.ipynb)
+# after a successful call scores 1. Nothing else changes. This is [reward hacking](11_reward_hacking.ipynb)
 # again, now living in the environment: the verifier is part of the environment, so a bug there is a
 # bug in the reward.
 
@@ -450,7 +450,7 @@ display(Markdown(f"Sources: TRL {cite('trl')} (GRPO with `environment_factory`),
 # The simplifications here, said out loud: one tool with one operation; the tool syntax is three extra
 # characters, not a chat template; rewards only at the end of an episode; episodes run synchronously
 # with the update; PPO with an environment is refused (`train ppo --env` explains why). The
-# [graduating to TRL](10_graduating_to_trl.ipynb) notebook runs TRL's trainers on this tiny GPT.
+# [graduating to TRL](18_graduating_to_trl.ipynb) notebook runs TRL's trainers on this tiny GPT.
 #
 # ## 7. Check yourself
 #
