@@ -9,7 +9,8 @@ Simplifications, said out loud:
 - One entry per idea, not per paper version; a software stack is dated by the year the lecture
   places it in, and marked ``kind="software"``.
 - ``lecture=True`` marks the nineteen sources the lecture lists; the others are the course's own
-  additions for methods it implements (PPO, GAE, the KL estimators, GSPO, CISPO).
+  additions for methods it implements (PPO, GAE, the KL estimators, GSPO, CISPO, RLAIF's judge and its
+  measured biases).
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ SOURCES: dict[str, Source] = {
                           "https://arxiv.org/abs/2203.02155", "SFT → reward model → PPO under a KL term"),
     "constitutional_ai": Source("Bai et al.", "Constitutional AI: Harmlessness from AI Feedback",
                                 "https://arxiv.org/abs/2212.08073", "AI feedback from written principles"),
+    "llm_judge": Source("Zheng et al.", "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena",
+                        "https://arxiv.org/abs/2306.05685", "an AI judge's position and verbosity biases; the swap test",
+                        lecture=False),
+    "rlaif": Source("Lee et al.", "RLAIF vs. RLHF: Scaling Reinforcement Learning from Human Feedback with AI Feedback",
+                    "https://arxiv.org/abs/2309.00267", "preference labels from an AI judge, both orders averaged",
+                    lecture=False),
     "dpo": Source("Rafailov et al.", "Direct Preference Optimization", "https://arxiv.org/abs/2305.18290",
                   "the reward as a policy ratio; a pairwise loss, no RL loop"),
     "ipo": Source("Azar et al.", "A General Theoretical Paradigm to Understand Learning from Human Preferences (ΨPO / IPO)",
