@@ -1,11 +1,12 @@
-"""Tiny GPT notebooks (06–08b, 10 and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
+"""Tiny GPT notebooks (06–08b, 10, 15 and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
 
 ``COURSE_FAST=1`` is the same lesson at a smaller budget: the `cpu` config's task, model and SFT
 start, fewer RL steps. CI checks that every cell runs, that nothing is written to stderr or looks
 like a warning, and reads values back from the kernel to assert each notebook's lesson on its FAST
 run: SFT learns the task (>= 30% held-out), DPO lifts it (06), GRPO lifts it by >= 10 points (07),
 the frontier is not flat (02b), the hack appears (08), the reward model beats chance, best-of-N
-peaks above N = 1 and the proxy rises under PPO (08b).
+peaks above N = 1 and the proxy rises under PPO (08b); a judge trained on principles shows their position and
+length biases, and dropping the position rule removes the first (15).
 
 The notebooks share one SFT start (``course_lib.starts``); ``shared_sft_start`` builds it once per
 test session in a folder both pytest-xdist workers see (the cache's lock makes a second worker wait
@@ -303,3 +304,24 @@ def test_08b_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
     peak = max(ns["bon"], key=lambda row: row["gold"])
     assert peak["n"] > 1 and peak["gold"] > ns["bon"][0]["gold"], ns["bon"]
     assert any(s["proxy_end"] > s["proxy_start"] for s in ns["summary"]), ns["summary"]
+
+
+@pytest.mark.slow
+def test_15_ai_feedback(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("15_ai_feedback", ["shares", "top", "rules", "jm", "fm", "fixed['rules']", "rm_biased", "rm_fixed",
+                                           "rows_biased", "rows_fixed", "curve_biased", "curve_fixed"], FAST)
+    assert_clean("15", shown)
+    # the constitution cannot see the carry error: the position rule decides most training pairs
+    assert ns["top"] == "first" and ns["shares"]["first"] > 0.5 * sum(ns["shares"].values()), ns["shares"]
+    # the judge inherits the rules' biases (measured with the swap test, from both orders) and its own errors
+    assert ns["rules"]["position_bias"] > 0.5 and ns["jm"]["position_bias"] > 0.5, (ns["rules"], ns["jm"])
+    assert ns["jm"]["length_bias"] > 0.5 and ns["rules"]["length_bias"] == 1.0
+    # the one change: without "first" the rules have no position bias, and the trained judge's is gone
+    assert ns["fixed['rules']"]["position_bias"] == 0.0
+    assert abs(ns["fm"]["position_bias"]) < 0.1, ns["fm"]
+    assert any("gone (|bias| < 0.1)" in text for _, text in shown)
+    # the reward model on either judge's labels keeps the length rule, and RL raises the proxy it optimises
+    assert ns["rm_biased"]["rm_length_bias"] > 0.3 and ns["rm_fixed"]["rm_length_bias"] > 0.3
+    assert ns["rm_fixed"]["train_pairs"] < ns["rm_biased"]["train_pairs"]  # the new judge abstains on the ties
+    assert any(c["proxy_end"] > c["proxy_start"] for c in (ns["curve_biased"], ns["curve_fixed"]))
+    assert len(ns["rows_biased"]) == len(ns["rows_fixed"]) and all(0 <= r["gold"] <= 1 for r in ns["rows_biased"])
