@@ -71,6 +71,7 @@ import collections
 import dataclasses
 import os
 
+import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 from IPython.display import Markdown, display
@@ -84,6 +85,8 @@ from course_lib.ai_feedback import (
     fit_judge,
     fit_reward_model_on_judge,
     judge_config,
+    measure_judge,
+    principles_judge,
     rl_against,
 )
 from course_lib.configs import PPOConfig, RewardModelConfig, get_config
@@ -304,6 +307,24 @@ print(f"the reward model's held-out agreement with gold: {rm_biased['heldout_gol
                                                     "principles lack" if same_gold else ""))
 
 # %% [markdown]
+# Explore: write your own constitution (principle names, in order, separated by commas) and see what the
+# rules themselves — no training — would measure on the held-out pairs.
+
+# %%
+constitution_box = widgets.Text(value=", ".join(BIASED), description="principles", layout={"width": "420px"})
+
+
+def show_constitution(text):
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    try:
+        describe("these rules", measure_judge(principles_judge(task, names), task, heldout_pairs))
+    except ValueError as err:
+        print(err)
+
+
+display(widgets.VBox([constitution_box, widgets.interactive_output(show_constitution, {"text": constitution_box})]))
+
+# %% [markdown]
 # Removing the position rule removes the position bias — the swap test says so, in numbers. It does not
 # make the judge see the carry error: those pairs became ties, and the reward model gets no labels
 # there instead of coin flips. Only a principle that checks more of the sum can add that information.
@@ -312,7 +333,7 @@ print(f"the reward model's held-out agreement with gold: {rm_biased['heldout_gol
 #
 # Put `"correct"` ("Prefer the answer that is exactly the sum.") first in the constitution and measure
 # the constitution itself on the held-out pairs (no training needed: `principles_judge(task, principles)`
-# is the rules as a judge, and `measure_judge` measures it; both are in `course_lib.ai_feedback`).
+# is the rules as a judge, and `measure_judge` measures it, as the explorer above does).
 # What are its agreement, position bias and length bias, and why?
 
 # %%
