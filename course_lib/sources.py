@@ -10,8 +10,8 @@ Simplifications, said out loud:
   places it in, and marked ``kind="software"``.
 - ``lecture=True`` marks the nineteen sources the lecture lists; the others are the course's own
   additions for methods it implements or names (Bradley–Terry, REINFORCE, PPO, GAE, best-of-N,
-  over-optimisation, rejection-sampling fine-tuning, the KL estimators, GSPO, CISPO, TRL) and for
-  claims its notebooks test (STaR, what RL amplifies in a base model).
+  over-optimisation, rejection-sampling fine-tuning, the KL estimators, GSPO, CISPO, TRL, RLAIF's judge
+  and its measured biases) and for claims its notebooks test (STaR, what RL amplifies in a base model).
 - A source without an arXiv identifier links to its DOI (or its repository) and states its year.
 """
 
@@ -53,6 +53,12 @@ SOURCES: dict[str, Source] = {
                       "the proxy rises while the gold reward peaks, then falls", lecture=False),
     "rft": Source("Yuan et al.", "Scaling Relationship on Learning Mathematical Reasoning with Large Language Models (RFT)",
                   "https://arxiv.org/abs/2308.01825", "rejection-sampling fine-tuning on checked samples", lecture=False),
+    "llm_judge": Source("Zheng et al.", "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena",
+                        "https://arxiv.org/abs/2306.05685", "an AI judge's position and verbosity biases; the swap test",
+                        lecture=False),
+    "rlaif": Source("Lee et al.", "RLAIF vs. RLHF: Scaling Reinforcement Learning from Human Feedback with AI Feedback",
+                    "https://arxiv.org/abs/2309.00267", "preference labels from an AI judge, both orders averaged",
+                    lecture=False),
     "dpo": Source("Rafailov et al.", "Direct Preference Optimization", "https://arxiv.org/abs/2305.18290",
                   "the reward as a policy ratio; a pairwise loss, no RL loop"),
     "ipo": Source("Azar et al.", "A General Theoretical Paradigm to Understand Learning from Human Preferences (ΨPO / IPO)",

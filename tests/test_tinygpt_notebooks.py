@@ -1,4 +1,4 @@
-"""Tiny GPT notebooks (the DPO, GRPO, reward-hacking and RLHF-route runs, graduating to TRL, RL as a system, recipes, and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
+"""Tiny GPT notebooks (the DPO, GRPO, reward-hacking and RLHF-route runs, graduating to TRL, RL as a system, environments, recipes, AI feedback, and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
 
 ``COURSE_FAST=1`` is the same lesson at a smaller budget: the `cpu` config's task, model and SFT
 start, fewer RL steps. CI checks that every cell runs, that nothing is written to stderr or looks
@@ -7,7 +7,8 @@ run: SFT learns the task (>= 30% held-out), DPO lifts it, GRPO lifts it by >= 10
 the KL term's frontier is not flat, the reward hack appears, and in the RLHF route the reward model beats
 chance, best-of-N peaks above N = 1 and the proxy rises under PPO; the mismatch KL grows
 with staleness and a mismatched sampler shows one at K = 0; R1-Zero from the random
-initialisation has (almost) no group with signal while GRPO from the SFT start gains the most of four starts.
+initialisation has (almost) no group with signal while GRPO from the SFT start gains the most of four starts; a judge
+trained on principles shows their position and length biases, and dropping the position rule removes the first.
 
 The notebooks share one SFT start (``course_lib.starts``); ``shared_sft_start`` builds it once per
 test session in a folder both pytest-xdist workers see (the cache's lock makes a second worker wait
@@ -434,3 +435,23 @@ def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
     gained = (ns["proxy"]["accuracy"] - before["proxy"]["accuracy"]) - (ns["strict"]["accuracy"] - before["strict"]["accuracy"])
     assert gained >= 0.1, (before, ns["proxy"], ns["strict"])
     assert "budget) took " in text
+
+
+def test_15_ai_feedback(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("15_ai_feedback", ["shares", "top", "rules", "jm", "fm", "fixed['rules']", "rm_biased", "rm_fixed",
+                                           "rows_biased", "rows_fixed", "curve_biased", "curve_fixed"], FAST)
+    assert_clean("15", shown)
+    # the constitution cannot see the carry error: the position rule decides most training pairs
+    assert ns["top"] == "first" and ns["shares"]["first"] > 0.5 * sum(ns["shares"].values()), ns["shares"]
+    # the judge inherits the rules' biases (measured with the swap test, from both orders) and its own errors
+    assert ns["rules"]["position_bias"] > 0.5 and ns["jm"]["position_bias"] > 0.5, (ns["rules"], ns["jm"])
+    assert ns["jm"]["length_bias"] > 0.5 and ns["rules"]["length_bias"] == 1.0
+    # the one change: without "first" the rules have no position bias, and the trained judge's is gone
+    assert ns["fixed['rules']"]["position_bias"] == 0.0
+    assert abs(ns["fm"]["position_bias"]) < 0.1, ns["fm"]
+    assert any("gone (|bias| < 0.1)" in text for _, text in shown)
+    # the reward model on either judge's labels keeps the length rule, and RL raises the proxy it optimises
+    assert ns["rm_biased"]["rm_length_bias"] > 0.3 and ns["rm_fixed"]["rm_length_bias"] > 0.3
+    assert ns["rm_fixed"]["train_pairs"] < ns["rm_biased"]["train_pairs"]  # the new judge abstains on the ties
+    assert any(c["proxy_end"] > c["proxy_start"] for c in (ns["curve_biased"], ns["curve_fixed"]))
+    assert len(ns["rows_biased"]) == len(ns["rows_fixed"]) and all(0 <= r["gold"] <= 1 for r in ns["rows_biased"])

@@ -1,0 +1,451 @@
+"""AI feedback: preference labels from a judge trained on written principles, measured against gold.
+
+Lecture §15 (Constitutional AI, Bai et al. 2022; RLAIF, Lee et al. 2023): instead of people, a model
+compares two answers, guided by a short written list of principles; a preference model is trained
+on its labels and RL optimises that. Here every step is measured against the gold rule (the strict
+checker), which real AI feedback does not have.
+
+The pieces
+----------
+- **Principles** (``PRINCIPLES``): named, checkable rules, each stated in one sentence, e.g.
+  ``ones``: "Prefer the answer whose last digit is the last digit of the sum." A **constitution**
+  is an ordered list of them: the first principle that tells the two answers apart decides; if
+  none does, the pair is a tie (label 0.5). A principle sees what a cheap judge can check (the
+  format, the last digit, the length, the order shown), not the whole sum: the flawed teacher's
+  carry error keeps the last digit right, so the default constitution cannot see it, and its
+  fallback rules (``longer``, ``first``) decide those pairs.
+- **The judge** (``build_judge``): the tiny GPT with a one-output head (``model.build_scalar_model``,
+  initialised from the SFT policy like the reward model) reading ``prompt | A | B`` — the prompt,
+  answer A in a slot of ``max_completion_length`` tokens, answer B in another, then ``<eos>`` — and
+  giving the log-odds that A is better. It is *trained* on the constitution's labels (binary cross
+  entropy, a tie's target 0.5), so it inherits the principles' biases and adds its own errors
+  (a few hundred steps on a few thousand pairs).
+- **Measured against gold** on held-out pairs (``measure_judge``): agreement (its verdict in the
+  order shown); the **swap test**: every pair judged in both orders, P(prefers the answer shown
+  first) and position bias = P(first) − P(second), both from the two orders, and the share of
+  pairs whose verdict flips with the order; **length bias**: agreement on pairs whose longer
+  answer is the right one minus agreement on pairs whose longer answer is wrong.
+- **A reward model on the judge's labels** (``judge_labels`` then ``reward_model.train_reward_model``):
+  fresh pairs labelled by the judge (abstaining where |P − 0.5| < ``tie_margin``), the Bradley–Terry
+  reward model of ``course_lib.reward_model``, scored against gold on held-out pairs. RL against it
+  is PPO as in the RLHF-route notebook (``rl_against``): proxy and gold on the same samples.
+
+Measured (the notebook's ``COURSE_FAST=1`` budget, seed 0, the ``cpu`` SFT start): the position rule
+decides 72% of 471 training pairs (``ones`` 15%, ``longer`` 13%); on 232 held-out pairs the rules agree
+with gold on 53.4% with position bias +0.81 and length bias +1.00, the judge after 60 steps on 50.9%,
++0.79, +0.91. Without ``first`` the judge's position bias is −0.03, its length bias still +0.91, and it
+abstains on 80% of the reward model's pairs. The reward model on the biased judge's 902 labels agrees
+with gold on 57.5% of held-out pairs (on the new judge's 185 labels: 45.4%) and keeps the length bias
+(+0.89); eight PPO steps raise its proxy while gold falls (47.2% → 41.3%, 3-step means).
+
+Simplifications, said out loud:
+- The tiny GPT cannot read English, so the judge is not *prompted* with its principles: it is
+  *trained* on their labels (closer to RLAIF's distilled preference model than to prompting a
+  large model). The written sentences are the constitution's documentation and its one source
+  of truth (``label_pair`` applies exactly those rules).
+- The principles are rules on the text, not judgements: a real AI judge's biases are learnt
+  from pre-training, here they are written down so that each can be switched off and measured.
+- Pairs are the reward model's (``reward_model.preference_data`` with no label noise): one answer
+  the strict checker accepts and one it rejects, from the SFT policy, shown in random order; gold
+  is binary, so two wrong answers are never compared.
+- One round of labelling from the SFT policy's samples, as in ``course_lib.reward_model``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from course_lib.configs import PPOConfig, RewardModelConfig
+from course_lib.model import build_scalar_model, model_config_of
+from course_lib.ppo import build_critic, train_ppo
+from course_lib.reward_model import (
+    RewardModelScorer,
+    build_reward_model,
+    pair_scores,
+    pairwise_accuracy,
+    preference_data,
+    train_reward_model,
+)
+from course_lib.rewards import resolve_reward
+from course_lib.runtime import MetricsLog, clip_gradients, make_optimizer, read_metrics, to_device
+from course_lib.task import AdditionTask
+from course_lib.trainer import train_loop
+
+
+# ---- principles ----------------------------------------------------------------------------------------
+class Principle(NamedTuple):
+    """A checkable rule: ``rule(sum_text, a, b)`` → +1 (prefer A), −1 (prefer B) or 0 (undecided), where
+    ``a`` and ``b`` are ``(text, ended)`` as ``AdditionTask.completion_text`` gives them."""
+
+    sentence: str
+    rule: object
+
+
+def _prefer(x: bool, y: bool) -> int:
+    return int(x) - int(y)
+
+
+PRINCIPLES = {
+    "correct": Principle("Prefer the answer that is exactly the sum.",
+                         lambda s, a, b: _prefer(a[1] and a[0] == s, b[1] and b[0] == s)),
+    "finished": Principle("Prefer an answer that ends over one that is cut off.", lambda s, a, b: _prefer(a[1], b[1])),
+    "ones": Principle("Prefer the answer whose last digit is the last digit of the sum.",
+                      lambda s, a, b: _prefer(a[0][-1:] == s[-1], b[0][-1:] == s[-1])),
+    "longer": Principle("Prefer the longer answer.", lambda s, a, b: _prefer(len(a[0]) > len(b[0]), len(b[0]) > len(a[0]))),
+    "shorter": Principle("Prefer the shorter answer.", lambda s, a, b: _prefer(len(a[0]) < len(b[0]), len(b[0]) < len(a[0]))),
+    "first": Principle("If still undecided, prefer the answer shown first.", lambda s, a, b: 1),
+}
+BIASED = ("finished", "ones", "longer", "first")  # the default constitution: a cheap judge's
+UNBIASED_POSITION = ("finished", "ones", "longer")  # the one change: no "first" rule (undecided = a tie)
+
+
+def check_principles(principles, field: str = "principles") -> tuple[str, ...]:
+    """A constitution: a non-empty list of distinct known principle names; returns it as a tuple."""
+    if isinstance(principles, str) or not principles:
+        raise ValueError(f"{field} must be a non-empty list of principle names from {tuple(PRINCIPLES)}; got {principles!r}")
+    unknown = [p for p in principles if p not in PRINCIPLES]
+    if unknown:
+        raise ValueError(f"{field} holds unknown principles {unknown}; accepted: {tuple(PRINCIPLES)}")
+    if len(set(principles)) != len(principles):
+        raise ValueError(f"{field} names a principle twice: {list(principles)}")
+    return tuple(principles)
+
+
+def constitution_text(principles) -> str:
+    """The written constitution: one numbered sentence per principle."""
+    return "\n".join(f"{i}. {PRINCIPLES[p].sentence}  [{p}]" for i, p in enumerate(check_principles(principles), 1))
+
+
+def label_pair(principles, total: int, a: tuple[str, bool], b: tuple[str, bool]) -> tuple[float, str | None]:
+    """The constitution's label for (A, B): 1.0 (A better), 0.0 (B better) or 0.5 (a tie), and the
+    principle that decided (None for a tie). ``total`` is the true sum (the judge may check its digits)."""
+    for name in check_principles(principles):
+        verdict = PRINCIPLES[name].rule(str(total), a, b)
+        if verdict:
+            return (1.0 if verdict > 0 else 0.0), name
+    return 0.5, None
+
+
+def answers(task: AdditionTask, data: dict) -> list[tuple[tuple[str, bool], tuple[str, bool]]]:
+    """Each pair's two answers as ``((text_a, ended_a), (text_b, ended_b))``."""
+    p = task.prompt_length
+    return [(task.completion_text(a[p:]), task.completion_text(b[p:])) for a, b in zip(data["a_ids"], data["b_ids"])]
+
+
+def constitution_labels(task: AdditionTask, data: dict, principles) -> tuple[torch.Tensor, list]:
+    """The constitution's label (1, 0 or 0.5) of every pair in the order shown, and which principle decided."""
+    out = [label_pair(principles, x + y, a, b) for (x, y), (a, b) in zip(data["pairs"], answers(task, data))]
+    return torch.tensor([t for t, _ in out]), [who for _, who in out]
+
+
+# ---- the config ---------------------------------------------------------------------------------------
+@dataclass
+class JudgeConfig:
+    """The judge's data, principles and optimisation (``course_lib.ai_feedback``)."""
+
+    principles: tuple = BIASED  # the constitution, in order (names of PRINCIPLES)
+    pair_prompts: int = 2048  # training prompts for the judge's pairs
+    heldout_prompts: int = 500  # held-out prompts (the task's held-out set) for measuring it
+    samples_per_prompt: int = 8
+    pairs_per_prompt: int = 2
+    temperature: float = 1.0
+    max_completion_length: int = 6
+    steps: int = 200
+    batch_size: int = 128  # pairs per step
+    learning_rate: float = 6e-4
+    init: str = "sft"  # sft: transformer weights from the SFT policy | scratch
+    eval_every: int = 50
+    tie_margin: float = 0.1  # the judge abstains (gives no label) where |P(A better) − 0.5| < tie_margin
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option and its accepted values."""
+        self.principles = check_principles(self.principles, "judge.principles")
+        checks = [
+            (self.pair_prompts >= 1, f"judge.pair_prompts must be >= 1; got {self.pair_prompts}"),
+            (self.heldout_prompts >= 1, f"judge.heldout_prompts must be >= 1; got {self.heldout_prompts}"),
+            (self.samples_per_prompt >= 2, f"judge.samples_per_prompt must be >= 2; got {self.samples_per_prompt}"),
+            (self.pairs_per_prompt >= 1, f"judge.pairs_per_prompt must be >= 1; got {self.pairs_per_prompt}"),
+            (self.temperature > 0, f"judge.temperature must be > 0; got {self.temperature}"),
+            (self.max_completion_length >= 1, f"judge.max_completion_length must be >= 1; got {self.max_completion_length}"),
+            (self.steps >= 0, f"judge.steps must be >= 0; got {self.steps}"),
+            (self.batch_size >= 1, f"judge.batch_size must be >= 1; got {self.batch_size}"),
+            (self.learning_rate > 0, f"judge.learning_rate must be > 0; got {self.learning_rate}"),
+            (self.init in ("sft", "scratch"), f"judge.init must be one of ('sft', 'scratch'); got {self.init!r}"),
+            (self.eval_every >= 1, f"judge.eval_every must be >= 1; got {self.eval_every}"),
+            (0 <= self.tie_margin < 0.5, f"judge.tie_margin must lie in [0, 0.5); got {self.tie_margin}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    def pair_config(self, prompts: int) -> RewardModelConfig:
+        """The reward model's pair sampler with these sampling options and no label noise."""
+        return RewardModelConfig(pair_prompts=prompts, heldout_prompts=self.heldout_prompts,
+                                 samples_per_prompt=self.samples_per_prompt, pairs_per_prompt=self.pairs_per_prompt,
+                                 temperature=self.temperature, max_completion_length=self.max_completion_length, noise=0.0)
+
+
+def judge_config(name: str = "cpu", **overrides) -> JudgeConfig:
+    """The judge's budget for a named run config: ``cpu`` or ``test`` (a toy budget for CI)."""
+    sizes = {"cpu": {}, "test": {"pair_prompts": 64, "heldout_prompts": 30, "max_completion_length": 4,
+                                 "temperature": 1.5, "steps": 20, "batch_size": 16, "eval_every": 10}}
+    if name not in sizes:
+        raise ValueError(f"judge config must be one of {tuple(sizes)}; got {name!r}")
+    return JudgeConfig(**{**sizes[name], **overrides})
+
+
+# ---- the judge model --------------------------------------------------------------------------------------
+def build_judge(policy, task: AdditionTask, init: str = "sft"):
+    """The judge: the tiny GPT with one output (log-odds that A is better), from the SFT policy or scratch."""
+    if init not in ("sft", "scratch"):
+        raise ValueError(f"init must be one of ('sft', 'scratch'); got {init!r}")
+    return build_scalar_model(model_config_of(policy), task.tokenizer, policy if init == "sft" else None)
+
+
+def judge_inputs(task: AdditionTask, a_ids: torch.Tensor, b_ids: torch.Tensor, slot: int) -> torch.Tensor:
+    """``prompt | A | B | <eos>``: the prompt, A's completion in a slot of ``slot`` tokens (``<pad>`` after
+    it), B's in another, then ``<eos>``: A and B always sit at the same positions."""
+    p, pad, eos = task.prompt_length, task.tokenizer.pad_token_id, task.tokenizer.eos_token_id
+    if a_ids.ndim != 2 or b_ids.ndim != 2 or a_ids.shape[0] != b_ids.shape[0]:
+        raise ValueError(f"a_ids and b_ids must be (N, L) rows of one batch; got {tuple(a_ids.shape)}, {tuple(b_ids.shape)}")
+    if max(a_ids.shape[1], b_ids.shape[1]) > p + slot:
+        raise ValueError(f"completions longer than the judge's slot of {slot} tokens: widths {a_ids.shape[1] - p}, "
+                         f"{b_ids.shape[1] - p}")
+
+    def fill(ids):
+        out = torch.full((ids.shape[0], slot), pad, dtype=torch.long)
+        out[:, : ids.shape[1] - p] = ids[:, p:]
+        return out
+
+    end = torch.full((a_ids.shape[0], 1), eos, dtype=torch.long)
+    return torch.cat([a_ids[:, :p].long(), fill(a_ids), fill(b_ids), end], dim=1)
+
+
+def judge_logits(judge, ids: torch.Tensor) -> torch.Tensor:
+    """Log-odds that A is better, one per row. Every token is attended (pads inside the slots are
+    tokens of the layout); the head reads the final ``<eos>``."""
+    return judge(input_ids=ids).logits.squeeze(-1).float()
+
+
+class PairJudge:
+    """A trained judge as a function ``(a_ids, b_ids) -> P(A better)`` on prompt + completion rows."""
+
+    def __init__(self, judge, task: AdditionTask, slot: int, batch_size: int = 1024):
+        self.judge, self.task, self.slot, self.batch_size = judge, task, slot, batch_size
+
+    @torch.no_grad()
+    def __call__(self, a_ids: torch.Tensor, b_ids: torch.Tensor) -> torch.Tensor:
+        self.judge.eval()
+        device = next(self.judge.parameters()).device
+        ids = judge_inputs(self.task, a_ids, b_ids, self.slot)
+        out = [torch.sigmoid(judge_logits(self.judge, ids[i : i + self.batch_size].to(device))).cpu()
+               for i in range(0, ids.shape[0], self.batch_size)]
+        return torch.cat(out) if out else torch.zeros(0)
+
+
+def train_judge(judge, task: AdditionTask, data: dict, targets: torch.Tensor, cfg: JudgeConfig, *,
+                generator: torch.Generator, heldout: dict | None = None, max_grad_norm: float = 1.0,
+                log: MetricsLog | None = None, show_progress: bool = False) -> list[dict]:
+    """Binary cross entropy of the judge's log-odds against the constitution's labels (1, 0, 0.5)."""
+    device = next(judge.parameters()).device
+    ids = judge_inputs(task, data["a_ids"], data["b_ids"], cfg.max_completion_length)
+    n = ids.shape[0]
+    if targets.shape != (n,):
+        raise ValueError(f"targets must have shape ({n},), one per pair; got {tuple(targets.shape)}")
+    opt = make_optimizer(judge, cfg.learning_rate)
+    log = log if log is not None else MetricsLog()
+    judge.train()
+
+    def one_step(step: int) -> dict:
+        idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=generator)
+        logits = judge_logits(judge, to_device(ids[idx], device))
+        y = to_device(targets[idx], device)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        clip_gradients(judge, max_grad_norm)
+        opt.step()
+        return read_metrics({"loss": loss, "train_agreement": ((logits > 0).float() == y).float().mean()})
+
+    def held_out() -> dict:
+        p = PairJudge(judge, task, cfg.max_completion_length)(heldout["a_ids"], heldout["b_ids"])
+        judge.train()
+        return {"heldout_gold_agreement": float(((p > 0.5) == heldout["gold"]).float().mean())}
+
+    train_loop("judge", one_step, total=cfg.steps, state_dict=lambda: {"optimizer": opt.state_dict()},
+               eval_fn=held_out if heldout is not None else None, eval_every=cfg.eval_every, log=log,
+               show_progress=show_progress)
+    judge.eval()
+    return log.rows
+
+
+# ---- measured against gold ------------------------------------------------------------------------------
+def verdicts(p: torch.Tensor, tie_margin: float = 0.0) -> torch.Tensor:
+    """+1 (A better), −1 (B better) or 0 (a tie: |P − 0.5| <= ``tie_margin``) from P(A better)."""
+    return torch.where((p - 0.5).abs() <= tie_margin, 0, torch.where(p > 0.5, 1, -1))
+
+
+def swap_test(judge_fn, data: dict, tie_margin: float = 0.0) -> dict:
+    """Every pair judged in both orders: ``judge_fn(a_ids, b_ids) -> P(A better)``.
+
+    ``p_first``: P(the judge prefers the answer shown first), averaged over both orders of every
+    pair; ``position_bias`` = P(first) − P(second) = 2·p_first − 1 (0 for a judge that ignores the
+    order, 1 for one that always picks the first); ``flip_rate``: the share of pairs whose verdict
+    on the *answers* (A, B or a tie, ``verdicts``) changes when the order does.
+    """
+    p_ab = torch.as_tensor(judge_fn(data["a_ids"], data["b_ids"]), dtype=torch.float32)
+    p_ba = torch.as_tensor(judge_fn(data["b_ids"], data["a_ids"]), dtype=torch.float32)
+    if p_ab.shape != p_ba.shape or p_ab.ndim != 1:
+        raise ValueError(f"judge_fn must return one probability per pair; got shapes {tuple(p_ab.shape)}, {tuple(p_ba.shape)}")
+    p_first = float(torch.cat([p_ab, p_ba]).mean())
+    flips = verdicts(p_ab, tie_margin) != -verdicts(p_ba, tie_margin)  # swapped, A is shown second
+    return {"p_first": p_first, "position_bias": 2 * p_first - 1, "flip_rate": float(flips.float().mean()),
+            "p_ab": p_ab, "p_ba": p_ba}
+
+
+def length_split(task: AdditionTask, data: dict, prefers_a: torch.Tensor) -> dict:
+    """Agreement with gold on pairs whose answers differ in length, split by whether the longer is right.
+
+    ``length_bias`` = agreement where the longer answer is right − agreement where it is wrong
+    (0 for a judge blind to length, 1 for one that always picks the longer).
+    """
+    right, wrong = [], []
+    for (a, b), gold, says_a in zip(answers(task, data), data["gold"].tolist(), prefers_a.tolist()):
+        if len(a[0]) == len(b[0]):
+            continue
+        longer_is_a = len(a[0]) > len(b[0])
+        (right if longer_is_a == gold else wrong).append(says_a == gold)
+    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+    return {"n_longer_right": len(right), "n_longer_wrong": len(wrong), "agreement_longer_right": mean(right),
+            "agreement_longer_wrong": mean(wrong), "length_bias": mean(right) - mean(wrong)}
+
+
+def measure_judge(judge_fn, task: AdditionTask, data: dict, tie_margin: float = 0.0) -> dict:
+    """Agreement with gold (verdict P > 0.5 in the order shown), the share of ties (|P − 0.5| <=
+    ``tie_margin``), the swap test and the length split, on ``data``'s pairs."""
+    swap = swap_test(judge_fn, data, tie_margin)
+    says_a = swap["p_ab"] > 0.5
+    carry = torch.tensor([task.ones_carry(x, y) for x, y in data["pairs"]])
+    agree = says_a == data["gold"]
+    return {"agreement": float(agree.float().mean()),
+            "agreement_carry": float(agree[carry].float().mean()) if carry.any() else float("nan"),
+            "agreement_no_carry": float(agree[~carry].float().mean()) if (~carry).any() else float("nan"),
+            "both_orders_agreement": float((((swap["p_ab"] + 1 - swap["p_ba"]) / 2 > 0.5) == data["gold"]).float().mean()),
+            "ties": float((verdicts(swap["p_ab"], tie_margin) == 0).float().mean()),
+            "pairs": int(data["n_pairs"]), **{k: v for k, v in swap.items() if k not in ("p_ab", "p_ba")},
+            **length_split(task, data, says_a)}
+
+
+def principles_judge(task: AdditionTask, principles):
+    """The constitution itself as a judge (no model): P(A better) = its label. For comparing the trained
+    judge with the rules it was taught, and for tests."""
+    def judge_fn(a_ids, b_ids):
+        pairs = _pairs_of(task, a_ids)
+        return constitution_labels(task, {"a_ids": a_ids, "b_ids": b_ids, "pairs": pairs}, principles)[0]
+    return judge_fn
+
+
+def _pairs_of(task: AdditionTask, ids: torch.Tensor) -> list[tuple[int, int]]:
+    """The prompts ``(a, b)`` read back from prompt + completion rows."""
+    p = task.prompt_length
+    return [task.parse_prompt(task.completion_text(row[1:p])[0]) for row in ids]
+
+
+# ---- the judge's labels, a reward model on them, RL against it -----------------------------------------------
+def judge_labels(judge_fn, data: dict, tie_margin: float) -> dict:
+    """``data``'s pairs relabelled by the judge, in the order shown; pairs where it abstains
+    (|P − 0.5| < ``tie_margin``) are dropped. ``flipped`` marks a label that disagrees with gold
+    (the reward model's noise, here the judge's errors)."""
+    p = torch.as_tensor(judge_fn(data["a_ids"], data["b_ids"]), dtype=torch.float32)
+    keep = (p - 0.5).abs() >= tie_margin
+    if not keep.any():
+        raise ValueError(f"the judge abstained on every pair (|P − 0.5| < tie_margin={tie_margin}): nothing to learn from")
+    label = p[keep] > 0.5
+    idx = keep.nonzero().squeeze(-1)
+    gold = data["gold"][idx]
+    return {"a_ids": data["a_ids"][idx], "b_ids": data["b_ids"][idx], "gold": gold, "label": label,
+            "flipped": label != gold, "pairs": [data["pairs"][i] for i in idx.tolist()], "n_prompts": data["n_prompts"],
+            "n_pairs": int(keep.sum()), "abstained": float(1 - keep.float().mean())}
+
+
+def fit_judge(policy, task: AdditionTask, cfg: JudgeConfig, *, seed: int = 0, data: dict | None = None,
+              heldout: dict | None = None) -> dict:
+    """Sample pairs from ``policy``, label them with ``cfg.principles``, train a judge, measure it on held-out pairs.
+
+    ``data``/``heldout`` (pairs from ``reward_model.preference_data``) reuse pairs already sampled
+    (two constitutions compared on the same pairs). Returns ``{"judge", "judge_fn", "train",
+    "heldout", "targets", "decided_by", "log", "metrics", "rules"}``: ``metrics`` is
+    ``measure_judge`` of the trained judge, ``rules`` the same of the constitution itself.
+    """
+    cfg.check()
+    gen = torch.Generator().manual_seed(seed)
+    if data is None:
+        data = preference_data(policy, task, task.sample_pairs(cfg.pair_prompts, gen), cfg.pair_config(cfg.pair_prompts),
+                               generator=gen)
+    if heldout is None:
+        heldout = preference_data(policy, task, task.heldout_pairs[: cfg.heldout_prompts],
+                                  cfg.pair_config(cfg.pair_prompts), generator=gen)
+    targets, decided_by = constitution_labels(task, data, cfg.principles)
+    torch.manual_seed(seed)
+    judge = build_judge(policy, task, cfg.init).to(next(policy.parameters()).device)
+    log = train_judge(judge, task, data, targets, cfg, generator=gen, heldout=heldout)
+    judge_fn = PairJudge(judge, task, cfg.max_completion_length)
+    return {"judge": judge, "judge_fn": judge_fn, "train": data, "heldout": heldout, "targets": targets,
+            "decided_by": decided_by, "log": log, "metrics": measure_judge(judge_fn, task, heldout, cfg.tie_margin),
+            "rules": measure_judge(principles_judge(task, cfg.principles), task, heldout, cfg.tie_margin)}
+
+
+def fit_reward_model_on_judge(policy, task: AdditionTask, judge_fn, rm_cfg: RewardModelConfig, *, tie_margin: float,
+                              seed: int = 0, data: dict | None = None, heldout: dict | None = None) -> dict:
+    """Fresh pairs labelled by the judge → the Bradley–Terry reward model → its agreement with gold.
+
+    Returns ``{"model", "train", "heldout", "log", "metrics"}``; ``metrics`` holds the training pairs,
+    the share the judge abstained on, the share of its labels that disagree with gold, and the
+    reward model's held-out agreement with the judge's labels and with gold.
+    """
+    rm_cfg.check()
+    gen = torch.Generator().manual_seed(seed + 1)
+    sampler = dataclasses.replace(rm_cfg, noise=0.0)
+    if data is None:
+        data = preference_data(policy, task, task.sample_pairs(rm_cfg.pair_prompts, gen), sampler, generator=gen)
+    if heldout is None:
+        heldout = preference_data(policy, task, task.heldout_pairs[: rm_cfg.heldout_prompts], sampler, generator=gen)
+    train = judge_labels(judge_fn, data, tie_margin)
+    held = judge_labels(judge_fn, heldout, 0.0)
+    torch.manual_seed(seed)
+    rm = build_reward_model(model_config_of(policy), task.tokenizer, policy if rm_cfg.init == "sft" else None)
+    rm.to(next(policy.parameters()).device)
+    rows = train_reward_model(rm, train, rm_cfg, generator=gen, heldout=held)
+    acc = pairwise_accuracy(rm, held)
+    ra, rb = pair_scores(rm, held)
+    metrics = {"train_pairs": train["n_pairs"], "abstained": train["abstained"],
+               "judge_wrong": float(train["flipped"].float().mean()),
+               "heldout_judge_accuracy": acc["accuracy"], "heldout_gold_accuracy": acc["gold_accuracy"],
+               **{f"rm_{k}": v for k, v in length_split(task, held, ra > rb).items()}}
+    return {"model": rm, "train": train, "heldout": held, "log": rows, "metrics": metrics}
+
+
+def rl_against(policy, task: AdditionTask, rm, ppo_cfg: PPOConfig, *, seed: int = 0) -> list[dict]:
+    """PPO from ``policy``'s weights (a copy: ``policy`` is left as it was) against the reward model.
+
+    Returns ``(rows, trained policy)``; per step a row holds ``proxy`` (the reward model's mean
+    score), ``gold`` (the strict checker on the same samples), ``kl`` (sampled KL to the start) and
+    ``length`` (mean completion tokens).
+    """
+    trained = copy.deepcopy(policy)
+    torch.manual_seed(seed)
+    critic = build_critic(trained, task.tokenizer)
+    log = MetricsLog()
+    train_ppo(trained, critic, task, ppo_cfg, RewardModelScorer(rm, task), generator=torch.Generator().manual_seed(seed + 1),
+              log=log, show_progress=False, gold_fn=resolve_reward("strict", task), track_kl=True)
+    rows = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"],
+             "length": r["completion_length"]} for r in log.rows]
+    return rows, trained

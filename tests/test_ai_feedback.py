@@ -1,0 +1,189 @@
+"""AI feedback (course_lib.ai_feedback): principles on hand pairs, the swap test from both orders, config errors,
+and a tiny end-to-end run on the `test` config (judge → its labels → reward model → PPO)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_lib.ai_feedback import (
+    BIASED,
+    PRINCIPLES,
+    UNBIASED_POSITION,
+    JudgeConfig,
+    constitution_labels,
+    constitution_text,
+    fit_judge,
+    fit_reward_model_on_judge,
+    judge_config,
+    judge_inputs,
+    judge_labels,
+    label_pair,
+    length_split,
+    measure_judge,
+    principles_judge,
+    rl_against,
+    swap_test,
+)
+from course_lib.configs import PPOConfig, get_config
+from course_lib.task import AdditionTask, TaskConfig
+
+
+@pytest.fixture(scope="module")
+def task():
+    return AdditionTask(TaskConfig(digits=2, n_demos=10, n_heldout=10))
+
+
+def hand_pairs(task, rows):
+    """Pairs from ``(a, b, text_A, text_B, gold_prefers_A)``; a text ending in '…' is cut off (no <eos>)."""
+    tok = task.tokenizer
+
+    def ids(a, b, text):
+        cut = text.endswith("…")
+        body = tok.convert_tokens_to_ids(list(text.rstrip("…"))) + ([] if cut else [tok.eos_token_id])
+        row = task.encode_prompts([(a, b)])[0].tolist() + body
+        return row + [tok.pad_token_id] * (task.prompt_length + 6 - len(row))
+
+    return {"a_ids": torch.tensor([ids(a, b, x) for a, b, x, _, _ in rows]),
+            "b_ids": torch.tensor([ids(a, b, y) for a, b, _, y, _ in rows]),
+            "gold": torch.tensor([g for *_, g in rows]), "pairs": [(a, b) for a, b, *_ in rows], "n_pairs": len(rows),
+            "n_prompts": len(rows)}
+
+
+# 07+58 = 65 (carry: the flawed teacher writes 55); 45+58 = 103 (flawed: 93); 12+30 = 42 (no carry)
+HAND = [
+    (7, 58, "65", "55", True),     # carry error: same last digit, same length -> only "first" decides
+    (7, 58, "55", "65", False),    # the same pair swapped
+    (45, 58, "93", "103", False),  # the longer answer is right
+    (12, 30, "42", "4", True),     # the longer answer is right, and only it has the right last digit
+    (12, 30, "142", "42", False),  # the longer answer is wrong; both end in 2
+    (12, 30, "42", "42…", True),   # cut off
+]
+
+
+def test_principles_label_hand_pairs(task):
+    data = hand_pairs(task, HAND)
+    labels, who = constitution_labels(task, data, BIASED)
+    assert labels.tolist() == [1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
+    assert who == ["first", "first", "longer", "ones", "longer", "finished"]
+    # without "first" the carry errors are ties; "correct" agrees with gold everywhere
+    assert constitution_labels(task, data, UNBIASED_POSITION)[0].tolist() == [0.5, 0.5, 0.0, 1.0, 1.0, 1.0]
+    assert constitution_labels(task, data, ("correct",))[0].tolist() == [float(g) for *_, g in HAND]
+    assert label_pair(("shorter", "first"), 103, ("93", True), ("103", True)) == (1.0, "shorter")
+    assert label_pair(("ones",), 65, ("55", True), ("65", True)) == (0.5, None)
+    assert constitution_text(("ones", "first")).splitlines() == [
+        f"1. {PRINCIPLES['ones'].sentence}  [ones]", f"2. {PRINCIPLES['first'].sentence}  [first]"]
+
+
+def test_swap_test_is_computed_from_both_orders(task):
+    data = hand_pairs(task, HAND)
+    always_first = lambda a, b: torch.ones(a.shape[0])  # noqa: E731
+    assert swap_test(always_first, data)["position_bias"] == 1.0
+    assert swap_test(always_first, data)["flip_rate"] == 1.0  # every verdict on the answers flips with the order
+    gold = principles_judge(task, ("correct",))
+    s = swap_test(gold, data)
+    assert s["position_bias"] == 0.0 and s["flip_rate"] == 0.0 and s["p_first"] == 0.5
+    # the biased constitution prefers the first shown on 5 of 6 pairs in the order given (labels above)
+    # and on 3 of 6 swapped: P(first) = 8/12
+    ab = constitution_labels(task, data, BIASED)[0]
+    ba = constitution_labels(task, {**data, "a_ids": data["b_ids"], "b_ids": data["a_ids"]}, BIASED)[0]
+    assert ba.tolist() == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    s = swap_test(principles_judge(task, BIASED), data)
+    assert s["p_first"] == pytest.approx((ab.sum() + ba.sum()).item() / 12) == pytest.approx(8 / 12)
+    assert s["position_bias"] == pytest.approx(2 * 8 / 12 - 1)
+    assert s["flip_rate"] == pytest.approx(2 / 6)  # the carry pair in both of its orders
+    # without the position rule the carry pairs are ties in both orders: no bias, and a tie is no flip
+    s = swap_test(principles_judge(task, UNBIASED_POSITION), data)
+    assert (s["position_bias"], s["flip_rate"]) == (0.0, 0.0)
+    assert measure_judge(principles_judge(task, UNBIASED_POSITION), task, data)["ties"] == pytest.approx(2 / 6)
+    # a judge that looks only at the first slot's answer, asked once: no swap, no measurement
+    with pytest.raises(ValueError, match="one probability per pair"):
+        swap_test(lambda a, b: torch.ones(a.shape[0], 2), data)
+
+
+def test_length_split_and_measure(task):
+    data = hand_pairs(task, HAND)
+    longer = principles_judge(task, ("longer", "first"))
+    says_a = longer(data["a_ids"], data["b_ids"]) > 0.5
+    split = length_split(task, data, says_a)
+    assert (split["n_longer_right"], split["n_longer_wrong"]) == (2, 1)
+    assert split["length_bias"] == 1.0  # always right when the longer is right, always wrong otherwise
+    m = measure_judge(principles_judge(task, BIASED), task, data)
+    assert m["agreement"] == pytest.approx(4 / 6)  # wrong on the swapped carry pair and on 12+30 = 142
+    assert m["length_bias"] == 1.0
+
+
+def test_judge_inputs_put_each_answer_in_its_slot(task):
+    data = hand_pairs(task, HAND[:1])
+    ids = judge_inputs(task, data["a_ids"][:, :10], data["b_ids"], slot=6)
+    p, tok = task.prompt_length, task.tokenizer
+    assert ids.shape == (1, p + 13)
+    assert tok.decode(ids[0, p : p + 6].tolist()).startswith("65")
+    assert tok.decode(ids[0, p + 6 : p + 12].tolist()).startswith("55") and int(ids[0, -1]) == tok.eos_token_id
+    with pytest.raises(ValueError, match="slot of 4 tokens"):
+        judge_inputs(task, data["a_ids"], data["b_ids"], slot=4)
+
+
+def test_judge_labels_abstain_and_mark_errors(task):
+    data = hand_pairs(task, HAND)
+    out = judge_labels(lambda a, b: torch.tensor([0.55, 0.9, 0.1, 0.95, 0.8, 0.5]), data, tie_margin=0.1)
+    assert out["n_pairs"] == 4 and out["abstained"] == pytest.approx(2 / 6)
+    assert out["label"].tolist() == [True, False, True, True] and out["flipped"].tolist() == [True, False, False, True]
+    with pytest.raises(ValueError, match="abstained on every pair"):
+        judge_labels(lambda a, b: torch.full((a.shape[0],), 0.5), data, tie_margin=0.1)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"principles": ("ones", "kindness")}, r"judge.principles holds unknown principles \['kindness'\]; accepted: .*'first'"),
+    ({"principles": ()}, "judge.principles must be a non-empty list"),
+    ({"principles": "ones"}, "judge.principles must be a non-empty list"),
+    ({"principles": ("ones", "ones")}, "names a principle twice"),
+    ({"init": "random"}, r"judge.init must be one of \('sft', 'scratch'\)"),
+    ({"tie_margin": 0.5}, r"judge.tie_margin must lie in \[0, 0.5\)"),
+    ({"steps": -1}, "judge.steps must be >= 0"),
+    ({"samples_per_prompt": 1}, "judge.samples_per_prompt must be >= 2"),
+])
+def test_bad_config_names_the_field_and_the_accepted_values(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        JudgeConfig(**overrides)
+    with pytest.raises(ValueError, match="judge config must be one of"):
+        judge_config("huge")
+
+
+@pytest.fixture(scope="module")
+def tiny_run():
+    """The `test` config end to end: SFT, the judge, the reward model on its labels, four PPO steps."""
+    from course_lib.pipeline import sft_policy
+
+    cfg = get_config("test")
+    task, policy, _ = sft_policy(cfg, seed=0, device="cpu", show_progress=False)
+    jc = judge_config("test")
+    fit = fit_judge(policy, task, jc, seed=0)
+    fixed = fit_judge(policy, task, judge_config("test", principles=UNBIASED_POSITION), seed=0,
+                      data=fit["train"], heldout=fit["heldout"])
+    rm = fit_reward_model_on_judge(policy, task, fit["judge_fn"], cfg.rm, tie_margin=jc.tie_margin, seed=0)
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    rows, trained = rl_against(policy, task, rm["model"], PPOConfig(steps=2, batch_prompts=8, max_completion_length=4,
+                                                                    eval_every=2), seed=0)
+    return {"fit": fit, "fixed": fixed, "rm": rm, "rows": rows, "policy": policy, "before": before, "trained": trained}
+
+
+def test_tiny_end_to_end(tiny_run):
+    fit, fixed, rm = tiny_run["fit"], tiny_run["fixed"], tiny_run["rm"]
+    m = fit["metrics"]
+    assert len(fit["log"]) == judge_config("test").steps and fit["targets"].shape == (fit["train"]["n_pairs"],)
+    assert 0 <= m["agreement"] <= 1 and -1 <= m["position_bias"] <= 1 and 0 <= m["flip_rate"] <= 1
+    # the rules themselves: without "first" every rule is symmetric in A and B (no position bias); with it,
+    # exactly the pairs the others leave tied go to the first shown, so the bias equals that share of ties
+    assert fixed["rules"]["position_bias"] == 0.0
+    assert fit["rules"]["position_bias"] == pytest.approx(fixed["rules"]["ties"])
+    assert fixed["train"] is fit["train"] and torch.equal(fixed["targets"] == 0.5, torch.tensor(
+        [who is None for who in fixed["decided_by"]]))
+    assert rm["metrics"]["train_pairs"] == rm["train"]["n_pairs"] > 0
+    assert 0 <= rm["metrics"]["heldout_gold_accuracy"] <= 1
+    assert rm["metrics"]["rm_n_longer_right"] + rm["metrics"]["rm_n_longer_wrong"] <= rm["heldout"]["n_pairs"]
+    assert [r["step"] for r in tiny_run["rows"]] == [1, 2]
+    assert all(0 <= r["gold"] <= 1 and r["length"] > 0 for r in tiny_run["rows"])
+    # rl_against trains a copy: the policy it was given is untouched
+    assert all(torch.equal(v, tiny_run["before"][k]) for k, v in tiny_run["policy"].state_dict().items())
+    assert any(not torch.equal(v, tiny_run["before"][k]) for k, v in tiny_run["trained"].state_dict().items())
