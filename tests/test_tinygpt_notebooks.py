@@ -437,10 +437,10 @@ def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
     assert "budget) took " in text
 
 
-def test_15_ai_feedback(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("15_ai_feedback", ["shares", "top", "rules", "jm", "fm", "fixed['rules']", "rm_biased", "rm_fixed",
+def test_17_ai_feedback(matplotlib_ready, shared_sft_start):
+    ns, shown = execute("17_ai_feedback", ["shares", "top", "rules", "jm", "fm", "fixed['rules']", "rm_biased", "rm_fixed",
                                            "rows_biased", "rows_fixed", "curve_biased", "curve_fixed"], FAST)
-    assert_clean("15", shown)
+    assert_clean("17", shown)
     # the constitution cannot see the carry error: the position rule decides most training pairs
     assert ns["top"] == "first" and ns["shares"]["first"] > 0.5 * sum(ns["shares"].values()), ns["shares"]
     # the judge inherits the rules' biases (measured with the swap test, from both orders) and its own errors

@@ -42,11 +42,11 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # 15 · AI feedback: a judge taught by written principles, and the biases it hands on
+# # 17 · AI feedback: a judge taught by written principles, and the biases it hands on
 #
 # *Pointer for readers of the Module 14 lecture: §15. Everything below stands on its own.*
 #
-# [The RLHF route](08b_the_rlhf_route.ipynb) trained a reward model on preferences from a gold rule with
+# [The RLHF route](12_the_rlhf_route.ipynb) trained a reward model on preferences from a gold rule with
 # a few labels flipped. Constitutional AI ([Bai et al. 2022](https://arxiv.org/abs/2212.08073)) and RLAIF ([Lee et al. 2023](https://arxiv.org/abs/2309.00267)) replace the people who
 # compare answers with a **judge**: a model that reads a prompt and two answers and says which is
 # better, guided by a short written list of **principles** (a *constitution*). Its labels train the
@@ -114,7 +114,7 @@ display(Markdown(f"Sources: {cite('constitutional_ai')} · {cite('rlaif')} · {c
 # The same tiny GPT and task as the earlier notebooks: 2-digit addition, an SFT policy trained on
 # demonstrations from a teacher who often forgets the carry (writing 55 for 07+58). For each prompt the
 # policy writes several answers; one the strict checker accepts and one it rejects make a pair, shown in
-# random order — the pairs of [the RLHF route](08b_the_rlhf_route.ipynb), with no labels yet.
+# random order — the pairs of [the RLHF route](12_the_rlhf_route.ipynb), with no labels yet.
 
 # %%
 task, policy, sft = sft_start(cfg, seed=SEED)  # the shared SFT policy, trained once per machine
@@ -223,7 +223,7 @@ plt.show()
 # ## 4. A reward model on the judge's labels, and RL against it
 #
 # Fresh pairs, labelled by the judge (it abstains where P is within `tie_margin` of 0.5), train the
-# Bradley–Terry reward model of [the RLHF route](08b_the_rlhf_route.ipynb); then PPO optimises that
+# Bradley–Terry reward model of [the RLHF route](12_the_rlhf_route.ipynb); then PPO optimises that
 # reward model, logging the proxy and the gold score on the same samples, and the mean answer length.
 #
 # **Predict first.** During RL against this reward model, gold accuracy …
