@@ -61,7 +61,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    not, after SFT and after GRPO, and compare held-out accuracy with plain GRPO;
 # 3. say, from this run's numbers, when GRPO keeps a tool and when it drops it;
 # 4. show what the policy learns when the environment's tokens stay in the loss;
-# 5. watch RL exploit a loose verifier in an environment, and map all of it to TRL's and NeMo Gym's
+# 5. watch RL exploit a loose verifier in an environment, and map all of it to TRL's and NeMo Gym's ([NVIDIA 2026](https://docs.nvidia.com/nemo/gym))
 #    interfaces.
 #
 # Budget: the last cell prints how long this run took. `COURSE_FAST=1` runs the same starts and the
@@ -197,6 +197,15 @@ print(f"{carry_demos} of {len(task.demo_pairs)} demonstrations carry; tool demon
 # **Predict first.** After SFT with 100 tool demonstrations out of the ~900 that carry, how often
 # will the greedy policy call the tool on a carry prompt: almost never, about 100/900, or almost always?
 # And with every carry demonstration using it?
+
+# %%
+_few = starts["100 demos"]["tool_use_carry"]
+display(predict("After SFT with 100 tool demonstrations, the greedy policy calls the tool on carry prompts …",
+                ["almost never (under 5%)", "about as often as the demonstrations (5–50%)", "almost always (over 50%)"],
+                "almost never (under 5%)" if _few < 0.05 else "almost always (over 50%)" if _few > 0.5
+                else "about as often as the demonstrations (5–50%)",
+                f"Measured: {_few:.1%} of carry prompts. The table below has every start."))
+
 
 # %%
 def row(name, r):
@@ -346,6 +355,14 @@ for name, weights in [("SFT start", start_weights["every carry demo"]), ("GRPO, 
                       ("GRPO, env tokens in the loss", unmasked_weights)]:
     tool_model.load_state_dict(weights)
     probe[name] = tool_answer(tool_model, tool_tasks["every carry demo"], carry_pairs)
+
+_lp_gap = probe["GRPO, env tokens in the loss"][0] - probe["GRPO, masked"][0]
+display(predict("With the environment's tokens in the loss, the log-prob the policy gives the tool's answer …",
+                ["rises by more than 1 nat (it learns to write the answer itself)", "moves by less than 1 nat",
+                 "falls by more than 1 nat"],
+                "rises by more than 1 nat (it learns to write the answer itself)" if _lp_gap > 1
+                else "falls by more than 1 nat" if _lp_gap < -1 else "moves by less than 1 nat",
+                f"Measured: {_lp_gap:+.2f} nats against the masked run; the numbers are below."))
 
 # %%
 print(row("GRPO, masked", runs["every carry demo"]))

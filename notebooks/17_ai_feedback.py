@@ -290,6 +290,13 @@ print(f"\nposition bias of the trained judge: {jm['position_bias']:+.2f} with th
 
 # %%
 rm_fixed, rows_fixed, curve_fixed = feedback_run(fixed["judge_fn"])
+_gold_moved = rows_fixed[-1]["gold"] - rows_fixed[0]["gold"]
+display(predict("RL against the reward model trained on the judge without 'first': the policy's gold accuracy …",
+                ["rises", "falls or stays where it was"], "rises" if _gold_moved > 0 else "falls or stays where it was",
+                f"Measured: gold moved {100 * _gold_moved:+.1f} points over the PPO steps. Removing a bias adds no "
+                "information the principles lack: they still cannot see the carry."))
+
+# %%
 report("biased judge ", rm_biased, rows_biased, curve_biased)
 report("without 'first'", rm_fixed, rows_fixed, curve_fixed)
 fig, axes = plt.subplots(1, 3, figsize=(10, 3))
