@@ -80,6 +80,10 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # | [11 Reward hacking](11_reward_hacking.ipynb) | §15 | watch a loose verifier get exploited |
 # | [12 The RLHF route](12_the_rlhf_route.ipynb) | §3–§4, §10, §15 | fit a reward model to noisy preferences, best-of-N and RL against it, PPO with a learned critic |
 # | [13 The passport](13_the_passport.ipynb) | §12, §17 | read a post-training run report field by field; what it must disclose |
+# | [14 RL as a system](14_rl_as_a_system.ipynb) | §2, §11 | overlap rollouts with updates: a rollout worker K steps behind, the behaviour correction, a mismatched sampler, the KV cache, dynamic sampling and an adaptive length, measured |
+# | [15 Environments and tools](15_environments_and_tools.ipynb) | §16 | an episode as reset/step with a calculator tool; which tokens the policy wrote; when GRPO keeps or drops a tool; a verifier it can exploit |
+# | [16 Recipes](16_recipes.ipynb) | §12, §15–§16 | DeepSeek-R1's four stages and R1-Zero on the tiny GPT; RFT as the porous boundary; what RL can amplify from four starts |
+# | [17 AI feedback](17_ai_feedback.ipynb) | §15 | a judge trained on written principles: its agreement, position and length biases; a reward model and RL on its labels; one principle changed |
 # | [18 Graduating to TRL](18_graduating_to_trl.ipynb) | — | the same recipes in Hugging Face TRL, on a real model on a GPU, on several GPUs |
 #
 # The § numbers point to the sections of the Module 14 lecture for readers who have it. You do not need it:
