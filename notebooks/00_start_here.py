@@ -75,7 +75,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # | [06 Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) | §12 | enumerate all 2⁸ groups to see which baseline is biased, then simulate |
 # | [07 Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb) | §10–§11 | size PPO vs DPO memory; see rollout generation dwarf the update |
 # | [08 Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) | §6, §8 | train a tiny GPT on a checkable task, then improve it with DPO |
-# | [09 Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO and Dr. GRPO's advantage live on the same tiny GPT; DAPO with all four mechanisms and Dr. GRPO's constant unit live; GSPO and CISPO defined (their benchmark rows are not measured yet) |
+# | [09 Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO and Dr. GRPO's advantage live on the same tiny GPT; DAPO with all four mechanisms and Dr. GRPO's constant unit live; GSPO and CISPO defined, measured beside μ = 2 in the family benchmark (3 seeds) |
 # | [10 The KL term](10_the_kl_term.ipynb) | §9, §12, §17 | see what each KL estimator's gradient pulls on, KL in the reward vs in the loss, π_old vs π_ref, sweep β on the tiny GPT |
 # | [11 Reward hacking](11_reward_hacking.ipynb) | §15 | watch a loose verifier get exploited |
 # | [12 The RLHF route](12_the_rlhf_route.ipynb) | §3–§4, §10, §15 | fit a reward model to noisy preferences, best-of-N and RL against it, PPO with a learned critic |
