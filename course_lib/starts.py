@@ -98,7 +98,7 @@ def sft_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None
     and ``path``.
     """
     from course_lib.evaluation import evaluate
-    from course_lib.pipeline import build_policy, sft_policy
+    from course_lib.pipeline import sft_policy
 
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
         raise ValueError(f"steps must be an integer >= 0 (SFT optimiser steps) or None for cfg.sft.steps; got {steps!r}")
@@ -110,46 +110,35 @@ def sft_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{cfg.name}_s{seed}_{n_steps}steps_{start_key(cfg, seed=seed, steps=steps)}.pt"
     say = print if verbose else (lambda *a: None)
-    with _lock(folder / (path.name + ".lock")):
-        if path.exists():
-            saved = torch.load(path, weights_only=True)
-            task, model = build_policy(cfg, seed=seed, device="cpu")
-            model.load_state_dict(saved["model"])
-            model.eval()
-            info = {**saved["info"], "cached": True, "path": str(path)}
-            say(f"[course_lib] SFT start ({cfg.name!r} config, seed {seed}, {n_steps} steps) read from the cache "
-                f"{path} (training it took {info['sft_seconds']:.0f} s)")
-            return task, model, info
+
+    def build():
         say(f"[course_lib] training the shared SFT start ({cfg.name!r} config, seed {seed}, {n_steps} steps); "
             f"it is saved to {folder} and later notebooks reuse it")
         t0 = time.perf_counter()
         task, model, result = sft_policy(cfg, seed=seed, device="cpu", steps=n_steps, show_progress=False,
                                          max_grad_norm=cfg.max_grad_norm)
-        info = {**evaluate(model, task), "sft_seconds": result["seconds"], "build_seconds": time.perf_counter() - t0,
-                "steps": n_steps}
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=path.name, suffix=".tmp")
-        os.close(fd)
-        try:
-            torch.save({"model": model.state_dict(), "info": info}, tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        info = {**evaluate(model, task), "sft_seconds": result["seconds"],
+                "build_seconds": time.perf_counter() - t0, "steps": n_steps}
         say(f"[course_lib] SFT start trained in {result['seconds']:.0f} s: held-out accuracy {info['accuracy']:.1%}")
-        return task, model, {**info, "cached": False, "path": str(path)}
+        return task, model, info
+
+    return _cached(cfg, path, build, say, seed=seed)
 
 
-def _cached(cfg: configs.RunConfig, path: Path, build, say):
-    """``(task, model, info)`` read from ``path``, or built by ``build() -> (task, model, info)`` and saved."""
+def _cached(cfg: configs.RunConfig, path: Path, build, say, seed: int = 0):
+    """``(task, model, info)`` read from ``path``, or built by ``build() -> (task, model, info)`` and saved
+    (atomically, under a lock: two notebooks starting at once train it once)."""
     from course_lib.pipeline import build_policy
 
     with _lock(path.parent / (path.name + ".lock")):
         if path.exists():
             saved = torch.load(path, weights_only=True)
-            task, model = build_policy(cfg, device="cpu")
+            task, model = build_policy(cfg, seed=seed, device="cpu")
             model.load_state_dict(saved["model"])
             model.eval()
-            say(f"[course_lib] start read from the cache {path}")
+            seconds = saved["info"].get("sft_seconds")
+            say(f"[course_lib] start ({cfg.name!r} config, seed {seed}) read from the cache {path}"
+                + (f" (training it took {seconds:.0f} s)" if seconds is not None else ""))
             return task, model, {**saved["info"], "cached": True, "path": str(path)}
         task, model, info = build()
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
