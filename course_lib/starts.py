@@ -196,4 +196,4 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
                         max_grad_norm=cfg.max_grad_norm, show_progress=False, eval_at_end=False, threads=None)
         return task, model, {**evaluate(model, task), "sft_seconds": res["seconds"], "steps": steps}
 
-    return _cached(cfg, path, build, say)
+    return _cached(cfg, path, build, say, seed=seed)
