@@ -85,6 +85,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # | [16 Recipes](16_recipes.ipynb) | §12, §15–§16 | DeepSeek-R1's four stages and R1-Zero on the tiny GPT; RFT as the porous boundary; what RL can amplify from four starts |
 # | [17 AI feedback](17_ai_feedback.ipynb) | §15 | a judge trained on written principles: its agreement, position and length biases; a reward model and RL on its labels; one principle changed |
 # | [18 Graduating to TRL](18_graduating_to_trl.ipynb) | — | the same recipes in Hugging Face TRL, on a real model on a GPU, on several GPUs |
+# | [19 Closing](19_closing.ipynb) | §2, §20 | the history on one timeline with its sources, the takeaways, what each notebook showed, where to go next |
 #
 # The § numbers point to the sections of the Module 14 lecture for readers who have it. You do not need it:
 # every idea the course uses, and every idea the assignment grades, is explained in the notebooks.
@@ -111,8 +112,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # ```
 #
 # **On Colab.** Use the "Open in Colab" links in the README, or *File → Open notebook → GitHub* and
-# paste the repository address. Choose *Runtime → Change runtime type → GPU* for notebook 18's last
-# section, which trains a real instruct model; the tiny-GPT notebooks train on the CPU either way (they do
+# paste the repository address. Choose *Runtime → Change runtime type → GPU* for the last section of
+# [Graduating to TRL](18_graduating_to_trl.ipynb), which trains a real instruct model; the tiny-GPT notebooks train on the CPU either way (they do
 # not move their model to the GPU yet). Then run the first cell: it installs `course_lib` without touching
 # Colab's own PyTorch build, and reports the device it found.
 #

@@ -181,7 +181,8 @@ assert np.isclose(numeric, -0.5 * slope_beta05, atol=1e-6)
 # A lower loss and a smaller slope do **not** mean β = 0.5 trains more gently. The gradient with respect
 # to the model's parameters is −β·σ(−z)·∇(log-ratio gap): the extra factor β makes this pair's
 # parameter-level weight about three times *larger* here. What β really sets is the scale on which movement
-# away from the reference is judged — tune it while watching **KL drift** (how far, in KL, the policy has moved from π_ref), answer quality and the spread
+# away from the reference is judged — tune it while watching **KL drift** (how far, in KL, the policy has moved from π_ref; the Kullback–Leibler divergence
+# KL(π_θ‖π_ref) = Σ_y π_θ(y)·log(π_θ(y)/π_ref(y)) is zero when the two agree and grows as they part), answer quality and the spread
 # of pair margins.
 #
 # The figure shows, against the log-ratio gap h = z/β, the loss, the slope σ(−βh) and the weight that
@@ -221,8 +222,9 @@ print(f"β·σ(−βh): β = 0.5 weighs a pair more than β = 0.1 while h < {h_c
 # %% [markdown]
 # ## 4. The implicit reward
 #
-# DPO's derivation shows that the optimal policy of the KL-regularised objective satisfies
-# r(x, y) = β log π*(y|x)/π_ref(y|x) + β log Z(x). The partition term Z(x) cancels in a pairwise
+# DPO's derivation (taken step by step in [The regularised objective](03_the_regularised_objective.ipynb))
+# shows that the best policy π* of the KL-regularised objective (maximise reward, pay β × the KL to π_ref) satisfies
+# r(x, y) = β log π*(y|x)/π_ref(y|x) + β log Z(x), where Z(x) is a normaliser that depends on the prompt only. It cancels in a pairwise
 # difference, so r̂(x, y) = β log π_θ(y|x)/π_ref(y|x) plays the role of a reward, and the margin z is
 # exactly the difference of two implicit rewards:
 
@@ -247,7 +249,7 @@ assert np.isclose(reward_w - reward_l, z_I)
 # | DPO | pairs | reference policy | −log σ(βh), pushes h up without limit |
 # | IPO | pairs | reference policy | (h − 1/(2β))², pulls h to a finite target |
 # | SimPO | pairs | none; length-normalised | −log σ(β·Δℓ̄ − γ), Δℓ̄ = gap of mean token log-probs |
-# | ORPO | pairs | none; joint with SFT | −ℓ̄_w − λ·log σ(log-odds gap) |
+# | ORPO | pairs | none; joint with SFT (supervised fine-tuning) | −ℓ̄_w − λ·log σ(log-odds gap) |
 # | KTO | single answers labelled good/bad | reference policy and a reference point z0 | 1 − σ(β(r − z0)) for good, 1 − σ(β(z0 − r)) for bad |
 #
 # Below, each curve is computed by the library function of that method. Methods that measure the same

@@ -46,8 +46,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # *Pointer for readers of the Module 14 lecture: §4 and §6. Everything below stands on its own.*
 #
-# Every RLHF recipe ([Christiano et al. 2017](https://arxiv.org/abs/1706.03741)) writes the same objective: maximise reward while staying close to a **reference
-# model** π_ref (a frozen copy of the starting policy, usually the SFT model), with a KL penalty of
+# Every RLHF recipe (reinforcement learning from human feedback: [Christiano et al. 2017](https://arxiv.org/abs/1706.03741)) writes the same objective: maximise reward while staying close to a **reference
+# model** π_ref (a frozen copy of the starting policy, usually the SFT model: the one trained by supervised fine-tuning on good answers), with a KL penalty of
 # weight β. [DPO margins](02_dpo_margins.ipynb) used one consequence of it (the implicit reward) without
 # deriving it. Here the objective is solved exactly on a small example, DPO is derived from it step by
 # step, and the penalty's direction is taken apart. After this notebook you will be able to
@@ -268,10 +268,8 @@ display(widgets.VBox([beta_slider, optimum_text, optimum_plot]))
 # %% [markdown]
 # ## 4. Two directions: forward and reverse KL
 #
-# KL is not symmetric. The objective penalises the **reverse** KL(π‖π_ref): an average under π, so π
-# pays heavily for putting mass where π_ref has little, and only a bounded price for ignoring part of
-# π_ref (keeping π_ref's shape on a region of reference mass m costs −log m). The **forward**
-# KL(π_ref‖π) averages under π_ref: π pays without bound for any region π_ref covers and π does not.
+# KL is not symmetric. The objective penalises the **reverse** KL(π‖π_ref), an average under π of
+# log(π/π_ref); the **forward** KL(π_ref‖π) is the average under π_ref of log(π_ref/π).
 #
 # Fit a single bump q (a discretised Gaussian, mean μ and width σ) to a two-mode target p by
 # minimising each direction over a grid of (μ, σ).
@@ -315,8 +313,12 @@ plt.show()
 
 # %% [markdown]
 # The reverse fit sits on one mode (the other mode gives the same value by symmetry) and ignores the
-# other; the forward fit straddles both and puts mass between them where p has almost none. For RLHF:
-# the penalty KL(π‖π_ref) lets the policy *drop* answers the reference liked, as long as what it keeps
+# other; the forward fit straddles both and puts mass between them where p has almost none. The reason is
+# where each average is taken: the reverse KL(π‖π_ref) averages under π, so π pays heavily for putting mass
+# where π_ref has little, and only a bounded price for ignoring part of π_ref (keeping π_ref's shape on a
+# region of reference mass m costs −log m). The forward KL(π_ref‖π) averages under π_ref: π pays without
+# bound for any region π_ref covers and π does not. For RLHF: the penalty KL(π‖π_ref) lets the policy
+# *drop* answers the reference liked, as long as what it keeps stays where the reference puts mass.
 #
 # The objective's KL(π‖π_ref) is the reverse one. Trainers never compute it exactly: they estimate it
 # from sampled answers, and where they put the estimate (in the reward or in the loss) decides what its

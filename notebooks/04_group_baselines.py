@@ -49,7 +49,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # After this notebook you will be able to
 #
 # 1. compute GRPO, RLOO and Dr. GRPO advantages for a group of sampled answers, and say how they differ;
-# 2. tell when a constant factor on the advantages changes training (SGD) and when it cancels (Adam),
+# 2. tell whether a constant factor on the advantages changes training under SGD and under Adam,
 #    and what survives Adam;
 # 3. predict how often a group carries no signal at all, recognise one in floating point, and decide
 #    what to do with it.
@@ -154,7 +154,7 @@ print(f"A(ddof=1) / A(ddof=0) = {ddof_ratio:.4f}   √(7/8) = {np.sqrt(7 / 8):.4
 # Same direction, every advantage 6.5% smaller — for every group of size 8, whatever its rewards. TRL's
 # `scale_rewards="group"` uses ddof = 1 (and adds ε = 10⁻⁴ to the std). Is that a smaller step?
 #
-# ## 3. A constant factor on the advantages: SGD feels it, Adam does not
+# ## 3. A constant factor on the advantages, under SGD and under Adam
 #
 # Some choices scale every advantage by the same constant c: ddof = 1 (c = √(7/8) on GRPO), and RLOO
 # against the centred reward (c = 8/7 in every group). The loss is a sum of advantage × log-prob terms,
@@ -162,8 +162,7 @@ print(f"A(ddof=1) / A(ddof=0) = {ddof_ratio:.4f}   √(7/8) = {np.sqrt(7 / 8):.4
 #
 # - **SGD** steps by lr × gradient: c × gradient is exactly a learning rate of c × lr.
 # - **Adam and AdamW** (what the course's trainers use) step by lr × m/(√v + ε), where m and v are running
-#   averages of the gradient and of its square. Multiply every gradient by c and m grows by c, √v by c:
-#   the step is unchanged, up to the tiny ε = 10⁻⁸.
+#   averages of the gradient and of its square, and ε = 10⁻⁸.
 #
 # Later notebooks link back to this section whenever a constant factor appears.
 #
@@ -261,8 +260,9 @@ assert constant_adam < 1e-6 < 0.01 < min(constant_sgd, std_adam, clipped_adam)
 
 # %% [markdown]
 # Read the numbers above. Under SGD the 7/8 factor is a smaller learning rate: the dashed curve lags.
-# Under AdamW the two constant-factor runs lie on top of each other — the constant cancels (and so
-# does ddof = 1's √(7/8), for the same reason). What does not cancel:
+# Under AdamW the two constant-factor runs lie on top of each other — the constant cancels: multiply every
+# gradient by c and m grows by c, √v by c, so the step is unchanged up to the tiny ε (and so ddof = 1's
+# √(7/8) cancels too, for the same reason). What does not cancel:
 #
 # - **Per-group std scaling.** GRPO divides each group by *its own* std, which is small for groups the
 #   policy almost always fails or solves. Different prompts get different factors, so the direction of the

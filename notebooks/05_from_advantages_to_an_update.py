@@ -82,7 +82,7 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest and never fights
 # %% [markdown]
 # ## 1. The clipped objective
 #
-# PPO's **clipped objective** keeps one update close to the policy that sampled the batch.
+# PPO's (proximal policy optimisation) **clipped objective** keeps one update close to the policy that sampled the batch.
 # The policy that sampled the answers is **π_old**; the policy being trained is π_θ. For each token, the
 # **importance ratio** ρ = π_θ(token)/π_old(token) says how much more likely the token has become. The per-token objective
 # to maximise is
@@ -272,10 +272,10 @@ print("clipped surrogate per token (× mask):\n", (surrogate * token_mask_4).det
 # the mask, do not multiply: `nan · 0` is `nan`. The prints above multiply, and the library's `aggregate`
 # does too, because `completion_logprobs` returns exact zeros outside the completion: at a padding
 # position ρ = exp(0 − 0) = 1 and the surrogate is a finite number times 0. Log-probs taken at *every*
-# position are another matter (the lab's `(N, L − 1)` log-probs are): after `<eos>` the padding is junk
+# position are another matter (the coding lab's `(N, L − 1)` log-probs, after [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), are): after `<eos>` the padding is junk
 # the policy never chose, and a junk token can be one whose logit is masked to −∞ (a `<pad>` the
 # sampler may never emit). Its log-prob under the new and the old policy is then −∞ (or −1e9),
-# their difference is `nan` or a huge number, and exp turns it into `inf`.
+# their difference is `nan` or a huge number.
 
 # %%
 predict("At a padding position, logp − old = 100 (junk). The loss multiplies the surrogate by the mask (0) "
@@ -373,7 +373,8 @@ print(f"trainer loss {trainer_loss:+.4f} (ours {loss.item():+.4f}); gradients ag
 assert abs(trainer_loss - loss.item()) < 1e-6 and grad_gap < 1e-4 and trainer_gap < 0.01 * float(change.abs().max())
 
 # %% [markdown]
-# **A second pass (μ = 2).** Had the trainer made a second inner epoch on the same batch, the ratios
+# **A second pass (μ = 2).** μ counts the *inner epochs*: the optimiser passes made on one sampled batch
+# before sampling again (μ = 1 above). Had the trainer made a second inner epoch on the same batch, the ratios
 # would no longer be 1, and the clip would act:
 
 # %%

@@ -51,7 +51,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # 1. write the REINFORCE gradient for a one-parameter policy and compute its exact expectation under a
 #    group baseline by listing all 2ᴳ groups;
-# 2. show that subtracting the full group mean shrinks the gradient by (G − 1)/G, while leave-one-out does not;
+# 2. say, from the exact expectation, how much of the true gradient the full group mean and leave-one-out keep;
 # 3. confirm the exact values by simulation, with error bars, and say what dividing by the std adds.
 
 # %%

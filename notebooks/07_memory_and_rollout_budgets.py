@@ -138,7 +138,8 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# This is an anatomy diagram, not a cluster quote. It leaves out activations, the KV cache of rollouts,
+# This is an anatomy diagram, not a cluster quote. It leaves out activations, the KV cache of rollouts (the attention keys and
+# values a sampler keeps for every token so far, so that it need not recompute them),
 # temporary buffers, sharding across devices, shared backbones, parameter-efficient fine-tuning and other
 # optimisers. A GRPO system drops the critic but may still hold a reference for the KL term, a sampling
 # snapshot and separate rollout workers. With a fixed DPO dataset, reference log-probabilities can be
@@ -191,7 +192,8 @@ plt.show()
 # size and the utilisation you assumed. It does show why autoregressive decoding, not backpropagation, can
 # set the wall-clock scale of RL — and why systems invest in faster inference, adaptive rollout counts and
 # lengths, overlapping generation with training, and controlled staleness in asynchronous pipelines
-# (at the price of off-policy data). The estimate ignores prefill, reward and reference scoring, extra
+# (at the price of off-policy data: answers sampled by an older policy). The estimate ignores prefill (the one
+# parallel pass over the prompt before decoding), reward and reference scoring, extra
 # epochs and communication; add them before sizing a real system.
 #
 # ## 4. Per parameter: models of other sizes, LoRA, and scoring passes

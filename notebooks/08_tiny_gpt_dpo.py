@@ -57,7 +57,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    and train DPO with `course_lib.preference.dpo_terms` — the function [DPO margins](02_dpo_margins.ipynb) checked by hand;
 # 4. follow one DPO update tensor by tensor, from log-probs to the parameter change, and check it
 #    against the trainer's own step;
-# 5. attribute a gain honestly: how much came from the preference term and how much from the NLL term;
+# 5. attribute a gain honestly: how much came from the preference term and how much from the NLL term
+#    (the negative log-likelihood of the chosen answer: an SFT loss added to DPO's);
 # 6. train a *style* preference — two valid answers, one preferred — and track it on held-out pairs.
 #
 # Budget: the last cell prints how long this run took. `COURSE_FAST=1` (CI, the quick check) runs the
@@ -428,7 +429,7 @@ else:
 # ## 9. Two valid answers, one preferred: a style preference
 #
 # So far the chosen answer was *right* and the rejected one *wrong*: a checker could have told them
-# apart, and NLL only trains on nothing but the checker's verdicts (section 8 compared it with DPO
+# apart, and the NLL-only run trains on nothing but the checker's verdicts (section 8 compared it with DPO
 # in this run; the README's DPO table has the NLL-only row over seeds). Preference learning earns
 # its keep when both answers are valid and one is simply preferred — a tone, a format, a house
 # style that no checker encodes. Here is a small one: a style guide that wants sums written at a

@@ -115,7 +115,7 @@ def softmax_rows(logits):
     return e / e.sum(-1, keepdims=True)
 
 
-#
+# %% [markdown]
 # ## 1. k1, k2, k3 as *values*
 #
 # A trainer cannot sum over all answers; it sees answers sampled from π and estimates the KL from each
@@ -125,7 +125,7 @@ def softmax_rows(logits):
 #
 # Take π = π* as "the trained policy". The exact mean and spread of each estimator are
 # sums over the five answers; a simulation with 200,000 samples must agree.
-#
+
 # %%
 predict("Which estimator can come out negative on a single sample?",
         ["k1", "k2", "k3"], "k1",
@@ -479,7 +479,6 @@ except ValueError as refused:
 # | what it is | the policy that sampled the current batch | a frozen copy, usually the SFT model |
 # | refreshed | every rollout (each step); equal to π_θ on the first inner epoch | never, in this course; TRL's `sync_ref_model` (from TR-DPO) mixes the policy into it every `ref_model_sync_steps` |
 # | where it enters | the ratio ρ = π_θ/π_old inside the clipped surrogate | the KL penalty, weight β |
-# | what it constrains | the size of *one* update (a trust region per batch) | the *total* drift from the start (soft) |
 # | time scale | one batch | the whole run |
 #
 # Run exact PPO updates on the five-answer example (4 inner epochs per batch, ε = 0.2, exact
@@ -532,7 +531,9 @@ print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling �
       f"all mass on A); with β = {beta} it stops at {drift_with_ref:.4f} = KL(π*‖π_ref) {categorical_kl(pi_star, pi_ref):.4f}")
 
 # %% [markdown]
-# Both runs take steps of similar size — that is the clip against π_old at work, refreshed every batch.
+# Both runs take steps of similar size — that is the clip against π_old at work, refreshed every batch:
+# π_old constrains the size of *one* update (a trust region per batch), π_ref the *total* drift from the
+# start (softly, through β).
 # Only the run with a reference penalty stops: π_old moves with the policy, so it cannot hold the policy
 # anywhere; π_ref does not move, so β·KL(π‖π_ref) decides where the run ends (here exactly at π*). A
 # passport must name both: the clip (ε_low, ε_high) with the number of inner epochs μ, and the
