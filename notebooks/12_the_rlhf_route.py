@@ -407,6 +407,10 @@ print("√KL at the end, per seed: " + "; ".join(f"β={beta}: " + ", ".join(f"{v
 #
 # δ_t = r_t + γ V(s_{t+1}) − V(s_t),  Â_t = δ_t + γλ Â_{t+1}.
 #
+# Here s_t is the prompt with the first t tokens of the answer, r_t the reward paid at token t (here only
+# at the end), γ discounts later rewards, and λ mixes: λ = 0 trusts the critic's next prediction, λ = 1
+# adds up the rewards actually seen.
+#
 # By hand for one answer of three tokens, reward 1 at the end, values 0.2, 0.5, 0.9 and γ = 1,
 # λ = 0.95, against `course_lib.ppo.gae`:
 

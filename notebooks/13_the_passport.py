@@ -177,7 +177,7 @@ show("A")
 # ## 3. Why the averaging unit and the zero-variance rule are not details
 #
 # Two runs that differ only in these fields optimise different objectives. The averaging unit first
-# ([Group baselines](04_group_baselines.ipynb) has the derivation): two completions of lengths 1 and 3, every token of the first
+# ([From advantages to an update](05_from_advantages_to_an_update.ipynb) has the derivation): two completions of lengths 1 and 3, every token of the first
 # carrying the value 2 and every token of the second 0.
 
 # %%
@@ -330,7 +330,7 @@ for name in ("B", "C", "D"):
 #
 # Could you recover those from the trained model? No — and here is an exact reason. The KL-regularised
 # objective max E[r] − β·KL(π ‖ π_ref) has the closed-form optimum π*(y) ∝ π_ref(y)·exp(r(y)/β)
-# ([DPO margins](02_dpo_margins.ipynb)'s DPO starts from it). Two different recipes — reward r with β, or reward 2r with 2β —
+# ([The regularised objective](03_the_regularised_objective.ipynb) solves it, and derives DPO from it). Two different recipes — reward r with β, or reward 2r with 2β —
 # have the *same* optimum, so the same model can come out of both:
 
 # %%

@@ -42,7 +42,7 @@ DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %% [markdown]
-# # Environments and tools: a calculator for the tiny GPT
+# # 15 · Environments and tools: a calculator for the tiny GPT
 #
 # *Pointers to the lecture: §15 (the checker is the reward, and a loose one is exploited), §16 (for
 # agents the environment is part of the training specification). Everything needed here is explained
@@ -163,8 +163,8 @@ print(f"reward {episode.reward}, {episode.turns} policy turns, {episode.policy_t
 # The prompt and the tool's answer `12` are **context**: the policy did not choose them, so they are
 # not actions. The trainer gets this row of 0s and 1s as its completion mask: log-probabilities,
 # the clipped loss and the KL term are taken on the 1s only. Put the environment's tokens in the loss
-# and the policy is trained to *predict the tool's output*, with the episode's advantage as if it had
-# chosen it — section 4 measures what that does.
+# and the policy is trained on tokens it never chose, with the episode's advantage as if it had
+# chosen them — section 4 measures what that does.
 #
 # In the trainers the same rules run inside the batched, KV-cached sampler: one environment per row;
 # after each sampled token the environment may take over and write its observation, token by token

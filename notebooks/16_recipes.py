@@ -337,7 +337,8 @@ print(("what it did learn is the form" if form else "it did not even learn the f
 #   addition;
 # - the **cold start** of section 2 (a tenth of the demonstrations, a quarter of the steps).
 #
-# And the strongest: the full SFT policy of [the DPO and GRPO notebooks](09_tiny_gpt_grpo.ipynb)
+# And the strongest: the full SFT policy of [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) and
+# [the GRPO notebook](09_tiny_gpt_grpo.ipynb)
 # (all 2,000 demonstrations, 1,200 steps; read from the shared cache, `course_lib.starts`). Each
 # start gets the same GRPO budget as R1-Zero. Three documents of digit text:
 

@@ -264,8 +264,7 @@ report("biased judge", rm_biased, rows_biased, curve_biased)
 #
 # ## 5. One change to the principles: drop "prefer the answer shown first"
 #
-# Without the position rule, a pair no principle decides is a **tie** (target 0.5): the judge learns to
-# say "I cannot tell". RLAIF does the same in another way: it asks the judge in both orders and averages.
+# Without the position rule, a pair no principle decides is a **tie** (target 0.5). RLAIF does the same in another way: it asks the judge in both orders and averages.
 #
 # **Predict first.** Trained on the new constitution, the judge's position bias will be …, and its
 # agreement with gold will …

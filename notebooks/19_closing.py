@@ -116,16 +116,18 @@ plt.show()
 # Read it as four waves:
 #
 # - **Reward models from comparisons** (2017–2022): a learned reward, then PPO under a KL term — the
-#   classical RLHF contract of [Bradley–Terry](01_bradley_terry.ipynb), [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) and [The RLHF route](12_the_rlhf_route.ipynb).
+#   classical RLHF contract of [Bradley–Terry](01_bradley_terry.ipynb), [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) and [The RLHF route](12_the_rlhf_route.ipynb); Constitutional AI
+#   let a judge taught by written principles label the pairs ([AI feedback](17_ai_feedback.ipynb)).
 # - **Direct preference losses** (2023–2024): DPO turned the KL-regularised objective into a pairwise loss
 #   ([DPO margins](02_dpo_margins.ipynb) and [The regularised objective](03_the_regularised_objective.ipynb)); IPO, KTO, SimPO and ORPO changed the margin or the data each one needs.
 # - **Critic-free RL with verifiable rewards** (2024–2025): RLOO and GRPO build baselines from sibling
 #   answers ([Group baselines](04_group_baselines.ipynb), [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb),
 #   [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)), and DeepSeek-R1 trained a reasoning model this way at scale; DAPO and Dr. GRPO repair what GRPO's normalisation got
 #   wrong ([From advantages to an update](05_from_advantages_to_an_update.ipynb), [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)); GSPO and
-#   CISPO change what is clipped.
+#   CISPO change what is clipped; [Recipes](16_recipes.ipynb) runs R1's stages on the tiny GPT.
 # - **RL as a system** (2025–2026): rollout workers, environments and freshness control (verl, NeMo RL,
-#   NeMo Gym) — where the optimiser is one stage of a data-generation pipeline.
+#   NeMo Gym) — where the optimiser is one stage of a data-generation pipeline ([RL as a system](14_rl_as_a_system.ipynb),
+#   [Environments and tools](15_environments_and_tools.ipynb)).
 #
 # Every source, with its link:
 
@@ -174,8 +176,9 @@ for claim, value, notebook in takeaways:
 #   the share of degenerate groups belong on the dashboard.
 # - **The scenarios are conditional.** 269.2 GiB and the 39× ratio follow from stated assumptions (model size,
 #   precision, throughput, utilisation); change one and the conclusion moves ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)'s calculators).
-# - **RL became a system.** Generation dominates a step ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) measures its share on your CPU), so
-#   production stacks overlap it with updates and control how stale a rollout may be.
+# - **RL became a system.** At scale generation dominates a step ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)'s 39×;
+#   [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) measures the share on your CPU), so production stacks overlap it with
+#   updates and control how stale a rollout may be ([RL as a system](14_rl_as_a_system.ipynb)).
 #
 # ## 3. Explorer: which contract fits your data?
 #
@@ -260,7 +263,8 @@ display(Markdown("\n".join(f"- {cite(key)}: {SOURCES[key].idea}"
 # 3. A run report says "GRPO, β = 0". Name two choices it still leaves open that change the update.
 #    <details><summary>Answer</summary>
 #    The averaging unit (sequence mean, token mean, constant) and the zero-variance rule (keep, drop,
-#    resample) — two of the passport's fields ([The passport](13_the_passport.ipynb)) — or whether the std normalisation was on.
+#    resample) — two of the passport's fields ([The passport](13_the_passport.ipynb)). The question below asks
+#    for a third.
 #    </details>
 
 # %%
