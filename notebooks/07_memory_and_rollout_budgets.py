@@ -142,7 +142,7 @@ plt.show()
 # values a sampler keeps for every token so far, so that it need not recompute them),
 # temporary buffers, sharding across devices, shared backbones, parameter-efficient fine-tuning and other
 # optimisers. A GRPO system drops the critic but may still hold a reference for the KL term, a sampling
-# snapshot and separate rollout workers. With a fixed DPO dataset, reference log-probabilities can be
+# snapshot and separate rollout workers (processes that only generate). With a fixed DPO dataset, reference log-probabilities can be
 # computed once and cached; the reference then leaves the training job and DPO's budget approaches SFT's.
 #
 # ## 3. Rollout generation can dwarf the update

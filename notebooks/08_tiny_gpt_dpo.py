@@ -325,7 +325,8 @@ for name, r in results.items():
 # the policy drifts away from the reference.
 #
 # About the drift gauge `kl_drift_offline`: it averages log π_ref(y_t) − log π_θ(y_t) over the
-# tokens of the pairs, which is the k1 estimate of **KL(π_ref ‖ π_θ)** — the reference first. The
+# tokens of the pairs, which estimates **KL(π_ref ‖ π_θ)** — the reference first (this plain average of
+# log-ratios is the estimator [The KL term](10_the_kl_term.ipynb) calls k1). The
 # direction is set by who sampled the tokens: an average of log q − log p over samples from q
 # estimates KL(q ‖ p), and these tokens were sampled by the SFT policy, π_ref. GRPO's `kl` in
 # [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) averages over the *policy's* samples, so it estimates KL(π_θ ‖ π_ref), the other
