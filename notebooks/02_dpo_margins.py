@@ -79,7 +79,7 @@ from course_lib.preference import (
 # %% [markdown]
 # ## 1. From four log-probabilities to one margin
 #
-# DPO compares how much the policy π_θ moved away from a frozen **reference model** π_ref (a copy of the
+# DPO (direct preference optimisation) compares how much the policy π_θ moved away from a frozen **reference model** π_ref (a copy of the
 # policy before this training) on the preferred answer
 # y_w and on the rejected answer y_l. Each log-probability is the **sum** of the answer's token
 # log-probabilities. Step by step, for the lecture's pair I:

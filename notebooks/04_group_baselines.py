@@ -83,7 +83,7 @@ from course_lib.explore import figure_png, predict, readout
 # as the sequence of tokens the policy chose and the reward it got, a **trajectory**); a checker gives reward
 # 1 to a correct one, 0 otherwise. There is no **critic** network (a learned value function that predicts the
 # reward). Instead, the group itself provides the baseline: an answer's **advantage** is how much better it
-# did than the baseline, here its siblings. GRPO standardises inside the group,
+# did than the baseline, here its siblings. GRPO (group relative policy optimisation) standardises inside the group,
 # A_i = (r_i − mean) / std.
 #
 # Three of the eight answers are right. Before computing: which gets the larger advantage in size?
@@ -110,7 +110,7 @@ assert np.allclose(adv, grpo_advantages(rewards))
 # evidence that they estimate the true advantage without bias: each answer's reward sits inside the mean
 # and the std used to judge it. [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) measures the bias this causes.
 #
-# **RLOO** judges answer i against the mean of the *other* G − 1 answers, b_i = (Σ_j r_j − r_i)/(G − 1).
+# **RLOO** (REINFORCE leave-one-out) judges answer i against the mean of the *other* G − 1 answers, b_i = (Σ_j r_j − r_i)/(G − 1).
 # Because that baseline does not contain r_i, the **REINFORCE** gradient (reward minus baseline, times ∇log π of
 # the sampled answer; [Williams 1992](https://doi.org/10.1007/BF00992696)) stays unbiased. **Dr. GRPO**
 # keeps the centring but drops the division by std.
