@@ -70,7 +70,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # | [01 Bradley–Terry](01_bradley_terry.ipynb) | §3, §5 | turn score gaps into win rates and back; the reward-model loss on toy pairs |
 # | [02 DPO margins](02_dpo_margins.ipynb) | §6–§8 | read a DPO margin, its loss and its pull; compare IPO, SimPO, ORPO, KTO |
 # | [03 The regularised objective](03_the_regularised_objective.ipynb) | §4, §6 | solve the KL-regularised objective exactly, derive DPO from it, tell forward from reverse KL |
-# | [04 Group baselines](04_group_baselines.ipynb) | §9, §12 | GRPO, RLOO and Dr. GRPO advantages; when a constant scale matters (SGD) and when it cancels (Adam); zero-variance groups |
+# | [04 Group baselines](04_group_baselines.ipynb) | §9, §12 | GRPO, RLOO and Dr. GRPO advantages; what a constant scale does under SGD and under Adam; zero-variance groups |
 # | [05 From advantages to an update](05_from_advantages_to_an_update.ipynb) | §9, §12 | the clipped objective, averaging units and the length bias, one GRPO update walked tensor by tensor |
 # | [06 Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) | §12 | enumerate all 2⁸ groups to see which baseline is biased, then simulate |
 # | [07 Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb) | §10–§11 | size PPO vs DPO memory; see rollout generation dwarf the update |

@@ -215,7 +215,7 @@ print(f"zero-variance rate: {zv_first:.2f} over the first {k} steps, {zv_last:.2
 # back ([The KL term](10_the_kl_term.ipynb) sweeps β). **Clip** stays at 0:
 # with μ = 1 the ratio π_θ/π_old is exactly 1 on the only pass, so PPO's clip never acts.
 #
-# ## 4. What AdamW cancels: a constant advantage scale, on the tiny GPT
+# ## 4. A constant advantage scale and a per-group one, under AdamW on the tiny GPT
 #
 # RLOO's advantage is Dr. GRPO's multiplied by the constant G/(G − 1); GRPO divides each group by its
 # own std, a factor that changes from group to group. On an exact run,
