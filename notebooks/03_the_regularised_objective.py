@@ -272,7 +272,8 @@ display(widgets.VBox([beta_slider, optimum_text, optimum_plot]))
 # log(π/π_ref); the **forward** KL(π_ref‖π) is the average under π_ref of log(π_ref/π).
 #
 # Fit a single bump q (a discretised Gaussian, mean μ and width σ) to a two-mode target p by
-# minimising each direction over a grid of (μ, σ).
+# minimising each direction over a grid of (μ, σ): q plays π and p plays π_ref, so the reverse direction is
+# KL(q‖p) and the forward one KL(p‖q).
 #
 # %%
 predict("Which direction's best single bump sits on one of the two modes?",
