@@ -14,7 +14,8 @@ step boundary when their share of the budget is spent (``runtime.request_stop``;
 (``RM_STEPS``, ``PPO_STEPS``); a trainer that would start with too little time left is skipped.
 
 MFU: ``course_lib.utilisation`` (FLOPs counted from the shapes run, against the dense peak of the
-exact device for the dtype the course uses there). rm and ppo report time without an MFU.
+exact device for the dtype the run's matmuls use there: the course's, but fp32 for rm, whose
+scores run in float32; rm's seconds are its training's, without sampling and labelling the pairs).
 
     python benchmarks/gpu_check.py [--max-seconds 480] [--out runs/gpu_check]
     python benchmarks/gpu_check.py --device cpu --tiny      # the code path on the CPU (test config)
@@ -37,7 +38,7 @@ from course_lib import runtime
 from course_lib.configs import get_config
 from course_lib.pipeline import run
 from course_lib.task import AdditionTask
-from course_lib.utilisation import peak_flops, run_flops
+from course_lib.utilisation import compute_dtype, peak_flops, run_flops
 
 KINDS = ("sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo")  # every pipeline trainer (pipeline.KINDS)
 STOPPABLE = ("sft", "dpo", "grpo", "kto", "orpo")
@@ -50,7 +51,7 @@ def _rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def trainer_run(kind: str, cfg, out: Path, *, device: str, budget: float, peak: float | None) -> dict:
+def trainer_run(kind: str, cfg, out: Path, *, device: str, budget: float, peak: float | None, dtype: str) -> dict:
     """One trainer under a time budget; time, accuracy, tokens/s and MFU from its summary and rows."""
     timer = threading.Timer(budget, runtime.request_stop) if kind in STOPPABLE else None
     start = time.perf_counter()
@@ -68,7 +69,8 @@ def trainer_run(kind: str, cfg, out: Path, *, device: str, budget: float, peak: 
     wall = time.perf_counter() - start
     rows = _rows(out)
     evals = [r for r in rows if "accuracy" in r]
-    seconds = (summary["sft_seconds"] if kind == "sft" else summary["rl_seconds"]) if summary else \
+    seconds = ({"sft": summary["sft_seconds"], "rm": summary.get("reward_model", {}).get("train_seconds")}.get(kind)
+               or summary["rl_seconds"]) if summary else \
         sum(r.get("update_seconds", 0.0) + r.get("gen_seconds", 0.0) for r in rows)
     vocab = len(AdditionTask(cfg.task).tokenizer)
     flops = run_flops(kind, cfg, rows, vocab=vocab)
@@ -78,7 +80,7 @@ def trainer_run(kind: str, cfg, out: Path, *, device: str, budget: float, peak: 
         "kind": kind, "stopped": stopped, "steps": len(rows), "wall_seconds": wall, "train_seconds": seconds,
         "accuracy": summary["final_accuracy"] if summary else (evals[-1]["accuracy"] if evals else None),
         "generated_tokens_per_second": generated / gen_seconds if gen_seconds > 0 else None,
-        "flops": flops, "mfu": flops / seconds / peak if flops and peak and seconds > 0 else None,
+        "dtype": dtype, "flops": flops, "mfu": flops / seconds / peak if flops and peak and seconds > 0 else None,
     }
 
 
@@ -165,8 +167,11 @@ def main(argv: list[str] | None = None) -> dict | None:
         cfg.rm = dataclasses.replace(cfg.rm, steps=RM_STEPS, eval_every=RM_STEPS)
         cfg.ppo = dataclasses.replace(cfg.ppo, steps=PPO_STEPS, eval_every=PPO_STEPS)
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
-    dtype = runtime.precision(device)
-    peak = args.peak_tflops * 1e12 if args.peak_tflops else (peak_flops(name, dtype) if device.type == "cuda" else None)
+
+    def peak_of(dtype):
+        return args.peak_tflops * 1e12 if args.peak_tflops else (peak_flops(name, dtype) if device.type == "cuda" else None)
+
+    peak = peak_of(runtime.precision(device))
     results = {"device": name, "precision": runtime.describe_precision(device), "peak_flops": peak,
                "config": cfg.name, "max_seconds": args.max_seconds, "trainers": []}
     reserve = 0.15 * args.max_seconds  # for the smoke test and the levers
@@ -175,7 +180,9 @@ def main(argv: list[str] | None = None) -> dict | None:
         if left < MIN_START_SECONDS and not args.tiny:
             results["trainers"].append({"kind": kind, "skipped": f"{left:.0f} s left of --max-seconds"})
             continue
-        r = trainer_run(kind, cfg, out / kind, device=args.device, budget=max(left / (len(KINDS) - i), 1.0), peak=peak)
+        dtype = compute_dtype(kind, device)
+        r = trainer_run(kind, cfg, out / kind, device=args.device, budget=max(left / (len(KINDS) - i), 1.0),
+                        peak=peak_of(dtype), dtype=dtype)
         results["trainers"].append(r)
         acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.3f}"
         tps = "—" if r["generated_tokens_per_second"] is None else f"{r['generated_tokens_per_second']:,.0f}"

@@ -386,8 +386,9 @@ def gpu_check(results: Path = RESULTS) -> str:
             lines.append(f"| {r['kind']} | skipped: {r['skipped']} | | | | |")
             continue
         steps = f"{r['steps']}" + (" (stopped by the time budget)" if r["stopped"] else "")
+        dtype = f" ({r['dtype']})" if r.get("dtype") else ""  # the peak it is measured against
         lines.append(f"| {r['kind']} | {steps} | {r['train_seconds']:.1f} | {cell(r['accuracy'], '.1%')} | "
-                     f"{cell(r['generated_tokens_per_second'], ',.0f')} | {cell(r['mfu'], '.3%')} |")
+                     f"{cell(r['generated_tokens_per_second'], ',.0f')} | {cell(r['mfu'], '.3%')}{dtype} |")
     lines += ["", f"Instruct recipe smoke test: {data['instruct_smoke']}. Levers: {data.get('levers', 'not measured')}.",
               "", f"`{data.get('command', 'benchmarks/gpu_check.py --save')}` at commit {data.get('commit', 'unknown')}.\n"]
     return "\n".join(lines)

@@ -334,7 +334,9 @@ def write_outputs(kind, cfg, out, model, common, entry, result, sft, final, cont
     split = {"generation_seconds": gen_s, "update_seconds": upd_s,
              "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if entry.time_split else None
     dev = next(model.parameters()).device
-    mfu = mfu_entry(kind, cfg, rows, sft["seconds"] if kind == "sft" else rl_seconds, dev, vocab=model.config.vocab_size)
+    # the seconds the counted FLOPs ran in: the reward model's training, without sampling and labelling its pairs
+    seconds = {"sft": sft["seconds"], "rm": result.summary.get("reward_model", {}).get("train_seconds")}.get(kind)
+    mfu = mfu_entry(kind, cfg, rows, rl_seconds if seconds is None else seconds, dev, vocab=model.config.vocab_size)
     pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True,
                   reward_model_info=result.reward_model_info, memory=result.summary.get("memory"), utilisation=mfu,
                   loop=result.summary.get("loop"))

@@ -152,7 +152,9 @@ def _oriented(data: dict, idx) -> tuple[torch.Tensor, torch.Tensor]:
 def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: torch.Generator, heldout: dict | None = None,
                        max_grad_norm: float = 1.0, log: MetricsLog | None = None, state: dict | None = None,
                        checkpoint=None, checkpoint_every: int = 10, show_progress: bool = False) -> list[dict]:
-    """Minimise ``reward_model_loss`` on noisy-labelled pairs; returns per-step rows.
+    """Minimise ``reward_model_loss`` on noisy-labelled pairs; returns per-step rows (``loss``,
+    ``train_accuracy``, and for ``utilisation``'s FLOP count ``batch_pairs`` and ``sequence_length``:
+    the mean real tokens, prompt included, of the step's chosen and rejected sequences).
 
     ``state`` (a checkpoint: optimizer and generator; the caller loads the weights) resumes;
     ``checkpoint(step, {"optimizer", "reward_model", "rm_generator"}, seconds)`` as ``train_loop``.
@@ -170,14 +172,17 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: tor
     def one_step(step: int) -> dict:
         idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=generator)
         chosen, rejected = _oriented(data, idx)
-        ids = to_device(torch.cat([chosen, rejected]), device)
+        both = torch.cat([chosen, rejected])
+        real = float((both != pad).sum(-1).float().mean())  # on the host already: no sync; for the FLOP count
+        ids = to_device(both, device)
         r = scores(rm, ids, (ids != pad).long(), validate=False)
         loss = reward_model_loss(r[: len(idx)], r[len(idx):])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         clip_gradients(rm, max_grad_norm)
         opt.step()
-        return read_metrics({"loss": loss, "train_accuracy": (r[: len(idx)] > r[len(idx):]).float().mean()})
+        return read_metrics({"loss": loss, "train_accuracy": (r[: len(idx)] > r[len(idx):]).float().mean(),
+                             "batch_pairs": len(idx), "sequence_length": real})
 
     def held_out() -> dict:
         out = {f"heldout_{k}": v for k, v in pairwise_accuracy(rm, heldout).items()}

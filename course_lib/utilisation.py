@@ -11,11 +11,22 @@ Counted honestly for the tiny GPT, from the shapes the trainers actually run (is
   prompt tokens get no head (``start=prompt_length``); the update runs only the groups it keeps
   (zero-variance groups are skipped when no KL term reaches them); the reference forward is
   counted whenever a reference is kept (the pipeline always keeps the SFT weights, to log the KL);
+- the reward model (``rm``): forward + backward on both sequences of each pair; the reward is read
+  at the last real token, so every token is fed on; its scalar head (2·d per position, as
+  ``GPT2ForSequenceClassification`` runs it) on every real position. It runs in float32 with TF32
+  off (``reward_model.scores``), so its MFU is against the fp32 peak (``compute_dtype``), over its
+  training seconds (the pipeline leaves out sampling and labelling the pairs; the held-out checks
+  every ``eval_every`` steps stay in, uncounted: a lower bound);
+- PPO, per step: sampling as GRPO's; then forward only, on every row (``ppo.ppo_update`` shares no
+  prompt), the old policy's log-probs and the reference's (kept only when ``kl_coef > 0``), with the
+  head on every position but the last (``completion_logprobs`` from ``start=1``: the prompt's logits
+  are computed too), and the critic's values (scalar head on every real position); then per epoch
+  forward + backward of policy and critic on the same shapes;
 - padding after ``<eos>`` is not counted: it is work the device does, not work the model needs, so
   MFU here is a lower bound of the hardware's busy fraction.
 
 Peaks are dense (no sparsity) tensor-core numbers from the vendors' data sheets, by exact device
-name, for the dtype the course runs there (``runtime.precision``): a T4 runs the course in fp32
+name, for the dtype the run's matmuls use there (``compute_dtype``): a T4 runs the course in fp32
 (8.1 TFLOP/s; its 65 fp16 TFLOP/s serve TRL's fp16), and bf16 on a T4 is emulated (no peak).
 """
 
@@ -84,12 +95,47 @@ def supervised_step_flops(model: ModelConfig, vocab: int, *, prompt_length: int,
     return 3 * sequences * scored_forward(model, vocab, prompt_length, completion_length)
 
 
+def reward_model_step_flops(model: ModelConfig, *, sequence_length: float, pairs: int) -> float:
+    """FLOPs of one Bradley–Terry reward-model step: forward + backward on the chosen and the rejected
+    sequence of ``pairs`` pairs, ``sequence_length`` real tokens each (prompt included), every one
+    fed on (the reward is read at the last); the scalar head on every position."""
+    one = body_flops(model, 0, sequence_length) + head_flops(model, 1, sequence_length)
+    return 3 * 2 * pairs * one
+
+
+def ppo_step_flops(model: ModelConfig, vocab: int, *, prompt_length: int, completion_length: float, prompts: int,
+                   num_generations: int, num_ppo_epochs: int, reference: bool) -> float:
+    """FLOPs one PPO step needs (``ppo.ppo_update``): sampling ``prompts``·G completions (each prompt
+    once per group); forward only, on every row, the old policy's log-probs, the reference's (if
+    kept) and the critic's values; then ``num_ppo_epochs`` × forward + backward of policy and critic.
+    Those forwards run each row's own prompt, the policy's head on every position but the last
+    (``start=1``), the critic's scalar head on every position. ``completion_length``: mean real tokens."""
+    P, c, n = prompt_length, completion_length, prompts * num_generations
+    sample = n * scored_forward(model, vocab, P, c, share=num_generations)
+    body = body_flops(model, 0, P + c - 1)
+    policy = body + head_flops(model, vocab, P + c - 1)
+    critic = body + head_flops(model, 1, P + c)
+    return sample + n * ((2 if reference else 1) * policy + critic) + 3 * num_ppo_epochs * n * (policy + critic)
+
+
 def run_flops(kind: str, cfg, rows: list[dict], *, vocab: int, reference: bool = True) -> float | None:
-    """The FLOPs a finished run needed, from its metrics rows; None for the trainers not counted here
-    (``rm``, ``ppo``: their time is reported without an MFU). SFT, DPO, ORPO and KTO count every
-    completion at the longest answer + ``<eos>`` (an upper bound); their references are cached before training."""
+    """The FLOPs a finished run needed, from its metrics rows; None for a ``kind`` not counted here.
+    SFT, DPO, ORPO and KTO count every completion at the longest answer + ``<eos>`` (an upper bound);
+    their references are cached before training. The reward model's rows carry their batch's pairs
+    and mean real length (rows written before they did: the batch size and the longest sample, an
+    upper bound); PPO keeps a reference only when ``kl_coef > 0`` (the pipeline sets no ``track_kl``)."""
     P, m = 3 + 2 * cfg.task.digits, cfg.model
     answer = cfg.task.digits + 1  # the longest answer's digits; + <eos> below (an upper bound for SFT/DPO)
+    if kind == "rm":
+        longest = P + cfg.rm.max_completion_length
+        return sum(reward_model_step_flops(m, sequence_length=r.get("sequence_length", longest),
+                                           pairs=r.get("batch_pairs", cfg.rm.batch_size)) for r in rows)
+    if kind == "ppo":
+        p = cfg.ppo
+        return sum(ppo_step_flops(m, vocab, prompt_length=P, completion_length=r["completion_length"],
+                                  prompts=p.batch_prompts, num_generations=p.num_generations,
+                                  num_ppo_epochs=p.num_ppo_epochs, reference=reference and p.kl_coef > 0)
+                   for r in rows)
     if kind == "sft":
         per = supervised_step_flops(m, vocab, prompt_length=P, completion_length=answer + 1, sequences=cfg.sft.batch_size)
         return per * len(rows)
@@ -124,17 +170,25 @@ def run_flops(kind: str, cfg, rows: list[dict], *, vocab: int, reference: bool =
     return total
 
 
+FULL_PRECISION_KINDS = ("rm",)  # float32 with TF32 off wherever they run (runtime.full_precision)
+
+
+def compute_dtype(kind: str, device) -> str:
+    """The dtype ``kind``'s matmuls run in on ``device``: ``runtime.precision``, but fp32 for the reward model."""
+    from course_lib.runtime import precision
+
+    return "fp32" if kind in FULL_PRECISION_KINDS else precision(device)
+
+
 def mfu_entry(kind: str, cfg, rows: list[dict], seconds: float, device, *, vocab: int) -> dict | None:
     """The passport's ``mfu`` entry on CUDA (None elsewhere): FLOPs, seconds, peak, MFU, and how counted."""
     import torch
-
-    from course_lib.runtime import precision
 
     device = torch.device(device)
     if device.type != "cuda":
         return None
     flops = run_flops(kind, cfg, rows, vocab=vocab)
-    name, dtype = torch.cuda.get_device_name(device), precision(device)
+    name, dtype = torch.cuda.get_device_name(device), compute_dtype(kind, device)
     peak = peak_flops(name, dtype)
     entry = {"gpu": name, "dtype": dtype, "seconds": seconds, "flops": flops,
              "peak_flops": peak, "counted_by": "course_lib.utilisation (matmul FLOPs, no padding)"}

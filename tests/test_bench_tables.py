@@ -158,11 +158,14 @@ def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):
     run = {"device": "NVIDIA H200", "precision": "bf16 autocast (sm_90)", "wall_seconds": 400.0,
            "trainers": [{"kind": "grpo", "steps": 200, "stopped": False, "train_seconds": 61.5, "accuracy": 0.934,
                          "generated_tokens_per_second": 123456.0, "mfu": 0.00123},
+                        {"kind": "rm", "steps": 100, "stopped": False, "train_seconds": 20.0, "accuracy": None,
+                         "generated_tokens_per_second": None, "dtype": "fp32", "mfu": 0.0005},
                         {"kind": "ppo", "skipped": "12 s left of --max-seconds"}],
            "instruct_smoke": {"steps": 2, "seconds": 3.0}}
     (tmp_path / "gpu_check.json").write_text(json.dumps(run))
     text = tables.render(block, tmp_path)
     assert "unmeasured" not in text and "| grpo | 200 | 61.5 | 93.4% | 123,456 | 0.123% |" in text
+    assert "| rm | 100 | 20.0 | — | — | 0.050% (fp32) |" in text  # a trainer in another dtype says which
     assert "| ppo | skipped: 12 s left" in text and "NVIDIA H200" in text
 
 

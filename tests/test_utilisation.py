@@ -9,6 +9,8 @@ from course_lib.utilisation import (
     grpo_step_flops,
     mfu_entry,
     peak_flops,
+    ppo_step_flops,
+    reward_model_step_flops,
     run_flops,
     supervised_step_flops,
 )
@@ -56,6 +58,79 @@ def test_orpo_and_kto_step_flops_by_hand():
     assert run_flops("kto", cfg, [{}, {}], vocab=V) == 2 * (3 * 4 * 932 + 4 * 932)
 
 
+def test_reward_model_step_flops_by_hand():
+    """Sequences of 3 real tokens, all fed on (the reward is read at the last): body 24·4·3 + 8·(1+2+3) = 336,
+    scalar head 2·d·1 on 3 positions = 12. Forward + backward on chosen and rejected of 2 pairs: 3·4·348."""
+    assert reward_model_step_flops(TINY, sequence_length=3, pairs=2) == 3 * 4 * 348 == 4176
+
+
+def test_reward_model_run_flops_by_hand():
+    """Rows carry the batch's pairs and mean length; an older row without them counts the batch size and
+    the longest sample (P = 5, max_completion_length 3: 8 tokens, body 96·8 + 8·36 = 1056, head 32)."""
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(task=SimpleNamespace(digits=1), model=TINY,
+                          rm=SimpleNamespace(batch_size=4, max_completion_length=3))
+    assert run_flops("rm", cfg, [{"batch_pairs": 2, "sequence_length": 3.0}], vocab=V) == 4176
+    assert run_flops("rm", cfg, [{}], vocab=V) == 3 * 8 * (1056 + 32)
+
+
+def test_reward_model_rows_carry_what_the_count_needs():
+    """The trainer logs each step's pairs and mean real length: one-digit against two-digit answers, P = 5,
+    so every (chosen, rejected) pair averages 5 + (2 + 3)/2 = 7.5 tokens whatever the draw."""
+    import dataclasses
+
+    import torch
+
+    from course_lib.reward_model import build_reward_model, train_reward_model
+    from course_lib.task import AdditionTask
+
+    cfg = get_config("test")
+    task = AdditionTask(cfg.task)
+    pairs = [(1, 2), (2, 3), (5, 7)]
+    a_ids = task.encode_pairs(pairs, ["3", "5", "9"])[0]
+    b_ids = task.encode_pairs(pairs, ["12", "15", "13"])[0]
+    data = {"a_ids": a_ids, "b_ids": b_ids, "label": torch.tensor([True, False, True]), "n_pairs": 3}
+    torch.manual_seed(0)
+    rm = build_reward_model(cfg.model, task.tokenizer)
+    rows = train_reward_model(rm, data, dataclasses.replace(cfg.rm, steps=2), generator=torch.Generator().manual_seed(0))
+    assert [(r["batch_pairs"], r["sequence_length"]) for r in rows] == [(3, 7.5), (3, 7.5)]
+    assert run_flops("rm", cfg, rows, vocab=V) == 2 * reward_model_step_flops(cfg.model, sequence_length=7.5, pairs=3)
+
+
+def test_ppo_step_flops_by_hand():
+    """P = 2, completions of c = 2 tokens, one prompt, G = 2, one epoch.
+
+    Sampling as GRPO's group: 504. The update's forwards share no prompt and run positions 0–2 (the
+    last token is never fed on): body 216 + 120 = 336; the policy's head from position 0 on 3
+    positions: 36 → 372; the critic's scalar head on all 4 positions: 2·2·4 = 16 → 352.
+    Forward only (old policy, reference, critic): 2 · (372 + 372 + 352) = 2192; one epoch of
+    forward + backward of both: 3 · 2 · (372 + 352) = 4344.
+    """
+    args = dict(prompt_length=2, completion_length=2, prompts=1, num_generations=2)
+    assert ppo_step_flops(TINY, V, num_ppo_epochs=1, reference=True, **args) == 504 + 2192 + 4344
+    assert ppo_step_flops(TINY, V, num_ppo_epochs=1, reference=False, **args) == 504 + 2192 - 2 * 372 + 4344
+    assert ppo_step_flops(TINY, V, num_ppo_epochs=2, reference=True, **args) == 504 + 2192 + 2 * 4344
+
+
+def test_ppo_run_flops_follows_the_rows_and_the_reference():
+    """One count per row at its mean completion length; the reference forward only when kl_coef > 0 keeps one."""
+    import dataclasses
+
+    cfg = get_config("test")
+    p, P = cfg.ppo, 3 + 2 * cfg.task.digits
+    rows = [{"completion_length": 3.0}, {"completion_length": 2.5}]
+
+    def step(c, reference):
+        return ppo_step_flops(cfg.model, V, prompt_length=P, completion_length=c, prompts=p.batch_prompts,
+                              num_generations=p.num_generations, num_ppo_epochs=p.num_ppo_epochs, reference=reference)
+
+    assert p.kl_coef == 0 and run_flops("ppo", cfg, rows, vocab=V) == step(3.0, False) + step(2.5, False)
+    cfg.ppo = dataclasses.replace(p, kl_coef=0.05)
+    assert run_flops("ppo", cfg, rows, vocab=V) == step(3.0, True) + step(2.5, True)
+    assert run_flops("ppo", cfg, rows, vocab=V, reference=False) == step(3.0, False) + step(2.5, False)
+
+
 def test_run_flops_follows_the_rows():
     """Skipped steps cost only their sampling; zero-variance groups leave the update (β = 0)."""
     cfg = get_config("test")
@@ -66,7 +141,7 @@ def test_run_flops_follows_the_rows():
     expected = grpo_step_flops(cfg.model, V, prompt_length=P, completion_length=3.0, groups_sampled=4, batch_groups=4,
                                update_groups=2, num_generations=g.num_generations)
     assert one == expected and run_flops("grpo", cfg, [row, row], vocab=V) == 2 * one
-    assert run_flops("rm", cfg, [row], vocab=V) is None and run_flops("ppo", cfg, [row], vocab=V) is None
+    assert run_flops("rft", cfg, [row], vocab=V) is None  # not a pipeline trainer: not counted
 
 
 @pytest.mark.parametrize(("name", "dtype", "tflops"), [
@@ -88,7 +163,8 @@ def test_bad_precision_and_no_mfu_off_cuda():
 @pytest.mark.parametrize(("name", "capability", "dtype", "peak"), [
     ("NVIDIA H200", (9, 0), "bf16", 989e12), ("Tesla T4", (7, 5), "fp32", 8.1e12)])
 def test_the_passport_entry_on_cuda_uses_the_dtype_the_run_used(monkeypatch, name, capability, dtype, peak):
-    """Capability mocked: an H200 is measured against its bf16 peak, a T4 against fp32 (what the course runs there)."""
+    """Capability mocked: an H200 is measured against its bf16 peak, a T4 against fp32 (what the course runs there);
+    every pipeline trainer gets a number, the reward model against the fp32 peak."""
     import torch
 
     from course_lib.passport import format_passport, passport
@@ -102,4 +178,13 @@ def test_the_passport_entry_on_cuda_uses_the_dtype_the_run_used(monkeypatch, nam
     assert entry["mfu"] == pytest.approx(run_flops("grpo", cfg, [row] * 3, vocab=V) / 2.0 / peak)
     pp = passport(cfg, "grpo", device="cuda", utilisation=entry)
     assert pp["systems"]["mfu"] is entry and "mfu" in format_passport(pp)
-    assert mfu_entry("ppo", cfg, [row], 2.0, "cuda", vocab=V)["mfu"] is None  # not counted: no MFU claimed
+    ppo = mfu_entry("ppo", cfg, [row] * 3, 2.0, "cuda", vocab=V)
+    assert ppo["dtype"] == dtype and ppo["mfu"] > 0
+    assert ppo["mfu"] == pytest.approx(run_flops("ppo", cfg, [row] * 3, vocab=V) / 2.0 / peak)
+    # the reward model scores in float32 with TF32 off: measured against the fp32 peak on every device
+    rm_rows = [{"batch_pairs": 16, "sequence_length": 7.5}] * 3
+    rm = mfu_entry("rm", cfg, rm_rows, 2.0, "cuda", vocab=V)
+    fp32 = peak_flops(name, "fp32")
+    assert rm["dtype"] == "fp32" and rm["mfu"] > 0
+    assert rm["mfu"] == pytest.approx(run_flops("rm", cfg, rm_rows, vocab=V) / 2.0 / fp32)
+    assert passport(cfg, "rm", device="cuda", utilisation=rm)["systems"]["mfu"]["mfu"] == rm["mfu"]
