@@ -100,9 +100,7 @@ SOURCES: dict[str, Source] = {
     "kl_approx": Source("Schulman", "Approximating KL Divergence", "http://joschu.net/blog/kl-approx.html",
                         "the k1 / k2 / k3 estimators", lecture=False, kind="note", year=2020),
     "trl": Source("von Werra et al.", "TRL: Transformer Reinforcement Learning", "https://github.com/huggingface/trl",
-                  "the trainers the course's option names follow (GRPOTrainer, async GRPO's max_staleness, the "
-                  "vllm_importance_sampling_* correction; GRPO with tools: environment_factory)",
-                  lecture=False, kind="software", year=2020),
+                  "the trainers whose option names the course follows", lecture=False, kind="software", year=2020),
     "verl": Source("verl", "verl: Volcano Engine Reinforcement Learning for LLMs", "https://github.com/verl-project/verl",
                    "rollout workers, asynchronous and one-step-off training", kind="software", year=2026),
     "nemo_rl": Source("NVIDIA", "NeMo RL", "https://github.com/NVIDIA-NeMo/RL",

@@ -95,10 +95,14 @@ for row, ((year, month), key) in enumerate(entries):
     style = "<" if early else {"paper": "o", "note": "s", "software": "D"}[source.kind]
     x = max(x, 2015.1)
     ax.plot(x, row, style, color="C0" if source.lecture else "C1", ms=6)
-    ax.text(x + 0.15, row, f"{source.authors}{f' ({year})' if early else ''}: {source.idea}", va="center", fontsize=8)
+    label = f"{source.authors}{f' ({year})' if early else ''}: {source.idea}"
+    right = x > 2021  # late entries write their label to the left of the marker, where the years are free
+    room = int(12 * ((x - 2015.2) if right else (2027.2 - x - 0.15)))  # about 12 characters per year at this size
+    label = label if len(label) <= room else label[:room - 1] + "…"
+    ax.text(x - 0.15 if right else x + 0.15, row, label, va="center", ha="right" if right else "left", fontsize=8)
 ax.set_yticks([])
 ax.set_ylim(len(entries), -1)
-ax.set_xlim(2015, 2030.8)
+ax.set_xlim(2015, 2027.2)
 ax.set_xticks(range(2015, 2027))
 ax.set_xlabel("year (arXiv month for papers; year alone for software, notes and the pre-2015 foundations)")
 ax.set_title("The methods of the course in time")

@@ -18,7 +18,8 @@ from course_lib.pipeline import build_policy, run
 from course_lib.runtime import Interrupted, clear_stop, load_checkpoint, request_stop
 
 STAGES = "sft,grpo,rft:steps=2,grpo:steps=2:temperature=1.2"
-TIMES = ("seconds", "rl_seconds", "update_seconds", "gen_seconds", "other_seconds", "tokens_per_second", "cpu_seconds")
+TIMES = ("seconds", "rl_seconds", "update_seconds", "gen_seconds", "other_seconds", "tokens_per_second", "cpu_seconds",
+         "gen_cpu_seconds", "update_cpu_seconds")
 
 
 def rows(path):

@@ -175,7 +175,8 @@ def test_gpu_check_budget_stops_a_trainer_at_a_step_boundary(tmp_path):
     spec = util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
     gpu_check = util.module_from_spec(spec)
     spec.loader.exec_module(gpu_check)
-    r = gpu_check.trainer_run("sft", get_config("test"), tmp_path, device="cpu", budget=0.001, peak=None)
+    r = gpu_check.trainer_run("sft", get_config("test"), tmp_path, device="cpu", budget=0.001, peak=None,
+                              dtype="fp32")
     assert r["stopped"] and 1 <= r["steps"] < get_config("test").sft.steps and not runtime.stop_requested()
     with pytest.raises(SystemExit):
         gpu_check.main(["--device", "cpu", "--max-seconds", "0"])
