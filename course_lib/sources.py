@@ -10,7 +10,7 @@ Simplifications, said out loud:
   places it in, and marked ``kind="software"``.
 - ``lecture=True`` marks the nineteen sources the lecture lists; the others are the course's own
   additions for methods it implements or names (Bradley–Terry, REINFORCE, PPO, GAE, best-of-N,
-  over-optimisation, rejection-sampling fine-tuning, the KL estimators, GSPO, CISPO, TRL, RLAIF's judge
+  over-optimisation, rejection-sampling fine-tuning, the KL estimators, GSPO, CISPO, TR-DPO, TRL, RLAIF's judge
   and its measured biases) and for claims its notebooks test (STaR, what RL amplifies in a base model).
 - A source without an arXiv identifier links to its DOI (or its repository) and states its year.
 """
@@ -71,6 +71,8 @@ SOURCES: dict[str, Source] = {
                    "https://arxiv.org/abs/2402.14740", "the leave-one-out baseline"),
     "orpo": Source("Hong et al.", "ORPO: Monolithic Preference Optimization without Reference Model",
                    "https://arxiv.org/abs/2403.07691", "SFT and an odds-ratio preference term in one stage"),
+    "tr_dpo": Source("Gorbatovski et al.", "Learn Your Reference Model for Real Good Alignment (TR-DPO)",
+                     "https://arxiv.org/abs/2404.09656", "refreshing the reference model during training", lecture=False),
     "simpo": Source("Meng et al.", "SimPO: Simple Preference Optimization with a Reference-Free Reward",
                     "https://arxiv.org/abs/2405.14734", "length-normalised, reference-free margins"),
     "tulu3": Source("Lambert et al.", "Tülu 3: Pushing Frontiers in Open Language Model Post-Training",

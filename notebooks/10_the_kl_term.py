@@ -477,7 +477,7 @@ except ValueError as refused:
 # | | π_old | π_ref |
 # |---|---|---|
 # | what it is | the policy that sampled the current batch | a frozen copy, usually the SFT model |
-# | refreshed | every rollout (each step); equal to π_θ on the first inner epoch | never, in this course; TRL's `sync_ref_model` (from TR-DPO) mixes the policy into it every `ref_model_sync_steps` |
+# | refreshed | every rollout (each step); equal to π_θ on the first inner epoch | never, in this course; TRL's `sync_ref_model` (from TR-DPO, [Gorbatovski et al. 2024](https://arxiv.org/abs/2404.09656)) mixes the policy into it every `ref_model_sync_steps` |
 # | where it enters | the ratio ρ = π_θ/π_old inside the clipped surrogate | the KL penalty, weight β |
 # | time scale | one batch | the whole run |
 #

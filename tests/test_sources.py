@@ -63,7 +63,7 @@ METHODS = {
     r"over-?optimi[sz]ation|reward hacking": "gao2022", r"\bRFT\b|[Rr]ejection-sampling fine-tuning": "rft",
     r"\bRLVR\b": "tulu3", r"\bTRL\b": "trl", r"Constitutional AI": "constitutional_ai", r"\bverl\b": "verl",
     r"NeMo RL": "nemo_rl", r"NeMo Gym": "nemo_gym", r"Secretly DPO": "it_takes_two",
-    r"Advantage Is Biased": "biased_advantage",
+    r"Advantage Is Biased": "biased_advantage", r"\bTR-DPO\b": "tr_dpo",
 }
 COURSE = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py") if p.stem != "00_start_here")
 LINK = re.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
