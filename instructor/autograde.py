@@ -3,7 +3,9 @@
 Steps, each visible in the report:
 1. Sandbox check. Student code runs in bubblewrap (instructor/sandbox_kernel.py), which shows the
    kernel only the Python environment and system libraries. Before grading, a probe runs through
-   the same sandbox and must see nothing but that allow-list. Without a working sandbox this refuses
+   the same sandbox (with its seccomp filter) and must see nothing but that allow-list; the report's
+   `Sandbox:` line says whether a cgroup caps each kernel's memory (else: per process only, and why)
+   and which seccomp filter applies (instructor/sandbox_limits.py). Without a working sandbox this refuses
    to run unless COURSE_ALLOW_UNSANDBOXED=1 (then submissions run with your rights).
 2. Which students: new ones and those whose submission (or the assignment's checks, release or
    solutions) changed since they were last graded; ``--student ID`` (``make autograde STUDENT=ID``)
