@@ -3,7 +3,9 @@
 Steps, each visible in the report:
 1. Sandbox check. Student code runs in bubblewrap (instructor/sandbox_kernel.py), which shows the
    kernel only the Python environment and system libraries. Before grading, a probe runs through
-   the same sandbox and must see nothing but that allow-list. Without a working sandbox this refuses
+   the same sandbox (with its seccomp filter) and must see nothing but that allow-list; the report's
+   `Sandbox:` line says whether a cgroup caps each kernel's memory (else: per process only, and why)
+   and which seccomp filter applies (instructor/sandbox_limits.py). Without a working sandbox this refuses
    to run unless COURSE_ALLOW_UNSANDBOXED=1 (then submissions run with your rights).
 2. Which students: new ones and those whose submission (or the assignment's checks, release or
    solutions) changed since they were last graded; ``--student ID`` (``make autograde STUDENT=ID``)
@@ -50,7 +52,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from instructor import deadlines, lab_grading, sandbox_kernel
+from instructor import deadlines, lab_grading, sandbox_kernel, sandbox_limits
 from instructor.scan import scan_submissions
 from instructor.submission import file_hashes, stage
 
@@ -86,8 +88,7 @@ def probe_sandbox(root: Path, sandbox_tmp: str) -> tuple[bool, str]:
         allowed = sorted({Path(p).parts[1] for p in sandbox_kernel.allowed_paths()} | {"dev", "proc", "tmp"})
         probe = ("import os, json, ipykernel; "
                  f"print(json.dumps([os.path.exists({str(root / 'nbgrader_config.py')!r}), sorted(os.listdir('/'))]))")
-        cmd = sandbox_kernel.bwrap_command([sys.executable, "-c", probe])
-        out = subprocess.run(cmd, env=sandbox_kernel.sandbox_env(), capture_output=True, text=True, timeout=120)
+        out = sandbox_kernel.run([sys.executable, "-c", probe], timeout=120)  # with the seccomp filter
     except (RuntimeError, OSError, KeyError, subprocess.SubprocessError) as err:
         return False, str(err)
     if out.returncode != 0:
@@ -99,7 +100,9 @@ def probe_sandbox(root: Path, sandbox_tmp: str) -> tuple[bool, str]:
     if sees_course or not set(top) <= set(allowed):
         return False, f"the sandbox shows more than the allow-list: {top}"
     who = "under a user id of its own, no network (you are root)" if os.geteuid() == 0 else "in a user namespace, no network"
-    return True, f"bubblewrap {who}; the kernel sees only /{', /'.join(top)}"
+    _, memory = sandbox_limits.cgroup_support()
+    _, seccomp = sandbox_limits.seccomp_program()
+    return True, f"bubblewrap {who}; {memory}; {seccomp}; the kernel sees only /{', /'.join(top)}"
 
 
 def write_kernelspec() -> str:

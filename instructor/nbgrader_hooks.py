@@ -42,7 +42,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode
 
-from instructor import grading, lab_grading, sandbox_kernel
+from instructor import grading, lab_grading, sandbox_kernel, sandbox_limits
 
 STATE = "course_grading"  # key in nbconvert's resources shared by the three preprocessors
 
@@ -121,11 +121,14 @@ class SandboxedExecute(Execute):
         self._cell_timeout = self.timeout
         self._output_bytes: dict[int, int] = {}
         resources.setdefault(STATE, {}).setdefault("not_run", {})
+        self._ipc = None
         try:
             return super().preprocess(nb, resources, km=km)
         finally:
             spent = SandboxedExecute._spent.get(self._student, 0.0) + time.monotonic() - start
             SandboxedExecute._spent[self._student] = spent
+            if self._ipc:  # a launcher that was killed could not remove its kernel's cgroup
+                sandbox_limits.release(self._ipc)
 
     def create_kernel_manager(self):
         """The sandbox has no network: its kernel talks over Unix sockets (see sandbox_kernel.py)."""
@@ -133,7 +136,12 @@ class SandboxedExecute(Execute):
         if os.environ.get("COURSE_SANDBOX_KERNEL"):
             folder = tempfile.mkdtemp(prefix="ipc-", dir=os.environ.get("COURSE_SANDBOX_TMP") or None)
             km.transport, km.ip = "ipc", os.path.join(folder, "kernel")
+            self._ipc = km.ip
         return km
+
+    def _over_memory(self) -> str | None:
+        """Why the kernel's cgroup stopped a process for memory (sandbox_limits), or None."""
+        return sandbox_limits.memory_cap_reached(self._ipc) if getattr(self, "_ipc", None) else None
 
     def _budget_text(self) -> str:
         if self._budget == "student":
@@ -191,7 +199,9 @@ class SandboxedExecute(Execute):
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
-            self._stop(f"the kernel died in cell {label} (os._exit, a crash or the memory limit)")
+            memory = self._over_memory()
+            self._stop(f"the kernel was stopped in cell {label}: {memory}" if memory else
+                       f"the kernel died in cell {label} (os._exit, a crash or the memory limit)")
             not_run[index] = f"not run: {self._stop_reason}"
             return cell, resources
         except CellTimeoutError:  # nbclient gives up waiting for the interrupted cell's output
@@ -201,6 +211,11 @@ class SandboxedExecute(Execute):
         finally:
             self.timeout = self._cell_timeout
             self._stop_strays()
+        memory = self._over_memory()
+        if memory:  # one of its processes was stopped: the kernel's state is not to be trusted
+            self._stop(f"the kernel was stopped after cell {label}: {memory}")
+            not_run[index] = f"stopped: {self._stop_reason}"
+            return cell, self.resources
         timed_out = any(o.get("ename") == "CellTimeoutError" for o in cell.outputs if o.output_type == "error")
         if timed_out and not self._answers_after_interrupt(cell, index):
             self._stop(f"cell {label} ignored the interrupt after the time limit; the kernel was stopped")

@@ -31,11 +31,14 @@ library is installed in editable mode, so ``import course_lib`` fails in there t
 asks students not to use it). What one cell may print is capped in bytes by
 ``SandboxedExecute.max_output_bytes`` (instructor/nbgrader_hooks.py), outside the sandbox.
 
-Simplifications said out loud: no seccomp filter; memory is capped per process (RLIMIT_AS), not
-per kernel (no cgroup), so a kernel's processes together may use up to NPROC times that, and the
-tmpfs counts towards the machine's memory; as a non-root instructor the process cap is added to
-the processes the instructor already runs (the same user id). The kernel starts in an empty
-directory, which is fine for this assignment (it reads no data files).
+- a cgroup of its own per kernel (memory of all its processes together, tmpfs included, and their
+  number) and a seccomp filter: instructor/sandbox_limits.py. Where cgroups cannot be written the
+  per-process limits above are all there is (``make autograde``'s report says so).
+
+Simplifications said out loud: without a cgroup, a kernel's processes together may use up to NPROC
+times the per-process memory, and as a non-root instructor the process cap is added to the processes
+the instructor already runs (the same user id). The kernel starts in an empty directory, which is
+fine for this assignment (it reads no data files).
 """
 
 from __future__ import annotations
@@ -46,10 +49,16 @@ import re
 import resource
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+
+try:
+    from instructor import sandbox_limits
+except ImportError:  # run as the kernelspec's command (a script): this file's folder is on sys.path
+    import sandbox_limits
 
 INSIDE = "/tmp/work"  # the kernel's working directory, on the sandbox's size-limited tmpfs
 IPC_NAME = ".kernel-ipc"  # the kernel's sockets: INSIDE/.kernel-ipc-PORT
@@ -112,12 +121,13 @@ def sandbox_uid() -> int:
 
 
 def bwrap_command(argv: list[str], files: dict[str, int] | None = None, info_fd: int | None = None,
-                  uid: int | None = None) -> list[str]:
+                  uid: int | None = None, seccomp_fd: int | None = None) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in the sandbox described above.
 
     ``files`` ({path inside: readable file descriptor}) are copied into the sandbox, read-only;
     ``info_fd`` receives bubblewrap's JSON (the sandboxed process's pid); ``uid`` (root only) is
-    the user the command runs as (default: ``sandbox_uid()``).
+    the user the command runs as (default: ``sandbox_uid()``); ``seccomp_fd`` holds the seccomp
+    filter (sandbox_limits.seccomp_fd). ``popen`` passes the descriptors and the limits too.
     """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -133,6 +143,8 @@ def bwrap_command(argv: list[str], files: dict[str, int] | None = None, info_fd:
     cmd += ["--chdir", INSIDE, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
     if info_fd is not None:
         cmd += ["--info-fd", str(info_fd)]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     if os.geteuid() == 0:
         uid = sandbox_uid() if uid is None else uid
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
@@ -170,6 +182,38 @@ def set_limits() -> None:
     for limit, value in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc),
                          (resource.RLIMIT_FSIZE, 64 * 2**20), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(limit, (value, value))
+
+
+def popen(argv: list[str], files: dict[str, int] | None = None, info_fd: int | None = None,
+          cgroup: sandbox_limits.KernelCgroup | None = None, seccomp: bool = True, **kwargs) -> subprocess.Popen:
+    """Start ``argv`` in the sandbox: bubblewrap's line, the minimal environment, the per-process
+    limits, the seccomp filter (unless ``seccomp=False``) and, if given, the kernel's ``cgroup``."""
+    filter_fd = sandbox_limits.seccomp_fd() if seccomp else None
+    cmd = bwrap_command(argv, files=files, info_fd=info_fd, seccomp_fd=filter_fd)
+    fds = {*(files or {}).values(), info_fd, filter_fd} - {None}
+
+    def enter() -> None:
+        if cgroup is not None:
+            cgroup.join()
+        set_limits()
+
+    try:
+        return subprocess.Popen(cmd, env=sandbox_env(), pass_fds=tuple(fds), preexec_fn=enter, **kwargs)  # noqa: PLW1509
+    finally:
+        if filter_fd is not None:
+            os.close(filter_fd)
+
+
+def run(argv: list[str], timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    """``popen`` to the end, output captured as text (the probe and the tests)."""
+    proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _processes_of(uid: int) -> int:
@@ -263,18 +307,39 @@ def main(args: list[str]) -> None:
     info_r, info_w = os.pipe()
     kernel_json = os.path.join(INSIDE, "kernel.json")
     argv = [sys.executable, "-c", KERNEL_START, "-f", kernel_json, *extra]
-    cmd = bwrap_command(argv, files={kernel_json: kernel_r}, info_fd=info_w)
-    proc = subprocess.Popen(cmd, env=sandbox_env(), pass_fds=(kernel_r, info_w), preexec_fn=set_limits)  # noqa: PLW1509
-    os.close(info_w)
-    os.close(kernel_r)
-    root = f"/proc/{_child_pid(info_r)}/root"
-    for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
-        # the client connects where the connection file says; the socket is in the sandbox's tmpfs
-        link = f"{outside}-{info[key]}"
-        if os.path.lexists(link):
-            os.unlink(link)
-        os.symlink(f"{root}{INSIDE}/{IPC_NAME}-{info[key]}", link)
-    sys.exit(proc.wait())
+    cgroup = _kernel_cgroup(outside)
+    # a terminate (jupyter_client's second step of a shutdown) still removes the cgroup
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    status = 1
+    try:
+        proc = popen(argv, files={kernel_json: kernel_r}, info_fd=info_w, cgroup=cgroup)
+        os.close(info_w)
+        os.close(kernel_r)
+        root = f"/proc/{_child_pid(info_r)}/root"
+        for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
+            # the client connects where the connection file says; the socket is in the sandbox's tmpfs
+            link = f"{outside}-{info[key]}"
+            if os.path.lexists(link):
+                os.unlink(link)
+            os.symlink(f"{root}{INSIDE}/{IPC_NAME}-{info[key]}", link)
+        status = proc.wait()
+    finally:
+        if cgroup is not None:  # what happened is recorded before the cgroup goes (the hook reads it)
+            sandbox_limits.write_record(outside, {**cgroup.describe(), "oom_kills": cgroup.oom_kills()})
+            cgroup.remove()
+    sys.exit(status)
+
+
+def _kernel_cgroup(outside: str) -> sandbox_limits.KernelCgroup | None:
+    """This kernel's cgroup (sandbox_limits), described next to its sockets; None where cgroups
+    cannot be used (the per-process limits remain; ``make autograde``'s probe reports it)."""
+    sandbox_limits.remove_stale()
+    try:
+        cgroup = sandbox_limits.KernelCgroup.create(f"{sandbox_limits.PREFIX}{os.getpid()}")
+    except sandbox_limits.CgroupUnavailable:
+        return None
+    sandbox_limits.write_record(outside, cgroup.describe())
+    return cgroup
 
 
 if __name__ == "__main__":

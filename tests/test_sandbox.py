@@ -8,12 +8,16 @@ through the whole grading pipeline. bubblewrap is required (as in CI): without i
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import socket
+import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -21,19 +25,18 @@ from conftest import ROOT
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from instructor import sandbox_kernel  # noqa: E402
+from instructor import sandbox_kernel, sandbox_limits  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 
-def _sandboxed(code: str, env: dict[str, str] | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
-    """``python -c code`` in the sandbox, with the kernel's limits (``set_limits``)."""
+def _sandboxed(code: str, env: dict[str, str] | None = None, timeout: int = 300, **kwargs) -> subprocess.CompletedProcess:
+    """``python -c code`` in the sandbox, with the kernel's limits and seccomp filter (``sandbox_kernel.run``;
+    ``kwargs``: its ``cgroup`` or ``seccomp=False``)."""
     old = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
     try:
-        return subprocess.run(sandbox_kernel.bwrap_command([sys.executable, "-c", code]),
-                              env=sandbox_kernel.sandbox_env(), capture_output=True, text=True, timeout=timeout,
-                              preexec_fn=sandbox_kernel.set_limits)  # noqa: PLW1509
+        return sandbox_kernel.run([sys.executable, "-c", code], timeout=timeout, **kwargs)
     finally:
         for key, value in old.items():
             if value is None:
@@ -145,10 +148,191 @@ def test_a_kernel_over_unix_sockets_and_its_cells_leave_no_process_behind(tmp_pa
         time.sleep(1)
         assert sandbox_kernel.stray_processes(launcher) == []
         assert client.execute_interactive("1 + 1", timeout=60)["content"]["status"] == "ok"  # the kernel lives
+        cgroup = sandbox_limits.read_record(km.ip)  # its cgroup holds the kernel, where cgroups work here
+        if sandbox_limits.cgroup_support()[0]:
+            assert cgroup and all(os.path.isdir(d) for d in cgroup["dirs"]), cgroup
+            inside = sandbox_limits.KernelCgroup.from_description(cgroup).processes()
+            assert launcher not in inside and len(inside) >= 3, inside  # bubblewrap, its init, the kernel
     finally:
         client.stop_channels()
-        km.shutdown_kernel(now=True)
+        km.shutdown_kernel(now=False)  # a shutdown request: the launcher removes the cgroup
+    if cgroup:
+        after = sandbox_limits.read_record(km.ip)
+        assert after["oom_kills"] == 0 and not any(os.path.exists(d) for d in after["dirs"]), after
     printed = "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
     cwd, uid = printed.split()
     assert cwd == sandbox_kernel.INSIDE and (os.geteuid() != 0 or int(uid) >= sandbox_kernel.FIRST_UID)
 
+
+
+# ------------------------------------------------------------------ a cgroup per kernel (sandbox_limits)
+
+def _cgroup(tag: str, **limits) -> sandbox_limits.KernelCgroup:
+    try:
+        return sandbox_limits.KernelCgroup.create(f"{sandbox_limits.PREFIX}test-{os.getpid()}-{tag}", **limits)
+    except sandbox_limits.CgroupUnavailable as err:  # the fallback is tested below
+        pytest.skip(f"cgroups cannot be used here: {err}")
+
+
+MEMORY_HOG = '''
+import json, os, time
+kids = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        block = b"x" * (MB * 2**20)  # written, so it counts
+        time.sleep(3)
+        os._exit(0)
+    kids.append(pid)
+ends = [os.waitpid(pid, 0)[1] for pid in kids]
+print(json.dumps([os.WTERMSIG(s) if os.WIFSIGNALED(s) else -os.WEXITSTATUS(s) for s in ends]))
+'''
+
+
+def test_a_kernels_processes_share_one_memory_cap_and_the_next_kernel_starts_clean():
+    """Four children of 120 MB each, every one under the 256 MB per-process limit, are 480 MB
+    together: over the 300 MB cap of their cgroup, the OOM killer stops at least one. The next
+    cgroup, whose children stay under the cap, loses nothing; both are removed afterwards."""
+    limits = {"COURSE_SANDBOX_MEM_MB": "256"}
+    first = _cgroup("hog", memory_mb=300)
+    try:
+        ends = _last_json(_sandboxed(MEMORY_HOG.replace("MB", "120"), limits, cgroup=first))
+        assert ends.count(9) >= 1 and first.oom_kills() >= 1, (ends, first.oom_kills())
+    finally:
+        first.remove()
+    assert not any(os.path.exists(d) for d in first.dirs)
+    second = _cgroup("next", memory_mb=300)
+    try:
+        ends = _last_json(_sandboxed(MEMORY_HOG.replace("MB", "40"), limits, cgroup=second))
+        assert ends == [0, 0, 0, 0] and second.oom_kills() == 0, ends
+    finally:
+        second.remove()
+    alone = _last_json(_sandboxed(MEMORY_HOG.replace("MB", "120"), limits))  # no cgroup: nothing stops them
+    assert alone == [0, 0, 0, 0], alone
+
+
+def test_the_cgroup_caps_processes_even_when_the_per_process_limit_would_not():
+    code = '''
+import json, os, time
+children = 0
+try:
+    while children < 500:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        children += 1
+except OSError as err:
+    print(json.dumps([children, type(err).__name__]), flush=True)
+    os._exit(0)
+'''
+    group = _cgroup("pids", pids=20)
+    try:
+        children, error = _last_json(_sandboxed(code, {"COURSE_SANDBOX_NPROC": "1000"}, cgroup=group))
+    finally:
+        group.remove()
+    assert error == "BlockingIOError" and 0 < children < 20
+
+
+def test_without_writable_cgroups_the_sandbox_says_it_falls_back_to_per_process_limits(tmp_path):
+    usable, line = sandbox_limits.cgroup_support(root=str(tmp_path))  # no cgroup file system there
+    assert not usable and "memory capped per process only" in line and "cgroup v1: no memory" in line, line
+    assert "cgroup v2: not mounted" in line, line
+    (tmp_path / "cgroup.controllers").write_text("cpu io\n")  # cgroup v2 without memory and pids delegated
+    with pytest.raises(sandbox_limits.CgroupUnavailable, match=r"not delegated .*\(it has: cpu io\)"):
+        sandbox_limits.KernelCgroup.create("course-kernel-x", root=str(tmp_path))
+    assert not (tmp_path / "course-kernel-x").exists()
+
+
+# ------------------------------------------------------------------ the seccomp filter (sandbox_limits)
+
+def _filter(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
+    """What the kernel would do with one system call: a classic-BPF interpreter for the opcodes the
+    filter uses, over a struct seccomp_data."""
+    data = struct.pack("=iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    ops = [struct.unpack_from("=HBBI", program, i) for i in range(0, len(program), 8)]
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = ops[pc]
+        if code == 0x06:
+            return k
+        if code == 0x20:
+            acc, pc = struct.unpack_from("=I", data, k)[0], pc + 1
+            continue
+        taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+        pc += 1 + (jt if taken else jf)
+
+
+def _header_numbers(path: str, prefixes: tuple[str, ...]) -> dict[str, int]:
+    text = Path(path).read_text()
+    return {m.group(2): int(m.group(3)) for m in re.finditer(rf"#define __NR({'|'.join(prefixes)})_?(\w+)\s+(\d+)\b", text)}
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_filter_refuses_the_deny_list_and_allows_the_rest(machine):
+    program, line = sandbox_limits.seccomp_program(machine)
+    arch, column = sandbox_limits.AUDIT_ARCH[machine], ["x86_64", "aarch64"].index(machine)
+    eperm, allow = 0x50000 | errno.EPERM, 0x7FFF0000
+    assert machine in line and program is not None
+    for name, numbers in sandbox_limits.DENIED.items():
+        assert _filter(program, arch, numbers[column]) == eperm, name
+    ordinary = {"x86_64": [0, 1, 9, 257, 231, 202], "aarch64": [63, 64, 222, 56, 94, 98]}[machine]  # read, write, mmap, openat, exit_group, futex
+    assert all(_filter(program, arch, nr) == allow for nr in ordinary)
+    clone = sandbox_limits.CLONE[machine]
+    assert _filter(program, arch, clone, 0x11) == allow  # fork: SIGCHLD as the exit signal
+    assert _filter(program, arch, clone, 0x003D0F00) == allow  # a thread (CLONE_VM | CLONE_THREAD | ...)
+    assert _filter(program, arch, clone, 0x10000011) == eperm  # into a new user namespace
+    assert _filter(program, arch, 435) == 0x50000 | errno.ENOSYS  # clone3: the C library falls back to clone
+    assert _filter(program, 0x40000003, 101) == 0x80000000  # another architecture's calling convention (i386)
+    if machine == "x86_64":
+        assert _filter(program, arch, 0x40000000 | 101) == 0x80000000  # x32
+    # the numbers are the kernel's, where this machine has its headers
+    header = {"x86_64": ("/usr/include/x86_64-linux-gnu/asm/unistd_64.h", ("",)),
+              "aarch64": ("/usr/include/asm-generic/unistd.h", ("", "3264"))}[machine]
+    if os.path.exists(header[0]):
+        known = _header_numbers(*header)
+        table = {**{n: v[column] for n, v in sandbox_limits.DENIED.items()}, "clone": clone, "clone3": 435}
+        assert {n: known.get(n) for n in table} == table
+
+
+def test_an_unknown_architecture_gets_no_filter_and_says_so():
+    program, line = sandbox_limits.seccomp_program("riscv64")
+    assert program is None and "no seccomp filter" in line and "'riscv64' is not supported" in line
+
+
+SYSCALLS = '''
+import ctypes, errno, json, os, subprocess, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, *args):
+    result = getattr(libc, name)(*args)
+    return [result, errno.errorcode.get(ctypes.get_errno()) if result == -1 else None]
+out = {"ptrace": call("ptrace", 0, 0, None, None),  # PTRACE_TRACEME
+       "unshare": call("unshare", 0x10000000),  # CLONE_NEWUSER
+       "personality": call("personality", ctypes.c_uint(0xFFFFFFFF))}
+clone = call("syscall", *map(ctypes.c_long, (CLONE, 0x10000000 | 17, 0, 0, 0, 0)))
+if clone[0] == 0:
+    os._exit(0)
+out["clone_newuser"] = clone
+thread = threading.Thread(target=lambda: None)
+thread.start()
+thread.join()
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+out["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+out["subprocess"] = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True).stdout.strip()
+print(json.dumps(out))
+'''
+
+
+def test_the_filter_in_the_sandbox_refuses_ptrace_and_namespaces_and_python_still_works():
+    machine = os.uname().machine
+    if sandbox_limits.seccomp_program()[0] is None:
+        pytest.skip(f"no seccomp filter for {machine}")
+    code = SYSCALLS.replace("CLONE", str(sandbox_limits.CLONE[machine]))
+    seen = _last_json(_sandboxed(code))
+    assert seen["ptrace"] == seen["unshare"] == seen["personality"] == seen["clone_newuser"] == [-1, "EPERM"], seen
+    assert seen["fork"] == 7 and seen["subprocess"] == "42", seen
+    # what the filter takes away (only these two calls: once traced, the process is no use for more)
+    control = code.split("clone = ")[0] + "print(json.dumps(out))\n"
+    unfiltered = _last_json(_sandboxed(control, seccomp=False))
+    assert unfiltered["ptrace"] == [0, None] and unfiltered["personality"][1] is None, unfiltered
