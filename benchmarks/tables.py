@@ -44,8 +44,11 @@ def load(name: str, results: Path = RESULTS) -> dict:
 def save(name: str, command: list[str], runs: list[dict], results: Path = RESULTS, **meta) -> Path:
     """Write ``results/<name>.json``: the runs, the command line and the git commit they ran at
     (read when this module was first imported, i.e. when the benchmark started)."""
+    import torch  # the CPU kernel set changes the rounding, so a run's numbers depend on it
+
     path = results / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
+    meta.setdefault("cpu_kernels", torch.backends.cpu.get_cpu_capability())
     path.write_text(json.dumps({"benchmark": name, "command": " ".join(command), "commit": COMMIT_AT_START, **meta,
                                 "seeds": sorted({r["seed"] for r in runs}), "runs": runs}, indent=1) + "\n")
     return path

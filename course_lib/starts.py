@@ -7,7 +7,7 @@ calls load it.
 
 The cache can never serve a stale start: a file's name is a hash of everything that decides its
 weights — the task, model and SFT sections of the config, the SFT step count, the gradient-clip
-norm, the seed, torch's version and the source of every module the SFT stage runs. Change any of
+norm, the seed, torch's version and CPU kernel set, and the source of every module the SFT stage runs. Change any of
 them and a new start is trained. Builds are atomic (a temporary file in the cache folder, then
 ``os.replace``), and a lock file makes a second process that asks for the same start at the same
 time wait for the first and read its file, so two notebooks or two test workers can ask at once.
@@ -57,8 +57,13 @@ def cache_dir() -> Path:
 
 
 def code_version() -> str:
-    """A hash of torch's version and the source of every module in ``SOURCES``."""
+    """A hash of torch's version, its CPU kernel set and the source of every module in ``SOURCES``.
+
+    The kernel set (``torch.backends.cpu.get_cpu_capability()``: "AVX2", "AVX512", …) is part of the
+    key because it changes the rounding: the same code trained the ``cpu`` config's seed-0 start to
+    56.6% held-out with AVX2 kernels and to 51.2% with AVX-512 ones."""
     digest = hashlib.sha256(torch.__version__.encode())
+    digest.update(torch.backends.cpu.get_cpu_capability().encode())
     here = Path(__file__).resolve().parent
     for name in SOURCES:
         digest.update((here / f"{name}.py").read_bytes())
