@@ -473,6 +473,7 @@ def async_sweep(results: Path = RESULTS) -> str:
               "this sweep had)" if data.get("config_steps") and data["config_steps"] != data["steps"] else ""))
     text = ("\n".join(lines) + f"\n\nSeeds {', '.join(map(str, data['seeds']))}, {budget}, `{data['config']}` config"
             + (f"; SFT start per seed {' / '.join(pct(starts[s]) for s in sorted(starts))}" if starts else "")
+            + (f" ({data['sft_start']})" if data.get("sft_start") else "")
             + ". Mismatch KL is KL(π_behaviour ‖ π_old) per sampled token, ESS the behaviour weights' effective sample "
             "size as a share, the masked share the tokens whose completion left the band [0, 3] (`sequence_mask`); "
             "each is the mean over a run's steps, then the median over seeds. With the correction off they are "

@@ -107,6 +107,8 @@ def main(argv=None) -> None:
                         help="also record held-out accuracy every N steps (default: only at the end)")
     parser.add_argument("--without-correction", action="store_true", help="also run each K without the correction")
     parser.add_argument("--sft-checkpoint", default=None, help="one SFT policy for every seed (default: each seed's shared start)")
+    parser.add_argument("--sft-seed", type=int, default=None,
+                        help="the shared SFT start of this seed for every seed (the seeds then vary the RL runs only)")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
     cfg = get_config(args.config)
@@ -116,10 +118,12 @@ def main(argv=None) -> None:
     command = ["tinygpt_async.py", *(sys.argv[1:] if argv is None else argv)]
     meta = {"config": args.config, "steps": steps, "config_steps": cfg.grpo.steps, "torch": torch.__version__,
             "machine": platform.platform(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-            "planned_runs": len(settings) * len(args.seeds)}
+            "planned_runs": len(settings) * len(args.seeds),
+            "sft_start": ("one checkpoint for every seed" if args.sft_checkpoint else "each seed's own shared start"
+                          if args.sft_seed is None else f"seed {args.sft_seed}'s shared start for every seed")}
     runs = []
     for seed in args.seeds:
-        weights, start = sft_weights(cfg, seed, args.sft_checkpoint)
+        weights, start = sft_weights(cfg, seed if args.sft_seed is None else args.sft_seed, args.sft_checkpoint)
         task = AdditionTask(cfg.task)
         for K, correction in settings:
             r = {**one_run(cfg, task, weights, seed, K, correction, steps, args.eval_every), "sft_accuracy": start}
