@@ -372,15 +372,45 @@ print(f"K = 4's mismatch KL peaked at {kl_peak:.3f} per token at step {kl_step} 
       f"its mean over the run was {kl4:.3f}.")
 
 # %% [markdown]
-# A loop that acts on a signal K steps old is a delayed feedback loop: the larger the step size times the
-# delay, the further it can overshoot before the signal catches up. Two consequences for reading these runs.
-# First, a stale run's accuracy at the last step depends on where in its swing it stopped, and which samples
-# it drew decides that: one seed's final number says little, since another seed, or another SFT start, draws
-# other samples and can stop at another point of its swing. The README's sweep gives three seeds. Second, the
-# correction reweights, it does not re-sample: it can only reweight what the stale sampler drew, and where the
-# last K updates moved probability onto answers the old sampler rarely wrote there is little to weight (and a
-# completion whose ratio exceeds C_max is masked). What shortens the delay is a smaller K — which is why every
-# engine in section 6 bounds it, and verl's one-step-off recipe is K = 1.
+# A loop that acts on a signal K steps old is a delayed feedback loop: each update is chosen from where the
+# policy was K steps ago, so the loop keeps pushing in a direction for K steps after it stopped paying, and
+# the larger each step, the further it overshoots before the signal catches up. If that is what happened
+# above, the same lag with smaller steps should swing less.
+
+# %%
+LR = cfg.grpo.learning_rate
+predict(f"K = 4 again, the same seed and steps, with a quarter of the learning rate ({LR / 4:g} instead of {LR:g}). "
+        "What happens to the swing?",
+        ["the same swing, only four times slower", "it shrinks: the same delay with smaller steps overshoots less",
+         "nothing is learned: the steps are too small for 40 updates"],
+        "it shrinks: the same delay with smaller steps overshoots less",
+        "Between two fresh signals the policy moves K steps' worth; with steps four times smaller, it moves a "
+        "quarter as far in the wrong direction. The cell prints whether the run fell below its start, and how far "
+        "it got, against the K = 4 run at the full learning rate.")
+
+# %%
+runs["K = 4, lr / 4"] = rl_run(max_staleness=4, learning_rate=LR / 4)
+table["K = 4, lr / 4"] = summarise("K = 4, lr / 4")
+paths["K = 4, lr / 4"] = slow = path_of("K = 4, lr / 4")
+print(f"{'K = 4, lr / 4':22} start {baseline['accuracy']:.1%} → lowest {slow['low']:.1%} (step {slow['low_step']}), "
+      f"highest {slow['high']:.1%} (step {slow['high_step']}), final {slow['final']:.1%}")
+fell_slow = baseline["accuracy"] - slow["low"]
+print(f"K = 4's lowest point against its start: {-100 * fell:+.1f} points at the learning rate {LR:g}, "
+      f"{-100 * fell_slow:+.1f} at {LR / 4:g} — " + ("the smaller steps dipped less, beyond the evaluation noise"
+                                                     if fell_slow < fell - NOISE else
+                                                     "no smaller dip beyond the evaluation noise in this run"))
+print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {table['K = 4, lr / 4']['mismatch_kl']:.3f} "
+      f"at a quarter; final accuracy {k4['final']:.1%} vs {slow['final']:.1%}")
+
+# %% [markdown]
+# Two consequences for reading stale runs. First, a stale run's accuracy at the last step depends on where in
+# its swing it stopped, and which samples it drew decides that: one seed's final number says little, since
+# another seed, or another SFT start, draws other samples and can stop at another point of its swing. The
+# README's sweep gives three seeds. Second, the correction reweights, it does not re-sample: it can only
+# reweight what the stale sampler drew, and where the last K updates moved probability onto answers the old
+# sampler rarely wrote there is little to weight (and a completion whose ratio exceeds C_max is masked). What
+# shortens the delay is a smaller K, and what shrinks the overshoot is a smaller step — which is why every
+# engine in section 6 bounds the lag, and verl's one-step-off recipe is K = 1.
 
 # %% [markdown]
 # Read the lines, not the curves. "Evaluation noise" is two standard errors of a difference of two

@@ -223,7 +223,8 @@ def test_async_sweep_table_medians_ranges_and_the_shared_machine(tmp_path):
             for s, accs in enumerate([[0.80, 0.81, 0.60, 0.40], [0.90, 0.89, 0.70, 0.45], [0.85, 0.86, 0.50, 0.50]])
             for (K, c), acc in zip([(0, True), (1, True), (4, True), (4, False)], accs)]
     data = {"benchmark": "async", "command": "tinygpt_async.py --steps 100", "commit": "abc", "config": "cpu",
-            "steps": 100, "config_steps": 300, "seeds": [0, 1, 2], "machine": "m", "complete": True, "runs": runs}
+            "steps": 100, "config_steps": 300, "seeds": [0, 1, 2], "machine": "m", "complete": True, "runs": runs,
+            "sft_start": "each seed's own shared start"}
     (tmp_path / "async.json").write_text(json.dumps(data))
     text = tables.async_sweep(tmp_path)
     assert "| 0 | — (synchronous) | 85.0% (80.0%–90.0%) | 80.0% / 90.0% / 85.0% | — | — | — | 40 |" in text
@@ -232,7 +233,7 @@ def test_async_sweep_table_medians_ranges_and_the_shared_machine(tmp_path):
     lines = text.splitlines()
     assert lines.index(next(x for x in lines if x.startswith("| 4 | on"))) < lines.index(next(x for x in lines if x.startswith("| 4 | off")))
     assert "100 optimiser steps per run (the config's 300, cut to fit the time this sweep had)" in text
-    assert "SFT start per seed 50.0% / 51.0% / 52.0%" in text
+    assert "SFT start per seed 50.0% / 51.0% / 52.0% (each seed's own shared start)" in text
     assert "**The machine was shared** (load average 3.0–6.0 on 2 cores during the runs)" in text
     assert "Incomplete" not in text
     data.update(complete=False, planned_runs=27)

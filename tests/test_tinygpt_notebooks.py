@@ -346,6 +346,7 @@ def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
     fell = ns["baseline"]["accuracy"] - ns["paths"]["K = 4"]["low"]
     assert ns["swing"].startswith("K = 4 fell" if fell > ns["NOISE"] else "K = 4 never fell") and ns["swing"] in text
     assert ns["kl_peak"] >= ns["kl4"] and f"mismatch KL peaked at {ns['kl_peak']:.3f}" in text
+    assert "K = 4, lr / 4" in ns["paths"] and "K = 4's lowest point against its start" in text
     # 3. the mismatched sampler: a mismatch at K = 0 far above K = 4's, recorded in the passport
     assert ns["kl_hot"] > ns["kl4"] > 2 * ns["kl1"], (ns["kl_hot"], ns["kl4"], ns["kl1"])
     assert ns["hot_passport['systems']"]["sampler"].startswith("deliberately mismatched: samples at temperature 2.0")
