@@ -484,7 +484,35 @@ def async_sweep(results: Path = RESULTS) -> str:
     if not data.get("complete", True):
         planned = data.get("planned_runs", n_settings * len(data["seeds"]))
         text += f" **Incomplete**: {len(data['runs'])} of {planned} runs had finished when it stopped."
+    text += "".join(f"\n{line}" for line in async_paired(data))
     return text + f"\n\n`{data['command']}` at commit {data.get('commit') or 'not recorded'} ({data['machine']}).\n"
+
+
+def async_paired(data: dict) -> list[str]:
+    """Seed-by-seed differences (same seed: same start, same first batch): what staleness costs against the
+    synchronous run, and what the correction recovers against the same K without it, beside the seed spread."""
+    acc = {(r["seed"], r["max_staleness"], r["max_staleness"] == 0 or r["correction"]): r["accuracy"] for r in data["runs"]}
+    seeds = sorted({r["seed"] for r in data["runs"]})
+    sync = [acc[s, 0, True] for s in seeds if (s, 0, True) in acc]
+    if len(sync) < 2:
+        return []
+
+    spread = 100 * (max(sync) - min(sync))
+
+    def paired(a, b):
+        d = [100 * (acc[a(s)] - acc[b(s)]) for s in seeds if a(s) in acc and b(s) in acc]
+        if not d:
+            return "—"
+        m = statistics.median(d)
+        return (f"{' / '.join(f'{x:+.1f}' for x in d)} (median {m:+.1f}, "
+                f"{'within' if abs(m) <= spread else '**beyond**'} the spread)")
+
+    lines = [f"Seed by seed, in points (the synchronous runs' seed-to-seed spread is {spread:.1f}):", ""]
+    for K in sorted({r["max_staleness"] for r in data["runs"]} - {0}):
+        lines.append(f"- K = {K}: corrected − synchronous {paired(lambda s: (s, K, True), lambda s: (s, 0, True))}; "
+                     f"uncorrected − synchronous {paired(lambda s: (s, K, False), lambda s: (s, 0, True))}; "
+                     f"with − without the correction {paired(lambda s: (s, K, True), lambda s: (s, K, False))}")
+    return ["", *lines]
 
 
 def _duration(seconds: float) -> str:

@@ -236,6 +236,12 @@ def test_async_sweep_table_medians_ranges_and_the_shared_machine(tmp_path):
     assert "SFT start per seed 50.0% / 51.0% / 52.0% (each seed's own shared start)" in text
     assert "**The machine was shared** (load average 3.0–6.0 on 2 cores during the runs)" in text
     assert "Incomplete" not in text
+    # same seed, same start: staleness against the synchronous run, the correction against the same K without it
+    assert "the synchronous runs' seed-to-seed spread is 10.0" in text
+    assert ("- K = 4: corrected − synchronous -20.0 / -20.0 / -35.0 (median -20.0, **beyond** the spread); uncorrected − "
+            "synchronous -40.0 / -45.0 / -35.0 (median -40.0, **beyond** the spread); with − without the correction "
+            "+20.0 / +25.0 / +0.0 (median +20.0, **beyond** the spread)") in text
+    assert "- K = 1: corrected − synchronous +1.0 / -1.0 / +1.0 (median +1.0, within the spread); uncorrected" in text
     data.update(complete=False, planned_runs=27)
     (tmp_path / "async.json").write_text(json.dumps(data))
     assert "**Incomplete**: 12 of 27 runs had finished when it stopped." in tables.async_sweep(tmp_path)
