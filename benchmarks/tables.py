@@ -397,6 +397,127 @@ def gpu_check(results: Path = RESULTS) -> str:
     return "\n".join(lines)
 
 
+def _async_runs(data: dict, K: int, correction: bool = True) -> list[dict]:
+    return sorted((r for r in data["runs"] if r["max_staleness"] == K and (K == 0 or r["correction"] == correction)),
+                  key=lambda r: r["seed"])
+
+
+def async_speed(results: Path = RESULTS) -> str:
+    """Synchronous GRPO vs a rollout worker one step behind: optimiser steps per wall-clock second, per seed.
+
+    From ``tinygpt_async.py --staleness 1 --out results/async_speed.json`` run on an otherwise idle
+    machine (two free cores: one per process): the one setting where wall-clock is evidence.
+    """
+    data = load("async_speed", results)
+    sync, k1 = {r["seed"]: r for r in _async_runs(data, 0)}, {r["seed"]: r for r in _async_runs(data, 1)}
+    seeds = sorted(set(sync) & set(k1))
+    if not seeds:
+        raise ValueError("async_speed.json has no seed with both K = 0 and K = 1")
+    ratio = {s: k1[s]["steps_per_second"] / sync[s]["steps_per_second"] for s in seeds}
+    diff = {s: k1[s]["accuracy"] - sync[s]["accuracy"] for s in seeds}
+    lines = ["| seed | synchronous: steps/s | K = 1: steps/s | ratio | CPU s, all processes (sync → K = 1) | "
+             "held-out accuracy (sync → K = 1) |", "|---|---|---|---|---|---|"]
+    for s in seeds:
+        lines.append(f"| {s} | {sync[s]['steps_per_second']:.2f} | {k1[s]['steps_per_second']:.2f} | {ratio[s]:.2f}× | "
+                     f"{sync[s]['cpu_seconds']:.1f} → {k1[s]['cpu_seconds']:.1f} | "
+                     f"{pct(sync[s]['accuracy'])} → {pct(k1[s]['accuracy'])} |")
+
+    def med(rows, key):
+        return statistics.median(r[key] for r in rows)
+
+    S, A = [sync[s] for s in seeds], [k1[s] for s in seeds]
+    r_med, d_med = statistics.median(ratio.values()), statistics.median(diff.values())
+    spread = max(r["accuracy"] for r in S) - min(r["accuracy"] for r in S)
+    lines.append(f"| **median** | {med(S, 'steps_per_second'):.2f} | {med(A, 'steps_per_second'):.2f} | **{r_med:.2f}×** | "
+                 f"{med(S, 'cpu_seconds'):.1f} → {med(A, 'cpu_seconds'):.1f} | {pct(med(S, 'accuracy'))} → "
+                 f"{pct(med(A, 'accuracy'))} |")
+    met = sum(ratio[s] >= 1.3 for s in seeds)
+    work = [k1[s]["cpu_seconds"] / sync[s]["cpu_seconds"] for s in seeds]
+    noise = "within" if abs(d_med) <= spread else "beyond"
+    return ("\n".join(lines) + f"\n\nMeasured on an otherwise idle machine (two cores: the trainer on one, the rollout "
+            f"worker on the other), {data['steps']} optimiser steps per run on the `{data['config']}` config, evaluation "
+            f"excluded from the seconds. Against the goal of ≥ 1.3× optimiser steps per wall-clock second: median "
+            f"**{r_med:.2f}×**, {'met' if r_med >= 1.3 else 'not met'} on the median, reached by {met} of {len(seeds)} seeds "
+            f"(per seed {' / '.join(f'{ratio[s]:.2f}×' for s in seeds)}). Held-out accuracy, K = 1 − synchronous, seed by "
+            f"seed: {' / '.join(f'{100 * diff[s]:+.1f}' for s in seeds)} points (median {100 * d_med:+.1f}), {noise} the "
+            f"synchronous runs' seed-to-seed spread ({100 * spread:.1f} points). The CPU column is the work done by both "
+            f"processes: K = 1 used {100 * min(work):.0f}–{100 * max(work):.0f}% of the synchronous run's CPU seconds, "
+            + ("about the same work, spread over two cores. " if all(0.8 <= w <= 1.25 for w in work) else
+               "a different amount of work, not only a different placement. ")
+            + (f"`{data['command']}` at commit {data.get('commit') or 'not recorded'}" if data.get("command") else
+               "The file records neither its command nor its commit")
+            + f", {data.get('date', 'date not recorded')} ({data['machine']}).\n")
+
+
+def async_sweep(results: Path = RESULTS) -> str:
+    """The staleness sweep: K = 0, 1, 2, 4, 8, with and without the behaviour correction, medians and ranges over seeds."""
+    data = load("async", results)
+    settings = dict.fromkeys((r["max_staleness"], r["max_staleness"] == 0 or r["correction"]) for r in data["runs"])
+    lines = ["| K | correction | held-out accuracy: median (range) | per seed | mismatch KL per token | ESS | "
+             "masked share | CPU s, all processes |", "|---|---|---|---|---|---|---|---|"]
+
+    def med(rows, key, fmt):
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return fmt(statistics.median(vals)) if vals else "—"
+
+    for K, correction in sorted(settings, key=lambda kc: (kc[0], not kc[1])):
+        rows = _async_runs(data, K, correction)
+        acc = [r["accuracy"] for r in rows]
+        label = "— (synchronous)" if K == 0 else ("on" if correction else "off")
+        lines.append(f"| {K} | {label} | {pct(statistics.median(acc))} ({pct(min(acc))}–{pct(max(acc))}) | "
+                     f"{' / '.join(pct(a) for a in acc)} | {med(rows, 'mismatch_kl', lambda x: f'{x:.4f}')} | "
+                     f"{med(rows, 'is_ess', lambda x: f'{x:.2f}')} | "
+                     f"{med(rows, 'is_clipped_fraction', lambda x: f'{100 * x:.1f}%')} | "
+                     f"{med(rows, 'cpu_seconds', lambda x: f'{x:.0f}')} |")
+    starts = {r["seed"]: r["sft_accuracy"] for r in data["runs"] if r.get("sft_accuracy") is not None}
+    loads = [x for r in data["runs"] for x in (r.get("load_before"), r.get("load_after")) if x is not None]
+    n_settings = len(settings)
+    budget = (f"{data['steps']} optimiser steps per run" + (f" (the config's {data['config_steps']}, cut to fit the time "
+              "this sweep had)" if data.get("config_steps") and data["config_steps"] != data["steps"] else ""))
+    text = ("\n".join(lines) + f"\n\nSeeds {', '.join(map(str, data['seeds']))}, {budget}, `{data['config']}` config"
+            + (f"; SFT start per seed {' / '.join(pct(starts[s]) for s in sorted(starts))}" if starts else "")
+            + (f" ({data['sft_start']})" if data.get("sft_start") else "")
+            + ". Mismatch KL is KL(π_behaviour ‖ π_old) per sampled token, ESS the behaviour weights' effective sample "
+            "size as a share, the masked share the tokens whose completion left the band [0, 3] (`sequence_mask`); "
+            "each is the mean over a run's steps, then the median over seeds. With the correction off they are "
+            "measured, not applied. **The machine was shared**"
+            + (f" (load average {min(loads):.1f}–{max(loads):.1f} on 2 cores during the runs)" if loads else "")
+            + ": accuracies, mismatch KL, ESS, masked share and CPU seconds reproduce on any machine; wall-clock "
+            "does not, so none is shown (the speed table above is the idle-machine measurement).")
+    if not data.get("complete", True):
+        planned = data.get("planned_runs", n_settings * len(data["seeds"]))
+        text += f" **Incomplete**: {len(data['runs'])} of {planned} runs had finished when it stopped."
+    text += "".join(f"\n{line}" for line in async_paired(data))
+    return text + f"\n\n`{data['command']}` at commit {data.get('commit') or 'not recorded'} ({data['machine']}).\n"
+
+
+def async_paired(data: dict) -> list[str]:
+    """Seed-by-seed differences (same seed: same start, same first batch): what staleness costs against the
+    synchronous run, and what the correction recovers against the same K without it, beside the seed spread."""
+    acc = {(r["seed"], r["max_staleness"], r["max_staleness"] == 0 or r["correction"]): r["accuracy"] for r in data["runs"]}
+    seeds = sorted({r["seed"] for r in data["runs"]})
+    sync = [acc[s, 0, True] for s in seeds if (s, 0, True) in acc]
+    if len(sync) < 2:
+        return []
+
+    spread = 100 * (max(sync) - min(sync))
+
+    def paired(a, b):
+        d = [100 * (acc[a(s)] - acc[b(s)]) for s in seeds if a(s) in acc and b(s) in acc]
+        if not d:
+            return "—"
+        m = statistics.median(d)
+        return (f"{' / '.join(f'{x:+.1f}' for x in d)} (median {m:+.1f}, "
+                f"{'within' if abs(m) <= spread else '**beyond**'} the spread)")
+
+    lines = [f"Seed by seed, in points (the synchronous runs' seed-to-seed spread is {spread:.1f}):", ""]
+    for K in sorted({r["max_staleness"] for r in data["runs"]} - {0}):
+        lines.append(f"- K = {K}: corrected − synchronous {paired(lambda s: (s, K, True), lambda s: (s, 0, True))}; "
+                     f"uncorrected − synchronous {paired(lambda s: (s, K, False), lambda s: (s, 0, True))}; "
+                     f"with − without the correction {paired(lambda s: (s, K, True), lambda s: (s, K, False))}")
+    return ["", *lines]
+
+
 def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
@@ -463,7 +584,8 @@ def provenance(results: Path = RESULTS) -> str:
 
 RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4_estimate, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
-             "class_grading": class_grading, "recipes": recipes, "trl_map": trl_map}
+             "class_grading": class_grading, "recipes": recipes, "trl_map": trl_map,
+             "async_speed": async_speed, "async_sweep": async_sweep}
 
 
 def render(text: str, results: Path = RESULTS) -> str:

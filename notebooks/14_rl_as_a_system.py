@@ -100,7 +100,8 @@ FAST = os.environ.get("COURSE_FAST") == "1"  # the same lessons with fewer steps
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
 cfg = get_config("cpu")
 STEPS = 8 if FAST else 40
-cfg.grpo = dataclasses.replace(cfg.grpo, steps=STEPS, batch_prompts=16 if FAST else 32, eval_every=4 if FAST else 10)
+# held-out accuracy every 2 steps: greedy evaluation draws no random number, so it changes no run
+cfg.grpo = dataclasses.replace(cfg.grpo, steps=STEPS, batch_prompts=16 if FAST else 32, eval_every=2)
 SEED = 0
 task, model, _ = sft_start(cfg, seed=SEED)  # the shared SFT start of the training notebooks (course_lib.starts)
 sft_weights = copy.deepcopy(model.state_dict())
@@ -321,11 +322,102 @@ for name in ("K = 4", "K = 4, no correction"):
               "they did not merely slow learning down")
 
 # %% [markdown]
+# ### Step by step: what a delayed signal does
+#
+# The final accuracy is one point of a path. Held-out accuracy was measured every 2 steps in every run; the
+# next cell reads each path.
+
+# %%
+predict("At K = 4 the first four updates all use batches sampled by the SFT policy, and every later update uses a "
+        "batch sampled four steps earlier. Step by step, how does K = 4's held-out accuracy move compared with the "
+        "synchronous run's?",
+        ["the same path, only slower", "it can swing: overshoot, fall back, recover — like any delayed signal",
+         "flat: stale samples teach nothing"],
+        "it can swing: overshoot, fall back, recover — like any delayed signal",
+        "Each update follows a gradient measured where the policy was K steps ago, and where the last K updates "
+        "led is measured only K steps later: like steering with a view of the road K steps old, the loop "
+        "overshoots and corrects. Whether, and how far, it did in this run is what the cell prints.")
+
+
+# %%
+def path_of(name):
+    """Lowest, highest and final held-out accuracy of a run after its start, with their steps."""
+    steps_at, _, acc = accuracy_curve(name)
+    low = min(range(1, len(acc)), key=lambda i: acc[i])
+    high = max(range(1, len(acc)), key=lambda i: acc[i])
+    return {"low": acc[low], "low_step": steps_at[low], "high": acc[high], "high_step": steps_at[high],
+            "final": acc[-1], "final_step": steps_at[-1]}
+
+
+paths = {name: path_of(name) for name in ("synchronous", "K = 1", "K = 4", "K = 4, no correction")}
+for name, p in paths.items():
+    print(f"{name:22} start {baseline['accuracy']:.1%} → lowest {p['low']:.1%} (step {p['low_step']}), "
+          f"highest {p['high']:.1%} (step {p['high_step']}), final {p['final']:.1%}")
+k4, sync = paths["K = 4"], paths["synchronous"]
+fell = baseline["accuracy"] - k4["low"]
+if fell > NOISE:
+    swing = (f"K = 4 fell {100 * fell:.1f} points below its start by step {k4['low_step']}, beyond the evaluation "
+             f"noise (±{100 * NOISE:.1f})")
+    if k4["high_step"] > k4["low_step"]:
+        swing += f", climbed back to {k4['high']:.1%} by step {k4['high_step']}"
+    swing += f" and ended at {k4['final']:.1%}"
+else:
+    swing = (f"K = 4 never fell below its start by more than the evaluation noise (±{100 * NOISE:.1f}); it ended at "
+             f"{k4['final']:.1%}")
+print(f"\n{swing}; the synchronous run's lowest point was {sync['low']:.1%} (step {sync['low_step']}) and it ended at "
+      f"{sync['final']:.1%}.")
+k4_kl = [(r["step"], r["mismatch_kl"], r["staleness"]) for r in runs["K = 4"]["rows"] if r.get("mismatch_kl") is not None]
+kl_step, kl_peak, kl_lag = max(k4_kl, key=lambda row: row[1])
+print(f"K = 4's mismatch KL peaked at {kl_peak:.3f} per token at step {kl_step} (a batch {kl_lag} steps old); "
+      f"its mean over the run was {kl4:.3f}.")
+
+# %% [markdown]
+# A loop that acts on a signal K steps old is a delayed feedback loop: each update is chosen from where the
+# policy was K steps ago, so the loop keeps pushing in a direction for K steps after it stopped paying, and
+# the larger each step, the further it overshoots before the signal catches up. If that is what happened
+# above, the same lag with smaller steps should swing less.
+
+# %%
+LR = cfg.grpo.learning_rate
+predict(f"K = 4 again, the same seed and steps, with a quarter of the learning rate ({LR / 4:g} instead of {LR:g}). "
+        "What happens to the swing?",
+        ["the same swing, only four times slower", "it shrinks: the same delay with smaller steps overshoots less",
+         "nothing is learned: the steps are too small for 40 updates"],
+        "it shrinks: the same delay with smaller steps overshoots less",
+        "Between two fresh signals the policy moves K steps' worth; with steps four times smaller, it moves a "
+        "quarter as far in the wrong direction. The cell prints whether the run fell below its start, and how far "
+        "it got, against the K = 4 run at the full learning rate.")
+
+# %%
+runs["K = 4, lr / 4"] = rl_run(max_staleness=4, learning_rate=LR / 4)
+table["K = 4, lr / 4"] = summarise("K = 4, lr / 4")
+paths["K = 4, lr / 4"] = slow = path_of("K = 4, lr / 4")
+print(f"{'K = 4, lr / 4':22} start {baseline['accuracy']:.1%} → lowest {slow['low']:.1%} (step {slow['low_step']}), "
+      f"highest {slow['high']:.1%} (step {slow['high_step']}), final {slow['final']:.1%}")
+fell_slow = baseline["accuracy"] - slow["low"]
+print(f"K = 4's lowest point against its start: {-100 * fell:+.1f} points at the learning rate {LR:g}, "
+      f"{-100 * fell_slow:+.1f} at {LR / 4:g} — " + ("the smaller steps dipped less, beyond the evaluation noise"
+                                                     if fell_slow < fell - NOISE else
+                                                     "no smaller dip beyond the evaluation noise in this run"))
+print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {table['K = 4, lr / 4']['mismatch_kl']:.3f} "
+      f"at a quarter; final accuracy {k4['final']:.1%} vs {slow['final']:.1%}")
+
+# %% [markdown]
+# Two consequences for reading stale runs. First, a stale run's accuracy at the last step depends on where in
+# its swing it stopped, and which samples it drew decides that: one seed's final number says little, since
+# another seed, or another SFT start, draws other samples and can stop at another point of its swing. The
+# README's sweep gives three seeds. Second, the correction reweights, it does not re-sample: it can only
+# reweight what the stale sampler drew, and where the last K updates moved probability onto answers the old
+# sampler rarely wrote there is little to weight (and a completion whose ratio exceeds C_max is masked). What
+# shortens the delay is a smaller K, and what shrinks the overshoot is a smaller step — which is why every
+# engine in section 6 bounds the lag, and verl's one-step-off recipe is K = 1.
+
+# %% [markdown]
 # Read the lines, not the curves. "Evaluation noise" is two standard errors of a difference of two
 # accuracies on 500 held-out prompts; it is a floor, not the whole noise: once two runs draw one different
 # sample, they follow different trajectories, and that training noise only more seeds can measure. A gap
-# beyond the evaluation noise is a gap of *this seed*. The benchmark (`benchmarks/tinygpt_async.py`) sweeps K ∈ {0, 1, 2, 4, 8} with and without the correction
-# over seeds. What *is* visible in every run is the mechanism: the mismatch KL grows with K, the effective
+# beyond the evaluation noise is a gap of *this seed*. The README's tables "RL as a system, measured" (from
+# `benchmarks/tinygpt_async.py`) sweep K ∈ {0, 1, 2, 4, 8} with and without the correction over three seeds. What *is* visible in every run is the mechanism: the mismatch KL grows with K, the effective
 # sample size falls, and the correction masks the completions whose ratio left the band.
 #
 # ### The overlap argument, with its scope
@@ -351,7 +443,8 @@ print(f"work done: {cpu_sync:.1f} CPU s synchronous, {cpu_k1:.1f} CPU s at K = 1
 # The scope of that sentence: the gain needs **two idle cores** — one for the worker, one for the trainer.
 # On a machine whose cores are busy with other work, the two processes take turns and the wall-clock
 # gain vanishes; CPU seconds, which this notebook measures, are what stays true on any machine.
-# (`benchmarks/tinygpt_async.py` measures steps per wall-clock second, for an idle machine.) At production scale the split is far
+# The README's "RL as a system, measured" table gives the steps per wall-clock second that
+# `benchmarks/tinygpt_async.py` measured on an idle machine, against this bound. At production scale the split is far
 # more lopsided — [the budgets notebook](07_memory_and_rollout_budgets.ipynb) put generation near 39× the
 # update for long answers — which is why every production engine overlaps the two, and why they must then
 # control staleness.

@@ -346,3 +346,26 @@ def test_the_trl_bridge_says_trl_has_neither_new_knob():
     found = {u.option: u for u in trl_bridge.translate(cfg, "grpo").unmatched}
     assert "deliberate fault" in found["grpo.sampler_temperature"].trl_does
     assert "max_completion_length=" in found["grpo.adaptive_length_quantile"].trl_does
+
+
+def test_the_benchmark_writes_what_the_readme_table_renders(tmp_path, monkeypatch):
+    """benchmarks/tinygpt_async.py on the test config: settings interleaved per seed, the JSON the sweep table reads."""
+    from conftest import ROOT
+
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import tables
+    import tinygpt_async
+
+    out = tmp_path / "async.json"
+    tinygpt_async.main(["--config", "test", "--steps", "3", "--seeds", "0", "--staleness", "1", "--without-correction",
+                        "--eval-every", "2", "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert data["complete"] and data["planned_runs"] == 3 and data["steps"] == 3 and data["config"] == "test"
+    assert [(r["max_staleness"], r["correction"]) for r in data["runs"]] == [(0, True), (1, True), (1, False)]
+    for r in data["runs"]:
+        assert [step for step, _ in r["accuracy_curve"]] == [2, 3] and r["accuracy_curve"][-1][1] == r["accuracy"]
+        assert r["cpu_seconds"] > 0 and r["sft_accuracy"] == data["runs"][0]["sft_accuracy"]
+        assert (r["mismatch_kl"] is None) == (r["max_staleness"] == 0)
+    text = tables.async_sweep(tmp_path)
+    assert "| 1 | off |" in text and "**The machine was shared**" in text and "Incomplete" not in text

@@ -190,3 +190,58 @@ def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
     assert tables.render(block, tmp_path) == f"<!-- bench:trl_map -->\n{mapping_markdown()}<!-- /bench:trl_map -->"
     readme = (ROOT / "README.md").read_text()
     assert mapping_markdown() in readme and "KTOTrainer" in readme
+
+
+def async_run(seed, K, correction, sps, acc, cpu, **extra):
+    return {"seed": seed, "max_staleness": K, "correction": correction, "steps": 300, "steps_per_second": sps,
+            "cpu_seconds": cpu, "accuracy": acc, "mismatch_kl": None if K == 0 else 0.01 * K, "is_ess": None if K == 0 else 1 - 0.05 * K,
+            "is_clipped_fraction": None if K == 0 else 0.01 * K, **extra}
+
+
+def test_async_speed_table_ratio_goal_and_accuracy_come_from_the_json(tmp_path):
+    runs = [async_run(0, 0, True, 8.0, 0.84, 37.0), async_run(0, 1, True, 10.0, 0.82, 42.0),
+            async_run(1, 0, True, 7.0, 0.95, 41.0), async_run(1, 1, True, 10.5, 0.96, 42.0),
+            async_run(2, 0, True, 7.0, 0.94, 43.0), async_run(2, 1, True, 10.5, 0.97, 42.0)]
+    meta = {"config": "cpu", "steps": 300, "seeds": [0, 1, 2], "machine": "m", "date": "d"}
+    (tmp_path / "async_speed.json").write_text(json.dumps({**meta, "runs": runs}))
+    text = tables.async_speed(tmp_path)
+    # ratios 1.25, 1.50, 1.50: the median meets the goal, seed 0 does not
+    assert "| 0 | 8.00 | 10.00 | 1.25× | 37.0 → 42.0 | 84.0% → 82.0% |" in text
+    assert "median **1.50×**, met on the median, reached by 2 of 3 seeds (per seed 1.25× / 1.50× / 1.50×)" in text
+    # paired differences −2 / +1 / +3 points (median +1), within the synchronous spread 84–95 (11 points)
+    assert "-2.0 / +1.0 / +3.0 points (median +1.0), within the synchronous runs' seed-to-seed spread (11.0 points)" in text
+    assert "idle machine" in text and "records neither its command nor its commit" in text
+    assert "K = 1 used 98–114% of the synchronous run's CPU seconds, about the same work" in text
+    for r in runs:
+        r["steps_per_second"] = 8.0 if r["max_staleness"] == 0 else 9.0
+    (tmp_path / "async_speed.json").write_text(json.dumps({**meta, "runs": runs}))
+    assert "median **1.12×**, not met on the median, reached by 0 of 3 seeds" in tables.async_speed(tmp_path)
+
+
+def test_async_sweep_table_medians_ranges_and_the_shared_machine(tmp_path):
+    runs = [async_run(s, K, c, 5.0, acc, 40.0 + K, sft_accuracy=0.5 + 0.01 * s, load_before=3.0 + s, load_after=6.0)
+            for s, accs in enumerate([[0.80, 0.81, 0.60, 0.40], [0.90, 0.89, 0.70, 0.45], [0.85, 0.86, 0.50, 0.50]])
+            for (K, c), acc in zip([(0, True), (1, True), (4, True), (4, False)], accs)]
+    data = {"benchmark": "async", "command": "tinygpt_async.py --steps 100", "commit": "abc", "config": "cpu",
+            "steps": 100, "config_steps": 300, "seeds": [0, 1, 2], "machine": "m", "complete": True, "runs": runs,
+            "sft_start": "each seed's own shared start"}
+    (tmp_path / "async.json").write_text(json.dumps(data))
+    text = tables.async_sweep(tmp_path)
+    assert "| 0 | — (synchronous) | 85.0% (80.0%–90.0%) | 80.0% / 90.0% / 85.0% | — | — | — | 40 |" in text
+    assert "| 4 | on | 60.0% (50.0%–70.0%) | 60.0% / 70.0% / 50.0% | 0.0400 | 0.80 | 4.0% | 44 |" in text
+    assert "| 4 | off | 45.0% (40.0%–50.0%) |" in text
+    lines = text.splitlines()
+    assert lines.index(next(x for x in lines if x.startswith("| 4 | on"))) < lines.index(next(x for x in lines if x.startswith("| 4 | off")))
+    assert "100 optimiser steps per run (the config's 300, cut to fit the time this sweep had)" in text
+    assert "SFT start per seed 50.0% / 51.0% / 52.0% (each seed's own shared start)" in text
+    assert "**The machine was shared** (load average 3.0–6.0 on 2 cores during the runs)" in text
+    assert "Incomplete" not in text
+    # same seed, same start: staleness against the synchronous run, the correction against the same K without it
+    assert "the synchronous runs' seed-to-seed spread is 10.0" in text
+    assert ("- K = 4: corrected − synchronous -20.0 / -20.0 / -35.0 (median -20.0, **beyond** the spread); uncorrected − "
+            "synchronous -40.0 / -45.0 / -35.0 (median -40.0, **beyond** the spread); with − without the correction "
+            "+20.0 / +25.0 / +0.0 (median +20.0, **beyond** the spread)") in text
+    assert "- K = 1: corrected − synchronous +1.0 / -1.0 / +1.0 (median +1.0, within the spread); uncorrected" in text
+    data.update(complete=False, planned_runs=27)
+    (tmp_path / "async.json").write_text(json.dumps(data))
+    assert "**Incomplete**: 12 of 27 runs had finished when it stopped." in tables.async_sweep(tmp_path)

@@ -307,7 +307,8 @@ def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
     names = ["baseline", "kv", "table", "share", "bound", "g_s", "u_s", "cpu_sync", "cpu_k1", "kl1", "kl4", "kl_hot",
              "dynamic", "adaptive", "lines", "NOISE", "B", "L_MAX", "STEPS", "hot_passport['systems']",
              "{k: [r.get('staleness') for r in v['rows']] for k, v in runs.items()}",
-             "{k: [r['groups_sampled'] for r in v['rows']] for k, v in runs.items()}", "knob_table"]
+             "{k: [r['groups_sampled'] for r in v['rows']] for k, v in runs.items()}", "knob_table", "paths", "swing",
+             "kl_peak"]
     ns, shown = execute("14_rl_as_a_system", names, FAST)
     assert_clean("14", shown)
     assert_no_generator_repr("14", shown)
@@ -338,6 +339,14 @@ def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
         d = float(line.split(": ")[1].split(" points")[0])
         assert ("within the evaluation noise" in line) == (abs(d) <= 100 * ns["NOISE"] + 0.05), line
         assert line in text
+    # each path is read from its own accuracy curve (every 2 steps), and the swing sentence follows the numbers
+    for name, p in ns["paths"].items():
+        assert p["low"] <= p["final"] <= p["high"] and p["final_step"] == steps, (name, p)
+        assert f"lowest {p['low']:.1%} (step {p['low_step']})" in text
+    fell = ns["baseline"]["accuracy"] - ns["paths"]["K = 4"]["low"]
+    assert ns["swing"].startswith("K = 4 fell" if fell > ns["NOISE"] else "K = 4 never fell") and ns["swing"] in text
+    assert ns["kl_peak"] >= ns["kl4"] and f"mismatch KL peaked at {ns['kl_peak']:.3f}" in text
+    assert "K = 4, lr / 4" in ns["paths"] and "K = 4's lowest point against its start" in text
     # 3. the mismatched sampler: a mismatch at K = 0 far above K = 4's, recorded in the passport
     assert ns["kl_hot"] > ns["kl4"] > 2 * ns["kl1"], (ns["kl_hot"], ns["kl4"], ns["kl1"])
     assert ns["hot_passport['systems']"]["sampler"].startswith("deliberately mismatched: samples at temperature 2.0")
