@@ -412,11 +412,13 @@ def _evaluate(client, code: str, timeout: float = 600) -> str:
     return "".join(out)
 
 
-WIDGET_STATE = (  # what nbclient's store_widget_state keeps: every live widget's full state
-    "import json as _json\n"
-    "try:\n    from ipywidgets import Widget as _W\n    _state = _W.get_manager_state()\n"
-    "except ImportError:\n    _state = None\n"
-    f"print({MARK!r} + _json.dumps(_state))"
+WIDGET_STATE = (  # what nbclient's store_widget_state keeps: every live widget's full state (no name left behind)
+    "def _course_widget_state():\n"
+    "    import json\n"
+    "    try:\n        from ipywidgets import Widget\n    except ImportError:\n        return 'null'\n"
+    "    return json.dumps(Widget.get_manager_state())\n"
+    f"print({MARK!r} + _course_widget_state())\n"
+    "del _course_widget_state"
 )
 
 
