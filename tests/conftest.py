@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -125,6 +126,9 @@ SHARED_GROUPS = {
     "test_notebooks.py": "executed-notebooks",
     "test_tinygpt_notebooks.py": "executed-notebooks",
     "test_site.py": "executed-notebooks",
+    # ... and each tiny-GPT notebook runs once, in JupyterLab: its lesson test (test_tinygpt_notebooks.py)
+    # runs it and its browser test (test_browser.py, that notebook's parameter) checks the same run,
+    # after it on the same worker (see LESSON_NOTEBOOKS, group_of and pytest_collection_modifyitems)
     # both train into and read test-artifacts/lab-cache/ (the lab's SFT model and pairs)
     "test_lab.py": "lab14",
     "test_lab_pipeline.py": "lab14",
@@ -135,14 +139,27 @@ SHARED_GROUPS = {
 # first, after any group it has not (a new file: started early, in case it is long). Without
 # measurements (a fresh checkout, `-p no:cacheprovider`) the order is LONGEST_FIRST, then file order.
 # (Only the order depends on these, never a result.)
-LONGEST_FIRST = ["test_browser.py", "executed-notebooks", "test_assignment.py", "test_class_pipeline.py", "lab14",
+LONGEST_FIRST = ["executed-notebooks", "test_assignment.py", "test_class_pipeline.py", "lab14", "test_browser.py",
                  "test_student_repo.py",
                  "test_trl_parity.py", "test_trl_bridge.py", "test_tinygpt_cli.py", "test_colab.py"]
 GROUP_SECONDS = "course/group_seconds"
 
 
+# The notebooks the lesson tests execute (``execute("NN_name", ...)`` in test_tinygpt_notebooks.py):
+# their browser tests join the lesson's group, so that they find the lesson's run in JupyterLab.
+# (A notebook missing here is still checked, only run twice: test_suite_order.py checks the list.)
+_LESSONS = ROOT / "tests" / "test_tinygpt_notebooks.py"
+LESSON_NOTEBOOKS = frozenset(re.findall(r'\bexecute\(\s*"(\w+)"', _LESSONS.read_text(encoding="utf-8"))
+                             if _LESSONS.exists() else ())
+# Within a group: the lesson tests before the browser tests that read their runs, the site last.
+LATE_IN_GROUP = {"test_browser.py": 1, "test_site.py": 2}
+
+
 def group_of(nodeid: str) -> str:
     file = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    param = re.search(r"\[([^\]]+)\]$", nodeid)
+    if file == "test_browser.py" and param and param.group(1) in LESSON_NOTEBOOKS:
+        return SHARED_GROUPS["test_tinygpt_notebooks.py"]
     return SHARED_GROUPS.get(file, file)
 
 
@@ -160,11 +177,11 @@ def _cache(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Longest groups first; the site's tests last in their group."""
+    """Longest groups first; in a group, the browser tests after the lesson tests and the site's last."""
     groups = list(dict.fromkeys(group_of(item.nodeid) for item in items))
     seconds = _cache(config).get(GROUP_SECONDS, {}) if _cache(config) is not None else {}
     rank = group_rank(groups, seconds)
-    items.sort(key=lambda item: (rank[group_of(item.nodeid)], item.path.name == "test_site.py"))
+    items.sort(key=lambda item: (rank[group_of(item.nodeid)], LATE_IN_GROUP.get(item.path.name, 0)))
 
 
 _ran_seconds: dict[str, float] = {}
@@ -203,3 +220,7 @@ def pytest_xdist_make_scheduler(config, log):
             return group_of(nodeid)
 
     return FileGroups(config, log)
+
+
+# JupyterLab in headless Chromium (session-scoped: the browser and the lesson tests share it)
+from jupyterlab_run import _current_request, lab, page, shots  # noqa: E402, F401
