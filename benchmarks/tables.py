@@ -292,12 +292,13 @@ def recipes(results: Path = RESULTS) -> str:
 
     table = _per_seed_table(flat, [
         ("pass@1 (greedy)", "pass@1", pct), ("sampled pass@1", "sampled_pass@1", pct), ("pass@8", "pass@8", pct),
-        ("KL to the stage's start", "kl_to_stage_start", two), ("zero-variance groups", "zero_variance_share", pct),
+        ("KL to the stage's start, nats", "kl_to_stage_start", two), ("zero-variance groups", "zero_variance_share", pct),
         ("RFT acceptance", "acceptance_rate", pct), ("CPU s", "cpu_seconds", lambda x: f"{x:.0f}")])
     notes = "".join(f"\n{s}." for s in (*missing, *stopped))
     lines = recipe_verdicts(data)
-    verdicts = ("\nWhat it supports (same seed = same held-out prompts and random initialisation; a difference "
-                "within the seeds' spread is not a measured one, and three seeds are few):\n\n" + "\n".join(lines) + "\n"
+    verdicts = ("\nWhat it supports, seed by seed (a seed fixes the random initialisation and the data draws; every "
+                "run is scored on the same held-out prompts; a difference "
+                f"within the seeds' spread is not a measured one, and {len(data['seeds'])} seeds are few):\n\n" + "\n".join(lines) + "\n"
                 if lines else "")
     machine = f"\n{data['machine']}.\n" if data.get("machine") else ""
     return table + (notes + "\n" if notes else "") + verdicts + machine

@@ -10,8 +10,8 @@ Variants, each over the seeds:
 - ``weak start``    SFT on ``--weak-demos`` demonstrations for ``--weak-steps`` steps → GRPO;
 - ``digit base``    pretraining on plain digit text for ``--pretrain-steps`` steps (no task) → GRPO.
 
-GRPO from the full SFT start (the fourth start of notebook 16) is ``train grpo``: the GRPO table
-(``benchmarks/tinygpt_grpo.py``) measures it over the same seeds.
+GRPO from the full SFT start (the fourth start of notebook 16) is ``train grpo``, not repeated here: the
+GRPO table (``benchmarks/tinygpt_grpo.py``) measures it over the same seeds, at its own commit.
 
 Writes ``benchmarks/results/recipes.json`` (one entry per seed, variant and stage: pass@1, sampled pass@1,
 pass@8, completion length, entropy, KL to the stage's start and to the first policy, acceptance rate and

@@ -65,7 +65,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    and the full SFT policy.
 #
 # Budget: the last cell prints how long this run took. The full budget runs the recipes at the
-# `cpu` config's sizes (several minutes on a laptop CPU). `COURSE_FAST=1` (CI, the quick check) runs
+# `cpu` config's sizes: its r1, R1-Zero and digit-base runs are the recipes benchmark's seed 0 (the README's
+# recipes table gives each stage's CPU seconds, over three seeds). `COURSE_FAST=1` (CI, the quick check) runs
 # the same stages shorter: the cold start trains 150 steps instead of 300, every GRPO start gets 20
 # steps instead of 300 (RFT and the last GRPO stage a third of that, as the recipe scales them),
 # the digit-text base pretrains 100 steps instead of 300, and each KL is estimated from one sample
@@ -406,9 +407,10 @@ print(f"the digit-text base: {base_rl['zero_variance_share']:.0%} of its groups 
       f"{sft_start_numbers['pass@1']:.1%} → {sft_rl['pass@1']:.1%}")
 
 # %% [markdown]
-# This is the lecture's claim that the base checkpoint decides what RL can amplify, measured. GRPO
-# learns from groups with both right and wrong answers; a start whose pass@8 is near zero gives it
-# almost none, whatever the budget. Knowing digits and when an answer ends is not knowing addition:
+# This is the lecture's claim that the base checkpoint decides what RL can amplify, measured here on
+# one seed (the README's recipes table repeats the random, digit-text and cold starts over three seeds
+# at the full budget). GRPO learns from groups with both right and wrong answers; a start whose pass@8
+# is near zero gives it almost none at this budget. Knowing digits and when an answer ends is not knowing addition:
 # the digit-text base writes answers of the right form, and right answers only by luck. Where the
 # start already answers many prompts *sometimes* (a high pass@8 over a lower pass@1), RL turns
 # "sometimes" into "usually" — it raises pass@1 towards the pass@8 the start already had.
@@ -420,8 +422,8 @@ print(f"the digit-text base: {base_rl['zero_variance_share']:.0%} of its groups 
 # ## Your turn
 #
 # The cold start of section 2 had a sampled pass@1 of p (printed there). (a) If every prompt had
-# that same p, what share of GRPO's groups would carry signal with G = 8 and with G = 32? (b) The
-# measured share without signal was higher than the uniform formula. Which prompts make up the
+# that same p, what share of GRPO's groups would carry signal with G = 8 and with G = 32? (b) Where the
+# measured share without signal was higher than the uniform formula, which prompts make up the
 # difference?
 
 # %%
