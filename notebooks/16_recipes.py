@@ -405,6 +405,9 @@ print(f"after GRPO, pass@1 stayed at or below the start's pass@8 in {len(below)}
 print(f"the digit-text base: {base_rl['zero_variance_share']:.0%} of its groups without signal, pass@1 "
       f"{base['pass@1']:.1%} → {base_rl['pass@1']:.1%}; the SFT start: {sft_rl['zero_variance_share']:.0%}, "
       f"{sft_start_numbers['pass@1']:.1%} → {sft_rl['pass@1']:.1%}")
+past = sft_rl["pass@1"] > sft_start_numbers["pass@8"]
+print(f"from the SFT start, pass@1 rose {'past' if past else 'towards'} the start's pass@8 "
+      f"({sft_start_numbers['pass@8']:.1%}), and pass@8 itself went {sft_start_numbers['pass@8']:.1%} → {sft_rl['pass@8']:.1%}")
 
 # %% [markdown]
 # This is the lecture's claim that the base checkpoint decides what RL can amplify, measured here on
@@ -413,7 +416,8 @@ print(f"the digit-text base: {base_rl['zero_variance_share']:.0%} of its groups 
 # is near zero gives it almost none at this budget. Knowing digits and when an answer ends is not knowing addition:
 # the digit-text base writes answers of the right form, and right answers only by luck. Where the
 # start already answers many prompts *sometimes* (a high pass@8 over a lower pass@1), RL turns
-# "sometimes" into "usually" — it raises pass@1 towards the pass@8 the start already had.
+# "sometimes" into "usually": it raises pass@1 towards the pass@8 the start already had (the last line
+# above says whether, in this run, it went past it, and how far pass@8 itself moved).
 # [Yue et al. 2025](https://arxiv.org/abs/2504.13837) measured the same on large models (RL-trained models win at pass@1; their base
 # models catch up at large k), and [Gandhi et al. 2025](https://arxiv.org/abs/2503.01307) found that whether RL self-improves
 # depends on behaviours the base model already shows. R1-Zero works for DeepSeek because its base
