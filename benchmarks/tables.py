@@ -229,21 +229,113 @@ def grpo(results: Path = RESULTS) -> str:
         ("generation share of a step", "generation_fraction", lambda x: f"{100 * x:.0f}%")])
 
 
+def _recipe_label(r: dict) -> str:
+    if r["stage"] == 0:
+        return f"{r['variant']} (untrained)"
+    steps = f" ({r['steps']} steps)" if r.get("steps") else ""
+    return f"{r['variant']}: stage {r['stage']} {r['kind']}{steps}"
+
+
+def _stage(data: dict, variant: str, stage: int) -> dict[int, dict]:
+    """seed -> that variant's stage entry (stage 0 of r1 and r1-zero is the random initialisation's row)."""
+    if stage == 0:
+        variant = "random init"
+    return {r["seed"]: r for r in data["runs"] if r["variant"] == variant and r.get("stage") == stage}
+
+
+def recipe_verdicts(data: dict) -> list[str]:
+    """What the recipes table supports, seed by seed: what each r1 stage added, and what GRPO amplified from each start."""
+
+    def spread(values, fmt):
+        return f"median {fmt(statistics.median(values))} (per seed {' / '.join(fmt(v) for v in values)})"
+
+    def points(x):
+        return f"{100 * x:+.1f} pts"
+
+    out = []
+    names = {2: "GRPO (stage 2)", 3: "RFT (stage 3)", 4: "GRPO again (stage 4)"}
+    for k, name in names.items():
+        before, after = _stage(data, "r1", k - 1), _stage(data, "r1", k)
+        seeds = sorted(set(before) & set(after))
+        if seeds:
+            gains = [after[s]["pass@1"] - before[s]["pass@1"] for s in seeds]
+            out.append(f"- r1, {name} over the stage before: pass@1 {spread(gains, points)}; up on "
+                       f"{sum(g > 0 for g in gains)} of {len(gains)} seeds")
+    starts = {"random init (R1-Zero)": ("r1-zero", 0, "r1-zero", 1), "digit-text base": ("digit base", 1, "digit base", 2),
+              "weak start": ("weak start", 1, "weak start", 2), "cold start (r1)": ("r1", 1, "r1", 2)}
+    for name, (sv, si, gv, gi) in starts.items():
+        start, rl = _stage(data, sv, si), _stage(data, gv, gi)
+        seeds = sorted(set(start) & set(rl))
+        if not seeds:
+            continue
+        gains = [rl[s]["pass@1"] - start[s]["pass@1"] for s in seeds]
+        out.append(f"- GRPO from the {name}: start pass@1 {spread([start[s]['pass@1'] for s in seeds], pct)}, "
+                   f"pass@8 {spread([start[s]['pass@8'] for s in seeds], pct)}; after GRPO pass@1 "
+                   f"{spread([rl[s]['pass@1'] for s in seeds], pct)}, gain {spread(gains, points)}; groups without "
+                   f"signal {spread([rl[s]['zero_variance_share'] for s in seeds], pct)}")
+    return out
+
+
 def recipes(results: Path = RESULTS) -> str:
-    """One row per recipe stage: medians over seeds (per-seed values in brackets) of the stage's numbers."""
+    """One row per recipe stage: medians over seeds (per-seed values in brackets) of the stage's numbers, then
+    what they support seed by seed."""
     data = load("recipes", results)
-    flat = {"runs": [{**r, "variant": f"{r['variant']}: stage {r['stage']} {r['kind']}"} for r in data["runs"] if "stage" in r],
+    flat = {"runs": [{**r, "variant": _recipe_label(r)} for r in data["runs"] if "stage" in r],
             "seeds": data["seeds"], "command": data["command"], "commit": data["commit"]}
     stopped = [f"{r['variant']} seed {r['seed']}: stage {r['stopped']['stage']} ({r['stopped']['kind']}) did not start"
                for r in data["runs"] if "stopped" in r]
+    missing = []
+    for variant in dict.fromkeys(r["variant"] for r in data["runs"]):
+        seeds = sorted({r["seed"] for r in data["runs"] if r["variant"] == variant})
+        if seeds != data["seeds"]:
+            missing.append(f"{variant} ran on seed(s) {', '.join(map(str, seeds))} only")
 
     def two(x):
         return f"{x:.2f}"
 
-    return _per_seed_table(flat, [
-        ("pass@1 (greedy)", "pass@1", pct), ("pass@8", "pass@8", pct), ("KL to the stage's start", "kl_to_stage_start", two),
-        ("zero-variance groups", "zero_variance_share", pct), ("RFT acceptance", "acceptance_rate", pct),
-        ("CPU s", "cpu_seconds", lambda x: f"{x:.0f}")]) + ("".join(f"\n{s}." for s in stopped) + "\n" if stopped else "")
+    table = _per_seed_table(flat, [
+        ("pass@1 (greedy)", "pass@1", pct), ("sampled pass@1", "sampled_pass@1", pct), ("pass@8", "pass@8", pct),
+        ("KL to the stage's start, nats", "kl_to_stage_start", two), ("zero-variance groups", "zero_variance_share", pct),
+        ("RFT acceptance", "acceptance_rate", pct), ("CPU s", "cpu_seconds", lambda x: f"{x:.0f}")])
+    notes = "".join(f"\n{s}." for s in (*missing, *stopped))
+    lines = recipe_verdicts(data)
+    verdicts = ("\nWhat it supports, seed by seed (a seed fixes the random initialisation and the data draws; every "
+                "run is scored on the same held-out prompts; a difference "
+                f"within the seeds' spread is not a measured one, and {len(data['seeds'])} seeds are few):\n\n" + "\n".join(lines) + "\n"
+                if lines else "")
+    machine = f"\n{data['machine']}.\n" if data.get("machine") else ""
+    return table + (notes + "\n" if notes else "") + verdicts + machine
+
+
+def ai_feedback(results: Path = RESULTS) -> str:
+    """Notebook 17's judge, reward model and PPO over seeds, with and without the position rule."""
+    data = load("ai_feedback", results)
+
+    def signed(x):
+        return f"{x:+.2f}"
+
+    def points(x):
+        return f"{100 * x:+.1f} pts"
+
+    table = _per_seed_table(data, [
+        ("rules: position bias", "rules_position_bias", signed), ("judge: agreement with gold", "judge_agreement", pct),
+        ("judge: position bias", "judge_position_bias", signed), ("judge: length bias", "judge_length_bias", signed),
+        ("RM on its labels: held-out agreement with gold", "rm_heldout_gold_accuracy", pct),
+        ("RM: length bias", "rm_length_bias", signed), ("PPO: gold at the start", "ppo_gold_start", pct),
+        ("PPO: gold, end − start", "ppo_gold_change", points), ("PPO: proxy, end − start", "ppo_proxy_change", signed),
+        ("CPU s", "cpu_seconds", lambda x: f"{x:.0f}")])
+    out = []
+    for variant in dict.fromkeys(r["variant"] for r in data["runs"]):
+        rows = [r for r in data["runs"] if r["variant"] == variant]
+        n = len(rows)
+        out.append(f"- {variant}: the judge's |position bias| < 0.1 on {sum(abs(r['judge_position_bias']) < 0.1 for r in rows)} "
+                   f"of {n} seeds, length bias > 0.3 on {sum(r['judge_length_bias'] > 0.3 for r in rows)} of {n}; under PPO the "
+                   f"proxy rose on {sum(r['ppo_proxy_change'] > 0 for r in rows)} of {n} and gold fell on "
+                   f"{sum(r['ppo_gold_change'] < 0 for r in rows)} of {n}")
+    budget = (f"Notebook 17's `{data['budget']}` budget: the judge {data['judge_steps']} steps, the reward model "
+              f"{data['rm_steps']}, PPO {data['ppo_steps']} ({data['window']}-step moving means); each seed's own SFT start.")
+    return (table + "\n" + budget + " Seed by seed:\n\n" + "\n".join(out) + "\n"
+            + (f"\n{data['machine']}.\n" if data.get("machine") else ""))
 
 
 def rollout(results: Path = RESULTS) -> str:
@@ -512,9 +604,9 @@ def async_paired(data: dict) -> list[str]:
 
     lines = [f"Seed by seed, in points (the synchronous runs' seed-to-seed spread is {spread:.1f}):", ""]
     for K in sorted({r["max_staleness"] for r in data["runs"]} - {0}):
-        lines.append(f"- K = {K}: corrected − synchronous {paired(lambda s: (s, K, True), lambda s: (s, 0, True))}; "
-                     f"uncorrected − synchronous {paired(lambda s: (s, K, False), lambda s: (s, 0, True))}; "
-                     f"with − without the correction {paired(lambda s: (s, K, True), lambda s: (s, K, False))}")
+        lines.append(f"- K = {K}: corrected − synchronous {paired(lambda s, K=K: (s, K, True), lambda s: (s, 0, True))}; "
+                     f"uncorrected − synchronous {paired(lambda s, K=K: (s, K, False), lambda s: (s, 0, True))}; "
+                     f"with − without the correction {paired(lambda s, K=K: (s, K, True), lambda s, K=K: (s, K, False))}")
     return ["", *lines]
 
 
@@ -584,7 +676,7 @@ def provenance(results: Path = RESULTS) -> str:
 
 RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4_estimate, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
-             "class_grading": class_grading, "recipes": recipes, "trl_map": trl_map,
+             "class_grading": class_grading, "recipes": recipes, "ai_feedback": ai_feedback, "trl_map": trl_map,
              "async_speed": async_speed, "async_sweep": async_sweep}
 
 

@@ -202,6 +202,23 @@ def judge_config(name: str = "cpu", **overrides) -> JudgeConfig:
     return JudgeConfig(**{**sizes[name], **overrides})
 
 
+BUDGETS = ("fast", "full")  # notebook 17's budgets (``COURSE_FAST=1`` and the full one), and its benchmark's
+
+
+def notebook_budget(name: str = "full") -> tuple[JudgeConfig, RewardModelConfig, PPOConfig, int]:
+    """``(judge, reward model, PPO, window)`` of notebook 17 and ``benchmarks/tinygpt_ai_feedback.py`` on the ``cpu``
+    config: ``full``, or ``fast`` (its ``COURSE_FAST=1`` run: fewer pairs and steps); ``window`` is the moving mean
+    (steps) that reads PPO's proxy and gold curves (``reward_model.over_optimisation``)."""
+    if name == "fast":
+        return (judge_config("cpu", pair_prompts=512, heldout_prompts=300, steps=60),
+                RewardModelConfig(pair_prompts=1024, steps=30, heldout_prompts=200),
+                PPOConfig(steps=8, batch_prompts=96, eval_every=8), 3)
+    if name == "full":
+        return (judge_config("cpu", steps=300), RewardModelConfig(pair_prompts=4096, steps=200),
+                PPOConfig(steps=40, batch_prompts=128, eval_every=40), 5)
+    raise ValueError(f"budget must be one of {BUDGETS}; got {name!r}")
+
+
 # ---- the judge model --------------------------------------------------------------------------------------
 def build_judge(policy, task: AdditionTask, init: str = "sft"):
     """The judge: the tiny GPT with one output (log-odds that A is better), from the SFT policy or scratch."""

@@ -219,17 +219,24 @@ def measure(model, task, cfg: configs.RunConfig, start_model, first_model, *, se
 
     ``first_model=None``: the stage started at the first policy, so both KLs are one measurement.
     """
+    numbers = policy_numbers(model, task, cfg, seed=seed)
     length = max(cfg.grpo.max_completion_length, task.answer_length)
-    greedy = evaluate(model, task, max_completion_length=length)
-    sampled = sampled_eval(model, task, k=PASS_K, max_completion_length=length, seed=seed)
     kl_start = reference_kl(model, start_model, task, samples_per_prompt=kl_samples, max_completion_length=length,
                             seed=seed)
     kl_first = kl_start if first_model is None else reference_kl(
         model, first_model, task, samples_per_prompt=kl_samples, max_completion_length=length, seed=seed)
+    return {**numbers, "kl_to_stage_start": kl_start["kl"], "kl_to_first_policy": kl_first["kl"]}
+
+
+def policy_numbers(model, task, cfg: configs.RunConfig, *, seed: int) -> dict:
+    """A policy's held-out pass@1 (greedy), sampled pass@1, pass@k, completion length and entropy, as every
+    stage is measured (``measure`` adds the KLs): also a recipe's starting point (e.g. the random initialisation)."""
+    length = max(cfg.grpo.max_completion_length, task.answer_length)
+    greedy = evaluate(model, task, max_completion_length=length)
+    sampled = sampled_eval(model, task, k=PASS_K, max_completion_length=length, seed=seed)
     return {"pass@1": greedy["accuracy"], "loose_accuracy": greedy["loose_accuracy"],
             "sampled_pass@1": sampled["pass@1"], f"pass@{PASS_K}": sampled["pass@k"],
-            "completion_length": sampled["completion_length"], "entropy": sampled["entropy"],
-            "kl_to_stage_start": kl_start["kl"], "kl_to_first_policy": kl_first["kl"]}
+            "completion_length": sampled["completion_length"], "entropy": sampled["entropy"]}
 
 
 def _mean(rows, key):

@@ -65,7 +65,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    and the full SFT policy.
 #
 # Budget: the last cell prints how long this run took. The full budget runs the recipes at the
-# `cpu` config's sizes (several minutes on a laptop CPU). `COURSE_FAST=1` (CI, the quick check) runs
+# `cpu` config's sizes: its r1, R1-Zero and digit-base runs are the recipes benchmark's seed 0 (the README's
+# recipes table gives each stage's CPU seconds, over three seeds). `COURSE_FAST=1` (CI, the quick check) runs
 # the same stages shorter: the cold start trains 150 steps instead of 300, every GRPO start gets 20
 # steps instead of 300 (RFT and the last GRPO stage a third of that, as the recipe scales them),
 # the digit-text base pretrains 100 steps instead of 300, and each KL is estimated from one sample
@@ -85,7 +86,6 @@ from IPython.display import Markdown, display
 
 from course_lib import recipes
 from course_lib.configs import get_config
-from course_lib.evaluation import evaluate, sampled_eval
 from course_lib.explore import predict
 from course_lib.pipeline import build_policy
 from course_lib.rewards import resolve_reward
@@ -192,8 +192,10 @@ zv_answer = ("under 25%" if grpo1["zero_variance_share"] < 0.25 else
              "25–75%" if grpo1["zero_variance_share"] <= 0.75 else "over 75%")
 display(predict(f"Share of stage 2's GRPO groups with no signal (every prompt alike would give {uniform:.0%}) …",
                 ["under 25%", "25–75%", "over 75%"], zv_answer,
-                f"Measured {grpo1['zero_variance_share']:.0%}: prompts are not alike. The cold start answers a few "
-                "prompts often and most never, so more groups are all wrong than one average p predicts."))
+                f"Measured {grpo1['zero_variance_share']:.0%}" + (
+                    ": prompts are not alike. The cold start answers a few prompts often and most never, so more groups "
+                    "are all wrong than one average p predicts." if grpo1["zero_variance_share"] > uniform else
+                    ", no more than one average p predicts: in this run the prompts behaved alike.")))
 
 # %% [markdown]
 # **Predict first.** Of the three stages after the cold start, which adds the most pass@1?
@@ -218,7 +220,7 @@ ax.set(xticks=list(xs), xticklabels=["1 cold SFT", "2 GRPO", "3 RFT", "4 GRPO"],
 ax.legend()
 fig.tight_layout()
 plt.show()
-print(f"\nthe cold start lifted pass@1 from 0 to {cold['pass@1']:.1%}; then "
+print(f"\nthe cold start reached pass@1 {cold['pass@1']:.1%} from the random initialisation; then "
       + ", ".join(f"{k} {PCT * v:+.1f} points" for k, v in gains.items()))
 print(f"GRPO's groups without signal: {grpo1['zero_variance_share']:.0%} in stage 2, "
       f"{grpo2['zero_variance_share']:.0%} in stage 4 (one average p would predict {uniform:.0%} in stage 2)")
@@ -300,19 +302,18 @@ zero_rows = [json.loads(line) for line in (recipes.stage_dir(OUT / "r1-zero", 0,
 zero_answer = "under 50%" if z["zero_variance_share"] < 0.5 else "50–90%" if z["zero_variance_share"] <= 0.9 else "over 90%"
 display(predict("GRPO from the random initialisation: share of groups with no signal …",
                 ["under 50%", "50–90%", "over 90%"], zero_answer,
-                f"Measured {z['zero_variance_share']:.0%}: a random network almost never writes the exact sum, "
-                "so almost every group is all wrong and its advantages are all zero."))
+                f"Measured {z['zero_variance_share']:.0%}" + (
+                    ": a random network almost never writes the exact sum, so almost every group is all wrong and its "
+                    "advantages are all zero." if z["zero_variance_share"] > 0.9 else
+                    ": in this run the random network's rare right answers gave more groups a signal than that.")))
 
 # %%
 _, random_init = build_policy(cfg, seed=SEED, device=DEVICE)
-LENGTH = max(cfg.grpo.max_completion_length, task.answer_length)  # the length budget recipes.measure uses
 
 
 def start_numbers(model):
-    """A starting point's pass@1 (greedy) and sampled pass@1 and pass@8, measured as recipes.measure does."""
-    greedy = evaluate(model, task, max_completion_length=LENGTH)
-    sampled = sampled_eval(model, task, k=recipes.PASS_K, max_completion_length=LENGTH, seed=SEED)
-    return {"pass@1": greedy["accuracy"], "sampled_pass@1": sampled["pass@1"], "pass@8": sampled["pass@k"]}
+    """A starting point's pass@1 (greedy), sampled pass@1 and pass@8, measured as every recipe stage is."""
+    return recipes.policy_numbers(model.eval(), task, cfg, seed=SEED)
 
 
 random_start = start_numbers(random_init)
@@ -404,14 +405,19 @@ print(f"after GRPO, pass@1 stayed at or below the start's pass@8 in {len(below)}
 print(f"the digit-text base: {base_rl['zero_variance_share']:.0%} of its groups without signal, pass@1 "
       f"{base['pass@1']:.1%} → {base_rl['pass@1']:.1%}; the SFT start: {sft_rl['zero_variance_share']:.0%}, "
       f"{sft_start_numbers['pass@1']:.1%} → {sft_rl['pass@1']:.1%}")
+past = sft_rl["pass@1"] > sft_start_numbers["pass@8"]
+print(f"from the SFT start, pass@1 rose {'past' if past else 'towards'} the start's pass@8 "
+      f"({sft_start_numbers['pass@8']:.1%}), and pass@8 itself went {sft_start_numbers['pass@8']:.1%} → {sft_rl['pass@8']:.1%}")
 
 # %% [markdown]
-# This is the lecture's claim that the base checkpoint decides what RL can amplify, measured. GRPO
-# learns from groups with both right and wrong answers; a start whose pass@8 is near zero gives it
-# almost none, whatever the budget. Knowing digits and when an answer ends is not knowing addition:
+# This is the lecture's claim that the base checkpoint decides what RL can amplify, measured here on
+# one seed (the README's recipes table repeats the random, digit-text and cold starts over three seeds
+# at the full budget). GRPO learns from groups with both right and wrong answers; a start whose pass@8
+# is near zero gives it almost none at this budget. Knowing digits and when an answer ends is not knowing addition:
 # the digit-text base writes answers of the right form, and right answers only by luck. Where the
 # start already answers many prompts *sometimes* (a high pass@8 over a lower pass@1), RL turns
-# "sometimes" into "usually" — it raises pass@1 towards the pass@8 the start already had.
+# "sometimes" into "usually": it raises pass@1 towards the pass@8 the start already had (the last line
+# above says whether, in this run, it went past it, and how far pass@8 itself moved).
 # [Yue et al. 2025](https://arxiv.org/abs/2504.13837) measured the same on large models (RL-trained models win at pass@1; their base
 # models catch up at large k), and [Gandhi et al. 2025](https://arxiv.org/abs/2503.01307) found that whether RL self-improves
 # depends on behaviours the base model already shows. R1-Zero works for DeepSeek because its base
@@ -420,8 +426,8 @@ print(f"the digit-text base: {base_rl['zero_variance_share']:.0%} of its groups 
 # ## Your turn
 #
 # The cold start of section 2 had a sampled pass@1 of p (printed there). (a) If every prompt had
-# that same p, what share of GRPO's groups would carry signal with G = 8 and with G = 32? (b) The
-# measured share without signal was higher than the uniform formula. Which prompts make up the
+# that same p, what share of GRPO's groups would carry signal with G = 8 and with G = 32? (b) Where the
+# measured share without signal was higher than the uniform formula, which prompts make up the
 # difference?
 
 # %%

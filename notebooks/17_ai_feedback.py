@@ -84,12 +84,12 @@ from course_lib.ai_feedback import (
     constitution_text,
     fit_judge,
     fit_reward_model_on_judge,
-    judge_config,
     measure_judge,
+    notebook_budget,
     principles_judge,
     rl_against,
 )
-from course_lib.configs import PPOConfig, RewardModelConfig, get_config
+from course_lib.configs import get_config
 from course_lib.explore import predict
 from course_lib.reward_model import over_optimisation, preference_data
 from course_lib.sources import cite
@@ -101,11 +101,9 @@ FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on smaller budget
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
 cfg = get_config("cpu")
 SEED = 0
-# the judge: prompts for its training pairs, steps; FAST trains it on fewer pairs for fewer steps
-JUDGE = judge_config("cpu", pair_prompts=512, heldout_prompts=300, steps=60) if FAST else judge_config("cpu", steps=300)
-RM_CFG = RewardModelConfig(pair_prompts=1024, steps=30, heldout_prompts=200) if FAST else RewardModelConfig(pair_prompts=4096, steps=200)
-PPO_CFG = PPOConfig(steps=8, batch_prompts=96, eval_every=8) if FAST else PPOConfig(steps=40, batch_prompts=128, eval_every=40)
-WINDOW = 3 if FAST else 5
+# the judge, the reward model on its labels, PPO against it, and the moving mean that reads PPO's curves;
+# FAST trains each on fewer pairs for fewer steps (`ai_feedback.notebook_budget`)
+JUDGE, RM_CFG, PPO_CFG, WINDOW = notebook_budget("fast" if FAST else "full")
 display(Markdown(f"Sources: {cite('constitutional_ai')} · {cite('rlaif')} · {cite('llm_judge')}"))
 
 # %% [markdown]

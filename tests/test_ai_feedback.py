@@ -21,6 +21,7 @@ from course_lib.ai_feedback import (
     label_pair,
     length_split,
     measure_judge,
+    notebook_budget,
     principles_judge,
     rl_against,
     swap_test,
@@ -148,6 +149,14 @@ def test_bad_config_names_the_field_and_the_accepted_values(overrides, message):
         JudgeConfig(**overrides)
     with pytest.raises(ValueError, match="judge config must be one of"):
         judge_config("huge")
+
+
+def test_notebook_budget_is_fast_or_full_and_fast_is_smaller():
+    (judge_f, rm_f, ppo_f, window_f), (judge, rm, ppo, window) = notebook_budget("fast"), notebook_budget("full")
+    assert judge_f.steps < judge.steps and rm_f.steps < rm.steps and ppo_f.steps < ppo.steps and window_f <= window
+    assert notebook_budget("full")[0] is not judge  # fresh configs: a notebook may change its copy
+    with pytest.raises(ValueError, match=r"budget must be one of \('fast', 'full'\); got 'huge'"):
+        notebook_budget("huge")
 
 
 @pytest.fixture(scope="module")

@@ -170,16 +170,30 @@ def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):
 
 
 def test_recipes_block_has_one_row_per_stage_and_names_a_stage_that_did_not_start(tmp_path):
-    stage = {"pass@1": 0.5, "pass@8": 0.75, "kl_to_stage_start": 0.25, "cpu_seconds": 10.0}
-    runs = [{"variant": "r1", "seed": s, "stage": 1, "kind": "sft", **stage} for s in (0, 1)]
-    runs += [{"variant": "r1", "seed": s, "stage": 2, "kind": "grpo", **stage, "pass@1": p, "zero_variance_share": 0.5}
-             for s, p in ((0, 0.8), (1, 0.9))]
-    runs += [{"variant": "r1-zero", "seed": 0, "stopped": {"stage": 2, "kind": "rft", "reason": "x"}}]
-    (tmp_path / "recipes.json").write_text(json.dumps({"command": "c", "commit": "abc", "seeds": [0, 1], "runs": runs}))
+    stage = {"pass@1": 0.5, "sampled_pass@1": 0.25, "pass@8": 0.75, "kl_to_stage_start": 0.25, "cpu_seconds": 10.0}
+    runs = [{"variant": "random init", "seed": s, "stage": 0, "kind": "none", "steps": 0, "pass@1": 0.0,
+             "sampled_pass@1": 0.001, "pass@8": 0.01} for s in (0, 1)]
+    runs += [{"variant": "r1", "seed": s, "stage": 1, "kind": "sft", "steps": 300, **stage} for s in (0, 1)]
+    runs += [{"variant": "r1", "seed": s, "stage": 2, "kind": "grpo", "steps": 300, **stage, "pass@1": p,
+              "zero_variance_share": 0.5} for s, p in ((0, 0.8), (1, 0.4))]
+    runs += [{"variant": "r1-zero", "seed": 0, "stage": 1, "kind": "grpo", "steps": 300, **stage, "pass@1": 0.02,
+              "zero_variance_share": 0.99}]
+    runs += [{"variant": "r1-zero", "seed": 1, "stopped": {"stage": 1, "kind": "grpo", "reason": "x"}}]
+    runs += [{"variant": "weak start", "seed": 0, "stage": 1, "kind": "sft", "steps": 100, **stage}]
+    (tmp_path / "recipes.json").write_text(json.dumps({"command": "c", "commit": "abc", "seeds": [0, 1], "runs": runs,
+                                                       "machine": "a shared CPU"}))
     text = tables.recipes(tmp_path)
-    assert "| r1: stage 1 sft | 50.0% (50.0% / 50.0%) | 75.0% (75.0% / 75.0%) | 0.25 (0.25 / 0.25) | — | — | 10 (10 / 10) |" in text
-    assert "| r1: stage 2 grpo | 85.0% (80.0% / 90.0%) |" in text and "| 50.0% (50.0% / 50.0%) | — |" in text
-    assert "r1-zero seed 0: stage 2 (rft) did not start." in text
+    assert "| random init (untrained) | 0.0% (0.0% / 0.0%) | 0.1% (0.1% / 0.1%) | 1.0% (1.0% / 1.0%) | — |" in text
+    assert ("| r1: stage 1 sft (300 steps) | 50.0% (50.0% / 50.0%) | 25.0% (25.0% / 25.0%) | 75.0% (75.0% / 75.0%) "
+            "| 0.25 (0.25 / 0.25) | — | — | 10 (10 / 10) |") in text
+    assert "| r1: stage 2 grpo (300 steps) | 60.0% (80.0% / 40.0%) |" in text and "| 50.0% (50.0% / 50.0%) | — |" in text
+    assert "r1-zero seed 1: stage 1 (grpo) did not start." in text and "weak start ran on seed(s) 0 only." in text
+    # the verdicts are paired by seed: stage 2 over stage 1 is +30 and −10 points
+    assert "r1, GRPO (stage 2) over the stage before: pass@1 median +10.0 pts (per seed +30.0 pts / -10.0 pts); up on 1 of 2" in text
+    # GRPO from the random init reads its start from the untrained row of the same seed (seed 1 stopped: left out)
+    assert ("GRPO from the random init (R1-Zero): start pass@1 median 0.0% (per seed 0.0%), pass@8 median 1.0% "
+            "(per seed 1.0%); after GRPO pass@1 median 2.0% (per seed 2.0%)") in text
+    assert "a shared CPU." in text
 
 
 def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
@@ -245,3 +259,23 @@ def test_async_sweep_table_medians_ranges_and_the_shared_machine(tmp_path):
     data.update(complete=False, planned_runs=27)
     (tmp_path / "async.json").write_text(json.dumps(data))
     assert "**Incomplete**: 12 of 27 runs had finished when it stopped." in tables.async_sweep(tmp_path)
+
+
+def test_ai_feedback_block_reads_both_constitutions_seed_by_seed(tmp_path):
+    def run(variant, seed, bias, gold_change):
+        return {"variant": variant, "seed": seed, "rules_position_bias": 0.8, "judge_agreement": 0.5,
+                "judge_position_bias": bias, "judge_length_bias": 0.9, "rm_heldout_gold_accuracy": 0.55,
+                "rm_length_bias": 0.8, "ppo_gold_start": 0.5, "ppo_gold_change": gold_change, "ppo_proxy_change": 0.3,
+                "cpu_seconds": 60.0}
+
+    runs = [run("default", 0, 0.79, -0.05), run("default", 1, 0.81, 0.01),
+            run("without 'first'", 0, -0.02, -0.02), run("without 'first'", 1, 0.12, -0.01)]
+    (tmp_path / "ai_feedback.json").write_text(json.dumps({
+        "command": "c", "commit": "abc", "seeds": [0, 1], "runs": runs, "budget": "fast", "judge_steps": 60,
+        "rm_steps": 30, "ppo_steps": 8, "window": 3, "machine": "a shared CPU"}))
+    text = tables.render("<!-- bench:ai_feedback -->\nold\n<!-- /bench:ai_feedback -->", tmp_path)
+    assert "| default | +0.80 (+0.80 / +0.80) | 50.0% (50.0% / 50.0%) | +0.80 (+0.79 / +0.81) |" in text
+    assert "| without 'first' | +0.80 (+0.80 / +0.80) | 50.0% (50.0% / 50.0%) | +0.05 (-0.02 / +0.12) |" in text
+    assert "- default: the judge's |position bias| < 0.1 on 0 of 2 seeds" in text and "gold fell on 1 of 2" in text
+    assert "- without 'first': the judge's |position bias| < 0.1 on 1 of 2 seeds" in text and "gold fell on 2 of 2" in text
+    assert "`fast` budget: the judge 60 steps, the reward model 30, PPO 8 (3-step moving means)" in text
