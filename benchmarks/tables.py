@@ -243,6 +243,29 @@ def recipes(results: Path = RESULTS) -> str:
         ("CPU s", "cpu_seconds", lambda x: f"{x:.0f}")]) + ("".join(f"\n{s}." for s in stopped) + "\n" if stopped else "")
 
 
+def tools(results: Path = RESULTS) -> str:
+    """GRPO with the calculator and without, the masking ablation: medians over seeds (per seed in brackets)."""
+    data = load("tools", results)
+
+    def two(x):
+        return f"{x:.2f}"
+
+    flat = {**data, "runs": [{**r, "cpu_seconds": r["grpo_cpu_seconds"] + (r.get("start_cpu_seconds") or 0)}
+                             for r in data["runs"]]}
+    table = _per_seed_table(flat, [
+        ("start", "start_accuracy", pct), ("after GRPO", "final_accuracy", pct),
+        ("carry prompts", "final_accuracy_carry", pct), ("no-carry prompts", "final_accuracy_no_carry", pct),
+        ("greedy tool use, carry: start", "start_tool_use_carry", pct), ("end", "final_tool_use_carry", pct),
+        ("sampled call rate, carry: first quarter", "call_rate_carry_first", pct), ("last quarter", "call_rate_carry_last", pct),
+        ("log-prob of the tool's answer", "tool_answer_logprob", two),
+        ("CPU s (GRPO + extra SFT)", "cpu_seconds", lambda x: f"{x:.0f}")])
+    setting = (f"{data['grpo_steps']} GRPO steps per row ({data['config']} config); the tool start: "
+               f"{data['tool_sft']} SFT steps in which the first {data['tool_demos']} carry demonstrations call the "
+               f"tool for {'the whole sum' if data['tool_call'] == 'sum' else 'the ones column'}")
+    return (f"*{setting}. CPU seconds on a shared machine; the extra SFT counts only where the run built its start.*\n\n"
+            + table)
+
+
 def rollout(results: Path = RESULTS) -> str:
     return _per_seed_table(load("rollout", results), [
         ("cached, s", "cached_seconds", lambda x: f"{x:.3f}"), ("uncached, s", "uncached_seconds", lambda x: f"{x:.3f}"),
@@ -460,7 +483,7 @@ def provenance(results: Path = RESULTS) -> str:
 
 RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4_estimate, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
-             "class_grading": class_grading, "recipes": recipes, "trl_map": trl_map}
+             "class_grading": class_grading, "recipes": recipes, "trl_map": trl_map, "tools": tools}
 
 
 def render(text: str, results: Path = RESULTS) -> str:

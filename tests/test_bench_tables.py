@@ -190,3 +190,28 @@ def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
     assert tables.render(block, tmp_path) == f"<!-- bench:trl_map -->\n{mapping_markdown()}<!-- /bench:trl_map -->"
     readme = (ROOT / "README.md").read_text()
     assert mapping_markdown() in readme and "KTOTrainer" in readme
+
+
+def test_tools_table_reads_medians_and_seeds_from_the_json(tmp_path):
+    def run(variant, seed, final, env=True):
+        tool = (lambda x: x) if env else (lambda x: None)
+        return {"variant": variant, "seed": seed, "steps": 60, "start_accuracy": 0.6, "final_accuracy": final,
+                "final_accuracy_carry": final - 0.1, "final_accuracy_no_carry": final + 0.05,
+                "start_tool_use_carry": tool(0.02), "final_tool_use_carry": tool(0.5 + seed / 10),
+                "call_rate_carry_first": tool(0.05), "call_rate_carry_last": tool(0.4),
+                "tool_answer_logprob": tool(-3.0 - seed), "grpo_cpu_seconds": 50.0 + seed,
+                "start_cpu_seconds": 10.0 if env and seed == 0 else None}
+
+    runs = [run("no tool", s, f, env=False) for s, f in enumerate([0.8, 0.7, 0.9])]
+    runs += [run("tool", s, f) for s, f in enumerate([0.95, 0.9, 0.85])]
+    (tmp_path / "tools.json").write_text(json.dumps(
+        {"command": "tinygpt_tools.py", "commit": "abc", "config": "cpu", "grpo_steps": 60, "tool_call": "sum",
+         "tool_demos": 50, "tool_sft": 150, "seeds": [0, 1, 2], "runs": runs}))
+    text = tables.tools(tmp_path)
+    assert "60 GRPO steps per row (cpu config)" in text and "the first 50 carry demonstrations call the tool for the whole sum" in text
+    no_tool = next(line for line in text.splitlines() if line.startswith("| no tool |"))
+    assert "80.0% (80.0% / 70.0% / 90.0%)" in no_tool and no_tool.count("| — ") == 5  # no tool columns without a tool
+    tool = next(line for line in text.splitlines() if line.startswith("| tool |"))
+    assert "90.0% (95.0% / 90.0% / 85.0%)" in tool and "60.0% (50.0% / 60.0% / 70.0%)" in tool
+    assert "-4.00 (-3.00 / -4.00 / -5.00)" in tool and "| 52 (60 / 51 / 52) |" in tool  # CPU s: + the extra SFT when built
+    assert "at commit abc" in text
