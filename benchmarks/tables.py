@@ -259,11 +259,27 @@ def tools(results: Path = RESULTS) -> str:
         ("sampled call rate, carry: first quarter", "call_rate_carry_first", pct), ("last quarter", "call_rate_carry_last", pct),
         ("log-prob of the tool's answer", "tool_answer_logprob", two),
         ("CPU s (GRPO + extra SFT)", "cpu_seconds", lambda x: f"{x:.0f}")])
+    by = {(r["variant"], r["seed"]): r for r in data["runs"]}
+    variants = list(dict.fromkeys(r["variant"] for r in data["runs"]))
+    said = []
+    for v in variants:  # did GRPO raise the sampled call rate on carry prompts?
+        pairs = [(r["call_rate_carry_first"], r["call_rate_carry_last"]) for r in data["runs"]
+                 if r["variant"] == v and r.get("call_rate_carry_first") is not None]
+        if pairs:
+            said.append(f"- {v}: the sampled call rate on carry prompts rose from the first to the last quarter of the "
+                        f"steps in {sum(b > a for a, b in pairs)} of {len(pairs)} seeds.")
+    control = "no tool, same extra SFT"
+    for v in variants:  # each tool row against the start with the same extra SFT and no tool demonstration
+        seeds = [s for s in data["seeds"] if (v, s) in by and (control, s) in by]
+        if v.startswith("tool") and seeds:
+            gaps = [100 * (by[v, s]["final_accuracy"] - by[control, s]["final_accuracy"]) for s in seeds]
+            said.append(f"- {v} − {control}, held-out accuracy after GRPO, seed by seed: "
+                        + " / ".join(f"{g:+.1f}" for g in gaps) + f" pts (ahead in {sum(g > 0 for g in gaps)} of {len(gaps)}).")
     setting = (f"{data['grpo_steps']} GRPO steps per row ({data['config']} config); the tool start: "
                f"{data['tool_sft']} SFT steps in which the first {data['tool_demos']} carry demonstrations call the "
                f"tool for {'the whole sum' if data['tool_call'] == 'sum' else 'the ones column'}")
     return (f"*{setting}. CPU seconds on a shared machine; the extra SFT counts only where the run built its start.*\n\n"
-            + table)
+            + table + ("\n" + "\n".join(said) + "\n" if said else ""))
 
 
 def rollout(results: Path = RESULTS) -> str:

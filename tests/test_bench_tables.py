@@ -203,7 +203,9 @@ def test_tools_table_reads_medians_and_seeds_from_the_json(tmp_path):
                 "start_cpu_seconds": 10.0 if env and seed == 0 else None}
 
     runs = [run("no tool", s, f, env=False) for s, f in enumerate([0.8, 0.7, 0.9])]
+    runs += [{**run("no tool, same extra SFT", s, f), "call_rate_carry_first": None} for s, f in enumerate([0.9, 0.9, 0.9])]
     runs += [run("tool", s, f) for s, f in enumerate([0.95, 0.9, 0.85])]
+    runs[-1]["call_rate_carry_last"] = 0.01  # seed 2: the call rate fell
     (tmp_path / "tools.json").write_text(json.dumps(
         {"command": "tinygpt_tools.py", "commit": "abc", "config": "cpu", "grpo_steps": 60, "tool_call": "sum",
          "tool_demos": 50, "tool_sft": 150, "seeds": [0, 1, 2], "runs": runs}))
@@ -215,3 +217,6 @@ def test_tools_table_reads_medians_and_seeds_from_the_json(tmp_path):
     assert "90.0% (95.0% / 90.0% / 85.0%)" in tool and "60.0% (50.0% / 60.0% / 70.0%)" in tool
     assert "-4.00 (-3.00 / -4.00 / -5.00)" in tool and "| 52 (60 / 51 / 52) |" in tool  # CPU s: + the extra SFT when built
     assert "at commit abc" in text
+    assert "- tool: the sampled call rate on carry prompts rose from the first to the last quarter of the steps in 2 of 3 seeds." in text
+    assert "- tool − no tool, same extra SFT, held-out accuracy after GRPO, seed by seed: +5.0 / +0.0 / -5.0 pts (ahead in 1 of 3)." in text
+    assert "- no tool:" not in text  # no call rate without a tool
