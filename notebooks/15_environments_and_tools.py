@@ -171,20 +171,23 @@ print(f"reward {episode.reward}, {episode.turns} policy turns, {episode.policy_t
 # after each sampled token the environment may take over and write its observation, token by token
 # (`EpisodeDriver` in `course_lib.environments`). Each episode gets one reward, so one advantage.
 #
-# ## 2. Three starting points
+# ## 2. Four starting points
 #
 # - **Plain**: the shared SFT start of the earlier notebooks (no tool in its vocabulary).
 # - **Tool, 100 demos**: the same start, its vocabulary grown by `[`, `]`, `!`, then a short SFT on the
 #   same 2,000 demonstrations in which the first 100 of those whose ones column carries are rewritten by
 #   a teacher with a calculator: `[7+5]`, the tool's `12` (masked in SFT too), then the right sum.
 # - **Tool, every carry demo**: the same, with every carry demonstration rewritten that way.
+# - **No tool demo** (the control): the same grown vocabulary and the same short SFT, with no demonstration
+#   rewritten. The tool starts had those extra SFT steps; plain GRPO did not, so this is the start that
+#   says what the tool itself adds.
 #
 # Everything else — model, prompts, held-out set, the flawed teacher elsewhere — is shared.
 
 # %%
 task, plain_model, plain_info = sft_start(cfg, seed=SEED)
 tool_cfg = {}
-for name, demos in [("100 demos", 100), ("every carry demo", cfg.task.n_demos)]:
+for name, demos in [("100 demos", 100), ("every carry demo", cfg.task.n_demos), ("no tool demo", 0)]:
     tool_cfg[name] = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="calculator", tool_demos=demos))
 starts, start_weights, tool_tasks = {"plain": plain_info}, {}, {}  # each start's held-out evaluation
 for name, c in tool_cfg.items():
@@ -293,14 +296,17 @@ fig = dashboard([], title="GRPO with the calculator", runs={k: logs[k] for k in 
 plt.show()
 
 # %%
-best_tool = max(runs[n]["accuracy"] for n in tool_cfg)
+ctl = "no tool demo"
+best_tool = max(runs[n]["accuracy"] for n in tool_cfg if n != ctl)
 lines = [
     f"- Plain GRPO: {starts['plain']['accuracy']:.1%} → {runs['plain']['accuracy']:.1%} held-out "
-    f"(carry {starts['plain']['accuracy_carry']:.1%} → {runs['plain']['accuracy_carry']:.1%}).",
+    f"(carry {starts['plain']['accuracy_carry']:.1%} → {runs['plain']['accuracy_carry']:.1%}); from the control "
+    f"(the same extra SFT, no tool demonstration) {starts[ctl]['accuracy']:.1%} → {runs[ctl]['accuracy']:.1%} "
+    f"(carry {runs[ctl]['accuracy_carry']:.1%}).",
     f"- With the tool the best run reaches {best_tool:.1%}: "
-    + (f"{100 * (best_tool - runs['plain']['accuracy']):.1f} points above plain GRPO."
-       if best_tool > runs["plain"]["accuracy"] else
-       f"{100 * (runs['plain']['accuracy'] - best_tool):.1f} points below plain GRPO."),
+    + (f"{100 * (best_tool - runs[ctl]['accuracy']):.1f} points above GRPO from the control."
+       if best_tool > runs[ctl]["accuracy"] else
+       f"{100 * (runs[ctl]['accuracy'] - best_tool):.1f} points below GRPO from the control."),
     f"- From 100 tool demonstrations, greedy tool use on carry prompts went {starts[few]['tool_use_carry']:.1%} → "
     f"{runs[few]['tool_use_carry']:.1%} and the sampled call rate {sampled[few][0]:.3f} → {sampled[few][1]:.3f}: "
     + ("GRPO is dropping the tool. It raised carry accuracy without it "
