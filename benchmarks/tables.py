@@ -250,15 +250,13 @@ def tools(results: Path = RESULTS) -> str:
     def two(x):
         return f"{x:.2f}"
 
-    flat = {**data, "runs": [{**r, "cpu_seconds": r["grpo_cpu_seconds"] + (r.get("start_cpu_seconds") or 0)}
-                             for r in data["runs"]]}
-    table = _per_seed_table(flat, [
+    table = _per_seed_table(data, [
         ("start", "start_accuracy", pct), ("after GRPO", "final_accuracy", pct),
         ("carry prompts", "final_accuracy_carry", pct), ("no-carry prompts", "final_accuracy_no_carry", pct),
         ("greedy tool use, carry: start", "start_tool_use_carry", pct), ("end", "final_tool_use_carry", pct),
         ("sampled call rate, carry: first quarter", "call_rate_carry_first", pct), ("last quarter", "call_rate_carry_last", pct),
         ("log-prob of the tool's answer", "tool_answer_logprob", two),
-        ("CPU s (GRPO + extra SFT)", "cpu_seconds", lambda x: f"{x:.0f}")])
+        ("GRPO CPU s", "grpo_cpu_seconds", lambda x: f"{x:.0f}")])
     by = {(r["variant"], r["seed"]): r for r in data["runs"]}
     variants = list(dict.fromkeys(r["variant"] for r in data["runs"]))
     said = []
@@ -278,7 +276,7 @@ def tools(results: Path = RESULTS) -> str:
     setting = (f"{data['grpo_steps']} GRPO steps per row ({data['config']} config); the tool start: "
                f"{data['tool_sft']} SFT steps in which the first {data['tool_demos']} carry demonstrations call the "
                f"tool for {'the whole sum' if data['tool_call'] == 'sum' else 'the ones column'}")
-    return (f"*{setting}. CPU seconds on a shared machine; the extra SFT counts only where the run built its start.*\n\n"
+    return (f"*{setting}. CPU seconds of GRPO alone, on a shared machine.*\n\n"
             + table + ("\n" + "\n".join(said) + "\n" if said else ""))
 
 

@@ -215,7 +215,7 @@ def test_tools_table_reads_medians_and_seeds_from_the_json(tmp_path):
     assert "80.0% (80.0% / 70.0% / 90.0%)" in no_tool and no_tool.count("| — ") == 5  # no tool columns without a tool
     tool = next(line for line in text.splitlines() if line.startswith("| tool |"))
     assert "90.0% (95.0% / 90.0% / 85.0%)" in tool and "60.0% (50.0% / 60.0% / 70.0%)" in tool
-    assert "-4.00 (-3.00 / -4.00 / -5.00)" in tool and "| 52 (60 / 51 / 52) |" in tool  # CPU s: + the extra SFT when built
+    assert "-4.00 (-3.00 / -4.00 / -5.00)" in tool and "| 51 (50 / 51 / 52) |" in tool  # GRPO's CPU seconds
     assert "at commit abc" in text
     assert "- tool: the sampled call rate on carry prompts rose from the first to the last quarter of the steps in 2 of 3 seeds." in text
     assert "- tool − no tool, same extra SFT, held-out accuracy after GRPO, seed by seed: +5.0 / +0.0 / -5.0 pts (ahead in 1 of 3)." in text
