@@ -352,15 +352,15 @@ for name, (w, wo) in pays.items():
           f"without one {share(wo):>12}")
 w, wo = pays[few]
 calls_lost = w is not None and wo is not None and w <= wo
-display(Markdown(
-    f"From 100 tool demonstrations, early in GRPO, the carry episodes that called were right {share(w)} of the time "
+print(
+    f"\nFrom 100 tool demonstrations, early in GRPO, the carry episodes that called were right {share(w)} of the time "
     f"and those that did not {share(wo)}. "
     + ("A call paid less than the policy's own answer, so GRPO had no reason to raise it: it raised the other path, "
        f"learning the carry ({starts[few]['accuracy_carry']:.1%} → {runs[few]['accuracy_carry']:.1%} on held-out carry "
        f"prompts), and the sampled call rate went {sampled[few][0]:.3f} → {sampled[few][1]:.3f}."
        if calls_lost else
        f"A call paid at least as much as the policy's own answer; the sampled call rate went {sampled[few][0]:.3f} → "
-       f"{sampled[few][1]:.3f}.")))
+       f"{sampled[few][1]:.3f}."))
 
 # %% [markdown]
 # The honest reading: **RL raises what pays relative to the alternatives it samples, as the policy can do it
