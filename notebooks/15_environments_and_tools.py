@@ -317,7 +317,7 @@ lines = [
     f"{starts['every carry demo']['tool_use_carry']:.1%} → {runs['every carry demo']['tool_use_carry']:.1%} "
     f"(no carry: {runs['every carry demo']['tool_use_no_carry']:.1%}), sampled {sampled['every carry demo'][0]:.3f} → "
     f"{sampled['every carry demo'][1]:.3f}: "
-    + ("GRPO keeps a tool the policy already uses well, where it pays."
+    + ("GRPO keeps a tool the policy already relies on: for this policy a call pays (next section)."
        if runs["every carry demo"]["tool_use_carry"] >= 0.5 else "GRPO did not keep the tool in this run."),
 ]
 display(Markdown("\n".join(lines)))
