@@ -338,6 +338,43 @@ def ai_feedback(results: Path = RESULTS) -> str:
             + (f"\n{data['machine']}.\n" if data.get("machine") else ""))
 
 
+def tools(results: Path = RESULTS) -> str:
+    """GRPO with the calculator and without, the masking ablation: medians over seeds (per seed in brackets)."""
+    data = load("tools", results)
+
+    def two(x):
+        return f"{x:.2f}"
+
+    table = _per_seed_table(data, [
+        ("start", "start_accuracy", pct), ("after GRPO", "final_accuracy", pct),
+        ("carry prompts", "final_accuracy_carry", pct), ("no-carry prompts", "final_accuracy_no_carry", pct),
+        ("greedy tool use, carry: start", "start_tool_use_carry", pct), ("end", "final_tool_use_carry", pct),
+        ("sampled call rate, carry: first quarter", "call_rate_carry_first", pct), ("last quarter", "call_rate_carry_last", pct),
+        ("log-prob of the tool's answer", "tool_answer_logprob", two),
+        ("GRPO CPU s", "grpo_cpu_seconds", lambda x: f"{x:.0f}")])
+    by = {(r["variant"], r["seed"]): r for r in data["runs"]}
+    variants = list(dict.fromkeys(r["variant"] for r in data["runs"]))
+    said = []
+    for v in variants:  # did GRPO raise the sampled call rate on carry prompts?
+        pairs = [(r["call_rate_carry_first"], r["call_rate_carry_last"]) for r in data["runs"]
+                 if r["variant"] == v and r.get("call_rate_carry_first") is not None]
+        if pairs:
+            said.append(f"- {v}: the sampled call rate on carry prompts rose from the first to the last quarter of the "
+                        f"steps in {sum(b > a for a, b in pairs)} of {len(pairs)} seeds.")
+    control = "no tool, same extra SFT"
+    for v in variants:  # each tool row against the start with the same extra SFT and no tool demonstration
+        seeds = [s for s in data["seeds"] if (v, s) in by and (control, s) in by]
+        if v.startswith("tool") and seeds:
+            gaps = [100 * (by[v, s]["final_accuracy"] - by[control, s]["final_accuracy"]) for s in seeds]
+            said.append(f"- {v} − {control}, held-out accuracy after GRPO, seed by seed: "
+                        + " / ".join(f"{g:+.1f}" for g in gaps) + f" pts (ahead in {sum(g > 0 for g in gaps)} of {len(gaps)}).")
+    setting = (f"{data['grpo_steps']} GRPO steps per row ({data['config']} config); the tool start: "
+               f"{data['tool_sft']} SFT steps in which the first {data['tool_demos']} carry demonstrations call the "
+               f"tool for {'the whole sum' if data['tool_call'] == 'sum' else 'the ones column'}")
+    return (f"*{setting}. CPU seconds of GRPO alone, on a shared machine.*\n\n"
+            + table + ("\n" + "\n".join(said) + "\n" if said else ""))
+
+
 def rollout(results: Path = RESULTS) -> str:
     return _per_seed_table(load("rollout", results), [
         ("cached, s", "cached_seconds", lambda x: f"{x:.3f}"), ("uncached, s", "uncached_seconds", lambda x: f"{x:.3f}"),
@@ -677,7 +714,7 @@ def provenance(results: Path = RESULTS) -> str:
 RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4_estimate, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
              "class_grading": class_grading, "recipes": recipes, "ai_feedback": ai_feedback, "trl_map": trl_map,
-             "async_speed": async_speed, "async_sweep": async_sweep}
+             "async_speed": async_speed, "async_sweep": async_sweep, "tools": tools}
 
 
 def render(text: str, results: Path = RESULTS) -> str:

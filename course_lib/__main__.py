@@ -44,6 +44,8 @@ HELP = {
     "steps": "TOTAL optimizer steps of the trainer (a resumed run continues up to it)",
     "env": "an environment with tools (sft, grpo): 'calculator' lets the policy call [a+b]; '' (default) none",
     "tool_demos": "with --env: carry demonstrations the teacher writes with the tool",
+    "tool_call": "with --env: what the tool demonstrations ask the calculator: the ones column [7+5] or the whole sum "
+                 "[37+45]",
     "loss_type": "GRPO: the objective (clipped surrogate, or CISPO's capped weight: set --epsilon-high, ε_max, >= 1); "
                  "TRL's unit names are --unit here. DPO: the pairwise loss",
     "importance_sampling_level": "sequence = GSPO (one length-normalised ratio per completion; needs --unit "

@@ -76,7 +76,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from course_lib.behaviour import IS_MODES, check_bounds
-from course_lib.environments import ENVIRONMENTS
+from course_lib.environments import ENVIRONMENTS, TOOL_CALLS
 from course_lib.model import ModelConfig
 from course_lib.policy_loss import KL_ESTIMATORS, UNITS
 from course_lib.rewards import check_reward_spec
@@ -99,6 +99,7 @@ CHOICES = {  # the accepted values of every string option (the CLI shows them in
     "loss_type": DPO_LOSSES, "advantage": ADVANTAGES, "unit": UNITS, "zero_variance": ZERO_VARIANCE,
     "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS, "vllm_importance_sampling_mode": IS_MODES,
     "env": ("", *ENVIRONMENTS),  # task.env: "" (none) or an environment with tools
+    "tool_call": TOOL_CALLS,  # task.tool_call: what a tool demonstration asks the calculator
 }
 GRPO_LOSS_TYPES = ("clipped", "cispo")  # the per-token objective; the averaging unit is ``unit``
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")  # one ratio per token (GRPO) | per completion (GSPO)
@@ -545,9 +546,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         (cfg.checkpoint_every >= 1, f"checkpoint_every must be >= 1; got {cfg.checkpoint_every}"),
     ])
     if t.env:
-        from course_lib.environments import EpisodeLimits, check_env_name
+        from course_lib.environments import EpisodeLimits, check_env_name, check_tool_call
 
         check_env_name(t.env)
+        check_tool_call(t.tool_call)
         if g.reward != "strict" or g.soft_punish_cache:
             raise ValueError(f"with task.env {t.env!r} the environment's verifier is the reward; grpo.reward must be "
                              f"'strict' and grpo.soft_punish_cache 0 (got {g.reward!r}, {g.soft_punish_cache})")

@@ -21,6 +21,9 @@ final answer, digits then ``<eos>``, which the exact-answer checker scores. Exam
     env        12
     policy     82<eos>         the answer; reward 1
 
+The teacher's demonstrations ask for the ones column (``task.tool_call="ones"``) or for the whole sum
+(``"sum"``: ``[37+45]``, the tool writes ``82``, the policy copies it); the environment answers either.
+
 Rules, stated once:
 - **Malformed call**: a turn that ends with ``]`` but is not exactly ``[digits+digits]`` (operands up
   to digits + 1 characters) gets the error observation ``!``, counts as a tool error and as a call.
@@ -57,6 +60,7 @@ import torch
 from course_lib.task import EOS, AdditionTask, CharTokenizer, TaskConfig
 
 TOOL_CHARS = "[]!"  # call open, call close, tool error
+TOOL_CALLS = ("ones", "sum")  # what a tool demonstration asks the calculator: the ones column, or the whole sum
 CALL_CLOSE, TOOL_ERROR = "]", "!"
 
 
@@ -87,13 +91,19 @@ class CalculatorEnv:
     stops = (CALL_CLOSE,)  # besides <eos>, the characters that end a policy turn
 
     @staticmethod
-    def demonstration(pair: tuple[int, int]) -> list[tuple[str, bool]]:
-        """The teacher with a calculator: it asks for the ones column, then writes the right sum.
+    def demonstration(pair: tuple[int, int], call: str = "ones", width: int = 1) -> list[tuple[str, bool]]:
+        """The teacher with a calculator: it asks for the ones column (``call="ones"``) or the whole
+        sum (``"sum"``, operands written as in the prompt: zero-padded to ``width`` digits), then
+        writes the right sum.
 
-        ``[(text, written_by_policy), …]``: for 37+45, ``[("[7+5]", True), ("12", False), ("82", True)]``.
+        ``[(text, written_by_policy), …]``: for 37+45, ``[("[7+5]", True), ("12", False), ("82", True)]``;
+        with ``"sum"`` ``[("[37+45]", True), ("82", False), ("82", True)]``, and ``[06+45]`` for 06+45.
         """
+        check_tool_call(call)
         a, b = pair
-        return [(f"[{a % 10}+{b % 10}]", True), (str(a % 10 + b % 10), False), (str(a + b), True)]
+        if call == "ones":
+            return [(f"[{a % 10}+{b % 10}]", True), (str(a % 10 + b % 10), False), (str(a + b), True)]
+        return [(f"[{a:0{width}d}+{b:0{width}d}]", True), (str(a + b), False), (str(a + b), True)]
 
     def __init__(self, task: AdditionTask, limits: EpisodeLimits | None = None):
         self.task, self.limits = task, limits or EpisodeLimits()
@@ -133,6 +143,13 @@ def check_env_name(name: str) -> None:
     """Refuse an unknown environment with the list of known ones ("" is no environment)."""
     if name not in ENVIRONMENTS:
         raise ValueError(f"env must be one of {', '.join(map(repr, ENVIRONMENTS))} (or '' for none); got {name!r}")
+
+
+def check_tool_call(call) -> None:
+    """Refuse a tool-demonstration call other than ``TOOL_CALLS`` (``task.tool_call``), naming the accepted ones."""
+    if call not in TOOL_CALLS:
+        raise ValueError(f"task.tool_call must be one of {', '.join(map(repr, TOOL_CALLS))} (what a tool demonstration "
+                         f"asks the calculator: the ones column or the whole sum); got {call!r}")
 
 
 def make_env(name: str, task: AdditionTask, limits: EpisodeLimits | None = None):
@@ -311,10 +328,12 @@ class EpisodeDriver:
 def episode_stats(episodes: list[dict]) -> dict:
     """What the dashboard shows about a batch of episodes (§15–§16).
 
-    ``tool_call_rate`` share of episodes with a call; ``tool_error_rate`` malformed calls per
+    ``tool_call_rate`` share of episodes with a call; ``tool_call_rate_carry`` / ``_no_carry`` the same on
+    carry / no-carry prompts (None when no such episode); ``tool_error_rate`` malformed calls per
     call (None without calls); ``turns_per_episode``, ``tokens_per_episode`` (policy and
     environment tokens after the prompt); ``reward_with_tool`` / ``reward_without_tool`` (None
     when no such episode); ``reward_carry`` / ``reward_no_carry`` (ones column carries or not);
+    ``reward_carry_with_tool`` / ``_without_tool``: on carry prompts, by tool use (does the call pay?);
     ``env_errors``: episodes ended by an environment that raised.
     """
     def mean(xs):
@@ -323,6 +342,8 @@ def episode_stats(episodes: list[dict]) -> dict:
     calls = sum(e["tool_calls"] for e in episodes)
     return {
         "tool_call_rate": mean([float(e["tool_calls"] > 0) for e in episodes]),
+        "tool_call_rate_carry": mean([float(e["tool_calls"] > 0) for e in episodes if e["carry"]]),
+        "tool_call_rate_no_carry": mean([float(e["tool_calls"] > 0) for e in episodes if not e["carry"]]),
         "tool_error_rate": sum(e["tool_errors"] for e in episodes) / calls if calls else None,
         "turns_per_episode": mean([e["turns"] for e in episodes]),
         "tokens_per_episode": mean([e["tokens"] for e in episodes]),
@@ -330,8 +351,40 @@ def episode_stats(episodes: list[dict]) -> dict:
         "reward_without_tool": mean([e["reward"] for e in episodes if e["tool_calls"] == 0]),
         "reward_carry": mean([e["reward"] for e in episodes if e["carry"]]),
         "reward_no_carry": mean([e["reward"] for e in episodes if not e["carry"]]),
+        "reward_carry_with_tool": mean([e["reward"] for e in episodes if e["carry"] and e["tool_calls"] > 0]),
+        "reward_carry_without_tool": mean([e["reward"] for e in episodes if e["carry"] and e["tool_calls"] == 0]),
         "env_errors": sum(e["env_error"] for e in episodes),
     }
+
+
+@torch.no_grad()
+def tool_answer_probe(model, task, pairs) -> tuple[float, float]:
+    """What a policy predicts where the environment writes: teacher-forced on ``prompt``, the call
+    ``task.config.tool_call`` asks for, then the tool's answer (``[7+5]`` then ``12`` for 37+45).
+
+    Returns the summed log-prob the policy gives the tool's answer (mean over ``pairs``) and the
+    share of pairs where greedy decoding would write that answer itself. Masked, the policy is never
+    trained on these tokens; with ``mask_env_tokens=False`` it is (the masking ablation).
+    """
+    if not pairs:
+        raise ValueError("pairs must hold at least one (a, b) prompt")
+    tok = task.tokenizer
+    rows, spans = [], []
+    for pair in pairs:
+        (call, _), (answer, _), _ = task.demonstration(pair)
+        rows.append([tok.bos_token_id, *tok.convert_tokens_to_ids(list(task.prompt_text(*pair) + call + answer))])
+        spans.append(len(answer))
+    device = next(model.parameters()).device
+    ids = torch.full((len(rows), max(map(len, rows))), tok.pad_token_id, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+    logp = model(input_ids=ids.to(device)).logits.float().log_softmax(-1).cpu()  # causal: right padding is unseen
+    total, own = 0.0, 0
+    for i, (r, n) in enumerate(zip(rows, spans)):
+        positions = range(len(r) - n, len(r))  # the tool's answer, predicted from the token before each
+        total += float(sum(logp[i, t - 1, r[t]] for t in positions))
+        own += all(int(logp[i, t - 1].argmax()) == r[t] for t in positions)
+    return total / len(rows), own / len(rows)
 
 
 class EnvTask(AdditionTask):
@@ -339,8 +392,9 @@ class EnvTask(AdditionTask):
 
     ``TaskConfig.env`` names the environment; the tokenizer gains its characters; the first
     ``TaskConfig.tool_demos`` demonstrations whose ones column carries (where the flawed teacher
-    errs) are rewritten by the teacher with a calculator (``demonstration``): a call, the tool's
-    answer (not trained on: environment tokens are masked in SFT too), then the right sum.
+    errs) are rewritten by the teacher with a calculator (``demonstration``; ``TaskConfig.tool_call``
+    says what it asks the tool: the ones column or the whole sum): a call, the tool's answer (not
+    trained on: environment tokens are masked in SFT too), then the right sum.
     Every other demonstration, the held-out set and the training prompts are the plain task's.
     ``episodes(pairs, G)`` gives the sampler its driver; ``episode_length`` is the token limit.
     ``env_cls`` replaces the registered class with a variant of it (same tool syntax; a notebook's
@@ -352,6 +406,7 @@ class EnvTask(AdditionTask):
         env_cls = env_cls or ENVIRONMENTS[config.env]
         if isinstance(config.tool_demos, bool) or not isinstance(config.tool_demos, int) or config.tool_demos < 0:
             raise ValueError(f"task.tool_demos must be an integer >= 0; got {config.tool_demos!r}")
+        check_tool_call(config.tool_call)
         super().__init__(config, tokenizer=CharTokenizer(extra_chars=env_cls.extra_chars))
         self.env_cls, self.limits = env_cls, limits or EpisodeLimits()
         self.episode_length = self.limits.max_tokens
@@ -360,6 +415,10 @@ class EnvTask(AdditionTask):
 
     def make_env(self):
         return self.env_cls(self, self.limits)
+
+    def demonstration(self, pair):
+        """The tool-using demonstration of ``pair`` for this task (its ``tool_call``, operands as in its prompts)."""
+        return self.env_cls.demonstration(pair, self.config.tool_call, width=self.config.digits)
 
     def episodes(self, pairs, num_generations: int = 1) -> EpisodeDriver:
         rows = [p for p in pairs for _ in range(num_generations)]
@@ -371,7 +430,7 @@ class EnvTask(AdditionTask):
         tok, tool = self.tokenizer, set(self.tool_demo_index)
         rows = []
         for i, (pair, answer) in enumerate(zip(self.demo_pairs, self.demo_answers)):
-            segments = self.env_cls.demonstration(pair) if i in tool else [(answer, True)]
+            segments = self.demonstration(pair) if i in tool else [(answer, True)]
             ids = [tok.bos_token_id, *tok.convert_tokens_to_ids(list(self.prompt_text(*pair)))]
             mask = [0] * len(ids)
             for text, by_policy in [*segments, (EOS, True)]:

@@ -220,7 +220,8 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
         out["environment"] = {
             "name": cfg.task.env,
             "tools": "a calculator: the policy writes [a+b], the environment writes the sum",
-            "sft_demonstrations": f"{cfg.task.tool_demos} carry demonstrations rewritten to call the tool",
+            "sft_demonstrations": f"{cfg.task.tool_demos} carry demonstrations rewritten to call the tool "
+                                  + ("for the ones column" if cfg.task.tool_call == "ones" else "for the whole sum"),
             "limits": f"{limits.max_tool_calls} tool calls, {limits.max_tokens} tokens per episode (policy + environment; "
                       f"replaces max_completion_length)",
             "verifier": "exact answer after the last turn; malformed call -> error observation '!'",

@@ -163,7 +163,7 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
     The shared start of ``cfg`` without the environment (``sft_start``), its embedding grown by the
     environment's characters (new rows zero), then ``steps`` SFT steps (``cfg.sft``'s batch size and
     learning rate, batches from ``Generator().manual_seed(seed)``) on the environment task's
-    demonstrations: the first ``cfg.task.tool_demos`` carry demonstrations use the tool. ``info`` holds
+    demonstrations: the first ``cfg.task.tool_demos`` carry demonstrations use the tool (``cfg.task.tool_call``). ``info`` holds
     the held-out evaluation (accuracy and tool use by carry) and ``sft_seconds`` of the extra steps.
     """
     from course_lib.evaluation import evaluate
@@ -175,15 +175,17 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0 (SFT steps on the tool demonstrations); got {steps!r}")
     configs.validate(cfg)
-    default_demos = {f.name: f.default for f in dataclasses.fields(cfg.task)}["tool_demos"]  # unused without env
-    base_cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="", tool_demos=default_demos))
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg.task)}  # the tool options are unused without env
+    base_cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="", tool_demos=defaults["tool_demos"],
+                                                                  tool_call=defaults["tool_call"]))
     spec = {"base": start_key(base_cfg, seed=seed), "env": cfg.task.env, "tool_demos": cfg.task.tool_demos,
+            "tool_call": cfg.task.tool_call,
             "steps": steps, "code": code_version(),  # + the environment's demonstrations and rules:
             "environments": hashlib.sha256((Path(__file__).resolve().parent / "environments.py").read_bytes()).hexdigest()}
     key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{cfg.name}_{cfg.task.env}{cfg.task.tool_demos}_s{seed}_{steps}steps_{key}.pt"
+    path = folder / f"{cfg.name}_{cfg.task.env}{cfg.task.tool_demos}{cfg.task.tool_call}_s{seed}_{steps}steps_{key}.pt"
     say = print if verbose else (lambda *a: None)
 
     def build():

@@ -279,3 +279,33 @@ def test_ai_feedback_block_reads_both_constitutions_seed_by_seed(tmp_path):
     assert "- default: the judge's |position bias| < 0.1 on 0 of 2 seeds" in text and "gold fell on 1 of 2" in text
     assert "- without 'first': the judge's |position bias| < 0.1 on 1 of 2 seeds" in text and "gold fell on 2 of 2" in text
     assert "`fast` budget: the judge 60 steps, the reward model 30, PPO 8 (3-step moving means)" in text
+
+
+def test_tools_table_reads_medians_and_seeds_from_the_json(tmp_path):
+    def run(variant, seed, final, env=True):
+        tool = (lambda x: x) if env else (lambda x: None)
+        return {"variant": variant, "seed": seed, "steps": 60, "start_accuracy": 0.6, "final_accuracy": final,
+                "final_accuracy_carry": final - 0.1, "final_accuracy_no_carry": final + 0.05,
+                "start_tool_use_carry": tool(0.02), "final_tool_use_carry": tool(0.5 + seed / 10),
+                "call_rate_carry_first": tool(0.05), "call_rate_carry_last": tool(0.4),
+                "tool_answer_logprob": tool(-3.0 - seed), "grpo_cpu_seconds": 50.0 + seed,
+                "start_cpu_seconds": 10.0 if env and seed == 0 else None}
+
+    runs = [run("no tool", s, f, env=False) for s, f in enumerate([0.8, 0.7, 0.9])]
+    runs += [{**run("no tool, same extra SFT", s, f), "call_rate_carry_first": None} for s, f in enumerate([0.9, 0.9, 0.9])]
+    runs += [run("tool", s, f) for s, f in enumerate([0.95, 0.9, 0.85])]
+    runs[-1]["call_rate_carry_last"] = 0.01  # seed 2: the call rate fell
+    (tmp_path / "tools.json").write_text(json.dumps(
+        {"command": "tinygpt_tools.py", "commit": "abc", "config": "cpu", "grpo_steps": 60, "tool_call": "sum",
+         "tool_demos": 50, "tool_sft": 150, "seeds": [0, 1, 2], "runs": runs}))
+    text = tables.tools(tmp_path)
+    assert "60 GRPO steps per row (cpu config)" in text and "the first 50 carry demonstrations call the tool for the whole sum" in text
+    no_tool = next(line for line in text.splitlines() if line.startswith("| no tool |"))
+    assert "80.0% (80.0% / 70.0% / 90.0%)" in no_tool and no_tool.count("| — ") == 5  # no tool columns without a tool
+    tool = next(line for line in text.splitlines() if line.startswith("| tool |"))
+    assert "90.0% (95.0% / 90.0% / 85.0%)" in tool and "60.0% (50.0% / 60.0% / 70.0%)" in tool
+    assert "-4.00 (-3.00 / -4.00 / -5.00)" in tool and "| 51 (50 / 51 / 52) |" in tool  # GRPO's CPU seconds
+    assert "at commit abc" in text
+    assert "- tool: the sampled call rate on carry prompts rose from the first to the last quarter of the steps in 2 of 3 seeds." in text
+    assert "- tool − no tool, same extra SFT, held-out accuracy after GRPO, seed by seed: +5.0 / +0.0 / -5.0 pts (ahead in 1 of 3)." in text
+    assert "- no tool:" not in text  # no call rate without a tool

@@ -273,9 +273,10 @@ def test_episode_stats_on_hand_made_episodes():
 
     stats = episode_stats([ep(1.0, 1, 0, True, 2, 10), ep(0.0, 2, 1, True, 3, 14), ep(1.0, 0, 0, False),
                            ep(0.0, 0, 0, False)])
-    assert stats == {"tool_call_rate": 0.5, "tool_error_rate": 1 / 3, "turns_per_episode": 1.75,
+    assert stats == {"tool_call_rate": 0.5, "tool_call_rate_carry": 1.0, "tool_call_rate_no_carry": 0.0, "tool_error_rate": 1 / 3, "turns_per_episode": 1.75,
                      "tokens_per_episode": 8.0, "reward_with_tool": 0.5, "reward_without_tool": 0.5,
-                     "reward_carry": 0.5, "reward_no_carry": 0.5, "env_errors": 0}
+                     "reward_carry": 0.5, "reward_no_carry": 0.5, "reward_carry_with_tool": 0.5,
+                     "reward_carry_without_tool": None, "env_errors": 0}
     assert episode_stats([ep(1.0, 0, 0, False)])["tool_error_rate"] is None
 
 
@@ -423,3 +424,54 @@ def test_env_start_grows_the_shared_start_and_caches_it(tmp_path, monkeypatch):
     assert info2["cached"] and all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
     _, taught, info3 = env_start(env_cfg, steps=3, verbose=False)  # another key: trained, not read
     assert not info3["cached"] and not torch.equal(taught.transformer.wte.weight, grown)
+
+
+def test_tool_demonstrations_can_ask_for_the_whole_sum_and_a_bad_call_is_refused(capsys):
+    from course_lib.__main__ import main
+    from course_lib.configs import validate
+
+    assert CalculatorEnv.demonstration((37, 45), "sum") == [("[37+45]", True), ("82", False), ("82", True)]
+    assert CalculatorEnv.demonstration((37, 45)) == [("[7+5]", True), ("12", False), ("82", True)]
+    assert CalculatorEnv.demonstration((6, 45), "sum", width=2)[0] == ("[06+45]", True)  # operands as in the prompt
+    config = TaskConfig(digits=2, n_demos=60, n_heldout=10, env="calculator", tool_demos=5, tool_call="sum")
+    task = EnvTask(config)
+    ids, attn, cmask = task.demonstrations()
+    i = task.tool_demo_index[0]
+    a, b = task.demo_pairs[i]
+    n = int(attn[i].sum())
+    assert text(ids[i, :n].tolist()) == f"<bos>{a:02d}+{b:02d}=[{a:02d}+{b:02d}]{a + b}{a + b}<eos>"
+    assert policy_text(type("E", (), {"ids": ids[i, :n].tolist(), "policy_mask": cmask[i, :n].tolist()})) == \
+        f"[{a:02d}+{b:02d}]{a + b}<eos>", "the tool's answer is context, not a target"
+    env = task.make_env()
+    env.reset((37, 45))
+    assert env.step("[37+45]").observation == "82"  # the environment answers a whole-sum call
+    for bad in ("tens", "", None):
+        with pytest.raises(ValueError, match=r"task.tool_call must be one of 'ones', 'sum' .*got"):
+            EnvTask(dataclasses.replace(config, tool_call=bad))
+    cfg = get_config("test")
+    cfg.task.env, cfg.task.tool_call = "calculator", "tens"
+    with pytest.raises(ValueError, match="task.tool_call must be one of 'ones', 'sum'"):
+        validate(cfg)
+    with pytest.raises(SystemExit):
+        main(["train", "grpo", "--config", "test", "--env", "calculator", "--tool-call", "tens", "--out", "/nonexistent"])
+    assert "invalid choice: 'tens' (choose from 'ones', 'sum')" in capsys.readouterr().err
+
+
+def test_the_tool_answer_probe_is_each_pairs_own_teacher_forced_log_prob(tool_sft):
+    from course_lib.environments import tool_answer_probe
+
+    task, model = tool_sft
+    pairs = [(7, 5), (3, 4), (9, 9), (1, 0)]  # the tool's answers have 2 and 1 digits: rows of two lengths
+    lp, own = tool_answer_probe(model, task, pairs)
+    by_hand = []
+    for a, b in pairs:
+        prompt = [task.tokenizer.bos_token_id, *task.tokenizer.convert_tokens_to_ids(list(f"{a}+{b}=[{a}+{b}]"))]
+        answer = task.tokenizer.convert_tokens_to_ids(list(str(a + b)))
+        with torch.no_grad():
+            logp = model(input_ids=torch.tensor([prompt + answer])).logits[0].float().log_softmax(-1)
+        steps = [(len(prompt) + k - 1, t) for k, t in enumerate(answer)]
+        by_hand.append((float(sum(logp[p, t] for p, t in steps)), all(int(logp[p].argmax()) == t for p, t in steps)))
+    assert lp == pytest.approx(sum(x for x, _ in by_hand) / 4, abs=1e-5)
+    assert own == sum(y for _, y in by_hand) / 4
+    with pytest.raises(ValueError, match="pairs must hold at least one"):
+        tool_answer_probe(model, task, [])

@@ -418,7 +418,7 @@ def test_16_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_re
 
 
 def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
-    names = ["starts", "runs", "sampled", "probe", "proxy", "strict", "before", "episode.policy_mask", "RL_STEPS"]
+    names = ["starts", "runs", "sampled", "probe", "proxy", "strict", "before", "episode.policy_mask", "RL_STEPS", "pays"]
     ns, shown = execute("15_environments_and_tools", names, FAST)
     assert_clean("15", shown)
     assert_no_generator_repr("15", shown)
@@ -441,6 +441,11 @@ def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
     assert f"log-prob of {unmasked:.2f} instead of {masked:.2f}" in text
     # from 100 tool demonstrations GRPO drops the tool: the sampled call rate falls
     assert sampled["100 demos"][1] < sampled["100 demos"][0], sampled
+    # ... because, early in GRPO, on carry prompts the episodes that call are right less often than those that do not
+    with_call, without = ns["pays"]["100 demos"]
+    assert with_call is not None and with_call < without, ns["pays"]
+    assert f"the carry episodes that called were right {with_call:.1%} of the time" in text
+    assert "A call paid less than the policy's own answer" in text
     # the trusting verifier over-reports: its held-out score is above the strict accuracy of the same policy
     assert ns["proxy"]["accuracy"] - ns["strict"]["accuracy"] >= 0.05, (ns["proxy"], ns["strict"])
     assert f"strict accuracy {ns['strict']['accuracy']:6.1%}" in text
