@@ -54,6 +54,9 @@ RM_STEPS, PPO_STEPS = 100, 40  # of the gpu config's 500 and 200: they do not st
 MIN_START_SECONDS = 20  # a trainer is skipped when less than this is left
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "08_tiny_gpt_dpo.py"  # the course path on the device
 NOTEBOOK_SECONDS = 150
+PROBE = ("import json, runpy, sys, torch; ns = runpy.run_path(sys.argv[1], run_name='__main__'); "
+         "print('MODELS ' + json.dumps({k: str(next(v.parameters()).device) for k, v in ns.items() "
+         "if isinstance(v, torch.nn.Module) and any(True for _ in v.parameters())}))")  # the notebook, then its models' devices
 
 
 def _rows(out: Path) -> list[dict]:
@@ -113,18 +116,22 @@ def instruct_smoke(out: Path) -> dict:
 def notebook_path(source: Path, out: Path, timeout: float) -> dict:
     """A training notebook's course path: its Jupytext source run as a script (``COURSE_FAST=1``, figures to
     Agg, a start cache under ``out``), killed after ``timeout`` seconds. Returns its exit status (None: killed),
-    seconds, the device line its first cell printed and the output's tail."""
-    env = {**os.environ, "COURSE_FAST": "1", "MPLBACKEND": "Agg", "COURSE_CACHE": str(out / "cache")}
+    seconds, the device line its first cell printed, where each model it left in its namespace lives (``models``:
+    name -> device) and the output's tail."""
+    root = str(Path(__file__).resolve().parents[1])  # course_lib from this checkout (the first cell then installs nothing)
+    env = {**os.environ, "COURSE_FAST": "1", "MPLBACKEND": "Agg", "COURSE_CACHE": str(out / "cache"),
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, source.name], cwd=source.parent, env=env, capture_output=True,
-                              timeout=timeout)
+        proc = subprocess.run([sys.executable, "-c", PROBE, source.name], cwd=source.parent, env=env,
+                              capture_output=True, timeout=timeout)
         rc, text = proc.returncode, (proc.stdout + proc.stderr).decode(errors="replace")
     except subprocess.TimeoutExpired as err:
         rc, text = None, ((err.stdout or b"") + (err.stderr or b"")).decode(errors="replace")
     device = next((line for line in text.splitlines() if line.startswith("device: ")), None)
+    models = next((json.loads(line[7:]) for line in text.splitlines() if line.startswith("MODELS ")), None)
     return {"notebook": source.stem, "returncode": rc, "seconds": time.perf_counter() - start, "device_line": device,
-            "tail": text[-1500:]}
+            "models": models, "tail": text[-1500:]}
 
 
 def async_grpo(out: Path, device: str) -> dict:
@@ -239,7 +246,8 @@ def main(argv: list[str] | None = None) -> dict | None:
         results["notebook"] = notebook_path(NOTEBOOK, out / "notebook", notebook_seconds)
         nb = results["notebook"]
         print(f"notebook {nb['notebook']} (COURSE_FAST=1): exit {nb['returncode']} in {nb['seconds']:.0f} s, "
-              f"{nb['device_line']}" + ("" if nb["returncode"] == 0 else f"\n{nb['tail']}"), flush=True)
+              f"{nb['device_line']}, models on {nb['models']}"
+              + ("" if nb["returncode"] == 0 else f"\n{nb['tail']}"), flush=True)
     else:
         results["notebook"] = {"skipped": "--tiny (the notebooks' FAST runs are tests/test_tinygpt_notebooks.py)"}
     results["async_grpo"] = async_grpo(out / "async_grpo", args.device)

@@ -12,8 +12,9 @@ device the code was given is a second device. Every tensor it sees made gets a t
   device parameters (``nn.Parameter`` keeps its data's tag, ``.grad`` / ``.data`` their tensor's);
 - **host**: made by a factory without a device (``torch.tensor(list)``, ``torch.zeros(n)``,
   ``torch.randint(..., generator=cpu_generator)``, ``encode_pairs`` …), by ``.cpu()``, by
-  ``device="cpu"`` written as a string or a host tensor's ``.device`` (which reads ``cpu:0`` inside the
-  mode, so ``torch.device(d)`` copies keep it), or computed from host tensors only;
+  ``"cpu"`` or ``torch.device("cpu")`` written in code run inside the mode, or a host tensor's
+  ``.device`` (these read ``cpu:0`` inside the mode, so copies keep them), or computed from host
+  tensors only (so ``DEVICE`` is made outside the mode, as a notebook's first cell makes it);
 - untagged (a wildcard, never reported): tensors made before the mode or by torch's C++ internals.
 
 It raises where CUDA would: an op whose inputs hold a device tensor and a host tensor of one or more
@@ -39,7 +40,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 DEVICE, HOST = "device", "host"
 HOST_DEVICE = torch.device("cpu", 0)  # what .device of a host tensor reads as here ('cpu:0'; the device is 'cpu')
 MOVES = {"to", "cuda", "cpu", "mps", "copy_", "__deepcopy__", "__get__", "__set__", "set_", "pin_memory",
-         "share_memory_", "__setitem__"}  # transfers and plumbing: no same-device rule
+         "share_memory_", "__setitem__", "_has_compatible_shallow_copy_type"}  # transfers, plumbing: no same-device rule
 
 
 class Clash(RuntimeError):
@@ -126,9 +127,16 @@ class DeviceClash(TorchFunctionMode):
         if name not in MOVES:
             self._check(name, func, args, kwargs)
         out = func(*args, **kwargs)
+        if func is torch.device:  # torch.device("cpu") written in the code (to_device's "cpu" default): the host
+            return HOST_DEVICE if args and self.target(args[0]) == HOST else out
         if isinstance(out, torch.device):  # a host tensor's .device says so, and survives torch.device(d) copies
             return HOST_DEVICE if args and self.tag(args[0]) == HOST else out
+        if name == "__set__" and len(args) == 2 and self.tag(args[1]) is not None:  # p.data = moved (Module.to)
+            self.tags[args[0]] = self.tag(args[1])
+            return out
         tag = self._out_tag(name, args, kwargs)
+        if name in ("to", "cpu", "cuda", "mps") and out is args[0] and tag != self.tag(out):
+            out = out.view_as(out)  # a real move makes a new tensor; here the same storage, under a new name
         if tag is not None:
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):

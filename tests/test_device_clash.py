@@ -44,7 +44,7 @@ def test_the_checker_refuses_what_cuda_refuses():
         logits = model(input_ids=task.encode_prompts(task.heldout_pairs[:2], DEVICE)).logits  # moved: fine
         with pytest.raises(Clash):
             torch.cat([logits[:, 0], torch.zeros(2, logits.shape[-1])])  # a new host tensor beside a device one
-        assert float(logits.sum() * torch.tensor(2.0)) == float(logits.sum()) * 2  # a host scalar is allowed
+        assert float(logits.detach().sum() * torch.tensor(2.0)) == float(logits.detach().sum()) * 2  # a host scalar: allowed
         on_host = logits.cpu()
         with pytest.raises(Clash, match="numpy"):
             logits.detach().numpy()
@@ -99,10 +99,20 @@ def test_the_starts_and_evaluation_on_one_device(tmp_path, monkeypatch):
 
 
 def test_reward_model_best_of_n_and_the_judge_on_one_device():
-    from course_lib.ai_feedback import fit_judge, fit_reward_model_on_judge, judge_config, rl_against
+    from course_lib.ai_feedback import (
+        fit_judge,
+        fit_reward_model_on_judge,
+        judge_config,
+        rl_against,
+    )
     from course_lib.configs import PPOConfig
     from course_lib.ppo import build_critic, train_ppo
-    from course_lib.reward_model import RewardModelScorer, best_of_n_curve, best_of_n_scores, fit_reward_model
+    from course_lib.reward_model import (
+        RewardModelScorer,
+        best_of_n_curve,
+        best_of_n_scores,
+        fit_reward_model,
+    )
     from course_lib.rewards import resolve_reward
 
     cfg = short(get_config("test"))
@@ -116,9 +126,9 @@ def test_reward_model_best_of_n_and_the_judge_on_one_device():
         train_ppo(policy, build_critic(policy, task.tokenizer), task, PPOConfig(steps=1, batch_prompts=4, max_completion_length=4,
                   eval_every=1), scorer, generator=torch.Generator().manual_seed(1), show_progress=False,
                   gold_fn=resolve_reward("strict", task), track_kl=True)
-        jc = judge_config("test", steps=2, eval_every=2)
+        jc = judge_config("test")  # its 20 steps: fewer leave the judge abstaining on every pair
         judge = fit_judge(policy, task, jc, seed=0)
-        on_judge = fit_reward_model_on_judge(policy, task, judge["judge_fn"], cfg.rm, tie_margin=jc.tie_margin, seed=0)
+        on_judge = fit_reward_model_on_judge(policy, task, judge["judge_fn"], cfg.rm, tie_margin=0.0, seed=0)  # no abstaining
         rl_against(policy, task, on_judge["model"], PPOConfig(steps=1, batch_prompts=4, max_completion_length=4,
                                                               eval_every=1), seed=0)
     assert clash.checked > 1000
@@ -131,3 +141,12 @@ def test_a_recipe_on_one_device(tmp_path):
         recipes.run_recipe("pretrain:steps=2,sft:steps=2,grpo:steps=1", get_config("test"), tmp_path, device=DEVICE,
                            show_progress=False, verbose=False, threads=1, kl_samples=1)
     assert clash.checked > 100
+
+
+def test_a_forgotten_move_in_a_trainer_is_caught(tmp_path, monkeypatch):
+    """The same short SFT run with one move taken out (the demonstrations stay on the host) fails, as on CUDA."""
+    original = AdditionTask.demonstrations
+    monkeypatch.setattr(AdditionTask, "demonstrations", lambda self, device=None: original(self))
+    with DeviceClash(), pytest.raises(Clash, match="indexing a host tensor"):
+        run("sft", short(get_config("test")), tmp_path / "sft", device=DEVICE, show_progress=False, verbose=False,
+            threads=1)

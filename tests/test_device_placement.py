@@ -44,9 +44,9 @@ def test_sft_start_returns_the_model_on_the_requested_device(cache):
     assert {v.device.type for v in raw.values()} == {"cpu"}
 
 
-def test_a_start_is_trained_on_the_requested_device_and_saved_as_cpu_tensors(cache, monkeypatch):
-    """The build path: ``sft_policy`` gets the device (here a stand-in: it records it, trains on the CPU and
-    hands back a model whose tensors the cache must copy to the CPU before saving)."""
+def test_a_start_that_is_not_cached_is_trained_on_the_requested_device(cache, monkeypatch):
+    """The build path hands the device to ``sft_policy`` (a stand-in here: it records the device and trains on the
+    CPU, as ``meta`` holds no numbers to train)."""
     asked = []
     real = pipeline.sft_policy
 
@@ -55,12 +55,8 @@ def test_a_start_is_trained_on_the_requested_device_and_saved_as_cpu_tensors(cac
         return real(cfg, device="cpu", **kwargs)
 
     monkeypatch.setattr(pipeline, "sft_policy", recording)
-    saves = []
-    real_save = torch.save
-    monkeypatch.setattr(torch, "save", lambda obj, f: (saves.append(obj), real_save(obj, f)))
-    _, model, info = starts.sft_start(get_config("test"), seed=2, steps=3, verbose=False, device=torch.device("cpu"))
-    assert asked == [torch.device("cpu")] and info["built_on"] == "cpu"
-    assert saves and all(v.device.type == "cpu" and not v.requires_grad for v in saves[0]["model"].values())
+    _, _, info = starts.sft_start(get_config("test"), seed=2, steps=3, verbose=False, device=META)
+    assert asked == [META] and info["built_on"] == "meta" and not info["cached"]
 
 
 def test_env_start_goes_to_the_device_too(cache):
@@ -156,9 +152,11 @@ def test_gpu_check_runs_a_notebook_as_a_script(tmp_path):
     assert gpu_check.NOTEBOOK.is_file() and gpu_check.NOTEBOOK.stem in TRAINING
     fake = tmp_path / "nb" / "fake.py"
     fake.parent.mkdir()
-    fake.write_text("import os\nprint('device: cpu · Colab: no')\nprint('fast', os.environ['COURSE_FAST'])\n")
-    ran = gpu_check.notebook_path(fake, tmp_path / "out", timeout=60)
+    fake.write_text("import os\nimport torch\nprint('device: cpu · Colab: no')\nprint('fast', os.environ['COURSE_FAST'])\n"
+                    "policy = torch.nn.Linear(2, 2).to('meta')\nhead = torch.nn.Linear(2, 1)\n")
+    ran = gpu_check.notebook_path(fake, tmp_path / "out", timeout=120)
     assert ran["returncode"] == 0 and ran["device_line"] == "device: cpu · Colab: no" and "fast 1" in ran["tail"]
+    assert ran["models"] == {"policy": "meta", "head": "cpu"}  # where the script left each model
     fake.write_text("import time\nprint('device: cpu', flush=True)\ntime.sleep(30)\n")
     killed = gpu_check.notebook_path(fake, tmp_path / "out", timeout=2)
     assert killed["returncode"] is None and killed["seconds"] < 20
