@@ -142,3 +142,29 @@ class DeviceClash(TorchFunctionMode):
                 if isinstance(t, torch.Tensor):
                     self.tags[t] = tag
         return out
+
+
+def run_notebook(source: str) -> int:
+    """Run a notebook's Jupytext source (``COURSE_FAST=1``, figures to Agg) under the mode, its ``DEVICE`` the
+    accelerator's stand-in: every hand-made cell is checked too. Returns the ops compared."""
+    import os
+    import runpy
+    from pathlib import Path
+
+    import course_lib.device
+
+    os.environ.setdefault("COURSE_FAST", "1")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    device = torch.device("cpu")  # made here, outside the mode: the device the notebook is given
+    course_lib.device.resolve_device = lambda name="auto": device
+    path = Path(source).resolve()
+    os.chdir(path.parent)
+    with DeviceClash() as clash:
+        runpy.run_path(str(path), run_name="__main__")
+    return clash.checked
+
+
+if __name__ == "__main__":  # python tests/device_clash.py notebooks/08_tiny_gpt_dpo.py
+    import sys
+
+    print(f"no device clash; {run_notebook(sys.argv[1])} ops compared")

@@ -4,7 +4,8 @@ with the model on ``DEVICE`` without mixing devices (issue 29), checked on the C
 op that mixes a device tensor with a host tensor, as CUDA does. What it does not cover is in its
 docstring (CUDA-only branches, generator devices, another process).
 
-Short runs on the ``test`` config; ``DEVICE`` is ``torch.device("cpu")`` playing the accelerator.
+Short runs on the ``test`` config; ``DEVICE`` is ``torch.device("cpu")`` made outside the mode, playing the
+accelerator.
 """
 
 from __future__ import annotations
@@ -81,8 +82,12 @@ def test_grpo_with_the_calculator_runs_on_one_device(tmp_path):
 
 
 # ---- what the notebooks call besides the trainers -----------------------------------------------------------
-def test_the_starts_and_evaluation_on_one_device(tmp_path, monkeypatch):
+def test_the_starts_evaluation_and_the_notebooks_direct_calls_on_one_device(tmp_path, monkeypatch):
+    """As notebooks 09, 10 and 15 call them: the starts, evaluation, GRPO with a reference and a KL term, the KL
+    to the reference."""
     from course_lib.evaluation import evaluate, sample_completions
+    from course_lib.grpo import train_grpo
+    from course_lib.kl import reference_kl
     from course_lib.starts import env_start, sft_start
 
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path))
@@ -95,6 +100,12 @@ def test_the_starts_and_evaluation_on_one_device(tmp_path, monkeypatch):
             sample_completions(model, task, task.heldout_pairs[:2], n=2)
             env_task, tool_model, _ = env_start(env_cfg, steps=2, device=DEVICE, verbose=False)
             evaluate(tool_model, env_task)
+        weights = copy.deepcopy(model.state_dict())
+        reference = copy.deepcopy(model).eval().requires_grad_(False)
+        torch.manual_seed(0)
+        train_grpo(model, task, dataclasses.replace(cfg.grpo, beta=0.04, kl_estimator="k3"),
+                   generator=torch.Generator().manual_seed(1), reference_state=weights, show_progress=False)
+        reference_kl(model, reference, task, max_completion_length=4)
     assert clash.checked > 1000
 
 
