@@ -23,6 +23,9 @@ on host ids, ``torch.cat`` / ``torch.where`` / arithmetic across the two, indexi
 a device index, ``.numpy()`` of a device tensor. Allowed as on CUDA: ``copy_`` / ``load_state_dict``
 across devices, ``.to`` either way, indexing a device tensor with a host index.
 
+``python tests/device_clash.py notebooks/08_tiny_gpt_dpo.py`` runs a notebook's source (``COURSE_FAST=1``)
+under it, hand-made cells included (``run_notebook``; minutes, so not part of the suite).
+
 What it does not cover, said out loud: code that runs only when ``device.type == "cuda"`` (pinned
 copies, memory statistics, the decode loop's stop-check cadence: the device here is still a CPU),
 generator/device mismatches (``torch.randint(..., generator=cpu_gen, device=cuda)``), dtype rules of
