@@ -6,12 +6,17 @@ trainer: sft, dpo, grpo, rm, ppo, kto and orpo (each with its own SFT stage; orp
 base model), the instruct recipe's smoke test (TRL's GRPOTrainer on a tiny random chat model,
 ``trl_bridge.tiny_instruct_standin``), and on CUDA the launch-bound levers: sampling throughput
 at 1×, 4× and 16× the batch (B·G), and the update's forward eager vs
-``torch.compile(mode="reduce-overhead")`` (CUDA graphs). Writes ``OUT/gpu_check.json``.
+``torch.compile(mode="reduce-overhead")`` (CUDA graphs), and one training notebook's course path on the
+device: ``notebooks/08_tiny_gpt_dpo.py`` run as a script with ``COURSE_FAST=1`` (its first cell picks
+the GPU and every model it builds or loads goes to that ``DEVICE``: the shared SFT start, the hand-made
+DPO step, the trainers, the evaluations), with a start cache of its own, and GRPO with notebook 14's
+rollout worker (K = 1) beside a model on the device. Writes ``OUT/gpu_check.json``.
 
 Time guard: ``--max-seconds`` (default 480 = 8 minutes). sft, dpo, grpo, kto and orpo stop at a
 step boundary when their share of the budget is spent (``runtime.request_stop``; the row says
 "stopped" and the step reached); rm and ppo cannot stop on request, so they run with capped steps
-(``RM_STEPS``, ``PPO_STEPS``); a trainer that would start with too little time left is skipped.
+(``RM_STEPS``, ``PPO_STEPS``); a trainer that would start with too little time left is skipped. The
+notebook gets ``NOTEBOOK_SECONDS`` (killed after that, and reported so); ``--tiny`` skips it.
 
 MFU: ``course_lib.utilisation`` (FLOPs counted from the shapes run, against the dense peak of the
 exact device for the dtype the run's matmuls use there: the course's, but fp32 for rm, whose
@@ -28,6 +33,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -44,6 +52,11 @@ KINDS = ("sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo")  # every pipeline tra
 STOPPABLE = ("sft", "dpo", "grpo", "kto", "orpo")
 RM_STEPS, PPO_STEPS = 100, 40  # of the gpu config's 500 and 200: they do not stop on request
 MIN_START_SECONDS = 20  # a trainer is skipped when less than this is left
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "08_tiny_gpt_dpo.py"  # the course path on the device
+NOTEBOOK_SECONDS = 150
+PROBE = ("import json, runpy, sys, torch; ns = runpy.run_path(sys.argv[1], run_name='__main__'); "
+         "print('MODELS ' + json.dumps({k: str(next(v.parameters()).device) for k, v in ns.items() "
+         "if isinstance(v, torch.nn.Module) and any(True for _ in v.parameters())}))")  # the notebook, then its models' devices
 
 
 def _rows(out: Path) -> list[dict]:
@@ -98,6 +111,40 @@ def instruct_smoke(out: Path) -> dict:
     trainer, _ = trl_bridge.instruct_recipe(model, tokenizer, AdditionTask(cfg.task), cfg, output_dir=str(out))
     trainer.train()
     return {"steps": trainer.state.global_step, "seconds": time.perf_counter() - start}
+
+
+def notebook_path(source: Path, out: Path, timeout: float) -> dict:
+    """A training notebook's course path: its Jupytext source run as a script (``COURSE_FAST=1``, figures to
+    Agg, a start cache under ``out``), killed after ``timeout`` seconds. Returns its exit status (None: killed),
+    seconds, the device line its first cell printed, where each model it left in its namespace lives (``models``:
+    name -> device) and the output's tail."""
+    root = str(Path(__file__).resolve().parents[1])  # course_lib from this checkout (the first cell then installs nothing)
+    env = {**os.environ, "COURSE_FAST": "1", "MPLBACKEND": "Agg", "COURSE_CACHE": str(out / "cache"),
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-c", PROBE, source.name], cwd=source.parent, env=env,
+                              capture_output=True, timeout=timeout)
+        rc, text = proc.returncode, (proc.stdout + proc.stderr).decode(errors="replace")
+    except subprocess.TimeoutExpired as err:
+        rc, text = None, ((err.stdout or b"") + (err.stderr or b"")).decode(errors="replace")
+    device = next((line for line in text.splitlines() if line.startswith("device: ")), None)
+    models = next((json.loads(line[7:]) for line in text.splitlines() if line.startswith("MODELS ")), None)
+    return {"notebook": source.stem, "returncode": rc, "seconds": time.perf_counter() - start, "device_line": device,
+            "models": models, "tail": text[-1500:]}
+
+
+def async_grpo(out: Path, device: str) -> dict:
+    """Notebook 14's rollout worker beside a model on ``device`` (the worker samples on the CPU in its own
+    process, forked after the trainer has touched the device): 3 GRPO steps, K = 1, on the test config."""
+    cfg = get_config("test")
+    cfg.sft = dataclasses.replace(cfg.sft, steps=10)
+    cfg.grpo = dataclasses.replace(cfg.grpo, steps=3, eval_every=3, max_staleness=1)
+    try:
+        summary = run("grpo", cfg, out, device=device, seed=0, overwrite=True, show_progress=False, verbose=False)
+    except Exception as err:  # noqa: BLE001 - reported, not hidden
+        return {"failed": f"{type(err).__name__}: {str(err)[:300]}"}
+    return {"steps": summary["steps"], "device": summary["device"]}
 
 
 def _timed(fn, repeats: int = 5) -> float:
@@ -174,7 +221,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     peak = peak_of(runtime.precision(device))
     results = {"device": name, "precision": runtime.describe_precision(device), "peak_flops": peak,
                "config": cfg.name, "max_seconds": args.max_seconds, "trainers": []}
-    reserve = 0.15 * args.max_seconds  # for the smoke test and the levers
+    notebook_seconds = 0.0 if args.tiny else min(NOTEBOOK_SECONDS, 0.4 * args.max_seconds)
+    reserve = 0.15 * args.max_seconds + notebook_seconds  # for the smoke test, the levers and the notebook
     for i, kind in enumerate(KINDS):
         left = args.max_seconds - reserve - (time.perf_counter() - start)
         if left < MIN_START_SECONDS and not args.tiny:
@@ -194,6 +242,16 @@ def main(argv: list[str] | None = None) -> dict | None:
     except Exception as err:  # noqa: BLE001 - reported, not hidden
         results["instruct_smoke"] = {"failed": f"{type(err).__name__}: {str(err)[:300]}"}
     print(f"instruct recipe smoke test: {results['instruct_smoke']}", flush=True)
+    if notebook_seconds:
+        results["notebook"] = notebook_path(NOTEBOOK, out / "notebook", notebook_seconds)
+        nb = results["notebook"]
+        print(f"notebook {nb['notebook']} (COURSE_FAST=1): exit {nb['returncode']} in {nb['seconds']:.0f} s, "
+              f"{nb['device_line']}, models on {nb['models']}"
+              + ("" if nb["returncode"] == 0 else f"\n{nb['tail']}"), flush=True)
+    else:
+        results["notebook"] = {"skipped": "--tiny (the notebooks' FAST runs are tests/test_tinygpt_notebooks.py)"}
+    results["async_grpo"] = async_grpo(out / "async_grpo", args.device)
+    print(f"GRPO with a rollout worker (K = 1): {results['async_grpo']}", flush=True)
     if device.type == "cuda" and time.perf_counter() - start < args.max_seconds - 30:
         results["levers"] = levers(cfg)
         print(f"levers: {results['levers']}", flush=True)

@@ -30,12 +30,11 @@ What is not modelled: notebook cells outside the trainers and their evaluations 
 tensors: milliseconds), the SFT start's disk cache (each fresh Colab runtime trains it once), model
 downloads and pip installs.
 
-**As the notebooks stand** they build their models with ``starts.sft_start`` on the CPU and never
-move them to ``DEVICE``, so on a Colab GPU runtime the tiny-GPT trainers still run on its CPU (notebook
-18's TRL trainers too: the bridge follows the model's device); only notebook 18's real instruct model
-uses the GPU, and it is not estimated here. The table therefore gives both:
-the CPU time (as it runs today, measured here per step × steps) and the T4 estimate (the trainers
-on the T4, once the notebooks move their models there).
+**Where the notebooks train**: they pass ``DEVICE`` to ``starts.sft_start`` and to every model they build
+(issue 29; tested on the CPU only, never run on a GPU), so on a Colab GPU runtime the tiny-GPT trainers
+run on the GPU (notebook 18's TRL trainers too: the bridge follows the model's device); notebook 18's
+real instruct model is not estimated here. The table gives both: the CPU time (a runtime without a
+GPU; measured here per step × steps) and the T4 estimate.
 
     python benchmarks/t4_estimate.py            # ~2 min CPU; writes benchmarks/results/t4_estimate.json
 """
@@ -342,7 +341,7 @@ def notebook_work() -> dict:
 
 
 def estimate(units: dict, work: dict, *, peak: float) -> dict:
-    """Per notebook and budget: CPU seconds here (as the notebooks run today) and the T4 range."""
+    """Per notebook and budget: CPU seconds here (a runtime without a GPU) and the T4 range."""
     data_units = {"dpo_pairs", "rm_pairs", "best_of_32"}  # linear fits: the fixed part counts once per call
     out = {}
     for name, spec in work.items():

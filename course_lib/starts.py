@@ -19,11 +19,17 @@ characters, far below a trained model's preferred token), then a short SFT on th
 demonstrations. It is cached the same way, keyed by the base start, the environment's task options
 and the extra steps.
 
+Devices: ``device=`` (``"cpu"``, the default, ``"auto"``, ``"cuda"``, ``"mps"`` or a ``torch.device``;
+the notebooks pass their ``DEVICE``) is where the returned model lives and where a start that is not
+cached yet is trained. The cache itself is device-independent: a file holds CPU tensors, and a read
+maps it to the CPU, then moves the model. A start trained on a GPU (bf16 autocast) matches its key
+like any other, but its weights differ in the last bits from the CPU-trained one (see below).
+
 Where: ``$COURSE_CACHE`` if set, else ``$XDG_CACHE_HOME/learning-from-feedback`` (default
 ``~/.cache/learning-from-feedback``), folder ``sft_starts``.
 
 Simplifications, said out loud: bit-identical weights are not promised across machines (a start
-trained here with 1 thread and one trained elsewhere may differ in the last float bits), only that a
+trained here with 1 thread and one trained elsewhere, or on a GPU, may differ in the last float bits), only that a
 start matches its key; old starts are never deleted (each is ~1 MB: delete the folder to free it).
 """
 
@@ -41,6 +47,7 @@ from pathlib import Path
 import torch
 
 from course_lib import configs
+from course_lib.device import DEVICES, resolve_device
 
 # The modules whose code decides an SFT start's weights (the key hashes their source).
 SOURCES = ("configs", "evaluation", "model", "pipeline", "policy_loss", "rollout", "runtime", "sft", "starts", "task",
@@ -94,13 +101,25 @@ def _lock(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def sft_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None, verbose: bool = True):
-    """``(task, model, info)``: the SFT policy of ``cfg`` (on the CPU), trained once and cached.
+def resolve(device) -> torch.device:
+    """``device`` as a ``torch.device``: one of ``DEVICES`` (``"auto"`` picks CUDA, then MPS, else the CPU)
+    or a ``torch.device`` (taken as it is); anything else is refused naming the argument."""
+    if isinstance(device, torch.device):
+        return device
+    if not isinstance(device, str) or device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES} or a torch.device (where the start's model goes); "
+                         f"got {device!r}")
+    return resolve_device(device)
 
-    The same model as ``pipeline.sft_policy(cfg, seed=seed, steps=steps)``. ``info`` holds the
-    held-out evaluation of the start (``accuracy``, ``accuracy_carry``, …), ``sft_seconds`` (the
-    training time when it was built), ``steps``, ``cached`` (False when this call trained it)
-    and ``path``.
+
+def sft_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None, verbose: bool = True,
+              device: str | torch.device = "cpu"):
+    """``(task, model, info)``: the SFT policy of ``cfg`` on ``device``, trained once and cached.
+
+    The same model as ``pipeline.sft_policy(cfg, seed=seed, steps=steps, device=device)``.
+    ``info`` holds the held-out evaluation of the start (``accuracy``, ``accuracy_carry``, …),
+    ``sft_seconds`` (the training time when it was built), ``steps``, ``built_on`` (the device type
+    it was trained on), ``cached`` (False when this call trained it) and ``path``.
     """
     from course_lib.evaluation import evaluate
     from course_lib.pipeline import sft_policy
@@ -109,6 +128,7 @@ def sft_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None
         raise ValueError(f"steps must be an integer >= 0 (SFT optimiser steps) or None for cfg.sft.steps; got {steps!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer; got {seed!r}")
+    dev = resolve(device)
     configs.validate(cfg)
     n_steps = cfg.sft.steps if steps is None else steps
     folder = cache_dir()
@@ -120,27 +140,28 @@ def sft_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None
         say(f"[course_lib] training the shared SFT start ({cfg.name!r} config, seed {seed}, {n_steps} steps); "
             f"it is saved to {folder} and later notebooks reuse it")
         t0 = time.perf_counter()
-        task, model, result = sft_policy(cfg, seed=seed, device="cpu", steps=n_steps, show_progress=False,
+        task, model, result = sft_policy(cfg, seed=seed, device=dev, steps=n_steps, show_progress=False,
                                          max_grad_norm=cfg.max_grad_norm)
         info = {**evaluate(model, task), "sft_seconds": result["seconds"],
-                "build_seconds": time.perf_counter() - t0, "steps": n_steps}
+                "build_seconds": time.perf_counter() - t0, "steps": n_steps, "built_on": dev.type}
         say(f"[course_lib] SFT start trained in {result['seconds']:.0f} s: held-out accuracy {info['accuracy']:.1%}")
         return task, model, info
 
-    return _cached(cfg, path, build, say, seed=seed)
+    return _cached(cfg, path, build, say, dev, seed=seed)
 
 
-def _cached(cfg: configs.RunConfig, path: Path, build, say, seed: int = 0):
-    """``(task, model, info)`` read from ``path``, or built by ``build() -> (task, model, info)`` and saved
-    (atomically, under a lock: two notebooks starting at once train it once)."""
+def _cached(cfg: configs.RunConfig, path: Path, build, say, device: torch.device, seed: int = 0):
+    """``(task, model, info)`` read from ``path`` (onto the CPU, then the model to ``device``), or built by
+    ``build() -> (task, model, info)`` (on ``device``) and saved as CPU tensors (atomically, under a lock:
+    two notebooks starting at once train it once)."""
     from course_lib.pipeline import build_policy
 
     with _lock(path.parent / (path.name + ".lock")):
         if path.exists():
-            saved = torch.load(path, weights_only=True)
-            task, model = build_policy(cfg, seed=seed, device="cpu")
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+            task, model = build_policy(cfg, seed=seed, device=torch.device("cpu"))
             model.load_state_dict(saved["model"])
-            model.eval()
+            model.to(device).eval()
             seconds = saved["info"].get("sft_seconds")
             say(f"[course_lib] start ({cfg.name!r} config, seed {seed}) read from the cache {path}"
                 + (f" (training it took {seconds:.0f} s)" if seconds is not None else ""))
@@ -149,7 +170,7 @@ def _cached(cfg: configs.RunConfig, path: Path, build, say, seed: int = 0):
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         os.close(fd)
         try:
-            torch.save({"model": model.state_dict(), "info": info}, tmp)
+            torch.save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "info": info}, tmp)
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
@@ -157,8 +178,10 @@ def _cached(cfg: configs.RunConfig, path: Path, build, say, seed: int = 0):
         return task, model, {**info, "cached": False, "path": str(path)}
 
 
-def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbose: bool = True):
-    """``(task, model, info)``: a policy for ``cfg.task.env``, grown from the shared start and taught the tool.
+def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbose: bool = True,
+              device: str | torch.device = "cpu"):
+    """``(task, model, info)``: a policy for ``cfg.task.env`` on ``device``, grown from the shared start and
+    taught the tool.
 
     The shared start of ``cfg`` without the environment (``sft_start``), its embedding grown by the
     environment's characters (new rows zero), then ``steps`` SFT steps (``cfg.sft``'s batch size and
@@ -170,6 +193,7 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
     from course_lib.pipeline import build_policy
     from course_lib.sft import train_sft
 
+    dev = resolve(device)
     if not cfg.task.env:
         raise ValueError("env_start needs cfg.task.env (an environment's name); for a plain start use sft_start")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
@@ -189,8 +213,8 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
     say = print if verbose else (lambda *a: None)
 
     def build():
-        _, base, _ = sft_start(base_cfg, seed=seed, verbose=verbose)
-        task, model = build_policy(cfg, seed=seed, device="cpu")
+        _, base, _ = sft_start(base_cfg, seed=seed, verbose=verbose, device=dev)
+        task, model = build_policy(cfg, seed=seed, device=dev)
         grown = model.state_dict()
         for name, value in base.state_dict().items():  # the old token ids keep their rows; new rows start at 0
             if grown[name].shape == value.shape:
@@ -201,6 +225,7 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
         say(f"[course_lib] teaching the tool: {steps} SFT steps on demonstrations with {cfg.task.tool_demos} tool calls")
         res = train_sft(model, task, cfg.sft, generator=torch.Generator().manual_seed(seed), steps=steps,
                         max_grad_norm=cfg.max_grad_norm, show_progress=False, eval_at_end=False, threads=None)
-        return task, model, {**evaluate(model, task), "sft_seconds": res["seconds"], "steps": steps}
+        return task, model, {**evaluate(model, task), "sft_seconds": res["seconds"], "steps": steps,
+                             "built_on": dev.type}
 
-    return _cached(cfg, path, build, say, seed=seed)
+    return _cached(cfg, path, build, say, dev, seed=seed)

@@ -113,8 +113,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # **On Colab.** Use the "Open in Colab" links in the README, or *File → Open notebook → GitHub* and
 # paste the repository address. Choose *Runtime → Change runtime type → GPU* for the last section of
-# [Graduating to TRL](18_graduating_to_trl.ipynb), which trains a real instruct model; the tiny-GPT notebooks train on the CPU either way (they do
-# not move their model to the GPU yet). Then run the first cell: it installs `course_lib` without touching
+# [Graduating to TRL](18_graduating_to_trl.ipynb), which trains a real instruct model; the tiny-GPT notebooks also put their model on the GPU
+# when there is one (tested on a CPU only: no GPU has run them yet). Then run the first cell: it installs `course_lib` without touching
 # Colab's own PyTorch build, and reports the device it found.
 #
 # **How the notebooks are stored.** Each notebook is a pair: a `.py` file in the "percent" format

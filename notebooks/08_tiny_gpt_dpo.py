@@ -130,11 +130,11 @@ print("tokenizer:", tok.get_vocab())
 # We compute it by hand for one sequence, then check `completion_logprobs`.
 
 # %%
-model = build_model(cfg.model, tok)
+model = build_model(cfg.model, tok).to(DEVICE)
 print(f"{n_params(model):,} parameters")
 
 a, b = task.heldout_pairs[0]
-ids, attn, comp = task.encode_pairs([(a, b)], [str(a + b)])
+ids, attn, comp = task.encode_pairs([(a, b)], [str(a + b)], DEVICE)
 with torch.no_grad():
     logits = model(input_ids=ids, attention_mask=attn).logits[0]
     logits[:, [tok.pad_token_id, tok.bos_token_id]] = -1e9  # never valid outputs (as in generation)
@@ -154,7 +154,7 @@ print(f"by hand {by_hand:.5f}   completion_logprobs {float(token_logps.sum()):.5
 # (`pipeline.sft_policy`, the SFT stage of every run) and later reads it from a disk cache.
 
 # %%
-task, model, sft_info = sft_start(cfg, seed=SEED)
+task, model, sft_info = sft_start(cfg, seed=SEED, device=DEVICE)
 baseline = evaluate(model, task)
 print(f"SFT held-out exact match {baseline['accuracy']:.1%}  "
       f"(no carry {baseline['accuracy_no_carry']:.1%}, carry {baseline['accuracy_carry']:.1%}) "
@@ -201,7 +201,7 @@ print("margins", terms.margin.tolist(), " losses", [round(x, 4) for x in terms.l
 n_pairs = data["chosen_ids"].shape[0]
 step_gen = torch.Generator().manual_seed(SEED + 2)  # the generator the trainer gets below
 idx = torch.randint(0, n_pairs, (min(cfg.dpo.batch_size, n_pairs),), generator=step_gen)  # its first draw
-batch = {k: v[idx] for k, v in data.items() if isinstance(v, torch.Tensor)}
+batch = {k: v[idx].to(DEVICE) for k, v in data.items() if isinstance(v, torch.Tensor)}
 model.load_state_dict(sft_weights)
 model.train()
 
@@ -454,7 +454,7 @@ def style_pairs(prompts):
     keep = [(a, b) for a, b in prompts if len(str(a + b)) < width]
     out = {"n_pairs": len(keep)}
     for name, answers in (("chosen", [fixed_width(a, b) for a, b in keep]), ("rejected", [str(a + b) for a, b in keep])):
-        out[f"{name}_ids"], out[f"{name}_attention"], out[f"{name}_completion"] = task.encode_pairs(keep, answers)
+        out[f"{name}_ids"], out[f"{name}_attention"], out[f"{name}_completion"] = task.encode_pairs(keep, answers, DEVICE)
     model.load_state_dict(sft_weights)  # the reference is the SFT policy
     out.update(reference_logprobs(model, out, prompt_length=task.prompt_length))
     return out, keep
@@ -472,7 +472,7 @@ print(f"{style_train['n_pairs']} training pairs, {style_val['n_pairs']} held-out
 # stay right?
 
 # %%
-val_batch = {k: v for k, v in style_val.items() if isinstance(v, torch.Tensor)}
+val_batch = {k: v.to(DEVICE) for k, v in style_val.items() if isinstance(v, torch.Tensor)}
 val_track = {}
 
 
@@ -486,7 +486,7 @@ def track_validation(step, opt, seconds):
 def style_report(prompts):
     """Greedy answers on held-out prompts: share at fixed width, share with the right value."""
     with torch.no_grad():
-        roll = generate(model, task.encode_prompts(prompts), tok, max_completion_length=task.answer_length, greedy=True)
+        roll = generate(model, task.encode_prompts(prompts, DEVICE), tok, max_completion_length=task.answer_length, greedy=True)
     texts = [task.completion_text(c)[0] for c in roll.completions]
     fixed = sum(len(t) == width and t.startswith("0") for t in texts) / len(texts)
     value = sum(t.isdigit() and int(t) == a + b for t, (a, b) in zip(texts, prompts)) / len(texts)

@@ -109,7 +109,7 @@ _ = torch.manual_seed(SEED)
 # *checking* is needed, never a new label.
 
 # %%
-task, model, _ = sft_start(cfg, seed=SEED)  # trained once per machine (course_lib.starts), then read from disk
+task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)  # trained once per machine (course_lib.starts), then read from disk
 print(f"{n_params(model):,} parameters, {cfg.task.digits}-digit addition, {cfg.sft.steps} SFT steps")
 baseline = evaluate(model, task)
 sft_weights = copy.deepcopy(model.state_dict())
@@ -127,7 +127,7 @@ G = cfg.grpo.num_generations
 carry_pairs = [p for p in task.heldout_pairs if task.ones_carry(*p)]
 pair = carry_pairs[0] if carry_pairs else task.heldout_pairs[0]
 _ = torch.manual_seed(SEED)
-roll = generate(model, task.encode_prompts([pair]), task.tokenizer, max_completion_length=cfg.grpo.max_completion_length,
+roll = generate(model, task.encode_prompts([pair], DEVICE), task.tokenizer, max_completion_length=cfg.grpo.max_completion_length,
                 num_generations=G)
 rewards = torch.tensor([task.strict_reward(pair, c) for c in roll.completions])
 for c, r in zip(roll.completions, rewards):

@@ -557,7 +557,7 @@ print(f"without Ï€_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling âˆ
 cfg = get_config("cpu")
 SWEEP_STEPS = 20 if FAST else 80  # the full budget is the benchmark's (benchmarks/tinygpt_kl_frontier.py)
 SEED = 0
-task, model, _ = sft_start(cfg, seed=SEED)  # the SFT policy every tiny-GPT notebook starts from, trained once per machine
+task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)  # the SFT policy every tiny-GPT notebook starts from, trained once per machine
 sft_weights = copy.deepcopy(model.state_dict())
 reference = copy.deepcopy(model).eval().requires_grad_(False)
 baseline = evaluate(model, task)

@@ -136,7 +136,7 @@ for text, eos in candidates:
 # from a weak policy (SFT stopped early): honest addition is hard for it, writing more digits is easy.
 
 # %%
-_, model, _ = sft_start(cfg, seed=SEED, steps=SFT_STEPS)  # trained once per machine (course_lib.starts)
+_, model, _ = sft_start(cfg, seed=SEED, steps=SFT_STEPS, device=DEVICE)  # trained once per machine (course_lib.starts)
 start = evaluate(model, task, max_completion_length=L)
 start_weights = {k: v.clone() for k, v in model.state_dict().items()}
 print(f"start: strict held-out {start['accuracy']:.1%}, loose held-out {start['loose_accuracy']:.1%}")

@@ -124,7 +124,7 @@ RL_STEPS = 6 if FAST else cfg.grpo.steps
 # often forgets the carry.
 
 # %%
-task, policy, sft = sft_start(cfg, seed=SEED)  # every tiny-GPT notebook's SFT policy, trained once per machine
+task, policy, sft = sft_start(cfg, seed=SEED, device=DEVICE)  # every tiny-GPT notebook's SFT policy, trained once per machine
 sft_weights = copy.deepcopy(policy.state_dict())
 print(f"SFT policy: held-out exact match {sft['accuracy']:.1%} "
       f"(carry prompts {sft['accuracy_carry']:.1%}, no carry {sft['accuracy_no_carry']:.1%})")
@@ -175,8 +175,8 @@ print(f"noise ceiling on the held-out pairs: {m['noise_ceiling']:.1%} (the share
 # %%
 rm = rm_run["model"]
 lab = train_pairs["label"][:4, None]
-chosen = torch.where(lab, train_pairs["a_ids"][:4], train_pairs["b_ids"][:4])
-rejected = torch.where(lab, train_pairs["b_ids"][:4], train_pairs["a_ids"][:4])
+chosen = torch.where(lab, train_pairs["a_ids"][:4], train_pairs["b_ids"][:4]).to(DEVICE)
+rejected = torch.where(lab, train_pairs["b_ids"][:4], train_pairs["a_ids"][:4]).to(DEVICE)
 pad = task.tokenizer.pad_token_id
 with torch.no_grad():
     r_c = scores(rm, chosen, (chosen != pad).long())

@@ -103,7 +103,7 @@ STEPS = 8 if FAST else 40
 # held-out accuracy every 2 steps: greedy evaluation draws no random number, so it changes no run
 cfg.grpo = dataclasses.replace(cfg.grpo, steps=STEPS, batch_prompts=16 if FAST else 32, eval_every=2)
 SEED = 0
-task, model, _ = sft_start(cfg, seed=SEED)  # the shared SFT start of the training notebooks (course_lib.starts)
+task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)  # the shared SFT start of the training notebooks (course_lib.starts)
 sft_weights = copy.deepcopy(model.state_dict())
 baseline = evaluate(model, task)
 G, B, L_MAX = cfg.grpo.num_generations, cfg.grpo.batch_prompts, cfg.grpo.max_completion_length
@@ -130,7 +130,7 @@ predict("One GRPO step's sampling (B prompts × 8 completions, answers of a few 
         "one of the G completions at every step.")
 
 # %%
-prompts = task.encode_prompts(task.sample_pairs(B, torch.Generator().manual_seed(SEED)))
+prompts = task.encode_prompts(task.sample_pairs(B, torch.Generator().manual_seed(SEED)), DEVICE)
 REPEATS = 3 if FAST else 10
 
 

@@ -185,13 +185,13 @@ print(f"reward {episode.reward}, {episode.turns} policy turns, {episode.policy_t
 # Everything else — model, prompts, held-out set, the flawed teacher elsewhere — is shared.
 
 # %%
-task, plain_model, plain_info = sft_start(cfg, seed=SEED)
+task, plain_model, plain_info = sft_start(cfg, seed=SEED, device=DEVICE)
 tool_cfg = {}
 for name, demos in [("100 demos", 100), ("every carry demo", cfg.task.n_demos), ("no tool demo", 0)]:
     tool_cfg[name] = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="calculator", tool_demos=demos))
 starts, start_weights, tool_tasks = {"plain": plain_info}, {}, {}  # each start's held-out evaluation
 for name, c in tool_cfg.items():
-    tool_tasks[name], tool_model, starts[name] = env_start(c, seed=SEED, steps=TOOL_SFT_STEPS)
+    tool_tasks[name], tool_model, starts[name] = env_start(c, seed=SEED, steps=TOOL_SFT_STEPS, device=DEVICE)
     start_weights[name] = copy.deepcopy(tool_model.state_dict())
 carry_demos = sum(task.ones_carry(*p) for p in task.demo_pairs)
 n_tool = {name: len(t.tool_demo_index) for name, t in tool_tasks.items()}
@@ -399,7 +399,7 @@ def tool_answer(model, task, pairs):
     policy (mean over pairs), and the share of pairs where greedy decoding would write ``s`` itself."""
     tok = task.tokenizer
     texts = [task.prompt_text(a, b) + f"[{a % 10}+{b % 10}]" + str(a % 10 + b % 10) for a, b in pairs]
-    ids = torch.tensor([[tok.bos_token_id, *tok.convert_tokens_to_ids(list(t))] for t in texts])
+    ids = torch.tensor([[tok.bos_token_id, *tok.convert_tokens_to_ids(list(t))] for t in texts], device=DEVICE)
     logp = model(input_ids=ids).logits.float().log_softmax(-1)[:, :-1]
     target = ids[:, 1:]
     span = slice(target.shape[1] - 2, target.shape[1])  # the two digits of a carry column's sum
@@ -463,7 +463,7 @@ class TrustingCalculator(CalculatorEnv):
 
 
 mid_cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="calculator", tool_demos=300))
-mid_task, mid_model, _ = env_start(mid_cfg, seed=SEED, steps=TOOL_SFT_STEPS)  # 300 carry demos use the tool
+mid_task, mid_model, _ = env_start(mid_cfg, seed=SEED, steps=TOOL_SFT_STEPS, device=DEVICE)  # 300 carry demos use the tool
 loose_task = EnvTask(mid_cfg.task, env_cls=TrustingCalculator)  # the same task and tool; only the verifier differs
 before = {"proxy": evaluate(mid_model, loose_task), "strict": evaluate(mid_model, mid_task)}
 runs["loose verifier"], logs["loose verifier"] = grpo_run(tool_model, loose_task, mid_model.state_dict())

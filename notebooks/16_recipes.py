@@ -354,8 +354,8 @@ for row in docs.tolist():
 # %%
 digits = recipes.run_recipe(f"pretrain:steps={PRETRAIN_STEPS},grpo", cfg, OUT / "digits", **RUN)
 base, base_rl = digits["finished"]
-_, sft_policy, _ = sft_start(get_config("cpu"), seed=SEED, verbose=False)  # the shared SFT start
-sft_start_numbers = start_numbers(sft_policy.to(DEVICE))
+_, sft_policy, _ = sft_start(get_config("cpu"), seed=SEED, verbose=False, device=DEVICE)  # the shared SFT start
+sft_start_numbers = start_numbers(sft_policy)
 full = recipes.run_recipe("grpo", cfg, OUT / "sft-start", init=sft_policy, init_name="the shared SFT start", **RUN)
 sft_rl = full["finished"][0]
 starts = {  # start -> (its numbers before RL, the GRPO stage that followed)

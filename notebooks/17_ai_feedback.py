@@ -115,7 +115,7 @@ display(Markdown(f"Sources: {cite('constitutional_ai')} · {cite('rlaif')} · {c
 # random order — the pairs of [the RLHF route](12_the_rlhf_route.ipynb), with no labels yet.
 
 # %%
-task, policy, sft = sft_start(cfg, seed=SEED)  # the shared SFT policy, trained once per machine
+task, policy, sft = sft_start(cfg, seed=SEED, device=DEVICE)  # the shared SFT policy, trained once per machine
 print(f"SFT policy: held-out exact match {sft['accuracy']:.1%} "
       f"(carry prompts {sft['accuracy_carry']:.1%}, no carry {sft['accuracy_no_carry']:.1%})")
 

@@ -166,7 +166,7 @@ print(f"ratio TRL / course = {ratio:.4f}; sqrt((G-1)/G) = {((G - 1) / G) ** 0.5:
 # both trainers start from copies of it.
 
 # %%
-task, sft_model, _ = sft_start(cfg, seed=SEED)
+task, sft_model, _ = sft_start(cfg, seed=SEED, device=DEVICE)
 L = cfg.grpo.max_completion_length
 baseline = evaluate(sft_model, task, max_completion_length=L)
 print(f"SFT held-out exact match {baseline['accuracy']:.1%}")
