@@ -702,13 +702,21 @@ def provenance(results: Path = RESULTS) -> str:
     files = sorted(results.glob("*.json"))
     if not files:
         raise FileNotFoundError(f"no results in {results}")
-    commits = {f.stem: json.loads(f.read_text()).get("commit") or "not recorded" for f in files}
-    distinct = sorted(set(commits.values()))
-    if len(distinct) == 1 and distinct[0] != "not recorded":
-        return f"Every table below ran at commit {distinct[0]} ({len(files)} results files).\n"
-    by_commit = "; ".join(f"{c}: {', '.join(n for n, cc in commits.items() if cc == c)}" for c in distinct)
-    return (f"**The tables below come from {len(distinct)} different commits** ({by_commit}); "
-            f"`make bench` re-runs every benchmark at one commit.\n")
+    data = {f.stem: json.loads(f.read_text()) for f in files}
+
+    def grouped(field: str) -> tuple[list[str], str]:
+        values = {name: d.get(field) or "not recorded" for name, d in data.items()}
+        distinct = sorted(set(values.values()))
+        return distinct, "; ".join(f"{v}: {', '.join(n for n, vv in values.items() if vv == v)}" for v in distinct)
+
+    commits, by_commit = grouped("commit")
+    kernels = grouped("cpu_kernels")[1]  # torch's CPU kernel set rounds differently (README, "Running the tests")
+    if len(commits) == 1 and commits[0] != "not recorded":
+        head = f"Every table below ran at commit {commits[0]} ({len(files)} results files)."
+    else:
+        head = (f"**The tables below come from {len(commits)} different commits** ({by_commit}); "
+                f"`make bench` re-runs every benchmark at one commit.")
+    return f"{head} torch's CPU kernels: {kernels}.\n"
 
 
 RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4_estimate, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,

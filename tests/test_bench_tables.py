@@ -139,12 +139,14 @@ def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
 
 def test_the_readme_says_once_whether_every_result_came_from_one_commit(tmp_path):
     for name, commit in (("a", "abc1234"), ("b", "abc1234")):
-        (tmp_path / f"{name}.json").write_text(json.dumps({"commit": commit, "runs": []}))
-    assert tables.provenance(tmp_path) == "Every table below ran at commit abc1234 (2 results files).\n"
-    (tmp_path / "c.json").write_text(json.dumps({"runs": []}))  # an old file with no commit recorded
+        (tmp_path / f"{name}.json").write_text(json.dumps({"commit": commit, "cpu_kernels": "AVX2", "runs": []}))
+    assert tables.provenance(tmp_path) == ("Every table below ran at commit abc1234 (2 results files). "
+                                           "torch's CPU kernels: AVX2: a, b.\n")
+    (tmp_path / "c.json").write_text(json.dumps({"runs": []}))  # an old file with no commit or kernel set recorded
     line = tables.provenance(tmp_path)
     assert "**The tables below come from 2 different commits**" in line
     assert "abc1234: a, b" in line and "not recorded: c" in line
+    assert line.endswith("torch's CPU kernels: AVX2: a, b; not recorded: c.\n")
 
 
 def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):

@@ -14,22 +14,20 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from grading_course import grading_env, released_course
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from instructor.autograde import probe_sandbox  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -57,11 +55,7 @@ carol = 2
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    for var in ("COURSE_SANDBOX_KERNEL", "COURSE_ALLOW_UNSANDBOXED", "COURSE_VERDICT_DIR", "COURSE_GRADING_SEEDS"):
-        env.pop(var, None)
-    return env
+    return grading_env()
 
 
 def _run(cmd: list[str], cwd: Path, timeout: int = 1800):
@@ -78,18 +72,7 @@ def _entry(archive: zipfile.ZipFile, name: str, data: bytes, when: dt.datetime) 
 
 @pytest.fixture(scope="module")
 def course():
-    (ROOT / "test-artifacts").mkdir(exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="class-", dir=ROOT / "test-artifacts"))
-    os.chmod(root, 0o755)
-    for item in ("nbgrader_config.py", "instructor", "solutions"):
-        src = ROOT / item
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, root / item)
-    gen = _run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], root)
-    assert gen.returncode == 0, gen.stdout + gen.stderr
-    probe_tmp = tempfile.mkdtemp()
-    sandboxed, why = probe_sandbox(root, probe_tmp)
-    shutil.rmtree(probe_tmp, ignore_errors=True)
-    assert sandboxed, f"the grading sandbox does not work here ({why}); install bubblewrap"
+    root = released_course("class-", ASSIGNMENT, _env())
     yield root
     shutil.rmtree(root, ignore_errors=True)
 

@@ -15,22 +15,20 @@ tests/test_sandbox.py tests each limit without nbgrader. Needs bubblewrap, like 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
 import pytest
 from conftest import ROOT
+from grading_course import grading_env, released_course
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from instructor import sandbox_limits  # noqa: E402
-from instructor.autograde import probe_sandbox  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -59,12 +57,7 @@ print("PTRACE", _result, errno.errorcode.get(ctypes.get_errno()))
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    for var in ("COURSE_SANDBOX_KERNEL", "COURSE_ALLOW_UNSANDBOXED", "COURSE_VERDICT_DIR", "COURSE_GRADING_SEEDS"):
-        env.pop(var, None)
-    env["COURSE_SANDBOX_KERNEL_MEM_MB"] = str(CAP_MB)
-    return env
+    return grading_env(COURSE_SANDBOX_KERNEL_MEM_MB=str(CAP_MB))
 
 
 def _run(cmd: list[str], cwd: Path, timeout: int = 1800):
@@ -80,18 +73,7 @@ def _with_cell(nb, source: str):
 
 @pytest.fixture(scope="module")
 def graded():
-    (ROOT / "test-artifacts").mkdir(exist_ok=True)
-    course = Path(tempfile.mkdtemp(prefix="sandbox-grading-", dir=ROOT / "test-artifacts"))
-    os.chmod(course, 0o755)
-    for item in ("nbgrader_config.py", "instructor", "solutions"):
-        src = ROOT / item
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, course / item)
-    gen = _run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], course)
-    assert gen.returncode == 0, gen.stdout + gen.stderr
-    probe_tmp = tempfile.mkdtemp()
-    sandboxed, why = probe_sandbox(course, probe_tmp)
-    shutil.rmtree(probe_tmp, ignore_errors=True)
-    assert sandboxed, f"the grading sandbox does not work here ({why}); install bubblewrap"
+    course = released_course("sandbox-grading-", ASSIGNMENT, _env())
     solution = course / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"
     for student, extra in (("x_memory", MEMORY), ("x_ptrace", PTRACE), ("zz_after", None)):
         nb = nbformat.read(str(solution), as_version=4)
