@@ -223,4 +223,4 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 # JupyterLab in headless Chromium (session-scoped: the browser and the lesson tests share it)
-from jupyterlab_run import _current_request, lab, page, shots  # noqa: E402, F401
+from jupyterlab_run import _current_request, lab, page, pw_session, shots  # noqa: E402, F401

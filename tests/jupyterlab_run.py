@@ -156,21 +156,28 @@ def lab(tmp_path_factory, shared_sft_start):  # the kernels read the session's S
 
 
 @pytest.fixture(scope="session")
-def page(lab, tmp_path_factory):
+def pw_session():
+    """The worker's one playwright driver: its sync API may run only once per thread at a time, so
+    JupyterLab's page and the site's browser (tests/test_site.py) both start Chromium from it."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),  # a fresh --user-data-dir
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": 1400, "height": 1000},
-        )
-        try:
-            page = context.new_page()
-            page.set_default_timeout(60_000)
-            yield page
-        finally:
-            context.close()
+        yield pw
+
+
+@pytest.fixture(scope="session")
+def page(lab, pw_session, tmp_path_factory):
+    context = pw_session.chromium.launch_persistent_context(
+        str(tmp_path_factory.mktemp("chromium-profile")),  # a fresh --user-data-dir
+        executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
+        viewport={"width": 1400, "height": 1000},
+    )
+    try:
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        yield page
+    finally:
+        context.close()
 
 
 @pytest.fixture(scope="session")

@@ -119,14 +119,12 @@ PAGE_CHECK = """() => {
 
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)")
-def test_pages_render_in_chromium(site, artifacts_dir, request):
-    from playwright.sync_api import sync_playwright
-
+def test_pages_render_in_chromium(site, artifacts_dir, request, pw_session):
     shots = artifacts_dir / "site"
     shots.mkdir(exist_ok=True)
     figures = math = 0
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+    browser = pw_session.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+    try:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         failed: list[str] = []
         page.on("requestfailed", lambda r: failed.append(r.url) if not r.url.startswith("about:") else None)
@@ -149,6 +147,7 @@ def test_pages_render_in_chromium(site, artifacts_dir, request):
                     f"{html.name}: figure {i} shown at {fig['shown']:.0f}px of {fig['natural']}px")
             assert all(n > 0 for n in result["snapshots"]), f"{html.name}: an empty widget snapshot"
             figures += len(result["figures"])
+    finally:
         browser.close()
     assert math > 0, "no formula was rendered anywhere on the site (the regularised objective notebook shows TeX)"
     report_line(request.config, f"site: {len(list(site.glob('*.html')))} pages, {figures} figures and {math} formulas checked in Chromium")
