@@ -104,12 +104,13 @@ print(json.dumps([written, error, os.getcwd()]))
     assert error == "ENOSPC" and 30 * 2**20 <= written <= 40 * 2**20 and cwd == sandbox_kernel.INSIDE
 
 
-def test_a_fork_bomb_stops_at_the_process_cap():
-    code = '''
+def fork_bomb(most: int) -> str:
+    """Code that forks up to ``most`` sleeping children and prints how many it made and the error that stopped it."""
+    return f'''
 import json, os, time
 children = 0
 try:
-    while children < 5000:
+    while children < {most}:
         if os.fork() == 0:
             time.sleep(30)
             os._exit(0)
@@ -118,6 +119,10 @@ except OSError as err:
     print(json.dumps([children, type(err).__name__]), flush=True)
     os._exit(0)
 '''
+
+
+def test_a_fork_bomb_stops_at_the_process_cap():
+    code = fork_bomb(5000)
     children, error = _last_json(_sandboxed(code, {"COURSE_SANDBOX_NPROC": "20"}))
     assert error == "BlockingIOError" and 0 < children < 20
 
@@ -212,19 +217,7 @@ def test_a_kernels_processes_share_one_memory_cap_and_the_next_kernel_starts_cle
 
 
 def test_the_cgroup_caps_processes_even_when_the_per_process_limit_would_not():
-    code = '''
-import json, os, time
-children = 0
-try:
-    while children < 500:
-        if os.fork() == 0:
-            time.sleep(30)
-            os._exit(0)
-        children += 1
-except OSError as err:
-    print(json.dumps([children, type(err).__name__]), flush=True)
-    os._exit(0)
-'''
+    code = fork_bomb(500)
     group = _cgroup("pids", pids=20)
     try:
         children, error = _last_json(_sandboxed(code, {"COURSE_SANDBOX_NPROC": "1000"}, cgroup=group))
