@@ -436,9 +436,10 @@ def probe_source(names: list[str]) -> str:
             "default=lambda o: o.tolist() if hasattr(o, 'tolist') else str(o)))")
 
 
-def _shown(nb) -> list[tuple[str, str]]:
+def shown_outputs(cells) -> list[tuple[str, str]]:
+    """(kind, text) of every output of ``cells``: a stream's name, "stderr" for an error, or "data"."""
     shown = []
-    for cell in nb.cells:
+    for cell in cells:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream":
                 shown.append((out["name"], out["text"]))
@@ -505,4 +506,4 @@ def lesson_run(name: str, names: list[str]) -> tuple[dict, list[tuple[str, str]]
     unrun = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and cell.source.strip()
              and cell.get("execution_count") is None]
     assert not unrun, f"{name}: cells {unrun} did not run"
-    return result["namespace"], _shown(nb)
+    return result["namespace"], shown_outputs(nb.cells)

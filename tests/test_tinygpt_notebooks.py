@@ -30,7 +30,6 @@ from conftest import ROOT, keep_executed
 from nbclient import NotebookClient
 
 NOTEBOOKS = ROOT / "notebooks"
-MARK = "@@NAMESPACE@@"
 WARNING = re.compile(r"\b\w*Warning\b|Traceback \(most recent call last\)")
 
 
@@ -45,12 +44,7 @@ def execute(name: str, names: list[str], env: dict[str, str]) -> tuple[dict, lis
     if env == FAST and jupyterlab_run.available():
         return jupyterlab_run.lesson_run(name, names)
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
-    probe = (
-        "import json as _json\n"
-        f"print({MARK!r} + _json.dumps({{_k: eval(_k, globals()) for _k in {json.dumps(names)}}}, "
-        "default=lambda o: o.tolist() if hasattr(o, 'tolist') else str(o)))"
-    )
-    nb.cells.append(nbformat.v4.new_code_cell(probe))
+    nb.cells.append(nbformat.v4.new_code_cell(jupyterlab_run.probe_source(names)))
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -64,15 +58,8 @@ def execute(name: str, names: list[str], env: dict[str, str]) -> tuple[dict, lis
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    shown = []
-    for cell in nb.cells[:-1]:
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "stream":
-                shown.append((out["name"], out["text"]))
-            elif "data" in out:
-                shown.append(("data", str(out["data"].get("text/plain", ""))))
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("output_type") == "stream")
-    return json.loads(text.split(MARK, 1)[1]), shown
+    return json.loads(text.split(jupyterlab_run.MARK, 1)[1]), jupyterlab_run.shown_outputs(nb.cells[:-1])
 
 
 def assert_clean(name, shown):
