@@ -262,10 +262,11 @@ def main(argv: list[str] | None = None) -> dict | None:
         import sys
 
         sys.path.insert(0, str(Path(__file__).parent))
-        from tables import COMMIT_AT_START, RESULTS
+        from provenance import record
+        from tables import RESULTS
 
         results.update(command="python benchmarks/gpu_check.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                       commit=COMMIT_AT_START)
+                       **record())
         (RESULTS / "gpu_check.json").write_text(json.dumps(results, indent=1) + "\n")
     print(f"{name} ({results['precision']}): {results['wall_seconds']:.0f} s in all; wrote {out / 'gpu_check.json'}")
     return results

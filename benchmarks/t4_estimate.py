@@ -384,9 +384,10 @@ def main(argv: list[str] | None = None) -> dict:
               "notebooks": notebooks}
     if not args.no_save:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from tables import COMMIT_AT_START, RESULTS
+        from provenance import record
+        from tables import RESULTS
 
-        result.update(benchmark="t4_estimate", commit=COMMIT_AT_START, command="python benchmarks/t4_estimate.py"
+        result.update(benchmark="t4_estimate", **record(), command="python benchmarks/t4_estimate.py"
                       + (" --refit (its measured runs refitted)" if args.refit else ""),
                       machine=f"{torch.get_num_threads()} thread(s), CPU-only machine")
         (RESULTS / "t4_estimate.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -25,9 +25,12 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 README = HERE.parent / "README.md"
 sys.path.insert(0, str(HERE))
-from tinygpt_grpo_family import commit  # noqa: E402  (one provenance helper)
+import provenance  # noqa: E402  (one provenance helper)
 
-COMMIT_AT_START = commit()
+# read when a benchmark starts (it imports this module first): the code that runs is the code at that moment
+COMMIT_AT_START = provenance.commit()
+SOURCES_AT_START = provenance.sources()
+EXTRA_AT_START = {name: provenance.sources(extra) for name, extra in provenance.EXTRA_SOURCES.items()}
 # A seed whose SFT start is below this held-out accuracy is flagged as degenerate: almost every
 # group scores all zero, so nothing learns from it, and it decides no comparison.
 DEGENERATE_START = 0.10
@@ -42,14 +45,14 @@ def load(name: str, results: Path = RESULTS) -> dict:
 
 
 def save(name: str, command: list[str], runs: list[dict], results: Path = RESULTS, **meta) -> Path:
-    """Write ``results/<name>.json``: the runs, the command line and the git commit they ran at
-    (read when this module was first imported, i.e. when the benchmark started)."""
-    import torch  # the CPU kernel set changes the rounding, so a run's numbers depend on it
-
+    """Write ``results/<name>.json``: the runs, the command line, and the commit and sources digest
+    they ran at (read when this module was first imported, i.e. when the benchmark started), with
+    torch's version and CPU kernel set (``provenance.record``)."""
     path = results / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta.setdefault("cpu_kernels", torch.backends.cpu.get_cpu_capability())
-    path.write_text(json.dumps({"benchmark": name, "command": " ".join(command), "commit": COMMIT_AT_START, **meta,
+    meta = {**provenance.record(name), "commit": COMMIT_AT_START, "sources": SOURCES_AT_START,
+            **({"extra_sources": EXTRA_AT_START[name]} if name in EXTRA_AT_START else {}), **meta}
+    path.write_text(json.dumps({"benchmark": name, "command": " ".join(command), **meta,
                                 "seeds": sorted({r["seed"] for r in runs}), "runs": runs}, indent=1) + "\n")
     return path
 
@@ -684,9 +687,15 @@ def class_grading(results: Path = RESULTS) -> str:
                      f"{run['speedup']:.2f}× | {run['load_before']:g} → {run['load_after']:g} |")
     last = data["runs"][-1]
     minutes = 150 * last["seconds_per_student"] / 60
-    return ("\n".join(lines) + f"\n\nMeasured on a class of {data['class_size']} ({data['assignment']}, all five "
-            f"notebooks each), not 150: at this rate a class of 150 with {last['jobs']} jobs would take about "
-            f"{minutes:.0f} min (an extrapolation; the goal is ≤ 15 min). `{data['command']}` at commit "
+    if data["class_size"] >= 150:
+        verdict = (f"Measured on a class of {data['class_size']} ({data['assignment']}, all five notebooks each): "
+                   f"{last['seconds'] / 60:.1f} min with {last['jobs']} jobs "
+                   f"({'within' if last['seconds'] <= 15 * 60 else 'over'} the goal of ≤ 15 min for 150).")
+    else:
+        verdict = (f"Measured on a class of {data['class_size']} ({data['assignment']}, all five notebooks each), not "
+                   f"150: at this rate a class of 150 with {last['jobs']} jobs would take about {minutes:.0f} min (an "
+                   f"extrapolation; the goal is ≤ 15 min).")
+    return ("\n".join(lines) + f"\n\n{verdict} `{data['command']}` at commit "
             f"{data.get('commit') or 'not recorded'} ({data['machine']}).\n")
 
 
@@ -698,7 +707,8 @@ def trl_map(results: Path = RESULTS) -> str:
 
 
 def provenance(results: Path = RESULTS) -> str:
-    """One line on where every results file came from: one commit, or which file ran at which."""
+    """One line on where every results file came from: one version of the code (the sources digest,
+    ``provenance.py``) and the commits it was run at, or which file ran which version."""
     files = sorted(results.glob("*.json"))
     if not files:
         raise FileNotFoundError(f"no results in {results}")
@@ -709,13 +719,16 @@ def provenance(results: Path = RESULTS) -> str:
         distinct = sorted(set(values.values()))
         return distinct, "; ".join(f"{v}: {', '.join(n for n, vv in values.items() if vv == v)}" for v in distinct)
 
+    digests, by_digest = grouped("sources")
     commits, by_commit = grouped("commit")
     kernels = grouped("cpu_kernels")[1]  # torch's CPU kernel set rounds differently (README, "Running the tests")
-    if len(commits) == 1 and commits[0] != "not recorded":
-        head = f"Every table below ran at commit {commits[0]} ({len(files)} results files)."
+    if len(digests) == 1 and digests[0] != "not recorded" and not digests[0].endswith("+changes"):
+        head = (f"Every table below ran the same code: sources digest {digests[0]} (`benchmarks/provenance.py`: "
+                f"course_lib, configs and the benchmark scripts), {len(files)} results files, at commit"
+                + (f" {commits[0]}." if len(commits) == 1 else f"s {', '.join(commits)} (the same sources at each)."))
     else:
-        head = (f"**The tables below come from {len(commits)} different commits** ({by_commit}); "
-                f"`make bench` re-runs every benchmark at one commit.")
+        head = (f"**The tables below do not all come from one committed version of the code** (sources digest "
+                f"{by_digest}; commits {by_commit}); `make bench` re-runs every benchmark not at the current code.")
     return f"{head} torch's CPU kernels: {kernels}.\n"
 
 

@@ -39,7 +39,6 @@ import argparse
 import dataclasses
 import json
 import platform
-import subprocess
 import sys
 import time
 import zlib
@@ -55,6 +54,9 @@ from course_lib.rft import train_rft
 from course_lib.runtime import MetricsLog
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import record  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -159,13 +161,15 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=str(RESULTS / "grpo_family.json"))
     args = parser.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
-    args.commit = commit()  # the code this process runs: read once, before anything can change it
+    args.provenance = record()  # the code this process runs: read once, before anything can change it
     torch.set_num_threads(args.threads)
     cfg = get_config(args.config)
     cfg.grpo.steps, cfg.grpo.eval_every = args.steps, 25
     task = AdditionTask(cfg.task)
     # cached runs are reused only for the same config, task data and step budget
-    tag = zlib.crc32(f"{args.config} {args.steps} {task.heldout_pairs} {task.demo_answers}".encode())
+    # (and the same code: the sources digest, so an edited course_lib never reuses an old run)
+    tag = zlib.crc32(f"{args.config} {args.steps} {task.heldout_pairs} {task.demo_answers} "
+                     f"{args.provenance['sources']}".encode())
     cache = Path(args.cache) / f"{tag:08x}"
     cache.mkdir(parents=True, exist_ok=True)
     # Rows in order of what they decide: the RFT control and the baseline's settings first (every
@@ -205,25 +209,13 @@ def write(args, cfg, runs) -> None:
     Path(args.out).write_text(json.dumps({
         "benchmark": "grpo_family",
         "command": " ".join(["tinygpt_grpo_family.py", *args.argv]),
-        "commit": args.commit,
+        **args.provenance,
         "config": args.config,
         "seeds": sorted({r["seed"] for r in runs}),
         "machine": f"{platform.machine()}, {args.threads} thread(s), shared 2-core CPU",
         "grpo_steps": cfg.grpo.steps,
         "runs": runs,
     }, indent=1) + "\n")
-
-
-def commit() -> str:  # also used by tinygpt_reward_hacking.py
-    """The code's git commit ('+changes' when course_lib or this file differ from it), for provenance."""
-    try:
-        def git(*a):
-            return subprocess.run(["git", *a], capture_output=True, text=True, check=True, cwd=RESULTS.parent).stdout.strip()
-
-        dirty = git("status", "--porcelain", "--", "../course_lib", "tinygpt_grpo_family.py")
-        return git("rev-parse", "--short", "HEAD") + ("+changes" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":

@@ -41,6 +41,9 @@ from course_lib.runtime import MetricsLog, set_threads
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import record  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results"
 BETAS = (0.01, 0.04, 0.2)
 # placement -> the estimator each placement is used with in practice
@@ -136,7 +139,9 @@ def main(argv=None) -> None:
     parser.add_argument("--cache", default="runs/bench/kl", help="per-run results and SFT checkpoints")
     parser.add_argument("--out", default=str(RESULTS / "kl_frontier.json"))
     args = parser.parse_args(argv)
-    jobs = [(args.config, seed, args.steps, args.threads, args.cache) for seed in args.seeds]
+    started = record()  # the code this process runs; cached runs are reused only for the same sources
+    cache = str(Path(args.cache) / started["sources"])
+    jobs = [(args.config, seed, args.steps, args.threads, cache) for seed in args.seeds]
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
             runs = [row for rows in pool.map(run_seed, *zip(*jobs)) for row in rows]
@@ -152,6 +157,7 @@ def main(argv=None) -> None:
     Path(args.out).write_text(json.dumps({
         "benchmark": "kl_frontier",
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        **started,
         "config": args.config,
         "seeds": args.seeds,
         "steps": args.steps,

@@ -32,7 +32,7 @@ from course_lib.task import AdditionTask
 
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(RESULTS.parent))
-from tinygpt_grpo_family import commit  # noqa: E402  (one provenance helper)
+from provenance import record  # noqa: E402
 
 KEEP = ("step", "reward_mean", "completion_length", "truncated_rate", "entropy", "accuracy", "loose_accuracy")
 
@@ -44,7 +44,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=str(RESULTS / "reward_hacking.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    started_at = commit()  # the code this process runs
+    started_at = record()  # the code this process runs
     cfg = experiment_config()
     task = AdditionTask(cfg.task)
     L = cfg.grpo.max_completion_length
@@ -75,7 +75,7 @@ def main(argv=None) -> None:
     Path(args.out).write_text(json.dumps({
         "benchmark": "reward_hacking",
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "commit": started_at,
+        **started_at,
         "seeds": args.seeds, "sft_steps": SFT_STEPS, "rl_steps": cfg.grpo.steps, "n_heldout": cfg.task.n_heldout,
         "machine": f"{platform.machine()}, {args.threads} thread(s), shared 2-core CPU",
         "runs": runs,

@@ -13,25 +13,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tools import cpu_kernels  # noqa: E402
 
 
 def _pin_cpu_kernels() -> None:
-    """Run torch's AVX2 kernels on an x86 machine that also has AVX-512.
+    """Run torch's AVX2 kernels on an x86 machine that also has AVX-512 (``tools/cpu_kernels.py`` says why).
 
-    The recorded numbers (tests/golden, the lessons asserted on FAST runs) were produced with AVX2
-    kernels; AVX-512 kernels round differently, and over hundreds of steps that is another run (the
-    ``cpu`` config's seed-0 SFT start: 56.6% held-out with AVX2, 51.2% with AVX-512; the golden SFT
-    loss differs by 1e-5 at step 50). Set here, before anything imports torch, so that every kernel,
-    worker and subprocess the tests start inherits it. ``ATEN_CPU_CAPABILITY`` set by hand wins.
+    Set here, before anything imports torch, so that every kernel, worker and subprocess the tests
+    start inherits it. ``ATEN_CPU_CAPABILITY`` set by hand wins.
     """
     if "torch" in sys.modules:
         raise RuntimeError("tests/conftest.py must run before torch is imported (it pins torch's CPU kernels)")
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:  # not Linux: leave torch's choice alone
-        return
-    if " avx2" in flags:
-        os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
+    cpu_kernels.pin()
 
 
 _pin_cpu_kernels()

@@ -137,16 +137,26 @@ def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
     assert "not in this results file" not in text and "exact KL not in this file" not in text
 
 
-def test_the_readme_says_once_whether_every_result_came_from_one_commit(tmp_path):
+def test_the_readme_says_once_whether_every_result_ran_the_same_code(tmp_path):
     for name, commit in (("a", "abc1234"), ("b", "abc1234")):
-        (tmp_path / f"{name}.json").write_text(json.dumps({"commit": commit, "cpu_kernels": "AVX2", "runs": []}))
-    assert tables.provenance(tmp_path) == ("Every table below ran at commit abc1234 (2 results files). "
-                                           "torch's CPU kernels: AVX2: a, b.\n")
+        (tmp_path / f"{name}.json").write_text(json.dumps({"commit": commit, "sources": "d1", "cpu_kernels": "AVX2",
+                                                           "runs": []}))
+    line = tables.provenance(tmp_path)
+    assert line.startswith("Every table below ran the same code: sources digest d1 (") and "at commit abc1234." in line
+    assert line.endswith("torch's CPU kernels: AVX2: a, b.\n")
+    # the same sources at two commits (e.g. a README edit between two benchmarks) is still one version of the code
+    (tmp_path / "b.json").write_text(json.dumps({"commit": "def5678", "sources": "d1", "cpu_kernels": "AVX2", "runs": []}))
+    assert "at commits abc1234, def5678 (the same sources at each)." in tables.provenance(tmp_path)
     (tmp_path / "c.json").write_text(json.dumps({"runs": []}))  # an old file with no commit or kernel set recorded
     line = tables.provenance(tmp_path)
-    assert "**The tables below come from 2 different commits**" in line
-    assert "abc1234: a, b" in line and "not recorded: c" in line
+    assert "**The tables below do not all come from one committed version of the code**" in line
+    assert "d1: a, b" in line and "not recorded: c" in line
     assert line.endswith("torch's CPU kernels: AVX2: a, b; not recorded: c.\n")
+    # a run whose sources differed from its commit cannot vouch for its code
+    for name in ("b", "c"):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"commit": "x+changes", "sources": "d1+changes", "runs": []}))
+    (tmp_path / "a.json").write_text(json.dumps({"commit": "x+changes", "sources": "d1+changes", "runs": []}))
+    assert "**The tables below do not all come from one committed version" in tables.provenance(tmp_path)
 
 
 def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):

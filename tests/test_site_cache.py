@@ -65,6 +65,19 @@ def test_a_library_change_reruns_every_notebook(course, tmp_path):
     assert runs[2:] == [("01_a", False), ("02_b", False)]
 
 
+def test_another_cpu_kernel_set_reruns_every_notebook(course, tmp_path, monkeypatch):
+    """AVX-512 kernels round differently from AVX2 (tools/cpu_kernels.py): their outputs are another run."""
+    _, _, runs, cache = course
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    _build(tmp_path, cache, fast=False)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx512")
+    _build(tmp_path, cache, fast=False)
+    assert runs[2:] == [("01_a", False), ("02_b", False)]
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    _build(tmp_path, cache, fast=False)
+    assert len(runs) == 6, "one cache entry per notebook and budget: the key decides, so switching back runs again"
+
+
 def test_budgets_have_their_own_cache_and_every_page_names_its_budget(course, tmp_path):
     _, _, runs, cache = course
     _build(tmp_path, cache, fast=True)

@@ -39,6 +39,7 @@ from nbconvert import HTMLExporter
 from traitlets.config import Config
 
 from course_lib.colab import BRANCH, REPO_URL, colab_url, notebook_path
+from tools import cpu_kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -93,8 +94,9 @@ def execute(name: str, *, fast: bool, timeout: int = 1800) -> nbformat.NotebookN
 
 
 def cache_key(name: str, budget: str) -> str:
-    """What an executed notebook depends on: its own file, the library's sources and the budget."""
-    digest = hashlib.sha256(budget.encode())
+    """What an executed notebook depends on: its own file, the library's sources, the budget and torch's
+    CPU kernel set (``tools/cpu_kernels.py``: another set rounds differently, so it is another run)."""
+    digest = hashlib.sha256(f"{budget} {os.environ.get('ATEN_CPU_CAPABILITY', 'default')}".encode())
     digest.update((NOTEBOOKS / f"{name}.ipynb").read_bytes())
     for source in sorted(LIBRARY.rglob("*.py")):
         digest.update(str(source.relative_to(LIBRARY)).encode())
@@ -309,6 +311,7 @@ def main(argv=None) -> int:
                         help="folder of executed notebooks kept between builds (default: %(default)s)")
     parser.add_argument("--no-cache", action="store_true", help="run every notebook afresh")
     args = parser.parse_args(argv)
+    cpu_kernels.pin()  # the kernels inherit it: the same kernels the tests' recorded lessons ran on
     start = time.perf_counter()
     pages = build(Path(args.out), fast=args.fast, executed=Path(args.executed) if args.executed else None,
                   cache=None if args.no_cache else Path(args.cache))

@@ -1,0 +1,111 @@
+"""`make bench`'s runner: one plan for every results file, and the sources digest that says which are current."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import provenance  # noqa: E402
+import run_all  # noqa: E402
+
+from tools import cpu_kernels  # noqa: E402
+
+
+def test_the_plan_names_every_results_file_and_a_command_its_script_accepts():
+    results = {p.stem for p in (ROOT / "benchmarks" / "results").glob("*.json")} - {"gpu_check"}  # a GPU, not make bench
+    assert results <= set(run_all.PLAN), f"results files no plan entry writes: {sorted(results - set(run_all.PLAN))}"
+    for name, (argv, minutes, _) in {**run_all.PLAN, **{k: (v, 1, False) for k, v in run_all.DIAGNOSTICS.items()}}.items():
+        script = ROOT / "benchmarks" / argv[0]
+        assert script.is_file(), (name, argv[0])
+        source = script.read_text()
+        for option in (a for a in argv[1:] if a.startswith("--")):
+            assert re.search(rf"add_argument\(\s*\"{option}\"", source), f"{name}: {argv[0]} has no option {option}"
+        assert minutes > 0
+
+
+def _results(tmp_path, monkeypatch, **files):
+    monkeypatch.setattr(run_all, "RESULTS", tmp_path)
+    for name, data in files.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+
+
+def test_a_results_file_is_current_only_for_the_code_now_checked_out(tmp_path, monkeypatch):
+    current = {"sources": "aaa", "class_grading": "ggg"}
+    _results(tmp_path, monkeypatch, dpo={"sources": "aaa", "runs": []}, grpo={"runs": []},
+             rlhf={"sources": "aaa+changes"}, tools={"sources": "bbb"}, async_speed={"sources": "aaa", "complete": False},
+             class_grading={"sources": "aaa", "extra_sources": "old"})
+    assert run_all.status("dpo", current) == "current"
+    assert run_all.status("recipes", current) == "missing"
+    assert run_all.status("grpo", current) == "stale (no sources digest recorded)"
+    assert run_all.status("rlhf", current) == "stale (ran with uncommitted changes)"
+    assert run_all.status("tools", current) == "stale (ran sources bbb, now aaa)"
+    assert run_all.status("async_speed", current) == "stale (incomplete)"
+    assert run_all.status("class_grading", current).startswith("stale (instructor")  # its second digest differs
+    (tmp_path / "class_grading.json").write_text(json.dumps({"sources": "aaa", "extra_sources": "ggg"}))
+    assert run_all.status("class_grading", current) == "current"
+
+
+def test_make_bench_reruns_only_the_stale_and_refuses_uncommitted_code(tmp_path, monkeypatch, capsys):
+    ran = []
+    monkeypatch.setattr(run_all, "run", lambda name, argv, env: ran.append((name, env.get("OMP_NUM_THREADS"))) or 0.0)
+    current = {"sources": "aaa", **{n: "x" for n in provenance.EXTRA_SOURCES}}
+    monkeypatch.setattr(run_all, "current_sources", lambda: current)
+    _results(tmp_path, monkeypatch, **{name: {"sources": "aaa", "extra_sources": "x"} for name in run_all.PLAN if name != "dpo"})
+    assert run_all.main([]) == 0
+    assert ran == [("dpo", "1")], "only the stale file re-runs, on one thread"
+    assert run_all.main(["grpo", "threads"]) == 0 and [n for n, _ in ran[1:]] == ["grpo", "threads"]
+    run_all.main(["--status"])
+    assert "14 of 15 current" in capsys.readouterr().out
+    current["sources"] = "aaa+changes"
+    with pytest.raises(SystemExit):
+        run_all.main([])
+    assert "uncommitted changes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_all.main(["nope"])
+    assert "unknown benchmark(s) ['nope']" in capsys.readouterr().err
+
+
+def test_the_sources_digest_follows_the_code_not_the_commit(tmp_path, monkeypatch):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    for path, text in (("course_lib/a.py", "A = 1\n"), ("benchmarks/tinygpt_x.py", "x\n"), ("benchmarks/tables.py", "t\n"),
+                       ("benchmarks/results/x.json", "{}\n"), ("README.md", "r\n")):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "x", "--allow-empty")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    monkeypatch.setattr(provenance, "ROOT", tmp_path)
+    first = provenance.sources()
+    assert re.fullmatch(r"[0-9a-f]{12}", first)
+    for path in ("README.md", "benchmarks/tables.py", "benchmarks/results/x.json"):  # renders and results: not code
+        (tmp_path / path).write_text("changed\n")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two")
+    assert provenance.sources() == first and not provenance.commit().endswith("+changes")
+    (tmp_path / "course_lib/a.py").write_text("A = 2\n")
+    assert provenance.sources() == first + "+changes" and provenance.commit().endswith("+changes")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "three")
+    assert re.fullmatch(r"[0-9a-f]{12}", provenance.sources()) and provenance.sources() != first
+    monkeypatch.setattr(provenance, "ROOT", tmp_path / "course_lib" / "nowhere")
+    assert provenance.sources() == "unknown"
+
+
+def test_the_kernel_pin_sets_avx2_where_the_cpu_has_it_and_a_hand_set_value_wins():
+    try:
+        has_avx2 = " avx2" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        has_avx2 = False
+    env: dict[str, str] = {}
+    assert cpu_kernels.pin(env) == ("avx2" if has_avx2 else None)
+    env = {"ATEN_CPU_CAPABILITY": "default"}
+    assert cpu_kernels.pin(env) == "default"
