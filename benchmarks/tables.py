@@ -25,12 +25,12 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 README = HERE.parent / "README.md"
 sys.path.insert(0, str(HERE))
-import provenance  # noqa: E402  (one provenance helper)
+import provenance as code_provenance  # noqa: E402  (one provenance helper; `provenance` below renders its README line)
 
 # read when a benchmark starts (it imports this module first): the code that runs is the code at that moment
-COMMIT_AT_START = provenance.commit()
-SOURCES_AT_START = provenance.sources()
-EXTRA_AT_START = {name: provenance.sources(extra) for name, extra in provenance.EXTRA_SOURCES.items()}
+COMMIT_AT_START = code_provenance.commit()
+SOURCES_AT_START = code_provenance.sources()
+EXTRA_AT_START = {name: code_provenance.sources(extra) for name, extra in code_provenance.EXTRA_SOURCES.items()}
 # A seed whose SFT start is below this held-out accuracy is flagged as degenerate: almost every
 # group scores all zero, so nothing learns from it, and it decides no comparison.
 DEGENERATE_START = 0.10
@@ -50,7 +50,7 @@ def save(name: str, command: list[str], runs: list[dict], results: Path = RESULT
     torch's version and CPU kernel set (``provenance.record``)."""
     path = results / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta = {**provenance.record(name), "commit": COMMIT_AT_START, "sources": SOURCES_AT_START,
+    meta = {**code_provenance.record(name), "commit": COMMIT_AT_START, "sources": SOURCES_AT_START,
             **({"extra_sources": EXTRA_AT_START[name]} if name in EXTRA_AT_START else {}), **meta}
     path.write_text(json.dumps({"benchmark": name, "command": " ".join(command), **meta,
                                 "seeds": sorted({r["seed"] for r in runs}), "runs": runs}, indent=1) + "\n")

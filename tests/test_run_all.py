@@ -109,3 +109,18 @@ def test_the_kernel_pin_sets_avx2_where_the_cpu_has_it_and_a_hand_set_value_wins
     assert cpu_kernels.pin(env) == ("avx2" if has_avx2 else None)
     env = {"ATEN_CPU_CAPABILITY": "default"}
     assert cpu_kernels.pin(env) == "default"
+
+
+def test_save_writes_the_provenance_of_the_run(tmp_path):
+    """``tables.save`` (what most benchmarks call last) records commit, sources digest, torch and kernels."""
+    import tables
+    import torch
+
+    path = tables.save("class_grading", ["class_grading.py", "--students", "1"], [{"seed": 0}], results=tmp_path,
+                       machine="m")
+    data = json.loads(path.read_text())
+    assert data["sources"] == provenance.sources() and data["commit"].split("+")[0] == provenance.commit().split("+")[0]
+    assert data["extra_sources"] == provenance.sources(provenance.EXTRA_SOURCES["class_grading"])
+    assert data["torch"] == torch.__version__ and data["cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
+    assert data["command"] == "class_grading.py --students 1" and data["machine"] == "m" and data["seeds"] == [0]
+    assert "extra_sources" not in json.loads(tables.save("dpo", ["x"], [{"seed": 1}], results=tmp_path).read_text())
