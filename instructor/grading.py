@@ -189,8 +189,9 @@ def typed_id(source: str, name: str) -> str | None:
 
 def id_check(assignment: str, nb, student: str) -> dict | None:
     """What the student typed in the notebook's id cell, against the id being graded: ``{"cell",
-    "typed", "graded_for", "matches", "notice"}`` (``notice``: a sentence for the feedback and the
-    report, None when the ids match), or None when the notebook has no id cell or no student."""
+    "typed", "graded_for", "matches", "notice", "flag"}`` (``notice``: a sentence for the feedback,
+    None when the ids match; ``flag``: another id was typed, so the report asks for a review), or
+    None when the notebook has no id cell or no student."""
     cells = _id_cells(assignment) if student else {}
     for cell in nb.cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
@@ -206,7 +207,9 @@ def id_check(assignment: str, nb, student: str) -> dict | None:
         else:
             notice = (f"you answered the report of id {normalised_id(typed)!r}; graded against yours, "
                       f"{normalised_id(student)!r}")
-        return {"cell": grade_id, "typed": typed, "graded_for": student, "matches": matches, "notice": notice}
+        flag = not matches and typed is not None and bool(normalised_id(typed))  # someone else's id: review
+        return {"cell": grade_id, "typed": typed, "graded_for": student, "matches": matches, "notice": notice,
+                "flag": flag}
     return None
 
 

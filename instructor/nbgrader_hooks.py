@@ -17,6 +17,9 @@
   student saw back as the cell's source and a verdict as its only output (an error output when a
   check failed, so nbgrader's ``SaveAutoGrades`` writes 0 for that cell into the gradebook, else the
   cell's points). Details per cell go to ``$COURSE_VERDICT_DIR`` for ``make autograde``'s report.
+  Where the notebook has a student-id cell (Q5: the report a student reads is drawn from the id they
+  type), the reference reads the report of the id being graded, and a typed id that is not the
+  submitter's is said under that cell (feedback) and listed as a problem (review).
 
 Training cells (``DRIVEN`` in an assignment's checks module, e.g. the lab's): right after such a
 cell's probe, ``SandboxedExecute`` lets instructor/lab_grading.py train the tiny GPT through the same
@@ -322,7 +325,8 @@ class DecideVerdicts(Preprocessor):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({"cells": report, "stopped": not_run, "seed": state["seed"],
                                         "given": state.get("given", {}),
-                                        "answered_for": answered, "notices": notices}, indent=1))
+                                        "answered_for": answered,
+                                        "problems": notices if answered and answered["flag"] else []}, indent=1))
         return nb, resources
 
 
