@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import nbformat
 import pytest
