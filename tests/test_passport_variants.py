@@ -11,6 +11,7 @@ import contextlib
 import io
 import itertools
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -123,6 +124,11 @@ def test_the_draw_is_per_id_deterministic_and_rarely_shared(ns, request):
         print(f"\nQ5 variants: {len(combos)} reports, {len(counts)} distinct passports; two random students "
               f"share a whole passport with probability {share:.5f}")
     assert len(counts) >= 500 and share < 0.005
+    said = re.search(r"([\d,]+) reports give ([\d,]+) distinct passports; two random students share a whole"
+                     r"\s+passport with\s+probability (0\.\d+)", (ROOT / "instructor" / "README.md").read_text())
+    assert said, "instructor/README.md no longer says how many reports and passports Q5 has"
+    assert (int(said[1].replace(",", "")), int(said[2].replace(",", ""))) == (len(combos), len(counts))
+    assert float(said[3]) == pytest.approx(share, abs=5e-5)
 
 
 def test_the_reference_reads_the_submitters_report(ns):
