@@ -85,6 +85,8 @@ def test_every_drawable_report_is_coherent(ns):
             assert p["data_timing"] == "on_policy" and "buffer" not in text, text
         if "fixed script" in text:  # an answer checker scores finished answers
             assert p["reward_granularity"] == "per_completion", text
+        if p["reward_granularity"] == "per_step":  # step rewards are used as such, never summed and standardised
+            assert "standardised" not in text and "value model trained alongside" in text, text
         if "no special treatment" in text:  # "kept" never meets group standardisation (0 / 0)
             assert "standardised" not in text, text
 
