@@ -250,6 +250,7 @@ def test_pipeline_honest_students_score_8_on_their_own_reports(graded_course):
     for student in ("alice", "bob", "erin"):
         assert _q5_score(first[student]) == 8, (student, first[student]["verdicts"])
         assert not any("answered the report" in p for p in first[student]["problems"]), first[student]["problems"]
+        assert first[student]["flags"] == [], first[student]["flags"]  # the locked report cell is no flag
 
 
 @pytest.mark.slow
