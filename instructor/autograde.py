@@ -372,7 +372,7 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
         record["verdicts"][path.stem] = data["cells"]
         if data.get("seed") is not None:
             record["seeds"][path.stem] = data["seed"]
-        record["problems"] += [f"{path.stem}.ipynb: {reason}" for reason in data["stopped"]]
+        record["problems"] += [f"{path.stem}.ipynb: {reason}" for reason in data["stopped"] + data.get("problems", [])]
     if failed:
         record["status"] = "FAILED"
     else:

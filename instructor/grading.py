@@ -149,6 +149,70 @@ def given_cells(assignment: str, student: str) -> dict[str, str]:
     return out
 
 
+def normalised_id(student_id) -> str:
+    """A student id as typed ids are compared with the grader's: surrounding spaces and case ignored."""
+    return str(student_id).strip().lower()
+
+
+def _id_cells(assignment: str) -> dict[str, str]:
+    """``{grade_id: variable}``: the cells where a student types their id (``STUDENT_ID_CELLS``)."""
+    return getattr(importlib.import_module(f"instructor.checks.{assignment}"), "STUDENT_ID_CELLS", {})
+
+
+def reference_id_cells(assignment: str, student: str) -> dict[str, str]:
+    """``{grade_id: source}`` that puts ``student``'s own id into the reference's id cells.
+
+    A report a student reads is drawn from the id they type (Q5), so the reference must read the
+    report of the id being graded: the expected answers follow the submitter's id, never the typed
+    one. Replaced in the reference only (the student's notebook keeps what was typed)."""
+    if not student:
+        return {}
+    return {grade_id: f"{name} = {student!r}\n" for grade_id, name in _id_cells(assignment).items()}
+
+
+def typed_id(source: str, name: str) -> str | None:
+    """The string last assigned to ``name`` at the top level of ``source`` (read, never run); None
+    when there is none or it is not a plain string."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            value = node.value
+            found = value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
+    return found
+
+
+def id_check(assignment: str, nb, student: str) -> dict | None:
+    """What the student typed in the notebook's id cell, against the id being graded: ``{"cell",
+    "typed", "graded_for", "matches", "notice", "flag"}`` (``notice``: a sentence for the feedback,
+    None when the ids match; ``flag``: another id was typed, so the report asks for a review), or
+    None when the notebook has no id cell or no student."""
+    cells = _id_cells(assignment) if student else {}
+    for cell in nb.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if cell.get("cell_type") != "code" or grade_id not in cells:
+            continue
+        typed = typed_id(cell.source, cells[grade_id])
+        matches = typed is not None and normalised_id(typed) == normalised_id(student)
+        if matches:
+            notice = None
+        elif typed is None or not normalised_id(typed):
+            notice = (f"no student id was typed in {grade_id} (a plain string is needed); the passport was graded "
+                      f"against the report of your id, {student!r}")
+        else:
+            notice = (f"you answered the report of id {normalised_id(typed)!r}; graded against yours, "
+                      f"{normalised_id(student)!r}")
+        flag = not matches and typed is not None and bool(normalised_id(typed))  # someone else's id: review
+        return {"cell": grade_id, "typed": typed, "graded_for": student, "matches": matches, "notice": notice,
+                "flag": flag}
+    return None
+
+
 # ------------------------------------------------------------------------------ the reference
 
 

@@ -17,6 +17,9 @@
   student saw back as the cell's source and a verdict as its only output (an error output when a
   check failed, so nbgrader's ``SaveAutoGrades`` writes 0 for that cell into the gradebook, else the
   cell's points). Details per cell go to ``$COURSE_VERDICT_DIR`` for ``make autograde``'s report.
+  Where the notebook has a student-id cell (Q5: the report a student reads is drawn from the id they
+  type), the reference reads the report of the id being graded, and a typed id that is not the
+  submitter's is said under that cell (feedback) and listed as a problem (review).
 
 Training cells (``DRIVEN`` in an assignment's checks module, e.g. the lab's): right after such a
 cell's probe, ``SandboxedExecute`` lets instructor/lab_grading.py train the tiny GPT through the same
@@ -73,8 +76,11 @@ class InjectProbes(Preprocessor):
         missing = sorted(wanted - set(table))
         if missing:
             raise ValueError(f"instructor/checks/{assignment}.py has no checks for test cell(s) {missing}")
-        given = grading.given_cells(assignment, info.get("student", ""))
-        plans = grading.make_plans({g: table[g] for g in wanted}, grading.reference_namespace(solution, given))
+        student = info.get("student", "")
+        given = grading.given_cells(assignment, student)
+        ids = grading.reference_id_cells(assignment, student)  # the reference reads the submitter's report
+        plans = grading.make_plans({g: table[g] for g in wanted},
+                                   grading.reference_namespace(solution, {**given, **ids}))
         shown = {}
         for cell in nb.cells:
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
@@ -85,7 +91,7 @@ class InjectProbes(Preprocessor):
                 shown[grade_id] = cell.source
                 cell.source = plans[grade_id].probe_source()
         resources[STATE] = {"plans": plans, "shown": shown, "not_run": {}, "decided": {}, "seed": seed,
-                            "given": given,
+                            "given": given, "answered_for": grading.id_check(assignment, nb, student),
                             "driven": lab_grading.driven_runs(assignment)}
         return nb, resources
 
@@ -307,12 +313,20 @@ class DecideVerdicts(Preprocessor):
             report.append({"grade_id": grade_id, "passed": verdict.passed, "reasons": verdict.reasons,
                            "checks": verdict.checks, "points": cell.metadata.nbgrader.get("points", 0)})
         not_run = [state["stopped"]] if state.get("stopped") else []
+        answered = state.get("answered_for")
+        notices = [answered["notice"]] if answered and answered["notice"] else []
+        for cell in nb.cells:  # the feedback says it under the id cell
+            if notices and cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == answered["cell"]:
+                cell.outputs = list(cell.get("outputs", [])) + [
+                    NotebookNode(output_type="stream", name="stderr", text=f"Graded: {notices[0]}.\n")]
         folder = os.environ.get("COURSE_VERDICT_DIR")
         if folder:
             path = Path(folder) / info.get("student", "unknown") / f"{info.get('notebook', 'notebook')}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({"cells": report, "stopped": not_run, "seed": state["seed"],
-                                        "given": state.get("given", {})}, indent=1))
+                                        "given": state.get("given", {}),
+                                        "answered_for": answered,
+                                        "problems": notices if answered and answered["flag"] else []}, indent=1))
         return nb, resources
 
 

@@ -10,6 +10,7 @@ Cell timeout for the run: 10 s (the loops), passed on the command line like any 
 
 from __future__ import annotations
 
+import copy
 import csv
 import html
 import json
@@ -78,6 +79,20 @@ def _with_code(nb, grade_id: str, prefix: str = "", replace: str | None = None):
             cell.source = replace if replace is not None else prefix + cell.source
             return nb
     raise KeyError(grade_id)
+
+
+ID_CELL = "q5_student_id"  # Q5's report is drawn from the id typed in this cell
+
+
+def _own_id(nb, student: str):
+    """Q5 as an honest student hands it in: their own id typed where the solution leaves it empty (the
+    solution's passport follows the typed id; the release's stub is left for who typed nothing). A copy:
+    the same solution notebook goes to several students."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == ID_CELL and 'student_id = ""' in cell.source:
+            cell.source = f"student_id = {student!r}\n"
+    return nb
 
 
 # Answer-less Q1: a table of the visible tests' inputs and outputs (passes nbgrader validate), and the
@@ -273,7 +288,7 @@ def _make_submissions(course: Path, elsewhere: Path, host_port: int) -> dict[str
     made: dict[str, list[str]] = {}
 
     def put(student, name, nb):
-        _write(nb, sub / student / ASSIGNMENT / f"{name}.ipynb")
+        _write(_own_id(nb, student), sub / student / ASSIGNMENT / f"{name}.ipynb")
         made.setdefault(student, []).append(name)
 
     def dummy_q1(prefix: str):
@@ -300,6 +315,9 @@ def _make_submissions(course: Path, elsewhere: Path, host_port: int) -> dict[str
         elif n == "q4_budgets":  # corrupted metadata
             cells[tests[0]]["metadata"]["nbgrader"] = "corrupted"
             cells[tests[1]]["metadata"]["nbgrader"]["schema_version"] = "x"
+        for cell in cells if n == "q5_passport" else []:  # Q5: the student's own id typed in (see _own_id)
+            if cell["metadata"].get("nbgrader", {}).get("grade_id") == ID_CELL:
+                cell["source"] = 'student_id = "a0_messy_cells"\n'
         path = sub / "a0_messy_cells" / ASSIGNMENT / f"{n}.ipynb"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data))

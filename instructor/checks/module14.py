@@ -7,7 +7,8 @@ earns nothing), or are fixed edge cases and bad input. Every cell has at least o
 random input when it checks a function, so a function that always raises ``ValueError`` earns
 nothing either. Answers the student computes are checked for the student's own variant where the
 notebook has a cell of given numbers (``GIVEN``: Q1's 1c, Q2's 2c, Q4's 4b), else they are fixed values
-(Q2's ``hardest_reason``, the passport: instructor/README.md says why and what a variant of those needs).
+(Q2's ``hardest_reason``). Q5's passport is checked against the report drawn for the submitter's id
+(``STUDENT_ID_CELLS``).
 
 Answers not on the shelf (issue #14): Q1–Q4 ask for what ``course_lib`` does not hold in one function
 (a matrix of win probabilities, chains of wins, a loss over indexed comparisons; DPO from masked
@@ -137,6 +138,11 @@ def _q2_given(rng) -> dict:
     order = ("policy_chosen", "ref_chosen", "chosen_mask", "policy_rejected", "ref_rejected", "rejected_mask")
     return {**{name: out[name] for name in order}, "pairs_abc": pairs}
 
+
+# Q5's report is drawn from the id the student types in this cell (the bank and the draw: the locked
+# cell q5_report; the key: the solution region of q5_passport). The reference reads the report of the
+# submitter's id (grading.reference_id_cells), and a typed id that is not theirs is reported.
+STUDENT_ID_CELLS = {"q5_student_id": "student_id"}
 
 # Locked cells of given numbers, drawn per student at grading time (grading.given_cells): answers
 # computed from the names follow the student's own numbers, numbers copied from a friend do not.
@@ -421,7 +427,7 @@ def _q4(rng) -> dict:
 
 def _q5(rng) -> dict:
     return {
-        f"q5_test_{key}": [check(f"passport[{key!r}]", f'passport["{key}"] matches the description',
+        f"q5_test_{key}": [check(f"passport[{key!r}]", f'passport["{key}"] matches the report of your student id',
                                  unordered=key == "roles")]
         for key in PASSPORT
     }
