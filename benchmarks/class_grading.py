@@ -1,8 +1,9 @@
 """Grading a class: `make autograde` on N fake students of module14, serial and with JOBS in parallel.
 
-Each fake student submits all five notebooks: three in four hand in the solutions, one in four the
-release (every answer a stub). The class is graded in a scratch copy of the course, once per jobs
-setting, each time from an empty gradebook (the same submissions), in the sandbox like a real run.
+Each fake student submits all five notebooks: three in four hand in the solutions (Q5 with their own
+id typed in, so each answers their own run report), one in four the release (every answer a stub).
+The class is graded in a scratch copy of the course, once per jobs setting, each time from an empty
+gradebook (the same submissions), in the sandbox like a real run.
 Writes benchmarks/results/class_grading.json: per setting the wall time, seconds per student and the
 speed-up over the first setting, with the machine's load, so a reader can judge the numbers.
 
@@ -47,7 +48,11 @@ def make_course(scratch: Path, students: int) -> Path:
         dest = course / "submitted" / f"student{i:03d}" / ASSIGNMENT
         dest.mkdir(parents=True)
         for nb in sorted((course / source / ASSIGNMENT).glob("*.ipynb")):
-            shutil.copy(nb, dest / nb.name)
+            text = nb.read_text()
+            if source == "solutions" and nb.stem == "q5_passport":  # Q5's report is drawn from the id typed in
+                text = text.replace('student_id = \\"\\"', f'student_id = \\"student{i:03d}\\"', 1)
+                assert f"student{i:03d}" in text, "the Q5 solution no longer leaves student_id empty"
+            (dest / nb.name).write_text(text)
     return course
 
 
