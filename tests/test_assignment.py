@@ -723,15 +723,15 @@ def test_sandbox_hides_the_course_from_a_submission(graded):
 
 
 def test_sandbox_walk_of_the_whole_filesystem_finds_no_course(graded, tmp_path):
-    """The same sandbox as the kernel's, without a time limit: every file it can see, checked."""
+    """The same sandbox as the kernel's (``sandbox_kernel.run``: bubblewrap, limits, seccomp filter), with a
+    longer wall-clock limit: every file it can see, checked."""
     from instructor import sandbox_kernel
 
     course, elsewhere = graded["course"], graded["elsewhere"]
     code = SEARCH.format(targets=[str(course / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
                                   str(elsewhere / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
                                   str(course / "gradebook.db")], budget=10_000)
-    out = subprocess.run(sandbox_kernel.bwrap_command([sys.executable, "-c", code]),
-                         env=sandbox_kernel.sandbox_env(), capture_output=True, text=True, timeout=900)
+    out = sandbox_kernel.run([sys.executable, "-c", code], timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     found = _search_result(out.stdout)
     assert found["done"] and found["files"] > 1000, found  # it did look at the Python environment

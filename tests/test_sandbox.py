@@ -72,8 +72,7 @@ print(json.dumps({{"listed": ":%04X " % {port} in tcp, "lines": tcp.count("\\n")
                    "own": server.getsockname()[1]}}), flush=True)
 time.sleep(5)
 '''
-    proc = subprocess.Popen(sandbox_kernel.bwrap_command([sys.executable, "-c", code]), env=sandbox_kernel.sandbox_env(),
-                            stdout=subprocess.PIPE, text=True)
+    proc = sandbox_kernel.popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         seen = json.loads(proc.stdout.readline())
         assert seen["listed"] is False and seen["lines"] == 1 and seen["reached"] is False, seen
