@@ -12,7 +12,8 @@ Steps, each visible in the report:
    grades exactly those; ``--all`` everyone.
 3. Per student: every notebook is rebuilt around the release's cells (instructor/submission.py),
    scanned (instructor/scan.py, advice for review), and graded by its own ``nbgrader autograde
-   --student ID`` process: probes in, kernel in the sandbox, verdicts decided outside it
+   --student ID`` process (started as instructor/run_nbgrader.py, which skips an import it never
+   uses): probes in, kernel in the sandbox, verdicts decided outside it
    (instructor/grading.py), scores written to the gradebook by nbgrader. Whatever one submission
    does, it affects only its own process. ``--jobs N`` (``make autograde JOBS=N``, default: the
    machine's cores) grades N students at once; one progress line per student as each finishes.
