@@ -98,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"load {run['load_before']} -> {run['load_after']})", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    goal = 150 * runs[-1]["seconds_per_student"] / 60
-    print(f"extrapolated, not measured: 150 students at --jobs {runs[-1]['jobs']} would take about {goal:.0f} min")
+    if args.students >= 150:
+        print(f"measured: {args.students} students at --jobs {runs[-1]['jobs']} took {runs[-1]['seconds'] / 60:.1f} min")
+    else:
+        goal = 150 * runs[-1]["seconds_per_student"] / 60
+        print(f"extrapolated, not measured: 150 students at --jobs {runs[-1]['jobs']} would take about {goal:.0f} min")
     path = save("class_grading", [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])], runs,
                 machine=f"{os.cpu_count()} cores, shared", class_size=args.students, assignment=ASSIGNMENT)
     print(f"wrote {path}")

@@ -12,7 +12,8 @@ Steps, each visible in the report:
    grades exactly those; ``--all`` everyone.
 3. Per student: every notebook is rebuilt around the release's cells (instructor/submission.py),
    scanned (instructor/scan.py, advice for review), and graded by its own ``nbgrader autograde
-   --student ID`` process: probes in, kernel in the sandbox, verdicts decided outside it
+   --student ID`` process (started as instructor/run_nbgrader.py, which skips an import it never
+   uses): probes in, kernel in the sandbox, verdicts decided outside it
    (instructor/grading.py), scores written to the gradebook by nbgrader. Whatever one submission
    does, it affects only its own process. ``--jobs N`` (``make autograde JOBS=N``, default: the
    machine's cores) grades N students at once; one progress line per student as each finishes.
@@ -53,6 +54,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from instructor import deadlines, lab_grading, sandbox_kernel, sandbox_limits
+from instructor.run_nbgrader import skip_unused_imports
 from instructor.scan import scan_submissions
 from instructor.submission import file_hashes, stage
 
@@ -155,7 +157,7 @@ def ensure_in_gradebook(root: Path, assignment: str, env: dict[str, str]) -> Non
     except MissingEntry:
         pass
     with tempfile.TemporaryDirectory() as release:  # leave the committed exercises/ untouched
-        subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force",
+        subprocess.run([sys.executable, "-m", "instructor.run_nbgrader", "generate_assignment", assignment, "--force",
                         f"--CourseDirectory.release_directory={release}"],
                        cwd=root, env=env, check=True, capture_output=True)
 
@@ -353,7 +355,7 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
             record["problems"].append("nothing gradable was submitted: 0 points (the reasons are listed above)")
             failed, log, seconds = False, "", {}
         else:
-            cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, f"--student={student}", "--force",
+            cmd = [sys.executable, "-m", "instructor.run_nbgrader", "autograde", assignment, f"--student={student}", "--force",
                    f"--CourseDirectory.submitted_directory={staged_root}",
                    "--log-level=INFO", "--Application.log_format=%(created).3f %(levelname)s %(message)s", *extra]
             proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
@@ -449,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="students graded at once (default: the machine's cores)")
     parser.add_argument("--redraw", action="store_true", help="draw new hidden inputs instead of reusing the seeds")
     args, extra = parser.parse_known_args(argv)
+    skip_unused_imports()  # before the first nbgrader import (instructor/run_nbgrader.py)
     if args.jobs < 1:
         parser.error(f"--jobs must be a whole number >= 1, got {args.jobs}")
     # nbgrader shells out to `alembic` (from this environment) when it opens the gradebook

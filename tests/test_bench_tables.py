@@ -321,3 +321,22 @@ def test_tools_table_reads_medians_and_seeds_from_the_json(tmp_path):
     assert "- tool: the sampled call rate on carry prompts rose from the first to the last quarter of the steps in 2 of 3 seeds." in text
     assert "- tool − no tool, same extra SFT, held-out accuracy after GRPO, seed by seed: +5.0 / +0.0 / -5.0 pts (ahead in 1 of 3)." in text
     assert "- no tool:" not in text  # no call rate without a tool
+
+
+def test_class_grading_says_measured_for_a_class_of_150_and_extrapolated_below(tmp_path):
+    """A class of 150 or more was timed, not extrapolated; a smaller one says how long 150 would take."""
+    def write(students: int, per_student: float) -> str:
+        run = {"jobs": 2, "students": students, "seconds": students * per_student, "seconds_per_student": per_student,
+               "speedup": 1.0, "load_before": 0.5, "load_after": 2.5}
+        (tmp_path / "class_grading.json").write_text(json.dumps(
+            {"command": "c", "commit": "abc1234", "machine": "m", "class_size": students, "assignment": "module14",
+             "runs": [run]}))
+        return tables.class_grading(tmp_path)
+
+    full = write(150, 5.2)
+    assert "with 2 jobs it took 13.0 min, within the goal of ≤ 15 min for 150 (measured, not extrapolated)" in full
+    assert "extrapolation" not in full and "not 150" not in full
+    assert "over the goal" in write(150, 6.4)  # 16.0 min
+    small = write(8, 5.2)
+    assert "Measured on a class of 8 (module14, all five notebooks each), not 150" in small
+    assert "would take about 13 min (an extrapolation; the goal is ≤ 15 min)" in small and "took" not in small

@@ -1,0 +1,55 @@
+"""instructor/run_nbgrader.py: nbgrader's command line without jsonschema's iri format checks (2 CPU s per
+student saved), which no schema validated while grading uses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+
+def formats(node) -> set[str]:
+    """Every ``format`` a JSON schema asks for."""
+    if isinstance(node, dict):
+        own = {node["format"]} if isinstance(node.get("format"), str) else set()
+        return own.union(*(formats(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(formats(v) for v in node))
+    return set()
+
+
+def test_no_schema_checked_while_grading_asks_for_a_format():
+    import nbformat
+    import nbgrader
+
+    schemas = [*Path(nbformat.__file__).parent.glob("v4/*.schema.json"),
+               *Path(nbgrader.__file__).parent.glob("nbgraderformat/v*.json")]
+    assert len(schemas) >= 4
+    assert {str(s): formats(json.loads(s.read_text())) for s in schemas} == {str(s): set() for s in schemas}
+
+
+def test_the_launcher_runs_nbgrader_without_rfc3987_syntax_and_still_validates():
+    probe = ("import sys, nbformat, jsonschema\n"
+             "from instructor.run_nbgrader import skip_unused_imports\n"
+             "import nbgrader.apps.nbgraderapp\n"
+             "nb = nbformat.read(sys.argv[1], as_version=4)\n"
+             "nbformat.validate(nb)\n"
+             "nb.cells[0]['cell_type'] = 'not a cell type'\n"
+             "try:\n    nbformat.validate(nb)\nexcept nbformat.ValidationError:\n    print('invalid caught')\n"
+             "print(sys.modules.get('rfc3987_syntax', 'absent'))\n")
+    solution = sorted((ROOT / "solutions" / "module14").glob("*.ipynb"))[0]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", "from instructor.run_nbgrader import skip_unused_imports; "
+                          "skip_unused_imports(); exec(open(0).read())", str(solution)], input=probe, env=env,
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["invalid caught", "None"]  # blocked, and validation still works
+    version = subprocess.run([sys.executable, "-m", "instructor.run_nbgrader", "--version"], env=env, cwd=ROOT,
+                             capture_output=True, text=True)
+    import nbgrader
+
+    assert version.returncode == 0 and version.stdout.splitlines()[-1] == f"nbgrader version {nbgrader.__version__}", version.stderr
