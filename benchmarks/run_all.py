@@ -3,7 +3,9 @@
 ``PLAN`` is the one list of what the README's tables come from: per results file, the command line
 that produced it (the budgets the tables state) and its measured cost. A results file is **current**
 when it records the sources digest of the code now checked out (``provenance.py``: course_lib, configs
-and the benchmark scripts; plus instructor/ and solutions/ for class grading); ``make bench`` re-runs
+and the benchmark scripts; plus instructor/ and solutions/ for class grading) and its benchmark ran to
+the end under this runner (which marks it ``complete``: several benchmarks save after every seed, so a
+stopped run leaves a partial file); ``make bench`` re-runs
 only the stale ones, so a long re-run can be spread over several sittings as long as the code does
 not change, and every table still comes from one version of the code. Every run gets one torch
 thread (the trainers' default) and torch's AVX2 kernels where the CPU has them (``tools/cpu_kernels.py``:
@@ -41,9 +43,9 @@ from tools import cpu_kernels  # noqa: E402
 
 RESULTS = HERE / "results"
 
-# results file -> (the command that writes it, CPU minutes it took when last measured, needs an idle machine)
+# results file -> (the command that writes it, CPU minutes it takes (approximate, from its last runs), needs an idle machine)
 PLAN: dict[str, tuple[list[str], int, bool]] = {
-    "grpo": (["tinygpt_grpo.py"], 3, False),
+    "grpo": (["tinygpt_grpo.py"], 10, False),
     "rollout": (["tinygpt_rollout.py"], 1, False),
     "dpo": (["tinygpt_dpo.py"], 21, False),
     "reward_hacking": (["tinygpt_reward_hacking.py"], 16, False),
@@ -55,8 +57,8 @@ PLAN: dict[str, tuple[list[str], int, bool]] = {
                "--sft-seed", "0", "--eval-every", "10"], 18, False),
     "trl_vs_course_grpo": (["trl_vs_course_grpo.py"], 41, False),
     "t4_estimate": (["t4_estimate.py"], 40, False),
-    "grpo_family": (["tinygpt_grpo_family.py"], 62, False),
-    "kl_frontier": (["tinygpt_kl_frontier.py"], 173, False),
+    "grpo_family": (["tinygpt_grpo_family.py"], 30, False),
+    "kl_frontier": (["tinygpt_kl_frontier.py"], 9, False),
     "async_speed": (["tinygpt_async.py", "--staleness", "1", "--out", str(RESULTS / "async_speed.json")], 8, True),
     "class_grading": (["class_grading.py", "--students", "150", "--jobs", "2"], 27, True),
 }
@@ -80,8 +82,8 @@ def status(name: str, current: dict[str, str]) -> str:
     extra = provenance.EXTRA_SOURCES.get(name)
     if extra and data.get("extra_sources") != current.get(name):
         return f"stale ({', '.join(extra)} changed)"
-    if data.get("complete") is False:
-        return "stale (incomplete)"
+    if data.get("complete") is not True:  # several benchmarks save after every seed: a stopped run leaves a part
+        return "stale (incomplete)" if data.get("complete") is False else "stale (not finished through run_all)"
     return "current"
 
 
@@ -98,10 +100,21 @@ def run(name: str, argv: list[str], env: dict[str, str]) -> float:
     proc = subprocess.run([sys.executable, str(HERE / argv[0]), *argv[1:]], cwd=ROOT, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    print(f"== {name}: {time.time() - start:.0f} s wall, {cpu:.0f} s CPU, exit {proc.returncode}", flush=True)
+    wall = time.time() - start
+    print(f"== {name}: {wall:.0f} s wall, {cpu:.0f} s CPU, exit {proc.returncode}", flush=True)
     if proc.returncode:
         raise SystemExit(f"benchmark {name} failed (exit {proc.returncode}); the results written so far are kept")
+    if name in PLAN:
+        mark_complete(name, wall, cpu)
     return cpu
+
+
+def mark_complete(name: str, wall: float, cpu: float) -> None:
+    """Record in the results file that its benchmark ran to the end, and what the whole run cost."""
+    path = RESULTS / f"{name}.json"
+    data = json.loads(path.read_text())
+    data.update(complete=True, bench_wall_seconds=round(wall), bench_cpu_seconds=round(cpu))
+    path.write_text(json.dumps(data, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,17 +39,23 @@ def _results(tmp_path, monkeypatch, **files):
 
 def test_a_results_file_is_current_only_for_the_code_now_checked_out(tmp_path, monkeypatch):
     current = {"sources": "aaa", "class_grading": "ggg"}
-    _results(tmp_path, monkeypatch, dpo={"sources": "aaa", "runs": []}, grpo={"runs": []},
+    _results(tmp_path, monkeypatch, dpo={"sources": "aaa", "complete": True, "runs": []}, grpo={"runs": []},
              rlhf={"sources": "aaa+changes"}, tools={"sources": "bbb"}, async_speed={"sources": "aaa", "complete": False},
-             class_grading={"sources": "aaa", "extra_sources": "old"})
+             class_grading={"sources": "aaa", "extra_sources": "old", "complete": True},
+             recipes={"sources": "aaa", "runs": [{"seed": 0}]})
     assert run_all.status("dpo", current) == "current"
-    assert run_all.status("recipes", current) == "missing"
+    assert run_all.status("recipes", current) == "stale (not finished through run_all)"  # e.g. stopped after a seed
+    run_all.mark_complete("recipes", 12.4, 3.6)
+    assert run_all.status("recipes", current) == "current"
+    data = json.loads((tmp_path / "recipes.json").read_text())
+    assert data["runs"] == [{"seed": 0}] and (data["bench_wall_seconds"], data["bench_cpu_seconds"]) == (12, 4)
+    assert run_all.status("reward_hacking", current) == "missing"
     assert run_all.status("grpo", current) == "stale (no sources digest recorded)"
     assert run_all.status("rlhf", current) == "stale (ran with uncommitted changes)"
     assert run_all.status("tools", current) == "stale (ran sources bbb, now aaa)"
     assert run_all.status("async_speed", current) == "stale (incomplete)"
     assert run_all.status("class_grading", current).startswith("stale (instructor")  # its second digest differs
-    (tmp_path / "class_grading.json").write_text(json.dumps({"sources": "aaa", "extra_sources": "ggg"}))
+    (tmp_path / "class_grading.json").write_text(json.dumps({"sources": "aaa", "extra_sources": "ggg", "complete": True}))
     assert run_all.status("class_grading", current) == "current"
 
 
@@ -58,7 +64,8 @@ def test_make_bench_reruns_only_the_stale_and_refuses_uncommitted_code(tmp_path,
     monkeypatch.setattr(run_all, "run", lambda name, argv, env: ran.append((name, env.get("OMP_NUM_THREADS"))) or 0.0)
     current = {"sources": "aaa", **{n: "x" for n in provenance.EXTRA_SOURCES}}
     monkeypatch.setattr(run_all, "current_sources", lambda: current)
-    _results(tmp_path, monkeypatch, **{name: {"sources": "aaa", "extra_sources": "x"} for name in run_all.PLAN if name != "dpo"})
+    _results(tmp_path, monkeypatch, **{name: {"sources": "aaa", "extra_sources": "x", "complete": True}
+                                        for name in run_all.PLAN if name != "dpo"})
     assert run_all.main([]) == 0
     assert ran == [("dpo", "1")], "only the stale file re-runs, on one thread"
     assert run_all.main(["grpo", "threads"]) == 0 and [n for n, _ in ran[1:]] == ["grpo", "threads"]
