@@ -59,7 +59,7 @@ PLAN: dict[str, tuple[list[str], int, bool]] = {
     "t4_estimate": (["t4_estimate.py"], 40, False),
     "grpo_family": (["tinygpt_grpo_family.py"], 30, False),
     "kl_frontier": (["tinygpt_kl_frontier.py"], 9, False),
-    "async_speed": (["tinygpt_async.py", "--staleness", "1", "--out", str(RESULTS / "async_speed.json")], 8, True),
+    "async_speed": (["tinygpt_async.py", "--staleness", "1", "--out", "benchmarks/results/async_speed.json"], 8, True),
     "class_grading": (["class_grading.py", "--students", "150", "--jobs", "2"], 27, True),
 }
 # print-only measurements behind a README sentence: no results file, run with --diagnostics or by name
