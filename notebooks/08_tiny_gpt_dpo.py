@@ -493,18 +493,34 @@ def style_report(prompts):
     return fixed, value
 
 
+def pair_logprobs():
+    """Log-probability of each held-out pair's whole answer under the current policy: (fixed width, plain)."""
+    with torch.no_grad():
+        return tuple(completion_logprobs(model, val_batch[f"{side}_ids"], val_batch[f"{side}_attention"],
+                                         val_batch[f"{side}_completion"], start=task.prompt_length)[0].sum(-1)
+                     for side in ("chosen", "rejected"))
+
+
+def style_run(**changes):
+    """DPO on the style pairs from the SFT policy, with ``changes`` to the DPO options; what changed."""
+    val_track.clear()
+    log = MetricsLog()
+    model.load_state_dict(sft_weights)
+    run_cfg = dataclasses.replace(cfg.dpo, eval_every=10**6, **changes)
+    train_dpo(model, task, run_cfg, style_train, log=log, generator=torch.Generator().manual_seed(SEED + 4),
+              checkpoint=track_validation, checkpoint_every=max(1, run_cfg.steps // 10), show_progress=False)
+    for row in log.rows:
+        row.update(val_track.get(row["step"], {}))
+    chosen, rejected = pair_logprobs()
+    return {"rows": log.rows, "style": style_report(val_prompts), "logp": (chosen.mean().item(), rejected.mean().item()),
+            "chosen_more_likely": (chosen > rejected).float().mean().item()}
+
+
 model.load_state_dict(sft_weights)
 before_style = style_report(val_prompts)
-style_cfg = dataclasses.replace(cfg.dpo, eval_every=10**6)
-style_log = MetricsLog()
-model.load_state_dict(sft_weights)
-every = max(1, style_cfg.steps // 10)
-train_dpo(model, task, style_cfg, style_train, log=style_log, generator=torch.Generator().manual_seed(SEED + 4),
-          checkpoint=track_validation, checkpoint_every=every, show_progress=False)
-style_rows = style_log.rows
-for row in style_rows:
-    row.update(val_track.get(row["step"], {}))
-after_style = style_report(val_prompts)
+ref_logp = (val_batch["ref_chosen_token_logps"].sum(-1), val_batch["ref_rejected_token_logps"].sum(-1))
+style = {"DPO": style_run()}
+style_rows, after_style = style["DPO"]["rows"], style["DPO"]["style"]
 last = style_rows[-1]
 style_answer = ("under 10%" if after_style[0] < 0.1 else "over 90%" if after_style[0] > 0.9 else "between 10% and 90%")
 display(predict("After DPO on the style pairs, the share of held-out answers written at fixed width is …",
@@ -526,19 +542,70 @@ plt.show()
 # Held-out margins and preference accuracy are this run's validation curves: if the training-pair
 # curve rises and the held-out one does not, the model memorised pairs instead of learning the
 # style. The two style lines printed above say whether greedy answers actually changed style, and
-# whether the values stayed right — preference accuracy alone cannot tell you that. Note what the
-# strict checker would say: it wants the plain style, so it would mark every fixed-width answer
-# wrong. A checker encodes one style; a preference can teach another.
+# whether the values stayed right — preference accuracy alone cannot tell you that.
+#
+# Preference accuracy counts a pair as won when the margin z = β·[(log π(y_w) − log π_ref(y_w)) −
+# (log π(y_l) − log π_ref(y_l))] is positive: a comparison of *changes* against the reference. Greedy
+# decoding compares the answers themselves, log π(y_w) against log π(y_l). The next cell prints both
+# for the held-out pairs (each log-probability is of the whole answer, summed over its tokens).
+
+# %%
+dpo_logp = style["DPO"]["logp"]
+print(f"held-out pairs, mean log-probability of the whole answer (SFT reference → after DPO):\n"
+      f"  fixed width (chosen) {ref_logp[0].mean():7.2f} → {dpo_logp[0]:7.2f}\n"
+      f"  plain       (rejected){ref_logp[1].mean():6.2f} → {dpo_logp[1]:7.2f}\n"
+      f"pairs whose fixed-width answer is the more likely one: {(ref_logp[0] > ref_logp[1]).float().mean():.1%} → "
+      f"{style['DPO']['chosen_more_likely']:.1%}")
+
+# %% [markdown]
+# DPO's loss is satisfied by a large margin. A chosen answer that the reference found very unlikely can
+# gain many nats and still sit below a rejected answer that lost a few: the printout says how far
+# apart the two are in this run. Section 8's second row adds the NLL term, which raises the chosen
+# answer's own log-probability, not only its lead over the rejected one.
+#
+# **Predict first**, in the question below the run: with `rpo_alpha = 1` (DPO + NLL) on the same
+# pairs, what share of held-out answers will be written at fixed width?
+
+# %%
+style["DPO + NLL"] = style_run(rpo_alpha=1.0)
+nll_style = style["DPO + NLL"]["style"]
+nll_answer = ("under 10%" if nll_style[0] < 0.1 else "over 90%" if nll_style[0] > 0.9 else "between 10% and 90%")
+display(predict("After DPO + NLL on the style pairs, the share of held-out answers written at fixed width is …",
+                ["under 10%", "between 10% and 90%", "over 90%"], nll_answer,
+                f"Measured: {nll_style[0]:.1%} (plain DPO: {after_style[0]:.1%})."))
+
+# %%
+print(f"{'':12} {'fixed width':>11} {'right value':>11} {'chosen more likely':>19}")
+print(f"{'SFT':12} {before_style[0]:11.1%} {before_style[1]:11.1%} {(ref_logp[0] > ref_logp[1]).float().mean():19.1%}")
+for name, r in style.items():
+    print(f"{name:12} {r['style'][0]:11.1%} {r['style'][1]:11.1%} {r['chosen_more_likely']:19.1%}")
+taught = [name for name, r in style.items() if r["style"][0] > 0.5]
+print("the style was taught (over half the held-out answers at fixed width) by: "
+      + (", ".join(taught) if taught else "neither run"))
+for name, r in style.items():
+    change = r["style"][1] - before_style[1]
+    print(f"{name}: right values {before_style[1]:.1%} → {r['style'][1]:.1%} ({100 * change:+.1f} points)")
+
+# %% [markdown]
+# Read the table with both columns. The style column says whether a preference that no checker
+# encodes reached the greedy answers; the value column is the capability nobody asked the pairs
+# about. These pairs hold only sums below 100, in one format, and every run here changed the
+# policy's answers on that whole slice: if the right-value column fell, the style came at a price
+# that the preference data could not show, since every pair in it had the right value on both sides.
+# Only a separate check of the task (here, the strict checker on the *values*) reveals that price.
+# The strict checker itself wants the plain style, so it would mark every fixed-width answer wrong:
+# a checker encodes one style, and a preference is a way to teach another (the table says which run
+# did, in this run).
 #
 # ## Your turn
 #
-# 1. Rerun section 9 with `beta=0.1` (`style_cfg = dataclasses.replace(cfg.dpo, eval_every=10**6, beta=0.1)`).
+# 1. Rerun section 9's plain DPO with `beta=0.1`: `small_beta = style_run(beta=0.1)`.
 #    Predict first: larger or smaller margins? More or less drift?
 #    <details><summary>Answer</summary>
 #    The margin z = β·(log-ratio difference) is measured in units of β, so for the same change in
 #    log-probs it is 10× smaller; the loss −log σ(z) keeps pushing until z is large, so a smaller β
 #    lets the policy move further from the reference before the loss saturates. Compare
-#    `kl_drift_offline` of the two runs.
+#    `small_beta["rows"][-1]["kl_drift_offline"]` with `style["DPO"]["rows"][-1]["kl_drift_offline"]`.
 #    </details>
 # 2. Swap chosen and rejected in `style_pairs` (prefer the plain style) and rerun. What happens to the
 #    held-out answers, and why is the run almost uneventful?

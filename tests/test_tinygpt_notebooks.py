@@ -83,9 +83,10 @@ def assert_no_generator_repr(name, shown):
 @pytest.mark.slow
 def test_08_tiny_gpt_dpo_runs(matplotlib_ready, shared_sft_start):
     ns, shown = execute("08_tiny_gpt_dpo", ["baseline", "results", "by_hand", "logs", "step_diff", "style_rows",
-                                            "before_style", "after_style", "results_kto", "z0", "gap"], FAST)
-    assert_clean("06", shown)
-    assert_no_generator_repr("06", shown)
+                                            "before_style", "after_style", "style", "ref_logp", "results_kto", "z0",
+                                            "gap"], FAST)
+    assert_clean("08", shown)
+    assert_no_generator_repr("08", shown)
     assert 0 <= ns["baseline"]["accuracy"] <= 1
     assert set(ns["results"]) == {"DPO", "DPO + NLL", "NLL only"}
     assert all(0 <= r["accuracy"] <= 1 for r in ns["results"].values())
@@ -102,6 +103,16 @@ def test_08_tiny_gpt_dpo_runs(matplotlib_ready, shared_sft_start):
     tracked = [r for r in ns["style_rows"] if "val_margin" in r]
     assert tracked and all(0 <= r["val_preference_accuracy"] <= 1 for r in tracked)
     assert all(0 <= x <= 1 for x in (*ns["before_style"], *ns["after_style"]))
+    # the style lesson: plain DPO wins every held-out pair by its margin, yet the fixed-width answer stays
+    # the less likely one and greedy answers keep the plain style; the NLL term makes the style reach them
+    dpo, nll = ns["style"]["DPO"], ns["style"]["DPO + NLL"]
+    assert tracked[-1]["val_preference_accuracy"] >= 0.95
+    assert dpo["style"][0] < 0.1 and dpo["chosen_more_likely"] < 0.5, dpo["style"]
+    assert nll["style"][0] > 0.5 and nll["chosen_more_likely"] > 0.5, nll["style"]
+    chosen_ref, rejected_ref = ns["ref_logp"]  # the SFT policy writes the plain style
+    assert sum(c > r for c, r in zip(chosen_ref, rejected_ref)) < 0.05 * len(chosen_ref)
+    assert any("the style was taught (over half the held-out answers at fixed width) by: DPO + NLL" in text
+               for _, text in shown)
     # 8b: KTO on the same answers, unpaired: z0 starts at 0 (policy = reference), is never negative,
     # KTO lifts the SFT policy, and the printed lines are the ones the numbers give
     assert 0 <= ns["z0"][0] < 1e-4 and min(ns["z0"]) >= 0
