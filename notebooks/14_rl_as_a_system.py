@@ -571,8 +571,9 @@ plt.show()
 # %% [markdown]
 # The generation CPU seconds of the two runs differ for reasons besides the cap: once one sample differs,
 # the runs draw different samples, of different lengths, on a machine whose load varies. Read the cap's
-# effect from the caps and the truncation share; its saving in seconds is below what one run resolves
-# here, since generation already stops when every row has ended. The cap earns its keep where answers are
+# effect from the caps and the truncation share; the printed difference in generation seconds is one draw
+# of a noisy measurement, and the saving it can have is small here, since generation already stops when
+# every row has ended and the cap removes at most the last position or two. The cap earns its keep where answers are
 # long and their lengths spread out — reasoning traces of thousands of tokens, where one 16k-token straggler
 # holds a whole batch.
 #
