@@ -184,8 +184,10 @@ for name, value in taste.items():
 #
 # 1. The report says `device  cpu` on Colab. What do you change, and which notebooks care?
 #    <details><summary>Answer</summary>
-#    Runtime → Change runtime type → a GPU, then rerun the first cell. Only the tiny-GPT notebooks
-#    get faster; the others are small exact calculations.
+#    Runtime → Change runtime type → a GPU, then rerun the first cell. The last section of
+#    [Graduating to TRL](18_graduating_to_trl.ipynb) needs it; the tiny-GPT notebooks put their model on
+#    it (whether they run faster there is not measured: their steps are small, see
+#    [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), section 7); the others are small exact calculations.
 #    </details>
 # 2. You edited `notebooks/02_dpo_margins.py`. What keeps the `.ipynb` in step?
 #    <details><summary>Answer</summary>

@@ -55,8 +55,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # 1. run one GRPO group by hand and check it against the library;
 # 2. read a GRPO dashboard: reward, held-out accuracy, length, zero-variance rate, entropy, clip;
-# 3. show with runs which advantage changes AdamW cancels (a constant scale) and which it does not
-#    (a per-group scale);
+# 3. say which advantage change AdamW cancels in exact arithmetic (a constant scale) and which it
+#    never does (a per-group scale), and read from runs whether the constant survived on a real one;
 # 4. compare GRPO with its honest control — fine-tuning on the policy's own checker-approved samples
 #    (RFT) — and say from measurements what GRPO's baseline and negative samples add;
 # 5. read DAPO's options one change at a time, with the same optimiser steps, from the benchmark
@@ -202,6 +202,9 @@ fig = dashboard(logs["GRPO"], title="GRPO on the tiny GPT", baseline_accuracy=ba
                         "wasted samples", "policy entropy", "drift from the reference", "PPO clip"])
 plt.show()
 print(f"zero-variance rate: {zv_first:.2f} over the first {k} steps, {zv_last:.2f} over the last {k}")
+entropy = [r["entropy"] for r in logs["GRPO"]]
+print(f"policy entropy:     {sum(entropy[:k]) / k:.3f} over the first {k} steps, {sum(entropy[-k:]) / k:.3f} over the last {k} "
+      "(nats per token)")
 
 # %% [markdown]
 # Read it panel by panel. The **reward** is measured on the policy's own samples (temperature 1);
@@ -210,7 +213,8 @@ print(f"zero-variance rate: {zv_first:.2f} over the first {k} steps, {zv_last:.2
 # groups have zero advantage and teach nothing. For a prompt the policy solves with probability p,
 # that happens with probability p^G + (1 − p)^G, which grows as p approaches 1: the printed line
 # above says what it did in this run. **Entropy** (of the policy: −Σ π log π over the next token,
-# averaged over a completion) falls as the policy sharpens. **KL** to the SFT reference
+# averaged over a completion) falls as the policy sharpens; the second printed line says whether it
+# did in this run. **KL** to the SFT reference
 # starts at 0 (the policy *is* the reference) and moves away from it: at β = 0 nothing pulls it
 # back ([The KL term](10_the_kl_term.ipynb) sweeps β). **Clip** stays at 0:
 # with μ = 1 the ratio π_θ/π_old is exactly 1 on the only pass, so PPO's clip never acts.
@@ -244,8 +248,12 @@ print("GRPO vs Dr. GRPO: " + ("identical reward curves in this short run: the pe
                                "different: dividing each group by its own std reweights groups, which no optimiser undoes"))
 
 # %% [markdown]
-# What survives Adam is the per-group std ([Group baselines, section 3](04_group_baselines.ipynb)): a group with one success in eight (std 0.33) is
-# weighted about 1.5× as much as a half-right group (std 0.5) — a difficulty reweighting.
+# In exact arithmetic, what survives Adam is the per-group std ([Group baselines, section 3](04_group_baselines.ipynb)): a group with one success in eight (std 0.33) is
+# weighted about 1.5× as much as a half-right group (std 0.5) — a difficulty reweighting. On a real
+# run the constant can survive too: the printed lines above say whether RLOO and Dr. GRPO stayed
+# together in this run. A clip on the gradient's norm acts on some steps and not others, and once one
+# sampled token differs the two runs draw different samples, so from there on the gap also holds
+# sampling noise. Compare the two gaps above before reading either as an effect of the advantage.
 #
 # ## 5. The honest control: fine-tuning on the policy's own approved samples (RFT)
 #
@@ -427,6 +435,11 @@ plt.show()
 # constant AdamW cancels ([Group baselines, section 3](04_group_baselines.ipynb)). Once one sampled token differs, the two runs draw different
 # samples, so the printed difference also holds sampling noise from there on.
 #
+# Two things the figure draws differently from the table: its x axis counts rollouts, so DAPO's
+# curves end halfway (each of its rollouts gives μ = 2 optimiser steps: the same total as GRPO); and its
+# **wasted samples** share counts every group DAPO sampled, including the zero-variance groups that
+# dynamic sampling threw away and replaced, so it measures generation spent, not what reached the update.
+#
 # ## 7. Where the time goes
 #
 # Each metrics row records the seconds spent generating and the seconds spent updating. The
@@ -489,9 +502,12 @@ print(f"lecture's model: generation {lecture_gen:.1f} s vs update {lecture_upd:.
 # 3. Someone reports "RLOO beat Dr. GRPO by 2 points" with the same unit, optimiser AdamW, one seed.
 #    What do you say?
 #    <details><summary>Answer</summary>
-#    The two advantages differ by a constant factor, which AdamW cancels (section 4): with the same
-#    seed and unit the runs should coincide, so a 2-point gap comes from something else (another
-#    seed, another unit, gradient clipping acting differently) — not from the baseline.
+#    The two advantages differ by a constant factor, which AdamW cancels in exact arithmetic
+#    (section 4). With the same seed and unit the runs coincide only while nothing else breaks the
+#    invariance; section 4 printed whether they did in this run (a gradient clip that acts on some
+#    steps, or Adam's ε, can separate them, and then sampling noise grows the gap). One seed's 2 points
+#    is not evidence about the baseline: ask for several seeds, and for the same-seed gap between the
+#    two curves.
 #    </details>
 # 4. Why do the benchmark's GSPO and CISPO rows sit on top of μ = 2, and not at μ = 1?
 #    <details><summary>Answer</summary>

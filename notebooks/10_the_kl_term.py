@@ -646,7 +646,9 @@ for placement in ("loss", "reward"):
 # Read the printout, not a slogan: it is one seed, and on this task single runs move by several points
 # (`benchmarks/tinygpt_kl_frontier.py` runs the same sweep, with the settings of this run as its seed 0, over
 # three seeds and reports medians).
-# What the sweep shows is how β trades distance from the reference for reward. Here the reward is an
+# What a sweep measures is how β trades distance from the reference against accuracy; with one seed,
+# neighbouring β values (and their order on the frontier) are within that run-to-run spread, which is why
+# the printout compares only the strongest β with β = 0. Here the reward is an
 # exact checker, so moving away from the SFT model is what is wanted: the penalty protects nothing on this
 # task, and the printout shows what it cost in this run. Its value shows up when the reward can be gamed
 # (see [Reward hacking](11_reward_hacking.ipynb)) or when the reference's other skills must survive. The two

@@ -326,7 +326,8 @@ else:
 #    <details><summary>Answer</summary>
 #    RL amplifies what the policy can already reach. Writing more digits is a small change to the
 #    starting policy; correct carries are not. From a strong SFT start ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)) the honest route
-#    is close, and the exploit pays much less.
+#    is close, so the exploit should pay less there — a prediction: this course runs the loose checker
+#    only from the weak start (SFT stopped at `SFT_STEPS`); try it from 09's start to test it.
 #    </details>
 # 3. Why must the two runs differ only in the checker?
 #    <details><summary>Answer</summary>

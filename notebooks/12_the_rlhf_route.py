@@ -279,7 +279,7 @@ print(f"\ngold peaks at N={best['n']} ({best['gold']:.1%})"
 print(f"best-of-{min(16, BON_K)} minus best-of-1, gold: {gain16:+.1%}")
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 3.4))
+fig, ax = plt.subplots(figsize=(6, 3.8), layout="constrained")
 x = [math.sqrt(r["kl"]) for r in bon]
 ax.plot(x, [r["gold"] for r in bon], "o-", c="C2", label="gold (strict accuracy)")
 ax.set(xlabel="√KL(best-of-N ‖ SFT), exact over each prompt's samples", ylabel="gold accuracy")
@@ -287,8 +287,9 @@ ax2 = ax.twinx()
 ax2.plot(x, [r["proxy"] for r in bon], "s--", c="C0", label="proxy (reward model)")
 ax2.set_ylabel("proxy reward")
 for r, xi in zip(bon, x):
-    ax.annotate(f"N={r['n']}", (xi, r["gold"]), textcoords="offset points", xytext=(0, 6), fontsize=8)
-fig.legend(loc="lower right")
+    ax.annotate(f"N={r['n']}", (xi, r["gold"]), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+ax.margins(x=0.08, y=0.15)  # room for the N labels inside the axes
+fig.legend(loc="outside lower center", ncols=2)  # below the axes: it covered the x label
 ax.set_title("best-of-N: proxy vs gold")
 plt.show()
 

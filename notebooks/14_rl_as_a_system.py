@@ -244,7 +244,10 @@ print(f"\nmismatch KL per token: {kl1:.5f} at K = 1, {kl4:.5f} at K = 4 — "
 # worker's process for K ≥ 1) and updating (the trainer); the mean staleness of the batches used; the
 # mismatch KL(π_behaviour ‖ π_old), k3 per sampled token; the effective sample size of the behaviour
 # weights as a share, (Σw)² / (n Σw²) — 1 when every weight is equal; and the share of tokens whose
-# completion was masked. The synchronous run has no behaviour policy to compare with: its sampler *is* π_old.
+# completion the correction masks. The weights are measured in every run with a behaviour policy but applied
+# only where the correction is on: in a "no correction" row, ESS and masked describe the weights it would
+# have applied, and nothing was masked. The synchronous run has no behaviour policy to compare with: its
+# sampler *is* π_old.
 
 # %%
 fig = dashboard(runs["synchronous"]["rows"], runs={k: v["rows"] for k, v in runs.items()},
@@ -417,8 +420,9 @@ print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {ta
 # accuracies on 500 held-out prompts; it is a floor, not the whole noise: once two runs draw one different
 # sample, they follow different trajectories, and that training noise only more seeds can measure. A gap
 # beyond the evaluation noise is a gap of *this seed*. The README's tables "RL as a system, measured" (from
-# `benchmarks/tinygpt_async.py`) sweep K ∈ {0, 1, 2, 4, 8} with and without the correction over three seeds. What *is* visible in every run is the mechanism: the mismatch KL grows with K, the effective
-# sample size falls, and the correction masks the completions whose ratio left the band.
+# `benchmarks/tinygpt_async.py`) sweep K ∈ {0, 1, 2, 4, 8} with and without the correction over three seeds. What one run does show is the mechanism, in the
+# table's columns: whether the mismatch KL grew with K and the effective sample size fell, and how many
+# completions the correction masked because their ratio left the band.
 #
 # ### The overlap argument, with its scope
 #
@@ -435,7 +439,8 @@ cpu_sync = runs["synchronous"]["loop"]["trainer_cpu_seconds"]
 cpu_k1 = runs["K = 1"]["loop"]["trainer_cpu_seconds"] + runs["K = 1"]["loop"]["worker_cpu_seconds"]
 print(f"synchronous step: {g_s:.3f} CPU s generating + {u_s:.3f} CPU s updating → generation share {share:.0%}")
 print(f"bound on the overlap's gain on two idle cores: (g + u) / max(g, u) = {bound:.2f}×")
-print(f"work done: {cpu_sync:.1f} CPU s synchronous, {cpu_k1:.1f} CPU s at K = 1 (trainer + worker) — "
+print(f"work done over the whole loop (held-out evaluations included, unlike the figure's generation + update "
+      f"axis): {cpu_sync:.1f} CPU s synchronous, {cpu_k1:.1f} CPU s at K = 1 (trainer + worker) — "
       + ("the asynchronous loop does no less work; it only does it on two cores at once"
          if cpu_k1 >= 0.9 * cpu_sync else "the asynchronous loop did noticeably less work (check the runs)"))
 
@@ -484,9 +489,10 @@ for key in ("loop", "staleness", "sampler"):
 # %% [markdown]
 # Without the correction the update treats samples from the hotter policy as if π_old had drawn them: the
 # gradient pushes up whatever the hot sampler happened to produce, including the answers π_old would rarely
-# write. With it, each completion is reweighted by π_old/π_behaviour — and a completion the sampler was
-# far likelier to write than π_old is masked. The passport's `systems.sampler` line records which sampler
-# ran, as a report must.
+# write. With it, each completion is reweighted by π_old/π_behaviour: one the hot sampler was far likelier
+# to write than π_old gets a weight near 0, and one π_old was more than C_max = 3 times likelier to write
+# than the sampler is masked (the masked column counts those; a hotter sampler rarely draws them, so it can
+# be 0). The passport's `systems.sampler` line records which sampler ran, as a report must.
 #
 # ## 4. Adaptive rollout count: dynamic sampling, live
 #
@@ -565,8 +571,9 @@ plt.show()
 # %% [markdown]
 # The generation CPU seconds of the two runs differ for reasons besides the cap: once one sample differs,
 # the runs draw different samples, of different lengths, on a machine whose load varies. Read the cap's
-# effect from the caps and the truncation share; its saving in seconds is below what one run resolves
-# here, since generation already stops when every row has ended. The cap earns its keep where answers are
+# effect from the caps and the truncation share; the printed difference in generation seconds is one draw
+# of a noisy measurement, and the saving it can have is small here, since generation already stops when
+# every row has ended and the cap removes at most the last position or two. The cap earns its keep where answers are
 # long and their lengths spread out — reasoning traces of thousands of tokens, where one 16k-token straggler
 # holds a whole batch.
 #

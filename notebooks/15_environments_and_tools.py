@@ -225,7 +225,8 @@ for name, r in starts.items():
 # %% [markdown]
 # Greedy decoding takes the most likely first token. A minority of tool demonstrations makes `[` a
 # minority first token on carry prompts, so greedy decoding rarely calls; *sampling* (what GRPO does)
-# calls at roughly the rate of the demonstrations. When every carry demonstration calls, the policy
+# can still draw a call now and then, and only a sampled call can be reinforced (section 3 prints the
+# sampled rate). When every carry demonstration calls, the policy
 # has learned *where* the tool helps: it calls on carry prompts and not on the others — a condition on
 # the prompt it was never told.
 #
@@ -297,13 +298,15 @@ plt.show()
 
 # %%
 ctl = "no tool demo"
-best_tool = max(runs[n]["accuracy"] for n in tool_cfg if n != ctl)
+best_name = max((n for n in tool_cfg if n != ctl), key=lambda n: runs[n]["accuracy"])
+best_tool = runs[best_name]["accuracy"]
 lines = [
     f"- Plain GRPO: {starts['plain']['accuracy']:.1%} → {runs['plain']['accuracy']:.1%} held-out "
     f"(carry {starts['plain']['accuracy_carry']:.1%} → {runs['plain']['accuracy_carry']:.1%}); from the control "
     f"(the same extra SFT, no tool demonstration) {starts[ctl]['accuracy']:.1%} → {runs[ctl]['accuracy']:.1%} "
     f"(carry {runs[ctl]['accuracy_carry']:.1%}).",
-    f"- With the tool the best run reaches {best_tool:.1%}: "
+    f"- Of the runs from a start with tool demonstrations, the best ({best_name}, greedy tool use on carry prompts "
+    f"{runs[best_name]['tool_use_carry']:.1%}) reaches {best_tool:.1%}: "
     + (f"{100 * (best_tool - runs[ctl]['accuracy']):.1f} points above GRPO from the control."
        if best_tool > runs[ctl]["accuracy"] else
        f"{100 * (runs[ctl]['accuracy'] - best_tool):.1f} points below GRPO from the control."),
@@ -311,13 +314,14 @@ lines = [
     f"{runs[few]['tool_use_carry']:.1%} and the sampled call rate {sampled[few][0]:.3f} → {sampled[few][1]:.3f}: "
     + ("GRPO is dropping the tool. It raised carry accuracy without it "
        f"({starts[few]['accuracy_carry']:.1%} → {runs[few]['accuracy_carry']:.1%}): a carry is one more digit to learn, "
-       "and the episodes that learn it are rewarded as much as the ones that call." if dropped else
+       "and a call is rewarded only when the answer after it is right (the next section measures how often it was)."
+       if dropped else
        "GRPO did not drop the tool in this run."),
     f"- From every carry demonstration, greedy tool use on carry prompts went "
     f"{starts['every carry demo']['tool_use_carry']:.1%} → {runs['every carry demo']['tool_use_carry']:.1%} "
     f"(no carry: {runs['every carry demo']['tool_use_no_carry']:.1%}), sampled {sampled['every carry demo'][0]:.3f} → "
     f"{sampled['every carry demo'][1]:.3f}: "
-    + ("GRPO keeps a tool the policy already relies on: for this policy a call pays (next section)."
+    + ("GRPO keeps a tool the policy already relies on; the next section measures whether a call paid for this policy."
        if runs["every carry demo"]["tool_use_carry"] >= 0.5 else "GRPO did not keep the tool in this run."),
 ]
 display(Markdown("\n".join(lines)))
@@ -542,8 +546,10 @@ display(Markdown(f"Sources: TRL {cite('trl')} (GRPO with `environment_factory`),
 #    </details>
 # 3. Why does accuracy not reveal the masking ablation, and what does?
 #    <details><summary>Answer</summary>
-#    With the tool called, the answer is right either way. The probe of what the policy predicts at
-#    the environment's positions does: unmasked, it learns to write the tool's output itself.
+#    Both runs call the tool on carry prompts and read its answer, so masking changes little about
+#    whether the final answer is right (section 4 printed the difference in this run). The probe of what
+#    the policy predicts at the environment's positions does: unmasked, it learns to write the tool's
+#    output itself.
 #    </details>
 # 4. Name the four parts of an environment whose change changes the training problem.
 #    <details><summary>Answer</summary>

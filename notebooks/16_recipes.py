@@ -329,7 +329,8 @@ print(("what it did learn is the form" if form else "it did not even learn the f
       "(a truncated answer always scores 0)")
 
 # %% [markdown]
-# So RL from nothing has nothing to amplify. Between nothing and the SFT policy there are two
+# So RL from nothing has almost nothing to amplify (the lines above say what it did gain: mostly the
+# form of an answer). Between nothing and the SFT policy there are two
 # weaker starts worth measuring:
 #
 # - a **base that knows digits**: the `pretrain` stage trains next-token prediction on plain digit
@@ -418,8 +419,9 @@ print(f"from the SFT start, pass@1 rose {'past' if past else 'towards'} the star
 # start already answers many prompts *sometimes* (a high pass@8 over a lower pass@1), RL turns
 # "sometimes" into "usually": it raises pass@1 towards the pass@8 the start already had (the last line
 # above says whether, in this run, it went past it, and how far pass@8 itself moved).
-# [Yue et al. 2025](https://arxiv.org/abs/2504.13837) measured the same on large models (RL-trained models win at pass@1; their base
-# models catch up at large k), and [Gandhi et al. 2025](https://arxiv.org/abs/2503.01307) found that whether RL self-improves
+# [Yue et al. 2025](https://arxiv.org/abs/2504.13837) measured on large models that RL-trained models win at pass@1 while their base
+# models catch up at large k (hundreds of samples); this notebook measures only k = 8, where pass@8 can
+# still move with RL (the last line above says how far it did from the SFT start), and [Gandhi et al. 2025](https://arxiv.org/abs/2503.01307) found that whether RL self-improves
 # depends on behaviours the base model already shows. R1-Zero works for DeepSeek because its base
 # model was already the "SFT start" of this table, not the random one.
 #
@@ -436,8 +438,9 @@ print(f"from the SFT start, pass@1 rose {'past' if past else 'towards'} the star
 # %% [markdown]
 # <details><summary>Answer</summary>
 #
-# (a) `1 - (1 - p) ** G - p ** G` with `p = cold["sampled_pass@1"]`: with G = 32 about four times
-# more groups carry signal when p is a few percent (`1 - (1 - p) ** 32` against `1 - (1 - p) ** 8`) —
+# (a) `1 - (1 - p) ** G - p ** G` with `p = cold["sampled_pass@1"]`: with G = 32 more groups carry
+# signal than with G = 8 (`1 - (1 - p) ** 32` against `1 - (1 - p) ** 8`): about twice as many at p = 7%,
+# and the ratio approaches 32/8 = 4 as p falls towards 0 —
 # more samples per prompt is one way to buy signal from a weak start, at G times the generation cost.
 # (b) Prompts the policy never answers right (p = 0 for them, e.g. many prompts with a carry, which
 # the flawed teacher taught it to get wrong): their groups are all wrong whatever G is, while the

@@ -256,8 +256,9 @@ report("biased judge", rm_biased, rows_biased, curve_biased)
 
 # %% [markdown]
 # The reward model can only learn what the labels carry. On the carry error the labels are the
-# position rule's coin flips, so the reward model has nothing to learn there; what it does learn is
-# the last digit and the length rule. RL then climbs the proxy wherever the reward model is wrong — the
+# position rule's coin flips, so the reward model has nothing to learn there; what it can learn is
+# the last digit and the length rule (the line above measures the length rule, and its agreement with
+# gold says how little that adds up to). RL then climbs the proxy wherever the reward model is wrong — the
 # gold curve above says what that cost in this run.
 #
 # ## 5. One change to the principles: drop "prefer the answer shown first"
@@ -362,7 +363,8 @@ display(widgets.VBox([constitution_box, widgets.interactive_output(show_constitu
 #    first more often, an unbiased judge would look biased. In both orders every answer sits first once,
 #    so a judge that ignores the order prefers the first exactly half the time: P(first) − P(second) = 0.
 #    </details>
-# 2. The judge without the position rule has no position bias. Why can its agreement with gold not rise by much?
+# 2. The judge without the position rule has no position bias. Why can its agreement with gold not rise
+#    (section 5 printed what it did in this run)?
 #    <details><summary>Answer</summary>
 #    The pairs the position rule decided are pairs no other principle can tell apart; without it they are
 #    ties, and a tie's verdict is still about 50% right. Removing a bias removes a systematic error; it
