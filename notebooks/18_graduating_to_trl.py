@@ -394,7 +394,9 @@ for n in (1, 2, 4, 8):
 #    <details><summary>Answer</summary>
 #    `grpo_advantages(rewards, ddof=1, epsilon=1e-4)`. The course's population std is
 #    √((G−1)/G) times the sample std, so up to the 1e-4 the course's advantages are TRL's divided
-#    by √((G−1)/G) (√(7/8) ≈ 0.935 for G = 8): a constant, which AdamW cancels ([Group baselines, section 3](04_group_baselines.ipynb)).
+#    by √((G−1)/G) (√(7/8) ≈ 0.935 for G = 8): a constant, which AdamW cancels in exact arithmetic
+#    ([Group baselines, section 3](04_group_baselines.ipynb)); a gradient clip that acts on some steps
+#    can still separate two runs ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), section 4).
 #    </details>
 # 2. A colleague ports a GRPO run to TRL on a laptop CPU, keeps TRL's defaults and finds each
 #    step several times slower than expected. What two defaults would you check first?

@@ -98,7 +98,9 @@ for row, ((year, month), key) in enumerate(entries):
     label = f"{source.authors}{f' ({year})' if early else ''}: {source.idea}"
     right = x > 2021  # late entries write their label to the left of the marker, where the years are free
     room = int(12 * ((x - 2015.2) if right else (2027.2 - x - 0.15)))  # about 12 characters per year at this size
-    label = label if len(label) <= room else label[:room - 1] + "…"
+    if len(label) > room:  # cut at the last clause that fits, never inside a formula
+        cut = label[:room - 1]
+        label = (cut[:cut.rfind(", ")] if ", " in cut[len(source.authors) + 2:] else cut) + "…"
     ax.text(x - 0.15 if right else x + 0.15, row, label, va="center", ha="right" if right else "left", fontsize=8)
 ax.set_yticks([])
 ax.set_ylim(len(entries), -1)
