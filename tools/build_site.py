@@ -288,7 +288,7 @@ def build(out: Path, *, fast: bool, executed: Path | None = None, names: list[st
         if given is not None and given.exists():
             nb, how = nbformat.read(given, as_version=4), "already executed"
         else:
-            print(f"[{i}/{len(names)}] {name}: running ({budget_name(fast)} budget) ...", flush=True)
+            print(f"[{i}/{len(names)}] {name} ({budget_name(fast)} budget) ...", flush=True)
             nb, how = executed_notebook(name, fast=fast, cache=cache)
         print(f"[{i}/{len(names)}] {name}: {how}", flush=True)
         body, title = render(nb, name, fast=fast)
