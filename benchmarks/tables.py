@@ -264,6 +264,16 @@ def recipe_verdicts(data: dict) -> list[str]:
             gains = [after[s]["pass@1"] - before[s]["pass@1"] for s in seeds]
             out.append(f"- r1, {name} over the stage before: pass@1 {spread(gains, points)}; up on "
                        f"{sum(g > 0 for g in gains)} of {len(gains)} seeds")
+    cold, grpo, rft = (_stage(data, "r1", k) for k in (1, 2, 3))
+    seeds = sorted(set(cold) & set(grpo) & set(rft))
+    if seeds:
+        gain = {s: grpo[s]["pass@1"] - cold[s]["pass@1"] for s in seeds}
+        more = sum(gain[s] > rft[s]["pass@1"] - grpo[s]["pass@1"] for s in seeds)
+        best = max(seeds, key=lambda s: cold[s]["pass@8"])
+        out.append(f"- r1: GRPO (stage 2) added more pass@1 than RFT (stage 3) on {more} of {len(seeds)} seeds; the seed "
+                   f"whose cold start sampled the most right answers (seed {best}, pass@8 {pct(cold[best]['pass@8'])}) "
+                   + ("had GRPO's largest gain" if gain[best] == max(gain.values()) else "did not have GRPO's largest gain")
+                   + f" ({points(gain[best])})")
     starts = {"random init (R1-Zero)": ("r1-zero", 0, "r1-zero", 1), "digit-text base": ("digit base", 1, "digit base", 2),
               "weak start": ("weak start", 1, "weak start", 2), "cold start (r1)": ("r1", 1, "r1", 2)}
     for name, (sv, si, gv, gi) in starts.items():

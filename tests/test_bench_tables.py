@@ -208,6 +208,21 @@ def test_recipes_block_has_one_row_per_stage_and_names_a_stage_that_did_not_star
     assert "a shared CPU." in text
 
 
+def test_recipes_compare_grpo_with_rft_and_the_cold_starts_per_seed():
+    """Seed 1's cold start samples more right answers (pass@8) but GRPO gains less there; RFT adds more on seed 1."""
+    def row(seed, stage, kind, p1, p8=0.5):
+        return {"variant": "r1", "seed": seed, "stage": stage, "kind": kind, "pass@1": p1, "pass@8": p8,
+                "zero_variance_share": 0.5}
+    runs = [row(0, 1, "sft", 0.1, 0.2), row(1, 1, "sft", 0.1, 0.4), row(0, 2, "grpo", 0.5), row(1, 2, "grpo", 0.2),
+            row(0, 3, "rft", 0.6), row(1, 3, "rft", 0.4)]
+    lines = tables.recipe_verdicts({"seeds": [0, 1], "runs": runs})
+    assert ("- r1: GRPO (stage 2) added more pass@1 than RFT (stage 3) on 1 of 2 seeds; the seed whose cold start "
+            "sampled the most right answers (seed 1, pass@8 40.0%) did not have GRPO's largest gain (+10.0 pts)") in lines
+    runs[3]["pass@1"] = 0.9  # now seed 1 gains the most from GRPO, and GRPO adds more than RFT on both seeds
+    lines = tables.recipe_verdicts({"seeds": [0, 1], "runs": runs})
+    assert any("on 2 of 2 seeds" in line and "had GRPO's largest gain (+80.0 pts)" in line for line in lines)
+
+
 def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
     """The README's course ↔ TRL table comes from course_lib.trl_translate.MAPPING, results or not: a typed row is overwritten."""
     from course_lib.trl_translate import mapping_markdown

@@ -22,6 +22,13 @@ def course(tmp_path, monkeypatch):
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# Notebook {name}"),
                                              nbformat.v4.new_code_cell("print(1)")])
         nbformat.write(nb, notebooks / f"{name}.ipynb")
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "frontier.json").write_text('{"runs": [1]}\n')
+    (tmp_path / "benchmarks" / "tables.py").write_text("def load(name): ...\n")
+    nb = nbformat.read(notebooks / "01_a.ipynb", as_version=4)  # 01_a shows a benchmark's results, as 09 does
+    nb.cells[1].source = 'from tables import load\nload("frontier.json")'
+    nbformat.write(nb, notebooks / "01_a.ipynb")
     (library / "a.py").write_text("A = 1\n")
     (library / "b.py").write_text("B = 2\n")
     runs: list[tuple[str, bool]] = []
@@ -34,6 +41,7 @@ def course(tmp_path, monkeypatch):
 
     monkeypatch.setattr(build_site, "NOTEBOOKS", notebooks)
     monkeypatch.setattr(build_site, "LIBRARY", library)
+    monkeypatch.setattr(build_site, "BENCHMARKS", tmp_path / "benchmarks")
     monkeypatch.setattr(build_site, "execute", fake_execute)
     monkeypatch.setattr(build_site, "copy_mathjax", lambda out: None)
     return notebooks, library, runs, tmp_path / "cache"
@@ -55,6 +63,21 @@ def test_a_rebuild_reruns_only_the_changed_notebook(course, tmp_path, capsys):
     nbformat.write(nb, notebooks / "02_b.ipynb")
     _build(tmp_path, cache, fast=False)
     assert runs[2:] == [("02_b", False)]
+
+
+def test_a_results_file_or_tables_py_reruns_only_the_notebook_that_reads_it(course, tmp_path):
+    """A page that shows a benchmark's table must not be served from before the benchmark re-ran."""
+    _, _, runs, cache = course
+    _build(tmp_path, cache, fast=False)
+    (tmp_path / "benchmarks" / "results" / "frontier.json").write_text('{"runs": [2]}\n')
+    _build(tmp_path, cache, fast=False)
+    assert runs[2:] == [("01_a", False)]
+    (tmp_path / "benchmarks" / "results" / "other.json").write_text("{}\n")  # a file no notebook names
+    _build(tmp_path, cache, fast=False)
+    assert len(runs) == 3
+    (tmp_path / "benchmarks" / "tables.py").write_text("def load(name): return {}\n")
+    _build(tmp_path, cache, fast=False)
+    assert runs[3:] == [("01_a", False)]
 
 
 def test_a_library_change_reruns_every_notebook(course, tmp_path):

@@ -44,6 +44,7 @@ from tools import cpu_kernels
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 LIBRARY = ROOT / "course_lib"
+BENCHMARKS = ROOT / "benchmarks"  # 09 and 11 read results files and render them with tables.py
 CACHE = ROOT / ".site-cache"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -94,12 +95,21 @@ def execute(name: str, *, fast: bool, timeout: int = 1800) -> nbformat.NotebookN
 
 
 def cache_key(name: str, budget: str) -> str:
-    """What an executed notebook depends on: its own file, the library's sources, the budget and torch's
-    CPU kernel set (``tools/cpu_kernels.py``: another set rounds differently, so it is another run)."""
+    """What an executed notebook depends on: its own file, the library's sources, the benchmark results
+    it names (and ``tables.py`` when it imports it), the budget and torch's CPU kernel set
+    (``tools/cpu_kernels.py``: another set rounds differently, so it is another run)."""
     digest = hashlib.sha256(f"{budget} {os.environ.get('ATEN_CPU_CAPABILITY', 'default')}".encode())
-    digest.update((NOTEBOOKS / f"{name}.ipynb").read_bytes())
+    notebook = (NOTEBOOKS / f"{name}.ipynb").read_bytes()
+    digest.update(notebook)
+    text = notebook.decode("utf-8")
+    read = sorted(p for p in (BENCHMARKS / "results").glob("*.json") if p.name in text)
+    if "from tables import" in text:
+        read.append(BENCHMARKS / "tables.py")
     for source in sorted(LIBRARY.rglob("*.py")):
         digest.update(str(source.relative_to(LIBRARY)).encode())
+        digest.update(source.read_bytes())
+    for source in read:
+        digest.update(str(source.relative_to(BENCHMARKS)).encode())
         digest.update(source.read_bytes())
     return digest.hexdigest()
 
