@@ -51,7 +51,7 @@ sync: $(STAMP)
 
 # The rendered course in _site/: every notebook executed with the full budget (what a student runs;
 # FAST=1: CI's quick budget) and converted to HTML. Executed notebooks are cached in .site-cache/, so
-# a rebuild runs only the notebooks whose file or course_lib changed.
+# a rebuild runs only the notebooks whose file, course_lib or shown benchmark results changed.
 site: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m tools.build_site $(if $(filter 1,$(FAST)),--fast,) --out _site
 

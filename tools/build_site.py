@@ -6,9 +6,10 @@ student runs) and converts it with nbconvert's ``lab`` template into ``_site/``,
 in course-map order; ``make site FAST=1`` (``--fast``, ``COURSE_FAST=1``) is CI's quick build. Every
 page says which budget produced its outputs.
 
-Executed notebooks are cached per budget in ``.site-cache/`` under a key made of the notebook's file
-and every ``course_lib`` source, so a rebuild runs only the notebooks whose inputs changed; a line
-per notebook says whether it ran (and in how long) or came from the cache.
+Executed notebooks are cached per budget in ``.site-cache/`` under a key made of the notebook's file,
+every ``course_lib`` source and the benchmark results it shows (``cache_key``), so a rebuild runs
+only the notebooks whose inputs changed; a line per notebook says whether it ran (and in how long)
+or came from the cache.
 
 Simplifications, said out loud:
 - nbconvert, not a book framework: one page per notebook, an index, nothing else to learn.
