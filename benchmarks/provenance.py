@@ -57,12 +57,16 @@ def commit() -> str:
     return head + ("+changes" if sources().endswith("+changes") else "")
 
 
+def runtime() -> dict:
+    """torch's version and CPU kernel set (the kernel set changes the rounding, so a run's numbers depend on it)."""
+    import torch
+
+    return {"torch": torch.__version__, "cpu_kernels": torch.backends.cpu.get_cpu_capability()}
+
+
 def record(name: str = "") -> dict:
     """What a results file records about its run: commit, sources digest, torch version and CPU kernels.
 
     Call it when the benchmark starts (the code that runs is the code at that moment)."""
-    import torch  # the CPU kernel set changes the rounding, so a run's numbers depend on it
-
     extra = {"extra_sources": sources(EXTRA_SOURCES[name])} if name in EXTRA_SOURCES else {}
-    return {"commit": commit(), "sources": sources(), **extra, "torch": torch.__version__,
-            "cpu_kernels": torch.backends.cpu.get_cpu_capability()}
+    return {"commit": commit(), "sources": sources(), **extra, **runtime()}

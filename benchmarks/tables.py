@@ -47,11 +47,11 @@ def load(name: str, results: Path = RESULTS) -> dict:
 def save(name: str, command: list[str], runs: list[dict], results: Path = RESULTS, **meta) -> Path:
     """Write ``results/<name>.json``: the runs, the command line, and the commit and sources digest
     they ran at (read when this module was first imported, i.e. when the benchmark started), with
-    torch's version and CPU kernel set (``provenance.record``)."""
+    torch's version and CPU kernel set (``provenance.runtime``)."""
     path = results / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta = {**code_provenance.record(name), "commit": COMMIT_AT_START, "sources": SOURCES_AT_START,
-            **({"extra_sources": EXTRA_AT_START[name]} if name in EXTRA_AT_START else {}), **meta}
+    meta = {"commit": COMMIT_AT_START, "sources": SOURCES_AT_START,
+            **({"extra_sources": EXTRA_AT_START[name]} if name in EXTRA_AT_START else {}), **code_provenance.runtime(), **meta}
     path.write_text(json.dumps({"benchmark": name, "command": " ".join(command), **meta,
                                 "seeds": sorted({r["seed"] for r in runs}), "runs": runs}, indent=1) + "\n")
     return path
