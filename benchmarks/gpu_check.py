@@ -1,4 +1,4 @@
-"""The ``gpu`` config on a CUDA device, every trainer: time, held-out accuracy, tokens/s and MFU (issue 29).
+"""The ``gpu`` config on a CUDA device, every trainer: time, held-out accuracy, tokens/s and MFU.
 
 One prepared script for the first run that has a GPU; the README says "unmeasured" until its JSON
 exists. It runs ``pipeline.run(kind, get_config("gpu"), device="cuda")`` for every pipeline

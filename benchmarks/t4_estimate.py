@@ -31,7 +31,7 @@ tensors: milliseconds), the SFT start's disk cache (each fresh Colab runtime tra
 downloads and pip installs.
 
 **Where the notebooks train**: they pass ``DEVICE`` to ``starts.sft_start`` and to every model they build
-(issue 29; tested on the CPU only, never run on a GPU), so on a Colab GPU runtime the tiny-GPT trainers
+(tested on the CPU only, never run on a GPU), so on a Colab GPU runtime the tiny-GPT trainers
 run on the GPU (notebook 18's TRL trainers too: the bridge follows the model's device); notebook 18's
 real instruct model is not estimated here. The table gives both: the CPU time (a runtime without a
 GPU; measured here per step × steps) and the T4 estimate.

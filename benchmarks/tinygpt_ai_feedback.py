@@ -1,4 +1,4 @@
-"""AI feedback on the tiny GPT (issue 26, item 4; notebook 17): a judge trained on written principles,
+"""AI feedback on the tiny GPT (notebook 17): a judge trained on written principles,
 measured against gold, a reward model on its labels and PPO against it; then one principle dropped.
 
 Per seed (the shared SFT start of that seed, ``course_lib.starts``), at notebook 17's budget

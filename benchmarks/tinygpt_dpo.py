@@ -1,7 +1,7 @@
 """Offline DPO on the default CPU config: plain DPO, DPO + NLL (rpo_alpha=1) and NLL only, medians
 over seeds.
 
-Target (issue 6): plain DPO (no NLL term) ≥ 10 points over the SFT baseline in ≤ 120 s. The
+Target: plain DPO (no NLL term) ≥ 10 points over the SFT baseline in ≤ 120 s. The
 DPO + NLL row shows how much the NLL term adds, and **NLL only** (notebook 08_tiny_gpt_dpo §6–§8) what the NLL
 term does by itself: SFT on the chosen answers of the same pairs (the DPO run's SFT policy and
 generator, so the same pairs), with DPO's steps, batch size and learning rate; its seconds, like

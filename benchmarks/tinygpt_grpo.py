@@ -1,7 +1,7 @@
 """GRPO on the default CPU config: lift over the SFT baseline, the same-time SFT control, and
 where a step's time goes. Prints medians over seeds (curves are noisy: single runs mislead).
 
-Targets (issue 6): ≥ 30 points over the SFT baseline in ≤ 180 s of RL, above the same-time SFT
+Targets: ≥ 30 points over the SFT baseline in ≤ 180 s of RL, above the same-time SFT
 control; the generation/update split at 256 samples per step.
 
     python benchmarks/tinygpt_grpo.py [--seeds 0 1 2] [--threads 1]

@@ -69,7 +69,7 @@ MAIN = {
     "mu=2 + clip-higher": ("grpo", {"num_iterations": 2, "epsilon_high": 0.28}),
     "token mean": ("grpo", {"unit": "token_mean"}),
     "more SFT": ("sft", {}),
-    # issue 27: the objectives that differ from GRPO only off-policy (μ = 2: at μ = 1 every ratio is 1 and
+    # the objectives that differ from GRPO only off-policy (μ = 2: at μ = 1 every ratio is 1 and
     # GSPO's and CISPO's gradients are GRPO's), DAPO with all four mechanisms, Dr. GRPO with both changes
     "mu=2 + GSPO": ("grpo", {"num_iterations": 2, "importance_sampling_level": "sequence"}),
     "mu=2 + CISPO": ("grpo", {"num_iterations": 2, "loss_type": "cispo", "epsilon_high": 5.0, "unit": "token_mean"}),

@@ -1,4 +1,4 @@
-"""Recipes on the tiny GPT (issue 26): DeepSeek-R1's stages, R1-Zero from the random initialisation and
+"""Recipes on the tiny GPT: DeepSeek-R1's stages, R1-Zero from the random initialisation and
 from a weak start, per stage (``course_lib.recipes``). What each stage adds, and what RL can amplify.
 
 Variants, each over the seeds:

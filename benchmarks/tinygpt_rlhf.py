@@ -23,7 +23,7 @@ Writes ``benchmarks/results/rlhf.json`` (or ``--results``) after every seed (``t
 renders the README block). ``--sft-steps``, ``--rm-steps`` and ``--rm-prompts`` shrink a run for a
 quick check; the command line is saved with the results.
 
-Targets (issue 13): held-out pairwise accuracy >= 90% of the noise ceiling; best-of-16 raises gold
+Targets: held-out pairwise accuracy >= 90% of the noise ceiling; best-of-16 raises gold
 (strict) accuracy over best-of-1; PPO within 10 points of GRPO's held-out accuracy, with the
 critic's measured memory and the wall time reported.
 

@@ -1,4 +1,4 @@
-"""Tools on the tiny GPT (issue 25): GRPO with the calculator environment against GRPO without it, and
+"""Tools on the tiny GPT: GRPO with the calculator environment against GRPO without it, and
 the masking ablation, over seeds (``course_lib.environments``, notebook 15).
 
 Every row of a seed takes the same GRPO (the ``--config`` section, ``--steps`` steps) with the same prompts:

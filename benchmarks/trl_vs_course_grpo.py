@@ -1,4 +1,4 @@
-"""Our GRPO step against TRL's GRPOTrainer on the same recipe, side by side (issue 16/17).
+"""Our GRPO step against TRL's GRPOTrainer on the same recipe, side by side.
 
 Same SFT start (one course SFT run per seed, copied into both), same model, tokenizer, prompt
 sampler and strict checker; B = 32 prompts × G = 8, L_max = 6, μ = 1, β = 0, lr 3e-4,
@@ -7,7 +7,7 @@ off (the bridge's default) and on (TRL's own default). Prints, per seed and as m
 seeds: held-out exact match before and after, the median wall-clock seconds per step, the CPU
 seconds per step (the RL stage's process time over its steps: on a machine shared with other
 jobs, wall-clock time measures the other jobs too, CPU time much less), and RL seconds. The
-goal (issue 16) is the course's CPU seconds per step at most half of TRL's with checkpointing
+goal is the course's CPU seconds per step at most half of TRL's with checkpointing
 off, at the same held-out accuracy; the summary line states the measured ratio.
 
 The known formula difference is reported, not hidden: TRL's ``scale_rewards="group"`` divides by

@@ -25,11 +25,11 @@ Optimisation (measured, seed 0, 7,930 training pairs, 477 held-out pairs, noise 
 pairs per step at lr 3e-4 the model underfits — 71.7% held-out pairwise accuracy after 400 steps,
 training accuracy still rising; a larger step at that batch is worse (lr 1e-3: 65.6%, 3e-3:
 54.7%), and so is a start from scratch (61.4%). At equal pairs seen and lr 3e-4 the batch size
-hardly matters (256 × 200 steps: 75.5%; 64 × 800 steps: 75.4% in an earlier run): the model needs
+hardly matters (256 × 200 steps: 75.5%; 64 × 800 steps: 75.4%): the model needs
 more pairs seen and a larger step, and the larger step is safe with 256 pairs per step. lr 6e-4
 with 256 pairs gives 83.4% / 86.6% / 87.2% (92.3% / 95.8% / 96.5% of the noise ceiling) after
 200 / 300 / 400 steps. The defaults are 256 pairs, lr 6e-4, 300 steps (1.5× the pairs seen of
-the old 64 × 800). Why a larger batch tolerates the larger step (flipped labels averaging out
+64 × 800). Why a larger batch tolerates the larger step (flipped labels averaging out
 is the likely reason) was not isolated; lr 6e-4 at 64 pairs was not run.
 
 Simplifications, said out loud:

@@ -1,6 +1,6 @@
 """Model FLOPs utilisation (MFU): the FLOPs a run needed, over its seconds, over the device's peak.
 
-Counted honestly for the tiny GPT, from the shapes the trainers actually run (issue 29):
+Counted honestly for the tiny GPT, from the shapes the trainers actually run:
 
 - matmul FLOPs only: per token and layer 24·d² (QKV 6d², output d·d 2d², MLP 16d²) plus attention
   4·d·c for a token that attends to c positions (QKᵀ and AV); the language-model head 2·d·V only

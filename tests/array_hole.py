@@ -1,4 +1,4 @@
-"""The array hole of issue #23: answers that only validate their input, with arrays that carry no values.
+"""The array hole: answers that only validate their input, with arrays that carry no values.
 
 ``grading.compare`` used to check an array's shape and then zip its values with the expected ones:
 an empty list of values passed. Two ways a submission got there, both pasted before its functions:

@@ -1,4 +1,4 @@
-"""module14 submissions built from the course library (issue #14, item 2): one that calls it, one that copies it.
+"""module14 submissions built from the course library: one that calls it, one that copies it.
 
 Both keep the solutions' answer cells except the functions a question asks for:
 

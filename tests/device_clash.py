@@ -1,5 +1,5 @@
 """A CPU stand-in for a GPU's device rules: ``with DeviceClash() as clash: ...`` raises ``Clash`` where the
-code inside would mix a device tensor with a host tensor on a real accelerator (issue 29).
+code inside would mix a device tensor with a host tensor on a real accelerator.
 
 On a CPU every tensor is on the same device, so a forgotten ``.to(device)`` never fails here and fails
 at once on CUDA ("Expected all tensors to be on the same device"). This mode (a ``TorchFunctionMode``:

@@ -218,7 +218,7 @@ for _path in {targets!r}:
 print("SEARCH", json.dumps(_found))
 '''
 
-# The sandbox's limits (issue #23), one attack per notebook of student x_sandbox, each in a cell of
+# The sandbox's limits, one attack per notebook of student x_sandbox, each in a cell of
 # its own next to the solution's answers: contained, and every graded cell still earns its points.
 SANDBOX_ATTACKS = {
     # its own network namespace: the host's port is neither listed nor reachable; its port is its own
@@ -337,7 +337,7 @@ def _make_submissions(course: Path, elsewhere: Path, host_port: int) -> dict[str
     for notebook, code in zip(NOTEBOOKS, TRANSFORMERS.values()):
         nb = dummy_q1(code) if notebook == Q1 else _with_code(_read(rel[notebook]), first_answer[notebook], prefix=code)
         put("x_transformers", notebook, nb)
-    # answers that call course_lib (the sandbox cannot import it), or paste its source renamed (issue #14)
+    # answers that call course_lib (the sandbox cannot import it), or paste its source renamed
     for student, kind in (("x_course_lib", "calls"), ("x_copied_course_lib", "copies")):
         for notebook, cells in library_submission(kind).items():
             nb = _read(rel[notebook])

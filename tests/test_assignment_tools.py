@@ -496,7 +496,7 @@ def test_parse_log_times_notebooks_and_keeps_the_exception_line():
     assert error == "nbclient.exceptions.DeadKernelError: Kernel died"
 
 
-# ------------------------------------------------------------------ Validate tells the truth (issue #14)
+# ------------------------------------------------------------------ Validate tells the truth
 # Every stated contract has a visible test: an answer that breaks one fails its test cell when the
 # student runs it (what Validate runs), not only the hidden checks at grading time.
 
@@ -621,7 +621,7 @@ def test_visible_checks_are_the_ones_the_notebooks_show():
                     assert norm(c.expr) in source, (grade_id, c.expr)
 
 
-# ------------------------------------------------------------------ answers copied from course_lib (issue #14)
+# ------------------------------------------------------------------ answers copied from course_lib
 
 
 def test_scan_flags_every_answer_that_calls_the_course_library(tmp_path):

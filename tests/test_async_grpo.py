@@ -256,7 +256,7 @@ def test_cli_sets_the_correction_and_none_removes_a_bound():
     assert (g.vllm_importance_sampling_clip_min, g.vllm_importance_sampling_clip_max) == (0.5, None)
 
 
-# --- a deliberately mismatched sampler and the adaptive completion length (issue 24, items 3-4) ---
+# --- a deliberately mismatched sampler and the adaptive completion length ---
 
 def test_a_mismatched_sampler_is_measured_and_corrected_at_k0(sft):
     plain, _, _ = _grpo(sft, steps=3)

@@ -27,7 +27,7 @@ def test_bad_device_names():
             resolve_device("cuda")
 
 
-# ---- precision by compute capability (issue 29): the capability is mocked, no GPU needed -----------
+# ---- precision by compute capability: the capability is mocked, no GPU needed -----------
 CAPABILITIES = {"T4": (7, 5), "A100": (8, 0), "H100": (9, 0)}
 
 

@@ -1,5 +1,5 @@
 """Every trainer, the starts, evaluation, the reward model, the judge, recipes and the environment run
-with the model on ``DEVICE`` without mixing devices (issue 29), checked on the CPU by
+with the model on ``DEVICE`` without mixing devices, checked on the CPU by
 ``device_clash.DeviceClash``: it tags what the code puts on the device it was given and refuses an
 op that mixes a device tensor with a host tensor, as CUDA does. What it does not cover is in its
 docstring (CUDA-only branches, generator devices, another process).

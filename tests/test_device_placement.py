@@ -1,4 +1,4 @@
-"""The tiny GPT goes where the notebook's ``DEVICE`` says (issue 29): ``sft_start`` / ``env_start`` return
+"""The tiny GPT goes where the notebook's ``DEVICE`` says: ``sft_start`` / ``env_start`` return
 their model on the requested device from a device-independent cache, and every training notebook passes
 ``DEVICE`` to whatever builds, loads or encodes for its models (read from the notebooks' code).
 

@@ -1,4 +1,4 @@
-"""course_lib has no import cycle, counting imports inside functions and importlib calls (issue 22)."""
+"""course_lib has no import cycle, counting imports inside functions and importlib calls."""
 
 from __future__ import annotations
 

@@ -151,7 +151,7 @@ def test_predict_keeps_the_answer_until_reveal():
 
 
 # ---------------------------------------------------------------------------------------------
-# Predictions ask before they tell (issue 28). The convention, checked statically on the py:percent
+# Predictions ask before they tell. The convention, checked statically on the py:percent
 # sources (all code cells read as one stream, in order; markdown cells and comments ignored):
 # - a *prediction* is a call ``predict(`` (``course_lib.explore.predict``, the course's one widget);
 # - a *reveal* is what shows a result: ``print(``, ``plt.show(`` or ``display(`` of anything but a
@@ -473,7 +473,7 @@ def check_03(ns, shown, widgets):
     # a constant advantage factor: a different trajectory under SGD, the same one under AdamW
     assert ns["constant_adam"] < 1e-6 and ns["constant_sgd"] > 0.1
     assert ns["std_adam"] > 0.05, "per-group std survives Adam"
-    assert ns["clipped_adam"] > 0.05, "a gradient clip that acts on some steps breaks the cancellation (issue 21's scope)"
+    assert ns["clipped_adam"] > 0.05, "a gradient clip that acts on some steps breaks the cancellation"
     assert "GRPO: [ 1.291 -0.775" in ns["advantage_text.value"], "the explorer starts at the lesson's group"
     ticks = ns["[setattr(reward_box, 'value', '1, 0, 0, 1'), _ticks[-1]][1]"]
     assert ticks == [0, 1, 2, 3], f"four rewards need four integer ticks, got {ticks}"

@@ -1,4 +1,4 @@
-"""GSPO, CISPO and DAPO's overlong shaping inside the GRPO trainer, and the verifier-failure count (issue 27).
+"""GSPO, CISPO and DAPO's overlong shaping inside the GRPO trainer, and the verifier-failure count.
 
 The trainer is run for a few steps on the ``test`` config (after a short SFT); every step's batch
 and starting weights are recorded, and the loss it reports is recomputed from the library

@@ -1,4 +1,4 @@
-"""Q5's run report, drawn per student id (issue 23): the sentence bank and the draw (the locked cell
+"""Q5's run report, drawn per student id: the sentence bank and the draw (the locked cell
 ``q5_report``), the key (the solution region of ``q5_passport``), grading against the submitter's id.
 
 The fast tests read the notebooks; ``test_pipeline_*`` grade a scratch course with nbgrader in the

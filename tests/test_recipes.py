@@ -1,4 +1,4 @@
-"""Recipes (course_lib.recipes, issue 26): a recipe of one stage is that trainer's run, a recipe resumed at a
+"""Recipes (course_lib.recipes): a recipe of one stage is that trainer's run, a recipe resumed at a
 stage boundary is the uninterrupted one, bad stages are refused with the list, and a stage that cannot start
 stops the recipe with its reason and keeps the stages before it. Toy budgets on the ``test`` config (CPU)."""
 

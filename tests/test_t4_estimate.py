@@ -1,4 +1,4 @@
-"""The T4 estimate's pieces (issue 29): the launch counter against a hand count, the time model by hand,
+"""The T4 estimate's pieces: the launch counter against a hand count, the time model by hand,
 a notebook's sum over its units, and the README table labels every time an estimate."""
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
     assert sft >= SFT_LEARNS and grpo - sft >= 0.10, (sft, grpo)
     assert f"a gain of {100 * (grpo - sft):.1f} points over SFT" in text
     assert "budget) took " in text  # the measured time of this budget
-    # the predictions' answers are the run's (issue 28): computed before the reveal, from the numbers shown after it
+    # the predictions' answers are the run's: computed before the reveal, from the numbers shown after it
     zv_moved = ns["zv_last"] - ns["zv_first"]
     assert ns["zv_answer"] == ("it rises" if zv_moved > 0.02 else "it falls" if zv_moved < -0.02 else "it stays about the same")
     assert ns["rft_answer"] == ("within 5 points of GRPO" if abs(ns["gap"]) <= 0.05 else
@@ -151,7 +151,7 @@ def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
     assert ns["gen_s"] > 0 and ns["upd_s"] > 0
     assert ns["lecture_gen"] / ns["lecture_upd"] == pytest.approx(39.2511, abs=1e-3)
     assert any("six choices" in t for _, t in shown)
-    # DAPO with its four mechanisms and Dr. GRPO with its constant unit, live (issue 27)
+    # DAPO with its four mechanisms and Dr. GRPO with its constant unit, live
     live, logs, runs = ns["live"], ns["logs"], ns["runs"]
     assert (ns["DAPO"]["epsilon_high"], ns["DAPO"]["zero_variance"], ns["DAPO"]["unit"]) == (0.28, "resample", "token_mean")
     assert ns["DAPO"]["soft_punish_cache"] == 2 and ns["DAPO"]["num_iterations"] == 2

@@ -1,9 +1,8 @@
-"""Every trainer reproduces its recorded numbers on the ``test`` config on a CPU (issue 22).
+"""Every trainer reproduces its recorded numbers on the ``test`` config on a CPU.
 
 ``tests/golden/trainers_test_config.json`` holds, for each trainer (sft, dpo, grpo with the RFT
 control, rm, ppo), the run summary's accuracies and step count and every logged metric except
-timings, recorded from the code named in its ``recorded_from`` note (after the defect fixes of issue
-22, before the trainer skeleton). A refactor of the loops must reproduce them to the printed digits
+timings, recorded from the code named in its ``recorded_from`` note. A refactor of the loops must reproduce them to the printed digits
 and beyond: relative 1e-5 (the reward model and critic now use the policy's GELU kernel, the same
 function with other rounding: it moved their losses in the 7th digit). Regenerate only on purpose: ``.venv/bin/python tests/test_trainer_golden.py --write``.
 """
@@ -26,7 +25,7 @@ RUNS = {  # name: (kind, run keyword arguments)
     "grpo+rft": ("grpo", {"control": "rft"}),
     "rm": ("rm", {}),
     "ppo": ("ppo", {}),
-    "kto": ("kto", {}),  # recorded when they joined (issue 27), with the skeleton
+    "kto": ("kto", {}),  # recorded with the trainer skeleton
     "orpo": ("orpo", {}),
 }
 SUMMARY_KEYS = ("steps", "start_accuracy", "sft_accuracy", "final_accuracy", "final_loose_accuracy", "control_accuracy")
@@ -96,7 +95,6 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         runs = record(Path(tmp))
     GOLDEN.parent.mkdir(exist_ok=True)
-    GOLDEN.write_text(json.dumps({"recorded_from": f"commit {commit} (issue 22: after the defect fixes, before the "
-                                                   "trainer skeleton), test config, seed 0, CPU, 1 thread",
+    GOLDEN.write_text(json.dumps({"recorded_from": f"commit {commit}, test config, seed 0, CPU, 1 thread",
                                   "runs": runs}, indent=1) + "\n")
     print(f"wrote {GOLDEN}")

@@ -1,4 +1,4 @@
-"""MFU's FLOP count against a hand count on a tiny config, and the peak table (issue 29)."""
+"""MFU's FLOP count against a hand count on a tiny config, and the peak table."""
 
 import pytest
 

@@ -10,7 +10,7 @@ notebook has a cell of given numbers (``GIVEN``: Q1's 1c, Q2's 2c, Q4's 4b), els
 (Q2's ``hardest_reason``). Q5's passport is checked against the report drawn for the submitter's id
 (``STUDENT_ID_CELLS``).
 
-Answers not on the shelf (issue #14): Q1–Q4 ask for what ``course_lib`` does not hold in one function
+Answers not on the shelf: Q1–Q4 ask for what ``course_lib`` does not hold in one function
 (a matrix of win probabilities, chains of wins, a loss over indexed comparisons; DPO from masked
 per-token log-probs and its gradients; advantages for a ragged batch of groups, zero variance with
 several reward values; memory of partly trainable models, a step's time with scorers), so neither a
