@@ -1,31 +1,32 @@
-"""README tables from the benchmarks' JSON: the only way a measured number reaches the README.
+"""Benchmark tables from the benchmarks' JSON: the only way a measured number reaches the docs.
 
 Each ``benchmarks/tinygpt_*.py`` writes ``benchmarks/results/<name>.json``. This script
-renders every table the README shows from those files and writes them between markers::
+renders every table the README and the ``docs/*.md`` pages show from those files and writes them
+between markers, wherever a block stands (``tools/doc_blocks.py``)::
 
     <!-- bench:grpo_family -->
     ...generated...
     <!-- /bench:grpo_family -->
 
-``python benchmarks/tables.py`` rewrites the README; ``--check`` only compares and exits 1
+``python benchmarks/tables.py`` rewrites the pages; ``--check`` only compares and exits 1
 when a table differs from what the JSON says (``tests/test_bench_tables.py`` runs it).
 Medians are over seeds; per-seed values are shown beside them.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-README = HERE.parent / "README.md"
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))  # tools.doc_blocks
 import provenance as code_provenance  # noqa: E402  (one provenance helper; `provenance` below renders its README line)
+
+from tools import doc_blocks  # noqa: E402
 
 # read when a benchmark starts (it imports this module first): the code that runs is the code at that moment
 COMMIT_AT_START = code_provenance.commit()
@@ -34,7 +35,6 @@ EXTRA_AT_START = {name: code_provenance.sources(extra) for name, extra in code_p
 # A seed whose SFT start is below this held-out accuracy is flagged as degenerate: almost every
 # group scores all zero, so nothing learns from it, and it decides no comparison.
 DEGENERATE_START = 0.10
-BLOCK = re.compile(r"(<!-- bench:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
 
 
 def load(name: str, results: Path = RESULTS) -> dict:
@@ -748,38 +748,24 @@ RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4
              "async_speed": async_speed, "async_sweep": async_sweep, "tools": tools}
 
 
+def block(name: str, results: Path = RESULTS) -> str:
+    """The body of the ``bench:NAME`` block, from the JSON in ``results``."""
+    if name not in RENDERERS:
+        raise ValueError(f"a page has a bench block {name!r} with no renderer; known: {sorted(RENDERERS)}")
+    try:
+        return RENDERERS[name](results)
+    except FileNotFoundError:
+        return "*Not measured in this copy: run `make bench`.*\n"
+
+
 def render(text: str, results: Path = RESULTS) -> str:
     """Return ``text`` with every known ``bench:`` block regenerated from the JSON."""
-
-    def repl(m: re.Match) -> str:
-        name = m.group("name")
-        if name not in RENDERERS:
-            raise ValueError(f"README has a bench block {name!r} with no renderer; known: {sorted(RENDERERS)}")
-        try:
-            body = RENDERERS[name](results)
-        except FileNotFoundError:
-            body = "*Not measured in this copy: run `make bench`.*\n"
-        return m.group(1) + body + m.group(4)
-
-    return BLOCK.sub(repl, text)
+    return doc_blocks.render(text, "bench", lambda name: block(name, results))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="regenerate the README's benchmark tables")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the README differs from the JSON")
-    parser.add_argument("--readme", default=str(README))
-    args = parser.parse_args(argv)
-    path = Path(args.readme)
-    text = path.read_text()
-    new = render(text)
-    if args.check:
-        if new != text:
-            print(f"{path} is stale: run python benchmarks/tables.py", file=sys.stderr)
-            return 1
-        return 0
-    path.write_text(new)
-    print(f"updated {len(BLOCK.findall(text))} table(s) in {path}")
-    return 0
+    return doc_blocks.main(argv, kind="bench", body=block, command="python benchmarks/tables.py",
+                           description="regenerate the benchmark tables in README.md and docs/*.md")
 
 
 if __name__ == "__main__":

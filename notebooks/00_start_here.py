@@ -64,29 +64,18 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # ## The course map
 #
-# | notebook | lecture § (pointer) | what you do there |
-# |---|---|---|
-# | [00 Start here](00_start_here.ipynb) | — | set up, check the environment, find your way |
-# | [01 Bradley–Terry](01_bradley_terry.ipynb) | §3, §5 | turn score gaps into win rates and back; the reward-model loss on toy pairs |
-# | [02 DPO margins](02_dpo_margins.ipynb) | §6–§8 | read a DPO margin, its loss and its pull; compare IPO, SimPO, ORPO, KTO |
-# | [03 The regularised objective](03_the_regularised_objective.ipynb) | §4, §6 | solve the KL-regularised objective exactly, derive DPO from it, tell forward from reverse KL |
-# | [04 Group baselines](04_group_baselines.ipynb) | §9, §12 | GRPO, RLOO and Dr. GRPO advantages; what a constant scale does under SGD and under Adam; zero-variance groups |
-# | [05 From advantages to an update](05_from_advantages_to_an_update.ipynb) | §9, §12 | the clipped objective, averaging units and the length bias, one GRPO update walked tensor by tensor |
-# | [06 Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) | §12 | enumerate all 2⁸ groups to see which baseline is biased, then simulate |
-# | [07 Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb) | §10–§11 | size PPO vs DPO memory; see rollout generation dwarf the update |
-# | [08 Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) | §6, §8 | train a tiny GPT on a checkable task, then improve it with DPO |
-# | [09 Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) | §9, §11–§12, §15 | online GRPO, RLOO and Dr. GRPO's advantage live on the same tiny GPT; DAPO with all four mechanisms and Dr. GRPO's constant unit live; GSPO and CISPO defined, measured beside μ = 2 in the family benchmark (3 seeds) |
-# | [10 The KL term](10_the_kl_term.ipynb) | §9, §12, §17 | see what each KL estimator's gradient pulls on, KL in the reward vs in the loss, π_old vs π_ref, sweep β on the tiny GPT |
-# | [11 Reward hacking](11_reward_hacking.ipynb) | §15 | watch a loose verifier get exploited |
-# | [12 The RLHF route](12_the_rlhf_route.ipynb) | §3–§4, §10, §15 | fit a reward model to noisy preferences, best-of-N and RL against it, PPO with a learned critic |
-# | [13 The passport](13_the_passport.ipynb) | §12, §17 | read a post-training run report field by field; what it must disclose |
-# | [14 RL as a system](14_rl_as_a_system.ipynb) | §2, §11 | overlap rollouts with updates: a rollout worker K steps behind, the behaviour correction, a mismatched sampler, the KV cache, dynamic sampling and an adaptive length, measured |
-# | [15 Environments and tools](15_environments_and_tools.ipynb) | §16 | an episode as reset/step with a calculator tool; which tokens the policy wrote; when GRPO keeps or drops a tool; a verifier it can exploit |
-# | [16 Recipes](16_recipes.ipynb) | §12, §15–§16 | DeepSeek-R1's four stages and R1-Zero on the tiny GPT; RFT as the porous boundary; what RL can amplify from four starts |
-# | [17 AI feedback](17_ai_feedback.ipynb) | §15 | a judge trained on written principles: its agreement, position and length biases; a reward model and RL on its labels; one principle changed |
-# | [18 Graduating to TRL](18_graduating_to_trl.ipynb) | — | the same recipes in Hugging Face TRL, on a real model on a GPU, on several GPUs |
-# | [19 Closing](19_closing.ipynb) | §2, §20 | the history on one timeline with its sources, the takeaways, what each notebook showed, where to go next |
-#
+# The cell below shows the map: every notebook, the sections of the lecture it follows and what you do
+# there, then when to do the graded assignment (questions Q1–Q5) and the coding lab. It comes from
+# `course_lib.course_map`, the one source of the course map in the README too.
+
+# %%
+from IPython.display import Markdown
+
+from course_lib.course_map import notebook_map
+
+Markdown(notebook_map())
+
+# %% [markdown]
 # The § numbers point to the sections of the Module 14 lecture for readers who have it. You do not need it:
 # every idea the course uses, and every idea the assignment grades, is explained in the notebooks.
 #
@@ -94,12 +83,6 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # [The passport](13_the_passport.ipynb), run in seconds on any laptop. The tiny-GPT notebooks (from
 # [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) on, including the β sweep of
 # [The KL term](10_the_kl_term.ipynb)) train a small model live: minutes on a CPU, faster on a GPU.
-# The graded assignment (questions Q1–Q5) lives in `exercises/module14/`: do Q1 after
-# [Bradley–Terry](01_bradley_terry.ipynb), Q2 after [DPO margins](02_dpo_margins.ipynb), Q3 after
-# [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb), Q4 after
-# [Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb) and Q5 after
-# [The passport](13_the_passport.ipynb). The coding lab (`exercises/lab14/`) comes after
-# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb).
 
 # %% [markdown]
 # ## Running the course

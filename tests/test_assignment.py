@@ -576,11 +576,11 @@ def test_incremental_grading_keeps_hand_grades(graded):
         assert gb.find_submission(ASSIGNMENT, "bob_untouched").code_score == 0  # untouched by the reruns
 
 
-def test_statuses_are_one_set_across_report_grades_and_readme(graded):
-    readme = (ROOT / "README.md").read_text()
+def test_statuses_are_one_set_across_report_grades_and_the_instructors_guide(graded):
+    guide = (ROOT / "docs" / "instructors.md").read_text()
     assert set(graded["report"]["statuses"]) == set(STATUSES) == {"ok", "manual", "review", "FAILED", "missing"}
     for name in STATUSES:
-        assert f"`{name}`" in readme
+        assert f"`{name}`" in guide
     assert {r["status"] for r in graded["grades"].values()} <= set(STATUSES)
     assert {r["status"] for r in graded["report"]["students"].values()} <= set(STATUSES)
 

@@ -1,4 +1,4 @@
-"""README tables are generated from the benchmarks' JSON, never typed: they must agree."""
+"""The benchmark tables in README.md and docs/*.md are generated from the benchmarks' JSON, never typed."""
 
 from __future__ import annotations
 
@@ -35,6 +35,22 @@ def test_the_check_catches_a_hand_edited_number(tmp_path):
     assert "**95.0%**" in fresh and "**93.0%**" in fresh  # medians of the seeds
     assert tables.render(fresh, results) == fresh  # stable
     assert tables.render(fresh.replace("**95.0%**", "**96.0%**"), results) == fresh  # a typed number is overwritten
+
+
+def test_the_check_reads_the_readme_and_every_docs_page_wherever_a_block_stands(tmp_path, capsys):
+    from course_lib.trl_translate import mapping_markdown
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("no tables here\n")
+    page = tmp_path / "docs" / "trl.md"
+    page.write_text("# TRL\n<!-- bench:trl_map -->\n| typed |\n<!-- /bench:trl_map -->\nend\n")
+    assert tables.main(["--check", "--root", str(tmp_path)]) == 1
+    assert "docs/trl.md" in capsys.readouterr().err
+    assert tables.main(["--root", str(tmp_path)]) == 0  # what make bench runs: rewrites the page
+    assert mapping_markdown() in page.read_text() and page.read_text().endswith("end\n")
+    assert tables.main(["--check", "--root", str(tmp_path)]) == 0
+    page.write_text("# TRL, no block\n")
+    assert tables.main(["--check", "--root", str(tmp_path)]) == 1  # nothing checked is not a pass
 
 
 def test_medians_spread_and_verdicts(tmp_path):
@@ -229,8 +245,8 @@ def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
 
     block = "<!-- bench:trl_map -->\n| hand | typed | row |\n<!-- /bench:trl_map -->"
     assert tables.render(block, tmp_path) == f"<!-- bench:trl_map -->\n{mapping_markdown()}<!-- /bench:trl_map -->"
-    readme = (ROOT / "README.md").read_text()
-    assert mapping_markdown() in readme and "KTOTrainer" in readme
+    page = (ROOT / "docs" / "trl.md").read_text()
+    assert mapping_markdown() in page and "KTOTrainer" in page
 
 
 def async_run(seed, K, correction, sps, acc, cpu, **extra):

@@ -49,9 +49,10 @@ def test_readme_links_every_notebook_with_an_open_in_colab_badge():
     for stem in sorted(present | set(COURSE_NOTEBOOKS)):
         path = colab.notebook_path(stem)
         assert f"]({path})" in section, f"the course map does not link {path}"
-        assert f"[![Open in Colab]({colab.BADGE})]({colab.colab_url(path)})" in section, (
+        assert f"[![Open in Colab][colab]]({colab.colab_url(path)})" in section, (
             f"no Open in Colab badge for {path} (addresses come from course_lib.colab)"
         )
+    assert f"\n[colab]: {colab.BADGE}\n" in section, "the badge image's reference is not under the map"
     addresses = set(re.findall(r"colab\.research\.google\.com/github/([^/]+/[^/]+)/", readme))
     assert addresses == {colab.REPO}, f"README points Colab at {addresses}, course_lib.colab at {colab.REPO}"
 

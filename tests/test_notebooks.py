@@ -392,6 +392,9 @@ def check_00(ns, shown, widgets):
     assert report["device"] == resolve_device("auto").type
     assert report["colab"] == "no" and report["course_lib"] != "not installed"
     assert math.isclose(ns["checksum"], 1.0, rel_tol=1e-4)
+    from course_lib.course_map import notebook_map
+
+    assert notebook_map() in shown, "notebook 00 shows the course map from course_lib.course_map"
 
 
 def check_01(ns, shown, widgets):

@@ -85,7 +85,7 @@ def test_the_sources_digest_follows_the_code_not_the_commit(tmp_path, monkeypatc
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
     for path, text in (("course_lib/a.py", "A = 1\n"), ("benchmarks/tinygpt_x.py", "x\n"), ("benchmarks/tables.py", "t\n"),
-                       ("benchmarks/results/x.json", "{}\n"), ("README.md", "r\n")):
+                       ("benchmarks/results/x.json", "{}\n"), ("README.md", "r\n"), ("docs/results.md", "d\n")):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
     git("init", "-q")
@@ -95,7 +95,7 @@ def test_the_sources_digest_follows_the_code_not_the_commit(tmp_path, monkeypatc
     monkeypatch.setattr(provenance, "ROOT", tmp_path)
     first = provenance.sources()
     assert re.fullmatch(r"[0-9a-f]{12}", first)
-    for path in ("README.md", "benchmarks/tables.py", "benchmarks/results/x.json"):  # renders and results: not code
+    for path in ("README.md", "docs/results.md", "benchmarks/tables.py", "benchmarks/results/x.json"):  # not code
         (tmp_path / path).write_text("changed\n")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two")
     assert provenance.sources() == first and not provenance.commit().endswith("+changes")

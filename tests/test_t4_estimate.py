@@ -1,5 +1,5 @@
 """The T4 estimate's pieces: the launch counter against a hand count, the time model by hand,
-a notebook's sum over its units, and the README table labels every time an estimate."""
+a notebook's sum over its units, and the docs' table labels every time an estimate."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 
@@ -188,11 +189,21 @@ def test_progress_bars_cover_sft_and_pair_sampling(tmp_path):
     assert "sft:" in proc.stderr and "dpo pairs:" in proc.stderr and "dpo:" in proc.stderr
 
 
-def test_readme_runs_the_cli_in_the_course_environment():
+def test_the_readme_and_docs_run_the_cli_in_the_course_environment_with_flags_it_has():
     from conftest import ROOT
 
-    lines = [ln for ln in (ROOT / "README.md").read_text().splitlines() if "-m course_lib train" in ln]
-    assert lines and all(".venv/bin/python -m course_lib" in ln for ln in lines)
+    from course_lib.__main__ import build_parser
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    examples = {str(p.relative_to(ROOT)): [ln for ln in p.read_text().splitlines() if "-m course_lib train" in ln]
+                for p in pages}
+    assert len(examples["README.md"]) == 3 and len(examples["docs/tiny-gpt.md"]) > 10, examples
+    parser = build_parser()
+    for line in (ln for found in examples.values() for ln in found):
+        command = shlex.split(line.split("  #")[0])
+        assert command[:3] == [".venv/bin/python", "-m", "course_lib"], line
+        if "--help" not in command:
+            parser.parse_args(command[3:])  # an unknown trainer or flag exits 2
 
 
 def test_kto_and_orpo_options_are_validated(tmp_path, capsys):
