@@ -4,7 +4,8 @@ Committed notebooks carry no outputs, so the repository's web page shows no figu
 ``make site`` runs each notebook in ``notebooks/`` on a fresh kernel with the full budget (what a
 student runs) and converts it with nbconvert's ``lab`` template into ``_site/``, with an index page
 in course-map order; ``make site FAST=1`` (``--fast``, ``COURSE_FAST=1``) is CI's quick build. Every
-page says which budget produced its outputs.
+page says which budget produced its outputs. The ``docs/*.md`` pages are rendered into ``_site/docs/``
+(``build_docs``) and linked from the index.
 
 Executed notebooks are cached per budget in ``.site-cache/`` under a key made of the notebook's file,
 every ``course_lib`` source and the benchmark results it shows (``cache_key``), so a rebuild runs
@@ -12,7 +13,9 @@ only the notebooks whose inputs changed; a line per notebook says whether it ran
 or came from the cache.
 
 Simplifications, said out loud:
-- nbconvert, not a book framework: one page per notebook, an index, nothing else to learn.
+- nbconvert, not a book framework: one page per notebook, an index, nothing else to learn. The docs
+  pages go through ``markdown-it-py`` (CommonMark and tables; Jupytext's own parser), unstyled; a link
+  to a repository file that is not a page points at the file on GitHub.
 - No JavaScript from the network. MathJax comes from the ``jupyter-server-mathjax`` package and is
   copied next to the pages; require.js and the widget renderer are not loaded at all.
 - Widgets are shown as their state when execution ended, not live: each control becomes a line
@@ -35,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
+from markdown_it import MarkdownIt
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 from traitlets.config import Config
@@ -46,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 LIBRARY = ROOT / "course_lib"
 BENCHMARKS = ROOT / "benchmarks"  # 09 and 11 read results files and render them with tables.py
+DOCS = ROOT / "docs"
 CACHE = ROOT / ".site-cache"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -225,9 +230,65 @@ def snapshot_widgets(nb: nbformat.NotebookNode, links: str) -> int:
 
 
 def _link_pages(body: str) -> str:
-    """Links between notebooks point at their pages: ``02_dpo_margins.ipynb`` → ``.html``."""
+    """Links between notebooks point at their pages: ``02_dpo_margins.ipynb`` → ``.html``, and
+    ``../docs/x.md`` at the docs page ``docs/x.html``."""
+    body = re.sub(r'href="\.\./docs/([\w.-]+)\.md(#[^"]*)?"',
+                  lambda m: f'href="docs/{m.group(1)}.html{m.group(2) or ""}"', body)
     return re.sub(r'href="(?:\.\./notebooks/|notebooks/|\./)?([\w.-]+)\.ipynb(#[^"]*)?"',
                   lambda m: f'href="{m.group(1)}.html{m.group(2) or ""}"', body)
+
+
+def doc_page_name(path: Path) -> str:
+    """A docs page's HTML name: ``docs/README.md`` is the docs index, ``x.md`` is ``x.html``."""
+    return "index.html" if path.name == "README.md" else f"{path.stem}.html"
+
+
+def doc_href(target: str) -> str:
+    """A link in a docs page as the site's ``docs/`` folder reads it: another docs page or a notebook's
+    page when the site has one, the README as the site's index, any other repository file on GitHub."""
+    if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+        return target
+    path, _, anchor = target.partition("#")
+    anchor = f"#{anchor}" if anchor else ""
+    if "/" not in path and path.endswith(".md"):
+        return doc_page_name(Path(path)) + anchor
+    if path == "../README.md":
+        return "../index.html"
+    notebook = re.fullmatch(r"\.\./notebooks/([\w.-]+)\.ipynb", path)
+    if notebook:
+        return f"../{notebook.group(1)}.html{anchor}"
+    repository_path = Path(os.path.normpath(Path("docs") / path)).as_posix()
+    if repository_path.startswith(".."):
+        raise ValueError(f"a docs link leaves the repository: {target!r}")
+    return f"{REPO_URL}/blob/{BRANCH}/{repository_path}{anchor}"
+
+
+def render_doc(markdown: str) -> tuple[str, str]:
+    """A docs page as an HTML page and its title (its first ``# `` heading)."""
+    headings = [line[2:].strip() for line in markdown.splitlines() if line.startswith("# ")]
+    title = headings[0].replace("`", "") if headings else "Learning from Feedback"
+    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    body = re.sub(r'href="([^"]*)"', lambda m: f'href="{html.escape(doc_href(html.unescape(m.group(1))))}"', body)
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} · Learning from Feedback</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;line-height:1.5}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:0.2rem 0.4rem;vertical-align:top}}</style>
+</head><body data-course-page="docs">
+<nav class="course-nav"><a href="../index.html">← Course map</a> · <a href="index.html">Documentation</a></nav>
+{body}</body></html>
+"""
+    return page, title
+
+
+def build_docs(out: Path, docs: Path = DOCS) -> list[tuple[str, str]]:
+    """Render every ``docs/*.md`` into ``out/docs/``; returns (page, title) per page, the docs index first."""
+    (out / "docs").mkdir(parents=True, exist_ok=True)
+    entries = []
+    for path in sorted(docs.glob("*.md"), key=lambda p: (p.name != "README.md", p.name)):
+        page, title = render_doc(path.read_text(encoding="utf-8"))
+        (out / "docs" / doc_page_name(path)).write_text(page, encoding="utf-8")
+        entries.append((f"docs/{doc_page_name(path)}", title))
+    return entries
 
 
 def _title(nb: nbformat.NotebookNode, name: str) -> str:
@@ -257,8 +318,9 @@ def render(nb: nbformat.NotebookNode, name: str, *, fast: bool) -> tuple[str, st
     return _link_pages(body), _title(nb, name)
 
 
-def index_page(entries: list[tuple[str, str]], *, fast: bool) -> str:
+def index_page(entries: list[tuple[str, str]], *, fast: bool, docs: list[tuple[str, str]] = ()) -> str:
     rows = "\n".join(f'<li><a href="{name}.html">{html.escape(title)}</a></li>' for name, title in entries)
+    doc_rows = "\n".join(f'<li><a href="{href}">{html.escape(title)}</a></li>' for href, title in docs)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Learning from Feedback</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:48rem;margin:2rem auto;line-height:1.5}}</style>
@@ -270,6 +332,10 @@ them, use <code>make lab</code> or the Colab badges in the repository's README.<
 <ol>
 {rows}
 </ol>
+<h2>Documentation</h2>
+<ul class="course-docs">
+{doc_rows}
+</ul>
 </body></html>
 """
 
@@ -307,7 +373,8 @@ def build(out: Path, *, fast: bool, executed: Path | None = None, names: list[st
         page.write_text(body, encoding="utf-8")
         entries.append((name, title))
         pages.append(page)
-    (out / "index.html").write_text(index_page(entries, fast=fast), encoding="utf-8")
+    docs = build_docs(out)
+    (out / "index.html").write_text(index_page(entries, fast=fast, docs=docs), encoding="utf-8")
     return pages
 
 
