@@ -3,7 +3,7 @@
 #   make test   the whole test suite (creates .venv on first use); first installs the system packages
 #               its tests need (bubblewrap, chromium) when it can, else stops with the command to type
 # Instructor targets: make assignment | roster CSV=f | collect | autograde [STUDENT=id] [JOBS=n] [REDRAW=1] |
-#   formgrader [PORT=n] | feedback | grades | student-repo DEST=dir (see README, "For instructors").
+#   formgrader [PORT=n] | feedback | grades | student-repo DEST=dir (see docs/instructors.md).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -55,13 +55,13 @@ sync: $(STAMP)
 site: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m tools.build_site $(if $(filter 1,$(FAST)),--fast,) --out _site
 
-# Every benchmark writes benchmarks/results/<name>.json; tables.py renders the README's tables from them.
+# Every benchmark writes benchmarks/results/<name>.json; tables.py renders the tables in README.md and docs/ from them.
 # run_all.py re-runs the benchmarks whose results do not record the code now checked out (--status: which).
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH)
 	$(PY) benchmarks/tables.py
 
-# Instructor workflow for the graded assignment (README, "For instructors"). nbgrader shells out
+# Instructor workflow for the graded assignment (docs/instructors.md). nbgrader shells out
 # to `alembic`, so the environment's bin/ goes first on PATH.
 ASSIGNMENT ?= module14
 NBG_PATH := PATH="$(CURDIR)/$(BIN):$$PATH"

@@ -1,6 +1,6 @@
 """The ``gpu`` config on a CUDA device, every trainer: time, held-out accuracy, tokens/s and MFU.
 
-One prepared script for the first run that has a GPU; the README says "unmeasured" until its JSON
+One prepared script for the first run that has a GPU; docs/results.md says "unmeasured" until its JSON
 exists. It runs ``pipeline.run(kind, get_config("gpu"), device="cuda")`` for every pipeline
 trainer: sft, dpo, grpo, rm, ppo, kto and orpo (each with its own SFT stage; orpo starts from the
 base model), the instruct recipe's smoke test (TRL's GRPOTrainer on a tiny random chat model,
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--max-seconds", type=float, default=480.0, help="the whole script's time budget")
     parser.add_argument("--peak-tflops", type=float, default=None, help="override the device's dense peak")
     parser.add_argument("--out", default="runs/gpu_check")
-    parser.add_argument("--save", action="store_true", help="also write benchmarks/results/gpu_check.json (the README's table)")
+    parser.add_argument("--save", action="store_true", help="also write benchmarks/results/gpu_check.json (the table in docs/results.md)")
     args = parser.parse_args(argv)
     if args.max_seconds <= 0:
         parser.error(f"--max-seconds must be > 0; got {args.max_seconds}")

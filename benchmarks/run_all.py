@@ -1,6 +1,6 @@
 """`make bench`: every benchmark with the command that writes its results file, re-run where the code changed.
 
-``PLAN`` is the one list of what the README's tables come from: per results file, the command line
+``PLAN`` is the one list of what the docs' tables come from: per results file, the command line
 that produced it (the budgets the tables state) and its measured cost. A results file is **current**
 when it records the sources digest of the code now checked out (``provenance.py``: course_lib, configs
 and the benchmark scripts; plus instructor/ and solutions/ for class grading) and its benchmark ran to
@@ -62,7 +62,7 @@ PLAN: dict[str, tuple[list[str], int, bool]] = {
     "async_speed": (["tinygpt_async.py", "--staleness", "1", "--out", "benchmarks/results/async_speed.json"], 5, True),
     "class_grading": (["class_grading.py", "--students", "150", "--jobs", "2"], 27, True),
 }
-# print-only measurements behind a README sentence: no results file, run with --diagnostics or by name
+# print-only measurements behind a sentence in docs/: no results file, run with --diagnostics or by name
 DIAGNOSTICS: dict[str, list[str]] = {"threads": ["tinygpt_threads.py"], "update_flops": ["tinygpt_update_flops.py"]}
 
 

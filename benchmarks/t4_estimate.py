@@ -1,6 +1,6 @@
 """Per-notebook time on Colab's T4, **estimated** on the CPU (no run of the course has had a GPU).
 
-Method, in one sentence (the README states it): for each trainer the notebooks run, a few steps are
+Method, in one sentence (docs/colab.md states it): for each trainer the notebooks run, a few steps are
 run here on the ``cpu`` config and counted — kernel launches (every aten operator dispatched that
 launches work, counted with a ``TorchDispatchMode``; views and allocations launch nothing), host
 synchronisations (``.item()``-style reads) and matmul FLOPs (``torch.utils.flop_counter``) — and a

@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))  # tools.doc_blocks
-import provenance as code_provenance  # noqa: E402  (one provenance helper; `provenance` below renders its README line)
+import provenance as code_provenance  # noqa: E402  (one provenance helper; `provenance` below renders its line in docs/results.md)
 
 from tools import doc_blocks  # noqa: E402
 
@@ -731,7 +731,7 @@ def provenance(results: Path = RESULTS) -> str:
 
     digests, by_digest = grouped("sources")
     commits, by_commit = grouped("commit")
-    kernels = grouped("cpu_kernels")[1]  # torch's CPU kernel set rounds differently (README, "Running the tests")
+    kernels = grouped("cpu_kernels")[1]  # torch's CPU kernel set rounds differently (docs/testing.md)
     if len(digests) == 1 and digests[0] != "not recorded" and not digests[0].endswith("+changes"):
         head = (f"Every table below ran the same code: sources digest {digests[0]} (`benchmarks/provenance.py`: "
                 f"course_lib, configs and the benchmark scripts), {len(files)} results files, at commit"

@@ -28,7 +28,7 @@ setting ``weak`` (where the baseline may matter: SFT stopped at 300 steps, fewer
   i.e. the same signal without a baseline or negative samples.
 
 Writes ``benchmarks/results/grpo_family.json`` (every run, its curve, and the command line);
-``python benchmarks/tables.py`` turns it into the README's tables.
+``python benchmarks/tables.py`` turns it into the tables in docs/results.md.
 
     python benchmarks/tinygpt_grpo_family.py [--seeds 0 1 2] [--threads 1] [--only main]
 """

@@ -20,7 +20,7 @@ Three GRPO–PPO comparisons, each named in the table:
   measured seconds per step.
 
 Writes ``benchmarks/results/rlhf.json`` (or ``--results``) after every seed (``tables.py``
-renders the README block). ``--sft-steps``, ``--rm-steps`` and ``--rm-prompts`` shrink a run for a
+renders its block in docs/results.md). ``--sft-steps``, ``--rm-steps`` and ``--rm-prompts`` shrink a run for a
 quick check; the command line is saved with the results.
 
 Targets: held-out pairwise accuracy >= 90% of the noise ceiling; best-of-16 raises gold

@@ -17,7 +17,7 @@ greedy policy calls the tool on carry / no-carry prompts (start, end); the sampl
 prompts over the first and the last quarter of the steps; the log-prob the policy gives the tool's answer
 on held-out carry prompts (``environments.tool_answer_probe``: what the ablation changes); CPU seconds
 of the start's extra SFT (when this run built it) and of GRPO. Writes ``benchmarks/results/tools.json``
-after every run; ``python benchmarks/tables.py`` renders the README's table.
+after every run; ``python benchmarks/tables.py`` renders its table in docs/results.md.
 
     python benchmarks/tinygpt_tools.py [--seeds 0 1 2] [--steps 100] [--tool-call ones] [--tool-demos 100]
 """

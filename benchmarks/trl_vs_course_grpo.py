@@ -114,7 +114,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     path = save("trl_vs_course_grpo", ["trl_vs_course_grpo.py", *sys.argv[1:]], rows, steps=args.steps,
                 machine=f"{args.threads} thread(s), 2-core CPU, load average {load:.1f} at the end")
-    print(f"wrote {path}; python benchmarks/tables.py puts the table in the README")
+    print(f"wrote {path}; python benchmarks/tables.py puts the table in docs/trl.md")
     sys.stdout.flush()
 
 

@@ -6,7 +6,7 @@ KTO, ORPO) into a ``Bridged``: which TRL trainer and config class take the recip
 ``ORPOConfig``, which TRL 1.16 keeps in ``trl.experimental.orpo``), the config's keyword
 arguments, and every course option **without** an exact TRL equivalent (``Unmatched``), each with
 what TRL does instead. ``TRL_NAMES`` says, per section, which course option becomes which TRL
-argument; ``MAPPING`` is the course ↔ TRL table the README shows (``mapping_markdown``), one row
+argument; ``MAPPING`` is the course ↔ TRL table docs/trl.md shows (``mapping_markdown``), one row
 per option or formula, with how closely the two agree. Pure data: it needs neither TRL nor ``transformers``' trainer, so it is
 tested on its own (``tests/test_trl_translate.py``); ``course_lib.trl_bridge`` builds the TRL
 objects from it (config, datasets, callbacks, trainers, the instruct recipe, the CLI).
@@ -366,7 +366,7 @@ def _online(cfg, kind, num_processes, **common) -> Bridged:
     return Bridged("rloo", "RLOOTrainer", "RLOOConfig", config, unmatched)
 
 
-# ---- the course <-> TRL table the README shows (benchmarks/tables.py renders it between <!-- bench:trl_map -->) ----
+# ---- the course <-> TRL table docs/trl.md shows (benchmarks/tables.py renders it between <!-- bench:trl_map -->) ----
 PARITY = "`tests/test_trl_parity.py`"
 MAPPING: tuple[tuple[str, str, str], ...] = (
     # (course, TRL 1.16, agreement)
@@ -427,7 +427,7 @@ MAPPING: tuple[tuple[str, str, str], ...] = (
 
 
 def mapping_markdown() -> str:
-    """``MAPPING`` as the README's markdown table (course | TRL 1.16 | agreement)."""
+    """``MAPPING`` as docs/trl.md's markdown table (course | TRL 1.16 | agreement)."""
     lines = ["| course | TRL 1.16 | agreement |", "|---|---|---|"]
     lines += [f"| {course} | {trl} | {agreement} |" for course, trl, agreement in MAPPING]
     return "\n".join(lines) + "\n"

@@ -1,1 +1,1 @@
-"""Instructor tools for the graded assignment (see README, instructor section)."""
+"""Instructor tools for the graded assignment (see docs/instructors.md)."""

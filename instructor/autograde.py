@@ -63,7 +63,7 @@ STATE_FILE = ".autograde-state.json"
 LOCK_FILE = ".autograde.lock"
 REPORTS = "grades"  # grades/<assignment>/: report.md, report.json, autograde.log, grades.csv, canvas.csv
 
-# One set of status names: the report, grades.csv and the README use exactly these.
+# One set of status names: the report, grades.csv and docs/instructors.md use exactly these.
 STATUSES = {
     "ok": "graded; nothing left to do",
     "manual": "graded; written answers still to grade by hand in the formgrader (total provisional)",

@@ -13,7 +13,7 @@ Writes, in grades/<assignment>/ (next to that assignment's autograde report):
   Canvas's "name (id)" header to fill an existing column) with the final score, one row per roster
   student. A FAILED student's cell is left empty (Canvas keeps what it has; fix and regrade first).
 
-status: one of instructor.autograde.STATUSES, the same names as the report and the README; read live
+status: one of instructor.autograde.STATUSES, the same names as the report and docs/instructors.md; read live
 from the gradebook, so a written answer graded in the formgrader turns ``manual`` into ``ok``
 without rerunning autograde. ``missing``: on the roster (or in the gradebook) with nothing in
 submitted/: 0 points.

@@ -357,7 +357,7 @@ elif results["NLL only"]["accuracy"] >= results["DPO + NLL"]["accuracy"]:
     print("NLL only matched or beat DPO + NLL: the gain of 'DPO + NLL' cannot be credited to the preference term.")
 else:
     print(f"DPO + NLL beat NLL only by {100 * (results['DPO + NLL']['accuracy'] - results['NLL only']['accuracy']):.1f} "
-          "points in this run: the preference term added something here (one seed; the README's DPO table has "
+          "points in this run: the preference term added something here (one seed; the DPO table in docs/results.md has "
           "the three rows over seeds).")
 if len({r["accuracy"] for r in results.values()}) > 1:
     print(f"best row in this run: {best}")
@@ -431,7 +431,7 @@ else:
 #
 # So far the chosen answer was *right* and the rejected one *wrong*: a checker could have told them
 # apart, and the NLL-only run trains on nothing but the checker's verdicts (section 8 compared it with DPO
-# in this run; the README's DPO table has the NLL-only row over seeds). Preference learning earns
+# in this run; the DPO table in docs/results.md has the NLL-only row over seeds). Preference learning earns
 # its keep when both answers are valid and one is simply preferred — a tone, a format, a house
 # style that no checker encodes. Here is a small one: a style guide that wants sums written at a
 # fixed width, with a leading zero (`07+58=065`, not `07+58=65`). Both answers have the right value.

@@ -314,7 +314,7 @@ if (bench_dir / "results" / "grpo_family.json").is_file():
             print(f"setting {setting!r}:\n{family_table(bench, setting)}")
     print("\n".join(verdicts(bench)) or "no comparison measured yet")
 else:
-    print("benchmarks/results/grpo_family.json is not here (e.g. on Colab): see the README's tables")
+    print("benchmarks/results/grpo_family.json is not here (e.g. on Colab): see the tables in docs/results.md")
 
 # %% [markdown]
 # Read the verdict lines, not the headline: each compares two rows seed by seed first (same SFT

@@ -297,7 +297,7 @@ if bench_path.is_file():
     print(f"\nloose run exploited on {len(hacked)} of {len(bench['seeds'])} seeds; strict run moved by more than 2 points "
           f"on {len(moved)} of {len(bench['seeds'])} ({bench['rl_steps']} steps)")
 else:
-    print("benchmarks/results/reward_hacking.json is not here (e.g. on Colab): see the README's table")
+    print("benchmarks/results/reward_hacking.json is not here (e.g. on Colab): see the table in docs/results.md")
 
 # %% [markdown]
 # ## Your turn

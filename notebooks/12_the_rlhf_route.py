@@ -215,7 +215,7 @@ print(f"held-out pairwise accuracy {m['heldout_accuracy']:.1%} = {m['of_ceiling'
 # batch doing worse, not better. It needed to see more pairs and to take larger steps, and the
 # larger step was safe with 256 pairs per step (why was not isolated; a likely reason is that the
 # gradient of a larger batch depends less on which few of its labels were flipped). (Each measurement is listed in `course_lib.reward_model`'s docstring;
-# the README's RLHF table has the medians over seeds.) `COURSE_FAST=1` trains on fewer
+# the RLHF table in docs/results.md has the medians over seeds.) `COURSE_FAST=1` trains on fewer
 # pairs for fewer steps (section 2 printed how many pairs): expect a weaker model.
 #
 # ### Calibration: do its Bradley–Terry probabilities mean what they say?
@@ -400,7 +400,7 @@ print("√KL at the end, per seed: " + "; ".join(f"β={beta}: " + ", ".join(f"{v
 # 4) is the gentler optimiser to compare with. Compare also the KL each β reached (the last line
 # above): the penalty costs β per nat of KL, so it holds the policy back only once β·KL is
 # comparable with the proxy reward it gains.
-# The README's RLHF table has the β = 0.05 run over three seeds (60 steps of 128 prompts, the
+# The RLHF table in docs/results.md has the β = 0.05 run over three seeds (60 steps of 128 prompts, the
 # reward model trained with the full budget), next to best-of-N against the same reward model.
 #
 # ## 6. PPO with a learned critic, against GRPO and RLOO
@@ -456,7 +456,7 @@ print(f"V = 0.5, V_old = 0, ε_v = 0.2: d(loss)/dV = {float(v.grad):.1f} — V s
 # *as configured*, not a matched one: PPO takes `num_ppo_epochs` = 2 optimiser steps per batch over
 # 256 distinct prompts, GRPO one over 32 prompts sampled 8 times (the next cell prints the counts).
 # `make bench` adds GRPO at PPO's optimiser steps (μ = 2, the same samples) and at PPO's wall-clock:
-# the README's RLHF table names each comparison.
+# the RLHF table in docs/results.md names each comparison.
 
 # %%
 grpo_cfg = dataclasses.replace(cfg.grpo, steps=RL_STEPS, eval_every=RL_STEPS)

@@ -409,7 +409,7 @@ print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {ta
 # Two consequences for reading stale runs. First, a stale run's accuracy at the last step depends on where in
 # its swing it stopped, and which samples it drew decides that: one seed's final number says little, since
 # another seed, or another SFT start, draws other samples and can stop at another point of its swing. The
-# README's sweep gives three seeds. Second, the correction reweights, it does not re-sample: it can only
+# sweep in docs/results.md gives three seeds. Second, the correction reweights, it does not re-sample: it can only
 # reweight what the stale sampler drew, and where the last K updates moved probability onto answers the old
 # sampler rarely wrote there is little to weight (and a completion whose ratio exceeds C_max is masked). What
 # shortens the delay is a smaller K, and what shrinks the overshoot is a smaller step — which is why every
@@ -419,7 +419,7 @@ print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {ta
 # Read the lines, not the curves. "Evaluation noise" is two standard errors of a difference of two
 # accuracies on 500 held-out prompts; it is a floor, not the whole noise: once two runs draw one different
 # sample, they follow different trajectories, and that training noise only more seeds can measure. A gap
-# beyond the evaluation noise is a gap of *this seed*. The README's tables "RL as a system, measured" (from
+# beyond the evaluation noise is a gap of *this seed*. The tables "RL as a system, measured" in docs/results.md (from
 # `benchmarks/tinygpt_async.py`) sweep K ∈ {0, 1, 2, 4, 8} with and without the correction over three seeds. What one run does show is the mechanism, in the
 # table's columns: whether the mismatch KL grew with K and the effective sample size fell, and how many
 # completions the correction masked because their ratio left the band.
@@ -448,7 +448,7 @@ print(f"work done over the whole loop (held-out evaluations included, unlike the
 # The scope of that sentence: the gain needs **two idle cores** — one for the worker, one for the trainer.
 # On a machine whose cores are busy with other work, the two processes take turns and the wall-clock
 # gain vanishes; CPU seconds, which this notebook measures, are what stays true on any machine.
-# The README's "RL as a system, measured" table gives the steps per wall-clock second that
+# The "RL as a system, measured" table in docs/results.md gives the steps per wall-clock second that
 # `benchmarks/tinygpt_async.py` measured on an idle machine, against this bound. At production scale the split is far
 # more lopsided — [the budgets notebook](07_memory_and_rollout_budgets.ipynb) put generation near 39× the
 # update for long answers — which is why every production engine overlaps the two, and why they must then

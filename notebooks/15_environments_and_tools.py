@@ -379,7 +379,7 @@ print(
 # from the rarely-calling start here it did not (the lines above). A tool should win where the policy's own
 # answers stay wrong for longer than its calls take to become right: harder sums (3 or 4 digits, carry
 # chains), or a start that writes calls well but rarely. The runs here do not show such a setting; the
-# README's tools benchmark repeats them over three seeds. To explore: `TaskConfig.tool_call="sum"` makes
+# tools benchmark in docs/results.md repeats them over three seeds. To explore: `TaskConfig.tool_call="sum"` makes
 # the teacher call `[37+45]` for the whole sum (the policy then only copies the tool's answer), and
 # `env_start(..., steps=…)` sets how long SFT teaches the call; compare the two numbers above.
 #

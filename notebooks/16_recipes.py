@@ -65,8 +65,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    and the full SFT policy.
 #
 # Budget: the last cell prints how long this run took. The full budget runs the recipes at the
-# `cpu` config's sizes: its r1, R1-Zero and digit-base runs are the recipes benchmark's seed 0 (the README's
-# recipes table gives each stage's CPU seconds, over three seeds). `COURSE_FAST=1` (CI, the quick check) runs
+# `cpu` config's sizes: its r1, R1-Zero and digit-base runs are the recipes benchmark's seed 0 (the
+# recipes table in docs/results.md gives each stage's CPU seconds, over three seeds). `COURSE_FAST=1` (CI, the quick check) runs
 # the same stages shorter: the cold start trains 150 steps instead of 300, every GRPO start gets 20
 # steps instead of 300 (RFT and the last GRPO stage a third of that, as the recipe scales them),
 # the digit-text base pretrains 100 steps instead of 300, and each KL is estimated from one sample
@@ -412,7 +412,7 @@ print(f"from the SFT start, pass@1 rose {'past' if past else 'towards'} the star
 
 # %% [markdown]
 # This is the lecture's claim that the base checkpoint decides what RL can amplify, measured here on
-# one seed (the README's recipes table repeats the random, digit-text and cold starts over three seeds
+# one seed (the recipes table in docs/results.md repeats the random, digit-text and cold starts over three seeds
 # at the full budget). GRPO learns from groups with both right and wrong answers; a start whose pass@8
 # is near zero gives it almost none at this budget. Knowing digits and when an answer ends is not knowing addition:
 # the digit-text base writes answers of the right form, and right answers only by luck. Where the

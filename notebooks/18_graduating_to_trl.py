@@ -243,7 +243,7 @@ else:
 
 # %% [markdown]
 # Two runs of one seed cannot rank the trainers; `benchmarks/trl_vs_course_grpo.py` repeats the
-# comparison over three seeds, with TRL's gradient checkpointing off and on. The README reports
+# comparison over three seeds, with TRL's gradient checkpointing off and on. docs/trl.md reports
 # its medians.
 #
 # ## 5. DPO: `course_lib` beside TRL's `DPOTrainer`
@@ -318,7 +318,7 @@ for kind, b in preference_bridges.items():
 # shuffled order and TRL walks them sequentially, so both trainers see the same batches
 # (`tests/test_trl_bridge.py` compares their logged losses step by step). ORPO's odds-ratio term is
 # TRL's, but TRL's NLL also counts the prompt tokens. The whole course ↔ TRL 1.16 table, the one
-# the README shows, is data in `course_lib.trl_translate`:
+# docs/trl.md shows, is data in `course_lib.trl_translate`:
 
 # %%
 from IPython.display import Markdown, display

@@ -176,7 +176,7 @@ def test_the_readme_says_once_whether_every_result_ran_the_same_code(tmp_path):
 
 
 def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):
-    """No gpu_check.json: the README says plainly that nothing was measured; with one, the table holds its numbers."""
+    """No gpu_check.json: the results page says plainly that nothing was measured; with one, the table holds its numbers."""
     import json
 
     import tables
@@ -240,7 +240,7 @@ def test_recipes_compare_grpo_with_rft_and_the_cold_starts_per_seed():
 
 
 def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
-    """The README's course ↔ TRL table comes from course_lib.trl_translate.MAPPING, results or not: a typed row is overwritten."""
+    """docs/trl.md's course ↔ TRL table comes from course_lib.trl_translate.MAPPING, results or not: a typed row is overwritten."""
     from course_lib.trl_translate import mapping_markdown
 
     block = "<!-- bench:trl_map -->\n| hand | typed | row |\n<!-- /bench:trl_map -->"

@@ -63,6 +63,10 @@ def test_colab_links_and_set_up_cells_point_at_the_students_repository(built):
     assert f"colab.research.google.com/github/{NEW_REPO}/" in (dest / "README.md").read_text()
     assert f"git+https://github.com/{NEW_REPO}.git" in (dest / "notebooks" / "00_start_here.ipynb").read_text()
     assert colab.REPO not in (dest / "README.md").read_text()
+    assert not [p for p in (dest / "docs").glob("*.md") if colab.REPO in p.read_text()]
+    # the README's map, rewritten to the new address, is still what the students' course_map renders
+    check = _in_student_repo(dest, "-m", "tools.course_map", "--check", timeout=120)
+    assert check.returncode == 0, check.stderr
 
 
 def _in_student_repo(dest, *args, timeout=900):
