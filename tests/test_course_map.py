@@ -1,6 +1,6 @@
-"""The course map has one source (``course_lib.course_map``): the README's map and docs/course-map.md
-are generated from it (``tools/course_map.py --check``), notebook 00 displays it, and it lists every
-lecture notebook in order with links that resolve from where each map is read."""
+"""The course map has one source (``course_lib.course_map``): the README's map and
+docs/course-map.md are generated from it (``tools/course_map.py --check``), notebook 00 displays
+it, and it lists every lecture notebook in order with links that resolve where each map is read."""
 
 from __future__ import annotations
 
@@ -24,14 +24,15 @@ def test_the_map_lists_every_lecture_notebook_in_course_order():
     assert all(nb.title and nb.lecture and nb.does and nb.teaches for nb in course_map.NOTEBOOKS)
 
 
-@pytest.mark.parametrize(("at", "page"), [("", ROOT / "README.md"), ("notebooks", ROOT / "notebooks" / "x.ipynb"),
+@pytest.mark.parametrize(("at", "page"), [("", ROOT / "README.md"),
+                                          ("notebooks", ROOT / "notebooks" / "x.ipynb"),
                                           ("docs", ROOT / "docs" / "course-map.md")])
 def test_every_link_resolves_from_the_folder_the_map_is_read_in(at, page):
     text = course_map.table(("lecture", "does", "teaches"), at=at) + course_map.assignments(at=at)
     links = re.findall(r"\]\(([^)]+)\)", text)
-    assert len(links) >= len(course_map.NOTEBOOKS) + 7  # every notebook, the assignments' six and the guide
+    assert len(links) >= len(course_map.NOTEBOOKS) + 7  # notebooks, the assignments' six, the guide
     for link in links:
-        assert (page.parent / link).resolve().exists(), f"{link} does not resolve from {page.parent}"
+        assert (page.parent / link).resolve().exists(), f"{link} does not resolve in {page.parent}"
 
 
 def test_the_readme_map_has_a_colab_badge_per_notebook_and_the_badge_once():
@@ -49,7 +50,8 @@ def test_notebook_00_displays_the_map_and_repeats_no_table_by_hand():
 
 def test_a_stale_or_unknown_block_is_caught_and_a_rewrite_fixes_it(tmp_path, capsys):
     (tmp_path / "docs").mkdir()
-    (tmp_path / "README.md").write_text("intro\n<!-- map:assignments -->\ntyped by hand\n<!-- /map:assignments -->\n")
+    block = "<!-- map:assignments -->\ntyped by hand\n<!-- /map:assignments -->\n"
+    (tmp_path / "README.md").write_text(f"intro\n{block}")
     (tmp_path / "docs" / "course-map.md").write_text("<!-- map:full -->\n<!-- /map:full -->\n")
     assert generator.main(["--check", "--root", str(tmp_path)]) == 1
     assert "README.md, " in capsys.readouterr().err  # both pages named
@@ -61,7 +63,7 @@ def test_a_stale_or_unknown_block_is_caught_and_a_rewrite_fixes_it(tmp_path, cap
         generator.main(["--check", "--root", str(tmp_path)])
     (tmp_path / "docs" / "course-map.md").write_text("no block\n")
     (tmp_path / "README.md").write_text("no block\n")
-    assert generator.main(["--check", "--root", str(tmp_path)]) == 1  # nothing to check is a failure
+    assert generator.main(["--check", "--root", str(tmp_path)]) == 1  # nothing checked: a failure
     assert "no <!-- map:NAME --> block" in capsys.readouterr().err
 
 

@@ -1,7 +1,7 @@
-"""The docs pages in the rendered site (``tools.build_site.build_docs``), without executing a notebook:
-every ``docs/*.md`` becomes ``_site/docs/NAME.html`` with its tables, and every link on it resolves to
-a site page, a notebook's page or the repository on GitHub. ``tests/test_site.py`` checks the whole
-site, notebooks included, in Chromium."""
+"""The docs pages in the rendered site (``tools.build_site.build_docs``), no notebook executed:
+every ``docs/*.md`` becomes ``_site/docs/NAME.html`` with its tables, and every link on it
+resolves to a site page, a notebook's page or the repository on GitHub. ``tests/test_site.py``
+checks the whole site, notebooks included, in Chromium."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_tables_and_generated_blocks_come_through(site):
 
 def test_every_link_on_a_docs_page_resolves_in_the_site_or_points_at_the_repository(site):
     out, _ = site
-    notebooks = {f"{name}.html" for name in notebook_names()}
+    pages = {f"{name}.html" for name in notebook_names()} | {"index.html"}
     repository = f"{REPO_URL}/blob/{BRANCH}/"
     for page in (out / "docs").glob("*.html"):
         parser = _Page()
@@ -63,8 +63,8 @@ def test_every_link_on_a_docs_page_resolves_in_the_site_or_points_at_the_reposit
                 assert (ROOT / href.removeprefix(repository).split("#")[0]).exists(), href
             elif not re.match(r"(https?:|mailto:|#)", href):
                 target = (page.parent / href.split("#")[0]).resolve()
-                sibling = target.parent == out.resolve() and target.name in notebooks | {"index.html"}
-                assert target.exists() or sibling, f"{page.name} links to {href}, which the site does not have"
+                sibling = target.parent == out.resolve() and target.name in pages
+                assert target.exists() or sibling, f"{page.name} links to {href}: not in the site"
                 assert target.suffix == ".html", f"{page.name}: {href} is not a page of the site"
 
 
@@ -77,5 +77,5 @@ def test_doc_links_map_to_pages_and_a_link_out_of_the_repository_is_refused():
     assert doc_href("https://example.org/x.md") == "https://example.org/x.md"
     with pytest.raises(ValueError, match="leaves the repository"):
         doc_href("../../elsewhere.md")
-    # notebook 00's map links the instructor's guide from notebooks/: its page is docs/instructors.html
+    # notebook 00's map links the instructor's guide from notebooks/: the site has it in docs/
     assert _link_pages('<a href="../docs/instructors.md">') == '<a href="docs/instructors.html">'

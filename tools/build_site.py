@@ -4,8 +4,8 @@ Committed notebooks carry no outputs, so the repository's web page shows no figu
 ``make site`` runs each notebook in ``notebooks/`` on a fresh kernel with the full budget (what a
 student runs) and converts it with nbconvert's ``lab`` template into ``_site/``, with an index page
 in course-map order; ``make site FAST=1`` (``--fast``, ``COURSE_FAST=1``) is CI's quick build. Every
-page says which budget produced its outputs. The ``docs/*.md`` pages are rendered into ``_site/docs/``
-(``build_docs``) and linked from the index.
+page says which budget produced its outputs. The ``docs/*.md`` pages are rendered into
+``_site/docs/`` (``build_docs``) and linked from the index.
 
 Executed notebooks are cached per budget in ``.site-cache/`` under a key made of the notebook's file,
 every ``course_lib`` source and the benchmark results it shows (``cache_key``), so a rebuild runs
@@ -13,9 +13,9 @@ only the notebooks whose inputs changed; a line per notebook says whether it ran
 or came from the cache.
 
 Simplifications, said out loud:
-- nbconvert, not a book framework: one page per notebook, an index, nothing else to learn. The docs
-  pages go through ``markdown-it-py`` (CommonMark and tables; Jupytext's own parser), unstyled; a link
-  to a repository file that is not a page points at the file on GitHub.
+- nbconvert, not a book framework: one page per notebook, an index, nothing else to learn. The
+  docs pages go through ``markdown-it-py`` (CommonMark and tables; Jupytext's own parser), barely
+  styled; a link to a repository file that is not a page points at the file on GitHub.
 - No JavaScript from the network. MathJax comes from the ``jupyter-server-mathjax`` package and is
   copied next to the pages; require.js and the widget renderer are not loaded at all.
 - Widgets are shown as their state when execution ended, not live: each control becomes a line
@@ -244,8 +244,8 @@ def doc_page_name(path: Path) -> str:
 
 
 def doc_href(target: str) -> str:
-    """A link in a docs page as the site's ``docs/`` folder reads it: another docs page or a notebook's
-    page when the site has one, the README as the site's index, any other repository file on GitHub."""
+    """A link in a docs page as the site's ``docs/`` folder reads it: another docs page or a
+    notebook's page, the README as the site's index, any other repository file on GitHub."""
     if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
         return target
     path, _, anchor = target.partition("#")
@@ -268,20 +268,24 @@ def render_doc(markdown: str) -> tuple[str, str]:
     headings = [line[2:].strip() for line in markdown.splitlines() if line.startswith("# ")]
     title = headings[0].replace("`", "") if headings else "Learning from Feedback"
     body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
-    body = re.sub(r'href="([^"]*)"', lambda m: f'href="{html.escape(doc_href(html.unescape(m.group(1))))}"', body)
+    body = re.sub(r'href="([^"]*)"',
+                  lambda m: f'href="{html.escape(doc_href(html.unescape(m.group(1))))}"', body)
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} · Learning from Feedback</title>
+<html lang="en"><head><meta charset="utf-8">
+<title>{html.escape(title)} · Learning from Feedback</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;line-height:1.5}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:0.2rem 0.4rem;vertical-align:top}}</style>
+table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:0.2rem 0.4rem;vertical-align:top}}</style>
 </head><body data-course-page="docs">
-<nav class="course-nav"><a href="../index.html">← Course map</a> · <a href="index.html">Documentation</a></nav>
+<nav class="course-nav"><a href="../index.html">← Course map</a> ·
+<a href="index.html">Documentation</a></nav>
 {body}</body></html>
 """
     return page, title
 
 
 def build_docs(out: Path, docs: Path = DOCS) -> list[tuple[str, str]]:
-    """Render every ``docs/*.md`` into ``out/docs/``; returns (page, title) per page, the docs index first."""
+    """Render every ``docs/*.md`` into ``out/docs/``; (page, title) per page, the docs index first."""
     (out / "docs").mkdir(parents=True, exist_ok=True)
     entries = []
     for path in sorted(docs.glob("*.md"), key=lambda p: (p.name != "README.md", p.name)):
@@ -318,9 +322,11 @@ def render(nb: nbformat.NotebookNode, name: str, *, fast: bool) -> tuple[str, st
     return _link_pages(body), _title(nb, name)
 
 
-def index_page(entries: list[tuple[str, str]], *, fast: bool, docs: list[tuple[str, str]] = ()) -> str:
+def index_page(entries: list[tuple[str, str]], *, fast: bool,
+               docs: list[tuple[str, str]] = ()) -> str:
     rows = "\n".join(f'<li><a href="{name}.html">{html.escape(title)}</a></li>' for name, title in entries)
-    doc_rows = "\n".join(f'<li><a href="{href}">{html.escape(title)}</a></li>' for href, title in docs)
+    doc_rows = "\n".join(f'<li><a href="{href}">{html.escape(title)}</a></li>'
+                         for href, title in docs)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Learning from Feedback</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:48rem;margin:2rem auto;line-height:1.5}}</style>

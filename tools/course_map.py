@@ -16,7 +16,8 @@ from tools import doc_blocks
 
 def body(name: str) -> str:
     if name not in BLOCKS:
-        raise ValueError(f"a map block is named {name!r}; course_lib.course_map.BLOCKS has {sorted(BLOCKS)}")
+        raise ValueError(f"a map block is named {name!r}; course_lib.course_map.BLOCKS has "
+                         f"{sorted(BLOCKS)}")
     return BLOCKS[name]()
 
 

@@ -24,7 +24,8 @@ def pages(root: Path = ROOT) -> list[Path]:
 
 
 def pattern(kind: str) -> re.Pattern:
-    return re.compile(rf"(<!-- {kind}:(?P<name>[a-z0-9_-]+) -->\n)(?P<body>.*?)(<!-- /{kind}:(?P=name) -->)", re.S)
+    start, end = rf"<!-- {kind}:(?P<name>[a-z0-9_-]+) -->\n", rf"<!-- /{kind}:(?P=name) -->"
+    return re.compile(rf"({start})(?P<body>.*?)({end})", re.S)
 
 
 def render(text: str, kind: str, body: Callable[[str], str]) -> str:
@@ -34,8 +35,10 @@ def render(text: str, kind: str, body: Callable[[str], str]) -> str:
 
 def main(argv, *, kind: str, body: Callable[[str], str], command: str, description: str) -> int:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--check", action="store_true", help="exit 1 if a page's blocks differ from what they render")
-    parser.add_argument("--root", default=str(ROOT), help="the checkout whose README.md and docs/*.md to render")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if a page's blocks differ from what they render")
+    parser.add_argument("--root", default=str(ROOT),
+                        help="the checkout whose README.md and docs/*.md to render")
     args = parser.parse_args(argv)
     stale, count = [], 0
     for path in pages(Path(args.root)):
@@ -47,7 +50,8 @@ def main(argv, *, kind: str, body: Callable[[str], str], command: str, descripti
             if not args.check:
                 path.write_text(new, encoding="utf-8")
     if count == 0:
-        print(f"no <!-- {kind}:NAME --> block in README.md or docs/*.md under {args.root}", file=sys.stderr)
+        print(f"no <!-- {kind}:NAME --> block in README.md or docs/*.md under {args.root}",
+              file=sys.stderr)
         return 1
     if args.check:
         if stale:
