@@ -83,7 +83,7 @@ from course_lib.policy_loss import (
     kl_shaped_rewards,
     sequence_ratio,
 )
-from course_lib.rewards import OverlongShaped, resolve_reward
+from course_lib.rewards import grpo_reward
 from course_lib.rollout import collect_rollouts, next_length_cap, sequence_logprobs
 from course_lib.rollout_worker import RolloutWorker
 from course_lib.runtime import (
@@ -286,15 +286,6 @@ def _as_floats(upd: dict) -> dict:
     names = [k for k, v in upd.items() if isinstance(v, torch.Tensor)]
     values = torch.stack([upd[k].float() for k in names]).tolist() if names else []
     return {**upd, **dict(zip(names, values))}
-
-
-def grpo_reward(cfg: GRPOConfig, task: AdditionTask):
-    """The reward ``cfg.reward`` names, plus DAPO's overlong shaping when ``cfg.soft_punish_cache > 0``."""
-    reward_fn = resolve_reward(cfg.reward, task)
-    if cfg.soft_punish_cache == 0:
-        return reward_fn
-    return OverlongShaped(reward_fn, eos_token_id=task.tokenizer.eos_token_id,
-                          max_completion_len=cfg.max_completion_length, soft_punish_cache=cfg.soft_punish_cache)
 
 
 def train_grpo(

@@ -6,8 +6,8 @@ overlaps optimisation and the staleness of the sampler's weights is an explicit 
 ``max_head_offpolicyness``, verl's one-step-off policy). Here, on two CPU cores:
 
 - the worker is a second process (one torch thread: its own core) running
-  ``rollout.collect_rollouts`` — the same sampling, scoring and zero-variance policy as the
-  synchronous trainer — and sends each batch through a bounded queue, tagged with the weight
+  ``rollout.collect_rollouts`` — the same sampling, reward (``rewards.grpo_reward``) and
+  zero-variance policy as the synchronous trainer — and sends each batch through a bounded queue, tagged with the weight
   *version* (optimiser steps taken) that sampled it;
 - the weights reach it without a file: the trainer writes each new version into a ring of K + 1
   flat float32 slots in shared memory (``share_memory_``); the worker copies one slot into its
@@ -94,12 +94,12 @@ def _worker_main(spec: dict, ring, versions, published, cond, out_q, stop) -> No
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     try:
-        from course_lib.rewards import resolve_reward
+        from course_lib.rewards import grpo_reward
         from course_lib.rollout import collect_rollouts
 
         cfg, K, task, model = spec["grpo"], spec["grpo"].max_staleness, spec["task"], spec["model"]
         model.eval().requires_grad_(False)
-        reward_fn = resolve_reward(cfg.reward, task)
+        reward_fn = grpo_reward(cfg, task)  # the trainer's reward, overlong shaping included
         torch.set_rng_state(spec["torch_rng"])
         gen = torch.Generator()
         gen.set_state(spec["data_rng"])

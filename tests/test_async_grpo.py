@@ -88,6 +88,17 @@ def test_k0_in_the_worker_is_the_synchronous_trainer_step_for_step(sft):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.parametrize("reward", ["strict", "partial"])
+def test_every_reward_option_means_the_same_in_the_worker(sft, reward):
+    # the reward a GRPO run uses (checker + DAPO's overlong shaping) is built in one place for both loops
+    sync_rows, _, _ = _grpo(sft, steps=2, reward=reward, soft_punish_cache=1)
+    async_rows, _, _ = _grpo(sft, steps=2, reward=reward, soft_punish_cache=1, worker=True)
+    assert all(r["overlong_penalty"] is not None for r in sync_rows)
+    assert [{k: b.get(k) for k in a} for a, b in zip(_plain(sync_rows), _plain(async_rows), strict=True)] == _plain(sync_rows)
+    stale_rows, _, _ = _grpo(sft, steps=2, reward=reward, soft_punish_cache=1, max_staleness=1)
+    assert all(r.get("overlong_penalty") is not None for r in stale_rows)
+
+
 def test_versions_staleness_and_the_mismatch_are_recorded(sft):
     rows, _, res = _grpo(sft, steps=5, max_staleness=2)
     assert [r["sampler_version"] for r in rows] == [0, 0, 0, 1, 2]  # batch s: the weights of step max(0, s − K)
