@@ -196,11 +196,13 @@ def test_max_staleness_must_be_an_integer_at_least_zero(value):
         validate(cfg)
 
 
-def test_cli_refuses_a_non_integer_staleness_by_name(capsys):
+def test_cli_refuses_a_non_integer_staleness_by_name(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(["train", "grpo", "--config", "test", "--max-staleness", "1.5"])
+        main(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--max-staleness", "1.5"])
     assert "--max-staleness: invalid int value: '1.5'" in capsys.readouterr().err
-    assert main(["train", "grpo", "--config", "test", "--max-staleness", "-2", "--no-progress"]) == 2
+    (tmp_path / "metrics.jsonl").write_text("")  # a run already there: the bad option is still what is reported
+    assert main(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--max-staleness", "-2",
+                 "--no-progress"]) == 2
     assert "grpo.max_staleness must be an integer >= 0" in capsys.readouterr().err
 
 
