@@ -53,6 +53,8 @@ HELP = {
     "soft_punish_cache": "DAPO overlong shaping: completions longer than max_completion_length minus this lose up to "
                          "1 reward (0 = off)",
     "max_staleness": "K >= 0: a rollout worker process samples batch s with the weights of step s-K (0: synchronous)",
+    "worker_timeout": "seconds the trainer waits for the rollout worker's next batch; a worker silent that long "
+                      "(stopped or hung) fails the run, its completed steps saved",
     "vllm_importance_sampling_clip_min": "a number, or none",
     "sampler_temperature": "a deliberately mismatched sampler: sample at this temperature, log-probs at --temperature "
                            "(none: the same)",
@@ -172,6 +174,9 @@ def main(argv=None) -> int:
                 control=args.get("control"), resume=bool(args["resume"]), sft_checkpoint=args.get("sft_checkpoint"),
                 overwrite=args["overwrite"], threads=args["threads"], show_progress=not args["no_progress"])
     except Interrupted:
+        return 130
+    except KeyboardInterrupt:  # a second Ctrl-C: at once, without finishing the step in progress
+        print("error: stopped at once by a second Ctrl-C; the last checkpoint written is kept", file=sys.stderr)
         return 130
     except StepFailed as err:  # the rollout worker failed; the completed steps are saved
         print(f"error: {err}", file=sys.stderr)

@@ -46,6 +46,8 @@ sequence                    ``="sequence"``                      completion (TRL
                             ``max_completion_len=L_max,``        added to the checker's reward
                             ``soft_punish_cache=C)``
 ``max_staleness``           ``AsyncGRPOConfig.max_staleness``    K: rollouts sampled K steps behind (async)
+``worker_timeout``          (none)                               seconds without a batch before a stopped or
+                                                                 hung rollout worker fails the run
 ``sampler_temperature``     (none: a deliberate fault)           the sampler's temperature, when it differs
                                                                  from the one the trainer's log-probs assume
 ``adaptive_length_quantile`` (none)                              next step's generation cap: a quantile of
@@ -73,6 +75,7 @@ the ``unit`` they mean (``GRPO_LOSS_TYPE_UNITS``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from course_lib.behaviour import IS_MODES, check_bounds
@@ -218,6 +221,7 @@ class GRPOConfig:
     eval_every: int = 20
     # RL as a system (course_lib.rollout_worker, course_lib.behaviour): TRL's AsyncGRPOConfig / GRPOConfig names
     max_staleness: int = 0  # K: 0 synchronous; K >= 1 a rollout worker samples batch s with the weights of step s-K
+    worker_timeout: float = 600.0  # seconds the trainer waits for the rollout worker's next batch before failing the run
     vllm_importance_sampling_correction: bool = True  # reweight by π_old/π_behaviour when the sampler's weights are stale
     vllm_importance_sampling_mode: str = "sequence_mask"  # token_truncate | token_mask | sequence_truncate | sequence_mask
     vllm_importance_sampling_clip_min: float | None = None  # C_min (None: no lower bound)
@@ -501,6 +505,10 @@ def check_staleness(g: GRPOConfig) -> None:
     if isinstance(K, bool) or not isinstance(K, int) or K < 0:
         raise ValueError(f"grpo.max_staleness must be an integer >= 0 (0: synchronous; K: rollouts sampled with "
                          f"the weights of K optimiser steps ago); got {K!r}")
+    w = g.worker_timeout
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not (math.isfinite(w) and w > 0):
+        raise ValueError(f"grpo.worker_timeout must be a finite number of seconds > 0 (how long the trainer waits "
+                         f"for the rollout worker's next batch); got {w!r}")
     if not isinstance(g.vllm_importance_sampling_correction, bool):
         raise ValueError(f"grpo.vllm_importance_sampling_correction must be True or False; got "
                          f"{g.vllm_importance_sampling_correction!r}")

@@ -528,6 +528,9 @@ def main(args: dict) -> int:
                                  show_progress=not args["no_progress"])
     except Interrupted:
         return 130
+    except KeyboardInterrupt:  # a second Ctrl-C: at once, without finishing the step in progress
+        print("error: stopped at once by a second Ctrl-C; the last checkpoint written is kept", file=sys.stderr)
+        return 130
     except StepFailed as err:  # the rollout worker failed: the same message and code as ``train grpo``
         print(f"error: {err}", file=sys.stderr)
         return 1

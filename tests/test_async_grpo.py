@@ -188,6 +188,59 @@ def test_a_killed_worker_is_reported_with_its_exit_code(sft):
     assert saved[-1][0] == len(log.rows)  # the checkpoint holds exactly the completed steps
 
 
+def test_a_stopped_worker_fails_the_run_after_the_timeout_with_a_checkpoint(sft):
+    log, saved = _Hook(1, lambda: os.kill(_worker_pid(), signal.SIGSTOP)), []
+    with pytest.raises(RolloutWorkerError, match=r"sent no batch for 1\.5 s \(grpo.worker_timeout\)"):
+        _grpo(sft, max_staleness=1, worker_timeout=1.5, log=log, saved=saved)
+    assert len(log.rows) < 4 and saved[-1][0] == len(log.rows)  # the checkpoint holds exactly the completed steps
+
+
+def test_the_first_ctrl_c_stops_a_run_waiting_on_a_stopped_worker_with_a_checkpoint(sft):
+    import threading
+
+    def stop_worker_then_ctrl_c():  # the trainer will wait on the stopped worker when the Ctrl-C comes
+        os.kill(_worker_pid(), signal.SIGSTOP)
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    log, saved = _Hook(1, stop_worker_then_ctrl_c), []
+    with stop_on_interrupt(), pytest.raises(Interrupted, match=r"grpo stopped at step \d"):
+        _grpo(sft, max_staleness=1, log=log, saved=saved)
+    assert len(log.rows) < 4 and saved[-1][0] == len(log.rows) and "sampler" in saved[-1][1]
+
+
+@pytest.mark.slow
+def test_train_grpo_with_a_stopped_worker_ends_on_the_first_ctrl_c_with_a_checkpoint(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from course_lib.runtime import load_checkpoint
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "course_lib", "train", "grpo", "--config", "test", "--out", str(out),
+                             "--max-staleness", "1", "--steps", "400", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, metrics = time.time() + 120, out / "metrics.jsonl"
+        while proc.poll() is None and time.time() < deadline and not (metrics.is_file() and metrics.read_text()):
+            time.sleep(0.05)  # the GRPO stage has logged a step: its worker runs
+        (worker,) = psutil.Process(proc.pid).children()
+        worker.suspend()  # SIGSTOP: the trainer soon waits on it
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)  # one Ctrl-C
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        for p in [*psutil.Process(proc.pid).children(), psutil.Process(proc.pid)] if proc.poll() is None else []:
+            p.kill()
+        proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and f"--resume {out}" in stdout
+    state = load_checkpoint(out / "checkpoint.pt", kind="grpo")
+    rows = (out / "metrics.jsonl").read_text().splitlines()
+    assert state["stage"] == "grpo" and state["step"] == len(rows) < 400 and "sampler" in state
+    assert not worker.is_running()
+
+
 @pytest.mark.parametrize("value", [-1, 1.5, True, "1"])
 def test_max_staleness_must_be_an_integer_at_least_zero(value):
     cfg = get_config("test")
