@@ -33,7 +33,13 @@ from course_lib import configs, recipes
 from course_lib.device import DEVICES
 from course_lib.pipeline import KINDS, run
 from course_lib.rewards import SPEC_HELP
-from course_lib.runtime import DEFAULT_THREADS, Interrupted, StepFailed, stop_on_interrupt
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    Interrupted,
+    StepFailed,
+    check_threads,
+    stop_on_interrupt,
+)
 
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
 HELP = {
@@ -162,12 +168,13 @@ def main(argv=None) -> int:
         return recipes.main(args)
     overrides = {k: v for k, v in args.items() if "." in k and v is not None}
     try:
+        check_threads(args["threads"])
         if args["resume"]:
             if overrides or args.get("sft_checkpoint"):
                 raise ValueError("--resume continues a run with its saved options; only --steps may change")
             cfg, out = None, args["resume"]
         else:
-            cfg = apply_overrides(configs.get_config(args["config"]), overrides)
+            cfg = configs.validate(apply_overrides(configs.get_config(args["config"]), overrides))  # checked as built
             out = args["out"] or f"runs/{args['kind']}"
         with stop_on_interrupt():
             run(args["kind"], cfg, out, device=args["device"], seed=args["seed"], steps=args["steps"],

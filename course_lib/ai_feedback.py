@@ -61,6 +61,7 @@ from typing import NamedTuple
 
 import torch
 
+from course_lib._validate import number
 from course_lib.configs import PPOConfig, RewardModelConfig
 from course_lib.model import build_scalar_model, model_config_of
 from course_lib.ppo import build_critic, train_ppo
@@ -169,23 +170,14 @@ class JudgeConfig:
     def check(self) -> None:
         """Raise ValueError naming the first bad option and its accepted values."""
         self.principles = check_principles(self.principles, "judge.principles")
-        checks = [
-            (self.pair_prompts >= 1, f"judge.pair_prompts must be >= 1; got {self.pair_prompts}"),
-            (self.heldout_prompts >= 1, f"judge.heldout_prompts must be >= 1; got {self.heldout_prompts}"),
-            (self.samples_per_prompt >= 2, f"judge.samples_per_prompt must be >= 2; got {self.samples_per_prompt}"),
-            (self.pairs_per_prompt >= 1, f"judge.pairs_per_prompt must be >= 1; got {self.pairs_per_prompt}"),
-            (self.temperature > 0, f"judge.temperature must be > 0; got {self.temperature}"),
-            (self.max_completion_length >= 1, f"judge.max_completion_length must be >= 1; got {self.max_completion_length}"),
-            (self.steps >= 0, f"judge.steps must be >= 0; got {self.steps}"),
-            (self.batch_size >= 1, f"judge.batch_size must be >= 1; got {self.batch_size}"),
-            (self.learning_rate > 0, f"judge.learning_rate must be > 0; got {self.learning_rate}"),
-            (self.init in ("sft", "scratch"), f"judge.init must be one of ('sft', 'scratch'); got {self.init!r}"),
-            (self.eval_every >= 1, f"judge.eval_every must be >= 1; got {self.eval_every}"),
-            (0 <= self.tie_margin < 0.5, f"judge.tie_margin must lie in [0, 0.5); got {self.tie_margin}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+        count, positive = {"integer": True, "low": 1}, {"low": 0, "low_open": True}
+        for name, rule in {"pair_prompts": count, "heldout_prompts": count, "samples_per_prompt": {"integer": True, "low": 2},
+                           "pairs_per_prompt": count, "temperature": positive, "max_completion_length": count,
+                           "steps": {"integer": True, "low": 0}, "batch_size": count, "learning_rate": positive,
+                           "eval_every": count, "tie_margin": {"low": 0, "high": 0.5, "high_open": True}}.items():
+            number(getattr(self, name), f"judge.{name}", **rule)
+        if self.init not in ("sft", "scratch"):
+            raise ValueError(f"judge.init must be one of ('sft', 'scratch'); got {self.init!r}")
 
     def pair_config(self, prompts: int) -> RewardModelConfig:
         """The reward model's pair sampler with these sampling options and no label noise."""

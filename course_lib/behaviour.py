@@ -44,7 +44,7 @@ import math
 
 import torch
 
-from course_lib._validate import choice, tensors
+from course_lib._validate import choice, number, tensors
 from course_lib.policy_loss import kl_estimate
 
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -54,9 +54,7 @@ def check_bounds(mode: str, clip_min: float | None, clip_max: float | None, *, p
     """Raise ValueError naming the first bad bound (TRL's checks, plus: bounds are positive)."""
     choice(mode, prefix + "vllm_importance_sampling_mode", IS_MODES)
     for name, value in (("clip_min", clip_min), ("clip_max", clip_max)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value) or value < 0):
-            raise ValueError(f"{prefix}vllm_importance_sampling_{name} must be a number >= 0 or None; got {value!r}")
+        number(value, f"{prefix}vllm_importance_sampling_{name}", low=0, none="no bound")
     if clip_min is not None and clip_max is not None and clip_min >= clip_max:
         raise ValueError(f"{prefix}vllm_importance_sampling_clip_min ({clip_min}) must be less than "
                          f"{prefix}vllm_importance_sampling_clip_max ({clip_max})")

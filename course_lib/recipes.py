@@ -507,9 +507,10 @@ def main(args: dict) -> int:
     """Run ``train recipe`` from parsed arguments; 1 when a stage could not start or failed, 2 on bad input."""
     import sys
 
-    from course_lib.runtime import stop_on_interrupt
+    from course_lib.runtime import check_threads, stop_on_interrupt
 
     try:
+        check_threads(args["threads"])
         if args["resume"]:
             if args["recipe"] or args["stages"]:
                 raise ValueError("--resume continues a recipe with its saved stages; give no recipe and no --stages")

@@ -162,9 +162,9 @@ def test_judge_labels_abstain_and_mark_errors(task):
     ({"principles": "ones"}, "judge.principles must be a non-empty list"),
     ({"principles": ("ones", "ones")}, "names a principle twice"),
     ({"init": "random"}, r"judge.init must be one of \('sft', 'scratch'\)"),
-    ({"tie_margin": 0.5}, r"judge.tie_margin must lie in \[0, 0.5\)"),
-    ({"steps": -1}, "judge.steps must be >= 0"),
-    ({"samples_per_prompt": 1}, "judge.samples_per_prompt must be >= 2"),
+    ({"tie_margin": 0.5}, r"judge.tie_margin must be a finite number in \[0, 0.5\)"),
+    ({"steps": -1}, "judge.steps must be an integer >= 0"),
+    ({"samples_per_prompt": 1}, "judge.samples_per_prompt must be an integer >= 2"),
 ])
 def test_bad_config_names_the_field_and_the_accepted_values(overrides, message):
     with pytest.raises(ValueError, match=message):

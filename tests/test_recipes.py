@@ -137,7 +137,7 @@ def test_a_failed_rollout_worker_ends_a_recipe_with_an_error_not_a_traceback(tmp
     ("grpo:steps=many", "stage option 'steps' takes a int; got 'many'"),
     ("sft:model.n_layer=2", "cannot change between stages"),
     ("sft:steps", "must read key=value"),
-    ("grpo:beta=-1", "grpo.beta must be >= 0"),
+    ("grpo:beta=-1", "grpo.beta must be a finite number >= 0"),
     ("", "unknown stage ''"),
 ])
 def test_bad_stages_are_refused_with_the_accepted_values(spec, message, tmp_path):

@@ -665,13 +665,13 @@ def test_heldout_set_does_not_depend_on_the_demonstrations():
 
 
 @pytest.mark.parametrize("where, value, message", [
-    ("grpo.temperature", 0.0, "grpo.temperature must be > 0"),
-    ("grpo.batch_prompts", 0, "grpo.batch_prompts must be >= 1"),
-    ("checkpoint_every", 0, "checkpoint_every must be >= 1"),
-    ("max_grad_norm", 0.0, "max_grad_norm must be > 0"),
-    ("sft.batch_size", 0, "sft.batch_size must be >= 1"),
+    ("grpo.temperature", 0.0, "grpo.temperature must be a finite number > 0"),
+    ("grpo.batch_prompts", 0, "grpo.batch_prompts must be an integer >= 1"),
+    ("checkpoint_every", 0, "checkpoint_every must be an integer >= 1"),
+    ("max_grad_norm", 0.0, "max_grad_norm must be a finite number > 0"),
+    ("sft.batch_size", 0, "sft.batch_size must be an integer >= 1"),
     ("task.n_demos", 2000, "exceeds the 100 distinct 1-digit prompts"),
-    ("task.n_heldout", 0, "task.n_heldout must be >= 1"),
+    ("task.n_heldout", 0, "task.n_heldout must be an integer >= 1"),
     ("grpo.reward", "exact", "reward must be one of"),
 ])
 def test_validate_names_bad_values(where, value, message):
