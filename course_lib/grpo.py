@@ -414,7 +414,7 @@ def train_grpo(
         sampler.publish(model, step + 1)  # version step + 1, for the batch that needs it
         t2, c2 = time.perf_counter(), time.process_time()
         return {**stats, **upd, "sampler_version": version, "staleness": step - version,
-                "wait_seconds": t1 - t0, "update_seconds": t2 - t1, "discarded_stale": sampler.discarded_stale,
+                "wait_seconds": t1 - t0, "update_seconds": t2 - t1,
                 "gen_cpu_seconds": gen_cpu, "update_cpu_seconds": c2 - c1,
                 "tokens_per_second": stats["generated_tokens"] / max(stats["gen_seconds"], 1e-9)}
 
@@ -476,7 +476,6 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
             "staleness": (f"rollouts {min(seen) if seen else 0}-{max(seen) if seen else 0} steps old "
                           f"(mean {sum(seen) / max(len(seen), 1):.2f} over this run's {len(seen)} steps); {correction}"),
             "max_staleness": K, "staleness_per_step": seen,
-            "discarded_stale": rows[-1].get("discarded_stale", 0) if rows else 0,
             "trainer_cpu_seconds": trainer_cpu_seconds, "worker_cpu_seconds": worker_cpu_seconds, **extra}
 
 

@@ -13,10 +13,10 @@ overlaps optimisation and the staleness of the sampler's weights is an explicit 
   flat float32 slots in shared memory (``share_memory_``); the worker copies one slot into its
   own model before each batch;
 - batch s is sampled with version max(0, s − K): a *fixed* lag, as verl's one-step-off policy
-  (K = 1). The worker waits until that version is published, so no batch can be older than K;
-  the trainer still checks, as TRL's queue does, and discards a batch older than K (counted in
-  ``discarded_stale``; with this worker it stays 0). K = 0 is the synchronous trainer, step for
-  step (the worker waits for each update, and draws from the same random streams);
+  (K = 1). The worker waits until that version is published, so no batch can be older than K
+  and the trainer never discards one (TRL's queue, whose lag varies, drops samples older than K).
+  K = 0 is the synchronous trainer, step for step (the worker waits for each update, and draws
+  from the same random streams);
 - each batch also carries the worker's random state after it, so a checkpoint can restart the
   worker exactly where the trainer's last consumed batch left it (with the ring's versions),
   and a resumed run reproduces the uninterrupted one on a CPU.
@@ -171,7 +171,6 @@ class RolloutWorker:
         self.queue = ctx.Queue(maxsize=max(self.K, 1))
         self.rng = {"torch": torch_rng.clone(), "data": data_rng.clone()}  # after the last consumed batch
         self.worker_cpu_seconds = 0.0
-        self.discarded_stale = 0
         self.publish(model, first)
         spec = {"grpo": grpo_cfg, "task": task, "model": copy.deepcopy(model).cpu().float(), "torch_rng": torch_rng,
                 "data_rng": data_rng, "first": first}
@@ -194,12 +193,8 @@ class RolloutWorker:
             self.cond.release()
 
     def next_batch(self, step: int) -> dict:
-        """The next batch the trainer may use at ``step``: version >= step − K (older ones are discarded)."""
-        while True:
-            msg = self._receive(step)
-            if msg["version"] >= step - self.K:
-                break
-            self.discarded_stale += 1  # TRL drops stale samples; this worker's fixed lag never sends one
+        """The batch of ``step``, sampled with the weights of version max(0, step − K) (the worker's fixed lag)."""
+        msg = self._receive(step)
         self.rng = msg["rng"]
         self.worker_cpu_seconds = msg["cpu_seconds"]
         return msg

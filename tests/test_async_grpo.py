@@ -103,7 +103,7 @@ def test_versions_staleness_and_the_mismatch_are_recorded(sft):
     rows, _, res = _grpo(sft, steps=5, max_staleness=2)
     assert [r["sampler_version"] for r in rows] == [0, 0, 0, 1, 2]  # batch s: the weights of step max(0, s − K)
     assert [r["staleness"] for r in rows] == [0, 1, 2, 2, 2]
-    assert res["loop"]["staleness_per_step"] == [0, 1, 2, 2, 2] and res["loop"]["discarded_stale"] == 0
+    assert res["loop"]["staleness_per_step"] == [0, 1, 2, 2, 2]
     assert res["loop"]["worker_cpu_seconds"] > 0
     learned = [r for r in rows if r["skipped"] == 0 and r["mismatch_kl"] is not None]
     fresh = [r["mismatch_kl"] for r in learned if r["sampler_version"] == r["step"] - 1]
