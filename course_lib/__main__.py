@@ -55,7 +55,8 @@ HELP = {
     "loss_type": "GRPO: the objective (clipped surrogate, or CISPO's capped weight: set --epsilon-high, ε_max, >= 1); "
                  "TRL's unit names are --unit here. DPO: the pairwise loss",
     "importance_sampling_level": "sequence = GSPO (one length-normalised ratio per completion; needs --unit "
-                                 "sequence_mean)",
+                                 "sequence_mean). GSPO's paper and TRL's docs clip at --epsilon 3e-4 --epsilon-high 4e-4; "
+                                 "the defaults here are GRPO's 0.2, which a sequence ratio rarely reaches",
     "soft_punish_cache": "DAPO overlong shaping: completions longer than max_completion_length minus this lose up to "
                          "1 reward (0 = off)",
     "max_staleness": "K >= 0: a rollout worker process samples batch s with the weights of step s-K (0: synchronous)",

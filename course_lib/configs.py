@@ -110,6 +110,10 @@ CHOICES = {  # the accepted values of every string option (the CLI shows them in
 }
 GRPO_LOSS_TYPES = ("clipped", "cispo")  # the per-token objective; the averaging unit is ``unit``
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")  # one ratio per token (GRPO) | per completion (GSPO)
+# GSPO's clipping range (ε_low, ε_high) in its paper (Zheng et al. 2025, v2 §5.1) and TRL's docs. A length-normalised
+# sequence ratio moves far less than a token's, so GRPO's 0.2 rarely clips it; the course keeps one ``epsilon`` default
+# for both levels and says so wherever GSPO is offered (CLI help, passport).
+GSPO_PAPER_EPSILONS = (3e-4, 4e-4)
 # TRL's loss_type values that are only an averaging unit here: the one home of the unit is ``unit``
 GRPO_LOSS_TYPE_UNITS = {"grpo": "sequence_mean", "bnpo": "token_mean", "dapo": "token_mean", "dr_grpo": "constant"}
 SECTION_CHOICES = {  # where one option name means different things in two sections
@@ -214,7 +218,8 @@ class GRPOConfig:
     epsilon: float = 0.2  # ε_low
     epsilon_high: float = 0.2  # ε_high
     loss_type: str = "clipped"  # clipped (PPO/GRPO surrogate) | cispo (capped IS weight; epsilon_high is ε_max)
-    importance_sampling_level: str = "token"  # token (GRPO) | sequence (GSPO: one ratio per completion)
+    importance_sampling_level: str = "token"  # token (GRPO) | sequence (GSPO: one ratio per completion; its paper
+    # clips at epsilon=3e-4, epsilon_high=4e-4, GSPO_PAPER_EPSILONS: set them, the defaults are GRPO's 0.2)
     beta: float = 0.0  # KL coefficient; 0 keeps no reference model in memory
     kl_estimator: str = "k3"  # k1 | k2 | k3
     kl_placement: str = "loss"  # loss (GRPO, per token) | reward (InstructGPT/RLOO, before the baseline)
