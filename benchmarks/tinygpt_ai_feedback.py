@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tables import RESULTS, save  # noqa: E402
 
 CONSTITUTIONS = {"default (first as the fallback)": BIASED, "without 'first'": UNBIASED_POSITION}
-KEEP = ("agreement", "position_bias", "flip_rate", "length_bias", "ties")
+KEEP = ("agreement", "position_bias", "flip_rate", "length_bias", "ties", "decided")
 
 
 def main(argv=None) -> None:
@@ -79,7 +79,8 @@ def main(argv=None) -> None:
                    "ppo_length_start": rows[0]["length"], "ppo_length_end": rows[-1]["length"],
                    "cpu_seconds": time.process_time() - cpu0}
             runs.append(run)
-            print(f"seed {seed} {variant}: judge agreement {run['judge_agreement']:.3f}, position bias "
+            print(f"seed {seed} {variant}: judge agreement {run['judge_agreement']:.3f} on decided pairs "
+                  f"({run['judge_ties']:.1%} ties), position bias "
                   f"{run['judge_position_bias']:+.2f}, length bias {run['judge_length_bias']:+.2f}; RM gold "
                   f"{run['rm_heldout_gold_accuracy']:.3f}; PPO gold {run['ppo_gold_start']:.3f} -> {run['ppo_gold_end']:.3f}, "
                   f"proxy {run['ppo_proxy_start']:+.2f} -> {run['ppo_proxy_end']:+.2f}; {run['cpu_seconds']:.0f} CPU s",

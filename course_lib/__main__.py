@@ -33,7 +33,13 @@ from course_lib import configs, recipes
 from course_lib.device import DEVICES
 from course_lib.pipeline import KINDS, run
 from course_lib.rewards import SPEC_HELP
-from course_lib.runtime import DEFAULT_THREADS, Interrupted, StepFailed, stop_on_interrupt
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    Interrupted,
+    StepFailed,
+    check_threads,
+    stop_on_interrupt,
+)
 
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
 HELP = {
@@ -49,10 +55,13 @@ HELP = {
     "loss_type": "GRPO: the objective (clipped surrogate, or CISPO's capped weight: set --epsilon-high, ε_max, >= 1); "
                  "TRL's unit names are --unit here. DPO: the pairwise loss",
     "importance_sampling_level": "sequence = GSPO (one length-normalised ratio per completion; needs --unit "
-                                 "sequence_mean)",
+                                 "sequence_mean). GSPO's paper and TRL's docs clip at --epsilon 3e-4 --epsilon-high 4e-4; "
+                                 "the defaults here are GRPO's 0.2, which a sequence ratio rarely reaches",
     "soft_punish_cache": "DAPO overlong shaping: completions longer than max_completion_length minus this lose up to "
                          "1 reward (0 = off)",
     "max_staleness": "K >= 0: a rollout worker process samples batch s with the weights of step s-K (0: synchronous)",
+    "worker_timeout": "seconds the trainer waits for the rollout worker's next batch; a worker silent that long "
+                      "(stopped or hung) fails the run, its completed steps saved",
     "vllm_importance_sampling_clip_min": "a number, or none",
     "sampler_temperature": "a deliberately mismatched sampler: sample at this temperature, log-probs at --temperature "
                            "(none: the same)",
@@ -160,18 +169,22 @@ def main(argv=None) -> int:
         return recipes.main(args)
     overrides = {k: v for k, v in args.items() if "." in k and v is not None}
     try:
+        check_threads(args["threads"])
         if args["resume"]:
             if overrides or args.get("sft_checkpoint"):
                 raise ValueError("--resume continues a run with its saved options; only --steps may change")
             cfg, out = None, args["resume"]
         else:
-            cfg = apply_overrides(configs.get_config(args["config"]), overrides)
+            cfg = configs.validate(apply_overrides(configs.get_config(args["config"]), overrides))  # checked as built
             out = args["out"] or f"runs/{args['kind']}"
         with stop_on_interrupt():
             run(args["kind"], cfg, out, device=args["device"], seed=args["seed"], steps=args["steps"],
                 control=args.get("control"), resume=bool(args["resume"]), sft_checkpoint=args.get("sft_checkpoint"),
                 overwrite=args["overwrite"], threads=args["threads"], show_progress=not args["no_progress"])
     except Interrupted:
+        return 130
+    except KeyboardInterrupt:  # a second Ctrl-C: at once, without finishing the step in progress
+        print("error: stopped at once by a second Ctrl-C; the last checkpoint written is kept", file=sys.stderr)
         return 130
     except StepFailed as err:  # the rollout worker failed; the completed steps are saved
         print(f"error: {err}", file=sys.stderr)

@@ -1,4 +1,9 @@
-"""Input handling shared by the numerical core.
+"""Input handling shared by the numerical core, and the one rule for every numeric option.
+
+``number`` is the rule every config check uses (``configs``, the judge's, the episode limits, the
+behaviour correction's bounds, ``--threads``): a float option is a finite number, an integer
+option an integer, each within its bounds, and the error names the option and the values it
+accepts ("grpo.beta must be a finite number >= 0; got inf").
 
 Every public formula accepts Python floats, lists, NumPy arrays or torch tensors.
 Rule for outputs: tensor in -> tensor out (dtype, device and autograd graph kept, so the
@@ -73,10 +78,47 @@ def choice(value, name: str, accepted: Iterable[str]) -> str:
     return value
 
 
+def accepted(*, integer: bool = False, low=None, high=None, low_open: bool = False, high_open: bool = False,
+             none: str | None = None) -> str:
+    """The accepted values of a numeric option, in words: "a finite number in (0, 1]", "an integer >= 2", …"""
+    text = "an integer" if integer else "a finite number"
+    if low is not None and high is not None:
+        text += f" in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    elif low is not None:
+        text += f" {'>' if low_open else '>='} {low}"
+    elif high is not None:
+        text += f" {'<' if high_open else '<='} {high}"
+    return f"None ({none}) or {text}" if none else text
+
+
+def number(value, name: str, *, integer: bool = False, low=None, high=None, low_open: bool = False,
+           high_open: bool = False, none: str | None = None, why: str = ""):
+    """The one rule for a numeric option: ``value`` itself, or ValueError naming ``name`` and the accepted values.
+
+    A float option takes any finite int or float (never a bool, NaN or ±inf); ``integer=True`` only
+    integers. ``low``/``high`` bound it (``*_open``: the bound itself is refused); ``none`` says what
+    None means where None is accepted; ``why`` follows the accepted values in the message.
+    """
+    if value is None and none:
+        return value
+    if isinstance(value, bool):
+        ok = False
+    elif integer:
+        ok = isinstance(value, (int, np.integer))
+    else:
+        ok = isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if not ok:
+        rule = accepted(integer=integer, low=low, high=high, low_open=low_open, high_open=high_open, none=none)
+        raise ValueError(f"{name} must be {rule}{why}; got {value!r}")
+    return value
+
+
 def integer(value, name: str, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return int(number(value, name, integer=True, low=minimum))
 
 
 def tensors(**named) -> tuple[list[torch.Tensor], bool]:

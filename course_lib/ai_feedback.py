@@ -20,13 +20,14 @@ The pieces
   giving the log-odds that A is better. It is *trained* on the constitution's labels (binary cross
   entropy, a tie's target 0.5), so it inherits the principles' biases and adds its own errors
   (a few hundred steps on a few thousand pairs).
-- **Measured against gold** on held-out pairs (``measure_judge``): agreement (its verdict in the
-  order shown); the **swap test**: every pair judged in both orders, P(prefers the answer shown
+- **Measured against gold** on held-out pairs (``measure_judge``): the share of ties (|P − 0.5| <=
+  ``tie_margin``, the one tie rule, ``verdicts``) and agreement on the pairs it decides (its verdict
+  in the order shown); the **swap test**: every pair judged in both orders, P(prefers the answer shown
   first) and position bias = P(first) − P(second), both from the two orders, and the share of
-  pairs whose verdict flips with the order; **length bias**: agreement on pairs whose longer
-  answer is the right one minus agreement on pairs whose longer answer is wrong.
+  pairs whose verdict flips with the order; **length bias**: agreement on decided pairs whose
+  longer answer is the right one minus agreement on decided pairs whose longer answer is wrong.
 - **A reward model on the judge's labels** (``judge_labels`` then ``reward_model.train_reward_model``):
-  fresh pairs labelled by the judge (abstaining where |P − 0.5| < ``tie_margin``), the Bradley–Terry
+  fresh pairs labelled by the judge (abstaining where |P − 0.5| <= ``tie_margin``), the Bradley–Terry
   reward model of ``course_lib.reward_model``, scored against gold on held-out pairs. RL against it
   is PPO as in the RLHF-route notebook (``rl_against``): proxy and gold on the same samples.
 
@@ -60,6 +61,7 @@ from typing import NamedTuple
 
 import torch
 
+from course_lib._validate import number
 from course_lib.configs import PPOConfig, RewardModelConfig
 from course_lib.model import build_scalar_model, model_config_of
 from course_lib.ppo import build_critic, train_ppo
@@ -160,7 +162,7 @@ class JudgeConfig:
     learning_rate: float = 6e-4
     init: str = "sft"  # sft: transformer weights from the SFT policy | scratch
     eval_every: int = 50
-    tie_margin: float = 0.1  # the judge abstains (gives no label) where |P(A better) − 0.5| < tie_margin
+    tie_margin: float = 0.1  # the judge abstains (a tie, no label) where |P(A better) − 0.5| <= tie_margin
 
     def __post_init__(self) -> None:
         self.check()
@@ -168,23 +170,14 @@ class JudgeConfig:
     def check(self) -> None:
         """Raise ValueError naming the first bad option and its accepted values."""
         self.principles = check_principles(self.principles, "judge.principles")
-        checks = [
-            (self.pair_prompts >= 1, f"judge.pair_prompts must be >= 1; got {self.pair_prompts}"),
-            (self.heldout_prompts >= 1, f"judge.heldout_prompts must be >= 1; got {self.heldout_prompts}"),
-            (self.samples_per_prompt >= 2, f"judge.samples_per_prompt must be >= 2; got {self.samples_per_prompt}"),
-            (self.pairs_per_prompt >= 1, f"judge.pairs_per_prompt must be >= 1; got {self.pairs_per_prompt}"),
-            (self.temperature > 0, f"judge.temperature must be > 0; got {self.temperature}"),
-            (self.max_completion_length >= 1, f"judge.max_completion_length must be >= 1; got {self.max_completion_length}"),
-            (self.steps >= 0, f"judge.steps must be >= 0; got {self.steps}"),
-            (self.batch_size >= 1, f"judge.batch_size must be >= 1; got {self.batch_size}"),
-            (self.learning_rate > 0, f"judge.learning_rate must be > 0; got {self.learning_rate}"),
-            (self.init in ("sft", "scratch"), f"judge.init must be one of ('sft', 'scratch'); got {self.init!r}"),
-            (self.eval_every >= 1, f"judge.eval_every must be >= 1; got {self.eval_every}"),
-            (0 <= self.tie_margin < 0.5, f"judge.tie_margin must lie in [0, 0.5); got {self.tie_margin}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+        count, positive = {"integer": True, "low": 1}, {"low": 0, "low_open": True}
+        for name, rule in {"pair_prompts": count, "heldout_prompts": count, "samples_per_prompt": {"integer": True, "low": 2},
+                           "pairs_per_prompt": count, "temperature": positive, "max_completion_length": count,
+                           "steps": {"integer": True, "low": 0}, "batch_size": count, "learning_rate": positive,
+                           "eval_every": count, "tie_margin": {"low": 0, "high": 0.5, "high_open": True}}.items():
+            number(getattr(self, name), f"judge.{name}", **rule)
+        if self.init not in ("sft", "scratch"):
+            raise ValueError(f"judge.init must be one of ('sft', 'scratch'); got {self.init!r}")
 
     def pair_config(self, prompts: int) -> RewardModelConfig:
         """The reward model's pair sampler with these sampling options and no label noise."""
@@ -295,7 +288,7 @@ def train_judge(judge, task: AdditionTask, data: dict, targets: torch.Tensor, cf
     def held_out() -> dict:
         p = PairJudge(judge, task, cfg.max_completion_length)(heldout["a_ids"], heldout["b_ids"])
         judge.train()
-        return {"heldout_gold_agreement": float(((p > 0.5) == heldout["gold"]).float().mean())}
+        return {"heldout_gold_agreement": decided_agreement(verdicts(p, cfg.tie_margin), heldout["gold"])}
 
     train_loop("judge", one_step, total=cfg.steps, state_dict=lambda: {"optimizer": opt.state_dict()},
                eval_fn=held_out if heldout is not None else None, eval_every=cfg.eval_every, log=log,
@@ -306,8 +299,19 @@ def train_judge(judge, task: AdditionTask, data: dict, targets: torch.Tensor, cf
 
 # ---- measured against gold ------------------------------------------------------------------------------
 def verdicts(p: torch.Tensor, tie_margin: float = 0.0) -> torch.Tensor:
-    """+1 (A better), −1 (B better) or 0 (a tie: |P − 0.5| <= ``tie_margin``) from P(A better)."""
+    """+1 (A better), −1 (B better) or 0 (a tie: |P − 0.5| <= ``tie_margin``) from P(A better).
+
+    The one tie rule: every measurement and every label of this module decides with it (an exact
+    0.5 is a tie even at ``tie_margin = 0``, never a vote for either answer)."""
     return torch.where((p - 0.5).abs() <= tie_margin, 0, torch.where(p > 0.5, 1, -1))
+
+
+def decided_agreement(verdict: torch.Tensor, gold: torch.Tensor) -> float:
+    """Agreement of ``verdicts`` with gold (True: A better) on the pairs decided (verdict ≠ 0); nan if none."""
+    decided = verdict != 0
+    if not decided.any():
+        return float("nan")
+    return float(((verdict[decided] == 1) == gold[decided]).float().mean())
 
 
 def swap_test(judge_fn, data: dict, tie_margin: float = 0.0) -> dict:
@@ -328,37 +332,39 @@ def swap_test(judge_fn, data: dict, tie_margin: float = 0.0) -> dict:
             "p_ab": p_ab, "p_ba": p_ba}
 
 
-def length_split(task: AdditionTask, data: dict, prefers_a: torch.Tensor) -> dict:
-    """Agreement with gold on pairs whose answers differ in length, split by whether the longer is right.
+def length_split(task: AdditionTask, data: dict, verdict: torch.Tensor) -> dict:
+    """Agreement with gold on decided pairs whose answers differ in length, split by whether the longer is right.
 
-    ``length_bias`` = agreement where the longer answer is right − agreement where it is wrong
-    (0 for a judge blind to length, 1 for one that always picks the longer).
+    ``verdict`` is one ``verdicts`` value per pair (+1 A, −1 B, 0 a tie: left out). ``length_bias`` =
+    agreement where the longer answer is right − agreement where it is wrong (0 for a judge blind
+    to length, 1 for one that always picks the longer).
     """
     right, wrong = [], []
-    for (a, b), gold, says_a in zip(answers(task, data), data["gold"].tolist(), prefers_a.tolist()):
-        if len(a[0]) == len(b[0]):
+    for (a, b), gold, v in zip(answers(task, data), data["gold"].tolist(), verdict.tolist()):
+        if len(a[0]) == len(b[0]) or v == 0:
             continue
         longer_is_a = len(a[0]) > len(b[0])
-        (right if longer_is_a == gold else wrong).append(says_a == gold)
+        (right if longer_is_a == gold else wrong).append((v == 1) == gold)
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
     return {"n_longer_right": len(right), "n_longer_wrong": len(wrong), "agreement_longer_right": mean(right),
             "agreement_longer_wrong": mean(wrong), "length_bias": mean(right) - mean(wrong)}
 
 
 def measure_judge(judge_fn, task: AdditionTask, data: dict, tie_margin: float = 0.0) -> dict:
-    """Agreement with gold (verdict P > 0.5 in the order shown), the share of ties (|P − 0.5| <=
-    ``tie_margin``), the swap test and the length split, on ``data``'s pairs."""
+    """The judge on ``data``'s pairs, in the order shown: ``ties`` (the share it leaves undecided,
+    ``verdicts``) and ``decided`` (how many it decides); agreement with gold and the length split
+    on the decided pairs only (a tie is no vote: nan when nothing is decided); the swap test."""
     swap = swap_test(judge_fn, data, tie_margin)
-    says_a = swap["p_ab"] > 0.5
+    verdict, gold = verdicts(swap["p_ab"], tie_margin), data["gold"]
     carry = torch.tensor([task.ones_carry(x, y) for x, y in data["pairs"]])
-    agree = says_a == data["gold"]
-    return {"agreement": float(agree.float().mean()),
-            "agreement_carry": float(agree[carry].float().mean()) if carry.any() else float("nan"),
-            "agreement_no_carry": float(agree[~carry].float().mean()) if (~carry).any() else float("nan"),
-            "both_orders_agreement": float((((swap["p_ab"] + 1 - swap["p_ba"]) / 2 > 0.5) == data["gold"]).float().mean()),
-            "ties": float((verdicts(swap["p_ab"], tie_margin) == 0).float().mean()),
+    both = verdicts((swap["p_ab"] + 1 - swap["p_ba"]) / 2, tie_margin)  # P(A better) averaged over both orders
+    return {"agreement": decided_agreement(verdict, gold),
+            "agreement_carry": decided_agreement(verdict[carry], gold[carry]),
+            "agreement_no_carry": decided_agreement(verdict[~carry], gold[~carry]),
+            "both_orders_agreement": decided_agreement(both, gold),
+            "ties": float((verdict == 0).float().mean()), "decided": int((verdict != 0).sum()),
             "pairs": int(data["n_pairs"]), **{k: v for k, v in swap.items() if k not in ("p_ab", "p_ba")},
-            **length_split(task, data, says_a)}
+            **length_split(task, data, verdict)}
 
 
 def principles_judge(task: AdditionTask, principles):
@@ -378,14 +384,15 @@ def _pairs_of(task: AdditionTask, ids: torch.Tensor) -> list[tuple[int, int]]:
 
 # ---- the judge's labels, a reward model on them, RL against it -----------------------------------------------
 def judge_labels(judge_fn, data: dict, tie_margin: float) -> dict:
-    """``data``'s pairs relabelled by the judge, in the order shown; pairs where it abstains
-    (|P − 0.5| < ``tie_margin``) are dropped. ``flipped`` marks a label that disagrees with gold
-    (the reward model's noise, here the judge's errors)."""
+    """``data``'s pairs relabelled by the judge, in the order shown; the pairs it leaves tied
+    (``verdicts``: |P − 0.5| <= ``tie_margin``) are dropped. ``flipped`` marks a label that
+    disagrees with gold (the reward model's noise, here the judge's errors)."""
     p = torch.as_tensor(judge_fn(data["a_ids"], data["b_ids"]), dtype=torch.float32)
-    keep = (p - 0.5).abs() >= tie_margin
+    verdict = verdicts(p, tie_margin)
+    keep = verdict != 0
     if not keep.any():
-        raise ValueError(f"the judge abstained on every pair (|P − 0.5| < tie_margin={tie_margin}): nothing to learn from")
-    label = p[keep] > 0.5
+        raise ValueError(f"the judge abstained on every pair (|P − 0.5| <= tie_margin={tie_margin}): nothing to learn from")
+    label = verdict[keep] == 1
     idx = keep.nonzero().squeeze(-1)
     gold = data["gold"][idx]
     return {"a_ids": data["a_ids"][idx], "b_ids": data["b_ids"][idx], "gold": gold, "label": label,
@@ -446,7 +453,7 @@ def fit_reward_model_on_judge(policy, task: AdditionTask, judge_fn, rm_cfg: Rewa
     metrics = {"train_pairs": train["n_pairs"], "abstained": train["abstained"],
                "judge_wrong": float(train["flipped"].float().mean()),
                "heldout_judge_accuracy": acc["accuracy"], "heldout_gold_accuracy": acc["gold_accuracy"],
-               **{f"rm_{k}": v for k, v in length_split(task, held, ra > rb).items()}}
+               **{f"rm_{k}": v for k, v in length_split(task, held, torch.sign(ra - rb)).items()}}
     return {"model": rm, "train": train, "heldout": held, "log": rows, "metrics": metrics}
 
 

@@ -44,7 +44,7 @@ import math
 
 import torch
 
-from course_lib._validate import choice, tensors
+from course_lib._validate import choice, number, tensors, to_tensor
 from course_lib.policy_loss import kl_estimate
 
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -54,9 +54,7 @@ def check_bounds(mode: str, clip_min: float | None, clip_max: float | None, *, p
     """Raise ValueError naming the first bad bound (TRL's checks, plus: bounds are positive)."""
     choice(mode, prefix + "vllm_importance_sampling_mode", IS_MODES)
     for name, value in (("clip_min", clip_min), ("clip_max", clip_max)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value) or value < 0):
-            raise ValueError(f"{prefix}vllm_importance_sampling_{name} must be a number >= 0 or None; got {value!r}")
+        number(value, f"{prefix}vllm_importance_sampling_{name}", low=0, none="no bound")
     if clip_min is not None and clip_max is not None and clip_min >= clip_max:
         raise ValueError(f"{prefix}vllm_importance_sampling_clip_min ({clip_min}) must be less than "
                          f"{prefix}vllm_importance_sampling_clip_max ({clip_max})")
@@ -73,11 +71,15 @@ def behaviour_weights(old_logps, sampler_logps, mask, mode: str = "sequence_mask
     trainer's old policy and under the sampler; ``mask`` (N, T) marks real tokens. Token modes give
     ``weights`` of shape (N, T) (1 on padding), sequence modes (N, 1); ``outside`` (same shape,
     bool) is True where the ratio left [C_min, C_max] (capped by ``*_truncate``, zeroed by
-    ``*_mask``). When sampler and old policy agree, every weight is exactly 1.
+    ``*_mask``). When sampler and old policy agree, every weight is exactly 1. A NaN sampler
+    log-prob (a sampler's fault, not the trainer's) makes that token's log-ratio 0, no correction,
+    as TRL's ``nan_to_num`` does, whether or not the inputs are validated (``validate`` checks the
+    bounds, the shapes and that ``old_logps`` and ``mask`` are finite).
     """
     if validate:
         check_bounds(mode, clip_min, clip_max)
-        (old, behaviour, m), _ = tensors(old_logps=old_logps, sampler_logps=sampler_logps, mask=mask)
+        (old, m), _ = tensors(old_logps=old_logps, mask=mask)
+        behaviour = to_tensor(sampler_logps, "sampler_logps")[0].to(dtype=old.dtype, device=old.device)
         if old.ndim != 2 or old.shape != behaviour.shape or old.shape != m.shape:
             raise ValueError(f"old_logps, sampler_logps and mask must share one (N, T) shape; got "
                              f"{tuple(old.shape)}, {tuple(behaviour.shape)}, {tuple(m.shape)}")

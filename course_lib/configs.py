@@ -6,7 +6,10 @@ A config is a tree of small dataclasses (``RunConfig``). Named configs:
 - ``gpu``  a bigger model on 4-digit addition for Colab or a real GPU;
 - ``test`` a toy budget that exercises every code path in seconds (CI).
 
-Override any field from the CLI (``--beta 0.04``) or in Python with ``dataclasses.replace``.
+Override any field from the CLI (``--beta 0.04``) or in Python with ``dataclasses.replace``. Each
+section checks itself when built and ``validate`` checks the run as a whole, every numeric option
+with one rule (``_validate.number``: finite, within its bounds, the error naming the option and what
+it accepts).
 
 Mapping to TRL (``DPOConfig`` / ``GRPOConfig``; ``PPOConfig`` and ``RewardModelConfig`` use TRL's
 ``PPOConfig`` / ``RewardConfig`` names, see ``course_lib.ppo`` and ``course_lib.reward_model``):
@@ -46,6 +49,8 @@ sequence                    ``="sequence"``                      completion (TRL
                             ``max_completion_len=L_max,``        added to the checker's reward
                             ``soft_punish_cache=C)``
 ``max_staleness``           ``AsyncGRPOConfig.max_staleness``    K: rollouts sampled K steps behind (async)
+``worker_timeout``          (none)                               seconds without a batch before a stopped or
+                                                                 hung rollout worker fails the run
 ``sampler_temperature``     (none: a deliberate fault)           the sampler's temperature, when it differs
                                                                  from the one the trainer's log-probs assume
 ``adaptive_length_quantile`` (none)                              next step's generation cap: a quantile of
@@ -75,6 +80,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from course_lib._validate import number
 from course_lib.behaviour import IS_MODES, check_bounds
 from course_lib.environments import ENVIRONMENTS, TOOL_CALLS
 from course_lib.model import ModelConfig
@@ -100,9 +106,14 @@ CHOICES = {  # the accepted values of every string option (the CLI shows them in
     "kl_estimator": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS, "vllm_importance_sampling_mode": IS_MODES,
     "env": ("", *ENVIRONMENTS),  # task.env: "" (none) or an environment with tools
     "tool_call": TOOL_CALLS,  # task.tool_call: what a tool demonstration asks the calculator
+    "init": ("sft", "scratch"),  # rm.init: the reward model's transformer from the SFT policy, or from scratch
 }
 GRPO_LOSS_TYPES = ("clipped", "cispo")  # the per-token objective; the averaging unit is ``unit``
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")  # one ratio per token (GRPO) | per completion (GSPO)
+# GSPO's clipping range (ε_low, ε_high) in its paper (Zheng et al. 2025, v2 §5.1) and TRL's docs. A length-normalised
+# sequence ratio moves far less than a token's, so GRPO's 0.2 rarely clips it; the course keeps one ``epsilon`` default
+# for both levels and says so wherever GSPO is offered (CLI help, passport).
+GSPO_PAPER_EPSILONS = (3e-4, 4e-4)
 # TRL's loss_type values that are only an averaging unit here: the one home of the unit is ``unit``
 GRPO_LOSS_TYPE_UNITS = {"grpo": "sequence_mean", "bnpo": "token_mean", "dapo": "token_mean", "dr_grpo": "constant"}
 SECTION_CHOICES = {  # where one option name means different things in two sections
@@ -116,6 +127,13 @@ def choices_for(section: str, name: str):
     return SECTION_CHOICES.get((section, name), CHOICES.get(name))
 
 
+MAX_STALENESS = 32  # K's upper bound: the worker's ring holds K + 1 copies of the weights (see check_staleness)
+COUNT = {"integer": True, "low": 1}  # rules of ``_validate.number`` shared by many options
+STEPS = {"integer": True, "low": 0}
+POSITIVE = {"low": 0, "low_open": True}
+NON_NEGATIVE = {"low": 0}
+
+
 def _refuse(checks) -> None:
     """Raise ValueError with the message of the first failed ``(ok, message)`` check."""
     for ok, message in checks:
@@ -123,29 +141,30 @@ def _refuse(checks) -> None:
             raise ValueError(message)
 
 
-def _trainer_checks(label: str, section) -> list[tuple[bool, str]]:
+def _numbers(label: str, section, rules: dict) -> None:
+    """``_validate.number`` on each ``name: rule`` of ``rules``, named ``label.name``, in order (the first bad one raises)."""
+    for name, rule in rules.items():
+        number(getattr(section, name), f"{label}.{name}" if label else name, **rule)
+
+
+def _check_trainer(label: str, section) -> None:
     """The rules every trainer section shares: its string options (``choices_for``), steps, learning rate,
     evaluation period and (where it has one) batch size."""
-    checks = [(getattr(section, name) in choices_for(label, name),
-               f"{label}.{name} must be one of {choices_for(label, name)}; got {getattr(section, name)!r}")
-              for name in vars(section) if choices_for(label, name)]
-    checks += [
-        (section.steps >= 0, f"{label}.steps must be >= 0; got {section.steps}"),
-        (section.learning_rate > 0, f"{label}.learning_rate must be > 0; got {section.learning_rate}"),
-        (section.eval_every >= 1, f"{label}.eval_every must be >= 1; got {section.eval_every}"),
-    ]
+    for name in vars(section):
+        allowed = choices_for(label, name)
+        if allowed and getattr(section, name) not in allowed:
+            raise ValueError(f"{label}.{name} must be one of {allowed}; got {getattr(section, name)!r}")
+    _numbers(label, section, {"steps": STEPS, "learning_rate": POSITIVE, "eval_every": COUNT})
     if hasattr(section, "batch_size"):
-        checks.append((section.batch_size >= 1, f"{label}.batch_size must be >= 1; got {section.batch_size}"))
-    return checks
+        _numbers(label, section, {"batch_size": COUNT})
 
 
-def _reward_check(label: str, spec) -> tuple[bool, str]:
-    """(ok, message): ``spec`` names a checker or ``rm:DIR`` (``rewards.check_reward_spec``)."""
+def _check_reward(label: str, spec) -> None:
+    """``spec`` names a checker or ``rm:DIR`` (``rewards.check_reward_spec``), else ValueError naming ``label.reward``."""
     try:
         check_reward_spec(spec)
     except ValueError as err:
-        return False, f"{label}.{err}"
-    return True, ""
+        raise ValueError(f"{label}.{err}") from None
 
 
 @dataclass
@@ -160,7 +179,7 @@ class SFTConfig:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
-        _refuse(_trainer_checks("sft", self))
+        _check_trainer("sft", self)
 
 
 @dataclass
@@ -182,12 +201,11 @@ class DPOConfig:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
-        _refuse(_trainer_checks("dpo", self) + [
-            (self.beta > 0, f"dpo.beta must be > 0; got {self.beta}"),
-            (self.rpo_alpha >= 0, f"dpo.rpo_alpha must be >= 0; got {self.rpo_alpha}"),
-            (self.samples_per_prompt >= 2, f"dpo.samples_per_prompt must be >= 2; got {self.samples_per_prompt}"),
-            (self.pair_prompts >= 1, f"dpo.pair_prompts must be >= 1; got {self.pair_prompts}"),
-        ])
+        _check_trainer("dpo", self)
+        _numbers("dpo", self, {"beta": POSITIVE, "rpo_alpha": NON_NEGATIVE,
+                               "simpo_gamma": {**NON_NEGATIVE, "why": " (SimPO's target reward margin)"},
+                               "pair_prompts": COUNT, "samples_per_prompt": {"integer": True, "low": 2},
+                               "max_completion_length": COUNT})
 
 
 @dataclass
@@ -200,7 +218,8 @@ class GRPOConfig:
     epsilon: float = 0.2  # ε_low
     epsilon_high: float = 0.2  # ε_high
     loss_type: str = "clipped"  # clipped (PPO/GRPO surrogate) | cispo (capped IS weight; epsilon_high is ε_max)
-    importance_sampling_level: str = "token"  # token (GRPO) | sequence (GSPO: one ratio per completion)
+    importance_sampling_level: str = "token"  # token (GRPO) | sequence (GSPO: one ratio per completion; its paper
+    # clips at epsilon=3e-4, epsilon_high=4e-4, GSPO_PAPER_EPSILONS: set them, the defaults are GRPO's 0.2)
     beta: float = 0.0  # KL coefficient; 0 keeps no reference model in memory
     kl_estimator: str = "k3"  # k1 | k2 | k3
     kl_placement: str = "loss"  # loss (GRPO, per token) | reward (InstructGPT/RLOO, before the baseline)
@@ -218,6 +237,7 @@ class GRPOConfig:
     eval_every: int = 20
     # RL as a system (course_lib.rollout_worker, course_lib.behaviour): TRL's AsyncGRPOConfig / GRPOConfig names
     max_staleness: int = 0  # K: 0 synchronous; K >= 1 a rollout worker samples batch s with the weights of step s-K
+    worker_timeout: float = 600.0  # seconds the trainer waits for the rollout worker's next batch before failing the run
     vllm_importance_sampling_correction: bool = True  # reweight by π_old/π_behaviour when the sampler's weights are stale
     vllm_importance_sampling_mode: str = "sequence_mask"  # token_truncate | token_mask | sequence_truncate | sequence_mask
     vllm_importance_sampling_clip_min: float | None = None  # C_min (None: no lower bound)
@@ -240,18 +260,16 @@ class GRPOConfig:
             raise ValueError(f"grpo.loss_type must be one of {GRPO_LOSS_TYPES}; got {self.loss_type!r}, which is TRL's "
                              f"name for the averaging unit: set unit={GRPO_LOSS_TYPE_UNITS[self.loss_type]!r} "
                              f"(loss_type='clipped')")
-        _refuse(_trainer_checks("grpo", self) + [
-            _reward_check("grpo", self.reward),
-            (self.num_generations >= 2, f"grpo.num_generations must be >= 2 (a group needs a baseline); got {self.num_generations}"),
-            (self.batch_prompts >= 1, f"grpo.batch_prompts must be >= 1; got {self.batch_prompts}"),
-            (self.max_resample_rounds >= 0, f"grpo.max_resample_rounds must be >= 0; got {self.max_resample_rounds}"),
-            (self.epsilon >= 0, f"grpo.epsilon must be >= 0 (>= 1 means no lower clip, as in TRL); got {self.epsilon}"),
-            (self.epsilon_high >= 0, f"grpo.epsilon_high must be >= 0; got {self.epsilon_high}"),
-            (self.beta >= 0, f"grpo.beta must be >= 0; got {self.beta}"),
-            _kl_pair_check(self),
-            (self.temperature > 0, f"grpo.temperature must be > 0 (0 would divide the logits by zero); got {self.temperature}"),
-            (self.num_iterations >= 1, f"grpo.num_iterations must be >= 1; got {self.num_iterations}"),
-        ])
+        _check_trainer("grpo", self)
+        _check_reward("grpo", self.reward)
+        _numbers("grpo", self, {
+            "num_generations": {"integer": True, "low": 2, "why": " (a group needs a baseline)"},
+            "batch_prompts": COUNT, "max_resample_rounds": STEPS,
+            "epsilon": {**NON_NEGATIVE, "why": " (>= 1 means no lower clip, as in TRL)"},
+            "epsilon_high": NON_NEGATIVE, "beta": NON_NEGATIVE,
+            "temperature": {**POSITIVE, "why": " (0 would divide the logits by zero)"},
+            "num_iterations": COUNT, "max_completion_length": COUNT})  # soft_punish_cache: validate (it needs the task)
+        _refuse([_kl_pair_check(self)])
         check_staleness(self)
 
 
@@ -277,21 +295,11 @@ class RewardModelConfig:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
-        cfg = self
-        checks = [
-            (0 <= cfg.noise < 0.5, f"noise must lie in [0, 0.5) (0.5 makes labels coin flips); got {cfg.noise}"),
-            (cfg.samples_per_prompt >= 2, f"samples_per_prompt must be >= 2; got {cfg.samples_per_prompt}"),
-            (cfg.pairs_per_prompt >= 1, f"pairs_per_prompt must be >= 1; got {cfg.pairs_per_prompt}"),
-            (cfg.pair_prompts >= 1, f"pair_prompts must be >= 1; got {cfg.pair_prompts}"),
-            (cfg.heldout_prompts >= 1, f"heldout_prompts must be >= 1; got {cfg.heldout_prompts}"),
-            (cfg.steps >= 0, f"steps must be >= 0; got {cfg.steps}"),
-            (cfg.batch_size >= 1, f"batch_size must be >= 1; got {cfg.batch_size}"),
-            (cfg.learning_rate > 0, f"learning_rate must be > 0; got {cfg.learning_rate}"),
-            (cfg.temperature > 0, f"temperature must be > 0; got {cfg.temperature}"),
-            (cfg.init in ("sft", "scratch"), f"init must be 'sft' or 'scratch'; got {cfg.init!r}"),
-            (cfg.eval_every >= 1, f"eval_every must be >= 1; got {cfg.eval_every}"),
-        ]
-        _refuse(checks)
+        _check_trainer("rm", self)
+        _numbers("rm", self, {
+            "noise": {"low": 0, "high": 0.5, "high_open": True, "why": " (0.5 makes labels coin flips)"},
+            "samples_per_prompt": {"integer": True, "low": 2}, "pairs_per_prompt": COUNT, "pair_prompts": COUNT,
+            "heldout_prompts": COUNT, "temperature": POSITIVE, "max_completion_length": COUNT})
 
 
 @dataclass
@@ -319,22 +327,13 @@ class PPOConfig:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
-        cfg = self
-        checks = [
-            (cfg.steps >= 0, f"ppo.steps must be >= 0; got {cfg.steps}"),
-            (cfg.batch_prompts >= 1, f"ppo.batch_prompts must be >= 1; got {cfg.batch_prompts}"),
-            (cfg.num_generations >= 1, f"ppo.num_generations must be >= 1; got {cfg.num_generations}"),
-            (cfg.learning_rate > 0 and cfg.critic_learning_rate > 0, "ppo learning rates must be > 0"),
-            (cfg.num_ppo_epochs >= 1, f"ppo.num_ppo_epochs must be >= 1; got {cfg.num_ppo_epochs}"),
-            (0 <= cfg.cliprange < 1, f"ppo.cliprange must lie in [0, 1); got {cfg.cliprange}"),
-            (cfg.cliprange_value > 0, f"ppo.cliprange_value must be > 0; got {cfg.cliprange_value}"),
-            (0 <= cfg.gamma <= 1, f"ppo.gamma must lie in [0, 1]; got {cfg.gamma}"),
-            (0 <= cfg.lam <= 1, f"ppo.lam must lie in [0, 1]; got {cfg.lam}"),
-            (cfg.kl_coef >= 0, f"ppo.kl_coef must be >= 0; got {cfg.kl_coef}"),
-            (cfg.temperature > 0, f"ppo.temperature must be > 0; got {cfg.temperature}"),
-            (cfg.eval_every >= 1, f"ppo.eval_every must be >= 1; got {cfg.eval_every}"),
-        ]
-        _refuse([*checks, _reward_check("ppo", cfg.reward)])
+        _check_trainer("ppo", self)
+        _numbers("ppo", self, {
+            "batch_prompts": COUNT, "num_generations": COUNT, "critic_learning_rate": POSITIVE, "num_ppo_epochs": COUNT,
+            "cliprange": {"low": 0, "high": 1, "high_open": True}, "cliprange_value": POSITIVE,
+            "gamma": {"low": 0, "high": 1}, "lam": {"low": 0, "high": 1}, "kl_coef": NON_NEGATIVE,
+            "max_completion_length": COUNT, "temperature": POSITIVE})
+        _check_reward("ppo", self.reward)
 
 
 @dataclass
@@ -362,15 +361,12 @@ class KTOConfig:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
-        _refuse(_trainer_checks("kto", self) + [
-            (self.beta > 0, f"kto.beta must be > 0; got {self.beta}"),
-            (self.desirable_weight > 0, f"kto.desirable_weight must be > 0; got {self.desirable_weight}"),
-            (self.undesirable_weight > 0, f"kto.undesirable_weight must be > 0; got {self.undesirable_weight}"),
-            (0 < self.desirable_fraction <= 1,
-             f"kto.desirable_fraction must lie in (0, 1] (the share of desirable answers kept); got {self.desirable_fraction}"),
-            (self.batch_size >= 2, f"kto.batch_size must be >= 2: z0 is estimated by pairing each prompt with another "
-                                   f"answer of the batch (with 1 it is the answer's own log-ratio); got {self.batch_size}"),
-        ])
+        _check_trainer("kto", self)
+        _numbers("kto", self, {
+            "beta": POSITIVE, "desirable_weight": POSITIVE, "undesirable_weight": POSITIVE,
+            "desirable_fraction": {"low": 0, "high": 1, "low_open": True, "why": " (the share of desirable answers kept)"},
+            "batch_size": {"integer": True, "low": 2, "why": ": z0 is estimated by pairing each prompt with another answer "
+                                                             "of the batch (with 1 it is the answer's own log-ratio)"}})
 
 
 @dataclass
@@ -393,9 +389,8 @@ class ORPOConfig:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
-        _refuse(_trainer_checks("orpo", self) + [
-            (self.beta > 0, f"orpo.beta must be > 0 (λ; 0 would be SFT on the chosen answers); got {self.beta}"),
-        ])
+        _check_trainer("orpo", self)
+        _numbers("orpo", self, {"beta": {**POSITIVE, "why": " (λ; 0 would be SFT on the chosen answers)"}})
 
 
 @dataclass
@@ -496,26 +491,28 @@ def _objective_checks(g: GRPOConfig, t: TaskConfig) -> list[tuple[bool, str]]:
 
 
 def check_staleness(g: GRPOConfig) -> None:
-    """``max_staleness`` is an integer >= 0; the behaviour correction's mode and bounds are TRL's."""
+    """``max_staleness`` is an integer in [0, ``MAX_STALENESS``]; the behaviour correction's mode and bounds are TRL's.
+
+    K is bounded because the rollout worker's ring holds K + 1 copies of the weights in shared
+    memory (K = 10⁶ would ask for about 57 GB on the ``test`` config), and rollouts many steps old
+    are mostly masked by the behaviour correction anyway.
+    """
     K = g.max_staleness
-    if isinstance(K, bool) or not isinstance(K, int) or K < 0:
-        raise ValueError(f"grpo.max_staleness must be an integer >= 0 (0: synchronous; K: rollouts sampled with "
-                         f"the weights of K optimiser steps ago); got {K!r}")
+    _numbers("grpo", g, {
+        "max_staleness": {"integer": True, "low": 0, "high": MAX_STALENESS,
+                          "why": " (0: synchronous; K: rollouts sampled with the weights of K optimiser steps ago; the "
+                                 "worker keeps K + 1 copies of the weights in shared memory)"},
+        "worker_timeout": {**POSITIVE, "why": " (seconds the trainer waits for the rollout worker's next batch)"},
+        "sampler_temperature": {**POSITIVE, "none": "sample at grpo.temperature"},
+        "adaptive_length_quantile": {"low": 0, "high": 1, "low_open": True, "none": "off",
+                                     "why": " (the quantile of the last step's completion lengths)"},
+        "adaptive_length_margin": {**STEPS, "why": " (tokens above the quantile)"}})
     if not isinstance(g.vllm_importance_sampling_correction, bool):
         raise ValueError(f"grpo.vllm_importance_sampling_correction must be True or False; got "
                          f"{g.vllm_importance_sampling_correction!r}")
     check_bounds(g.vllm_importance_sampling_mode, g.vllm_importance_sampling_clip_min,
                  g.vllm_importance_sampling_clip_max, prefix="grpo.")
-    t = g.sampler_temperature
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
-        raise ValueError(f"grpo.sampler_temperature must be None (sample at grpo.temperature) or a number > 0 (a "
-                         f"deliberately mismatched sampler); got {t!r}")
-    q, margin = g.adaptive_length_quantile, g.adaptive_length_margin
-    if q is not None and (isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q <= 1):
-        raise ValueError(f"grpo.adaptive_length_quantile must be None (off) or a number in (0, 1] (the quantile of "
-                         f"the last step's completion lengths); got {q!r}")
-    if isinstance(margin, bool) or not isinstance(margin, int) or margin < 0:
-        raise ValueError(f"grpo.adaptive_length_margin must be an integer >= 0 (tokens above the quantile); got {margin!r}")
+    q = g.adaptive_length_quantile
     if q is not None and K > 0:
         raise ValueError(f"grpo.adaptive_length_quantile needs the synchronous loop (grpo.max_staleness=0): the rollout "
                          f"worker samples ahead of the lengths it would read; got max_staleness={K}")
@@ -531,25 +528,35 @@ def validate(cfg: RunConfig) -> RunConfig:
     for section in (cfg.sft, cfg.dpo, cfg.grpo, cfg.rm, cfg.ppo, cfg.kto, cfg.orpo):
         section.check()
     g, d, t, m = cfg.grpo, cfg.dpo, cfg.task, cfg.model
-    _refuse([
-        (t.digits >= 1, f"task.digits must be >= 1; got {t.digits}"),
-        (t.n_heldout >= 1, f"task.n_heldout must be >= 1 (accuracy needs held-out prompts); got {t.n_heldout}"),
-        (t.n_demos >= 1, f"task.n_demos must be >= 1; got {t.n_demos}"),
-        (t.n_demos + t.n_heldout <= 10 ** (2 * t.digits),
-         f"task.n_demos + task.n_heldout ({t.n_demos} + {t.n_heldout}) exceeds the {10 ** (2 * t.digits)} distinct "
-         f"{t.digits}-digit prompts"),
-        (0 <= t.teacher_error_rate <= 1, f"task.teacher_error_rate must lie in [0, 1]; got {t.teacher_error_rate}"),
-        (min(m.n_layer, m.n_embd, m.n_head, m.n_positions) >= 1, "model.n_layer, n_embd, n_head and n_positions must be >= 1"),
-        (m.n_embd % max(m.n_head, 1) == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})"),
-        *_objective_checks(g, t),  # GSPO, CISPO and overlong shaping: the shaping's window depends on the task
-        (cfg.max_grad_norm > 0, f"max_grad_norm must be > 0 (0 would zero every update); got {cfg.max_grad_norm}"),
-        (cfg.checkpoint_every >= 1, f"checkpoint_every must be >= 1; got {cfg.checkpoint_every}"),
-    ])
-    if t.env:
-        from course_lib.environments import EpisodeLimits, check_env_name, check_tool_call
+    _numbers("task", t, {"digits": COUNT, "n_demos": COUNT,
+                         "n_heldout": {**COUNT, "why": " (accuracy needs held-out prompts)"},
+                         "teacher_error_rate": {"low": 0, "high": 1}, "seed": {"integer": True},
+                         "tool_demos": {**STEPS, "why": " (carry demonstrations the teacher writes with the tool, with "
+                                                        "task.env)"}})
+    _numbers("model", m, {"n_layer": COUNT, "n_embd": COUNT, "n_head": COUNT, "n_positions": COUNT})
+    _numbers("", cfg, {"max_grad_norm": {**POSITIVE, "why": " (0 would zero every update)"}, "checkpoint_every": COUNT})
+    _refuse([(m.n_embd % m.n_head == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})")])
+    answer = t.digits + 2  # the longest answer plus <eos>
+    for label, section in (("grpo", g), ("dpo", d), ("rm", cfg.rm), ("ppo", cfg.ppo)):
+        if section.max_completion_length < answer:
+            raise ValueError(f"{label}.max_completion_length ({section.max_completion_length}) must leave room for the "
+                             f"longest answer plus <eos>: at least task.digits + 2 = {answer} tokens (raise "
+                             f"{label}.max_completion_length or lower task.digits)")
+    longest = 3 + 2 * t.digits + max(g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length,
+                                      cfg.ppo.max_completion_length)
+    if longest > m.n_positions:
+        raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + completion ({longest} tokens "
+                         f"with task.digits={t.digits}): raise model.n_positions, or lower task.digits or a "
+                         f"max_completion_length")
+    if len(str(t.n_demos + t.n_heldout - 1)) > 2 * t.digits:  # more than 10^(2·digits) prompts, without the power
+        raise ValueError(f"task.n_demos + task.n_heldout ({t.n_demos} + {t.n_heldout}) exceeds the "
+                         f"{10 ** (2 * t.digits)} distinct {t.digits}-digit prompts")
+    _refuse(_objective_checks(g, t))  # GSPO, CISPO and overlong shaping: the shaping's window depends on the task
+    from course_lib.environments import EpisodeLimits, check_env_name, check_tool_call
 
+    check_tool_call(t.tool_call)
+    if t.env:
         check_env_name(t.env)
-        check_tool_call(t.tool_call)
         if g.reward != "strict" or g.soft_punish_cache:
             raise ValueError(f"with task.env {t.env!r} the environment's verifier is the reward; grpo.reward must be "
                              f"'strict' and grpo.soft_punish_cache 0 (got {g.reward!r}, {g.soft_punish_cache})")
@@ -559,17 +566,6 @@ def validate(cfg: RunConfig) -> RunConfig:
         if 3 + 2 * t.digits + EpisodeLimits().max_tokens > m.n_positions:
             raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + episode "
                              f"({3 + 2 * t.digits + EpisodeLimits().max_tokens} tokens)")
-    prompt_len = 3 + 2 * t.digits
-    longest = prompt_len + max(g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length,
-                               cfg.ppo.max_completion_length, t.digits + 2)
-    if longest > m.n_positions:
-        raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + completion ({longest})")
-    for length in (g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length, cfg.ppo.max_completion_length):
-        if length < t.digits + 2:
-            raise ValueError(
-                f"max_completion_length ({length}) must leave room for the longest answer plus <eos> "
-                f"({t.digits + 2} tokens)"
-            )
     return cfg
 
 

@@ -57,6 +57,7 @@ from typing import NamedTuple
 
 import torch
 
+from course_lib._validate import number
 from course_lib.task import EOS, AdditionTask, CharTokenizer, TaskConfig
 
 TOOL_CHARS = "[]!"  # call open, call close, tool error
@@ -77,10 +78,8 @@ class EpisodeLimits:
     max_tokens: int = 16  # policy + environment tokens after the prompt
 
     def __post_init__(self):
-        for name in ("max_tool_calls", "max_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_tool_calls" else 1):
-                raise ValueError(f"{name} must be an integer >= {0 if name == 'max_tool_calls' else 1}; got {value!r}")
+        number(self.max_tool_calls, "max_tool_calls", integer=True, low=0)
+        number(self.max_tokens, "max_tokens", integer=True, low=1)
 
 
 class CalculatorEnv:

@@ -83,7 +83,7 @@ from course_lib.policy_loss import (
     kl_shaped_rewards,
     sequence_ratio,
 )
-from course_lib.rewards import OverlongShaped, resolve_reward
+from course_lib.rewards import grpo_reward
 from course_lib.rollout import collect_rollouts, next_length_cap, sequence_logprobs
 from course_lib.rollout_worker import RolloutWorker
 from course_lib.runtime import (
@@ -108,28 +108,35 @@ def compute_advantages(rewards: torch.Tensor, kind: str, *, validate: bool = Tru
     return ADVANTAGE_FUNCTIONS[kind](rewards, validate=validate)
 
 
-def kl_logged_only(ref_model, batch: dict, cfg: GRPOConfig) -> bool:
-    """Is the reference kept only to *log* the KL (β = 0), with the sampler's log-probs of π_old at hand?"""
-    return ref_model is not None and cfg.beta == 0 and "sampler_logps" in batch
+def kl_logged_only(ref_model, cfg: GRPOConfig) -> bool:
+    """Is the reference kept only to *log* the KL (β = 0)?"""
+    return ref_model is not None and cfg.beta == 0
+
+
+def group_rows(batch: dict, cfg: GRPOConfig, device, *, informative: bool) -> torch.Tensor:
+    """The row indices of the informative groups (or, ``informative=False``, of the zero-variance ones),
+    pinned and non-blocking: no host synchronisation."""
+    G = cfg.num_generations
+    return to_device([g * G + i for g, keep in enumerate(batch["informative"]) if keep == informative
+                      for i in range(G)], device, torch.long)
 
 
 def sparse_rows(batch: dict, cfg: GRPOConfig, ref_model, device) -> torch.Tensor | None:
     """The rows the update runs through the model: those of informative groups, or ``None`` for every row.
 
     A zero-variance group (``batch["informative"]`` False) has zero advantages, so without a KL
-    term in the objective its rows' gradient is exactly zero: they are left out of the forward and
-    backward passes, and their zero objective keeps its place in every denominator (``restore_rows``).
-    That holds without a reference, or with one kept only to log the KL (``kl_logged_only``). With
-    β > 0 the KL term reaches every row, so every row is computed (``None``); likewise when every
-    group is informative. The indices travel pinned and non-blocking: no host synchronisation.
+    term in the objective its rows' gradient is exactly zero: they are left out of the backward
+    pass, and their zero objective keeps its place in every denominator (``restore_rows``).
+    That holds without a reference, or with one kept only to log the KL (``kl_logged_only``: the
+    left-out rows then get a forward pass without gradient, for π_old's KL). With β > 0 the KL
+    term reaches every row, so every row is computed (``None``); likewise when every group is
+    informative.
     """
-    if ref_model is not None and not kl_logged_only(ref_model, batch, cfg):
+    if ref_model is not None and not kl_logged_only(ref_model, cfg):
         return None
     if "informative" not in batch or all(batch["informative"]):
         return None
-    G = cfg.num_generations
-    return to_device([g * G + i for g, keep in enumerate(batch["informative"]) if keep for i in range(G)],
-                     device, torch.long)
+    return group_rows(batch, cfg, device, informative=True)
 
 
 def restore_rows(values: torch.Tensor, rows: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -140,8 +147,10 @@ def restore_rows(values: torch.Tensor, rows: torch.Tensor, like: torch.Tensor) -
 def logged_kl(logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     """The KL a step logs (``kl``): token-mean k3 of π_old's log-probs against the reference's, over ``mask``.
 
-    Measured on π_old (the first inner epoch's log-probs, or the sampler's when only the
-    ``sparse_rows`` are computed), whatever estimator and placement the objective uses.
+    Always π_old's, on every row of the batch (the first inner epoch's log-probs, with the
+    left-out zero-variance rows' from a forward without gradient), never the sampler's, whatever
+    estimator and placement the objective uses: one quantity under one name, whatever the share
+    of zero-variance groups, the staleness or the sampler's temperature.
     """
     return aggregate(kl_estimate(logps, ref_logps, "k3", validate=validate), mask, unit="token_mean", validate=validate)
 
@@ -183,9 +192,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
 
     Zero-variance groups (``batch["informative"]`` False, as ``collect_rollouts`` marks them)
     have zero advantages: when that makes their gradient exactly zero, only the ``sparse_rows``
-    go through the model and ``restore_rows`` puts their objective back in place — the same loss
-    and gradient, less work. The logged ``kl`` is ``logged_kl`` (from the sampler's log-probs
-    when only the sparse rows are computed).
+    go through the backward pass and ``restore_rows`` puts their objective back in place — the same
+    loss and gradient, less work. The logged ``kl`` is ``logged_kl``: π_old's, on every row.
 
     A batch from the asynchronous rollout worker carries ``sampler_version`` and ``staleness`` (the
     optimiser steps between the sampler's weights and π_old). Its ``sampler_logps`` are then the
@@ -196,9 +204,7 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     At staleness 0 the sampler ran π_old's own weights: the weight is 1 and is not applied. A
     deliberately mismatched sampler (``cfg.sampler_temperature`` ≠ ``cfg.temperature``,
     ``mismatched_sampler``) samples from another distribution than the one whose log-probs the
-    trainer computes: the mismatch is measured, and corrected, at every staleness, K = 0 included. The
-    logged-only KL shortcut above then reads the *sampler's* log-probs: with staleness > 0 the
-    logged ``kl`` is the sampler's KL to the reference, K steps old.
+    trainer computes: the mismatch is measured, and corrected, at every staleness, K = 0 included.
 
     Returns the logged quantities as 0-d tensors (``loss`` averaged over the inner epochs;
     ``clip_fraction`` of the last one): reading them is the caller's host synchronisation,
@@ -225,15 +231,25 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     correct = cfg.vllm_importance_sampling_correction and (mismatched or (asynchronous and batch["staleness"] > 0))
     diagnostics = dict.fromkeys(("mismatch_kl", "is_ess", "is_clipped_fraction")) if behaviour else {}
     kl_value, losses = None, []
-    if rows is not None and ref_logps is not None:  # logged only: every row's KL, from the sampler's log-probs
-        kl_value = logged_kl(batch["sampler_logps"].to(device), ref_logps, cmask[:, prompt_length:].float(),
-                             validate=validate)
+    if rows is not None and ref_logps is not None:  # KL logged only: π_old on the left-out rows, no gradient
+        rest = group_rows(batch, cfg, device, informative=False)
+        with torch.no_grad(), autocast(device):
+            rest_logps, _ = completion_logprobs(model, ids[rest], attn[rest], cmask[rest], temperature=temperature,
+                                                start=prompt_length, validate=validate, group_size=group)
+
+    def every_row(logps):  # π_old's log-probs of the computed rows, with the left-out rows' put back
+        full = restore_rows(logps, rows, loss_mask)
+        return full.index_copy(0, rest, rest_logps.to(full.dtype))
+
     for _ in range(cfg.num_iterations):
         if rows is not None and len(rows) == 0:  # nothing informative: a zero gradient, still an optimiser step
             for p in model.parameters():
                 p.grad = torch.zeros_like(p) if p.requires_grad else None
             objective = torch.zeros_like(loss_mask)
             clipped = torch.zeros_like(loss_mask, dtype=torch.bool)
+            if ref_logps is not None and kl_value is None:
+                kl_value = logged_kl(every_row(loss_mask[:0]), ref_logps, cmask[:, prompt_length:].float(),
+                                     validate=validate)
         else:
             sel = (lambda t: t) if rows is None else (lambda t: t.index_select(0, rows))
             with autocast(device):
@@ -241,7 +257,10 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                                                   start=prompt_length, validate=validate, group_size=group)
             if old_logps is None:  # epoch 1: the weights have not moved, so these are π_old (no extra forward)
                 old_logps = logps.detach()
-                if ref_logps is not None and rows is None:
+                if ref_logps is not None and rows is not None:
+                    kl_value = logged_kl(every_row(old_logps), ref_logps, cmask[:, prompt_length:].float(),
+                                         validate=validate)
+                elif ref_logps is not None:
                     kl_value = logged_kl(old_logps, ref_logps, mask, validate=validate)
                     if cfg.beta > 0 and cfg.kl_placement == "reward":
                         rewards = kl_shaped_rewards(rewards.flatten(), old_logps, ref_logps, mask, beta=cfg.beta,
@@ -286,15 +305,6 @@ def _as_floats(upd: dict) -> dict:
     names = [k for k, v in upd.items() if isinstance(v, torch.Tensor)]
     values = torch.stack([upd[k].float() for k in names]).tolist() if names else []
     return {**upd, **dict(zip(names, values))}
-
-
-def grpo_reward(cfg: GRPOConfig, task: AdditionTask):
-    """The reward ``cfg.reward`` names, plus DAPO's overlong shaping when ``cfg.soft_punish_cache > 0``."""
-    reward_fn = resolve_reward(cfg.reward, task)
-    if cfg.soft_punish_cache == 0:
-        return reward_fn
-    return OverlongShaped(reward_fn, eos_token_id=task.tokenizer.eos_token_id,
-                          max_completion_len=cfg.max_completion_length, soft_punish_cache=cfg.soft_punish_cache)
 
 
 def train_grpo(
@@ -404,7 +414,7 @@ def train_grpo(
         sampler.publish(model, step + 1)  # version step + 1, for the batch that needs it
         t2, c2 = time.perf_counter(), time.process_time()
         return {**stats, **upd, "sampler_version": version, "staleness": step - version,
-                "wait_seconds": t1 - t0, "update_seconds": t2 - t1, "discarded_stale": sampler.discarded_stale,
+                "wait_seconds": t1 - t0, "update_seconds": t2 - t1,
                 "gen_cpu_seconds": gen_cpu, "update_cpu_seconds": c2 - c1,
                 "tokens_per_second": stats["generated_tokens"] / max(stats["gen_seconds"], 1e-9)}
 
@@ -466,7 +476,6 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
             "staleness": (f"rollouts {min(seen) if seen else 0}-{max(seen) if seen else 0} steps old "
                           f"(mean {sum(seen) / max(len(seen), 1):.2f} over this run's {len(seen)} steps); {correction}"),
             "max_staleness": K, "staleness_per_step": seen,
-            "discarded_stale": rows[-1].get("discarded_stale", 0) if rows else 0,
             "trainer_cpu_seconds": trainer_cpu_seconds, "worker_cpu_seconds": worker_cpu_seconds, **extra}
 
 

@@ -11,7 +11,7 @@ not from the code path taken; the tests check that the options it names are the 
 from __future__ import annotations
 
 from course_lib.behaviour import sampler_entry
-from course_lib.configs import RunConfig
+from course_lib.configs import GSPO_PAPER_EPSILONS, RunConfig
 from course_lib.ppo import critic_passport
 from course_lib.reward_model import LABELLING_RULE, passport_fields
 from course_lib.rewards import reward_granularity, reward_source
@@ -163,6 +163,9 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             clip = f"CISPO: importance weight capped at epsilon_high={g.epsilon_high} (constant), no token loses its gradient"
         elif g.importance_sampling_level == "sequence":
             clip = f"GSPO: one length-normalised ratio per completion, clipped; {clip}"
+            if (g.epsilon, g.epsilon_high) != GSPO_PAPER_EPSILONS:
+                clip += (f" (the GSPO paper and TRL's docs clip at epsilon={GSPO_PAPER_EPSILONS[0]}, "
+                         f"epsilon_high={GSPO_PAPER_EPSILONS[1]}: a sequence ratio moves far less than a token's)")
         roles = ["policy", "old policy (frozen log-probs)" if g.num_iterations > 1 else "old policy = current (mu=1)"]
         if reference:
             roles.append("reference (frozen SFT copy)" + ("" if g.beta > 0 else ", only to measure the KL"))

@@ -180,11 +180,9 @@ def run(
         seed, control = state["seed"], control or state["control"]
         control = "sft" if control is True else (control or None)
         sft_checkpoint = state["sft_checkpoint"]
-    else:
-        if sft_checkpoint is not None and kind == "sft":
-            raise ValueError("sft_checkpoint (--sft-checkpoint) applies to dpo and grpo runs, not to sft")
-        prepare_out(out, overwrite)
-    cfg = configs.validate(copy.deepcopy(cfg or configs.get_config()))
+    elif sft_checkpoint is not None and kind == "sft":
+        raise ValueError("sft_checkpoint (--sft-checkpoint) applies to dpo and grpo runs, not to sft")
+    cfg = configs.validate(copy.deepcopy(cfg or configs.get_config()))  # bad options first, then the folder
     section = getattr(cfg, kind)
     if steps is not None:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
@@ -192,6 +190,8 @@ def run(
         if state is not None and state["stage"] == kind and steps < state["step"]:
             raise ValueError(f"steps is the total: the run in {out} is already at {kind} step {state['step']}")
         section.steps = steps
+    if not resume:
+        prepare_out(out, overwrite)
     task, model = build_policy(cfg, seed=seed, device=device)
     spec = {"grpo": cfg.grpo.reward, "ppo": cfg.ppo.reward}.get(kind, "")
     if spec.startswith("rm:"):

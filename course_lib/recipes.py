@@ -74,6 +74,7 @@ from course_lib.runtime import (
     DEFAULT_THREADS,
     Interrupted,
     MetricsLog,
+    StepFailed,
     load_checkpoint,
     save_checkpoint,
     set_threads,
@@ -438,7 +439,7 @@ def run_recipe(
             (out / "recipe.json").write_text(json.dumps(summary, indent=2))
             say(f"[course_lib] stage {index + 1} ({kind}) stopped: {stop}; stages 1-{index} are kept in {out}")
             return summary
-        except Interrupted:
+        except (Interrupted, StepFailed):
             say(f"[course_lib] stage {index + 1} stopped midway; --resume {out} reruns it from its start")
             raise
         cpu = time.process_time() - cpu0
@@ -503,12 +504,13 @@ def add_parser(sub) -> None:
 
 
 def main(args: dict) -> int:
-    """Run ``train recipe`` from parsed arguments; 1 when a stage could not start, 2 on bad input."""
+    """Run ``train recipe`` from parsed arguments; 1 when a stage could not start or failed, 2 on bad input."""
     import sys
 
-    from course_lib.runtime import stop_on_interrupt
+    from course_lib.runtime import check_threads, stop_on_interrupt
 
     try:
+        check_threads(args["threads"])
         if args["resume"]:
             if args["recipe"] or args["stages"]:
                 raise ValueError("--resume continues a recipe with its saved stages; give no recipe and no --stages")
@@ -527,6 +529,12 @@ def main(args: dict) -> int:
                                  show_progress=not args["no_progress"])
     except Interrupted:
         return 130
+    except KeyboardInterrupt:  # a second Ctrl-C: at once, without finishing the step in progress
+        print("error: stopped at once by a second Ctrl-C; the last checkpoint written is kept", file=sys.stderr)
+        return 130
+    except StepFailed as err:  # the rollout worker failed: the same message and code as ``train grpo``
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -149,6 +149,17 @@ def resolve_reward(spec: str, task: AdditionTask):
     return SOURCES[REWARD_MODEL_PREFIX](spec[len(REWARD_MODEL_PREFIX):], task)
 
 
+def grpo_reward(cfg, task: AdditionTask):
+    """The reward a GRPO run uses, in the trainer and in its rollout worker alike: the reward
+    ``cfg.reward`` names, plus DAPO's overlong shaping when ``cfg.soft_punish_cache > 0``
+    (``cfg``: a ``configs.GRPOConfig``)."""
+    reward_fn = resolve_reward(cfg.reward, task)
+    if cfg.soft_punish_cache == 0:
+        return reward_fn
+    return OverlongShaped(reward_fn, eos_token_id=task.tokenizer.eos_token_id,
+                          max_completion_len=cfg.max_completion_length, soft_punish_cache=cfg.soft_punish_cache)
+
+
 def reward_source(spec: str) -> str:
     """What the reward named by ``spec`` is, in the passport's words."""
     check_reward_spec(spec)

@@ -6,26 +6,29 @@ overlaps optimisation and the staleness of the sampler's weights is an explicit 
 ``max_head_offpolicyness``, verl's one-step-off policy). Here, on two CPU cores:
 
 - the worker is a second process (one torch thread: its own core) running
-  ``rollout.collect_rollouts`` — the same sampling, scoring and zero-variance policy as the
-  synchronous trainer — and sends each batch through a bounded queue, tagged with the weight
+  ``rollout.collect_rollouts`` — the same sampling, reward (``rewards.grpo_reward``) and
+  zero-variance policy as the synchronous trainer — and sends each batch through a bounded queue, tagged with the weight
   *version* (optimiser steps taken) that sampled it;
 - the weights reach it without a file: the trainer writes each new version into a ring of K + 1
   flat float32 slots in shared memory (``share_memory_``); the worker copies one slot into its
   own model before each batch;
 - batch s is sampled with version max(0, s − K): a *fixed* lag, as verl's one-step-off policy
-  (K = 1). The worker waits until that version is published, so no batch can be older than K;
-  the trainer still checks, as TRL's queue does, and discards a batch older than K (counted in
-  ``discarded_stale``; with this worker it stays 0). K = 0 is the synchronous trainer, step for
-  step (the worker waits for each update, and draws from the same random streams);
+  (K = 1). The worker waits until that version is published, so no batch can be older than K
+  and the trainer never discards one (TRL's queue, whose lag varies, drops samples older than K).
+  K = 0 is the synchronous trainer, step for step (the worker waits for each update, and draws
+  from the same random streams);
 - each batch also carries the worker's random state after it, so a checkpoint can restart the
   worker exactly where the trainer's last consumed batch left it (with the ring's versions),
   and a resumed run reproduces the uninterrupted one on a CPU.
 
 Faults: an exception in the worker travels to the trainer as ``RolloutWorkerError`` with the
 worker's traceback (``runtime.StepFailed``: the trainer saves its completed steps first); a
-worker killed from outside is reported with its exit code. The worker ignores SIGINT (a
-terminal's Ctrl-C reaches the whole process group; the trainer decides when to stop) and exits
-when the trainer stops it or its parent process is gone.
+worker killed from outside is reported with its exit code; a worker that sends no batch for
+``worker_timeout`` seconds (stopped, or hung) fails the run with that reason. The worker ignores
+SIGINT (a terminal's Ctrl-C reaches the whole process group; the trainer decides when to stop);
+a stop requested while the trainer waits for a batch (the first Ctrl-C) ends the wait at once
+(``runtime.Interrupted``: the trainer saves its completed steps). The worker exits when the
+trainer stops it or its parent process is gone.
 
 Simplifications, said out loud:
 - A fixed lag, not "at most K": prime-rl and AReaL let the lag vary with timing, which makes a
@@ -38,6 +41,7 @@ Simplifications, said out loud:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import multiprocessing
 import os
@@ -50,7 +54,7 @@ import traceback
 import torch
 import torch.multiprocessing as tmp
 
-from course_lib.runtime import StepFailed
+from course_lib.runtime import Interrupted, StepFailed, stop_requested
 
 POLL_SECONDS = 0.2  # how often a waiting side checks that the other one is still alive
 
@@ -94,12 +98,12 @@ def _worker_main(spec: dict, ring, versions, published, cond, out_q, stop) -> No
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     try:
-        from course_lib.rewards import resolve_reward
+        from course_lib.rewards import grpo_reward
         from course_lib.rollout import collect_rollouts
 
         cfg, K, task, model = spec["grpo"], spec["grpo"].max_staleness, spec["task"], spec["model"]
         model.eval().requires_grad_(False)
-        reward_fn = resolve_reward(cfg.reward, task)
+        reward_fn = grpo_reward(cfg, task)  # the trainer's reward, overlong shaping included
         torch.set_rng_state(spec["torch_rng"])
         gen = torch.Generator()
         gen.set_state(spec["data_rng"])
@@ -152,7 +156,7 @@ class RolloutWorker:
 
     def __init__(self, model, task, grpo_cfg, *, torch_rng: torch.Tensor, data_rng: torch.Tensor, first: int = 0,
                  sampler: dict | None = None, start_method: str | None = None):
-        self.K = grpo_cfg.max_staleness
+        self.K, self.timeout = grpo_cfg.max_staleness, grpo_cfg.worker_timeout
         ctx = tmp.get_context(start_method or default_start_method())
         n = sum(p.numel() for p in model.parameters())
         self.ring = torch.zeros(self.K + 1, n).share_memory_()
@@ -167,7 +171,6 @@ class RolloutWorker:
         self.queue = ctx.Queue(maxsize=max(self.K, 1))
         self.rng = {"torch": torch_rng.clone(), "data": data_rng.clone()}  # after the last consumed batch
         self.worker_cpu_seconds = 0.0
-        self.discarded_stale = 0
         self.publish(model, first)
         spec = {"grpo": grpo_cfg, "task": task, "model": copy.deepcopy(model).cpu().float(), "torch_rng": torch_rng,
                 "data_rng": data_rng, "first": first}
@@ -181,27 +184,36 @@ class RolloutWorker:
         slot = version % (self.K + 1)
         self.ring[slot].copy_(_flat(model))
         self.versions[slot] = version
-        with self.cond:
+        if not self.cond.acquire(timeout=self.timeout):  # held by a worker that stopped inside it
+            raise RolloutWorkerError(self._silent())
+        try:
             self.published.value = version
             self.cond.notify_all()
+        finally:
+            self.cond.release()
 
     def next_batch(self, step: int) -> dict:
-        """The next batch the trainer may use at ``step``: version >= step − K (older ones are discarded)."""
-        while True:
-            msg = self._receive()
-            if msg["version"] >= step - self.K:
-                break
-            self.discarded_stale += 1  # TRL drops stale samples; this worker's fixed lag never sends one
+        """The batch of ``step``, sampled with the weights of version max(0, step − K) (the worker's fixed lag)."""
+        msg = self._receive(step)
         self.rng = msg["rng"]
         self.worker_cpu_seconds = msg["cpu_seconds"]
         return msg
 
-    def _receive(self) -> dict:
+    def _silent(self) -> str:
+        return (f"the rollout worker (pid {self.process.pid}) sent no batch for {self.timeout:g} s (grpo.worker_timeout): "
+                f"it is stopped or hung (raise --worker-timeout if one batch really takes longer)")
+
+    def _receive(self, step: int) -> dict:
+        start = time.monotonic()
         while True:
             try:
                 kind, payload = self.queue.get(timeout=POLL_SECONDS)
             except queue.Empty:
+                if stop_requested():  # Ctrl-C while waiting: the trainer stops with its completed steps
+                    raise Interrupted("grpo", step) from None
                 if self.process.is_alive():
+                    if time.monotonic() - start > self.timeout:
+                        raise RolloutWorkerError(self._silent()) from None
                     continue
                 try:  # its last words may have landed just after the timeout
                     kind, payload = self.queue.get(timeout=POLL_SECONDS)
@@ -220,8 +232,12 @@ class RolloutWorker:
     def close(self) -> None:
         """Stop the worker and wait for it (terminate, then kill, if it does not exit)."""
         self.stop.set()
-        with self.cond:
+        if hasattr(signal, "SIGCONT") and self.process.is_alive():  # a stopped worker resumes, to see the stop
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGCONT)
+        if self.cond.acquire(timeout=POLL_SECONDS):  # the worker polls the stop anyway: never wait on its lock
             self.cond.notify_all()
+            self.cond.release()
         self.process.join(timeout=5)
         if self.process.is_alive():
             self.process.terminate()

@@ -35,16 +35,22 @@ import torch
 from tqdm.auto import tqdm
 from tqdm.notebook import tqdm as notebook_tqdm
 
+from course_lib._validate import number
+
 CHECKPOINT_FORMAT = "course_lib-tinygpt-2"
 DEFAULT_THREADS = 1
 
 
+def check_threads(n: int | None) -> int | None:
+    """``n`` itself if it is None or an integer in [1, this machine's cores], else ValueError saying why."""
+    return number(n, "threads", integer=True, low=1, high=os.cpu_count() or None, none="keep torch's setting",
+                  why=" (the cores of this machine: more threads than cores only wait for each other)")
+
+
 def set_threads(n: int | None = DEFAULT_THREADS) -> None:
     """Set torch's intra-op CPU threads (every trainer calls this; ``None`` leaves torch alone)."""
-    if n is None:
+    if check_threads(n) is None:
         return
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"threads must be an integer >= 1 (or None to keep torch's setting); got {n!r}")
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
 

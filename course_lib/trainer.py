@@ -50,7 +50,8 @@ def train_loop(
     its metrics row without ``"step"``. ``state_dict()`` is what the trainer needs to resume
     (optimizers, …); ``checkpoint(step, state_dict(), seconds)`` is called every
     ``checkpoint_every`` steps, at the last step, before stopping on a stop request, and before
-    re-raising a ``runtime.StepFailed`` from ``step_fn`` (a failure outside the trainer's state).
+    re-raising a ``runtime.StepFailed`` from ``step_fn`` (a failure outside the trainer's state) or
+    an ``Interrupted`` (a stop requested while ``step_fn`` waited: the completed steps are saved).
     ``state`` (a checkpoint's ``step`` and ``seconds``) continues a run. ``eval_fn()`` is merged
     into the row every ``eval_every`` steps and at the last one (not under ``time_budget``);
     ``postfix(row)`` labels the bar then. ``seconds_key`` puts the elapsed seconds into each row.
@@ -68,6 +69,11 @@ def train_loop(
             if checkpoint is not None:
                 checkpoint(step, state_dict(), seconds)
             raise
+        except Interrupted:  # a stop requested while the step waited (on the rollout worker): the same
+            bar.close()
+            if checkpoint is not None:
+                checkpoint(step, state_dict(), seconds)
+            raise Interrupted(name, step) from None
         seconds += time.perf_counter() - t0
         step += 1
         row = {"step": step, **row}

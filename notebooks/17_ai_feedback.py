@@ -194,8 +194,8 @@ display(predict("The trained judge's position bias P(first) − P(second) is …
 
 # %%
 def describe(name, m):
-    print(f"{name}: agreement with gold {m['agreement']:.1%} (carry prompts {m['agreement_carry']:.1%}, "
-          f"no carry {m['agreement_no_carry']:.1%}; ties {m['ties']:.1%}); swap test P(first) {m['p_first']:.1%} → position bias "
+    print(f"{name}: agreement with gold on the {m['decided']} pairs it decides {m['agreement']:.1%} (carry prompts "
+          f"{m['agreement_carry']:.1%}, no carry {m['agreement_no_carry']:.1%}; ties {m['ties']:.1%}); swap test P(first) {m['p_first']:.1%} → position bias "
           f"{m['position_bias']:+.2f}, verdict flips with the order on {m['flip_rate']:.1%} of pairs; length: agreement "
           f"{m['agreement_longer_right']:.0%} where the longer answer is right ({m['n_longer_right']} pairs), "
           f"{m['agreement_longer_wrong']:.0%} where it is wrong ({m['n_longer_wrong']}) → length bias {m['length_bias']:+.2f}")

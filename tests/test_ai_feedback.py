@@ -25,6 +25,7 @@ from course_lib.ai_feedback import (
     principles_judge,
     rl_against,
     swap_test,
+    verdicts,
 )
 from course_lib.configs import PPOConfig, get_config
 from course_lib.task import AdditionTask, TaskConfig
@@ -105,13 +106,34 @@ def test_swap_test_is_computed_from_both_orders(task):
 def test_length_split_and_measure(task):
     data = hand_pairs(task, HAND)
     longer = principles_judge(task, ("longer", "first"))
-    says_a = longer(data["a_ids"], data["b_ids"]) > 0.5
-    split = length_split(task, data, says_a)
+    split = length_split(task, data, verdicts(longer(data["a_ids"], data["b_ids"])))
     assert (split["n_longer_right"], split["n_longer_wrong"]) == (2, 1)
     assert split["length_bias"] == 1.0  # always right when the longer is right, always wrong otherwise
     m = measure_judge(principles_judge(task, BIASED), task, data)
     assert m["agreement"] == pytest.approx(4 / 6)  # wrong on the swapped carry pair and on 12+30 = 142
     assert m["length_bias"] == 1.0
+
+
+def test_agreement_and_biases_are_measured_on_decided_pairs_with_the_tie_rate(task):
+    data = hand_pairs(task, HAND)
+    never = measure_judge(lambda a, b: torch.full((a.shape[0],), 0.5), task, data)  # a judge that never decides
+    assert never["ties"] == 1.0 and never["decided"] == 0
+    for key in ("agreement", "agreement_carry", "both_orders_agreement", "length_bias"):
+        assert never[key] != never[key], key  # nan: nothing decided, nothing to agree with (not 0.5)
+    # without "first" the two carry pairs are ties: the rules are right on every pair they decide
+    m = measure_judge(principles_judge(task, UNBIASED_POSITION), task, data)
+    assert (m["ties"], m["decided"]) == (pytest.approx(2 / 6), 4)
+    assert m["agreement"] == 0.75 and m["agreement_carry"] == 1.0  # wrong only on 12+30 = 142 (the longer)
+    assert (m["n_longer_right"], m["n_longer_wrong"], m["length_bias"]) == (2, 1, 1.0)
+
+
+def test_one_tie_rule_the_judges_labels_keep_no_tie(task):
+    data = hand_pairs(task, HAND)
+    p = torch.tensor([0.5, 0.9, 0.1, 0.5, 0.8, 0.5])
+    out = judge_labels(lambda a, b: p, data, tie_margin=0.0)  # an exact 0.5 is a tie, not "B better"
+    assert out["n_pairs"] == 3 and out["label"].tolist() == [True, False, True]
+    assert out["pairs"] == [data["pairs"][i] for i in (1, 2, 4)]
+    assert (verdicts(p, 0.0) != 0).tolist() == [False, True, True, False, True, False]
 
 
 def test_judge_inputs_put_each_answer_in_its_slot(task):
@@ -140,9 +162,9 @@ def test_judge_labels_abstain_and_mark_errors(task):
     ({"principles": "ones"}, "judge.principles must be a non-empty list"),
     ({"principles": ("ones", "ones")}, "names a principle twice"),
     ({"init": "random"}, r"judge.init must be one of \('sft', 'scratch'\)"),
-    ({"tie_margin": 0.5}, r"judge.tie_margin must lie in \[0, 0.5\)"),
-    ({"steps": -1}, "judge.steps must be >= 0"),
-    ({"samples_per_prompt": 1}, "judge.samples_per_prompt must be >= 2"),
+    ({"tie_margin": 0.5}, r"judge.tie_margin must be a finite number in \[0, 0.5\)"),
+    ({"steps": -1}, "judge.steps must be an integer >= 0"),
+    ({"samples_per_prompt": 1}, "judge.samples_per_prompt must be an integer >= 2"),
 ])
 def test_bad_config_names_the_field_and_the_accepted_values(overrides, message):
     with pytest.raises(ValueError, match=message):

@@ -88,11 +88,22 @@ def test_k0_in_the_worker_is_the_synchronous_trainer_step_for_step(sft):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.parametrize("reward", ["strict", "partial"])
+def test_every_reward_option_means_the_same_in_the_worker(sft, reward):
+    # the reward a GRPO run uses (checker + DAPO's overlong shaping) is built in one place for both loops
+    sync_rows, _, _ = _grpo(sft, steps=2, reward=reward, soft_punish_cache=1)
+    async_rows, _, _ = _grpo(sft, steps=2, reward=reward, soft_punish_cache=1, worker=True)
+    assert all(r["overlong_penalty"] is not None for r in sync_rows)
+    assert [{k: b.get(k) for k in a} for a, b in zip(_plain(sync_rows), _plain(async_rows), strict=True)] == _plain(sync_rows)
+    stale_rows, _, _ = _grpo(sft, steps=2, reward=reward, soft_punish_cache=1, max_staleness=1)
+    assert all(r.get("overlong_penalty") is not None for r in stale_rows)
+
+
 def test_versions_staleness_and_the_mismatch_are_recorded(sft):
     rows, _, res = _grpo(sft, steps=5, max_staleness=2)
     assert [r["sampler_version"] for r in rows] == [0, 0, 0, 1, 2]  # batch s: the weights of step max(0, s − K)
     assert [r["staleness"] for r in rows] == [0, 1, 2, 2, 2]
-    assert res["loop"]["staleness_per_step"] == [0, 1, 2, 2, 2] and res["loop"]["discarded_stale"] == 0
+    assert res["loop"]["staleness_per_step"] == [0, 1, 2, 2, 2]
     assert res["loop"]["worker_cpu_seconds"] > 0
     learned = [r for r in rows if r["skipped"] == 0 and r["mismatch_kl"] is not None]
     fresh = [r["mismatch_kl"] for r in learned if r["sampler_version"] == r["step"] - 1]
@@ -177,20 +188,75 @@ def test_a_killed_worker_is_reported_with_its_exit_code(sft):
     assert saved[-1][0] == len(log.rows)  # the checkpoint holds exactly the completed steps
 
 
+def test_a_stopped_worker_fails_the_run_after_the_timeout_with_a_checkpoint(sft):
+    log, saved = _Hook(1, lambda: os.kill(_worker_pid(), signal.SIGSTOP)), []
+    with pytest.raises(RolloutWorkerError, match=r"sent no batch for 1\.5 s \(grpo.worker_timeout\)"):
+        _grpo(sft, max_staleness=1, worker_timeout=1.5, log=log, saved=saved)
+    assert len(log.rows) < 4 and saved[-1][0] == len(log.rows)  # the checkpoint holds exactly the completed steps
+
+
+def test_the_first_ctrl_c_stops_a_run_waiting_on_a_stopped_worker_with_a_checkpoint(sft):
+    import threading
+
+    def stop_worker_then_ctrl_c():  # the trainer will wait on the stopped worker when the Ctrl-C comes
+        os.kill(_worker_pid(), signal.SIGSTOP)
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    log, saved = _Hook(1, stop_worker_then_ctrl_c), []
+    with stop_on_interrupt(), pytest.raises(Interrupted, match=r"grpo stopped at step \d"):
+        _grpo(sft, max_staleness=1, log=log, saved=saved)
+    assert len(log.rows) < 4 and saved[-1][0] == len(log.rows) and "sampler" in saved[-1][1]
+
+
+@pytest.mark.slow
+def test_train_grpo_with_a_stopped_worker_ends_on_the_first_ctrl_c_with_a_checkpoint(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from course_lib.runtime import load_checkpoint
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "course_lib", "train", "grpo", "--config", "test", "--out", str(out),
+                             "--max-staleness", "1", "--steps", "400", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, metrics = time.time() + 120, out / "metrics.jsonl"
+        while proc.poll() is None and time.time() < deadline and not (metrics.is_file() and metrics.read_text()):
+            time.sleep(0.05)  # the GRPO stage has logged a step: its worker runs
+        (worker,) = psutil.Process(proc.pid).children()
+        worker.suspend()  # SIGSTOP: the trainer soon waits on it
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)  # one Ctrl-C
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        for p in [*psutil.Process(proc.pid).children(), psutil.Process(proc.pid)] if proc.poll() is None else []:
+            p.kill()
+        proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and f"--resume {out}" in stdout
+    state = load_checkpoint(out / "checkpoint.pt", kind="grpo")
+    rows = (out / "metrics.jsonl").read_text().splitlines()
+    assert state["stage"] == "grpo" and state["step"] == len(rows) < 400 and "sampler" in state
+    assert not worker.is_running()
+
+
 @pytest.mark.parametrize("value", [-1, 1.5, True, "1"])
 def test_max_staleness_must_be_an_integer_at_least_zero(value):
     cfg = get_config("test")
     cfg.grpo.max_staleness = value
-    with pytest.raises(ValueError, match=r"grpo.max_staleness must be an integer >= 0"):
+    with pytest.raises(ValueError, match=r"grpo.max_staleness must be an integer in \[0, 32\]"):
         validate(cfg)
 
 
-def test_cli_refuses_a_non_integer_staleness_by_name(capsys):
+def test_cli_refuses_a_non_integer_staleness_by_name(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(["train", "grpo", "--config", "test", "--max-staleness", "1.5"])
+        main(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--max-staleness", "1.5"])
     assert "--max-staleness: invalid int value: '1.5'" in capsys.readouterr().err
-    assert main(["train", "grpo", "--config", "test", "--max-staleness", "-2", "--no-progress"]) == 2
-    assert "grpo.max_staleness must be an integer >= 0" in capsys.readouterr().err
+    (tmp_path / "metrics.jsonl").write_text("")  # a run already there: the bad option is still what is reported
+    assert main(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--max-staleness", "-2",
+                 "--no-progress"]) == 2
+    assert "grpo.max_staleness must be an integer in [0, 32]" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -278,9 +344,9 @@ def test_a_mismatched_sampler_is_measured_and_corrected_at_k0(sft):
 
 
 @pytest.mark.parametrize(("field", "value", "match"), [
-    ("sampler_temperature", 0.0, r"grpo.sampler_temperature must be None .* or a number > 0"),
+    ("sampler_temperature", 0.0, r"grpo.sampler_temperature must be None .* or a finite number > 0"),
     ("sampler_temperature", "hot", r"grpo.sampler_temperature must be None"),
-    ("adaptive_length_quantile", 0.0, r"grpo.adaptive_length_quantile must be None \(off\) or a number in \(0, 1\]"),
+    ("adaptive_length_quantile", 0.0, r"grpo.adaptive_length_quantile must be None \(off\) or a finite number in \(0, 1\]"),
     ("adaptive_length_quantile", 1.5, r"grpo.adaptive_length_quantile must be None"),
     ("adaptive_length_margin", -1, r"grpo.adaptive_length_margin must be an integer >= 0"),
     ("adaptive_length_margin", 1.5, r"grpo.adaptive_length_margin must be an integer >= 0"),

@@ -78,12 +78,27 @@ def test_mismatch_kl_is_k3_of_behaviour_against_old_on_real_tokens():
     ("token_clip", None, 3.0, "vllm_importance_sampling_mode must be one of"),
     ("token_truncate", 2.0, 2.0, "clip_min .* must be less than"),
     ("sequence_truncate", None, None, "set at least one of"),
-    ("token_mask", -1.0, 3.0, "clip_min must be a number >= 0"),
-    ("token_mask", None, float("nan"), "clip_max must be a number >= 0"),
+    ("token_mask", -1.0, 3.0, "clip_min must be None \\(no bound\\) or a finite number >= 0"),
+    ("token_mask", None, float("nan"), "clip_max must be None \\(no bound\\) or a finite number >= 0"),
 ])
 def test_bad_bounds_are_refused_by_name(mode, lo, hi, match):
     with pytest.raises(ValueError, match=match):
         check_bounds(mode, lo, hi)
+
+
+@pytest.mark.parametrize("mode", IS_MODES)
+def test_a_nan_sampler_log_prob_means_no_correction_checked_or_not(mode):
+    # as TRL's nan_to_num: the token's log-ratio counts as 0, in the validated first step and in the hot loop alike
+    old = torch.tensor([[-1.0, -2.0, -0.5], [-0.3, -0.2, -0.1]])
+    sampler = torch.tensor([[float("nan"), -2.5, -0.5], [-0.4, -0.2, -0.1]])
+    mask = torch.ones(2, 3)
+    checked = behaviour_weights(old, sampler, mask, mode, 0.1, 3.0, validate=True)
+    hot = behaviour_weights(old, sampler, mask, mode, 0.1, 3.0, validate=False)
+    clean = behaviour_weights(old, torch.where(sampler.isnan(), old, sampler), mask, mode, 0.1, 3.0)
+    for a, b, c in zip(checked, hot, clean, strict=True):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    with pytest.raises(ValueError, match="old_logps must contain only finite values"):
+        behaviour_weights(sampler, old, mask, mode, 0.1, 3.0)  # the trainer's own log-probs are never NaN
 
 
 def test_masks_without_an_upper_bound_are_allowed_as_in_trl():

@@ -17,16 +17,16 @@ from course_lib.configs import (
 )
 
 BAD = [  # (section, field, bad value, the error: the field named, with what it accepts)
-    (SFTConfig, "steps", -1, "sft.steps must be >= 0; got -1"),
-    (SFTConfig, "batch_size", 0, "sft.batch_size must be >= 1; got 0"),
-    (SFTConfig, "learning_rate", 0.0, "sft.learning_rate must be > 0; got 0.0"),
-    (SFTConfig, "eval_every", 0, "sft.eval_every must be >= 1; got 0"),
+    (SFTConfig, "steps", -1, "sft.steps must be an integer >= 0; got -1"),
+    (SFTConfig, "batch_size", 0, "sft.batch_size must be an integer >= 1; got 0"),
+    (SFTConfig, "learning_rate", 0.0, "sft.learning_rate must be a finite number > 0; got 0.0"),
+    (SFTConfig, "eval_every", 0, "sft.eval_every must be an integer >= 1; got 0"),
     (DPOConfig, "loss_type", "kto", "dpo.loss_type must be one of ('sigmoid', 'ipo', 'simpo'); got 'kto'"),
-    (DPOConfig, "beta", 0.0, "dpo.beta must be > 0; got 0.0"),
-    (DPOConfig, "rpo_alpha", -0.5, "dpo.rpo_alpha must be >= 0; got -0.5"),
-    (DPOConfig, "samples_per_prompt", 1, "dpo.samples_per_prompt must be >= 2; got 1"),
-    (DPOConfig, "pair_prompts", 0, "dpo.pair_prompts must be >= 1; got 0"),
-    (DPOConfig, "batch_size", 0, "dpo.batch_size must be >= 1; got 0"),
+    (DPOConfig, "beta", 0.0, "dpo.beta must be a finite number > 0; got 0.0"),
+    (DPOConfig, "rpo_alpha", -0.5, "dpo.rpo_alpha must be a finite number >= 0; got -0.5"),
+    (DPOConfig, "samples_per_prompt", 1, "dpo.samples_per_prompt must be an integer >= 2; got 1"),
+    (DPOConfig, "pair_prompts", 0, "dpo.pair_prompts must be an integer >= 1; got 0"),
+    (DPOConfig, "batch_size", 0, "dpo.batch_size must be an integer >= 1; got 0"),
     (GRPOConfig, "unit", "per_prompt",
      "grpo.unit must be one of ('sequence_mean', 'token_mean', 'constant'); got 'per_prompt'"),
     (GRPOConfig, "advantage", "ppo", "grpo.advantage must be one of ('grpo', 'rloo', 'dr_grpo'); got 'ppo'"),
@@ -34,14 +34,31 @@ BAD = [  # (section, field, bad value, the error: the field named, with what it 
     (GRPOConfig, "kl_estimator", "k4", "grpo.kl_estimator must be one of ('k1', 'k2', 'k3'); got 'k4'"),
     (GRPOConfig, "kl_placement", "advantage", "grpo.kl_placement must be one of ('loss', 'reward'); got 'advantage'"),
     (GRPOConfig, "reward", "exact", "grpo.reward must be one of 'strict'"),
-    (GRPOConfig, "num_generations", 1, "grpo.num_generations must be >= 2 (a group needs a baseline); got 1"),
-    (GRPOConfig, "batch_prompts", 0, "grpo.batch_prompts must be >= 1; got 0"),
-    (GRPOConfig, "num_iterations", 0, "grpo.num_iterations must be >= 1; got 0"),
-    (GRPOConfig, "epsilon", -0.1, "grpo.epsilon must be >= 0"),
-    (GRPOConfig, "beta", -1.0, "grpo.beta must be >= 0; got -1.0"),
-    (GRPOConfig, "temperature", 0.0, "grpo.temperature must be > 0"),
-    (GRPOConfig, "max_resample_rounds", -1, "grpo.max_resample_rounds must be >= 0; got -1"),
+    (GRPOConfig, "num_generations", 1, "grpo.num_generations must be an integer >= 2 (a group needs a baseline); got 1"),
+    (GRPOConfig, "batch_prompts", 0, "grpo.batch_prompts must be an integer >= 1; got 0"),
+    (GRPOConfig, "num_iterations", 0, "grpo.num_iterations must be an integer >= 1; got 0"),
+    (GRPOConfig, "epsilon", -0.1, "grpo.epsilon must be a finite number >= 0"),
+    (GRPOConfig, "beta", -1.0, "grpo.beta must be a finite number >= 0; got -1.0"),
+    (GRPOConfig, "temperature", 0.0, "grpo.temperature must be a finite number > 0"),
+    (GRPOConfig, "max_resample_rounds", -1, "grpo.max_resample_rounds must be an integer >= 0; got -1"),
     (PPOConfig, "reward", "exact", "ppo.reward must be one of 'strict'"),
+    # every float option is finite (inf and nan are refused by name), and every error names its section
+    (SFTConfig, "learning_rate", float("inf"), "sft.learning_rate must be a finite number > 0; got inf"),
+    (DPOConfig, "simpo_gamma", float("nan"), "dpo.simpo_gamma must be a finite number >= 0 (SimPO's target reward "
+                                             "margin); got nan"),
+    (DPOConfig, "simpo_gamma", -1.0, "dpo.simpo_gamma must be a finite number >= 0"),
+    (GRPOConfig, "temperature", float("inf"), "grpo.temperature must be a finite number > 0"),
+    (GRPOConfig, "sampler_temperature", float("inf"), "grpo.sampler_temperature must be None (sample at "
+                                                      "grpo.temperature) or a finite number > 0; got inf"),
+    (GRPOConfig, "max_staleness", 10 ** 6, "grpo.max_staleness must be an integer in [0, 32]"),
+    (GRPOConfig, "worker_timeout", 0.0, "grpo.worker_timeout must be a finite number > 0"),
+    (GRPOConfig, "max_completion_length", 0, "grpo.max_completion_length must be an integer >= 1; got 0"),
+    (RewardModelConfig, "temperature", float("inf"), "rm.temperature must be a finite number > 0; got inf"),
+    (RewardModelConfig, "noise", 0.5, "rm.noise must be a finite number in [0, 0.5)"),
+    (PPOConfig, "learning_rate", float("inf"), "ppo.learning_rate must be a finite number > 0; got inf"),
+    (PPOConfig, "critic_learning_rate", 0.0, "ppo.critic_learning_rate must be a finite number > 0; got 0.0"),
+    (PPOConfig, "cliprange_value", float("inf"), "ppo.cliprange_value must be a finite number > 0; got inf"),
+    (PPOConfig, "kl_coef", float("nan"), "ppo.kl_coef must be a finite number >= 0; got nan"),
 ]
 
 
@@ -79,6 +96,23 @@ def test_validate_keeps_the_rules_that_tie_sections_together():
     run = get_config("test")  # 1-digit task: answers of up to 2 digits + <eos>
     run.dpo.max_completion_length = 2
     run.dpo.check()  # the section alone cannot know the task
-    with pytest.raises(ValueError, match=re.escape("max_completion_length (2) must leave room for the longest "
-                                                   "answer plus <eos> (3 tokens)")):
+    with pytest.raises(ValueError, match=re.escape("dpo.max_completion_length (2) must leave room for the longest "
+                                                   "answer plus <eos>: at least task.digits + 2 = 3 tokens")):
+        validate(run)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"task.digits": 100}, "grpo.max_completion_length (4) must leave room for the longest answer plus <eos>: at "
+                           "least task.digits + 2 = 102 tokens (raise grpo.max_completion_length or lower task.digits)"),
+    ({"task.tool_demos": -5}, "task.tool_demos must be an integer >= 0"),  # refused with or without task.env
+    ({"model.n_layer": 0}, "model.n_layer must be an integer >= 1; got 0"),
+    ({"task.teacher_error_rate": float("nan")}, "task.teacher_error_rate must be a finite number in [0, 1]; got nan"),
+    ({"max_grad_norm": float("inf")}, "max_grad_norm must be a finite number > 0 (0 would zero every update); got inf"),
+])
+def test_the_run_wide_options_are_refused_by_name(overrides, message):
+    run = get_config("test")
+    for key, value in overrides.items():
+        section, _, name = key.rpartition(".")
+        setattr(getattr(run, section) if section else run, name, value)
+    with pytest.raises(ValueError, match=re.escape(message)):
         validate(run)

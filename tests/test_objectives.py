@@ -221,5 +221,11 @@ def test_the_passport_discloses_the_objective_and_the_shaping():
     assert plain["optimisation"]["clip"] == "epsilon=0.2, epsilon_high=0.2" and "overlong" not in str(plain)
     assert shaped["optimisation"]["clip"].startswith("CISPO: importance weight capped at epsilon_high=5.0")
     assert "over the last 1 token(s) up to 4" in shaped["reward_contract"]["truncation"]
-    cfg.grpo = dataclasses.replace(cfg.grpo, loss_type="clipped", importance_sampling_level="sequence")
-    assert passport(cfg, "grpo")["optimisation"]["clip"].startswith("GSPO: one length-normalised ratio")
+    cfg.grpo = dataclasses.replace(cfg.grpo, loss_type="clipped", importance_sampling_level="sequence",
+                                   unit="sequence_mean", epsilon=0.2, epsilon_high=0.2)
+    gspo = passport(cfg, "grpo")["optimisation"]["clip"]
+    assert gspo.startswith("GSPO: one length-normalised ratio") and "the GSPO paper and TRL's docs clip at " \
+        "epsilon=0.0003, epsilon_high=0.0004" in gspo  # GRPO's 0.2 is not GSPO's range: said where it is used
+    cfg.grpo = dataclasses.replace(cfg.grpo, epsilon=3e-4, epsilon_high=4e-4)
+    assert passport(cfg, "grpo")["optimisation"]["clip"] == "GSPO: one length-normalised ratio per completion, " \
+                                                            "clipped; epsilon=0.0003, epsilon_high=0.0004"

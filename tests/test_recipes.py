@@ -115,6 +115,19 @@ def test_a_stage_that_cannot_start_stops_the_recipe_and_keeps_the_stages_before_
     assert (tmp_path / "stage_1_grpo" / "policy.pt").is_file() and not (tmp_path / "stage_2_rft").exists()
 
 
+def test_a_failed_rollout_worker_ends_a_recipe_with_an_error_not_a_traceback(tmp_path, capsys, monkeypatch):
+    from course_lib import rollout
+
+    def boom(*args, **kwargs):  # the worker is forked: it imports this from course_lib.rollout
+        raise RuntimeError("sampling exploded in the worker")
+
+    monkeypatch.setattr(rollout, "collect_rollouts", boom)
+    code = main(["train", "recipe", "--stages", "grpo:steps=2:max_staleness=1", "--config", "test", "--out",
+                 str(tmp_path), "--no-progress", "--threads", "1"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("error: the rollout worker failed") and "sampling exploded" in err
+
+
 @pytest.mark.parametrize(("spec", "message"), [
     ("r2", "unknown stage 'r2'; stages are one of ('pretrain', 'sft', 'dpo', 'grpo', 'kto', 'ppo', 'rft'), "),
     ("sft,orpo", "unknown stage 'orpo' (ORPO starts from the base model by definition"),
@@ -124,7 +137,7 @@ def test_a_stage_that_cannot_start_stops_the_recipe_and_keeps_the_stages_before_
     ("grpo:steps=many", "stage option 'steps' takes a int; got 'many'"),
     ("sft:model.n_layer=2", "cannot change between stages"),
     ("sft:steps", "must read key=value"),
-    ("grpo:beta=-1", "grpo.beta must be >= 0"),
+    ("grpo:beta=-1", "grpo.beta must be a finite number >= 0"),
     ("", "unknown stage ''"),
 ])
 def test_bad_stages_are_refused_with_the_accepted_values(spec, message, tmp_path):

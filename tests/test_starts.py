@@ -72,7 +72,7 @@ def test_bad_arguments_name_the_argument(cache):
         starts.sft_start(cfg, steps=-1)
     with pytest.raises(ValueError, match="seed must be an integer"):
         starts.sft_start(cfg, seed="0")
-    with pytest.raises(ValueError, match="sft.learning_rate must be > 0"):
+    with pytest.raises(ValueError, match="sft.learning_rate must be a finite number > 0"):
         starts.sft_start(dataclasses.replace(cfg, sft=dataclasses.replace(cfg.sft, learning_rate=0.0)))
 
 

@@ -84,7 +84,67 @@ def test_bad_options_give_clear_errors(tmp_path, capsys):
     assert _exit_code(["train", "grpo", "--resume", str(tmp_path / "missing")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
     assert _exit_code(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--temperature", "0"]) == 2
-    assert "grpo.temperature must be > 0" in capsys.readouterr().err
+    assert "grpo.temperature must be a finite number > 0" in capsys.readouterr().err
+
+
+def _numeric_options():
+    """``(kind, flag, name, type)`` of every numeric option of every ``train`` command (the parser's own list)."""
+    from course_lib.__main__ import build_parser
+
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    for kind, sub in train._subparsers._group_actions[0].choices.items():
+        for action in sub._actions:
+            if action.option_strings and action.type is not None and action.choices is None:
+                yield kind, action.option_strings[0], action.dest.removeprefix("run."), action.type.__name__
+
+
+NUMERIC = list(_numeric_options())
+SEEDS = ("seed", "task.seed")  # any integer is a seed
+
+
+@pytest.fixture(scope="module")
+def parser():
+    from course_lib.__main__ import build_parser
+
+    return build_parser()
+
+
+@pytest.mark.parametrize("kind, flag, name, kind_of_value", NUMERIC, ids=[f"{k}{f}" for k, f, *_ in NUMERIC])
+def test_every_numeric_option_refuses_what_it_cannot_mean_by_name(kind, flag, name, kind_of_value, parser, tmp_path,
+                                                                   capsys, monkeypatch):
+    """inf, -inf and nan for a float, an absurd negative for a count: refused before any training, naming the option."""
+    from course_lib import __main__ as cli
+    from course_lib import pipeline, recipes
+
+    def trained(*args, **kwargs):
+        raise AssertionError(f"{flag} reached training")
+
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)  # one parser for all (building one takes 0.1 s)
+    monkeypatch.setattr(pipeline, "build_policy", trained)
+    monkeypatch.setattr(recipes, "run_stage", trained)
+    if name in SEEDS:
+        pytest.skip("a seed takes any integer")
+    head = ["train", kind, *(["r1"] if kind == "recipe" else []), "--config", "test", "--out", str(tmp_path / "run")]
+    for value in (["inf", "-inf", "nan"] if kind_of_value != "int" else ["-1000000000"]):
+        assert _exit_code([*head, f"{flag}={value}"]) == 2, (flag, value)
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {name} must be ") and "Traceback" not in err, (flag, value, err)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max-staleness", "1000000"], "grpo.max_staleness must be an integer in [0, 32]"),
+    (["--threads", "100000"], "threads must be None (keep torch's setting) or an integer in [1, "),
+    (["--tool-demos", "-5"], "task.tool_demos must be an integer >= 0"),
+    (["--digits", "100"], "grpo.max_completion_length (4) must leave room for the longest answer plus <eos>: at least "
+                          "task.digits + 2 = 102 tokens"),
+    (["--max-completion-length", "0"], "grpo.max_completion_length must be an integer >= 1; got 0"),
+    (["--learning-rate", "1e309"], "grpo.learning_rate must be a finite number > 0; got inf"),
+])
+def test_the_reviewed_bad_inputs_are_refused_by_name(argv, message, tmp_path, capsys):
+    assert _exit_code(["train", "grpo", "--config", "test", "--out", str(tmp_path / "run"), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_bad_checkpoints_give_clear_errors(tmp_path):
@@ -209,9 +269,9 @@ def test_the_readme_and_docs_run_the_cli_in_the_course_environment_with_flags_it
 def test_kto_and_orpo_options_are_validated(tmp_path, capsys):
     out = str(tmp_path)
     assert _exit_code(["train", "kto", "--config", "test", "--out", out, "--desirable-fraction", "0"]) == 2
-    assert "kto.desirable_fraction must lie in (0, 1]" in capsys.readouterr().err
+    assert "kto.desirable_fraction must be a finite number in (0, 1]" in capsys.readouterr().err
     assert _exit_code(["train", "kto", "--config", "test", "--out", out, "--batch-size", "1"]) == 2
-    assert "kto.batch_size must be >= 2" in capsys.readouterr().err
+    assert "kto.batch_size must be an integer >= 2" in capsys.readouterr().err
     assert _exit_code(["train", "orpo", "--config", "test", "--out", out, "--beta", "0"]) == 2
-    assert "orpo.beta must be > 0" in capsys.readouterr().err
+    assert "orpo.beta must be a finite number > 0" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # refused before anything was written

@@ -215,6 +215,32 @@ def test_a_reference_kept_only_to_log_the_kl_does_not_stop_the_sparse_update(tas
     assert torch.allclose(grads[1], grads[0], rtol=0, atol=1e-5 * float(grads[0].abs().max()))
 
 
+def test_the_logged_kl_is_pi_olds_whatever_the_zero_variance_share_and_the_sampler(task, model):
+    """``kl`` is KL(π_old‖ref) on every row: the same number whether zero-variance groups leave the update
+    or not, even when the sampler was another policy (stale weights or another temperature)."""
+    from course_lib.advantages import zero_variance_groups
+
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    batch = _grpo_batch(task, model, rewards)
+    ref = copy.deepcopy(model).requires_grad_(False)
+    sampler = copy.deepcopy(model).requires_grad_(False)
+    with torch.no_grad():
+        for p, q in zip(ref.parameters(), sampler.parameters()):
+            p.add_(0.05 * torch.randn_like(p))
+            q.add_(0.3 * torch.randn_like(q))
+        sampler_logps, _ = completion_logprobs(sampler, batch["input_ids"], batch["attention_mask"],
+                                               batch["completion_mask"], start=task.prompt_length, temperature=0.7)
+    cfg = GRPOConfig(num_generations=4, max_completion_length=5)
+    kls = []
+    for informative in (None, (~zero_variance_groups(rewards)).tolist(), [False, False, False]):
+        extra = {"sampler_logps": sampler_logps} | ({"informative": informative} if informative else {})
+        m = copy.deepcopy(model)
+        out = policy_step(m, ref, _NoStep(m.parameters(), lr=0.0), {**batch, **extra}, cfg,
+                          prompt_length=task.prompt_length, max_grad_norm=1e9)
+        kls.append(float(out["kl"]))
+    assert kls[0] > 1e-3 and kls[1] == pytest.approx(kls[0], rel=1e-5) and kls[2] == pytest.approx(kls[0], rel=1e-5)
+
+
 class _NoStep(torch.optim.SGD):
     """Keeps the gradients for inspection: lr 0 means parameters do not move."""
 
@@ -498,8 +524,8 @@ def test_checking_for_the_end_less_often_gives_the_same_completions(task, model,
 
 @pytest.mark.parametrize("log_kl", [False, True])
 def test_the_hot_policy_step_makes_no_synchronous_host_to_device_copy(task, model, monkeypatch, log_kl):
-    """With zero-variance rows left out, their indices come from Python: one non-blocking copy, never a
-    pageable one; with every row in the update, nothing at all."""
+    """With zero-variance rows left out, the kept rows' indices (and, with the KL logged, the left-out rows')
+    come from Python: one non-blocking copy each, never a pageable one; with every row in the update, nothing."""
     batch = {**_grpo_batch(task, model, torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])),
              "informative": [True, False]}
     batch["sampler_logps"] = torch.full(batch["completion_mask"][:, task.prompt_length:].shape, -0.5)
@@ -511,7 +537,7 @@ def test_the_hot_policy_step_makes_no_synchronous_host_to_device_copy(task, mode
         return policy_step(model, ref, opt, b, cfg, validate=False, prompt_length=task.prompt_length, max_grad_norm=1.0)
 
     skipping, _ = _count_host_to_device(monkeypatch, lambda: step(batch))
-    assert skipping == {"host": 1, "sync": 0, "async": 1}
+    assert skipping == {"host": 1 + log_kl, "sync": 0, "async": 1 + log_kl}
     every_row, _ = _count_host_to_device(monkeypatch, lambda: step({**batch, "informative": [True, True]}))
     assert every_row == {"host": 0, "sync": 0, "async": 0}
 
@@ -639,13 +665,13 @@ def test_heldout_set_does_not_depend_on_the_demonstrations():
 
 
 @pytest.mark.parametrize("where, value, message", [
-    ("grpo.temperature", 0.0, "grpo.temperature must be > 0"),
-    ("grpo.batch_prompts", 0, "grpo.batch_prompts must be >= 1"),
-    ("checkpoint_every", 0, "checkpoint_every must be >= 1"),
-    ("max_grad_norm", 0.0, "max_grad_norm must be > 0"),
-    ("sft.batch_size", 0, "sft.batch_size must be >= 1"),
+    ("grpo.temperature", 0.0, "grpo.temperature must be a finite number > 0"),
+    ("grpo.batch_prompts", 0, "grpo.batch_prompts must be an integer >= 1"),
+    ("checkpoint_every", 0, "checkpoint_every must be an integer >= 1"),
+    ("max_grad_norm", 0.0, "max_grad_norm must be a finite number > 0"),
+    ("sft.batch_size", 0, "sft.batch_size must be an integer >= 1"),
     ("task.n_demos", 2000, "exceeds the 100 distinct 1-digit prompts"),
-    ("task.n_heldout", 0, "task.n_heldout must be >= 1"),
+    ("task.n_heldout", 0, "task.n_heldout must be an integer >= 1"),
     ("grpo.reward", "exact", "reward must be one of"),
 ])
 def test_validate_names_bad_values(where, value, message):
