@@ -83,7 +83,7 @@ MODULE14_CALLS = {
 
 
 SYSTEMS14_CLOSEST = {
-    "sampler_versions": ("configs", "check_staleness"),
+    "sampler_versions": ("behaviour", "check_bounds"),  # no library function gives the version per batch
     "behaviour_weights": ("behaviour", "behaviour_weights"),
     "mismatch_stats": ("behaviour", "mismatch"),
     "correction_gain": ("behaviour", "mismatch"),
@@ -100,7 +100,7 @@ _PADDED = ("    width = max(len(r) for r in old_logps)\n"
            "    mask = [[1] * len(r) + [0] * (width - len(r)) for r in old_logps]\n")
 SYSTEMS14_CALLS = {
     "sampler_versions": ("def sampler_versions(n_batches, K):\n"
-                         "    configs.check_staleness(configs.GRPOConfig(max_staleness=K))\n"
+                         "    behaviour.check_bounds('token_mask', None, K)\n"
                          "    return list(range(n_batches))\n"),
     "behaviour_weights": ("def behaviour_weights(old_logps, sampler_logps, mode, clip_min=None, clip_max=3.0):\n" + _PADDED
                           + "    w, out = behaviour.behaviour_weights(pad(old_logps), pad(sampler_logps), mask, mode, clip_min,"

@@ -21,6 +21,12 @@ from __future__ import annotations
 from instructor.grading import check
 
 MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+# the examples the notebooks' test cells use, under the same names
+EXAMPLE = {"_old": [[-1.0, -2.0], [-0.5]], "_new": [[-1.5, -1.0], [-0.5]]}
+EPISODES = {"ep_tool": [("prompt", "37+45="), ("call", "[7+5]"), ("obs", "12"), ("turn", "82")],
+            "ep_plain": [("prompt", "37+45="), ("turn", "72")]}
+TABLE = {"p_ab": [0.9, 0.8, 0.52, 0.7], "p_ba": [0.2, 0.75, 0.45, 0.35], "a_better": [True, False, True, False],
+         "len_a": [3, 2, 2, 5], "len_b": [2, 2, 3, 2]}
 
 
 def _logps(rng, n: int | None = None, spread: float = 0.6) -> tuple[list, list]:
@@ -62,10 +68,10 @@ def _q6(rng) -> dict:
             check("sampler_versions(3, True)", "a bool K must raise ValueError"),
         ],
         "q6_test_weights": [
-            check("behaviour_weights([[-1.0, -2.0], [-0.5]], [[-1.5, -1.0], [-0.5]], 'token_truncate', clip_max=1.5)",
-                  "token_truncate, capped at 1.5", visible=True),
-            check("behaviour_weights([[-1.0, -2.0], [-0.5]], [[-1.5, -1.0], [-0.5]], 'sequence_mask', clip_min=0.8)",
-                  "sequence_mask with a lower bound", visible=True),
+            check("behaviour_weights(_old, _new, 'token_truncate', clip_max=1.5)", "token_truncate, capped at 1.5",
+                  visible=True, **EXAMPLE),
+            check("behaviour_weights(_old, _new, 'sequence_mask', clip_min=0.8)", "sequence_mask with a lower bound",
+                  visible=True, **EXAMPLE),
             check("behaviour_weights([[-1.0, -2.0]], [[-1.0]], 'token_mask')", "lengths that differ must raise ValueError",
                   visible=True),
             check(call, "a random ragged batch in a random mode and band", o=old, s=new, m=mode, lo=lo, hi=hi),
@@ -170,10 +176,9 @@ def _q7(rng) -> dict:
     batch = [_episode(rng) for _ in range(int(rng.integers(3, 9)))]
     episodes, truths, carry = [e for e, _, _ in batch], [t for _, t, _ in batch], [c for _, _, c in batch]
     as_lists = [[list(seg) for seg in e] for e in episodes]
-    tool, plain = "[('prompt', '37+45='), ('call', '[7+5]'), ('obs', '12'), ('turn', '82')]", "[('prompt', '37+45='), ('turn', '72')]"
     return {
         "q7_test_mask": [
-            check(f"policy_mask({tool})", "prompt, call, observation, answer", visible=True),
+            check("policy_mask(ep_tool)", "prompt, call, observation, answer", visible=True, **EPISODES),
             check("policy_mask([['prompt', '1+2='], ['turn', '3']])", "segments may be lists", visible=True),
             check("policy_mask([('call', '[1+2]'), ('turn', '3')])", "no prompt first must raise ValueError", visible=True),
             check("[policy_mask(e) for e in es]", "random episodes", es=episodes),
@@ -186,48 +191,55 @@ def _q7(rng) -> dict:
             check("policy_mask([('prompt', '1+2=')])", "a prompt alone must raise ValueError"),
         ],
         "q7_test_outcome": [
-            check(f"outcome_advantages([{tool}, {plain}], [1.0, 0.0])", "rewards 1 and 0", visible=True),
-            check(f"outcome_advantages([{tool}, {plain}], [1.0, 1.0])", "equal rewards give zeros", visible=True),
-            check(f"outcome_advantages([{tool}, {plain}], [1.0])", "one reward for two episodes must raise ValueError",
-                  visible=True),
+            check("outcome_advantages([ep_tool, ep_plain], [1.0, 0.0])", "rewards 1 and 0", visible=True, **EPISODES),
+            check("outcome_advantages([ep_tool, ep_plain], [1.0, 1.0])", "equal rewards give zeros", visible=True,
+                  **EPISODES),
+            check("outcome_advantages([ep_tool, ep_plain], [1.0])", "one reward for two episodes must raise ValueError",
+                  visible=True, **EPISODES),
             check("outcome_advantages(g, r)", "a random group with random rewards", g=group, r=rewards),
             check("outcome_advantages(g, [v] * len(g))", "a random group with equal rewards", g=group,
                   v=float(rng.uniform(-2, 2))),
-            check(f"outcome_advantages([{tool}], [1.0])", "a group of one must raise ValueError"),
-            check(f"outcome_advantages([{tool}, {plain}], [1.0, float('inf')])", "an infinite reward must raise ValueError"),
-            check(f"outcome_advantages([{tool}, {plain}], [True, False])", "bool rewards must raise ValueError"),
+            check("outcome_advantages([ep_tool], [1.0])", "a group of one must raise ValueError", **EPISODES),
+            check("outcome_advantages([ep_tool, ep_plain], [1.0, float('inf')])",
+                  "an infinite reward must raise ValueError", **EPISODES),
+            check("outcome_advantages([ep_tool, ep_plain], [True, False])", "bool rewards must raise ValueError",
+                  **EPISODES),
         ],
         "q7_test_steps": [
-            check(f"step_advantages([{tool}, {plain}], [[1.0, 1.0], [0.0]])", "the worked example", visible=True),
-            check(f"step_advantages([{tool}, {plain}], [[1.0], [0.0]])", "too few step rewards must raise ValueError",
-                  visible=True),
+            check("step_advantages([ep_tool, ep_plain], [[1.0, 1.0], [0.0]])", "the worked example", visible=True,
+                  **EPISODES),
+            check("step_advantages([ep_tool, ep_plain], [[1.0], [0.0]])", "too few step rewards must raise ValueError",
+                  visible=True, **EPISODES),
             check("step_advantages(g, s)", "a random group with random step rewards", g=group, s=steps),
             check("step_advantages(g, s)", "equal step rewards give zeros", g=group,
                   s=[[level] * len(row) for row in steps]),
-            check(f"step_advantages([{tool}, {plain}], [[1.0, 0.0], [0.0], [1.0]])",
-                  "more lists of step rewards than episodes must raise ValueError"),
-            check(f"step_advantages([{tool}, {plain}], [[1.0, float('nan')], [0.0]])", "a nan must raise ValueError"),
+            check("step_advantages([ep_tool, ep_plain], [[1.0, 0.0], [0.0], [1.0]])",
+                  "more lists of step rewards than episodes must raise ValueError", **EPISODES),
+            check("step_advantages([ep_tool, ep_plain], [[1.0, float('nan')], [0.0]])", "a nan must raise ValueError",
+                  **EPISODES),
         ],
         "q7_test_rates": [
-            check(f"tool_call_rates([{tool}, {plain}], [True, False])", "one carry episode that calls", visible=True),
-            check(f"tool_call_rates([{plain}], [True])", "no no-carry episode", visible=True),
+            check("tool_call_rates([ep_tool, ep_plain], [True, False])", "one carry episode that calls", **EPISODES),
+            check("tool_call_rates([ep_plain], [True])", "no no-carry episode", visible=True, **EPISODES),
             check("tool_call_rates(es, c)", "a random batch", es=episodes, c=carry),
             check("tool_call_rates(es, [True] * len(es))", "all carry", es=episodes),
-            check(f"tool_call_rates([{tool}, {plain}], [True])", "a carry list of another length must raise ValueError"),
-            check(f"tool_call_rates([{tool}], [1])", "a carry that is not a bool must raise ValueError"),
+            check("tool_call_rates([ep_tool, ep_plain], [True])", "a carry list of another length must raise ValueError",
+                  **EPISODES),
+            check("tool_call_rates([ep_tool], [1])", "a carry that is not a bool must raise ValueError", **EPISODES),
             check("tool_call_rates([], [])", "no episode must raise ValueError"),
         ],
         "q7_test_verifier": [
-            check(f"verifier_rewards([{tool}, {plain}], [82, 82])", "strict and loose", visible=True),
-            check(f"verifier_rewards([{tool}], [-82])", "a negative truth must raise ValueError", visible=True),
+            check("verifier_rewards([ep_tool, ep_plain], [82, 82])", "strict and loose", **EPISODES),
+            check("verifier_rewards([ep_tool], [-82])", "a negative truth must raise ValueError", visible=True,
+                  **EPISODES),
             check("verifier_rewards(es, t)", "a random batch", es=episodes, t=truths),
             check("verifier_rewards(es, t)", "a random batch, segments as lists", es=as_lists, t=truths),
             check("verifier_rewards([[('prompt', '1+2='), ('call', '[1+2]'), ('obs', '3')]], [3])",
                   "no final answer: strict 0, loose 1 (a successful call)"),
             check("verifier_rewards([[('prompt', '1+2='), ('turn', '3'), ('call', '[1+2]'), ('obs', '3'), ('turn', '4')]], [3])",
                   "the last turn is the final answer"),
-            check(f"verifier_rewards([{tool}], [82, 82])", "a truth too many must raise ValueError"),
-            check(f"verifier_rewards([{tool}], [82.0])", "a float truth must raise ValueError"),
+            check("verifier_rewards([ep_tool], [82, 82])", "a truth too many must raise ValueError", **EPISODES),
+            check("verifier_rewards([ep_tool], [82.0])", "a float truth must raise ValueError", **EPISODES),
         ],
         "q7_test_answers": [
             check(name, f"{name} for your given episodes", visible=name == "strict", tol=1e-9, rtol=1e-9)
@@ -263,16 +275,14 @@ def _q8(rng) -> dict:
     seeds = [int(s) for s in rng.choice(50, size=int(rng.integers(2, 6)), replace=False)]
     before = {s: round(float(rng.uniform(0.2, 0.7)), 3) for s in seeds}
     after = {s: round(float(rng.uniform(-0.1, 0.15)), 3) for s in seeds}
-    T = ("p_ab=[0.9, 0.8, 0.52, 0.7], p_ba=[0.2, 0.75, 0.45, 0.35], a_better=[True, False, True, False], "
-         "len_a=[3, 2, 2, 5], len_b=[2, 2, 3, 2]")
     call = "judge_audit(p_ab, p_ba, a_better, len_a, len_b, m)"
     return {
         "q8_test_agreement": [
-            check(f"judge_audit({T})['agreement']", "agreement at margin 0", visible=True),
-            check(f"judge_audit({T}, tie_margin=0.05)['tie_rate']", "ties at margin 0.05", visible=True),
-            check(f"judge_audit({T}, tie_margin=0.05)['agreement']", "agreement on decided pairs", visible=True),
-            check("judge_audit([0.5], [0.5], [True], [1], [1])['agreement']", "no decided pair: nan", visible=True),
-            check(f"judge_audit({T}, tie_margin=0.5)", "a tie margin of 0.5 must raise ValueError", visible=True),
+            check("judge_audit(**T)", "the example at margin 0", visible=True, T=TABLE),
+            check("judge_audit(**T, tie_margin=0.05)", "the example at margin 0.05", visible=True, T=TABLE),
+            check("judge_audit([0.5], [0.5], [True], [1], [1])", "no decided pair: nan", visible=True),
+            check("judge_audit(**T, tie_margin=0.5)", "a tie margin of 0.5 must raise ValueError", visible=True,
+                  T=TABLE),
             check(call + "['agreement']", "agreement of a random table", m=margin, **t),
             check(call + "['tie_rate']", "tie rate of a random table", m=margin, **t),
             check("judge_audit(p_ab, p_ba, a_better, len_a, len_b)", "the whole audit of a random table at margin 0",
@@ -286,15 +296,15 @@ def _q8(rng) -> dict:
             check("judge_audit([0.9], [0.1], [True], [1], [1], -0.1)", "a negative tie margin must raise ValueError"),
         ],
         "q8_test_swap": [
-            check(f"judge_audit({T})['position_bias']", "position bias of the example", visible=True),
-            check(f"judge_audit({T})['flip_rate']", "flip rate of the example", visible=True),
+            check("judge_audit(**T)['position_bias']", "position bias of the example", visible=True, T=TABLE),
+            check("judge_audit(**T)['flip_rate']", "flip rate of the example", visible=True, T=TABLE),
             check(call + "['position_bias']", "position bias of a random table", m=margin, **t),
             check(call + "['flip_rate']", "flip rate of a random table", m=margin, **t),
             check("judge_audit(p, [1 - x for x in p], [True] * len(p), [1] * len(p), [1] * len(p))['position_bias']",
                   "a judge that ignores the order has no position bias", p=t["p_ab"], tol=1e-12),
         ],
         "q8_test_length": [
-            check(f"judge_audit({T})['length_bias']", "length bias of the example", visible=True),
+            check("judge_audit(**T)['length_bias']", "length bias of the example", visible=True, T=TABLE),
             check("judge_audit([0.9], [0.1], [True], [2], [2])['length_bias']", "no pair of different lengths: nan",
                   visible=True),
             check(call + "['length_bias']", "length bias of a random table", m=margin, **t),
