@@ -193,3 +193,37 @@ def test_numbers_copied_from_a_friend_miss_this_students_variant_and_a_regrade_r
     assert again["seeds"] == res["seeds"] and again["verdicts"] == res["verdicts"]
     nb = _read(graded["course"] / "autograded" / "x_friends_numbers" / ASSIGNMENT / "q7_episodes.ipynb")
     assert _cell(nb, "q7_given").source == grading.given_cells(ASSIGNMENT, "x_friends_numbers")["q7_given"]
+
+
+def _rounded_uniform_collision(low: float, high: float, decimals: int) -> float:
+    """Exactly P(X = Y) for X, Y independent, each round(U(low, high), decimals)."""
+    step = 10.0**-decimals
+    total = 0.0
+    for k in range(round(low / step), round(high / step) + 1):
+        width = min(high, (k + 0.5) * step) - max(low, (k - 0.5) * step)
+        total += (max(width, 0.0) / (high - low)) ** 2
+    return total
+
+
+def test_two_students_share_a_variant_with_probability_below_one_percent():
+    """The given cells are drawn per student (instructor/checks/systems14.py, GIVEN). Two random students
+    share a notebook's whole cell with at most the probability of sharing a few of its independent
+    draws, computed exactly here: Q6 the lag (5 values), the run length (8) and clip_max (4); Q7 the
+    group's prompt a+b (80 × 80 pairs) and its size (3); Q8 the bias after the change on the first three
+    seeds (each round(U(-0.08, 0.12), 3)). Answers follow the whole cell: 8 students' answers all differ."""
+    q6 = 1 / 5 * 1 / 8 * 1 / 4
+    q7 = 1 / 80**2 * 1 / 3
+    q8 = _rounded_uniform_collision(-0.08, 0.12, 3) ** 3
+    for p in (q6, q7, q8):
+        assert p < 0.01, (q6, q7, q8)
+    answers = {"q6_stale_rollouts": ("versions", "token_weights", "sequence_weights", "stats", "hot_kl", "gain",
+                                     "spread", "gain_exceeds_spread"),
+               "q7_episodes": ("strict", "loose", "exploits", "rates", "adv_outcome", "adv_steps", "sign_changes"),
+               "q8_judge_audit": ("audit", "removed")}
+    for notebook, names in answers.items():
+        seen = set()
+        for i in range(8):
+            reference = grading.reference_namespace(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb",
+                                                    grading.given_cells(ASSIGNMENT, f"student{i}"))
+            seen.add(repr([reference[name] for name in names]))
+        assert len(seen) == 8, notebook
