@@ -96,9 +96,12 @@ def _make_submissions(course: Path) -> list[str]:
         cell = _cell(nb, FIRST_FUNCTIONS[n])
         cell.source = code + cell.source
         put("x_tampering", n, nb)
-    # the library called (the sandbox cannot import it) or pasted and renamed
+    # the library called (the sandbox cannot import it) or pasted and renamed (Q6 only: pasting imports torch in
+    # the kernel, which is slow; tests/test_assignment_tools.py scores all three outside the sandbox)
     for student, kind in (("x_course_lib", "calls"), ("x_copied_course_lib", "copies")):
         for notebook, cells in library_submission(kind, ASSIGNMENT).items():
+            if kind == "copies" and notebook != "q6_stale_rollouts":
+                continue
             nb = copy.deepcopy(rel[notebook])
             for grade_id, code in cells.items():
                 _cell(nb, grade_id).source = code
@@ -176,8 +179,8 @@ def test_tampering_is_flagged_and_each_attack_is_named(graded):
 def test_answers_from_the_course_library_earn_at_most_a_tenth(graded):
     calls, copies = _student(graded, "x_course_lib"), _student(graded, "x_copied_course_lib")
     for res in (calls, copies):
-        assert res["status"] != "FAILED" and res["max_code_score"] == AUTOGRADED
-        assert res["code_score"] <= 0.1 * AUTOGRADED, res["verdicts"]
+        assert res["status"] != "FAILED" and res["code_score"] <= 0.1 * AUTOGRADED, res["verdicts"]
+    assert calls["max_code_score"] == AUTOGRADED
     assert any("course library" in f for f in calls["flags"]), calls["flags"]
 
 

@@ -25,7 +25,7 @@ MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 EXAMPLE = {"_old": [[-1.0, -2.0], [-0.5]], "_new": [[-1.5, -1.0], [-0.5]]}
 EPISODES = {"ep_tool": [("prompt", "37+45="), ("call", "[7+5]"), ("obs", "12"), ("turn", "82")],
             "ep_plain": [("prompt", "37+45="), ("turn", "72")]}
-TABLE = {"p_ab": [0.9, 0.8, 0.52, 0.7], "p_ba": [0.2, 0.75, 0.45, 0.35], "a_better": [True, False, True, False],
+TABLE = {"p_ab": [0.9, 0.8, 0.52, 0.7], "p_ba": [0.2, 0.75, 0.44, 0.35], "a_better": [True, False, True, False],
          "len_a": [3, 2, 2, 5], "len_b": [2, 2, 3, 2]}
 
 
@@ -41,8 +41,10 @@ def _logps(rng, n: int | None = None, spread: float = 0.6) -> tuple[list, list]:
     return old, new
 
 
-def _accuracies(rng, seeds, low=0.3, high=0.8) -> dict:
-    return {int(s): round(float(rng.uniform(low, high)), 3) for s in seeds}
+def _accuracies(rng, seeds, low=0.3, high=0.8, decimals: int | None = None) -> dict:
+    """{seed: accuracy}: unrounded for hidden checks (a tie of gain and spread has probability 0)."""
+    values = {int(s): float(rng.uniform(low, high)) for s in seeds}
+    return values if decimals is None else {s: round(v, decimals) for s, v in values.items()}
 
 
 def _q6(rng) -> dict:
@@ -130,9 +132,14 @@ def _q6_given(rng) -> dict:
     old, new = _logps(rng, n=int(rng.integers(3, 6)), spread=0.5)
     hot_old, hot_new = _logps(rng, n=int(rng.integers(2, 5)), spread=0.8)
     seeds = list(range(int(rng.integers(3, 6))))
-    base = _accuracies(rng, seeds, 0.45, 0.7)
-    boost = float(rng.uniform(-0.02, 0.12))
-    corrected = {s: round(min(1.0, a + boost + float(rng.normal(0, 0.02))), 3) for s, a in base.items()}
+    while True:  # 3 decimals, as a table prints them; the verdict must not sit on a tie of gain and spread
+        base = _accuracies(rng, seeds, 0.45, 0.7, decimals=3)
+        boost = float(rng.uniform(-0.02, 0.12))
+        corrected = {s: round(min(1.0, a + boost + float(rng.normal(0, 0.02))), 3) for s, a in base.items()}
+        gain = sum(corrected[s] - base[s] for s in seeds) / len(seeds)
+        spread = max(max(t.values()) - min(t.values()) for t in (corrected, base))
+        if abs(gain - spread) > 1e-6:
+            break
     return {"lag": int(rng.integers(1, 6)), "n_steps": int(rng.integers(5, 13)),
             "clip_max": float(rng.choice([1.5, 2.0, 2.5, 3.0])), "old": old, "sampler": new,
             "hot_old": hot_old, "hot_sampler": hot_new, "runs_corrected": corrected, "runs_uncorrected": base}
@@ -271,10 +278,10 @@ def _table(rng, n: int | None = None) -> dict:
 
 def _q8(rng) -> dict:
     t = _table(rng)
-    margin = round(float(rng.uniform(0.0, 0.2)), 2)
+    margin = round(float(rng.uniform(0.0, 0.2)), 2) + 0.005  # never |p - 0.5| of a 2-decimal p: no verdict on a bound
     seeds = [int(s) for s in rng.choice(50, size=int(rng.integers(2, 6)), replace=False)]
-    before = {s: round(float(rng.uniform(0.2, 0.7)), 3) for s in seeds}
-    after = {s: round(float(rng.uniform(-0.1, 0.15)), 3) for s in seeds}
+    before = {s: float(rng.uniform(0.2, 0.7)) for s in seeds}
+    after = {s: float(rng.uniform(-0.1, 0.15)) for s in seeds}
     call = "judge_audit(p_ab, p_ba, a_better, len_a, len_b, m)"
     return {
         "q8_test_agreement": [
@@ -308,7 +315,7 @@ def _q8(rng) -> dict:
             check("judge_audit([0.9], [0.1], [True], [2], [2])['length_bias']", "no pair of different lengths: nan",
                   visible=True),
             check(call + "['length_bias']", "length bias of a random table", m=margin, **t),
-            check("judge_audit(p_ab, p_ba, a_better, len_a, len_b, 0.49)['length_bias']", "every pair a tie: nan", **t),
+            check("judge_audit(p_ab, p_ba, a_better, len_a, len_b, 0.495)['length_bias']", "every pair a tie: nan", **t),
         ],
         "q8_test_seeds": [
             check("bias_removed({0: 0.62, 1: 0.55, 2: 0.60}, {0: 0.03, 1: -0.02, 2: 0.05})", "removed", visible=True),
@@ -340,10 +347,16 @@ def _q8_given(rng) -> dict:
         a_long = t["a_better"][i] == longer_right
         t["len_a"][i], t["len_b"][i] = (long_, short) if a_long else (short, long_)
     seeds = list(range(int(rng.integers(3, 6))))
-    level = float(rng.uniform(0.05, 0.5))
-    before = {s: round(level + float(rng.normal(0, 0.06)), 3) for s in seeds}
-    after = {s: round(float(rng.uniform(-0.08, 0.12)), 3) for s in seeds}
-    return {**t, "tie_margin": round(float(rng.uniform(0.0, 0.1)), 2), "bias_before": before, "bias_after": after}
+    while True:  # 3 decimals, as a table prints them; the verdict must not sit on one of its bounds
+        level = float(rng.uniform(0.05, 0.5))
+        before = {s: round(min(1.0, level + float(rng.normal(0, 0.06))), 3) for s in seeds}
+        after = {s: round(float(rng.uniform(-0.08, 0.12)), 3) for s in seeds}
+        mean_before, mean_after = (sum(t.values()) / len(t) for t in (before, after))
+        spread = max(max(t.values()) - min(t.values()) for t in (before, after))
+        if abs(abs(mean_after) - 0.1) > 1e-6 and abs(abs(mean_before) - abs(mean_after) - spread) > 1e-6:
+            break
+    margin = round(float(rng.uniform(0.0, 0.1)), 2) + 0.005  # never |p - 0.5| of a 2-decimal p
+    return {**t, "tie_margin": margin, "bias_before": before, "bias_after": after}
 
 
 # Locked cells of given numbers, drawn per student at grading time (grading.given_cells): answers
