@@ -201,6 +201,8 @@ def _q7(rng) -> dict:
             check("outcome_advantages([ep_tool, ep_plain], [1.0, 0.0])", "rewards 1 and 0", visible=True, **EPISODES),
             check("outcome_advantages([ep_tool, ep_plain], [1.0, 1.0])", "equal rewards give zeros", visible=True,
                   **EPISODES),
+            check("outcome_advantages([ep_tool, ep_plain, ep_plain], [0.1, 0.1, 0.1])",
+                  "equal rewards whose computed std is not exactly 0 give zeros", visible=True, **EPISODES),
             check("outcome_advantages([ep_tool, ep_plain], [1.0])", "one reward for two episodes must raise ValueError",
                   visible=True, **EPISODES),
             check("outcome_advantages(g, r)", "a random group with random rewards", g=group, r=rewards),
