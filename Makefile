@@ -3,7 +3,8 @@
 #   make test   the whole test suite (creates .venv on first use); first installs the system packages
 #               its tests need (bubblewrap, chromium) when it can, else stops with the command to type
 # Instructor targets: make assignment | roster CSV=f | collect | autograde [STUDENT=id] [JOBS=n] [REDRAW=1] |
-#   formgrader [PORT=n] | feedback | grades | student-repo DEST=dir (see docs/instructors.md).
+#   formgrader [PORT=n] | feedback | grades | student-repo DEST=dir (see docs/instructors.md);
+#   each takes ASSIGNMENT=module14 (default), systems14 or lab14.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -63,8 +64,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH)
 	$(PY) benchmarks/tables.py
 
-# Instructor workflow for the graded assignment (docs/instructors.md). nbgrader shells out
-# to `alembic`, so the environment's bin/ goes first on PATH.
+# Instructor workflow for a graded assignment, ASSIGNMENT=module14 | systems14 | lab14
+# (docs/instructors.md). nbgrader shells out to `alembic`, so the environment's bin/ goes first on PATH.
 ASSIGNMENT ?= module14
 NBG_PATH := PATH="$(CURDIR)/$(BIN):$$PATH"
 

@@ -1,9 +1,9 @@
-"""nbgrader configuration for the graded assignment ``module14`` (Q1–Q5).
+"""nbgrader configuration for the graded assignments ``module14`` (Q1–Q5), ``systems14`` (Q6–Q8) and ``lab14``.
 
-Layout (relative to this file, which is the course root):
+Layout (relative to this file, which is the course root), for each assignment (module14 here):
   solutions/module14/   instructor source: ### BEGIN/END SOLUTION; test cells hold the visible tests
   instructor/checks/module14.py   what grading checks (visible and hidden) in each test cell
-  exercises/module14/   the student release (`make assignment`), committed
+  exercises/module14/   the student release (`make assignment ASSIGNMENT=...`), committed
   downloaded/<assignment>/archive/   the LMS's zip (`make collect`), git-ignored
   submitted/<student>/module14/, autograded/, feedback/, grades/   instructor state, git-ignored
   gradebook.db, roster.csv, deadlines.toml   gradebook, class list, due dates: git-ignored

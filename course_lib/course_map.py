@@ -210,7 +210,11 @@ ASSIGNMENTS = (
     " tiny GPT with them) comes after"
     " [Tiny GPT: the GRPO family](notebooks/09_tiny_gpt_grpo.ipynb),"
     " which is after group baselines and the tiny-GPT DPO run."
-    " Both live in `exercises/` (see [the instructor's guide](docs/instructors.md))."
+    " The systems assignment `systems14` grades the systems half:"
+    " Q6 (stale rollouts) after [RL as a system](notebooks/14_rl_as_a_system.ipynb),"
+    " Q7 (an episode with a tool) after [Environments and tools](notebooks/15_environments_and_tools.ipynb),"
+    " Q8 (auditing a judge) after [AI feedback](notebooks/17_ai_feedback.ipynb)."
+    " All three live in `exercises/` (see [the instructor's guide](docs/instructors.md))."
 )
 
 

@@ -44,7 +44,9 @@ environment's verifier, in the same roles, with the tool syntax in characters in
 
 Simplifications, said out loud: one tool with one operation; the policy's tool syntax is three extra
 characters appended to the tokenizer (``TOOL_CHARS``; ``CharTokenizer(extra_chars=TOOL_CHARS)``),
-so a tool-using model has its own vocabulary and its own SFT start; rewards come only at the end.
+so a tool-using model has its own vocabulary and its own SFT start; the environment rewards only the
+end of an episode. ``process_advantages`` shows the alternative on given numbers: a reward per policy
+turn (a *per-step* or process reward) and the advantages it gives, which the trainers do not use.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from typing import NamedTuple
 import torch
 
 from course_lib._validate import number
+from course_lib.advantages import grpo_advantages
 from course_lib.task import EOS, AdditionTask, CharTokenizer, TaskConfig
 
 TOOL_CHARS = "[]!"  # call open, call close, tool error
@@ -354,6 +357,36 @@ def episode_stats(episodes: list[dict]) -> dict:
         "reward_carry_without_tool": mean([e["reward"] for e in episodes if e["carry"] and e["tool_calls"] == 0]),
         "env_errors": sum(e["env_error"] for e in episodes),
     }
+
+
+def process_advantages(step_rewards) -> list[list[float]]:
+    """Per-step (process) advantages for one group of episodes, one per policy turn (DeepSeekMath's
+    process supervision, §15).
+
+    ``step_rewards[i]`` holds one reward per policy turn of episode i (a ragged list: episodes have
+    different numbers of turns). Every step reward of the group is normalised by the mean and the
+    population std of *all* the group's step rewards, r̃ = (r − mean) / std, and the advantage of
+    turn j is the sum of the normalised rewards from turn j to the episode's end: a turn is credited
+    with what it and the later turns earned, not with the earlier ones. A group whose step rewards
+    are all equal carries no relative signal: every advantage is 0 (the rule of ``grpo_advantages``,
+    which does the normalising). Example: ``[[0, 1], [1], [0, 0, 1]]`` → ``[[0, 1], [1], [−1, 0, 1]]``.
+    """
+    if not isinstance(step_rewards, (list, tuple)) or len(step_rewards) < 2:
+        raise ValueError(f"step_rewards must be a list of at least 2 episodes' lists of step rewards; got {step_rewards!r}")
+    rows = []
+    for i, row in enumerate(step_rewards):
+        if not isinstance(row, (list, tuple)) or not row:
+            raise ValueError(f"step_rewards[{i}] must be a non-empty list of rewards (one per policy turn); got {row!r}")
+        if not all(not isinstance(r, bool) and isinstance(r, (int, float)) and math.isfinite(r) for r in row):
+            raise ValueError(f"step_rewards[{i}] must hold finite numbers; got {row!r}")
+        rows.append([float(r) for r in row])
+    flat = grpo_advantages(torch.tensor([r for row in rows for r in row], dtype=torch.float64), on_degenerate="zeros")
+    out, start = [], 0
+    for row in rows:
+        normalised = flat[start:start + len(row)].tolist()
+        start += len(row)
+        out.append([sum(normalised[j:]) for j in range(len(row))])
+    return out
 
 
 @torch.no_grad()

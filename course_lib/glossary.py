@@ -61,4 +61,7 @@ GLOSSARY: dict[str, Term] = {
                            "a completion's tokens: how spread its choices are", r"\bentropy\b"),
     "score function": Term("10_the_kl_term", "∇log π(y): a detached value reaches θ only multiplied by it, "
                            "E[k(y)·∇log π(y)]", r"\bscore[- ]function\b"),
+    "process reward": Term("15_environments_and_tools", "a reward for every step (policy turn) of an episode, "
+                           "not only its end; each turn is credited with its own and the later steps' rewards",
+                           r"\bprocess rewards?\b|\bper-step \(process\) rewards?\b"),
 }

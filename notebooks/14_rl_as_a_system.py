@@ -634,3 +634,9 @@ display(Markdown(knob_table))
 
 # %%
 print(clock.report())
+
+# %% [markdown]
+# **Graded: systems14 Q6** covers this notebook: which weights sampled each batch under a lag K (and what
+# K = 0 with a mismatched sampler means), the behaviour correction's truncated and masked weights per
+# token and per completion, the masked share, the effective sample size and the mismatch KL, and
+# whether a gain across seeds exceeds the seed spread; 6e asks for a passport's systems fields. Do it now.

@@ -77,9 +77,16 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import Markdown, display
 
+from course_lib.advantages import grpo_advantages
 from course_lib.configs import get_config
 from course_lib.dashboard import dashboard
-from course_lib.environments import CalculatorEnv, EnvTask, EpisodeLimits, run_episode
+from course_lib.environments import (
+    CalculatorEnv,
+    EnvTask,
+    EpisodeLimits,
+    process_advantages,
+    run_episode,
+)
 from course_lib.evaluation import evaluate
 from course_lib.explore import predict
 from course_lib.grpo import train_grpo
@@ -171,6 +178,56 @@ print(f"reward {episode.reward}, {episode.turns} policy turns, {episode.policy_t
 # after each sampled token the environment may take over and write its observation, token by token
 # (`EpisodeDriver` in `course_lib.environments`). Each episode gets one reward, so one advantage.
 #
+# ### One reward per episode, or one per step
+#
+# That single reward at the end is an **outcome reward**. The alternative scores every policy turn as it
+# is written: a **per-step (process) reward** — here, a call that asks for the right column earns 1, and
+# so does a right answer. What changes is how credit reaches each turn. Take a group of five episodes
+# on 37+45 (a GRPO group: one prompt, several samples), written as their policy turns:
+#
+# - **A** `[7+5]`, then `82`: a right call, a right answer;
+# - **B** `82`: a right answer without the tool;
+# - **C** `[7+5]`, then `72`: a right call, then the carry forgotten anyway;
+# - **D** `72`: a wrong answer;
+# - **E** `[3+5]`, then `72`: a wrong call, a wrong answer.
+#
+# With one reward per episode (1 for A and B, 0 for the others), GRPO's advantage (r − mean) / std of
+# [notebook 04](04_group_baselines.ipynb) goes to every policy token of the episode: both turns of C share
+# one negative advantage. With a reward per step, DeepSeekMath's *process supervision* ([Shao et al. 2024](https://arxiv.org/abs/2402.03300))
+# normalises **all the step rewards of the group together** by their mean and std, and gives each turn the
+# sum of the normalised rewards from that turn to the end of its episode (`process_advantages`): a turn is
+# credited with what it and the later turns earned.
+#
+# **Predict first.** Scored per step, what happens to C's right call?
+
+# %%
+group = {"A": (["[7+5]", "82"], [1.0, 1.0]), "B": (["82"], [1.0]), "C": (["[7+5]", "72"], [1.0, 0.0]),
+         "D": (["72"], [0.0]), "E": (["[3+5]", "72"], [0.0, 0.0])}  # turns, and the per-step scorer's rewards
+outcome = grpo_advantages([1.0 if turns[-1] == "82" else 0.0 for turns, _ in group.values()])
+per_step = process_advantages([steps for _, steps in group.values()])
+c_call = per_step[2][0]
+display(predict("Scored per step, C's right call (followed by a wrong answer) gets an advantage that is …",
+                ["negative, as with one reward per episode", "zero: its reward and its answer's cancel", "positive"],
+                "negative, as with one reward per episode" if c_call < -1e-9 else "positive" if c_call > 1e-9
+                else "zero: its reward and its answer's cancel",
+                f"Computed below: {c_call:+.2f} per step, against {float(outcome[2]):+.2f} with one reward per episode."))
+
+# %%
+print(f"{'episode':8} {'turns':16} {'one reward per episode':>24} {'one reward per step':>22}")
+for (name, (turns, _)), whole, steps in zip(group.items(), outcome.tolist(), per_step):
+    print(f"{name:8} {' then '.join(turns):16} {'  '.join(f'{whole:+.2f}' for _ in turns):>24} "
+          f"{'  '.join(f'{a:+.2f}' for a in steps):>22}")
+
+# %% [markdown]
+# Per turn, and so for every token of that turn (the policy mask above says which tokens those are).
+# Three things changed. The turns of one episode no longer share one advantage: A's call gets more than
+# its answer, because the call is credited with the answer's reward too. C's right call is no longer
+# pushed down with its wrong answer (here its own +1 and its answer's −1 cancel), and E's wrong call is
+# pushed down harder than D's wrong answer alone. And the scorer of the steps is now part of the reward: a
+# step scorer that is loose (paying any call, as section 5's verifier does) is exploited step by step.
+# The trainers here use the outcome reward only; `process_advantages` is this section's worked example.
+
+# %% [markdown]
 # ## 2. Four starting points
 #
 # - **Plain**: the shared SFT start of the earlier notebooks (no tool in its vocabulary).
@@ -528,7 +585,8 @@ display(Markdown(f"Sources: TRL {cite('trl')} (GRPO with `environment_factory`),
 # | `--env calculator` on `train sft|grpo` | `GRPOTrainer(..., environment_factory=...)` (experimental in TRL 1.16) | an environment config beside the RL framework (NeMo RL) |
 #
 # The simplifications here, said out loud: one tool with one operation; the tool syntax is three extra
-# characters, not a chat template; rewards only at the end of an episode; episodes run synchronously
+# characters, not a chat template; the trainers reward only the end of an episode (section 1 scores a group
+# per step, by hand); episodes run synchronously
 # with the update; PPO with an environment is refused (`train ppo --env` explains why). The
 # [graduating to TRL](18_graduating_to_trl.ipynb) notebook runs TRL's trainers on this tiny GPT.
 #
@@ -558,3 +616,8 @@ display(Markdown(f"Sources: TRL {cite('trl')} (GRPO with `environment_factory`),
 
 # %%
 print(clock.report())
+
+# %% [markdown]
+# **Graded: systems14 Q7** covers this notebook: the policy's own tokens in an episode, per-token advantages
+# of a group with one reward per episode and with one reward per step, the tool-call rate on carry and
+# no-carry prompts, and a loose verifier against a strict one. Do it now.

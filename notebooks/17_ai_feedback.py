@@ -379,3 +379,8 @@ display(widgets.VBox([constitution_box, widgets.interactive_output(show_constitu
 
 # %%
 print(clock.report())
+
+# %% [markdown]
+# **Graded: systems14 Q8** covers this notebook: a judge's agreement with gold on decided pairs, its tie
+# rate, position bias by the swap test, flip rate and length bias, and whether a constitution change
+# removed a bias, judged across seeds. Do it now.

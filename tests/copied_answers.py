@@ -1,4 +1,5 @@
-"""module14 submissions built from the course library: one that calls it, one that copies it.
+"""Submissions built from the course library: one that calls it, one that copies it, for module14 (Q1–Q4)
+and systems14 (Q6–Q8).
 
 Both keep the solutions' answer cells except the functions a question asks for:
 
@@ -11,7 +12,7 @@ Both keep the solutions' answer cells except the functions a question asks for:
   see ordinary code, so only the design of the questions stands between such a copy and the points.
 
 Each must earn at most 10% of the autograded points; tests/test_assignment_tools.py measures them
-outside the sandbox, tests/test_assignment.py on the real pipeline.
+outside the sandbox, tests/test_assignment.py (module14) and tests/test_systems14.py on the real pipeline.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "module14"
 
 # asked name -> (course_lib module, the closest library function)
-CLOSEST = {
+MODULE14_CLOSEST = {
     "bt_matrix": ("preference", "bt_probability"),
     "chain_win_rate": ("preference", "win_rate_to_gap"),
     "pairwise_loss": ("preference", "reward_model_loss"),
@@ -44,7 +45,7 @@ CLOSEST = {
 }
 
 # the wrappers of the "calls" submission: one library call per asked function, no new computation
-CALLS = {
+MODULE14_CALLS = {
     "bt_matrix": "def bt_matrix(scores):\n    return preference.bt_probability(scores)\n",
     "chain_win_rate": ("def chain_win_rate(win_rates):\n"
                        "    return preference.bt_probability(preference.win_rate_to_gap(win_rates))\n"),
@@ -81,15 +82,72 @@ CALLS = {
 }
 
 
+SYSTEMS14_CLOSEST = {
+    "sampler_versions": ("behaviour", "check_bounds"),  # no library function gives the version per batch
+    "behaviour_weights": ("behaviour", "behaviour_weights"),
+    "mismatch_stats": ("behaviour", "mismatch"),
+    "correction_gain": ("behaviour", "mismatch"),
+    "policy_mask": ("environments", "episode_batch"),
+    "outcome_advantages": ("advantages", "grpo_advantages"),
+    "step_advantages": ("environments", "process_advantages"),
+    "tool_call_rates": ("environments", "episode_stats"),
+    "verifier_rewards": ("rewards", "checker_reward"),
+    "judge_audit": ("ai_feedback", "measure_judge"),
+    "bias_removed": ("ai_feedback", "swap_test"),
+}
+_PADDED = ("    width = max(len(r) for r in old_logps)\n"
+           "    pad = lambda rows: [list(r) + [0.0] * (width - len(r)) for r in rows]\n"
+           "    mask = [[1] * len(r) + [0] * (width - len(r)) for r in old_logps]\n")
+SYSTEMS14_CALLS = {
+    "sampler_versions": ("def sampler_versions(n_batches, K):\n"
+                         "    behaviour.check_bounds('token_mask', None, K)\n"
+                         "    return list(range(n_batches))\n"),
+    "behaviour_weights": ("def behaviour_weights(old_logps, sampler_logps, mode, clip_min=None, clip_max=3.0):\n" + _PADDED
+                          + "    w, out = behaviour.behaviour_weights(pad(old_logps), pad(sampler_logps), mask, mode, clip_min,"
+                          " clip_max)\n    return w.tolist(), out.tolist()\n"),
+    "mismatch_stats": ("def mismatch_stats(old_logps, sampler_logps, mode, clip_min=None, clip_max=3.0):\n" + _PADDED
+                       + "    o, s, m = (behaviour.torch.tensor(x, dtype=behaviour.torch.float64) for x in (pad(old_logps),"
+                       " pad(sampler_logps), mask))\n"
+                       "    w, out = behaviour.behaviour_weights(o, s, m, mode, clip_min, clip_max)\n"
+                       "    d = behaviour.mismatch(o, s, m, w, out)\n"
+                       "    return {'masked_share': float(d['is_clipped_fraction']), 'ess': float(d['is_ess']),"
+                       " 'mismatch_kl': float(d['mismatch_kl'])}\n"),
+    "correction_gain": ("def correction_gain(corrected, uncorrected):\n"
+                        "    return behaviour.mismatch(corrected, uncorrected, None, None, None)\n"),
+    "policy_mask": ("def policy_mask(episode):\n"
+                    "    return environments.episode_batch(episode, 0)['completion_mask'][0].tolist()\n"),
+    "outcome_advantages": ("def outcome_advantages(episodes, rewards):\n"
+                           "    return advantages.grpo_advantages(rewards, on_degenerate='zeros').tolist()\n"),
+    "step_advantages": ("def step_advantages(episodes, step_rewards):\n"
+                        "    return environments.process_advantages(step_rewards)\n"),
+    "tool_call_rates": ("def tool_call_rates(episodes, carry):\n"
+                        "    stats = environments.episode_stats(episodes)\n"
+                        "    return stats['tool_call_rate_carry'], stats['tool_call_rate_no_carry']\n"),
+    "verifier_rewards": ("def verifier_rewards(episodes, truths):\n"
+                         "    return rewards.checker_reward(episodes, truths)\n"),
+    "judge_audit": ("def judge_audit(p_ab, p_ba, a_better, len_a, len_b, tie_margin=0.0):\n"
+                    "    s = ai_feedback.swap_test(lambda a, b: a, {'a_ids': ai_feedback.torch.tensor(p_ab),"
+                    " 'b_ids': ai_feedback.torch.tensor(p_ba)}, tie_margin)\n"
+                    "    return {'position_bias': s['position_bias'], 'flip_rate': s['flip_rate']}\n"),
+    "bias_removed": ("def bias_removed(before, after, threshold=0.1):\n"
+                     "    return ai_feedback.measure_judge(before, after, threshold)\n"),
+}
+
+# per assignment: the closest library functions, the wrappers, the solution notebooks with asked functions
+CLOSEST = {"module14": MODULE14_CLOSEST, "systems14": SYSTEMS14_CLOSEST}
+CALLS = {"module14": MODULE14_CALLS, "systems14": SYSTEMS14_CALLS}
+ANSWERED = {"module14": "q[1-4]_*.ipynb", "systems14": "q[6-8]_*.ipynb"}
+
+
 def _without_library_imports(source: str) -> str:
     keep = [line for line in source.splitlines()
             if not line.startswith(("from __future__", "from course_lib", "import course_lib"))]
     return "\n".join(keep) + "\n"
 
 
-def _copy(asked: str) -> str:
+def _copy(asked: str, closest: dict) -> str:
     """The closest library function's source, renamed to the asked name."""
-    module, name = CLOSEST[asked]
+    module, name = closest[asked]
     function = getattr(importlib.import_module(f"course_lib.{module}"), name)
     return re.sub(rf"^def {name}\(", f"def {asked}(", inspect.getsource(function), count=1, flags=re.M)
 
@@ -101,8 +159,8 @@ def _pasted_modules(modules: set[str]) -> str:
     return "".join(_without_library_imports(s) for s in sources)
 
 
-def _asked(source: str) -> list[str]:
-    return [node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and node.name in CLOSEST]
+def _asked(source: str, closest: dict) -> list[str]:
+    return [node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and node.name in closest]
 
 
 def _rest(source: str, asked: list[str]) -> str:
@@ -112,27 +170,31 @@ def _rest(source: str, asked: list[str]) -> str:
     return ast.unparse(tree) + "\n" if tree.body else ""
 
 
-def submission(kind: str) -> dict[str, dict[str, str]]:
-    """{notebook: {grade_id: code}} for every answer cell of Q1–Q4; ``kind`` is "calls" or "copies"."""
+def submission(kind: str, assignment: str = ASSIGNMENT) -> dict[str, dict[str, str]]:
+    """{notebook: {grade_id: code}} for every answer cell of the notebooks that ask for functions (module14:
+    Q1–Q4; systems14: Q6–Q8); ``kind`` is "calls" or "copies"."""
     if kind not in ("calls", "copies"):
         raise ValueError(f"kind must be 'calls' or 'copies'; got {kind!r}")
+    if assignment not in CLOSEST:
+        raise ValueError(f"assignment must be one of {sorted(CLOSEST)}; got {assignment!r}")
+    closest, calls = CLOSEST[assignment], CALLS[assignment]
     out: dict[str, dict[str, str]] = {}
-    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("q[1-4]_*.ipynb")):
+    for path in sorted((ROOT / "solutions" / assignment).glob(ANSWERED[assignment])):
         cells = out.setdefault(path.stem, {})
         for cell in nbformat.read(str(path), as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
             if cell.cell_type != "code" or not meta.get("solution"):
                 continue
-            asked = _asked(cell.source)
+            asked = _asked(cell.source, closest)
             if not asked:
                 cells[meta["grade_id"]] = cell.source  # the answers, computed with the functions above
                 continue
-            modules = {CLOSEST[name][0] for name in asked}
+            modules = {closest[name][0] for name in asked}
             if kind == "calls":
                 head = f"from course_lib import {', '.join(sorted(modules))}\n\n"
-                body = "\n\n".join(CALLS[name] for name in asked)
+                body = "\n\n".join(calls[name] for name in asked)
             else:
                 head = _pasted_modules(modules) + "\n"
-                body = "\n\n".join(_copy(name) for name in asked)
+                body = "\n\n".join(_copy(name, closest) for name in asked)
             cells[meta["grade_id"]] = head + body + "\n" + _rest(cell.source, asked)
     return out

@@ -28,6 +28,7 @@ from instructor.scan import scan_notebook, source_facts  # noqa: E402
 from instructor.submission import rebuild  # noqa: E402
 
 ASSIGNMENT = "module14"
+ASSIGNMENTS = ("module14", "systems14")  # the graded assignments whose checks these tests hold to one standard
 SOURCE = ROOT / "solutions" / ASSIGNMENT / "q1_bradley_terry.ipynb"
 RELEASE = ROOT / "exercises" / ASSIGNMENT / "q1_bradley_terry.ipynb"
 
@@ -301,10 +302,11 @@ def _test_ids(nb) -> list[str]:
     return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)]
 
 
-def test_every_test_cell_has_checks_that_need_an_answer():
-    table = grading.load_checks(ASSIGNMENT, grading.new_rng())
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_test_cell_has_checks_that_need_an_answer(assignment):
+    table = grading.load_checks(assignment, grading.new_rng())
     seen = []
-    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
+    for path in sorted((ROOT / "solutions" / assignment).glob("*.ipynb")):
         nb = _read(path)
         reference = grading.reference_namespace(path)
         for grade_id in _test_ids(nb):
@@ -314,7 +316,7 @@ def test_every_test_cell_has_checks_that_need_an_answer():
             # a function that always raises ValueError, or returns None, earns nothing in any cell
             assert any(e["t"] != "raised" for e in expected), grade_id
             assert any(e["t"] != "none" for e in expected), grade_id
-            assert any(c.visible for c in table[grade_id]) or grade_id.startswith("q5_"), grade_id
+            assert any(c.visible for c in table[grade_id]) or grade_id.startswith(("q5_", "q8_test_answers")), grade_id
         assert "HIDDEN TESTS" not in path.read_text()  # hidden checks live in instructor/checks only
     assert sorted(seen) == sorted(table) and len(seen) == len(set(seen))
 
@@ -607,13 +609,14 @@ def test_visible_tests_and_grader_accept_what_the_text_allows():
             assert compare(got, grading.evaluate(table[name], reference), table[name]) is None, (name, value)
 
 
-def test_visible_checks_are_the_ones_the_notebooks_show():
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_visible_checks_are_the_ones_the_notebooks_show(assignment):
     """Each check marked visible is what some test cell of its notebook runs (same call, same literals)."""
     def norm(text):
         return "".join(text.split()).replace('"', "'")
 
-    table = grading.load_checks(ASSIGNMENT, grading.new_rng())
-    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
+    table = grading.load_checks(assignment, grading.new_rng())
+    for path in sorted((ROOT / "solutions" / assignment).glob("*.ipynb")):
         cells = {c.metadata["nbgrader"]["grade_id"]: norm(c.source) for c in _read(path).cells if is_test_cell(c)}
         for grade_id, source in cells.items():
             for c in table[grade_id]:
@@ -624,13 +627,14 @@ def test_visible_checks_are_the_ones_the_notebooks_show():
 # ------------------------------------------------------------------ answers copied from course_lib
 
 
-def test_scan_flags_every_answer_that_calls_the_course_library(tmp_path):
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_scan_flags_every_answer_that_calls_the_course_library(tmp_path, assignment):
     from copied_answers import submission
 
     for kind in ("calls", "copies"):
-        for notebook, cells in submission(kind).items():
-            source = _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb")
-            nb = _read(ROOT / "exercises" / ASSIGNMENT / f"{notebook}.ipynb")
+        for notebook, cells in submission(kind, assignment).items():
+            source = _read(ROOT / "solutions" / assignment / f"{notebook}.ipynb")
+            nb = _read(ROOT / "exercises" / assignment / f"{notebook}.ipynb")
             for cell in nb.cells:
                 gid = cell.metadata.get("nbgrader", {}).get("grade_id")
                 if gid in cells:
@@ -644,12 +648,14 @@ def test_scan_flags_every_answer_that_calls_the_course_library(tmp_path):
             assert bool(imports) == (kind == "calls"), (kind, notebook)  # a copy never imports course_lib
 
 
-def _score_outside_the_sandbox(answers: dict) -> tuple[int, int, dict]:
+def _score_outside_the_sandbox(answers: dict, assignment: str = ASSIGNMENT) -> tuple[int, int, dict]:
     """Points the answer cells earn where course_lib is importable and nothing times out."""
-    table = grading.load_checks(ASSIGNMENT, grading.new_rng())
+    from copied_answers import ANSWERED
+
+    table = grading.load_checks(assignment, grading.new_rng())
     earned = total = checks_passed = 0
     passed = {}
-    for path in sorted((ROOT / "solutions" / ASSIGNMENT).glob("q[1-4]_*.ipynb")):
+    for path in sorted((ROOT / "solutions" / assignment).glob(ANSWERED[assignment])):
         nb = _read(path)
         reference = grading.reference_namespace(path)
         namespace: dict = {}
@@ -704,6 +710,21 @@ def test_answers_from_the_course_library_earn_at_most_a_tenth_even_outside_the_s
     assert total == 38 and earned <= 0.1 * 46, line
     assert checks >= 20, line  # the library code runs and answers what it covers (the lecture's own cases)
 
+
+
+@pytest.mark.parametrize("kind", ["calls", "copies"])
+def test_systems14_answers_from_the_course_library_earn_at_most_a_tenth_even_outside_the_sandbox(kind, request):
+    """systems14 asks for what no course_lib function computes in one call (ragged lists, episodes as
+    segments, a judge's table, verdicts across seeds): the closest library function wrapped or pasted
+    earns <= 10% of its 30 autograded points where course_lib is importable."""
+    from copied_answers import submission
+
+    earned, total, passed, checks = _score_outside_the_sandbox(submission(kind, "systems14"), "systems14")
+    line = f"systems14, course_lib {kind} outside the sandbox: {earned}/30 ({passed or 'no cell'}); {checks} checks pass"
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        print("\n" + line)
+    assert total == 30 and earned <= 0.1 * total, line
 
 # ------------------------------------------------------------------------------ similarity report
 

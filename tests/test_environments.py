@@ -280,6 +280,32 @@ def test_episode_stats_on_hand_made_episodes():
     assert episode_stats([ep(1.0, 0, 0, False)])["tool_error_rate"] is None
 
 
+
+def test_process_advantages_credit_each_turn_with_what_it_and_the_later_turns_earned():
+    from course_lib.advantages import grpo_advantages
+    from course_lib.environments import process_advantages
+
+    assert process_advantages([[0, 1], [1], [0, 0, 1]]) == [[0.0, 1.0], [1.0], [-1.0, 0.0, 1.0]]
+    assert process_advantages([[0.5, 0.5], [0.5]]) == [[0.0, 0.0], [0.0]]  # no relative signal
+    # one turn per episode: the per-step advantages are GRPO's advantages of the episodes' rewards
+    rewards = [1.0, 0.0, 0.0, 1.0, 0.5]
+    single = [row[0] for row in process_advantages([[r] for r in rewards])]
+    assert single == pytest.approx(grpo_advantages(rewards).tolist(), abs=1e-12)
+    # a step reward earned late reaches every earlier turn of its episode, never another episode's
+    late = process_advantages([[0.0, 0.0], [0.0, 1.0]])
+    root3 = 3**0.5
+    assert late == [pytest.approx([-2 / root3, -1 / root3], abs=1e-12), pytest.approx([2 / root3, root3], abs=1e-12)]
+
+
+@pytest.mark.parametrize("bad, match", [([[1.0]], "at least 2"), ([[1.0], []], r"step_rewards\[1\]"),
+                                        ([[1.0], [float("nan")]], "finite"), ([[1.0], [True]], "finite"),
+                                        ("01", "list")])
+def test_process_advantages_refuse_bad_input(bad, match):
+    from course_lib.environments import process_advantages
+
+    with pytest.raises(ValueError, match=match):
+        process_advantages(bad)
+
 def _logit_grads(model, task, cfg, batch):
     """policy_step on ``batch``; the gradient of the loss with respect to the scored logits."""
     from course_lib.grpo import policy_step

@@ -37,9 +37,11 @@ def test_no_instructor_file_and_one_commit(built):
     dest, files = built
     assert not (dest / "solutions").exists() and not (dest / "instructor" / "checks").exists()
     assert not (dest / "tests" / "copied_answers.py").exists()
-    for name in ("test_assignment.py", "test_assignment_tools.py", "test_lab.py", "test_lab_pipeline.py"):
+    for name in ("test_assignment.py", "test_assignment_tools.py", "test_lab.py", "test_lab_pipeline.py",
+                 "test_systems14.py"):
         assert not (dest / "tests" / name).exists(), name
     assert (dest / "exercises" / "module14" / "q1_bradley_terry.ipynb").exists()
+    assert (dest / "exercises" / "systems14" / "q6_stale_rollouts.ipynb").exists()  # the systems assignment, released
     assert (dest / "course_lib" / "colab.py").exists() and (dest / "Makefile").exists()
     log = subprocess.run(["git", "log", "--oneline"], cwd=dest, capture_output=True, text=True, check=True)
     assert len(log.stdout.splitlines()) == 1

@@ -1,0 +1,232 @@
+"""The systems assignment ``systems14`` (Q6–Q8) end to end: the real nbgrader pipeline on a small class.
+
+One module-scoped run (a scratch course under test-artifacts/, tests/grading_course.py) releases the
+assignment, autogrades every fake student with `python -m instructor.autograde` (sandboxed, as for
+module14), regrades one of them, and the tests assert per student. The attacks are module14's
+(tests/test_assignment.py: shadowed builtins, patched NumPy, IPython transformers, a forged record,
+test cells edited or deleted) and the library-only submissions of tests/copied_answers.py, aimed at
+this assignment's cells: whatever they do, they earn nothing (the library-only ones at most 10%).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT
+from copied_answers import submission as library_submission
+from grading_course import grading_env, released_course
+from test_assignment import SHADOWING, TRANSFORMERS
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from instructor import grading  # noqa: E402
+from instructor.nbgrader_hooks import is_test_cell  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT = "systems14"
+NOTEBOOKS = ["q6_stale_rollouts", "q7_episodes", "q8_judge_audit"]
+ANSWER_CELLS = {"q6_stale_rollouts": "q6_answers", "q7_episodes": "q7_answers", "q8_judge_audit": "q8_answers"}
+FIRST_FUNCTIONS = {"q6_stale_rollouts": "q6_versions_function", "q7_episodes": "q7_functions",
+                   "q8_judge_audit": "q8_functions"}
+TIMEOUT = 20
+AUTOGRADED = 30  # 10 per notebook; Q6's systems passport (3) is graded by hand
+
+
+def _read(path: Path):
+    return nbformat.read(str(path), as_version=4)
+
+
+def _cell(nb, grade_id: str):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _released_answers(notebook: str) -> str:
+    """The answer cell with the numbers the released given cell gives, typed in (a friend's numbers)."""
+    reference = grading.reference_namespace(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb")
+    names = [line.split("=")[0].strip() for line in _cell(_read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb"),
+                                                                 ANSWER_CELLS[notebook]).source.splitlines()
+             if line and line[0].isalpha() and "=" in line and not line.startswith(("def ", "###"))]
+    out = []
+    for name in dict.fromkeys(n for part in names for n in part.split(", ")):
+        out.append(f"{name} = {reference[name]!r}")
+    return "\n".join(out) + "\n"
+
+
+def _make_submissions(course: Path) -> list[str]:
+    sol = {n: _read(course / "solutions" / ASSIGNMENT / f"{n}.ipynb") for n in NOTEBOOKS}
+    rel = {n: _read(course / "exercises" / ASSIGNMENT / f"{n}.ipynb") for n in NOTEBOOKS}
+    made = set()
+
+    def put(student, name, nb):
+        path = course / "submitted" / student / ASSIGNMENT / f"{name}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(path))
+        made.add(student)
+
+    for n in NOTEBOOKS:
+        put("alice_solutions", n, sol[n])
+        put("bob_untouched", n, rel[n])
+        # tests edited to `assert True` (Q6), and (another student) deleted (Q7), around the release's answers
+        edited, deleted = copy.deepcopy(rel[n]), copy.deepcopy(rel[n])
+        for cell in edited.cells:
+            if is_test_cell(cell):
+                cell.source = "assert True"
+        deleted.cells = [c for c in deleted.cells if not is_test_cell(c)]
+        if n != "q8_judge_audit":  # two notebooks each are enough to show it (and cheaper to grade)
+            put("carol_assert_true" if n == "q6_stale_rollouts" else "x_deleted_tests", n,
+                edited if n == "q6_stale_rollouts" else deleted)
+        # the solution's functions, the answers typed in from the released numbers (a friend's)
+        friend = copy.deepcopy(sol[n])
+        _cell(friend, ANSWER_CELLS[n]).source = _released_answers(n)
+        put("x_friends_numbers", n, friend)
+    # tampering: shadowed builtins and a patched NumPy (Q6), a transformer that blanks every later cell
+    # (Q7), one that forges the grading record (Q8), each ahead of the release's answers
+    attacks = {"q6_stale_rollouts": "".join(code for name, code in SHADOWING.items() if name != "star_import"),
+               "q7_episodes": TRANSFORMERS["transformer_get_ipython"], "q8_judge_audit": TRANSFORMERS["forged_record"]}
+    for n, code in attacks.items():
+        nb = copy.deepcopy(rel[n])
+        cell = _cell(nb, FIRST_FUNCTIONS[n])
+        cell.source = code + cell.source
+        put("x_tampering", n, nb)
+    # the library called (the sandbox cannot import it) or pasted and renamed (Q6 only: pasting imports torch in
+    # the kernel, which is slow; tests/test_assignment_tools.py scores all three outside the sandbox)
+    for student, kind in (("x_course_lib", "calls"), ("x_copied_course_lib", "copies")):
+        for notebook, cells in library_submission(kind, ASSIGNMENT).items():
+            if kind == "copies" and notebook != "q6_stale_rollouts":
+                continue
+            nb = copy.deepcopy(rel[notebook])
+            for grade_id, code in cells.items():
+                _cell(nb, grade_id).source = code
+            put(student, notebook, nb)
+    return sorted(made)
+
+
+def _autograde(course: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "instructor.autograde", "--assignment", ASSIGNMENT, "--jobs", "2",
+                           f"--Execute.timeout={TIMEOUT}", *extra], cwd=course, env=grading_env(),
+                          capture_output=True, text=True, timeout=1800)
+
+
+def _report(course: Path) -> dict:
+    return json.loads((course / "grades" / ASSIGNMENT / "report.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def graded():
+    course = released_course("systems14-", ASSIGNMENT, grading_env())
+    students = _make_submissions(course)
+    first = _autograde(course)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    report = _report(course)
+    regrade = _autograde(course, "--student", "x_friends_numbers", "--all")
+    assert regrade.returncode == 0, regrade.stdout[-3000:] + regrade.stderr[-3000:]
+    yield {"course": course, "students": students, "report": report, "regraded": _report(course)}
+    import shutil
+
+    shutil.rmtree(course, ignore_errors=True)
+
+
+def _student(graded, name: str) -> dict:
+    return graded["report"]["students"][name]
+
+
+def test_committed_release_matches_a_fresh_generation(graded):
+    for n in NOTEBOOKS:
+        fresh = json.loads((graded["course"] / "exercises" / ASSIGNMENT / f"{n}.ipynb").read_text())
+        committed = json.loads((ROOT / "exercises" / ASSIGNMENT / f"{n}.ipynb").read_text())
+        assert committed == fresh, f"exercises/{ASSIGNMENT}/{n}.ipynb is stale: run `make assignment ASSIGNMENT={ASSIGNMENT}`"
+
+
+def test_points_are_ten_per_question_and_the_passport_is_graded_by_hand():
+    manual = []
+    for n in NOTEBOOKS:
+        cells = [c for c in _read(ROOT / "solutions" / ASSIGNMENT / f"{n}.ipynb").cells
+                 if c.metadata.get("nbgrader", {}).get("grade")]
+        assert sum(c.metadata.nbgrader["points"] for c in cells if is_test_cell(c)) == 10, n
+        manual += [c.metadata.nbgrader["grade_id"] for c in cells if c.cell_type == "markdown"]
+    assert manual == ["q6_systems_passport"]
+
+
+def test_solutions_earn_every_autograded_point(graded):
+    alice = _student(graded, "alice_solutions")
+    assert alice["code_score"] == alice["max_code_score"] == AUTOGRADED, alice["verdicts"]
+    assert alice["status"] == "manual" and alice["flags"] == [] and alice["problems"] == []
+
+
+@pytest.mark.parametrize("student", ["bob_untouched", "carol_assert_true", "x_deleted_tests", "x_tampering"])
+def test_no_answer_no_points(graded, student):
+    res = _student(graded, student)
+    assert res["status"] != "FAILED" and res["code_score"] == 0, res["verdicts"]
+    assert sum(len(v) for v in res["verdicts"].values()) >= 5, res["verdicts"]  # graded, not skipped
+
+
+def test_tampering_is_flagged_and_each_attack_is_named(graded):
+    res = _student(graded, "x_tampering")
+    assert res["flags"] and res["status"] == "review", res
+    reasons = {n: " ".join(r for v in res["verdicts"][n] for r in v["reasons"]) for n in NOTEBOOKS}
+    assert "no grading record" in reasons["q7_episodes"]  # every later cell blanked
+    assert "hidden test" in reasons["q8_judge_audit"]  # the forged record's guesses are wrong
+
+
+def test_answers_from_the_course_library_earn_at_most_a_tenth(graded):
+    calls, copies = _student(graded, "x_course_lib"), _student(graded, "x_copied_course_lib")
+    for res in (calls, copies):
+        assert res["status"] != "FAILED" and res["code_score"] <= 0.1 * AUTOGRADED, res["verdicts"]
+    assert calls["max_code_score"] == AUTOGRADED
+    assert any("course library" in f for f in calls["flags"]), calls["flags"]
+
+
+def test_numbers_copied_from_a_friend_miss_this_students_variant_and_a_regrade_reproduces(graded):
+    """The answers typed in from the released numbers lose exactly the three answer cells (2 points each):
+    the grader put this student's own numbers into the given cells. A regrade reuses the stored seeds and
+    draws the same variant, so it gives the same verdicts."""
+    res = _student(graded, "x_friends_numbers")
+    failed = {v["grade_id"] for n in NOTEBOOKS for v in res["verdicts"][n] if not v["passed"]}
+    assert failed == {"q6_test_answers", "q7_test_answers", "q8_test_answers"}, res["verdicts"]
+    assert res["code_score"] == AUTOGRADED - 6
+    again = graded["regraded"]["students"]["x_friends_numbers"]
+    assert again["seeds"] == res["seeds"] and again["verdicts"] == res["verdicts"]
+    nb = _read(graded["course"] / "autograded" / "x_friends_numbers" / ASSIGNMENT / "q7_episodes.ipynb")
+    assert _cell(nb, "q7_given").source == grading.given_cells(ASSIGNMENT, "x_friends_numbers")["q7_given"]
+
+
+def _rounded_uniform_collision(low: float, high: float, decimals: int) -> float:
+    """Exactly P(X = Y) for X, Y independent, each round(U(low, high), decimals)."""
+    step = 10.0**-decimals
+    total = 0.0
+    for k in range(round(low / step), round(high / step) + 1):
+        width = min(high, (k + 0.5) * step) - max(low, (k - 0.5) * step)
+        total += (max(width, 0.0) / (high - low)) ** 2
+    return total
+
+
+def test_two_students_share_a_variant_with_probability_below_one_percent():
+    """The given cells are drawn per student (instructor/checks/systems14.py, GIVEN). Two random students
+    share a notebook's whole cell with at most the probability of sharing a few of its independent
+    draws, computed exactly here: Q6 the lag (5 values), the run length (8) and clip_max (4); Q7 the
+    group's prompt a+b (80 × 80 pairs) and its size (3); Q8 the bias after the change on the first three
+    seeds (each round(U(-0.08, 0.12), 3)). Answers follow the whole cell: 8 students' answers all differ."""
+    q6 = 1 / 5 * 1 / 8 * 1 / 4
+    q7 = 1 / 80**2 * 1 / 3
+    q8 = _rounded_uniform_collision(-0.08, 0.12, 3) ** 3
+    for p in (q6, q7, q8):
+        assert p < 0.01, (q6, q7, q8)
+    answers = {"q6_stale_rollouts": ("versions", "token_weights", "sequence_weights", "stats", "hot_kl", "gain",
+                                     "spread", "gain_exceeds_spread"),
+               "q7_episodes": ("strict", "loose", "exploits", "rates", "adv_outcome", "adv_steps", "sign_changes"),
+               "q8_judge_audit": ("audit", "removed")}
+    for notebook, names in answers.items():
+        seen = set()
+        for i in range(8):
+            reference = grading.reference_namespace(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb",
+                                                    grading.given_cells(ASSIGNMENT, f"student{i}"))
+            seen.add(repr([reference[name] for name in names]))
+        assert len(seen) == 8, notebook
