@@ -11,7 +11,7 @@ Layout (relative to this file, which is the course root), for each assignment (m
 Use the Makefile targets (`make assignment | roster | collect | autograde | formgrader | feedback | grades`);
 `make autograde` runs student code in a sandboxed kernel (instructor/sandbox_kernel.py), and a plain
 `nbgrader autograde` refuses to run without it. Verdicts are decided outside the kernel
-(instructor/grading.py); see the README's instructor section and instructor/README.md.
+(instructor/grading.py); see docs/instructors.md and instructor/README.md.
 """
 
 import os
