@@ -165,7 +165,7 @@ def test_gpu_check_script_runs_its_code_path_on_the_cpu(tmp_path):
     assert all(r["mfu"] is None for r in trainers.values())  # no peak on a CPU
     assert saved["instruct_smoke"]["steps"] == 2, saved["instruct_smoke"]
     assert saved["async_grpo"] == {"steps": 3, "device": "cpu"}, saved["async_grpo"]
-    assert "skipped" in saved["notebook"]  # --tiny: the notebook runs are their own tests
+    assert "skipped" in saved["notebooks"]  # --tiny: the notebook runs are their own tests
 
 
 def test_gpu_check_budget_stops_a_trainer_at_a_step_boundary(tmp_path):
