@@ -157,6 +157,8 @@ def test_floor_notebooks_run_on_colabs_versions_from_the_setup_cell(artifacts_di
     torch_before = colab_check.runtime_python(runtime, torch_probe, work)
     built = time.monotonic() - start
     wheel = colab_check.course_wheel(tmp_path / "wheel")
+    colab_check.uninstall_course_lib(runtime)
+    colab_versions = colab_check.installed(runtime)
     seconds = {}
     for name in colab_check.FLOOR:
         colab_check.uninstall_course_lib(runtime)
@@ -171,5 +173,7 @@ def test_floor_notebooks_run_on_colabs_versions_from_the_setup_cell(artifacts_di
     assert Path(installed).resolve().is_relative_to(runtime.resolve()), "course_lib must come from the wheel"
     assert colab_check.runtime_python(runtime, torch_probe, work) == torch_before, (
         "the set-up cell must keep the runtime's torch")
+    colab_check.uninstall_course_lib(runtime)
+    assert colab_check.installed(runtime) == colab_versions, "the set-up cell must keep Colab's packages as they are"
     report_line(request.config, f"\nColab's versions: runtime ready in {built:.1f} s; "
                                 + ", ".join(f"{n} {s:.0f} s" for n, s in seconds.items()))

@@ -154,6 +154,13 @@ def uninstall_course_lib(runtime: Path) -> None:
                    env=_bare_env(), capture_output=True)
 
 
+def installed(runtime: Path) -> set[str]:
+    """``name==version`` of every distribution in the runtime but course_lib."""
+    out = subprocess.run([python_of(runtime), "-m", "pip", "list", "--format=freeze"], env=_bare_env(),
+                         check=True, capture_output=True, text=True).stdout.split()
+    return {line for line in out if not line.lower().startswith(("course_lib==", "course-lib=="))}
+
+
 def problems(nb) -> list[str]:
     """What a run shows that a student should not see: errors and anything written to stderr."""
     found = []
@@ -208,11 +215,17 @@ def check(names: list[str], runtime: Path = RUNTIME, versions: Path = VERSIONS, 
         wheel = course_wheel(Path(tmp) / "wheel")
         for name in names:
             uninstall_course_lib(runtime)
+            before = installed(runtime)
             work = Path(tmp) / name
             work.mkdir()
             log(f"colab-check: {name} ...", flush=True)
             _, seconds, found = run_notebook(runtime, name, work, wheel)
-            rows.append({"notebook": name, "passed": not found, "seconds": round(seconds, 1), "problems": found})
+            # what the notebook's own cells installed (18: TRL, as on Colab); the next build starts afresh
+            added = sorted(installed(runtime) - before)
+            if added:
+                (runtime / "stamp.txt").unlink(missing_ok=True)
+            rows.append({"notebook": name, "passed": not found, "seconds": round(seconds, 1), "problems": found,
+                         "installed": added})
             log(f"colab-check: {name} {'passed' if not found else 'FAILED'} in {seconds:.0f} s", flush=True)
             for line in found:
                 log(f"    {line}", flush=True)
