@@ -177,3 +177,15 @@ def test_floor_notebooks_run_on_colabs_versions_from_the_setup_cell(artifacts_di
     assert colab_check.installed(runtime) == colab_versions, "the set-up cell must keep Colab's packages as they are"
     report_line(request.config, f"\nColab's versions: runtime ready in {built:.1f} s; "
                                 + ", ".join(f"{n} {s:.0f} s" for n, s in seconds.items()))
+
+
+def test_update_replaces_only_the_rerun_rows():
+    row = {"passed": True, "seconds": 1.0, "problems": [], "installed": [], "commit": "a"}
+    old = {"versions_sha256": "v", "date": "d0", "notebooks": [{**row, "notebook": "00"}, {**row, "notebook": "18", "passed": False}],
+           "passed": 1, "failed": 1}
+    new = {"versions_sha256": "v", "date": "d1", "notebooks": [{**row, "notebook": "18", "commit": "b"}]}
+    merged = colab_check.update(old, new)
+    assert [(r["notebook"], r["passed"], r["commit"]) for r in merged["notebooks"]] == [("00", True, "a"), ("18", True, "b")]
+    assert (merged["passed"], merged["failed"], merged["date"]) == (2, 0, "d1")
+    with pytest.raises(ValueError, match="other Colab versions"):
+        colab_check.update(old, {**new, "versions_sha256": "w"})

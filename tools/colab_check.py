@@ -14,7 +14,8 @@ the front end is nbclient, not Colab's (widgets are created in the kernel by Col
 not drawn).
 
 ``python -m tools.colab_check`` runs every notebook and writes ``benchmarks/results/colab_check.json``;
-``--notebooks 00_start_here 09_tiny_gpt_grpo`` runs some (``tests/test_colab.py`` runs ``FLOOR``).
+``--notebooks 00_start_here 09_tiny_gpt_grpo`` runs some (``tests/test_colab.py`` runs ``FLOOR``), and with
+``--update`` replaces only their rows in the results (each row records the commit it ran at).
 The runtime is kept in ``test-artifacts/colab-runtime`` and rebuilt when the versions file changes.
 """
 
@@ -182,7 +183,9 @@ def run_notebook(runtime: Path, name: str, work: Path, wheel: Path, timeout: int
     from nbclient.exceptions import CellExecutionError
 
     nb = jupytext.read(ROOT / "notebooks" / f"{name}.py")
-    env = {**_bare_env(), "COURSE_LIB_SOURCE": str(wheel), "COURSE_FAST": "1"}
+    # pip inside the notebook (the set-up cell, notebook 18's TRL) reads no pip config: this machine's
+    # (local package folders) is not Colab's, and its warnings would read as the notebook's.
+    env = {**_bare_env(), "COURSE_LIB_SOURCE": str(wheel), "COURSE_FAST": "1", "PIP_CONFIG_FILE": os.devnull}
     sockets = tempfile.mkdtemp(prefix="nbk")
     start = time.perf_counter()
     failure = []
@@ -201,6 +204,15 @@ def run_notebook(runtime: Path, name: str, work: Path, wheel: Path, timeout: int
     return nb, time.perf_counter() - start, failure or problems(nb)
 
 
+def commit() -> str:
+    """The checkout's commit (12 hex digits), ``+dirty`` when course_lib, notebooks/ or tools/ differ from it."""
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    if head.returncode:
+        return "unknown"
+    dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "course_lib", "notebooks", "tools"])
+    return head.stdout.strip() + ("+dirty" if dirty.returncode else "")
+
+
 def notebook_names() -> list[str]:
     return sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
@@ -210,7 +222,7 @@ def check(names: list[str], runtime: Path = RUNTIME, versions: Path = VERSIONS, 
     start = time.perf_counter()
     runtime = build_runtime(runtime, versions)
     built = time.perf_counter() - start
-    rows = []
+    rows, code = [], commit()
     with tempfile.TemporaryDirectory() as tmp:
         wheel = course_wheel(Path(tmp) / "wheel")
         for name in names:
@@ -225,7 +237,7 @@ def check(names: list[str], runtime: Path = RUNTIME, versions: Path = VERSIONS, 
             if added:
                 (runtime / "stamp.txt").unlink(missing_ok=True)
             rows.append({"notebook": name, "passed": not found, "seconds": round(seconds, 1), "problems": found,
-                         "installed": added})
+                         "installed": added, "commit": code})
             log(f"colab-check: {name} {'passed' if not found else 'FAILED'} in {seconds:.0f} s", flush=True)
             for line in found:
                 log(f"    {line}", flush=True)
@@ -246,17 +258,31 @@ def check(names: list[str], runtime: Path = RUNTIME, versions: Path = VERSIONS, 
     }
 
 
+def update(old: dict, new: dict) -> dict:
+    """``old``'s results with ``new``'s rows in place of the same notebooks' (``--update``: rerun some)."""
+    if old["versions_sha256"] != new["versions_sha256"]:
+        raise ValueError("--update: the results were measured on other Colab versions; run every notebook")
+    fresh = {r["notebook"]: r for r in new["notebooks"]}
+    rows = [fresh.pop(r["notebook"], r) for r in old["notebooks"]] + list(fresh.values())
+    return {**old, "date": new["date"], "notebooks": rows,
+            "passed": sum(r["passed"] for r in rows), "failed": sum(not r["passed"] for r in rows)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notebooks", nargs="+", metavar="NAME",
                         help="notebook names (default: every lecture notebook)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"results JSON (default: {RESULTS.relative_to(ROOT)})")
+    parser.add_argument("--update", action="store_true",
+                        help="replace only these notebooks' rows in --out (each row records its commit)")
     args = parser.parse_args(argv)
     names = args.notebooks or notebook_names()
     unknown = sorted(set(names) - set(notebook_names()))
     if unknown:
         parser.error(f"--notebooks: no notebooks/{unknown[0]}.py (known: {', '.join(notebook_names())})")
     result = check(names)
+    if args.update and args.out.exists():
+        result = update(json.loads(args.out.read_text(encoding="utf-8")), result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(f"colab-check: {result['passed']} passed, {result['failed']} failed -> {args.out}")
