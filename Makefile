@@ -58,7 +58,7 @@ site: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m tools.build_site $(if $(filter 1,$(FAST)),--fast,) --out _site
 
 # Every lecture notebook on Colab's package versions (tools/colab_versions.txt), course_lib installed by
-# the notebook's own set-up cell, at COURSE_FAST=1: benchmarks/results/colab_check.json (NB="00_start_here
+# the notebook's own set-up cell, at COURSE_FAST=1: tools/colab_check.json (NB="00_start_here
 # 09_tiny_gpt_grpo": only those, results to test-artifacts/). tests/test_colab.py runs 00, 01, 05 and 09.
 colab-check: $(STAMP)
 	$(PY) -m tools.colab_check $(if $(NB),--notebooks $(NB) --out test-artifacts/colab_check.json,)

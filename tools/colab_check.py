@@ -13,7 +13,7 @@ checks the code statically) and so is torch (the Makefile's 2.13.0 CPU build, no
 the front end is nbclient, not Colab's (widgets are created in the kernel by Colab's ipywidgets 7,
 not drawn).
 
-``python -m tools.colab_check`` runs every notebook and writes ``benchmarks/results/colab_check.json``;
+``python -m tools.colab_check`` runs every notebook and writes ``tools/colab_check.json``;
 ``--notebooks 00_start_here 09_tiny_gpt_grpo`` runs some (``tests/test_colab.py`` runs ``FLOOR``), and with
 ``--update`` replaces only their rows in the results (each row records the commit it ran at).
 The runtime is kept in ``test-artifacts/colab-runtime`` and rebuilt when the versions file changes.
@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 VERSIONS = ROOT / "tools" / "colab_versions.txt"
 RUNTIME = ROOT / "test-artifacts" / "colab-runtime"
-RESULTS = ROOT / "benchmarks" / "results" / "colab_check.json"
+RESULTS = ROOT / "tools" / "colab_check.json"  # beside the versions it checked (not a make bench result)
 KERNEL = "colab-check"
 # What CI runs on every push (tests/test_colab.py): the set-up cell, widgets, and the two ways the
 # tiny GPT generates (05: a DPO-style batch; 09: GRPO's KV-cached rollouts).
