@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed
 TORCH_PIN ?= torch==2.13.0
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: venv lab test lint sync bench site assignment roster collect autograde formgrader feedback grades \
+.PHONY: venv lab test lint sync bench site colab-check assignment roster collect autograde formgrader feedback grades \
         similarity student-repo clean
 
 venv: $(STAMP)
@@ -24,12 +24,14 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[dev,trl]" "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e ".[dev,lab,trl]" "$(TORCH_PIN)"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 	touch $(STAMP)
 
-# Students' JupyterLab: nbgrader's Validate button, none of its instructor tools (instructor/lab_config).
+# Students' JupyterLab: nbgrader's Validate button, none of its instructor tools, no news pop-up, each
+# lecture notebook listed once (instructor/lab_config); git leaves out what the lab saves (tools/strip_outputs.py).
 lab: $(STAMP)
+	$(PY) -m tools.strip_outputs --install
 	JUPYTER_CONFIG_DIR="$(CURDIR)/instructor/lab_config/student" PATH="$(CURDIR)/$(BIN):$$PATH" \
 	  $(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/00_start_here.ipynb
 
@@ -57,6 +59,12 @@ sync: $(STAMP)
 # a rebuild runs only the notebooks whose file, course_lib or shown benchmark results changed.
 site: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m tools.build_site $(if $(filter 1,$(FAST)),--fast,) --out _site
+
+# Every lecture notebook on Colab's package versions (tools/colab_versions.txt), course_lib installed by
+# the notebook's own set-up cell, at COURSE_FAST=1: tools/colab_check.json (NB="00_start_here
+# 09_tiny_gpt_grpo": only those, results to test-artifacts/). tests/test_colab.py runs 00, 01, 05 and 09.
+colab-check: $(STAMP)
+	$(PY) -m tools.colab_check $(if $(NB),--notebooks $(NB) --out test-artifacts/colab_check.json,)
 
 # Every benchmark writes benchmarks/results/<name>.json; tables.py renders the tables in README.md and docs/ from them.
 # run_all.py re-runs the benchmarks whose results do not record the code now checked out (--status: which).

@@ -6,17 +6,19 @@ trainer: sft, dpo, grpo, rm, ppo, kto and orpo (each with its own SFT stage; orp
 base model), the instruct recipe's smoke test (TRL's GRPOTrainer on a tiny random chat model,
 ``trl_bridge.tiny_instruct_standin``), and on CUDA the launch-bound levers: sampling throughput
 at 1×, 4× and 16× the batch (B·G), and the update's forward eager vs
-``torch.compile(mode="reduce-overhead")`` (CUDA graphs), and one training notebook's course path on the
-device: ``notebooks/08_tiny_gpt_dpo.py`` run as a script with ``COURSE_FAST=1`` (its first cell picks
-the GPU and every model it builds or loads goes to that ``DEVICE``: the shared SFT start, the hand-made
-DPO step, the trainers, the evaluations), with a start cache of its own, and GRPO with notebook 14's
-rollout worker (K = 1) beside a model on the device. Writes ``OUT/gpu_check.json``.
+``torch.compile(mode="reduce-overhead")`` (CUDA graphs), and the training notebooks' course path on the
+device: each of ``NOTEBOOKS`` run as a script with ``COURSE_FAST=1`` (its first cell picks the GPU and
+every model it builds or loads goes to that ``DEVICE``: the shared SFT start, hand-made steps, the
+trainers, the evaluations), ``--jobs`` at a time, with a start cache of their own, and GRPO with
+notebook 14's rollout worker (K = 1) beside a model on the device. Writes ``OUT/gpu_check.json``.
 
 Time guard: ``--max-seconds`` (default 480 = 8 minutes). sft, dpo, grpo, kto and orpo stop at a
 step boundary when their share of the budget is spent (``runtime.request_stop``; the row says
 "stopped" and the step reached); rm and ppo cannot stop on request, so they run with capped steps
 (``RM_STEPS``, ``PPO_STEPS``); a trainer that would start with too little time left is skipped. The
-notebook gets ``NOTEBOOK_SECONDS`` (killed after that, and reported so); ``--tiny`` skips it.
+notebooks run first and share ``NOTEBOOK_SHARE`` of the budget: one still running at its end is killed
+and one that would start with less than ``MIN_NOTEBOOK_SECONDS`` left is skipped (each reported so);
+``--tiny`` skips them (their FAST runs on the CPU are tests/test_tinygpt_notebooks.py).
 
 MFU: ``course_lib.utilisation`` (FLOPs counted from the shapes run, against the dense peak of the
 exact device for the dtype the run's matmuls use there: the course's, but fp32 for rm, whose
@@ -52,8 +54,13 @@ KINDS = ("sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo")  # every pipeline tra
 STOPPABLE = ("sft", "dpo", "grpo", "kto", "orpo")
 RM_STEPS, PPO_STEPS = 100, 40  # of the gpu config's 500 and 200: they do not stop on request
 MIN_START_SECONDS = 20  # a trainer is skipped when less than this is left
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "08_tiny_gpt_dpo.py"  # the course path on the device
-NOTEBOOK_SECONDS = 150
+# The training notebooks, at COURSE_FAST=1 (18_graduating_to_trl is not here: on a GPU it downloads a 0.5B
+# instruct model, which the device machine cannot reach).
+NOTEBOOKS = ("08_tiny_gpt_dpo", "09_tiny_gpt_grpo", "10_the_kl_term", "11_reward_hacking", "12_the_rlhf_route",
+             "14_rl_as_a_system", "15_environments_and_tools", "16_recipes", "17_ai_feedback")
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOK_SHARE = 0.5  # of --max-seconds
+MIN_NOTEBOOK_SECONDS = 30
 PROBE = ("import json, runpy, sys, torch; ns = runpy.run_path(sys.argv[1], run_name='__main__'); "
          "print('MODELS ' + json.dumps({k: str(next(v.parameters()).device) for k, v in ns.items() "
          "if isinstance(v, torch.nn.Module) and any(True for _ in v.parameters())}))")  # the notebook, then its models' devices
@@ -134,6 +141,24 @@ def notebook_path(source: Path, out: Path, timeout: float) -> dict:
             "models": models, "tail": text[-1500:]}
 
 
+def notebooks_on_device(sources: list[Path], out: Path, deadline: float, jobs: int) -> list[dict]:
+    """Each notebook through ``notebook_path``, ``jobs`` at a time, all killed at ``deadline`` (a
+    ``time.perf_counter()`` value); one that would start with under ``MIN_NOTEBOOK_SECONDS`` left is skipped."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be an integer >= 1; got {jobs!r}")
+
+    def one(source: Path) -> dict:
+        left = deadline - time.perf_counter()
+        if left < MIN_NOTEBOOK_SECONDS:
+            return {"notebook": source.stem, "skipped": f"{max(left, 0):.0f} s left of the notebooks' share"}
+        return notebook_path(source, out, left)  # one start cache for all: starts.py locks it
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, sources))
+
+
 def async_grpo(out: Path, device: str) -> dict:
     """Notebook 14's rollout worker beside a model on ``device`` (the worker samples on the CPU in its own
     process, forked after the trainer has touched the device): 3 GRPO steps, K = 1, on the test config."""
@@ -197,11 +222,15 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--tiny", action="store_true", help="the test config, a few steps (the CPU smoke mode)")
     parser.add_argument("--max-seconds", type=float, default=480.0, help="the whole script's time budget")
     parser.add_argument("--peak-tflops", type=float, default=None, help="override the device's dense peak")
+    parser.add_argument("--jobs", type=int, default=max(1, min(4, (os.cpu_count() or 1) // 4)),
+                        help="notebooks run at once (default: a quarter of the cores, at most 4)")
     parser.add_argument("--out", default="runs/gpu_check")
     parser.add_argument("--save", action="store_true", help="also write benchmarks/results/gpu_check.json (the table in docs/results.md)")
     args = parser.parse_args(argv)
     if args.max_seconds <= 0:
         parser.error(f"--max-seconds must be > 0; got {args.max_seconds}")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1; got {args.jobs}")
     if args.device == "cuda" and not torch.cuda.is_available():
         print("skipped: no CUDA device (the gpu config's numbers stay unmeasured)")
         return None
@@ -221,8 +250,19 @@ def main(argv: list[str] | None = None) -> dict | None:
     peak = peak_of(runtime.precision(device))
     results = {"device": name, "precision": runtime.describe_precision(device), "peak_flops": peak,
                "config": cfg.name, "max_seconds": args.max_seconds, "trainers": []}
-    notebook_seconds = 0.0 if args.tiny else min(NOTEBOOK_SECONDS, 0.4 * args.max_seconds)
-    reserve = 0.15 * args.max_seconds + notebook_seconds  # for the smoke test, the levers and the notebook
+    if args.tiny:
+        results["notebooks"] = {"skipped": "--tiny (the notebooks' FAST runs are tests/test_tinygpt_notebooks.py)"}
+    else:
+        deadline = start + NOTEBOOK_SHARE * args.max_seconds
+        results["notebooks"] = notebooks_on_device([NOTEBOOK_DIR / f"{n}.py" for n in NOTEBOOKS], out / "notebooks",
+                                                   deadline, args.jobs)
+        for nb in results["notebooks"]:
+            state = nb.get("skipped") or ("passed" if nb["returncode"] == 0 else
+                                          "killed at the deadline" if nb["returncode"] is None else f"exit {nb['returncode']}")
+            print(f"notebook {nb['notebook']} (COURSE_FAST=1): {state}"
+                  + (f" in {nb['seconds']:.0f} s, {nb['device_line']}, models on {nb['models']}" if "seconds" in nb else "")
+                  + ("" if "skipped" in nb or nb["returncode"] == 0 else f"\n{nb['tail']}"), flush=True)
+    reserve = 0.15 * args.max_seconds  # for the smoke test, the rollout worker and the levers
     for i, kind in enumerate(KINDS):
         left = args.max_seconds - reserve - (time.perf_counter() - start)
         if left < MIN_START_SECONDS and not args.tiny:
@@ -242,14 +282,6 @@ def main(argv: list[str] | None = None) -> dict | None:
     except Exception as err:  # noqa: BLE001 - reported, not hidden
         results["instruct_smoke"] = {"failed": f"{type(err).__name__}: {str(err)[:300]}"}
     print(f"instruct recipe smoke test: {results['instruct_smoke']}", flush=True)
-    if notebook_seconds:
-        results["notebook"] = notebook_path(NOTEBOOK, out / "notebook", notebook_seconds)
-        nb = results["notebook"]
-        print(f"notebook {nb['notebook']} (COURSE_FAST=1): exit {nb['returncode']} in {nb['seconds']:.0f} s, "
-              f"{nb['device_line']}, models on {nb['models']}"
-              + ("" if nb["returncode"] == 0 else f"\n{nb['tail']}"), flush=True)
-    else:
-        results["notebook"] = {"skipped": "--tiny (the notebooks' FAST runs are tests/test_tinygpt_notebooks.py)"}
     results["async_grpo"] = async_grpo(out / "async_grpo", args.device)
     print(f"GRPO with a rollout worker (K = 1): {results['async_grpo']}", flush=True)
     if device.type == "cuda" and time.perf_counter() - start < args.max_seconds - 30:

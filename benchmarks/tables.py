@@ -534,6 +534,13 @@ def gpu_check(results: Path = RESULTS) -> str:
         dtype = f" ({r['dtype']})" if r.get("dtype") else ""  # the peak it is measured against
         lines.append(f"| {r['kind']} | {steps} | {r['train_seconds']:.1f} | {cell(r['accuracy'], '.1%')} | "
                      f"{cell(r['generated_tokens_per_second'], ',.0f')} | {cell(r['mfu'], '.3%')}{dtype} |")
+    notebooks = data.get("notebooks")
+    if isinstance(notebooks, list):  # the training notebooks at COURSE_FAST=1 on the device
+        runs = [f"{n['notebook']} " + (f"skipped ({n['skipped']})" if "skipped" in n else
+                                       f"passed in {n['seconds']:.0f} s" if n["returncode"] == 0 else
+                                       f"killed at {n['seconds']:.0f} s" if n["returncode"] is None else
+                                       f"FAILED (exit {n['returncode']})") for n in notebooks]
+        lines += ["", "Training notebooks at `COURSE_FAST=1` on the device: " + "; ".join(runs) + "."]
     lines += ["", f"Instruct recipe smoke test: {data['instruct_smoke']}. Levers: {data.get('levers', 'not measured')}.",
               "", f"`{data.get('command', 'benchmarks/gpu_check.py --save')}` at commit {data.get('commit', 'unknown')}.\n"]
     return "\n".join(lines)

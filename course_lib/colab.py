@@ -26,7 +26,7 @@ BRANCH = "main"
 REPO_URL = f"https://github.com/{REPO}"
 SOURCE_ENV = "COURSE_LIB_SOURCE"
 # What the notebooks import beyond torch, numpy, matplotlib and ipywidgets (which Colab ships).
-RUNTIME_EXTRAS = ("tqdm>=4.66", "transformers>=5.0,<6")
+RUNTIME_EXTRAS = ("tqdm>=4.66", "transformers>=5.15,<6")  # as pyproject.toml declares them
 
 SETUP_CELL = f'''\
 # Set-up: does nothing where the course is installed (make lab). On Colab or any

@@ -325,8 +325,11 @@ def train_grpo(
     threads: int | None = DEFAULT_THREADS,
     worker: bool | None = None,
     start_method: str | None = None,
+    name: str | None = None,
 ) -> dict:
     """Run GRPO-family RL from the current weights of ``model`` (normally the SFT policy).
+
+    ``name`` labels the run's progress bar (default ``grpo[<advantage>]``, e.g. ``name="DAPO"``).
 
     ``reference_state`` is the frozen reference's state dict: when given, or when
     ``cfg.beta > 0`` (the starting weights are then the reference), a frozen copy is kept and
@@ -437,7 +440,7 @@ def train_grpo(
         done = train_loop("grpo", one_async_step if sampler is not None else one_step, total=total, state=state,
                           state_dict=state_dict, eval_fn=lambda: eval_fn(model), eval_every=cfg.eval_every, log=log,
                           checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
-                          desc=f"grpo[{cfg.advantage}]" + (f" K={cfg.max_staleness}" if asynchronous else ""),
+                          desc=(name or f"grpo[{cfg.advantage}]") + (f" K={cfg.max_staleness}" if asynchronous else ""),
                           seconds_key="rl_seconds",
                           postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
     finally:

@@ -30,6 +30,7 @@ from transformers import (
     GPT2ForSequenceClassification,
     GPT2LMHeadModel,
 )
+from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions
 
 from course_lib.task import CharTokenizer
 
@@ -101,6 +102,21 @@ def build_scalar_model(config: ModelConfig, tokenizer: CharTokenizer, policy=Non
     if policy is not None:
         model.transformer.load_state_dict(policy.transformer.state_dict())
     return model
+
+
+# transformers 5.24 renamed the KV cache ``past_key_values`` -> ``cache``, both the output field and
+# the forward keyword; Colab ships 5.15. The installed version's output class says which name it uses.
+KV_CACHE_NAME = "cache" if "cache" in BaseModelOutputWithPastAndCrossAttentions.__dataclass_fields__ else "past_key_values"
+
+
+def kv_cache(output):
+    """The KV cache a forward with ``use_cache=True`` returned, under the installed transformers' name."""
+    return getattr(output, KV_CACHE_NAME)
+
+
+def with_kv_cache(cache) -> dict:
+    """The keyword argument that passes ``cache`` back to a forward: ``model(ids, **with_kv_cache(c))``."""
+    return {KV_CACHE_NAME: cache}
 
 
 NEVER_LOGIT = -1e9  # finite, so entropies stay 0·(−1e9) = 0 instead of NaN
@@ -212,14 +228,14 @@ def completion_logprobs(
             position_ids=position_ids(attention_mask[::group_size, :start]),
             use_cache=True,
         )
-        cache = prompt.cache
+        cache = kv_cache(prompt)
         cache.batch_repeat_interleave(group_size)
         rest = model.transformer(
             input_ids=input_ids[:, start:],
             attention_mask=causal_attention(attention_mask)[:, :, start:].contiguous() if dense else None,
             position_ids=position_ids(attention_mask)[:, start:],
-            cache=cache,
             use_cache=True,
+            **with_kv_cache(cache),
         ).last_hidden_state
         last_prompt = prompt.last_hidden_state[:, -1:].repeat_interleave(group_size, dim=0)
         hidden = torch.cat([last_prompt, rest[:, :-1]], dim=1)

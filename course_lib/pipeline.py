@@ -47,6 +47,7 @@ from course_lib.runtime import (
     MetricsLog,
     StepFailed,
     load_checkpoint,
+    resume_command,
     rng_state,
     save_checkpoint,
     set_rng_state,
@@ -117,12 +118,12 @@ def load_sft_checkpoint(path, cfg: configs.RunConfig) -> dict:
     return state
 
 
-def prepare_out(out: Path, overwrite: bool) -> None:
+def prepare_out(out: Path, overwrite: bool, kind: str) -> None:
     """Refuse to mix a fresh run with an old one in ``out`` unless ``overwrite`` (then remove the old files)."""
     existing = [name for name in RUN_FILES if (out / name).exists()]
     if existing and not overwrite:
         raise ValueError(f"{out} already holds a run ({', '.join(existing)}); pass --overwrite to replace it, "
-                         f"or --resume {out} to continue it")
+                         f"or continue it: {resume_command(kind, out)}")
     for name in existing:
         (out / name).unlink()
     out.mkdir(parents=True, exist_ok=True)
@@ -180,6 +181,7 @@ def run(
         seed, control = state["seed"], control or state["control"]
         control = "sft" if control is True else (control or None)
         sft_checkpoint = state["sft_checkpoint"]
+        wall_start -= state.get("wall_seconds", 0.0)  # summary.json's wall_seconds counts every process of the run
     elif sft_checkpoint is not None and kind == "sft":
         raise ValueError("sft_checkpoint (--sft-checkpoint) applies to dpo and grpo runs, not to sft")
     cfg = configs.validate(copy.deepcopy(cfg or configs.get_config()))  # bad options first, then the folder
@@ -191,7 +193,7 @@ def run(
             raise ValueError(f"steps is the total: the run in {out} is already at {kind} step {state['step']}")
         section.steps = steps
     if not resume:
-        prepare_out(out, overwrite)
+        prepare_out(out, overwrite, kind)
     task, model = build_policy(cfg, seed=seed, device=device)
     spec = {"grpo": cfg.grpo.reward, "ppo": cfg.ppo.reward}.get(kind, "")
     if spec.startswith("rm:"):
@@ -208,14 +210,14 @@ def run(
     try:
         return _stages(kind, cfg, out, task, model, state, common, control, show_progress, say, wall_start)
     except Interrupted as stop:
-        say(f"[course_lib] stopped: {stop.stage} step {stop.step} is saved; continue with --resume {out}")
+        say(f"[course_lib] stopped: {stop.stage} step {stop.step} is saved; continue with: {resume_command(kind, out)}")
         raise
     except StepFailed:
-        say(f"[course_lib] failed: the completed steps are saved; continue with --resume {out}")
+        say(f"[course_lib] failed: the completed steps are saved; continue with: {resume_command(kind, out)}")
         raise
 
 
-def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say) -> dict:
+def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, wall_start) -> dict:
     """The SFT policy of a run, into ``model``: trained, resumed from the run's checkpoint, or loaded.
 
     Returns ``{"eval", "seconds", "steps", "start_eval", "log"}`` (``log``: the SFT stage's
@@ -253,7 +255,7 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say) 
     def checkpoint(step, trainer_state, seconds):
         save_checkpoint(ckpt_path, {**common, "stage": "sft", "model": model.state_dict(), **trainer_state, "step": step,
                                     "seconds": seconds, "rng": rng_state(gen), "metrics": log.rows,
-                                    "start_eval": start_eval})
+                                    "start_eval": start_eval, "wall_seconds": time.perf_counter() - wall_start})
 
     res = train_sft(model, task, cfg.sft, generator=gen, state=state, log=log, checkpoint=checkpoint,
                     checkpoint_every=cfg.checkpoint_every, max_grad_norm=cfg.max_grad_norm, show_progress=show_progress,
@@ -267,7 +269,7 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say) 
 def _stages(kind, cfg, out, task, model, state, common, control, show_progress, say, wall_start) -> dict:
     """The SFT provider, the registered trainer, the control, the outputs."""
     seed = common["seed"]
-    sft = provide_sft(kind, cfg, out, task, model, state, common, show_progress, say)
+    sft = provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, wall_start)
     sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if kind != "sft":
         say(f"[course_lib] SFT policy held-out accuracy {sft['eval']['accuracy']:.3f}")
@@ -284,7 +286,7 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     def checkpoint(step, trainer_state, seconds):
         save_checkpoint(out / "checkpoint.pt", {**common, "stage": kind, "model": model.state_dict(), **trainer_state,
                                                 "step": step, "seconds": seconds, "rng": rng_state(gen),
-                                                "metrics": log.rows})
+                                                "metrics": log.rows, "wall_seconds": time.perf_counter() - wall_start})
 
     ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, state=stage_state, log=log,
                        checkpoint=checkpoint, sft_weights=sft_weights, generator=gen, sft=sft, say=say,

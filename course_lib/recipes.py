@@ -76,6 +76,7 @@ from course_lib.runtime import (
     MetricsLog,
     StepFailed,
     load_checkpoint,
+    resume_command,
     save_checkpoint,
     set_threads,
 )
@@ -388,7 +389,7 @@ def run_recipe(
         if out.exists() and any(out.iterdir()):
             if not overwrite:
                 raise ValueError(f"{out} already holds files; pass overwrite=True (--overwrite) to replace them, "
-                                 f"or resume=True (--resume {out}) to continue a recipe")
+                                 f"or resume=True to continue a recipe ({resume_command('recipe', out)})")
         summary = {"recipe": name, "source": cite("deepseek_r1") if name in RECIPES else None, "stages": stages,
                    "seed": seed, "config": cfg.name, "options": configs.to_dict(cfg), "kl_samples": kl_samples,
                    "starts_from": "the random initialisation" if init is None else init_name,
@@ -440,7 +441,7 @@ def run_recipe(
             say(f"[course_lib] stage {index + 1} ({kind}) stopped: {stop}; stages 1-{index} are kept in {out}")
             return summary
         except (Interrupted, StepFailed):
-            say(f"[course_lib] stage {index + 1} stopped midway; --resume {out} reruns it from its start")
+            say(f"[course_lib] stage {index + 1} stopped midway; this reruns it from its start: {resume_command('recipe', out)}")
             raise
         cpu = time.process_time() - cpu0
         model.eval()
@@ -463,7 +464,7 @@ def run_recipe(
         say(format_passport(pp))
         say(format_stage(entry))
     if last < len(stages):
-        say(f"[course_lib] stopped after stage {last} as asked; continue with --resume {out}")
+        say(f"[course_lib] stopped after stage {last} as asked; continue with: {resume_command('recipe', out)}")
     return summary
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from course_lib.advantages import zero_variance_groups
-from course_lib.model import completion_logprobs, suppressed_index
+from course_lib.model import completion_logprobs, kv_cache, suppressed_index, with_kv_cache
 from course_lib.rewards import Scored, score
 from course_lib.runtime import autocast, to_device
 from course_lib.task import AdditionTask, CharTokenizer
@@ -118,7 +118,7 @@ def generate(
     prompts = prompt_ids.repeat_interleave(num_generations, dim=0)
     if use_cache:
         out = model(input_ids=prompt_ids, use_cache=True)  # one prompt forward per group
-        cache = out.cache
+        cache = kv_cache(out)
         cache.batch_repeat_interleave(num_generations)
         logits = out.logits[:, -1].repeat_interleave(num_generations, dim=0)
     else:
@@ -152,9 +152,9 @@ def generate(
             break
         step_ids = nxt.masked_fill(finished, eos)[:, None]  # finished rows keep feeding a harmless token
         if use_cache:
-            out = model(input_ids=step_ids, cache=cache, use_cache=True,
+            out = model(input_ids=step_ids, use_cache=True, **with_kv_cache(cache),
                         position_ids=torch.full((n, 1), plen + t, dtype=torch.long, device=device))
-            cache = out.cache
+            cache = kv_cache(out)
             logits = out.logits[:, -1]
         else:
             logits = model(input_ids=torch.cat([prompts, tokens[:, : t + 1]], dim=1), use_cache=False).logits[:, -1]

@@ -28,7 +28,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
+import sys
 from pathlib import Path
 
 import torch
@@ -249,6 +251,17 @@ def progress(total: int, desc: str, enabled: bool = True, initial: int = 0):
 
 
 # ---- Ctrl-C at a step boundary -------------------------------------------------------------------
+def resume_command(kind: str, out) -> str:
+    """The command that continues the run in ``out``, ready to paste (``kind``: a trainer or ``recipe``).
+
+    The Python is this process's: relative to the working folder when inside it (``.venv/bin/python``).
+    """
+    python = Path(sys.executable)
+    with contextlib.suppress(ValueError):
+        python = python.relative_to(Path.cwd())
+    return f"{shlex.quote(str(python))} -m course_lib train {kind} --resume {shlex.quote(str(out))}"
+
+
 class Interrupted(Exception):
     """Raised by a trainer after it saved a checkpoint because a stop was requested (Ctrl-C)."""
 

@@ -70,18 +70,34 @@ def quiet() -> None:
         datasets.disable_progress_bars()
 
 
+def for_installed_transformers(config: dict, fields=None) -> dict:
+    """``config`` with activation checkpointing under the name the installed transformers' ``TrainingArguments``
+    has (``fields``: its dataclass fields): ``activation_checkpointing``, or, before transformers renamed
+    it (Colab's 5.15), ``gradient_checkpointing``."""
+    if fields is None:
+        from transformers import TrainingArguments
+
+        fields = TrainingArguments.__dataclass_fields__
+    if "activation_checkpointing" in fields or "activation_checkpointing" not in config:
+        return config
+    out = {k: v for k, v in config.items() if k != "activation_checkpointing"}
+    out["gradient_checkpointing"] = config["activation_checkpointing"]
+    return out
+
+
 def trl_config(bridged: Bridged):
     """Instantiate the TRL config object (``trl.GRPOConfig(**bridged.config)``, ...)."""
     trl = require_trl()
+    config = for_installed_transformers(bridged.config)
     if bridged.config_class == "CPOConfig":
         from trl.experimental.cpo import CPOConfig
 
-        return CPOConfig(**bridged.config)
+        return CPOConfig(**config)
     if bridged.config_class == "ORPOConfig":  # TRL 1.16 keeps ORPO in trl.experimental
         from trl.experimental.orpo import ORPOConfig
 
-        return ORPOConfig(**bridged.config)
-    return getattr(trl, bridged.config_class)(**bridged.config)
+        return ORPOConfig(**config)
+    return getattr(trl, bridged.config_class)(**config)
 
 
 # ---- data and rewards in TRL's formats --------------------------------------------------------

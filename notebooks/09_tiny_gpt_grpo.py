@@ -32,7 +32,7 @@ if importlib.util.find_spec("course_lib") is None:
     # Colab runs pip as root; this silences pip's warning about it.
     env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    extras = ["tqdm>=4.66", "transformers>=5.15,<6"]
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
@@ -156,15 +156,15 @@ else:
 print(format_passport(passport(cfg, "grpo", reference=True)))
 
 
-def rl_run(trainer="grpo", **overrides):
-    """One run from the SFT weights, same seed and prompts; returns final metrics and the log."""
+def rl_run(trainer="grpo", name=None, **overrides):
+    """One run from the SFT weights, same seed and prompts (``name``: its progress bar's); returns final metrics and the log."""
     model.load_state_dict(sft_weights)
     gcfg = dataclasses.replace(cfg.grpo, **overrides)
     log = MetricsLog()
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED + 1)
     if trainer == "grpo":  # the SFT weights as reference: only to log the KL (β = 0 adds no term)
-        out = train_grpo(model, task, gcfg, generator=gen, log=log, reference_state=sft_weights)
+        out = train_grpo(model, task, gcfg, generator=gen, log=log, reference_state=sft_weights, name=name)
     else:
         out = train_rft(model, task, gcfg, generator=gen, log=log)
     return {**evaluate(model, task, max_completion_length=gcfg.max_completion_length), **out}, log.rows
@@ -370,8 +370,8 @@ else:
 spare = cfg.grpo.max_completion_length - (cfg.task.digits + 2)  # C: every token past the longest right answer
 DAPO = dict(num_iterations=2, steps=RL_STEPS // 2, epsilon_high=0.28, zero_variance="resample", unit="token_mean",
             soft_punish_cache=spare)
-runs["DAPO"], logs["DAPO"] = rl_run(**DAPO)
-runs["Dr. GRPO"], logs["Dr. GRPO"] = rl_run(advantage="dr_grpo", unit="constant")
+runs["DAPO"], logs["DAPO"] = rl_run(name="DAPO", **DAPO)
+runs["Dr. GRPO"], logs["Dr. GRPO"] = rl_run(name="Dr. GRPO", advantage="dr_grpo", unit="constant")
 
 
 def totals(name, mu=1):

@@ -32,7 +32,7 @@ if importlib.util.find_spec("course_lib") is None:
     # Colab runs pip as root; this silences pip's warning about it.
     env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     subprocess.run([*pip, "--no-deps", source], check=True, env=env)
-    extras = ["tqdm>=4.66", "transformers>=5.0,<6"]
+    extras = ["tqdm>=4.66", "transformers>=5.15,<6"]
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 

@@ -189,12 +189,17 @@ def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):
                         {"kind": "rm", "steps": 100, "stopped": False, "train_seconds": 20.0, "accuracy": None,
                          "generated_tokens_per_second": None, "dtype": "fp32", "mfu": 0.0005},
                         {"kind": "ppo", "skipped": "12 s left of --max-seconds"}],
-           "instruct_smoke": {"steps": 2, "seconds": 3.0}}
+           "instruct_smoke": {"steps": 2, "seconds": 3.0},
+           "notebooks": [{"notebook": "08_tiny_gpt_dpo", "returncode": 0, "seconds": 41.2},
+                         {"notebook": "16_recipes", "returncode": None, "seconds": 240.0},
+                         {"notebook": "17_ai_feedback", "skipped": "0 s left of the notebooks' share"}]}
     (tmp_path / "gpu_check.json").write_text(json.dumps(run))
     text = tables.render(block, tmp_path)
     assert "unmeasured" not in text and "| grpo | 200 | 61.5 | 93.4% | 123,456 | 0.123% |" in text
     assert "| rm | 100 | 20.0 | — | — | 0.050% (fp32) |" in text  # a trainer in another dtype says which
     assert "| ppo | skipped: 12 s left" in text and "NVIDIA H200" in text
+    assert ("08_tiny_gpt_dpo passed in 41 s; 16_recipes killed at 240 s; 17_ai_feedback skipped (0 s left of "
+            "the notebooks' share)") in text
 
 
 def test_recipes_block_has_one_row_per_stage_and_names_a_stage_that_did_not_start(tmp_path):

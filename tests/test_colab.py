@@ -1,39 +1,29 @@
-"""Colab readiness: one repository address, badges that match it, and the set-up cell on a fresh runtime.
+"""Colab readiness: one repository address, badges that match it, and the course on Colab's versions.
 
-The simulation builds a virtual environment (no system site-packages) holding only what Colab
-preinstalls that the course uses — torch 2.13.0 (the CPU build here), numpy, matplotlib,
-ipywidgets, ipykernel, tqdm, transformers — and no course_lib. To keep it fast, those
-distributions are hard-linked from the project's .venv by their RECORD files (what ``pip install``
-from a local wheel cache would unpack) and the result is kept in ``test-artifacts/colab-base``;
-course_lib is uninstalled from it before every run. Then notebooks run on a kernel of that
-environment: the first cell must install course_lib (from a wheel of this checkout, passed through
-``COURSE_LIB_SOURCE`` since the repository address cannot be reached here), leave torch alone,
-print the device, and the rest of the notebook must run clean.
+The simulation is ``tools/colab_check.py`` (``make colab-check``): a virtual environment with Colab's
+package versions (``tools/colab_versions.txt``: transformers 5.15, ipywidgets 7.7, ...), this
+machine's torch, and no course_lib, kept in ``test-artifacts/colab-runtime``. Here it runs
+``colab_check.FLOOR`` (00, 01, 05, 09 at ``COURSE_FAST=1``): each first cell must install course_lib
+(from a wheel of this checkout, passed through ``COURSE_LIB_SOURCE`` since the repository address
+cannot be reached here), leave torch alone, print the device, and the rest must run clean; and the
+tiny GPT's KV-cached generation must agree with uncached generation on Colab's transformers.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
-import sysconfig
-import tempfile
-from importlib import metadata
+import tomllib
 from pathlib import Path
 
-import jupytext
 import pytest
 from conftest import ROOT, report_line
-from nbclient import NotebookClient
 from packaging.requirements import Requirement
-from traitlets.config import Config
 
 from course_lib import colab
+from tools import colab_check
 
-COLAB_PREINSTALLED = ["torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "tqdm", "transformers"]
-SIMULATED = ["00_start_here", "02_dpo_margins"]
 COURSE_NOTEBOOKS = [
     "00_start_here", "01_bradley_terry", "02_dpo_margins", "04_group_baselines",
     "05_from_advantages_to_an_update", "06_baseline_bias_enumeration", "07_memory_and_rollout_budgets", "08_tiny_gpt_dpo",
@@ -83,124 +73,120 @@ def test_write_setup_cells_rewrites_only_the_tagged_cell(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The simulation
+# Colab's versions
 
 
-def _closure(names: list[str]) -> list[metadata.Distribution]:
-    """The installed distributions ``names`` need, following their (non-extra) requirements."""
-    seen, todo, dists = set(), list(names), []
-    while todo:
-        name = todo.pop().lower().replace("_", "-")
-        if name in seen:
-            continue
-        seen.add(name)
-        dist = metadata.distribution(name)
-        dists.append(dist)
-        for spec in dist.requires or []:
-            req = Requirement(spec)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name)
-    return dists
+def _declared() -> dict[str, Requirement]:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return {colab_check._key(r.name): r for r in map(Requirement, deps)}
 
 
-def _python(venv: Path) -> Path:
-    return venv / "bin" / "python"
+def test_declared_ranges_admit_colabs_versions():
+    """What pyproject.toml declares is what make colab-check tests: every library dependency Colab
+    ships is in the versions file, at a version the declared range admits."""
+    colab_versions = colab_check.pinned()
+    for name, req in _declared().items():
+        if name == "torch":
+            continue  # this machine's torch stands in for Colab's (tools/colab_versions.txt says why)
+        assert name in colab_versions, f"{name} is a dependency but not in {colab_check.VERSIONS.name}"
+        assert req.specifier.contains(colab_versions[name]), (
+            f"pyproject.toml declares {req}, Colab ships {name}=={colab_versions[name]}")
 
 
-def _colab_base(folder: Path) -> Path:
-    """A venv with Colab's preinstalled packages (hard links from .venv), cached by version stamp."""
-    dists = _closure(COLAB_PREINSTALLED)
-    stamp = "\n".join([os.path.realpath(sys.executable), sys.version,
-                       *sorted(f"{d.metadata['Name']}=={d.version}" for d in dists)])
-    assert not any(d.metadata["Name"] == "course_lib" for d in dists)
-    if (folder / "stamp.txt").exists() and (folder / "stamp.txt").read_text() == stamp:
-        return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
-    here = Path(sysconfig.get_paths()["purelib"])
-    there = Path(subprocess.run(
-        [_python(folder), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip())
-    for dist in [*dists, metadata.distribution("pip")]:
-        for file in dist.files or []:
-            source = (here / file).resolve()
-            if not source.is_relative_to(here) or not source.is_file():
-                continue  # console scripts and other files outside site-packages
-            target = there / source.relative_to(here)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(source, target)
-            except OSError:
-                shutil.copy2(source, target)
-    subprocess.run([_python(folder), "-m", "ipykernel", "install", "--prefix", str(folder),
-                    "--name", "colab-sim", "--display-name", "Colab (simulated)"],
-                   check=True, capture_output=True)
-    (folder / "stamp.txt").write_text(stamp)
-    return folder
+def test_setup_cell_installs_what_pyproject_declares():
+    for extra in colab.RUNTIME_EXTRAS:
+        req = Requirement(extra)
+        assert str(_declared()[colab_check._key(req.name)].specifier) == str(req.specifier), extra
 
 
-def _course_lib_wheel(out: Path) -> Path:
-    """A wheel of this checkout (what ``pip install git+<repository>`` would build)."""
-    src = out / "src"
-    shutil.copytree(ROOT / "course_lib", src / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(src)], check=True, capture_output=True)
-    return next(out.glob("course_lib-*.whl"))
+def test_versions_file_is_dated_and_strict(tmp_path):
+    header = colab_check.VERSIONS.read_text(encoding="utf-8").split("\n", 2)[:2]
+    assert "runtime of 20" in header[0] and "pip-freeze" in header[0], "say which Colab runtime, and when"
+    bad = tmp_path / "v.txt"
+    bad.write_text("# x\ntransformers>=5\n")
+    with pytest.raises(ValueError, match=r"v.txt:2: expected name==version"):
+        colab_check.pinned(bad)
 
 
-def _run(venv: Path, code: str, cwd: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([_python(venv), "-c", code], cwd=cwd, env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()
+def test_colab_check_rejects_an_unknown_notebook(capsys):
+    with pytest.raises(SystemExit):
+        colab_check.main(["--notebooks", "99_nope"])
+    assert "--notebooks: no notebooks/99_nope.py" in capsys.readouterr().err
+
+
+KV_PROBE = """
+import torch, transformers
+from course_lib.model import ModelConfig, build_model, completion_logprobs, KV_CACHE_NAME
+from course_lib.rollout import generate
+from course_lib.task import AdditionTask
+torch.manual_seed(0)
+task = AdditionTask()
+model = build_model(ModelConfig(n_layer=1, n_embd=16, n_head=2), task.tokenizer)
+prompts = task.encode_prompts(task.heldout_pairs[:2])
+kw = dict(max_completion_length=5, num_generations=3, greedy=True)
+a = generate(model, prompts, task.tokenizer, **kw)
+b = generate(model, prompts, task.tokenizer, use_cache=False, **kw)
+assert torch.equal(a.completions, b.completions)
+args = (model, a.input_ids, a.attention_mask, a.completion_mask)
+grouped, _ = completion_logprobs(*args, start=task.prompt_length, group_size=3)  # the shared-prompt cache
+single, _ = completion_logprobs(*args, start=task.prompt_length)
+assert torch.allclose(grouped, single, atol=1e-5)
+print(transformers.__version__, KV_CACHE_NAME)
+"""
 
 
 @pytest.mark.slow
-def test_setup_cell_installs_course_lib_on_a_fresh_colab_like_runtime(artifacts_dir, tmp_path,
-                                                                      monkeypatch, request):
+def test_kv_cache_works_on_colabs_transformers(artifacts_dir):
+    """transformers 5.24 renamed the KV cache (``past_key_values`` -> ``cache``); Colab has 5.15."""
+    runtime = colab_check.build_runtime(artifacts_dir / "colab-runtime")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([colab_check.python_of(runtime), "-c", KV_PROBE], env=env, cwd=artifacts_dir,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [colab_check.pinned()["transformers"], "past_key_values"]
+
+
+@pytest.mark.slow
+def test_floor_notebooks_run_on_colabs_versions_from_the_setup_cell(artifacts_dir, tmp_path, request):
     import time
 
     start = time.monotonic()
-    base = _colab_base(artifacts_dir / "colab-base")
-    subprocess.run([_python(base), "-m", "pip", "uninstall", "-q", "-y", "course_lib"],
-                   capture_output=True)
+    runtime = colab_check.build_runtime(artifacts_dir / "colab-runtime")
     work = tmp_path / "run"
     work.mkdir()
-    probe = "import importlib.util as u; print(u.find_spec('course_lib') is None)"
-    assert _run(base, probe, work) == "True", "the simulated runtime must start without course_lib"
-    torch_before = _run(base, "import torch, os; print(torch.__version__, os.path.getmtime(torch.__file__))", work)
+    torch_probe = "import torch, os; print(torch.__version__, os.path.getmtime(torch.__file__))"
+    torch_before = colab_check.runtime_python(runtime, torch_probe, work)
     built = time.monotonic() - start
+    wheel = colab_check.course_wheel(tmp_path / "wheel")
+    colab_check.uninstall_course_lib(runtime)
+    colab_versions = colab_check.installed(runtime)
+    seconds = {}
+    for name in colab_check.FLOOR:
+        colab_check.uninstall_course_lib(runtime)
+        probe = "import importlib.util as u; print(u.find_spec('course_lib') is None)"
+        assert colab_check.runtime_python(runtime, probe, work) == "True", "each run starts without course_lib"
+        nb, seconds[name], found = colab_check.run_notebook(runtime, name, work, wheel)
+        assert not found, f"{name} on Colab's versions: {found}"
+        first = "".join(o.get("text", "") for o in nb.cells[0].outputs)
+        assert first.strip() == "device: cpu · Colab: no", first
+    installed = colab_check.runtime_python(
+        runtime, "import course_lib, os; print(os.path.dirname(course_lib.__file__))", work)
+    assert Path(installed).resolve().is_relative_to(runtime.resolve()), "course_lib must come from the wheel"
+    assert colab_check.runtime_python(runtime, torch_probe, work) == torch_before, (
+        "the set-up cell must keep the runtime's torch")
+    colab_check.uninstall_course_lib(runtime)
+    assert colab_check.installed(runtime) == colab_versions, "the set-up cell must keep Colab's packages as they are"
+    report_line(request.config, f"\nColab's versions: runtime ready in {built:.1f} s; "
+                                + ", ".join(f"{n} {s:.0f} s" for n, s in seconds.items()))
 
-    wheel = _course_lib_wheel(tmp_path / "wheel")
-    monkeypatch.setenv(colab.SOURCE_ENV, str(wheel))
-    monkeypatch.setenv("JUPYTER_PATH", str(base / "share" / "jupyter"))
-    monkeypatch.delenv("PYTHONPATH", raising=False)
-    sockets = tempfile.mkdtemp(prefix="nbk")
-    try:
-        for name in SIMULATED:
-            nb = jupytext.read(ROOT / "notebooks" / f"{name}.py")
-            assert nb.cells[0].source.strip() == colab.SETUP_CELL.strip()
-            NotebookClient(
-                nb, timeout=180, kernel_name="colab-sim", shutdown_kernel="immediate",
-                resources={"metadata": {"path": str(work)}},
-                config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/{name[:2]}"}}),
-            ).execute()
-            for cell in nb.cells:
-                for out in cell.get("outputs", []):
-                    assert out.get("name") != "stderr" and out["output_type"] != "error", (
-                        f"{name} on the simulated runtime shows: {out}"
-                    )
-            first = "".join(o.get("text", "") for o in nb.cells[0].outputs)
-            assert first.strip() == "device: cpu · Colab: no", first
-    finally:
-        shutil.rmtree(sockets, ignore_errors=True)
 
-    installed = _run(base, "import course_lib, os; print(os.path.dirname(course_lib.__file__))", work)
-    assert Path(installed).resolve().is_relative_to(base.resolve()), "course_lib must come from the wheel"
-    assert _run(base, "import torch, os; print(torch.__version__, os.path.getmtime(torch.__file__))", work) == torch_before, (
-        "the set-up cell must keep the runtime's torch"
-    )
-    report_line(request.config, f"\nColab simulation: base runtime ready in {built:.1f} s, "
-                                f"{' + '.join(SIMULATED)} ran from a fresh install in "
-                                f"{time.monotonic() - start - built:.1f} s")
+def test_update_replaces_only_the_rerun_rows():
+    row = {"passed": True, "seconds": 1.0, "problems": [], "installed": [], "commit": "a"}
+    old = {"versions_sha256": "v", "date": "d0", "notebooks": [{**row, "notebook": "00"}, {**row, "notebook": "18", "passed": False}],
+           "passed": 1, "failed": 1}
+    new = {"versions_sha256": "v", "date": "d1", "notebooks": [{**row, "notebook": "18", "commit": "b"}]}
+    merged = colab_check.update(old, new)
+    assert [(r["notebook"], r["passed"], r["commit"]) for r in merged["notebooks"]] == [("00", True, "a"), ("18", True, "b")]
+    assert (merged["passed"], merged["failed"], merged["date"]) == (2, 0, "d1")
+    with pytest.raises(ValueError, match="other Colab versions"):
+        colab_check.update(old, {**new, "versions_sha256": "w"})

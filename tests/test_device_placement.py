@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import time
 
 import pytest
 import torch
@@ -147,14 +148,16 @@ def test_every_training_notebook_puts_its_models_on_DEVICE():
 
 
 def test_gpu_check_runs_a_notebook_as_a_script(tmp_path):
-    """``benchmarks/gpu_check.py`` runs notebook 08's course path on the GPU this way: the source as a script,
-    FAST, its device line kept; a notebook that runs past its time is killed and reported as such."""
+    """``benchmarks/gpu_check.py`` runs the training notebooks' course path on the GPU this way: the source as a
+    script, FAST, its device line kept; a notebook that runs past its time is killed and reported as such; several
+    run at once under one deadline, and one that would start too late is skipped."""
     from importlib import util
 
     spec = util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
     gpu_check = util.module_from_spec(spec)
     spec.loader.exec_module(gpu_check)
-    assert gpu_check.NOTEBOOK.is_file() and gpu_check.NOTEBOOK.stem in TRAINING
+    assert set(gpu_check.NOTEBOOKS) == set(TRAINING) - {"18_graduating_to_trl"}
+    assert all((gpu_check.NOTEBOOK_DIR / f"{name}.py").is_file() for name in gpu_check.NOTEBOOKS)
     fake = tmp_path / "nb" / "fake.py"
     fake.parent.mkdir()
     fake.write_text("import os\nimport torch\nprint('device: cpu · Colab: no')\nprint('fast', os.environ['COURSE_FAST'])\n"
@@ -165,3 +168,13 @@ def test_gpu_check_runs_a_notebook_as_a_script(tmp_path):
     fake.write_text("import time\nprint('device: cpu', flush=True)\ntime.sleep(30)\n")
     killed = gpu_check.notebook_path(fake, tmp_path / "out", timeout=2)
     assert killed["returncode"] is None and killed["seconds"] < 20
+    quick, slow = tmp_path / "nb" / "quick.py", tmp_path / "nb" / "slow.py"
+    quick.write_text("print('device: cpu')\n")
+    slow.write_text("import time\ntime.sleep(120)\n")
+    gpu_check.MIN_NOTEBOOK_SECONDS = 3
+    rows = gpu_check.notebooks_on_device([quick, slow, quick], tmp_path / "out", time.perf_counter() + 15, jobs=1)
+    assert [r["notebook"] for r in rows] == ["quick", "slow", "quick"]
+    assert rows[0]["returncode"] == 0 and rows[1]["returncode"] is None  # passed; killed at the deadline
+    assert "skipped" in rows[2], rows[2]  # nothing left of the notebooks' share
+    with pytest.raises(ValueError, match="jobs must be an integer >= 1"):
+        gpu_check.notebooks_on_device([quick], tmp_path / "out", time.perf_counter() + 15, jobs=0)

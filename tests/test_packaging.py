@@ -17,8 +17,8 @@ def _split(requirement: str) -> tuple[str, str]:
 
 
 def test_environment_yml_lists_the_same_packages_and_ranges():
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    pip_deps = dict(_split(r) for r in pyproject["project"]["dependencies"])
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pip_deps = dict(_split(r) for r in pyproject["dependencies"] + pyproject["optional-dependencies"]["lab"])
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda_deps = {}
     for entry in env["dependencies"]:
@@ -44,10 +44,10 @@ def test_ci_calls_the_readme_test_command():
 
 
 def test_every_install_route_installs_the_same_extras():
-    """The optional extras (dev, trl) reach CI through the Makefile and conda users through
+    """The optional extras (dev, lab, trl) reach CI through the Makefile and conda users through
     environment.yml; a new extra missing from either would skip its tests silently."""
     extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-    assert {"dev", "trl"} <= extras
+    assert {"dev", "lab", "trl"} <= extras
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip_section = next(e["pip"] for e in env["dependencies"] if isinstance(e, dict) and "pip" in e)
     wanted = "-e .[" + ",".join(sorted(extras)) + "]"
@@ -60,4 +60,16 @@ def test_trl_extra_is_pinned_and_keeps_the_torch_pin():
     extra = dict(_split(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["trl"])
     assert set(extra) == {"trl", "accelerate"} and all(v.startswith("==") for v in extra.values())
     # installing the extra must not let pip replace the CPU torch wheel: the pin rides along
-    assert '-e ".[dev,trl]" "$(TORCH_PIN)"' in (ROOT / "Makefile").read_text()
+    assert '-e ".[dev,lab,trl]" "$(TORCH_PIN)"' in (ROOT / "Makefile").read_text()
+
+
+def test_the_library_alone_pulls_no_lab_tools():
+    """``pip install course_lib`` (Colab's set-up cell, any other project) gets what course_lib imports:
+    JupyterLab, nbgrader, Jupytext, nbclient and ipykernel are the lab extra's."""
+    deps = {_split(r)[0] for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    assert deps == {"numpy", "torch", "transformers", "matplotlib", "ipywidgets", "tqdm"}
+    imported = set()
+    for path in (ROOT / "course_lib").glob("*.py"):
+        imported |= set(re.findall(r"^\s*(?:from|import) ([A-Za-z_]\w*)", path.read_text(encoding="utf-8"), re.M))
+    lab = {_split(r)[0] for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["lab"]}
+    assert not imported & {name.replace("-", "_") for name in lab}, "course_lib imports a lab-only package"

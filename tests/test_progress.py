@@ -32,3 +32,25 @@ def test_outside_jupyter_the_bar_is_plain_tqdm_and_disabled_bars_do_nothing(caps
     bar.update(3)
     bar.close()
     assert not isinstance(bar, notebook_tqdm) and capsys.readouterr().err == ""
+
+
+def test_a_grpo_progress_bar_names_the_run(capsys):
+    """Notebook 09's DAPO run is a train_grpo call: its bar says DAPO, not grpo[grpo]."""
+    import dataclasses
+
+    import torch
+
+    from course_lib.configs import get_config
+    from course_lib.grpo import train_grpo
+    from course_lib.model import build_model
+    from course_lib.task import AdditionTask
+
+    cfg = get_config("test")
+    task = AdditionTask(cfg.task)
+    g = dataclasses.replace(cfg.grpo, steps=1, eval_every=100)
+    for name, label in ((None, "grpo[grpo]"), ("DAPO", "DAPO")):
+        torch.manual_seed(0)
+        train_grpo(build_model(cfg.model, task.tokenizer), task, g, generator=torch.Generator().manual_seed(0),
+                   eval_fn=lambda m: {"accuracy": 0.0}, name=name)
+        bar = capsys.readouterr().err
+        assert bar.lstrip("\r").startswith(f"{label}: "), bar

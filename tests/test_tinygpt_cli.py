@@ -232,7 +232,7 @@ def test_ctrl_c_leaves_a_resumable_run_without_a_traceback(tmp_path):
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr and f"--resume {out}" in stdout
+    assert "Traceback" not in stderr and f"-m course_lib train dpo --resume {out}" in stdout  # the whole command
     state = load_checkpoint(out / "checkpoint.pt", kind="dpo")
     assert state["stage"] in ("sft", "dpo")
     done = subprocess.run([sys.executable, "-m", "course_lib", "train", "dpo", "--resume", str(out), "--steps", "4",
@@ -275,3 +275,24 @@ def test_kto_and_orpo_options_are_validated(tmp_path, capsys):
     assert _exit_code(["train", "orpo", "--config", "test", "--out", out, "--beta", "0"]) == 2
     assert "orpo.beta must be a finite number > 0" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_resume_hint_is_the_whole_command_and_wall_seconds_span_both_processes(tmp_path, capsys, monkeypatch):
+    """A stopped run prints the command to type; summary.json's wall_seconds counts the first process too."""
+    import shlex
+
+    from course_lib import runtime
+
+    out = tmp_path / "a run"
+    run("grpo", get_config("test"), out, steps=1, show_progress=False, verbose=False)
+    first = load_checkpoint(out / "checkpoint.pt")["wall_seconds"]
+    assert first > 0
+    resumed = run("grpo", None, out, steps=2, resume=True, show_progress=False, verbose=False)
+    assert resumed["wall_seconds"] > first
+    with pytest.raises(ValueError, match="already holds a run") as refused:
+        run("grpo", get_config("test"), out, steps=1, show_progress=False, verbose=False)
+    command = str(refused.value).split("continue it: ", 1)[1]
+    assert shlex.split(command)[1:] == ["-m", "course_lib", "train", "grpo", "--resume", str(out)]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runtime.sys, "executable", str(tmp_path / ".venv" / "bin" / "python"))
+    assert runtime.resume_command("recipe", "runs/r") == ".venv/bin/python -m course_lib train recipe --resume runs/r"

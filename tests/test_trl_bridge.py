@@ -105,6 +105,14 @@ def test_trl_samples_steps_rollouts_with_num_iterations(tmp_path, monkeypatch):
     assert trainer.state.global_step == 4 and len(calls) == 2
 
 
+def test_checkpointing_goes_under_the_name_the_installed_transformers_knows():
+    """transformers renamed gradient_checkpointing to activation_checkpointing after Colab's 5.15."""
+    config = {"gradient_checkpointing": None, "activation_checkpointing": True, "seed": 0}
+    assert trl_bridge.for_installed_transformers(config, {"gradient_checkpointing", "seed"}) == {
+        "gradient_checkpointing": True, "seed": 0}
+    assert trl_bridge.for_installed_transformers(config, {"activation_checkpointing", "gradient_checkpointing"}) == config
+
+
 @NEEDS_TRL
 @pytest.mark.slow
 def test_instruct_recipe_runs_on_a_tiny_random_chat_model(tmp_path):
@@ -165,7 +173,7 @@ def test_gpu_check_script_runs_its_code_path_on_the_cpu(tmp_path):
     assert all(r["mfu"] is None for r in trainers.values())  # no peak on a CPU
     assert saved["instruct_smoke"]["steps"] == 2, saved["instruct_smoke"]
     assert saved["async_grpo"] == {"steps": 3, "device": "cpu"}, saved["async_grpo"]
-    assert "skipped" in saved["notebook"]  # --tiny: the notebook runs are their own tests
+    assert "skipped" in saved["notebooks"]  # --tiny: the notebook runs are their own tests
 
 
 def test_gpu_check_budget_stops_a_trainer_at_a_step_boundary(tmp_path):
