@@ -61,6 +61,7 @@ from instructor.submission import file_hashes, stage
 KERNEL_NAME = "course-sandbox"
 STATE_FILE = ".autograde-state.json"
 LOCK_FILE = ".autograde.lock"
+MACHINE_TRIES = 3  # nbgrader runs for a student whose kernels could not be started (each after its own retries)
 REPORTS = "grades"  # grades/<assignment>/: report.md, report.json, autograde.log, grades.csv, canvas.csv
 
 # One set of status names: the report, grades.csv and the README use exactly these.
@@ -516,8 +517,16 @@ def main(argv: list[str] | None = None) -> int:
 
         def one(student: str) -> dict:
             try:
-                return grade_student(root, args.assignment, student, env, extra, records.get(student, {}),
-                                     flags.get(student, []), verdict_dir, redraw=args.redraw)
+                for attempt in range(1, MACHINE_TRIES + 1):
+                    res = grade_student(root, args.assignment, student, env, extra, records.get(student, {}),
+                                        flags.get(student, []), verdict_dir, redraw=args.redraw)
+                    if res["status"] != "FAILED" or sandbox_kernel.START_FAILED not in res["log"]:
+                        return res
+                    if attempt < MACHINE_TRIES:  # the machine could not start a kernel: not the student's doing
+                        print(f"{student}: no kernel could be started (busy machine); grading again "
+                              f"({attempt + 1} of {MACHINE_TRIES})", flush=True)
+                        time.sleep(10 * attempt)
+                return res
             except Exception as err:  # noqa: BLE001 - one student never stops the batch
                 return {"status": "FAILED", "problems": [f"grading stopped: {type(err).__name__}: {err}"],
                         "flags": [str(f) for f in flags.get(student, [])], "log": "", "seconds": {},

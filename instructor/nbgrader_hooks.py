@@ -31,6 +31,7 @@ a probe are not shown (a function could have stored the hidden inputs and a late
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -104,6 +105,8 @@ class SandboxedExecute(Execute):
     student_timeout = Integer(900, help="Seconds for all of one student's notebooks together").tag(config=True)
     max_output_bytes = Integer(1_000_000, help="Bytes of output one cell may keep (grading records apart)"
                                ).tag(config=True)
+    kernel_start_tries = Integer(4, help="Tries to start the kernel: one that dies or does not answer while "
+                                 "starting (a busy machine) is started again, the reason logged").tag(config=True)
     interrupt_on_timeout = Bool(True)
 
     _spent: dict[str, float] = {}  # seconds each student's notebooks used so far in this process
@@ -144,6 +147,50 @@ class SandboxedExecute(Execute):
             km.transport, km.ip = "ipc", os.path.join(folder, "kernel")
             self._ipc = km.ip
         return km
+
+    @contextlib.contextmanager
+    def setup_kernel(self, **kwargs):
+        """nbclient's set-up, with the kernel started first by ``start_kernel_with_retries``."""
+        self.start_kernel_with_retries(**kwargs)
+        with super().setup_kernel(**kwargs):
+            yield
+
+    def start_kernel_with_retries(self, **kwargs) -> None:
+        """Start the kernel and its client; a kernel that dies before it answers (a thread or process
+        it cannot start on a busy machine: "Kernel died before replying to kernel_info") is stopped and
+        started again after 1, 2, 4 s, each reason logged. After ``kernel_start_tries`` the error says
+        it was the machine, not the submission (``make autograde`` grades the student again)."""
+        for attempt in range(1, self.kernel_start_tries + 1):
+            if self.km is None:
+                self.km = self.create_kernel_manager()
+            try:
+                if not self.km.has_kernel:
+                    self.start_new_kernel(**kwargs)
+                self.start_new_kernel_client()
+                return
+            except Exception as err:  # noqa: BLE001 - any failure to start is retried, then raised
+                reason = f"{type(err).__name__}: {err}"
+                self._discard_kernel()
+                if attempt == self.kernel_start_tries:
+                    raise RuntimeError(f"{sandbox_kernel.START_FAILED} {attempt} tries (the machine, not the submission; "
+                                       f"last: {reason})") from err
+                self.log.warning("the sandboxed kernel did not start (try %d of %d: %s); starting it again",
+                                 attempt, self.kernel_start_tries, reason)
+                time.sleep(2 ** (attempt - 1))
+
+    def _discard_kernel(self) -> None:
+        """Stop a kernel that failed to start, whatever state it is in, and forget it."""
+        if self.km is not None:
+            with contextlib.suppress(Exception):
+                run_sync(self.km.shutdown_kernel)(now=True)
+            with contextlib.suppress(Exception):
+                run_sync(self.km.cleanup_resources)()
+        if getattr(self, "kc", None) is not None:
+            with contextlib.suppress(Exception):
+                self.kc.stop_channels()
+        if self._ipc:  # its launcher may have been killed before it removed the kernel's cgroup
+            sandbox_limits.release(self._ipc)
+        self.km, self.kc, self._ipc = None, None, None
 
     def _over_memory(self) -> str | None:
         """Why the kernel's cgroup stopped a process for memory (sandbox_limits), or None."""

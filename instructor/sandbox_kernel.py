@@ -21,9 +21,13 @@ What the student's code sees (an allow-list; nothing else of the machine exists 
   capabilities and ``no_new_privs``; otherwise as the instructor inside an unprivileged user namespace;
 - resource limits: CPU seconds (``COURSE_SANDBOX_CPU_S``, default 600), address space per process
   (``COURSE_SANDBOX_MEM_MB``, default 8192), processes and threads (``COURSE_SANDBOX_NPROC``,
-  default 64: a fork bomb gets ``BlockingIOError``; per kernel because its user id is its own) and
-  file size (64 MiB). Processes a cell started do not outlive it: after each cell, the grader
-  stops them (``stop_strays``), so a fork bomb's children cannot starve the cells after it.
+  default 64: a fork bomb gets ``BlockingIOError``; counted for this kernel alone: as root under a
+  user id of its own, otherwise set inside the kernel's user namespace, where Linux counts it per
+  namespace, so other work of the instructor's never uses up the kernel's share) and file size
+  (64 MiB). Processes a cell started do not outlive it: after each cell, the grader stops them
+  (``stop_strays``), so a fork bomb's children cannot starve the cells after it.
+- a kernel that dies while starting (a busy machine) is started again by
+  ``nbgrader_hooks.SandboxedExecute``, the reason logged; never a score of the student's.
 
 So the course (``solutions/``, ``.git``, ``submitted/``, ``gradebook.db``), the instructor's home,
 and any other copy of the course anywhere on the machine are not there to be read. The course
@@ -36,9 +40,9 @@ asks students not to use it). What one cell may print is capped in bytes by
   per-process limits above are all there is (``make autograde``'s report says so).
 
 Simplifications said out loud: without a cgroup, a kernel's processes together may use up to NPROC
-times the per-process memory, and as a non-root instructor the process cap is added to the processes
-the instructor already runs (the same user id). The kernel starts in an empty directory, which is
-fine for this assignment (it reads no data files).
+times the per-process memory; as a non-root instructor the kernel's processes also count towards the
+instructor's own process limit (``ulimit -u``), which the machine sets. The kernel starts in an
+empty directory, which is fine for this assignment (it reads no data files).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ except ImportError:  # run as the kernelspec's command (a script): this file's f
 
 INSIDE = "/tmp/work"  # the kernel's working directory, on the sandbox's size-limited tmpfs
 IPC_NAME = ".kernel-ipc"  # the kernel's sockets: INSIDE/.kernel-ipc-PORT
+START_FAILED = "the sandboxed kernel could not be started in"  # SandboxedExecute's error; autograde retries
 FIRST_UID = 2**30  # per-kernel user ids (root only) are drawn from [2**30, 2**31)
 # The kernel starts with SIGCHLD ignored (kept across exec), so the children a cell forks are
 # reaped as soon as they end: killed strays leave no zombie counting against the process cap.
@@ -76,19 +81,20 @@ SYSTEM_LIBS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64")
 
 def allowed_paths() -> list[str]:
     """Everything the sandbox shows (read-only), before symlinks are followed."""
-    paths = {sys.prefix}
     base = sys.base_prefix
-    if os.path.realpath(base) in ("/", "/usr", "/usr/local"):  # a system Python: only its own files
-        paths |= {sysconfig.get_paths()["stdlib"], os.path.realpath(sys.executable)}
+    if os.path.realpath(sys.prefix) in ("/", "/usr", "/usr/local"):  # a system Python: only its own files
+        paths = {sysconfig.get_paths()["stdlib"], sys.executable, os.path.realpath(sys.executable)}
         libdir, library = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
         if libdir and library and os.path.exists(os.path.join(libdir, library)):
             paths.add(os.path.join(libdir, library))
     else:
-        paths.add(base)
+        paths = {sys.prefix, base}
     paths |= {p for p in (*SYSTEM_LIBS, *ETC_FILES) if os.path.lexists(p)}
-    if os.geteuid() == 0:  # the tool that drops to the kernel's own user id runs inside
-        paths.add(os.path.realpath(shutil.which("setpriv") or "/usr/bin/setpriv"))
-    return sorted(paths)
+    # the tool that runs inside before the kernel: root drops to the kernel's own user id (setpriv),
+    # anyone else caps processes inside the user namespace (prlimit)
+    paths.add(os.path.realpath(_tool("setpriv" if os.geteuid() == 0 else "prlimit")))
+    # a path inside another one is shown with it (a system Python's libpython under /usr/lib)
+    return sorted(p for p in paths if not any(p.startswith(q.rstrip("/") + "/") for q in paths))
 
 
 def _expose(path: str, cmd: list[str], done: set[str]) -> None:
@@ -112,6 +118,11 @@ def _expose(path: str, cmd: list[str], done: set[str]) -> None:
                 done.add(parent)
         cmd += ["--ro-bind", path, path]
         done.add(path)
+
+
+def _tool(name: str) -> str:
+    """util-linux's ``setpriv`` or ``prlimit`` (both in every Debian and Ubuntu: util-linux is essential)."""
+    return shutil.which(name) or f"/usr/bin/{name}"
 
 
 def sandbox_uid() -> int:
@@ -147,11 +158,15 @@ def bwrap_command(argv: list[str], files: dict[str, int] | None = None, info_fd:
         cmd += ["--seccomp", str(seccomp_fd)]
     if os.geteuid() == 0:
         uid = sandbox_uid() if uid is None else uid
-        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-        cmd += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+        cmd += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
     else:
-        cmd += ["--unshare-user", "--cap-drop", "ALL"]
+        # RLIMIT_NPROC is counted per user namespace and user id (Linux >= 5.14), and at each level up
+        # against the limit its creator had: set inside, it counts this kernel's processes alone, while
+        # bubblewrap creates the namespace under the instructor's own limit. (Set before bubblewrap,
+        # it would count every process of the instructor, started by anything, anywhere.)
+        nproc = sandbox_limits.nproc_limit()
+        cmd += ["--unshare-user", "--cap-drop", "ALL", _tool("prlimit"), f"--nproc={nproc}:{nproc}", "--"]
     return cmd + argv
 
 
@@ -176,11 +191,11 @@ def set_limits() -> None:
     """Limits for the sandbox's processes (called in the child before bubblewrap starts)."""
     cpu = int(os.environ.get("COURSE_SANDBOX_CPU_S", "600"))
     mem = int(os.environ.get("COURSE_SANDBOX_MEM_MB", "8192")) * 2**20
-    nproc = int(os.environ.get("COURSE_SANDBOX_NPROC", "64"))
-    if os.geteuid() != 0:  # the instructor's own id: the cap comes on top of what already runs
-        nproc += _processes_of(os.getuid())
-    for limit, value in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc),
-                         (resource.RLIMIT_FSIZE, 64 * 2**20), (resource.RLIMIT_CORE, 0)):
+    limits = [(resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, mem), (resource.RLIMIT_FSIZE, 64 * 2**20),
+              (resource.RLIMIT_CORE, 0)]
+    if os.geteuid() == 0:  # counted for the kernel's own user id (sandbox_uid); else set inside (bwrap_command)
+        limits.append((resource.RLIMIT_NPROC, sandbox_limits.nproc_limit()))
+    for limit, value in limits:
         resource.setrlimit(limit, (value, value))
 
 
@@ -214,18 +229,6 @@ def run(argv: list[str], timeout: float = 300, **kwargs) -> subprocess.Completed
         proc.communicate()
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def _processes_of(uid: int) -> int:
-    """Threads of every process of ``uid`` (what RLIMIT_NPROC counts)."""
-    count = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.stat(f"/proc/{pid}").st_uid == uid:
-                count += len(os.listdir(f"/proc/{pid}/task"))
-        except OSError:
-            continue
-    return count
 
 
 def _processes() -> dict[int, tuple[int, int]]:

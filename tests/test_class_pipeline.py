@@ -110,9 +110,34 @@ def collected(course):
     return {"collect": collect, "solution": solution}
 
 
+# Other work of the instructor's user on a busy server: 400 threads and 40 processes held while grading.
+LOAD = """
+import os, sys, threading, time
+kids = []
+for _ in range(40):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(600)
+        os._exit(0)
+    kids.append(pid)
+stop = threading.Event()
+for _ in range(400):
+    threading.Thread(target=stop.wait, daemon=True).start()
+print("loaded", flush=True)
+sys.stdin.read()
+for pid in kids:
+    os.kill(pid, 9)
+"""
+
+
 @pytest.fixture(scope="module")
 def graded(course, collected):
-    first = _autograde(course, "--jobs", "2")
+    load = subprocess.Popen([sys.executable, "-c", LOAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert load.stdout.readline().strip() == "loaded"
+        first = _autograde(course, "--jobs", "2")
+    finally:
+        load.communicate("", timeout=60)
     report = json.loads((course / "grades" / ASSIGNMENT / "report.json").read_text())
     return {"auto": first, "report": report["students"]}
 
@@ -135,6 +160,8 @@ def test_zip_collect_keeps_the_newest_resubmission_and_the_times(course, collect
 
 
 def test_everyone_is_graded_and_nothing_fails(graded):
+    """Under the load above (the kernel's process cap counts the kernel alone, and a kernel that dies
+    while starting is started again): every honest student earns every autograded point."""
     auto = graded["auto"]
     assert auto.returncode == 0, auto.stdout[-3000:] + auto.stderr[-3000:]
     assert "2 at a time" in auto.stdout
