@@ -65,6 +65,8 @@ bench: $(STAMP)
 # to `alembic`, so the environment's bin/ goes first on PATH.
 ASSIGNMENT ?= module14
 NBG_PATH := PATH="$(CURDIR)/$(BIN):$$PATH"
+# $(call shq,VALUE): VALUE as one shell word, whatever it holds (STUDENT='x;touch /tmp/P' runs nothing)
+shq = '$(subst ','\'',$(1))'
 
 assignment: $(STAMP)
 	$(NBG_PATH) $(BIN)/nbgrader generate_assignment $(ASSIGNMENT) --force
@@ -84,8 +86,8 @@ collect: $(STAMP)
 autograde:
 	bash tools/system_packages.sh autograde
 	@$(MAKE) --no-print-directory venv
-	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT) $(if $(JOBS),--jobs $(JOBS),) \
-	  $(if $(STUDENT),--student $(STUDENT),) $(if $(REGRADE),--all,) $(if $(REDRAW),--redraw,)
+	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT) $(if $(JOBS),--jobs $(call shq,$(JOBS)),) \
+	  $(if $(STUDENT),--student $(call shq,$(STUDENT)),) $(if $(REGRADE),--all,) $(if $(REDRAW),--redraw,)
 
 # Hand grading: JupyterLab with nbgrader's formgrader (Nbgrader → Formgrader), as root or a user.
 # On a headless server: make formgrader PORT=8890 (no browser; open the printed URL through an SSH tunnel).

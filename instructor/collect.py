@@ -114,6 +114,10 @@ class CanvasCollector(FileNameCollectorPlugin):
                     continue
                 path = os.path.join(folder, name)
                 student = by_lms.get(info["lms_id"])
+                if student is not None and roster.check_id(student):  # roster.csv edited by hand
+                    self.log.error("Skipped %s: the roster's student id %r %s (make roster refuses it)",
+                                   name, student, roster.check_id(student))
+                    continue
                 if student is None:
                     self.log.warning("Canvas user %s (%s) is not on the roster (make roster): collected as %s",
                                      info["lms_id"], name, info["lms_id"])

@@ -9,9 +9,9 @@ Writes, in grades/<assignment>/ (next to that assignment's autograde report):
   hours_late, late_penalty, final (total - late_penalty), manual_pending, flags, problems (counts)
   and notes (every flag and problem, in words, as in the report).
 - ``canvas.csv``: Canvas's gradebook import file (Grades → Import): Student, ID, SIS User ID,
-  SIS Login ID, Section and one column named ``--canvas-column`` (default: the assignment; use
-  Canvas's "name (id)" header to fill an existing column) with the final score, one row per roster
-  student. A FAILED student's cell is left empty (Canvas keeps what it has; fix and regrade first).
+  SIS Login ID, Section and one column with the final score, one row per roster student. The
+  column is ``--canvas-column``, else the export's own column for the assignment as ``make roster``
+  read it (``module14 (4321)``: Canvas fills that column), else the assignment's name. A FAILED student's cell is left empty (Canvas keeps what it has; fix and regrade first).
 
 status: one of instructor.autograde.STATUSES, the same names as the report and the README; read live
 from the gradebook, so a written answer graded in the formgrader turns ``manual`` into ``ok``
@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assignment", default="module14")
     parser.add_argument("--root", default=".")
-    parser.add_argument("--canvas-column", default="", help="the Canvas gradebook column (default: the assignment)")
+    parser.add_argument("--canvas-column", default="", help="the Canvas gradebook column (default: the export's column for the assignment, "
+                        "as make roster read it, else the assignment)")
     args = parser.parse_args(argv)
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     root = Path(args.root).resolve()
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         writer.writeheader()
         writer.writerows(data)
     print(f"wrote {(folder / 'grades.csv').relative_to(root)} ({len(data)} students)")
-    column = args.canvas_column or args.assignment
+    column = args.canvas_column or roster.canvas_column(root, args.assignment)
     canvas = canvas_rows(root, data, column)
     if canvas:
         with (folder / "canvas.csv").open("w", newline="") as handle:
