@@ -39,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from jupyter_client.session import json_unpacker
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbconvert.preprocessors import Preprocessor
@@ -49,6 +50,39 @@ from traitlets import Bool, Integer, Unicode
 from instructor import grading, lab_grading, sandbox_kernel, sandbox_limits
 
 STATE = "course_grading"  # key in nbconvert's resources shared by the three preprocessors
+
+
+MAX_MESSAGE_DEPTH = 64  # levels of nesting a message from the kernel may have (Jupyter's own: under 10)
+TOO_DEEP = f"[output dropped: the kernel sent data nested more than {MAX_MESSAGE_DEPTH} levels deep]\n"
+
+
+def _deeper_than(value, limit: int) -> bool:
+    """Whether ``value`` (decoded JSON) nests more than ``limit`` lists and dicts deep (no recursion)."""
+    todo = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            todo += [(child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return False
+
+
+def unpack_kernel_message(data: bytes):
+    """jupyter_client's JSON unpacker for one frame of a message from the sandboxed kernel, where data
+    nested too deep to decode, or to write into a notebook later (a display output 50,000 levels deep),
+    becomes a frame that reads as a notice whatever part of the message it was: the cell's output
+    says what was dropped, and grading goes on."""
+    try:
+        value = json_unpacker(data)
+    except RecursionError:
+        value = None
+    else:
+        if not _deeper_than(value, MAX_MESSAGE_DEPTH):
+            return value
+    return {"msg_id": "", "msg_type": "stream", "name": "stderr", "text": TOO_DEEP, "data": {"text/plain": TOO_DEEP},
+            "metadata": {}, "execution_count": None, "status": "error", "ename": "OutputTooDeep",
+            "evalue": TOO_DEEP.strip(), "traceback": [TOO_DEEP.strip()]}
 
 
 def is_test_cell(cell) -> bool:
@@ -142,6 +176,7 @@ class SandboxedExecute(Execute):
     def create_kernel_manager(self):
         """The sandbox has no network: its kernel talks over Unix sockets (see sandbox_kernel.py)."""
         km = super().create_kernel_manager()
+        km.session.unpack = unpack_kernel_message  # shared with the client nbclient makes from km
         if os.environ.get("COURSE_SANDBOX_KERNEL"):
             folder = tempfile.mkdtemp(prefix="ipc-", dir=os.environ.get("COURSE_SANDBOX_TMP") or None)
             km.transport, km.ip = "ipc", os.path.join(folder, "kernel")

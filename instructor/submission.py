@@ -15,7 +15,8 @@ reads the submission as plain JSON and keeps only what the student owns:
   it runs, without nbgrader metadata;
 - a release cell missing from the submission is put back where the release has it (a missing
   answer cell comes back empty, so it cannot shadow code the student wrote elsewhere);
-- a file that is not JSON, or JSON without a list of cells, cannot be rebuilt: 0 points for it.
+- a file that is not JSON, JSON nested too deep to read, or JSON without a list of cells, cannot
+  be rebuilt: 0 points for it.
 
 Every change is reported (``problems``), so the instructor sees exactly what happened and why.
 """
@@ -64,6 +65,9 @@ def rebuild(raw: bytes, release) -> tuple[object | None, list[str]]:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         return None, [f"is not a notebook (not JSON: {str(err)[:120]}): 0 points for it"]
+    except RecursionError:
+        return None, ["is not a notebook this course can read (its JSON is nested deeper than Python reads, "
+                      "which no notebook Jupyter writes is): 0 points for it"]
     if isinstance(data, dict) and isinstance(data.get("nbformat"), int) and data["nbformat"] < 4:
         return None, [f"is not a notebook this course grades (nbformat {data['nbformat']}, from IPython 3 or older; "
                       "save it again in Jupyter, which writes nbformat 4): 0 points for it"]

@@ -7,7 +7,10 @@ grading pipeline: `python -m instructor.autograde` on three students who submit 
 - x_ptrace calls ptrace through ctypes: the call fails with EPERM, the answers still earn their
   points (the attack is contained, as the sandbox's other limits are), and the ctypes import is
   flagged for review;
-- zz_after, graded after both, submits the solution and loses nothing.
+- x_deep_output sends a display output nested 50,000 levels deep (past the grader's JSON decoder):
+  the output is dropped with a notice and the answers keep their points, never FAILED;
+- x_deep_file submits a file whose JSON nests 200,000 levels deep: 0 points with the reason;
+- zz_after, graded after them, submits the solution and loses nothing.
 
 tests/test_sandbox.py tests each limit without nbgrader. Needs bubblewrap, like tests/test_assignment.py.
 """
@@ -54,6 +57,13 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _result = _libc.ptrace(0, 0, None, None)  # PTRACE_TRACEME
 print("PTRACE", _result, errno.errorcode.get(ctypes.get_errno()))
 '''
+DEEP_OUTPUT = '''
+_ip = get_ipython()
+_deep = '{"a": ' * 50000 + '1' + '}' * 50000
+_content = ('{"data": {"application/json": ' + _deep + '}, "metadata": {}, "transient": {}}').encode()
+_ip.kernel.session.send(_ip.kernel.iopub_socket, "display_data", content=_content, parent=_ip.kernel.get_parent("shell"))
+print("DEEP sent")
+'''
 
 
 def _env() -> dict[str, str]:
@@ -75,11 +85,15 @@ def _with_cell(nb, source: str):
 def graded():
     course = released_course("sandbox-grading-", ASSIGNMENT, _env())
     solution = course / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"
-    for student, extra in (("x_memory", MEMORY), ("x_ptrace", PTRACE), ("zz_after", None)):
+    for student, extra in (("x_memory", MEMORY), ("x_ptrace", PTRACE), ("x_deep_output", DEEP_OUTPUT),
+                           ("zz_after", None)):
         nb = nbformat.read(str(solution), as_version=4)
         folder = course / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True)
         nbformat.write(_with_cell(nb, extra) if extra else nb, str(folder / f"{Q1}.ipynb"))
+    folder = course / "submitted" / "x_deep_file" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    (folder / f"{Q1}.ipynb").write_text('{"cells": ' + "[" * 200_000 + "]" * 200_000 + "}")
     auto = _run([sys.executable, "-m", "instructor.autograde", "--jobs", "1", "--Execute.timeout=20"], course)
     assert auto.returncode == 0, auto.stdout[-3000:] + auto.stderr[-3000:]
     report = json.loads((course / "grades" / ASSIGNMENT / "report.json").read_text())
@@ -128,3 +142,15 @@ def test_the_student_after_them_is_unaffected(graded):
     res = graded["students"]["zz_after"]
     assert res["notebooks"][Q1]["code_score"] == 8 and res["flags"] == [], res
     assert not [p for p in res["problems"] if "not submitted" not in p], res["problems"]  # Q2-Q5: not submitted
+
+
+def test_crafted_nesting_scores_what_it_earns_never_failed(graded):
+    deep = graded["students"]["x_deep_output"]
+    assert deep["status"] != "FAILED" and deep["notebooks"][Q1]["code_score"] == 8, deep["problems"]
+    assert _printed(graded, "x_deep_output", "DEEP") == "sent"
+    nb = nbformat.read(str(graded["course"] / "autograded" / "x_deep_output" / ASSIGNMENT / f"{Q1}.ipynb"), as_version=4)
+    assert any("nested more than 64 levels deep" in str(o.get("data", "")) for c in nb.cells if c.cell_type == "code"
+               for o in c.outputs)
+    file = graded["students"]["x_deep_file"]
+    assert file["status"] == "review" and file["code_score"] == 0, file
+    assert any("nested deeper than Python reads" in p and "0 points" in p for p in file["problems"]), file["problems"]
