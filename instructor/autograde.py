@@ -27,12 +27,14 @@ Steps, each visible in the report:
    says so.
 5. Report, one per assignment: grades/<assignment>/report.md (for people) and report.json (for
    `make grades`), with a status per student (``STATUSES``), the reasons behind every test that
-   scored 0, lateness and penalties, and the seeds.
+   scored 0, lateness and penalties, and the seeds. Listed as problems (status ``review``) too:
+   locked cells a student edited (tampering; the release's cells ran), a notebook with nothing
+   answered, and a notebook that took longer than ``--slow-after`` seconds (default 60) to grade.
 6. Two instructors grading at once lose nothing: the state file and the report are updated under an
    exclusive lock (fcntl), each student's record merged into what is on disk at that moment.
 
 Usage: python -m instructor.autograde [--assignment module14] [--student ID ...] [--all] [--jobs N] [--redraw]
-       [nbgrader options]
+       [--slow-after SECONDS] [nbgrader options]
 Exit status: 0 when every submission graded now was graded, 1 when some could not be, 2 when it refused.
 """
 
@@ -334,8 +336,17 @@ def book_of(state: dict, assignment: str) -> dict:
 # ------------------------------------------------------------------------------ one student
 
 
+def slow_notebooks(seconds: dict[str, float], slow_after: float) -> list[str]:
+    """A problem for each notebook that took longer than ``slow_after`` seconds to grade (its cells
+    may sleep or spin within every limit: the instructor should know where a class's time went)."""
+    return [f"{name}: took {sec:.0f} s to grade (more than {slow_after:g} s; the limits are "
+            "Execute.timeout per cell, SandboxedExecute.notebook_timeout per notebook)"
+            for name, sec in sorted(seconds.items()) if sec > slow_after]
+
+
 def grade_student(root: Path, assignment: str, student: str, env: dict[str, str], extra: list[str],
-                  previous: dict, facts_flags: list, verdict_dir: Path, redraw: bool = False) -> dict:
+                  previous: dict, facts_flags: list, verdict_dir: Path, redraw: bool = False,
+                  slow_after: float = 60.0) -> dict:
     from nbgrader.api import Gradebook
 
     started = time.time()
@@ -362,6 +373,7 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
             proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
             log = proc.stdout + proc.stderr
             seconds, error = parse_log(log)
+            record["problems"] += slow_notebooks(seconds, slow_after)
             failed = proc.returncode != 0 or not (root / "autograded" / student / assignment).is_dir()
             if failed:
                 record["problems"].append("nbgrader could not grade it: "
@@ -451,10 +463,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="students graded at once (default: the machine's cores)")
     parser.add_argument("--redraw", action="store_true", help="draw new hidden inputs instead of reusing the seeds")
+    parser.add_argument("--slow-after", type=float, default=60.0,
+                        help="list a notebook that took longer than this many seconds to grade (default 60)")
     args, extra = parser.parse_known_args(argv)
     skip_unused_imports()  # before the first nbgrader import (instructor/run_nbgrader.py)
     if args.jobs < 1:
         parser.error(f"--jobs must be a whole number >= 1, got {args.jobs}")
+    if not args.slow_after > 0:
+        parser.error(f"--slow-after must be a number of seconds > 0, got {args.slow_after}")
     # nbgrader shells out to `alembic` (from this environment) when it opens the gradebook
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     root = Path(args.root).resolve()
@@ -519,7 +535,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for attempt in range(1, MACHINE_TRIES + 1):
                     res = grade_student(root, args.assignment, student, env, extra, records.get(student, {}),
-                                        flags.get(student, []), verdict_dir, redraw=args.redraw)
+                                        flags.get(student, []), verdict_dir, redraw=args.redraw,
+                                        slow_after=args.slow_after)
                     if res["status"] != "FAILED" or sandbox_kernel.START_FAILED not in res["log"]:
                         return res
                     if attempt < MACHINE_TRIES:  # the machine could not start a kernel: not the student's doing
