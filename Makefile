@@ -96,8 +96,11 @@ formgrader: $(STAMP)
 	  $(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) --ServerApp.default_url=/formgrader \
 	  $(if $(PORT),--ServerApp.port=$(PORT) --ServerApp.open_browser=False --ServerApp.ip=127.0.0.1,)
 
+# feedback/<student>/$(ASSIGNMENT)/*.html, one process per student within time and memory limits
+# (instructor/feedback.py): a page that cannot be made is a short page saying so. STUDENT=id: that one.
 feedback: $(STAMP)
-	$(NBG_PATH) $(BIN)/nbgrader generate_feedback $(ASSIGNMENT) --force
+	$(NBG_PATH) $(PY) -m instructor.feedback --assignment $(ASSIGNMENT) $(if $(JOBS),--jobs $(call shq,$(JOBS)),) \
+	  $(if $(STUDENT),--student $(call shq,$(STUDENT)),)
 
 # grades/$(ASSIGNMENT)/grades.csv (every student) and canvas.csv (Canvas's import file, from the roster).
 grades: $(STAMP)
