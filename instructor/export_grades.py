@@ -7,7 +7,9 @@ Writes, in grades/<assignment>/ (next to that assignment's autograde report):
   lms_user_id, status, one score per question notebook (autograded + manual points), autograded,
   autograded_max, total (before the late penalty), total_max, submitted, due, extension_days,
   hours_late, late_penalty, final (total - late_penalty), manual_pending, flags, problems (counts)
-  and notes (every flag and problem, in words, as in the report).
+  and notes (every flag and problem, in words, as in the report). The late penalty is the policy
+  of deadlines.toml applied to ``total``, the score after hand grading, read now (the penalty nbgrader
+  stored at autograde time, and the report shows, is of the autograded points only).
 - ``canvas.csv``: Canvas's gradebook import file (Grades → Import): Student, ID, SIS User ID,
   SIS Login ID, Section and one column with the final score, one row per roster student. The
   column is ``--canvas-column``, else the export's own column for the assignment as ``make roster``
@@ -45,6 +47,7 @@ def rows(root: Path, assignment: str) -> tuple[list[dict], list[str]]:
         raise ValueError(f"{report_path} is the report of {report['assignment']!r}, not {assignment!r}")
     students = report.get("students", {})
     people = {r["student_id"]: r for r in roster.load(root)}
+    policy = deadlines.load(root, assignment)
     submitted = {p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir()}
     out = []
     with Gradebook(db_url(root)) as gb:
@@ -75,6 +78,7 @@ def rows(root: Path, assignment: str) -> tuple[list[dict], list[str]]:
                 for nb in sub.notebooks:
                     row[nb.name] = f"{nb.score:g}"
                 late = deadlines.lateness(gb, assignment, student)
+                late["late_penalty"] = deadlines.penalty(sub.score, late["seconds_late"], policy)
                 row.update({
                     "autograded": f"{sub.code_score:g}", "autograded_max": f"{sub.max_code_score:g}",
                     "total": f"{sub.score:g}", "total_max": f"{sub.max_score:g}",
