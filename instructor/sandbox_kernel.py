@@ -15,8 +15,10 @@ What the student's code sees (an allow-list; nothing else of the machine exists 
   own PID namespace (it cannot see or signal other processes);
 - its own network namespace (only a loopback of its own: it cannot reach the host's ports or open
   one the host can reach, and ``/proc/net/tcp`` lists nothing of the host), IPC and UTS namespaces.
-  The kernel talks to nbgrader over Unix sockets (ZeroMQ's ``ipc`` transport) in its tmpfs, which
-  the host reaches through ``/proc/PID/root`` (symlinks where the connection file says);
+  The kernel talks to nbgrader over Unix sockets (ZeroMQ's ``ipc`` transport) in its tmpfs; the
+  launcher opens each socket it bound (from ``/proc/PID/root``, one name at a time, following no
+  symlink) and the host connects through that descriptor (``/proc/<launcher>/fd/N``, symlinked where
+  the connection file says), so it never resolves a path the sandbox made;
 - when the instructor is root: the kernel runs under a user id of its own (``sandbox_uid``) with no
   capabilities and ``no_new_privs``; otherwise as the instructor inside an unprivileged user namespace;
 - resource limits: CPU seconds (``COURSE_SANDBOX_CPU_S``, default 600), address space per process
@@ -54,9 +56,11 @@ import resource
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 try:
@@ -318,19 +322,58 @@ def main(args: list[str]) -> None:
         proc = popen(argv, files={kernel_json: kernel_r}, info_fd=info_w, cgroup=cgroup)
         os.close(info_w)
         os.close(kernel_r)
-        root = f"/proc/{_child_pid(info_r)}/root"
-        for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
-            # the client connects where the connection file says; the socket is in the sandbox's tmpfs
-            link = f"{outside}-{info[key]}"
+        ports = [info[key] for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+        for port, fd in _kernel_sockets(_child_pid(info_r), ports, proc).items():
+            # the client connects where the connection file says: to this launcher's descriptor of the
+            # socket the kernel bound, never to a path the sandbox could have replaced since
+            link = f"{outside}-{port}"
             if os.path.lexists(link):
                 os.unlink(link)
-            os.symlink(f"{root}{INSIDE}/{IPC_NAME}-{info[key]}", link)
+            os.symlink(f"/proc/{os.getpid()}/fd/{fd}", link)
         status = proc.wait()
     finally:
         if cgroup is not None:  # what happened is recorded before the cgroup goes (the hook reads it)
             sandbox_limits.write_record(outside, {**cgroup.describe(), "oom_kills": cgroup.oom_kills()})
             cgroup.remove()
     sys.exit(status)
+
+
+def _kernel_sockets(child: int, ports: list[int], proc: subprocess.Popen, wait_s: float = 120.0) -> dict[int, int]:
+    """{port: descriptor} of the kernel's Unix sockets in the sandbox, once it has bound them all.
+
+    Each is opened (``O_PATH``) from the sandbox's root, one name at a time and never following a
+    symlink, and must be a socket: the host never resolves a path the sandbox made (a symlink there
+    would otherwise be followed in the host's file system). Through ``/proc/<launcher>/fd/N`` the
+    client reaches exactly that socket, whatever the sandbox renames or replaces later. Gives up
+    (returning what it has) when the kernel exits or after ``wait_s``."""
+    flags = os.O_PATH | os.O_NOFOLLOW
+    found: dict[int, int] = {}
+    deadline = time.monotonic() + wait_s
+    while len(found) < len(ports) and proc.poll() is None and time.monotonic() < deadline:
+        # opened afresh each time: right after bubblewrap reports its child, that child may not
+        # have entered the sandbox's root yet
+        root = os.open(f"/proc/{child}/root", os.O_PATH | os.O_DIRECTORY)  # the kernel's own link: trusted
+        try:
+            for port in ports:
+                if port in found:
+                    continue
+                fds = [root]
+                try:
+                    for name in [*Path(INSIDE).parts[1:], f"{IPC_NAME}-{port}"]:
+                        is_dir = len(fds) < len(Path(INSIDE).parts)
+                        fds.append(os.open(name, flags | (os.O_DIRECTORY if is_dir else 0), dir_fd=fds[-1]))
+                    if stat.S_ISSOCK(os.fstat(fds[-1]).st_mode):
+                        found[port] = fds.pop()
+                except OSError:
+                    pass
+                finally:
+                    for fd in fds[1:]:
+                        os.close(fd)
+        finally:
+            os.close(root)
+        if len(found) < len(ports):
+            time.sleep(0.02)
+    return found
 
 
 def _kernel_cgroup(outside: str) -> sandbox_limits.KernelCgroup | None:

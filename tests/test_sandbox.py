@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -209,6 +210,15 @@ def test_a_kernel_over_unix_sockets_and_its_cells_leave_no_process_behind(tmp_pa
         time.sleep(1)
         assert sandbox_kernel.stray_processes(launcher) == []
         assert client.execute_interactive("1 + 1", timeout=60)["content"]["status"] == "ok"  # the kernel lives
+        # the host reaches each socket through the launcher's descriptor, never through a path inside
+        # the sandbox: sockets replaced by symlinks to the host's files change nothing
+        ports = (km.shell_port, km.iopub_port, km.stdin_port, km.control_port, km.hb_port)
+        assert {os.readlink(f"{km.ip}-{p}").rsplit("/", 1)[0] for p in ports} == {f"/proc/{launcher}/fd"}
+        swap = ("import glob, os\nfor p in glob.glob('/tmp/work/.kernel-ipc-*'):\n"
+                "    os.unlink(p)\n    os.symlink('/etc/passwd', p)\nprint(len(glob.glob('/tmp/work/.kernel-ipc-*')))")
+        assert client.execute_interactive(swap, timeout=60)["content"]["status"] == "ok"
+        for p in ports:
+            assert stat.S_ISSOCK(os.stat(f"{km.ip}-{p}").st_mode), p  # still the kernel's socket
         cgroup = sandbox_limits.read_record(km.ip)  # its cgroup holds the kernel, where cgroups work here
         if sandbox_limits.cgroup_support()[0]:
             assert cgroup and all(os.path.isdir(d) for d in cgroup["dirs"]), cgroup
