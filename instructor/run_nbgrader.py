@@ -28,6 +28,16 @@ import threading
 UNUSED = ("rfc3987_syntax",)
 
 
+def quiet_known_warnings() -> None:
+    """nbgrader 0.9's gradebook relies on SQLAlchemy 1's cascade of new objects into the session;
+    SQLAlchemy 2 warns "Object of type <SubmittedNotebook> not in session, add operation along ...
+    will not proceed" on every submission, where nothing is lost (nbgrader adds those objects itself
+    right after). Only that message is silenced."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"Object of type <\w+> not in session, add operation along")
+
+
 def skip_unused_imports() -> None:
     """Make ``import rfc3987_syntax`` fail (jsonschema then leaves out the ``iri`` format checks).
     Has no effect where jsonschema was already imported."""
@@ -76,6 +86,7 @@ def serve() -> None:
     """The zygote: one JSON request per line on stdin ({id, args, env, cwd, output}), one JSON reply
     per finished child on stdout ({id, returncode}); ends when stdin closes and its children are done."""
     skip_unused_imports()
+    quiet_known_warnings()
     import importlib
 
     for name in PRELOAD:
@@ -164,6 +175,7 @@ def main() -> None:
         serve()
         return
     skip_unused_imports()
+    quiet_known_warnings()
     from nbgrader.apps.nbgraderapp import main as nbgrader_main
 
     sys.argv[0] = "nbgrader"
