@@ -76,6 +76,8 @@ bench: $(STAMP)
 # (docs/instructors.md). nbgrader shells out to `alembic`, so the environment's bin/ goes first on PATH.
 ASSIGNMENT ?= module14
 NBG_PATH := PATH="$(CURDIR)/$(BIN):$$PATH"
+# $(call shq,VALUE): VALUE as one shell word, whatever it holds (STUDENT='x;touch /tmp/P' runs nothing)
+shq = '$(subst ','\'',$(1))'
 
 assignment: $(STAMP)
 	$(NBG_PATH) $(BIN)/nbgrader generate_assignment $(ASSIGNMENT) --force
@@ -95,8 +97,8 @@ collect: $(STAMP)
 autograde:
 	bash tools/system_packages.sh autograde
 	@$(MAKE) --no-print-directory venv
-	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT) $(if $(JOBS),--jobs $(JOBS),) \
-	  $(if $(STUDENT),--student $(STUDENT),) $(if $(REGRADE),--all,) $(if $(REDRAW),--redraw,)
+	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT) $(if $(JOBS),--jobs $(call shq,$(JOBS)),) \
+	  $(if $(STUDENT),--student $(call shq,$(STUDENT)),) $(if $(REGRADE),--all,) $(if $(REDRAW),--redraw,)
 
 # Hand grading: JupyterLab with nbgrader's formgrader (Nbgrader → Formgrader), as root or a user.
 # On a headless server: make formgrader PORT=8890 (no browser; open the printed URL through an SSH tunnel).
@@ -105,8 +107,11 @@ formgrader: $(STAMP)
 	  $(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) --ServerApp.default_url=/formgrader \
 	  $(if $(PORT),--ServerApp.port=$(PORT) --ServerApp.open_browser=False --ServerApp.ip=127.0.0.1,)
 
+# feedback/<student>/$(ASSIGNMENT)/*.html, one process per student within time and memory limits
+# (instructor/feedback.py): a page that cannot be made is a short page saying so. STUDENT=id: that one.
 feedback: $(STAMP)
-	$(NBG_PATH) $(BIN)/nbgrader generate_feedback $(ASSIGNMENT) --force
+	$(NBG_PATH) $(PY) -m instructor.feedback --assignment $(ASSIGNMENT) $(if $(JOBS),--jobs $(call shq,$(JOBS)),) \
+	  $(if $(STUDENT),--student $(call shq,$(STUDENT)),)
 
 # grades/$(ASSIGNMENT)/grades.csv (every student) and canvas.csv (Canvas's import file, from the roster).
 grades: $(STAMP)

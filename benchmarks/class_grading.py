@@ -7,7 +7,7 @@ gradebook (the same submissions), in the sandbox like a real run.
 Writes benchmarks/results/class_grading.json: per setting the wall time, seconds per student and the
 speed-up over the first setting, with the machine's load, so a reader can judge the numbers.
 
-Goal: a class of 150 in <= 15 min on 2 cores. Measure it with ``--students 150 --jobs 2``;
+Goal: a class of 150 in <= 6 min on 2 cores. Measure it with ``--students 150 --jobs 2``;
 on a shared, loaded machine a smaller class (``--students 12 --jobs 1 2``) gives the per-student
 time and the speed-up.
 

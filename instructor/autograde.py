@@ -16,7 +16,9 @@ Steps, each visible in the report:
    uses): probes in, kernel in the sandbox, verdicts decided outside it
    (instructor/grading.py), scores written to the gradebook by nbgrader. Whatever one submission
    does, it affects only its own process. ``--jobs N`` (``make autograde JOBS=N``, default: the
-   machine's cores) grades N students at once; one progress line per student as each finishes.
+   machine's cores) grades N students at once; a progress bar (tqdm, on stderr) and one line per
+   student as each finishes. Each student's nbgrader is forked from one process that imported
+   nbgrader once (``run_nbgrader.Zygote``), not started afresh (1.2 CPU s per student saved).
    Due dates, extensions and the late penalty come from deadlines.toml (instructor/deadlines.py).
    A student with nothing gradable (no notebook, only files that are not notebooks) gets 0 points
    with the reasons, not FAILED.
@@ -27,12 +29,15 @@ Steps, each visible in the report:
    says so.
 5. Report, one per assignment: grades/<assignment>/report.md (for people) and report.json (for
    `make grades`), with a status per student (``STATUSES``), the reasons behind every test that
-   scored 0, lateness and penalties, and the seeds.
+   scored 0, lateness and penalties, and the seeds. Listed as problems (status ``review``) too:
+   locked cells a student edited (tampering; the release's cells ran), a notebook with nothing
+   answered, and a notebook that took longer than ``--slow-after`` seconds (default 60; 600 for lab14,
+   which trains) to grade.
 6. Two instructors grading at once lose nothing: the state file and the report are updated under an
    exclusive lock (fcntl), each student's record merged into what is on disk at that moment.
 
 Usage: python -m instructor.autograde [--assignment module14] [--student ID ...] [--all] [--jobs N] [--redraw]
-       [nbgrader options]
+       [--slow-after SECONDS] [nbgrader options]
 Exit status: 0 when every submission graded now was graded, 1 when some could not be, 2 when it refused.
 """
 
@@ -53,14 +58,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from tqdm import tqdm
+
 from instructor import deadlines, lab_grading, sandbox_kernel, sandbox_limits
-from instructor.run_nbgrader import skip_unused_imports
+from instructor.run_nbgrader import Zygote, quiet_known_warnings, skip_unused_imports
 from instructor.scan import scan_submissions
 from instructor.submission import file_hashes, stage
 
 KERNEL_NAME = "course-sandbox"
 STATE_FILE = ".autograde-state.json"
 LOCK_FILE = ".autograde.lock"
+MACHINE_TRIES = 3  # nbgrader runs for a student whose kernels could not be started (each after its own retries)
 REPORTS = "grades"  # grades/<assignment>/: report.md, report.json, autograde.log, grades.csv, canvas.csv
 
 # One set of status names: the report, grades.csv and docs/instructors.md use exactly these.
@@ -333,8 +341,23 @@ def book_of(state: dict, assignment: str) -> dict:
 # ------------------------------------------------------------------------------ one student
 
 
+# Seconds after which a notebook's grading is listed as slow: the question notebooks take a few
+# seconds; the lab's notebook trains the tiny GPT twice with the student's functions.
+SLOW_AFTER_DEFAULT = 60.0
+SLOW_AFTER = {"lab14": 600.0}
+
+
+def slow_notebooks(seconds: dict[str, float], slow_after: float) -> list[str]:
+    """A problem for each notebook that took longer than ``slow_after`` seconds to grade (its cells
+    may sleep or spin within every limit: the instructor should know where a class's time went)."""
+    return [f"{name}: took {sec:.0f} s to grade (more than {slow_after:g} s; the limits are "
+            "Execute.timeout per cell, SandboxedExecute.notebook_timeout per notebook)"
+            for name, sec in sorted(seconds.items()) if sec > slow_after]
+
+
 def grade_student(root: Path, assignment: str, student: str, env: dict[str, str], extra: list[str],
-                  previous: dict, facts_flags: list, verdict_dir: Path, redraw: bool = False) -> dict:
+                  previous: dict, facts_flags: list, verdict_dir: Path, redraw: bool = False,
+                  slow_after: float = 60.0, zygote: Zygote | None = None) -> dict:
     from nbgrader.api import Gradebook
 
     started = time.time()
@@ -355,16 +378,21 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
             record["problems"].append("nothing gradable was submitted: 0 points (the reasons are listed above)")
             failed, log, seconds = False, "", {}
         else:
-            cmd = [sys.executable, "-m", "instructor.run_nbgrader", "autograde", assignment, f"--student={student}", "--force",
-                   f"--CourseDirectory.submitted_directory={staged_root}",
-                   "--log-level=INFO", "--Application.log_format=%(created).3f %(levelname)s %(message)s", *extra]
-            proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
-            log = proc.stdout + proc.stderr
+            args = ["autograde", assignment, f"--student={student}", "--force",
+                    f"--CourseDirectory.submitted_directory={staged_root}",
+                    "--log-level=INFO", "--Application.log_format=%(created).3f %(levelname)s %(message)s", *extra]
+            if zygote is not None:  # forked from a process with nbgrader imported (instructor/run_nbgrader.py)
+                returncode, log = zygote.run(args, env, str(root), str(Path(staged_root) / "nbgrader.log"))
+            else:
+                proc = subprocess.run([sys.executable, "-m", "instructor.run_nbgrader", *args], cwd=root, env=env,
+                                      capture_output=True, text=True)
+                returncode, log = proc.returncode, proc.stdout + proc.stderr
             seconds, error = parse_log(log)
-            failed = proc.returncode != 0 or not (root / "autograded" / student / assignment).is_dir()
+            record["problems"] += slow_notebooks(seconds, slow_after)
+            failed = returncode != 0 or not (root / "autograded" / student / assignment).is_dir()
             if failed:
                 record["problems"].append("nbgrader could not grade it: "
-                                          + (error or f"exit status {proc.returncode}; see autograde.log"))
+                                          + (error or f"exit status {returncode}; see autograde.log"))
     record["log"] = log[-20000:]
     record["seconds"] = seconds
     record["verdicts"] = {}
@@ -450,10 +478,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="students graded at once (default: the machine's cores)")
     parser.add_argument("--redraw", action="store_true", help="draw new hidden inputs instead of reusing the seeds")
+    parser.add_argument("--slow-after", type=float, default=None,
+                        help="list a notebook that took longer than this many seconds to grade "
+                             f"(default {SLOW_AFTER_DEFAULT:g}; {SLOW_AFTER} where a notebook trains)")
     args, extra = parser.parse_known_args(argv)
     skip_unused_imports()  # before the first nbgrader import (instructor/run_nbgrader.py)
+    quiet_known_warnings()
     if args.jobs < 1:
         parser.error(f"--jobs must be a whole number >= 1, got {args.jobs}")
+    if args.slow_after is None:
+        args.slow_after = SLOW_AFTER.get(args.assignment, SLOW_AFTER_DEFAULT)
+    if not args.slow_after > 0:
+        parser.error(f"--slow-after must be a number of seconds > 0, got {args.slow_after}")
     # nbgrader shells out to `alembic` (from this environment) when it opens the gradebook
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     root = Path(args.root).resolve()
@@ -516,15 +552,26 @@ def main(argv: list[str] | None = None) -> int:
 
         def one(student: str) -> dict:
             try:
-                return grade_student(root, args.assignment, student, env, extra, records.get(student, {}),
-                                     flags.get(student, []), verdict_dir, redraw=args.redraw)
+                for attempt in range(1, MACHINE_TRIES + 1):
+                    res = grade_student(root, args.assignment, student, env, extra, records.get(student, {}),
+                                        flags.get(student, []), verdict_dir, redraw=args.redraw,
+                                        slow_after=args.slow_after, zygote=zygote)
+                    if res["status"] != "FAILED" or sandbox_kernel.START_FAILED not in res["log"]:
+                        return res
+                    if attempt < MACHINE_TRIES:  # the machine could not start a kernel: not the student's doing
+                        tqdm.write(f"{student}: no kernel could be started (busy machine); grading again "
+                                   f"({attempt + 1} of {MACHINE_TRIES})", file=sys.stdout)
+                        time.sleep(10 * attempt)
+                return res
             except Exception as err:  # noqa: BLE001 - one student never stops the batch
                 return {"status": "FAILED", "problems": [f"grading stopped: {type(err).__name__}: {err}"],
                         "flags": [str(f) for f in flags.get(student, [])], "log": "", "seconds": {},
                         "verdicts": {}, "hashes": {}, "seeds": records.get(student, {}).get("seeds", {}),
                         "wall_seconds": 0.0}
 
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
+        zygote = Zygote(root)
+        progress = tqdm(total=len(todo), desc=f"autograde {args.assignment}", unit="student")
+        with ThreadPoolExecutor(max_workers=jobs) as pool, contextlib.closing(zygote), progress:
             futures = {pool.submit(one, student): student for student in todo}
             for number, future in enumerate(as_completed(futures), start=1):
                 student, res = futures[future], future.result()
@@ -533,8 +580,9 @@ def main(argv: list[str] | None = None) -> int:
                     book_of(state, args.assignment)["students"][student] = res
                 score = (f"{res['code_score']:g}/{res['max_code_score']:g} autograded"
                          if res["status"] != "FAILED" else "no score")
-                print(f"[{number}/{len(todo)}] {student}: {res['status']}, {score}, {len(res['flags'])} flags, "
-                      f"{len(res['problems'])} problems ({res['wall_seconds']:.1f} s)", flush=True)
+                progress.write(f"[{number}/{len(todo)}] {student}: {res['status']}, {score}, {len(res['flags'])} flags, "
+                               f"{len(res['problems'])} problems ({res['wall_seconds']:.1f} s)", file=sys.stdout)
+                progress.update()
         with locked_state(root) as state:
             book = book_of(state, args.assignment)
             if not args.student:

@@ -17,11 +17,18 @@ name is what the student uploaded, with ``-1``, ``-2`` … appended by Canvas to
   due date and an unmarked one at most on it (extensions are then applied by nbgrader's lateness). nbgrader writes the newest time
   of a student's files to ``timestamp.txt``, from which autograde's late penalty is computed.
 
+What is expected in every collect is logged as information, not as a warning (``ExpectedAsInfo``):
+an older resubmission skipped (and nbgrader's own lines about that skip), and nbgrader's "Directory
+not found. Creating" and "Clearing existing files" for the folders it fills; a file that is no
+Canvas submission or no notebook of the assignment, or a Canvas user not on the roster, stays a
+warning.
+
 Simplified: one zip layout (Canvas's); other LMSs need their own ``named_regexp``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -34,6 +41,40 @@ from traitlets import Unicode
 
 CANVAS_NAME = re.compile(r"^(?P<name>[^_/]+)_(?P<late>LATE_)?(?P<lms_id>\d+)_(?P<submission_id>\d+)_(?P<file>.+)$")
 RESUBMISSION = re.compile(r"^(?P<stem>.+?)(?:-(?P<dash>\d+)| \((?P<paren>\d+)\))$")
+
+
+class ExpectedAsInfo(logging.Filter):
+    """Log nbgrader's warnings about what every collect does as INFO: folders it creates or refills,
+    and the files ``older`` (resubmissions the collector skipped on purpose)."""
+
+    EXPECTED = ("Directory not found. Creating: ", "Clearing existing files in ")
+    SKIPPED = "Skipped submission with no match information provided: "
+
+    def __init__(self):
+        super().__init__()
+        self.older: set[str] = set()
+
+    def _expected(self, message: str) -> bool:
+        if message.startswith(self.EXPECTED):
+            return True
+        if message.startswith(self.SKIPPED):
+            return message[len(self.SKIPPED):] in self.older
+        counts = re.fullmatch(r"(\d+) files collected, (\d+) files skipped", message)
+        return bool(counts) and int(counts[2]) == len(self.older)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and self._expected(record.getMessage()):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+def _quiet_expected(log: logging.Logger) -> ExpectedAsInfo:
+    """The filter on ``log`` (added once, shared by the extractor and the collector)."""
+    found = next((f for f in log.filters if isinstance(f, ExpectedAsInfo)), None)
+    if found is None:
+        found = ExpectedAsInfo()
+        log.addFilter(found)
+    return found
 
 
 def parse_canvas_name(filename: str) -> dict | None:
@@ -63,6 +104,10 @@ class TimedExtractor(ExtractorPlugin):
     """nbgrader's extractor, but each file keeps its time in the zip (the submission time)."""
 
     zip_timezone = Unicode("UTC", help="Time zone of the times stored in the LMS's zip").tag(config=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        _quiet_expected(self.log)
 
     def extract(self, archive_path: str, extracted_path: str) -> None:
         from dateutil import tz
@@ -97,6 +142,10 @@ class CanvasCollector(FileNameCollectorPlugin):
 
     _winners: dict | None = None
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._expected = _quiet_expected(self.log)
+
     def _choose(self) -> dict:
         """{path: collected info} of every winning file under the extracted folder."""
         from instructor import deadlines, roster
@@ -114,6 +163,10 @@ class CanvasCollector(FileNameCollectorPlugin):
                     continue
                 path = os.path.join(folder, name)
                 student = by_lms.get(info["lms_id"])
+                if student is not None and roster.check_id(student):  # roster.csv edited by hand
+                    self.log.error("Skipped %s: the roster's student id %r %s (make roster refuses it)",
+                                   name, student, roster.check_id(student))
+                    continue
                 if student is None:
                     self.log.warning("Canvas user %s (%s) is not on the roster (make roster): collected as %s",
                                      info["lms_id"], name, info["lms_id"])
@@ -126,7 +179,8 @@ class CanvasCollector(FileNameCollectorPlugin):
                 rank = (info["attempt"], when)
                 if key in best:
                     loser = min(best[key], (rank, path))
-                    self.log.warning("Skipped %s: %s/%s has a newer resubmission", loser[1], *key)
+                    self.log.info("Skipped %s: %s/%s has a newer resubmission", loser[1], *key)
+                    self._expected.older.add(loser[1])
                 if key not in best or (rank, path) > best[key]:
                     best[key] = (rank, path)
         return {path: {"student_id": student, "file_id": file_id, "timestamp": rank[1].isoformat(" ")}

@@ -17,7 +17,10 @@ gradebook (``Assignment.duedate``) and the extension into the student's submissi
 submission was from its ``timestamp.txt`` (written by ``make collect`` from the LMS's times) and
 calls ``AssignLatePenalties``, whose plug-in (``LatePenalty`` here, set in nbgrader_config.py) gives
 the penalty per notebook: ``score * min(1, penalty_per_day * started days late)``, or the whole
-score after ``zero_after_days``. The report and grades.csv show the lateness and the penalty.
+score after ``zero_after_days``. At autograde time ``score`` is the autograded points only (written
+answers are not graded yet): the report's penalty is provisional. ``make grades`` applies the same
+``penalty`` to the final score after hand grading (grades.csv's ``late_penalty`` and ``final``, and
+canvas.csv), which is what "a fraction of the score" means.
 
 Simplified: one policy per assignment (no per-question policies), days count from the extended due
 date, and a submission without a timestamp is never late.

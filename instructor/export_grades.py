@@ -7,11 +7,13 @@ Writes, in grades/<assignment>/ (next to that assignment's autograde report):
   lms_user_id, status, one score per question notebook (autograded + manual points), autograded,
   autograded_max, total (before the late penalty), total_max, submitted, due, extension_days,
   hours_late, late_penalty, final (total - late_penalty), manual_pending, flags, problems (counts)
-  and notes (every flag and problem, in words, as in the report).
+  and notes (every flag and problem, in words, as in the report). The late penalty is the policy
+  of deadlines.toml applied to ``total``, the score after hand grading, read now (the penalty nbgrader
+  stored at autograde time, and the report shows, is of the autograded points only).
 - ``canvas.csv``: Canvas's gradebook import file (Grades → Import): Student, ID, SIS User ID,
-  SIS Login ID, Section and one column named ``--canvas-column`` (default: the assignment; use
-  Canvas's "name (id)" header to fill an existing column) with the final score, one row per roster
-  student. A FAILED student's cell is left empty (Canvas keeps what it has; fix and regrade first).
+  SIS Login ID, Section and one column with the final score, one row per roster student. The
+  column is ``--canvas-column``, else the export's own column for the assignment as ``make roster``
+  read it (``module14 (4321)``: Canvas fills that column), else the assignment's name. A FAILED student's cell is left empty (Canvas keeps what it has; fix and regrade first).
 
 status: one of instructor.autograde.STATUSES, the same names as the report and docs/instructors.md; read live
 from the gradebook, so a written answer graded in the formgrader turns ``manual`` into ``ok``
@@ -45,6 +47,7 @@ def rows(root: Path, assignment: str) -> tuple[list[dict], list[str]]:
         raise ValueError(f"{report_path} is the report of {report['assignment']!r}, not {assignment!r}")
     students = report.get("students", {})
     people = {r["student_id"]: r for r in roster.load(root)}
+    policy = deadlines.load(root, assignment)
     submitted = {p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir()}
     out = []
     with Gradebook(db_url(root)) as gb:
@@ -75,6 +78,7 @@ def rows(root: Path, assignment: str) -> tuple[list[dict], list[str]]:
                 for nb in sub.notebooks:
                     row[nb.name] = f"{nb.score:g}"
                 late = deadlines.lateness(gb, assignment, student)
+                late["late_penalty"] = deadlines.penalty(sub.score, late["seconds_late"], policy)
                 row.update({
                     "autograded": f"{sub.code_score:g}", "autograded_max": f"{sub.max_code_score:g}",
                     "total": f"{sub.score:g}", "total_max": f"{sub.max_score:g}",
@@ -108,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assignment", default="module14")
     parser.add_argument("--root", default=".")
-    parser.add_argument("--canvas-column", default="", help="the Canvas gradebook column (default: the assignment)")
+    parser.add_argument("--canvas-column", default="", help="the Canvas gradebook column (default: the export's column for the assignment, "
+                        "as make roster read it, else the assignment)")
     args = parser.parse_args(argv)
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     root = Path(args.root).resolve()
@@ -126,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         writer.writeheader()
         writer.writerows(data)
     print(f"wrote {(folder / 'grades.csv').relative_to(root)} ({len(data)} students)")
-    column = args.canvas_column or args.assignment
+    column = args.canvas_column or roster.canvas_column(root, args.assignment)
     canvas = canvas_rows(root, data, column)
     if canvas:
         with (folder / "canvas.csv").open("w", newline="") as handle:

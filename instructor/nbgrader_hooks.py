@@ -31,6 +31,7 @@ a probe are not shown (a function could have stored the hidden inputs and a late
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -38,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from jupyter_client.session import json_unpacker
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbconvert.preprocessors import Preprocessor
@@ -48,6 +50,39 @@ from traitlets import Bool, Integer, Unicode
 from instructor import grading, lab_grading, sandbox_kernel, sandbox_limits
 
 STATE = "course_grading"  # key in nbconvert's resources shared by the three preprocessors
+
+
+MAX_MESSAGE_DEPTH = 64  # levels of nesting a message from the kernel may have (Jupyter's own: under 10)
+TOO_DEEP = f"[output dropped: the kernel sent data nested more than {MAX_MESSAGE_DEPTH} levels deep]\n"
+
+
+def _deeper_than(value, limit: int) -> bool:
+    """Whether ``value`` (decoded JSON) nests more than ``limit`` lists and dicts deep (no recursion)."""
+    todo = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            todo += [(child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return False
+
+
+def unpack_kernel_message(data: bytes):
+    """jupyter_client's JSON unpacker for one frame of a message from the sandboxed kernel, where data
+    nested too deep to decode, or to write into a notebook later (a display output 50,000 levels deep),
+    becomes a frame that reads as a notice whatever part of the message it was: the cell's output
+    says what was dropped, and grading goes on."""
+    try:
+        value = json_unpacker(data)
+    except RecursionError:
+        value = None
+    else:
+        if not _deeper_than(value, MAX_MESSAGE_DEPTH):
+            return value
+    return {"msg_id": "", "msg_type": "stream", "name": "stderr", "text": TOO_DEEP, "data": {"text/plain": TOO_DEEP},
+            "metadata": {}, "execution_count": None, "status": "error", "ename": "OutputTooDeep",
+            "evalue": TOO_DEEP.strip(), "traceback": [TOO_DEEP.strip()]}
 
 
 def is_test_cell(cell) -> bool:
@@ -104,6 +139,8 @@ class SandboxedExecute(Execute):
     student_timeout = Integer(900, help="Seconds for all of one student's notebooks together").tag(config=True)
     max_output_bytes = Integer(1_000_000, help="Bytes of output one cell may keep (grading records apart)"
                                ).tag(config=True)
+    kernel_start_tries = Integer(4, help="Tries to start the kernel: one that dies or does not answer while "
+                                 "starting (a busy machine) is started again, the reason logged").tag(config=True)
     interrupt_on_timeout = Bool(True)
 
     _spent: dict[str, float] = {}  # seconds each student's notebooks used so far in this process
@@ -139,11 +176,56 @@ class SandboxedExecute(Execute):
     def create_kernel_manager(self):
         """The sandbox has no network: its kernel talks over Unix sockets (see sandbox_kernel.py)."""
         km = super().create_kernel_manager()
+        km.session.unpack = unpack_kernel_message  # shared with the client nbclient makes from km
         if os.environ.get("COURSE_SANDBOX_KERNEL"):
             folder = tempfile.mkdtemp(prefix="ipc-", dir=os.environ.get("COURSE_SANDBOX_TMP") or None)
             km.transport, km.ip = "ipc", os.path.join(folder, "kernel")
             self._ipc = km.ip
         return km
+
+    @contextlib.contextmanager
+    def setup_kernel(self, **kwargs):
+        """nbclient's set-up, with the kernel started first by ``start_kernel_with_retries``."""
+        self.start_kernel_with_retries(**kwargs)
+        with super().setup_kernel(**kwargs):
+            yield
+
+    def start_kernel_with_retries(self, **kwargs) -> None:
+        """Start the kernel and its client; a kernel that dies before it answers (a thread or process
+        it cannot start on a busy machine: "Kernel died before replying to kernel_info") is stopped and
+        started again after 1, 2, 4 s, each reason logged. After ``kernel_start_tries`` the error says
+        it was the machine, not the submission (``make autograde`` grades the student again)."""
+        for attempt in range(1, self.kernel_start_tries + 1):
+            if self.km is None:
+                self.km = self.create_kernel_manager()
+            try:
+                if not self.km.has_kernel:
+                    self.start_new_kernel(**kwargs)
+                self.start_new_kernel_client()
+                return
+            except Exception as err:  # noqa: BLE001 - any failure to start is retried, then raised
+                reason = f"{type(err).__name__}: {err}"
+                self._discard_kernel()
+                if attempt == self.kernel_start_tries:
+                    raise RuntimeError(f"{sandbox_kernel.START_FAILED} {attempt} tries (the machine, not the submission; "
+                                       f"last: {reason})") from err
+                self.log.warning("the sandboxed kernel did not start (try %d of %d: %s); starting it again",
+                                 attempt, self.kernel_start_tries, reason)
+                time.sleep(2 ** (attempt - 1))
+
+    def _discard_kernel(self) -> None:
+        """Stop a kernel that failed to start, whatever state it is in, and forget it."""
+        if self.km is not None:
+            with contextlib.suppress(Exception):
+                run_sync(self.km.shutdown_kernel)(now=True)
+            with contextlib.suppress(Exception):
+                run_sync(self.km.cleanup_resources)()
+        if getattr(self, "kc", None) is not None:
+            with contextlib.suppress(Exception):
+                self.kc.stop_channels()
+        if self._ipc:  # its launcher may have been killed before it removed the kernel's cgroup
+            sandbox_limits.release(self._ipc)
+        self.km, self.kc, self._ipc = None, None, None
 
     def _over_memory(self) -> str | None:
         """Why the kernel's cgroup stopped a process for memory (sandbox_limits), or None."""

@@ -15,15 +15,21 @@ What the student's code sees (an allow-list; nothing else of the machine exists 
   own PID namespace (it cannot see or signal other processes);
 - its own network namespace (only a loopback of its own: it cannot reach the host's ports or open
   one the host can reach, and ``/proc/net/tcp`` lists nothing of the host), IPC and UTS namespaces.
-  The kernel talks to nbgrader over Unix sockets (ZeroMQ's ``ipc`` transport) in its tmpfs, which
-  the host reaches through ``/proc/PID/root`` (symlinks where the connection file says);
+  The kernel talks to nbgrader over Unix sockets (ZeroMQ's ``ipc`` transport) in its tmpfs; the
+  launcher opens each socket it bound (from ``/proc/PID/root``, one name at a time, following no
+  symlink) and the host connects through that descriptor (``/proc/<launcher>/fd/N``, symlinked where
+  the connection file says), so it never resolves a path the sandbox made;
 - when the instructor is root: the kernel runs under a user id of its own (``sandbox_uid``) with no
   capabilities and ``no_new_privs``; otherwise as the instructor inside an unprivileged user namespace;
 - resource limits: CPU seconds (``COURSE_SANDBOX_CPU_S``, default 600), address space per process
   (``COURSE_SANDBOX_MEM_MB``, default 8192), processes and threads (``COURSE_SANDBOX_NPROC``,
-  default 64: a fork bomb gets ``BlockingIOError``; per kernel because its user id is its own) and
-  file size (64 MiB). Processes a cell started do not outlive it: after each cell, the grader
-  stops them (``stop_strays``), so a fork bomb's children cannot starve the cells after it.
+  default 64: a fork bomb gets ``BlockingIOError``; counted for this kernel alone: as root under a
+  user id of its own, otherwise set inside the kernel's user namespace, where Linux counts it per
+  namespace, so other work of the instructor's never uses up the kernel's share) and file size
+  (64 MiB). Processes a cell started do not outlive it: after each cell, the grader stops them
+  (``stop_strays``), so a fork bomb's children cannot starve the cells after it.
+- a kernel that dies while starting (a busy machine) is started again by
+  ``nbgrader_hooks.SandboxedExecute``, the reason logged; never a score of the student's.
 
 So the course (``solutions/``, ``.git``, ``submitted/``, ``gradebook.db``), the instructor's home,
 and any other copy of the course anywhere on the machine are not there to be read. The course
@@ -36,9 +42,9 @@ asks students not to use it). What one cell may print is capped in bytes by
   per-process limits above are all there is (``make autograde``'s report says so).
 
 Simplifications said out loud: without a cgroup, a kernel's processes together may use up to NPROC
-times the per-process memory, and as a non-root instructor the process cap is added to the processes
-the instructor already runs (the same user id). The kernel starts in an empty directory, which is
-fine for this assignment (it reads no data files).
+times the per-process memory; as a non-root instructor the kernel's processes also count towards the
+instructor's own process limit (``ulimit -u``), which the machine sets. The kernel starts in an
+empty directory, which is fine for this assignment (it reads no data files).
 """
 
 from __future__ import annotations
@@ -50,9 +56,11 @@ import resource
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 try:
@@ -62,6 +70,7 @@ except ImportError:  # run as the kernelspec's command (a script): this file's f
 
 INSIDE = "/tmp/work"  # the kernel's working directory, on the sandbox's size-limited tmpfs
 IPC_NAME = ".kernel-ipc"  # the kernel's sockets: INSIDE/.kernel-ipc-PORT
+START_FAILED = "the sandboxed kernel could not be started in"  # SandboxedExecute's error; autograde retries
 FIRST_UID = 2**30  # per-kernel user ids (root only) are drawn from [2**30, 2**31)
 # The kernel starts with SIGCHLD ignored (kept across exec), so the children a cell forks are
 # reaped as soon as they end: killed strays leave no zombie counting against the process cap.
@@ -76,19 +85,20 @@ SYSTEM_LIBS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64")
 
 def allowed_paths() -> list[str]:
     """Everything the sandbox shows (read-only), before symlinks are followed."""
-    paths = {sys.prefix}
     base = sys.base_prefix
-    if os.path.realpath(base) in ("/", "/usr", "/usr/local"):  # a system Python: only its own files
-        paths |= {sysconfig.get_paths()["stdlib"], os.path.realpath(sys.executable)}
+    if os.path.realpath(sys.prefix) in ("/", "/usr", "/usr/local"):  # a system Python: only its own files
+        paths = {sysconfig.get_paths()["stdlib"], sys.executable, os.path.realpath(sys.executable)}
         libdir, library = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
         if libdir and library and os.path.exists(os.path.join(libdir, library)):
             paths.add(os.path.join(libdir, library))
     else:
-        paths.add(base)
+        paths = {sys.prefix, base}
     paths |= {p for p in (*SYSTEM_LIBS, *ETC_FILES) if os.path.lexists(p)}
-    if os.geteuid() == 0:  # the tool that drops to the kernel's own user id runs inside
-        paths.add(os.path.realpath(shutil.which("setpriv") or "/usr/bin/setpriv"))
-    return sorted(paths)
+    # the tool that runs inside before the kernel: root drops to the kernel's own user id (setpriv),
+    # anyone else caps processes inside the user namespace (prlimit)
+    paths.add(os.path.realpath(_tool("setpriv" if os.geteuid() == 0 else "prlimit")))
+    # a path inside another one is shown with it (a system Python's libpython under /usr/lib)
+    return sorted(p for p in paths if not any(p.startswith(q.rstrip("/") + "/") for q in paths))
 
 
 def _expose(path: str, cmd: list[str], done: set[str]) -> None:
@@ -112,6 +122,11 @@ def _expose(path: str, cmd: list[str], done: set[str]) -> None:
                 done.add(parent)
         cmd += ["--ro-bind", path, path]
         done.add(path)
+
+
+def _tool(name: str) -> str:
+    """util-linux's ``setpriv`` or ``prlimit`` (both in every Debian and Ubuntu: util-linux is essential)."""
+    return shutil.which(name) or f"/usr/bin/{name}"
 
 
 def sandbox_uid() -> int:
@@ -147,11 +162,15 @@ def bwrap_command(argv: list[str], files: dict[str, int] | None = None, info_fd:
         cmd += ["--seccomp", str(seccomp_fd)]
     if os.geteuid() == 0:
         uid = sandbox_uid() if uid is None else uid
-        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-        cmd += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+        cmd += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
     else:
-        cmd += ["--unshare-user", "--cap-drop", "ALL"]
+        # RLIMIT_NPROC is counted per user namespace and user id (Linux >= 5.14), and at each level up
+        # against the limit its creator had: set inside, it counts this kernel's processes alone, while
+        # bubblewrap creates the namespace under the instructor's own limit. (Set before bubblewrap,
+        # it would count every process of the instructor, started by anything, anywhere.)
+        nproc = sandbox_limits.nproc_limit()
+        cmd += ["--unshare-user", "--cap-drop", "ALL", _tool("prlimit"), f"--nproc={nproc}:{nproc}", "--"]
     return cmd + argv
 
 
@@ -176,11 +195,11 @@ def set_limits() -> None:
     """Limits for the sandbox's processes (called in the child before bubblewrap starts)."""
     cpu = int(os.environ.get("COURSE_SANDBOX_CPU_S", "600"))
     mem = int(os.environ.get("COURSE_SANDBOX_MEM_MB", "8192")) * 2**20
-    nproc = int(os.environ.get("COURSE_SANDBOX_NPROC", "64"))
-    if os.geteuid() != 0:  # the instructor's own id: the cap comes on top of what already runs
-        nproc += _processes_of(os.getuid())
-    for limit, value in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc),
-                         (resource.RLIMIT_FSIZE, 64 * 2**20), (resource.RLIMIT_CORE, 0)):
+    limits = [(resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, mem), (resource.RLIMIT_FSIZE, 64 * 2**20),
+              (resource.RLIMIT_CORE, 0)]
+    if os.geteuid() == 0:  # counted for the kernel's own user id (sandbox_uid); else set inside (bwrap_command)
+        limits.append((resource.RLIMIT_NPROC, sandbox_limits.nproc_limit()))
+    for limit, value in limits:
         resource.setrlimit(limit, (value, value))
 
 
@@ -214,18 +233,6 @@ def run(argv: list[str], timeout: float = 300, **kwargs) -> subprocess.Completed
         proc.communicate()
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def _processes_of(uid: int) -> int:
-    """Threads of every process of ``uid`` (what RLIMIT_NPROC counts)."""
-    count = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.stat(f"/proc/{pid}").st_uid == uid:
-                count += len(os.listdir(f"/proc/{pid}/task"))
-        except OSError:
-            continue
-    return count
 
 
 def _processes() -> dict[int, tuple[int, int]]:
@@ -315,19 +322,58 @@ def main(args: list[str]) -> None:
         proc = popen(argv, files={kernel_json: kernel_r}, info_fd=info_w, cgroup=cgroup)
         os.close(info_w)
         os.close(kernel_r)
-        root = f"/proc/{_child_pid(info_r)}/root"
-        for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
-            # the client connects where the connection file says; the socket is in the sandbox's tmpfs
-            link = f"{outside}-{info[key]}"
+        ports = [info[key] for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+        for port, fd in _kernel_sockets(_child_pid(info_r), ports, proc).items():
+            # the client connects where the connection file says: to this launcher's descriptor of the
+            # socket the kernel bound, never to a path the sandbox could have replaced since
+            link = f"{outside}-{port}"
             if os.path.lexists(link):
                 os.unlink(link)
-            os.symlink(f"{root}{INSIDE}/{IPC_NAME}-{info[key]}", link)
+            os.symlink(f"/proc/{os.getpid()}/fd/{fd}", link)
         status = proc.wait()
     finally:
         if cgroup is not None:  # what happened is recorded before the cgroup goes (the hook reads it)
             sandbox_limits.write_record(outside, {**cgroup.describe(), "oom_kills": cgroup.oom_kills()})
             cgroup.remove()
     sys.exit(status)
+
+
+def _kernel_sockets(child: int, ports: list[int], proc: subprocess.Popen, wait_s: float = 120.0) -> dict[int, int]:
+    """{port: descriptor} of the kernel's Unix sockets in the sandbox, once it has bound them all.
+
+    Each is opened (``O_PATH``) from the sandbox's root, one name at a time and never following a
+    symlink, and must be a socket: the host never resolves a path the sandbox made (a symlink there
+    would otherwise be followed in the host's file system). Through ``/proc/<launcher>/fd/N`` the
+    client reaches exactly that socket, whatever the sandbox renames or replaces later. Gives up
+    (returning what it has) when the kernel exits or after ``wait_s``."""
+    flags = os.O_PATH | os.O_NOFOLLOW
+    found: dict[int, int] = {}
+    deadline = time.monotonic() + wait_s
+    while len(found) < len(ports) and proc.poll() is None and time.monotonic() < deadline:
+        # opened afresh each time: right after bubblewrap reports its child, that child may not
+        # have entered the sandbox's root yet
+        root = os.open(f"/proc/{child}/root", os.O_PATH | os.O_DIRECTORY)  # the kernel's own link: trusted
+        try:
+            for port in ports:
+                if port in found:
+                    continue
+                fds = [root]
+                try:
+                    for name in [*Path(INSIDE).parts[1:], f"{IPC_NAME}-{port}"]:
+                        is_dir = len(fds) < len(Path(INSIDE).parts)
+                        fds.append(os.open(name, flags | (os.O_DIRECTORY if is_dir else 0), dir_fd=fds[-1]))
+                    if stat.S_ISSOCK(os.fstat(fds[-1]).st_mode):
+                        found[port] = fds.pop()
+                except OSError:
+                    pass
+                finally:
+                    for fd in fds[1:]:
+                        os.close(fd)
+        finally:
+            os.close(root)
+        if len(found) < len(ports):
+            time.sleep(0.02)
+    return found
 
 
 def _kernel_cgroup(outside: str) -> sandbox_limits.KernelCgroup | None:

@@ -42,8 +42,13 @@ def kernel_memory_mb() -> int:
     return int(os.environ.get("COURSE_SANDBOX_KERNEL_MEM_MB", "4096"))
 
 
+def nproc_limit() -> int:
+    """Processes and threads one kernel may run together (``COURSE_SANDBOX_NPROC``, RLIMIT_NPROC)."""
+    return int(os.environ.get("COURSE_SANDBOX_NPROC", "64"))
+
+
 def kernel_pids() -> int:
-    return int(os.environ.get("COURSE_SANDBOX_NPROC", "64")) + BWRAP_PROCESSES
+    return nproc_limit() + BWRAP_PROCESSES
 
 
 class CgroupUnavailable(RuntimeError):

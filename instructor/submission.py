@@ -15,7 +15,12 @@ reads the submission as plain JSON and keeps only what the student owns:
   it runs, without nbgrader metadata;
 - a release cell missing from the submission is put back where the release has it (a missing
   answer cell comes back empty, so it cannot shadow code the student wrote elsewhere);
-- a file that is not JSON, or JSON without a list of cells, cannot be rebuilt: 0 points for it.
+- a locked cell (tests, set-up, given numbers, instructions) whose source the student changed is
+  the release's again, and the change is reported as tampering (nbgrader's checksums, which a
+  student can forge, are not what decides);
+- a notebook whose answer cells are all as released is reported: nothing was answered;
+- a file that is not JSON, JSON nested too deep to read, or JSON without a list of cells, cannot
+  be rebuilt: 0 points for it.
 
 Every change is reported (``problems``), so the instructor sees exactly what happened and why.
 """
@@ -64,6 +69,9 @@ def rebuild(raw: bytes, release) -> tuple[object | None, list[str]]:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         return None, [f"is not a notebook (not JSON: {str(err)[:120]}): 0 points for it"]
+    except RecursionError:
+        return None, ["is not a notebook this course can read (its JSON is nested deeper than Python reads, "
+                      "which no notebook Jupyter writes is): 0 points for it"]
     if isinstance(data, dict) and isinstance(data.get("nbformat"), int) and data["nbformat"] < 4:
         return None, [f"is not a notebook this course grades (nbformat {data['nbformat']}, from IPython 3 or older; "
                       "save it again in Jupyter, which writes nbformat 4): 0 points for it"]
@@ -82,6 +90,8 @@ def rebuild(raw: bytes, release) -> tuple[object | None, list[str]]:
             ref = copy.deepcopy(by_id[gid])
             if _is_answer(ref):
                 ref.source = source
+            elif source.rstrip() != ref.source.rstrip():
+                problems.append(f"tampering: locked cell {gid} was edited; the release's version ran instead")
             if kind == "code":
                 ref.outputs, ref.execution_count = [], None
             out.append(ref)
@@ -120,6 +130,11 @@ def rebuild(raw: bytes, release) -> tuple[object | None, list[str]]:
             at = next(i for i, c in enumerate(out) if _grade_id(c) == before[-1]) + 1
         out.insert(at, cell)
         used.add(gid)
+    answers = [c for c in release.cells if _grade_id(c) and _is_answer(c)]
+    edited = [c for c in out if _grade_id(c) and _is_answer(c)
+              and c.source.rstrip() not in (by_id[_grade_id(c)].source.rstrip(), EMPTY_ANSWER.get(c.cell_type))]
+    if answers and not edited:
+        problems.append("nothing answered: every answer cell is as released")
     nb = nbformat.v4.new_notebook(cells=out, metadata=copy.deepcopy(release.metadata))
     for index, cell in enumerate(nb.cells):  # ids must be unique and valid
         cell["id"] = f"cell-{index}"

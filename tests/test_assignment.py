@@ -518,7 +518,9 @@ def test_messy_cells_are_repaired_and_reported(graded):
 
 def test_untouched_release_earns_zero_and_feedback_says_why(graded):
     res = _student(graded, "bob_untouched")
-    assert res["status"] == "ok" and res["max_code_score"] == 46 and res["code_score"] == 0
+    assert res["status"] == "review" and res["max_code_score"] == 46 and res["code_score"] == 0
+    unanswered = [p.split(".ipynb")[0] for p in res["problems"] if "nothing answered" in p]
+    assert unanswered == NOTEBOOKS, res["problems"]  # (Q5's id typed in is not an answer)
     page = graded["course"] / "feedback" / "bob_untouched" / ASSIGNMENT / f"{Q1}.html"
     text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
     assert "raised NotImplementedError" in text and "checks failed" in text
@@ -644,6 +646,8 @@ def test_tampering_is_flagged_for_review(graded):
     for student in ("x_shadowing", "x_star_import", "x_transformers"):
         assert _student(graded, student)["flags"], student
         assert graded["grades"][student]["status"] == "review"
+    carol = _student(graded, "carol_assert_true")  # test cells edited to `assert True`: the release's ran
+    assert carol["status"] == "review" and sum("tampering: locked cell" in p for p in carol["problems"]) >= 4
 
 
 def test_the_array_hole_is_closed(graded):

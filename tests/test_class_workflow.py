@@ -10,6 +10,7 @@ import json
 import multiprocessing
 import os
 import sys
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -111,12 +112,26 @@ def test_roster_reads_a_canvas_export(tmp_path):
     (CANVAS_EXPORT, "Login", "--id-column 'Login' is not a column"),
     ('Student,ID,SIS Login ID\n"A, B",1,same\n"C, D",2,same\n', "SIS Login ID", "appears twice"),
     ("Student,ID\n", "ID", "no students found"),
+    ('Student,ID,SIS Login ID\n"A, B",1,../../escaped_id\n', "SIS Login ID", "'../../escaped_id' refused: it would"),
+    ('Student,ID,SIS Login ID\n"A, B",1,..\n', "SIS Login ID", "'..' refused"),
+    ('Student,ID,SIS Login ID\n"A, B",1,-rf\n', "SIS Login ID", "'-rf' refused: it starts with '-'"),
+    ('Student,ID,SIS Login ID\n"A, B",1,"a\tb"\n', "SIS Login ID", "control character"),
 ])
 def test_roster_refuses_bad_input(tmp_path, text, id_column, message):
     path = tmp_path / "export.csv"
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
         roster.parse(path, id_column)
+
+
+def test_make_roster_refuses_an_id_outside_the_course_and_writes_nothing(tmp_path, capsys):
+    path = tmp_path / "export.csv"
+    path.write_text('Student,ID,SIS Login ID\n"A, B",1,../../escaped_id\n"C, D",2,O\'Brien Ann\n')
+    assert roster.main(["import", str(path), "--root", str(tmp_path)]) == 2
+    assert "line 2 (A, B): student id '../../escaped_id' refused" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export.csv"]  # no gradebook, no roster.csv
+    path.write_text('Student,ID,SIS Login ID\n"C, D",2,O\'Brien Ann\n')
+    assert roster.parse(path)[0][0]["student_id"] == "O'Brien Ann"  # spaces and quotes: make quotes STUDENT
 
 
 def test_roster_import_fills_the_gradebook(tmp_path, monkeypatch):
@@ -225,7 +240,9 @@ def test_random_inputs_keep_an_enumeration_within_budget():
 
 @pytest.mark.parametrize("target, expected", [
     (["formgrader", "PORT=8890"], ["--ServerApp.port=8890", "--ServerApp.open_browser=False"]),
-    (["autograde", "JOBS=3", "REDRAW=1", "STUDENT=s1"], ["--jobs 3", "--student s1", "--redraw"]),
+    (["autograde", "JOBS=3", "REDRAW=1", "STUDENT=s1"], ["--jobs '3'", "--student 's1'", "--redraw"]),
+    (["autograde", "STUDENT=x;touch /tmp/P;y"], ["--student 'x;touch /tmp/P;y'"]),  # one word, nothing run
+    (["autograde", "STUDENT=O'Brien Ann"], ["--student 'O'\\''Brien Ann'"]),
     (["autograde"], ["instructor.autograde --assignment module14"]),  # --jobs: autograde's default, the cores
     (["collect", "ASSIGNMENT=lab14"], ["nbgrader zip_collect lab14 --force"]),
     (["roster", "CSV=export.csv"], ["instructor.roster import \"export.csv\""]),
@@ -243,6 +260,20 @@ def test_make_targets_pass_their_options(target, expected):
         assert flag in out.stdout, (flag, out.stdout)
 
 
+def test_make_autograde_runs_no_command_a_student_id_holds(tmp_path):
+    """A real `make autograde` (its venv step and the system-package check aside) with an id that is a
+    shell command: the id reaches autograde as one argument, and the command never runs."""
+    import subprocess
+
+    marker = tmp_path / "P"
+    student = f"x;touch {marker};y"
+    out = subprocess.run(["make", "--no-print-directory", "autograde", f"STUDENT={student}", "MAKE=true",
+                          f"PY={sys.executable}", f"BIN={Path(sys.executable).parent}"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and not marker.exists(), out.stdout + out.stderr
+    assert f"No submissions for [{student!r}]" in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize("target, message", [(["roster"], "CSV="), (["student-repo"], "DEST=")])
 def test_make_targets_refuse_a_missing_argument(target, message):
     import subprocess
@@ -254,7 +285,8 @@ def test_make_targets_refuse_a_missing_argument(target, message):
 def test_instructor_state_is_git_ignored():
     import subprocess
 
-    paths = ["downloaded/module14/archive/s.zip", "grades/module14/grades.csv", "roster.csv", "deadlines.toml",
+    paths = ["downloaded/module14/archive/s.zip", "grades/module14/grades.csv", "roster.csv", "roster-columns.json",
+             "deadlines.toml",
              ".autograde.lock"]
     out = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.split() == paths

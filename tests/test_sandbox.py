@@ -12,10 +12,13 @@ import errno
 import json
 import os
 import re
+import shutil
 import socket
+import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -126,6 +129,61 @@ def test_a_fork_bomb_stops_at_the_process_cap():
     assert error == "BlockingIOError" and 0 < children < 20
 
 
+UNDER_LOAD = '''
+import json, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from instructor import sandbox_kernel
+# the same user's other work: 300 threads, started after the sandboxed process
+load = subprocess.Popen([sys.executable, "-c", "import threading, time; time.sleep(1); ev = threading.Event(); "
+                         "[threading.Thread(target=ev.wait).start() for _ in range(300)]; print('up', flush=True); "
+                         "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+code = """
+import json, threading, time
+time.sleep(3)
+ev, started = threading.Event(), 0
+try:
+    while started < 200:
+        threading.Thread(target=ev.wait).start()
+        started += 1
+except RuntimeError:
+    pass
+ev.set()
+print(json.dumps(started))
+"""
+out = sandbox_kernel.run([sys.executable, "-c", code], timeout=60)
+print(json.dumps([load.stdout.readline().strip(), out.returncode, out.stdout.strip(), out.stderr[-500:]]))
+load.kill()
+'''
+
+
+def test_the_process_cap_counts_the_kernels_threads_not_the_instructors_other_work():
+    """As an instructor who is not root (the kernel in a user namespace under the instructor's own user
+    id), 300 threads the same user starts elsewhere after the kernel started cost the kernel nothing:
+    it still starts as many threads as the cap allows, and the cap still stops it there. (With the cap
+    set before bubblewrap, RLIMIT_NPROC counted every process of the user: on a busy machine the kernel
+    could not start zmq's threads, "Resource temporarily unavailable", and died before it answered.)"""
+    python, nobody = "/usr/bin/python3", 65534
+    if os.geteuid() != 0 or not os.path.exists(python):
+        pytest.skip("needs root (to run as another user) and a system Python that user can run")
+    folder = Path(tempfile.mkdtemp(prefix="sandbox-nproc-"))
+    try:
+        os.chmod(folder, 0o755)
+        shutil.copytree(ROOT / "instructor", folder / "instructor")
+        for path in folder.rglob("*"):
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        env = {"PATH": os.environ["PATH"], "HOME": str(folder), "COURSE_SANDBOX_NPROC": "40"}
+        out = subprocess.run(["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups", python, "-c",
+                              UNDER_LOAD, str(folder)], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    load, status, started, stderr = json.loads(out.stdout.strip().splitlines()[-1])
+    if status != 0 and "bwrap:" in stderr and "namespace" in stderr:
+        pytest.skip(f"unprivileged user namespaces are not available here: {stderr}")
+    assert load == "up" and status == 0, stderr
+    assert 30 <= int(started) < 40, started  # the cap: 40 with the process itself and bubblewrap's init
+
+
 def test_a_kernel_over_unix_sockets_and_its_cells_leave_no_process_behind(tmp_path, monkeypatch):
     """The kernel as `make autograde` starts it (ipc transport, the launcher in between); after a
     cell forks, ``stop_strays`` finds exactly the processes it left and stops them."""
@@ -152,6 +210,15 @@ def test_a_kernel_over_unix_sockets_and_its_cells_leave_no_process_behind(tmp_pa
         time.sleep(1)
         assert sandbox_kernel.stray_processes(launcher) == []
         assert client.execute_interactive("1 + 1", timeout=60)["content"]["status"] == "ok"  # the kernel lives
+        # the host reaches each socket through the launcher's descriptor, never through a path inside
+        # the sandbox: sockets replaced by symlinks to the host's files change nothing
+        ports = (km.shell_port, km.iopub_port, km.stdin_port, km.control_port, km.hb_port)
+        assert {os.readlink(f"{km.ip}-{p}").rsplit("/", 1)[0] for p in ports} == {f"/proc/{launcher}/fd"}
+        swap = ("import glob, os\nfor p in glob.glob('/tmp/work/.kernel-ipc-*'):\n"
+                "    os.unlink(p)\n    os.symlink('/etc/passwd', p)\nprint(len(glob.glob('/tmp/work/.kernel-ipc-*')))")
+        assert client.execute_interactive(swap, timeout=60)["content"]["status"] == "ok"
+        for p in ports:
+            assert stat.S_ISSOCK(os.stat(f"{km.ip}-{p}").st_mode), p  # still the kernel's socket
         cgroup = sandbox_limits.read_record(km.ip)  # its cgroup holds the kernel, where cgroups work here
         if sandbox_limits.cgroup_support()[0]:
             assert cgroup and all(os.path.isdir(d) for d in cgroup["dirs"]), cgroup
@@ -328,3 +395,54 @@ def test_the_filter_in_the_sandbox_refuses_ptrace_and_namespaces_and_python_stil
     control = code.split("clone = ")[0] + "print(json.dumps(out))\n"
     unfiltered = _last_json(_sandboxed(control, seccomp=False))
     assert unfiltered["ptrace"] == [0, None] and unfiltered["personality"][1] is None, unfiltered
+
+
+FLAKY_LAUNCHER = '''
+import os, sys
+marker = os.environ["FLAKY_MARKER"]
+starts = int(open(marker).read()) if os.path.exists(marker) else 0
+open(marker, "w").write(str(starts + 1))
+if starts < int(os.environ["FLAKY_DEATHS"]):  # what zmq does when it cannot start a thread
+    sys.stderr.write("Resource temporarily unavailable (src/thread.cpp:241)\\n")
+    os.abort()
+os.execv(sys.executable, [sys.executable, os.environ["FLAKY_SANDBOX"], *sys.argv[1:]])
+'''
+
+
+@pytest.mark.parametrize("deaths", [1, 2])
+def test_a_kernel_that_dies_while_starting_is_started_again_with_the_reason_logged(tmp_path, monkeypatch, caplog,
+                                                                                   deaths):
+    """The sandboxed kernel, behind a launcher that dies the way a kernel did on a busy machine: the
+    notebook still runs when a later try starts it; when every try dies, the error says it was the
+    machine (``make autograde`` then grades the student again instead of scoring anything)."""
+    import logging
+
+    import nbformat
+
+    from instructor.nbgrader_hooks import STATE, SandboxedExecute
+
+    spec = tmp_path / "kernels" / "flaky"
+    spec.mkdir(parents=True)
+    (tmp_path / "flaky.py").write_text(FLAKY_LAUNCHER)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, str(tmp_path / "flaky.py"), "-f", "{connection_file}"],
+        "display_name": "flaky", "language": "python", "interrupt_mode": "message"}))
+    ipc = tmp_path / "ipc"
+    ipc.mkdir()
+    for key, value in {"JUPYTER_PATH": str(tmp_path), "COURSE_SANDBOX_KERNEL": "flaky", "COURSE_SANDBOX_TMP": str(ipc),
+                       "FLAKY_MARKER": str(tmp_path / "starts"), "FLAKY_DEATHS": str(deaths),
+                       "FLAKY_SANDBOX": sandbox_kernel.__file__}.items():
+        monkeypatch.setenv(key, value)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    execute = SandboxedExecute(kernel_start_tries=2)
+    execute.log = logging.getLogger("flaky-kernel-test")
+    resources = {"nbgrader": {"student": "s"}, STATE: {}}
+    with caplog.at_level(logging.WARNING, logger="flaky-kernel-test"):
+        if deaths < 2:
+            nb, _ = execute.preprocess(nb, resources)
+            assert nb.cells[0].outputs[0]["text"] == "42\n"
+        else:
+            with pytest.raises(RuntimeError, match=sandbox_kernel.START_FAILED + " 2 tries"):
+                execute.preprocess(nb, resources)
+    assert "the sandboxed kernel did not start (try 1 of 2" in caplog.text, caplog.text
+    assert (tmp_path / "starts").read_text() == str(min(deaths + 1, 2))
