@@ -27,6 +27,9 @@ README = HERE.parent / "README.md"
 sys.path.insert(0, str(HERE))
 import provenance as code_provenance  # noqa: E402  (one provenance helper; `provenance` below renders its README line)
 
+sys.path.insert(0, str(HERE.parent))
+from course_lib.verdicts import paired  # noqa: E402  (the one maker of sentences over seeds)
+
 # read when a benchmark starts (it imports this module first): the code that runs is the code at that moment
 COMMIT_AT_START = code_provenance.commit()
 SOURCES_AT_START = code_provenance.sources()
@@ -137,9 +140,9 @@ def seed_starts(data: dict, setting: str) -> dict[int, float]:
 
 
 def verdicts(data: dict) -> list[str]:
-    """What the family table supports, read from the paired (same-seed) differences first; the gap of
-    the medians is set against the seed-to-seed spread. Seeds with a degenerate start are flagged and
-    the paired reading is repeated without them."""
+    """What the family table supports: for each comparison, the paired (same-seed) differences read by
+    ``course_lib.verdicts.paired``. Seeds with a degenerate start are flagged and the paired reading is
+    repeated without them."""
     out = []
     summaries = {s: family_summary(data, s) for s in dict.fromkeys(r["setting"] for r in data["runs"])}
     pairs = [("main", "GRPO", "RFT"), ("main", "GRPO", "more SFT"), ("weak", "GRPO", "RFT"),
@@ -148,32 +151,19 @@ def verdicts(data: dict) -> list[str]:
         summ = summaries.get(setting, {})
         if a not in summ or b not in summ:
             continue
-        d = summ[a]["final"] - summ[b]["final"]
-        spread = max(max(v["per_seed"]) - min(v["per_seed"]) for v in (summ[a], summ[b]))
-        n = min(len(summ[a]["per_seed"]), len(summ[b]["per_seed"]))
-        if n < 2:
-            word = "one seed only: no spread to compare with"
-        else:
-            word = ("larger than" if abs(d) > spread else "within") + f" the seed-to-seed spread ({100 * spread:.1f} pts)"
-        # the same seed means the same SFT start and prompts: the paired difference is the sharper test
+        # the same seed means the same SFT start and prompts: the paired difference is the sharp reading
         by_seed = {s: (x - y) for s, x in zip(summ[a]["seeds"], summ[a]["per_seed"])
                    for t, y in zip(summ[b]["seeds"], summ[b]["per_seed"]) if s == t}
         starts = seed_starts(data, setting)
 
-        def paired(seeds, a=a, by_seed=by_seed):
-            diffs = [by_seed[s] for s in seeds]
-            return (f"{' / '.join(f'{100 * x:+.1f}' for x in diffs)}: {a} ahead in {sum(x > 0 for x in diffs)} of "
-                    f"{len(diffs)}, median {100 * statistics.median(diffs):+.1f} pts")
+        def read(seeds, a=a, b=b, by_seed=by_seed):
+            return paired([by_seed[s] for s in seeds], name_a=a, name_b=b, seeds=seeds).sentence()
 
-        line = f"- {setting} start: {a} − {b}"
-        if len(by_seed) > 1:
-            line += f", seed by seed {paired(list(by_seed))}"
-            healthy = [s for s in by_seed if starts[s] >= DEGENERATE_START]
-            if 1 < len(healthy) < len(by_seed):
-                line += f"; without the degenerate start ({', '.join(f'seed {s}' for s in by_seed if s not in healthy)}) {paired(healthy)}"
-            line += f". Medians of the rows: {100 * d:+.1f} pts, {word}"
-        else:
-            line += f" = {100 * d:+.1f} pts (medians), {word}"
+        line = f"- {setting} start: {read(list(by_seed))}"
+        healthy = [s for s in by_seed if starts[s] >= DEGENERATE_START]
+        if 1 < len(healthy) < len(by_seed):
+            line += (f". Without the degenerate start ({', '.join(f'seed {s}' for s in by_seed if s not in healthy)}): "
+                     f"{read(healthy)}")
         out.append(line)
     return out
 
@@ -261,16 +251,16 @@ def recipe_verdicts(data: dict) -> list[str]:
         before, after = _stage(data, "r1", k - 1), _stage(data, "r1", k)
         seeds = sorted(set(before) & set(after))
         if seeds:
-            gains = [after[s]["pass@1"] - before[s]["pass@1"] for s in seeds]
-            out.append(f"- r1, {name} over the stage before: pass@1 {spread(gains, points)}; up on "
-                       f"{sum(g > 0 for g in gains)} of {len(gains)} seeds")
+            out.append("- r1, pass@1: " + paired([after[s]["pass@1"] for s in seeds], [before[s]["pass@1"] for s in seeds],
+                                                  name_a=name, name_b=f"stage {k - 1}", seeds=seeds).sentence())
     cold, grpo, rft = (_stage(data, "r1", k) for k in (1, 2, 3))
     seeds = sorted(set(cold) & set(grpo) & set(rft))
     if seeds:
         gain = {s: grpo[s]["pass@1"] - cold[s]["pass@1"] for s in seeds}
-        more = sum(gain[s] > rft[s]["pass@1"] - grpo[s]["pass@1"] for s in seeds)
         best = max(seeds, key=lambda s: cold[s]["pass@8"])
-        out.append(f"- r1: GRPO (stage 2) added more pass@1 than RFT (stage 3) on {more} of {len(seeds)} seeds; the seed "
+        added = paired([gain[s] for s in seeds], [rft[s]["pass@1"] - grpo[s]["pass@1"] for s in seeds],
+                       name_a="GRPO's pass@1 gain (stage 2)", name_b="RFT's (stage 3)", seeds=seeds)
+        out.append(f"- r1: {added.sentence()}; the seed "
                    f"whose cold start sampled the most right answers (seed {best}, pass@8 {pct(cold[best]['pass@8'])}) "
                    + ("had GRPO's largest gain" if gain[best] == max(gain.values()) else "did not have GRPO's largest gain")
                    + f" ({points(gain[best])})")
@@ -281,10 +271,11 @@ def recipe_verdicts(data: dict) -> list[str]:
         seeds = sorted(set(start) & set(rl))
         if not seeds:
             continue
-        gains = [rl[s]["pass@1"] - start[s]["pass@1"] for s in seeds]
+        gain = paired([rl[s]["pass@1"] for s in seeds], [start[s]["pass@1"] for s in seeds], name_a="after GRPO",
+                      name_b="start", seeds=seeds)
         out.append(f"- GRPO from the {name}: start pass@1 {spread([start[s]['pass@1'] for s in seeds], pct)}, "
                    f"pass@8 {spread([start[s]['pass@8'] for s in seeds], pct)}; after GRPO pass@1 "
-                   f"{spread([rl[s]['pass@1'] for s in seeds], pct)}, gain {spread(gains, points)}; groups without "
+                   f"{spread([rl[s]['pass@1'] for s in seeds], pct)}; pass@1 {gain.sentence()}; groups without "
                    f"signal {spread([rl[s]['zero_variance_share'] for s in seeds], pct)}")
     return out
 
@@ -369,18 +360,18 @@ def tools(results: Path = RESULTS) -> str:
     variants = list(dict.fromkeys(r["variant"] for r in data["runs"]))
     said = []
     for v in variants:  # did GRPO raise the sampled call rate on carry prompts?
-        pairs = [(r["call_rate_carry_first"], r["call_rate_carry_last"]) for r in data["runs"]
-                 if r["variant"] == v and r.get("call_rate_carry_first") is not None]
-        if pairs:
-            said.append(f"- {v}: the sampled call rate on carry prompts rose from the first to the last quarter of the "
-                        f"steps in {sum(b > a for a, b in pairs)} of {len(pairs)} seeds.")
+        rows = [r for r in data["runs"] if r["variant"] == v and r.get("call_rate_carry_first") is not None]
+        if rows:
+            said.append(f"- {v}, sampled call rate on carry prompts: " + paired(
+                [r["call_rate_carry_last"] for r in rows], [r["call_rate_carry_first"] for r in rows],
+                name_a="last quarter of the steps", name_b="first", seeds=[r["seed"] for r in rows]).sentence() + ".")
     control = "no tool, same extra SFT"
     for v in variants:  # each tool row against the start with the same extra SFT and no tool demonstration
         seeds = [s for s in data["seeds"] if (v, s) in by and (control, s) in by]
         if v.startswith("tool") and seeds:
-            gaps = [100 * (by[v, s]["final_accuracy"] - by[control, s]["final_accuracy"]) for s in seeds]
-            said.append(f"- {v} − {control}, held-out accuracy after GRPO, seed by seed: "
-                        + " / ".join(f"{g:+.1f}" for g in gaps) + f" pts (ahead in {sum(g > 0 for g in gaps)} of {len(gaps)}).")
+            said.append("- held-out accuracy after GRPO: " + paired(
+                [by[v, s]["final_accuracy"] for s in seeds], [by[control, s]["final_accuracy"] for s in seeds],
+                name_a=v, name_b=control, seeds=seeds).sentence() + ".")
     setting = (f"{data['grpo_steps']} GRPO steps per row ({data['config']} config); the tool start: "
                f"{data['tool_sft']} SFT steps in which the first {data['tool_demos']} carry demonstrations call the "
                f"tool for {'the whole sum' if data['tool_call'] == 'sum' else 'the ones column'}")
