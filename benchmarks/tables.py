@@ -222,6 +222,28 @@ def grpo(results: Path = RESULTS) -> str:
         ("generation share of a step", "generation_fraction", lambda x: f"{100 * x:.0f}%")])
 
 
+def seeds(results: Path = RESULTS) -> str:
+    """GRPO seeds side by side (``course_lib.seeds``): wall and CPU seconds for 1, 2, 4 seeds at once."""
+    data = load("seeds", results)
+    walls = {int(n): w for n, w in data["wall_seconds"].items()}
+    one = walls.get(1)
+    lines = ["| seeds side by side | wall s | × the wall of one seed | CPU s, all processes | held-out accuracy after GRPO, per seed |",
+             "|---|---|---|---|---|"]
+    for n, wall in walls.items():
+        rows = sorted((r for r in data["runs"] if r["n_seeds"] == n), key=lambda r: r["seed"])
+        ratio = f"{wall / one:.2f}×" if one else "—"
+        lines.append(f"| {n} | {wall:.1f} | {ratio} | {sum(r['cpu_seconds'] for r in rows):.1f} | "
+                     f"{' / '.join(pct(r['final_accuracy']) for r in rows)} |")
+    goal = ""
+    if one and 4 in walls:
+        r4 = walls[4] / one
+        goal = (f" Goal: 4 seeds in ≤ 2.2× the wall of one on 2 cores: **{r4:.2f}×**, "
+                f"{'met' if r4 <= 2.2 else 'not met'} on this run's {data['cores']} core(s).")
+    return ("\n".join(lines) + f"\n\n{data['steps']} GRPO steps per seed on the `{data['config']}` config, each seed in its "
+            f"own process with one thread, from its cached SFT start.{goal} `{data['command']}` at commit "
+            f"{data.get('commit', 'unknown')}" + (f" ({data['machine']})" if data.get("machine") else "") + ".\n")
+
+
 def _recipe_label(r: dict) -> str:
     if r["stage"] == 0:
         return f"{r['variant']} (untrained)"
@@ -736,7 +758,7 @@ def provenance(results: Path = RESULTS) -> str:
 RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4_estimate, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
              "class_grading": class_grading, "recipes": recipes, "ai_feedback": ai_feedback, "trl_map": trl_map,
-             "async_speed": async_speed, "async_sweep": async_sweep, "tools": tools}
+             "async_speed": async_speed, "async_sweep": async_sweep, "tools": tools, "seeds": seeds}
 
 
 def render(text: str, results: Path = RESULTS) -> str:
