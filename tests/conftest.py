@@ -31,6 +31,35 @@ def _pin_cpu_kernels() -> None:
 _pin_cpu_kernels()
 
 
+def kernel_mismatch(golden: Path) -> str | None:
+    """Why numbers recorded in ``golden`` (its ``verified_on``: torch's version and CPU kernel set) cannot be
+    compared here, or None when this process runs the same ones.
+
+    Another torch or kernel set rounds differently, and over many steps that is another run, not a defect."""
+    import json
+
+    import torch
+
+    on = json.loads(golden.read_text()).get("verified_on")
+    here = {"torch": torch.__version__, "cpu_kernels": torch.backends.cpu.get_cpu_capability()}
+    if on is None:
+        return f"{golden.name} records no torch version and CPU kernel set (verified_on): nothing to compare with"
+    if on != here:
+        return (f"golden numbers of {golden.name} were verified on torch {on['torch']} with {on['cpu_kernels']} kernels; "
+                f"this is torch {here['torch']} with {here['cpu_kernels']} kernels, which round differently "
+                f"(run with ATEN_CPU_CAPABILITY={on['cpu_kernels'].lower()} on that torch to check them)")
+    return None
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``golden(path)`` runs only where its recorded numbers were verified (``kernel_mismatch``)."""
+    mark = item.get_closest_marker("golden")
+    if mark is not None:
+        why = kernel_mismatch(ROOT / mark.args[0])
+        if why:
+            pytest.skip(why)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
