@@ -118,6 +118,16 @@ def test_the_kernel_pin_sets_avx2_where_the_cpu_has_it_and_a_hand_set_value_wins
     assert cpu_kernels.pin(env) == "default"
 
 
+def test_the_second_kernel_set_differs_from_the_one_torch_picks(monkeypatch):
+    """CI's second run of the lessons: AVX2 on a CPU with AVX-512 (torch picks AVX-512), else torch's default."""
+    monkeypatch.setattr(cpu_kernels, "_flags", lambda: "flags : fpu avx2 avx512f avx512bw")
+    assert cpu_kernels.other() == "avx2"
+    monkeypatch.setattr(cpu_kernels, "_flags", lambda: "flags : fpu avx2")
+    assert cpu_kernels.other() == "default"
+    monkeypatch.setattr(cpu_kernels, "_flags", lambda: None)  # not Linux
+    assert cpu_kernels.other() == "default"
+
+
 def test_save_writes_the_provenance_of_the_run(tmp_path):
     """``tables.save`` (what most benchmarks call last) records commit, sources digest, torch and kernels."""
     import tables
