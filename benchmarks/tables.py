@@ -240,7 +240,8 @@ def seeds(results: Path = RESULTS) -> str:
         goal = (f" Goal: 4 seeds in ≤ 2.2× the wall of one on 2 cores: **{r4:.2f}×**, "
                 f"{'met' if r4 <= 2.2 else 'not met'} on this run's {data['cores']} core(s).")
     return ("\n".join(lines) + f"\n\n{data['steps']} GRPO steps per seed on the `{data['config']}` config, each seed in its "
-            f"own process with one thread, from its cached SFT start.{goal} `{data['command']}` at commit "
+            f"own process with one thread, from its cached SFT start.{goal} Wall-clock is evidence only on an "
+            f"otherwise idle machine. `{data['command']}` at commit "
             f"{data.get('commit', 'unknown')}" + (f" ({data['machine']})" if data.get("machine") else "") + ".\n")
 
 

@@ -361,3 +361,17 @@ def test_class_grading_says_measured_for_a_class_of_150_and_extrapolated_below(t
     small = write(8, 5.2)
     assert "Measured on a class of 8 (module14, all five notebooks each), not 150" in small
     assert "would take about 13 min (an extrapolation; the goal is ≤ 15 min)" in small and "took" not in small
+
+
+def test_seeds_side_by_side_table_and_its_goal(tmp_path):
+    runs = [{"n_seeds": n, "seed": s, "final_accuracy": 0.5 + s / 10, "cpu_seconds": 10.0, "wall_seconds": 11.0}
+            for n in (1, 2, 4) for s in range(n)]
+    data = {"command": "tinygpt_seeds.py", "commit": "abc", "config": "cpu", "cores": 2, "steps": 300,
+            "wall_seconds": {"1": 10.0, "2": 11.0, "4": 23.0}, "runs": runs}
+    (tmp_path / "seeds.json").write_text(json.dumps(data))
+    text = tables.seeds(tmp_path)
+    assert "| 4 | 23.0 | 2.30× | 40.0 | 50.0% / 60.0% / 70.0% / 80.0% |" in text
+    assert "**2.30×**, not met on this run's 2 core(s)" in text and "300 GRPO steps per seed" in text
+    data["wall_seconds"]["4"] = 21.0
+    (tmp_path / "seeds.json").write_text(json.dumps(data))
+    assert "**2.10×**, met" in tables.seeds(tmp_path)
