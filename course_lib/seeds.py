@@ -6,7 +6,8 @@ CPU they do not batch cheaply into one model: ``torch.func.vmap`` over four stac
 rule; eager attention is no better), while four models one after the other cost 3.6–3.7×. The bound
 is the cores, so ``over_seeds`` runs each seed in its own process with one torch thread (as the
 rollout worker does: ``fork`` on Linux, ``spawn`` elsewhere), as many at a time as the machine has
-cores, and returns the results in seed order. What seeds can share, they share: the task is the
+cores, and returns the results in seed order; ``in_background`` starts them and returns at once (a
+notebook walks through one seed while the others run). What seeds can share, they share: the task is the
 config's, and each seed's SFT start comes from the disk cache (``course_lib.starts``, keyed by
 seed, config, torch's version and CPU kernel set), trained once per machine.
 
@@ -77,6 +78,62 @@ def _timed(fn: Callable, seed: int):
     return result, time.perf_counter() - t0, time.process_time() - c0
 
 
+def _check_processes(processes) -> None:
+    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
+        raise ValueError(f"processes must be an integer >= 1 (seeds run at once) or None for the cores; got {processes!r}")
+
+
+def _check_method(start_method) -> str:
+    method = start_method or default_start_method()
+    if method not in multiprocessing.get_all_start_methods():
+        raise ValueError(f"start_method must be one of {multiprocessing.get_all_start_methods()}; got {method!r}")
+    return method
+
+
+def _entry(seed: int, got: tuple) -> dict:
+    return {"seed": seed, "result": got[0], "wall_seconds": got[1], "cpu_seconds": got[2]}
+
+
+class InBackground:
+    """Seeds running in worker processes while this process goes on; ``results()`` waits for them.
+
+    ``in_background(fn, seeds)`` starts it. A notebook uses it to run its other seeds while it walks
+    through one seed in the kernel: the seeds share the machine's cores with the kernel.
+    """
+
+    def __init__(self, fn: Callable, seeds: Sequence[int], processes: int | None = None, start_method: str | None = None):
+        self.seeds = _check_seeds(seeds)
+        _check_processes(processes)
+        method = _check_method(start_method)
+        self._pool = ProcessPoolExecutor(min(len(self.seeds), processes or cores()),
+                                         mp_context=multiprocessing.get_context(method), initializer=_one_thread)
+        self._futures = {s: self._pool.submit(_timed, fn, s) for s in self.seeds}
+        self._results: list[dict] | None = None
+
+    def results(self) -> list[dict]:
+        """``[{"seed", "result", "wall_seconds", "cpu_seconds"}, …]`` in seed order, once all have finished;
+        a seed that raised raises ``SeedFailed`` naming it (the others are cancelled)."""
+        if self._results is None:
+            try:
+                done = []
+                for s in self.seeds:
+                    try:
+                        done.append(_entry(s, self._futures[s].result()))
+                    except Exception as err:
+                        raise SeedFailed(f"seed {s} failed: {type(err).__name__}: {err}") from err
+                self._results = done
+            finally:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+        return self._results
+
+
+def in_background(fn: Callable, seeds: Sequence[int], *, processes: int | None = None,
+                  start_method: str | None = None) -> InBackground:
+    """Start ``fn(seed)`` for every seed in worker processes (one torch thread each, at most ``processes``
+    at once, default ``cores()``) and return at once; ``.results()`` collects them (see ``over_seeds``)."""
+    return InBackground(fn, seeds, processes, start_method)
+
+
 def over_seeds(fn: Callable, seeds: Sequence[int], *, processes: int | None = None,
                start_method: str | None = None) -> list[dict]:
     """``[{"seed", "result", "wall_seconds", "cpu_seconds"}, …]``: ``fn(seed)`` for every seed, in seed order.
@@ -88,35 +145,22 @@ def over_seeds(fn: Callable, seeds: Sequence[int], *, processes: int | None = No
     A seed that raises stops the call with ``SeedFailed`` naming it.
     """
     seeds = _check_seeds(seeds)
-    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
-        raise ValueError(f"processes must be an integer >= 1 (seeds run at once) or None for the cores; got {processes!r}")
-    method = start_method or default_start_method()
-    if method not in multiprocessing.get_all_start_methods():
-        raise ValueError(f"start_method must be one of {multiprocessing.get_all_start_methods()}; got {method!r}")
-    width = min(len(seeds), processes or cores())
-    done = {}
-    if width == 1:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            for s in seeds:
-                try:
-                    done[s] = _timed(fn, s)
-                except Exception as err:
-                    raise SeedFailed(f"seed {s} failed: {type(err).__name__}: {err}") from err
-        finally:
-            torch.set_num_threads(threads)
-    else:
-        with ProcessPoolExecutor(width, mp_context=multiprocessing.get_context(method), initializer=_one_thread) as pool:
-            futures = {s: pool.submit(_timed, fn, s) for s in seeds}
-            for s in seeds:
-                try:
-                    done[s] = futures[s].result()
-                except Exception as err:
-                    for f in futures.values():
-                        f.cancel()
-                    raise SeedFailed(f"seed {s} failed: {type(err).__name__}: {err}") from err
-    return [{"seed": s, "result": done[s][0], "wall_seconds": done[s][1], "cpu_seconds": done[s][2]} for s in seeds]
+    _check_processes(processes)
+    _check_method(start_method)
+    if min(len(seeds), processes or cores()) > 1:
+        return in_background(fn, seeds, processes=processes, start_method=start_method).results()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    done = []
+    try:
+        for s in seeds:
+            try:
+                done.append(_entry(s, _timed(fn, s)))
+            except Exception as err:
+                raise SeedFailed(f"seed {s} failed: {type(err).__name__}: {err}") from err
+    finally:
+        torch.set_num_threads(threads)
+    return done
 
 
 def from_start(seed: int, *, kind: str, cfg: configs.RunConfig, steps: int | None = None) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from course_lib.configs import get_config
-from course_lib.seeds import SeedFailed, over_seeds, train_seeds
+from course_lib.seeds import SeedFailed, in_background, over_seeds, train_seeds
 from course_lib.starts import cache_dir
 
 
@@ -47,6 +47,10 @@ def test_results_come_back_in_seed_order_and_a_failure_names_its_seed():
         over_seeds(_square_or_fail, [0, 3], processes=2)
     with pytest.raises(SeedFailed, match="seed 3 failed"):
         over_seeds(_square_or_fail, [3], processes=1)
+    running = in_background(_square_or_fail, [2, 0])  # returns at once; results() waits
+    assert [r["result"] for r in running.results()] == [4, 0] and running.results()[0]["seed"] == 2
+    with pytest.raises(SeedFailed, match="seed 3 failed"):
+        in_background(_square_or_fail, [3, 1]).results()
 
 
 @pytest.mark.parametrize("call, message", [
