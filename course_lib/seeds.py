@@ -24,6 +24,7 @@ With one process (one seed, or ``processes=1``) the seeds run in this process, o
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import multiprocessing
 import os
@@ -191,6 +192,49 @@ def from_start(seed: int, *, kind: str, cfg: configs.RunConfig, steps: int | Non
         rl_seconds = res["rl_seconds"] + pair_seconds
     return {"start": start, "final": evaluate(model, task), "steps": res["steps"], "rows": log.rows,
             "rl_seconds": rl_seconds}
+
+
+def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str = "grpo",
+                show_progress: bool = True) -> tuple[dict, list[dict]]:
+    """One RL run of a notebook from the SFT weights: ``(held-out evaluation + the trainer's result, per-step rows)``.
+
+    ``model`` is reset to ``sft_weights``; torch is seeded with ``seed`` (sampling) and the data generator
+    with ``seed + 1``; ``trainer`` is ``"grpo"`` (the SFT weights kept as the reference, to log the KL)
+    or ``"rft"`` (``course_lib.rft``, GRPO's control). ``gcfg`` is the GRPO section to run; a progress bar
+    unless ``show_progress`` is False.
+    """
+    from course_lib.evaluation import evaluate
+    from course_lib.grpo import train_grpo
+    from course_lib.rft import train_rft
+
+    if trainer not in ("grpo", "rft"):
+        raise ValueError(f"trainer must be 'grpo' or 'rft'; got {trainer!r}")
+    model.load_state_dict(sft_weights)
+    log = MetricsLog()
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    if trainer == "grpo":
+        out = train_grpo(model, task, gcfg, generator=gen, log=log, reference_state=sft_weights,
+                         show_progress=show_progress)
+    else:
+        out = train_rft(model, task, gcfg, generator=gen, log=log, show_progress=show_progress)
+    return {**evaluate(model, task, max_completion_length=gcfg.max_completion_length), **out}, log.rows
+
+
+def variants_from_start(seed: int, *, cfg: configs.RunConfig, variants: dict) -> dict:
+    """A notebook's RL runs on one seed, from that seed's cached SFT start: ``{"SFT": its evaluation,
+    name: {"final": …, "rows": […]}, …}`` for ``variants`` = ``{name: (trainer, GRPO overrides)}``
+    (``rl_from_sft`` runs each)."""
+    from course_lib.starts import sft_start
+
+    task, model, info = sft_start(cfg, seed=seed, verbose=False)
+    sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    out = {"SFT": {k: v for k, v in info.items() if k not in ("path", "cached")}}
+    for name, (trainer, overrides) in variants.items():
+        final, rows = rl_from_sft(model, task, dataclasses.replace(cfg.grpo, **overrides), sft_weights=sft_weights,
+                                  seed=seed, trainer=trainer, show_progress=False)
+        out[name] = {"final": final, "rows": rows}
+    return out
 
 
 def train_seeds(kind: str, cfg: configs.RunConfig, seeds: Sequence[int], *, steps: int | None = None,
