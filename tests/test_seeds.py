@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import pytest
 
 from course_lib.configs import get_config
@@ -72,3 +75,23 @@ def test_a_stale_grpo_is_refused():
     cfg.grpo.max_staleness = 1
     with pytest.raises(ValueError, match="max_staleness=0"):
         train_seeds("grpo", cfg, [0])
+
+
+def test_a_notebooks_variants_on_a_background_seed_equal_the_kernels_own_runs(cache):
+    """``variants_from_start`` (a background seed) and ``rl_from_sft`` (the notebook's seed in its kernel) agree."""
+    from course_lib.seeds import rl_from_sft, variants_from_start
+    from course_lib.starts import sft_start
+
+    cfg = get_config("test")
+    variants = {"GRPO": ("grpo", {"steps": 3}), "RFT": ("rft", {"steps": 3})}
+    (bg,) = [r["result"] for r in over_seeds(functools.partial(variants_from_start, cfg=cfg, variants=variants), [1],
+                                             processes=1)]
+    task, model, _ = sft_start(cfg, seed=1, verbose=False)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    for name, (trainer, overrides) in variants.items():
+        final, rows = rl_from_sft(model, task, dataclasses.replace(cfg.grpo, **overrides), sft_weights=weights, seed=1,
+                                  trainer=trainer, show_progress=False)
+        assert bg[name]["final"]["accuracy"] == final["accuracy"] and len(rows) == 3
+        assert [r["reward_mean"] for r in bg[name]["rows"]] == [r["reward_mean"] for r in rows]
+    with pytest.raises(ValueError, match="trainer must be 'grpo' or 'rft'"):
+        rl_from_sft(model, task, cfg.grpo, sft_weights=weights, seed=1, trainer="ppo")
