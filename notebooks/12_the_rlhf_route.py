@@ -240,8 +240,9 @@ print(f"expected calibration error {cal['ece']:.3f} over {sum(cal['count'])} pai
 #
 # The simplest way to use a reward model: sample N answers, keep the one it scores highest. No training
 # at all. The often-quoted KL of best-of-N to the base policy, log N − (N − 1)/N, is exact only when no
-# two samples can be equal; otherwise it is an upper bound. The tiny GPT's answers repeat (many of a
-# prompt's 64 samples are the same string), so the KL here is computed exactly for each prompt's
+# two samples can be equal; otherwise it is an upper bound. The tiny GPT's answers repeat (many of the
+# samples drawn for a prompt — 64 in the full run, 32 at `COURSE_FAST=1` — are the same string; the line
+# under the table counts them), so the KL here is computed exactly for each prompt's
 # empirical distribution of its samples, repeats counted and ties in the reward model's score handled
 # (`course_lib.reward_model.empirical_best_of_n_kl`), and the bound is printed beside it.
 #
