@@ -648,29 +648,27 @@ def async_sweep(results: Path = RESULTS) -> str:
 
 
 def async_paired(data: dict) -> list[str]:
-    """Seed-by-seed differences (same seed: same start, same first batch): what staleness costs against the
-    synchronous run, and what the correction recovers against the same K without it, beside the seed spread."""
+    """Seed-by-seed differences (same seed: same start, same first batch), read by ``course_lib.verdicts.paired``:
+    what staleness costs against the synchronous run, and what the correction recovers against the same K without it."""
     acc = {(r["seed"], r["max_staleness"], r["max_staleness"] == 0 or r["correction"]): r["accuracy"] for r in data["runs"]}
     seeds = sorted({r["seed"] for r in data["runs"]})
-    sync = [acc[s, 0, True] for s in seeds if (s, 0, True) in acc]
-    if len(sync) < 2:
+    if sum((s, 0, True) in acc for s in seeds) < 2:
         return []
 
-    spread = 100 * (max(sync) - min(sync))
+    def read(a, b, name_a, name_b):
+        both = [s for s in seeds if a(s) in acc and b(s) in acc]
+        if not both:
+            return f"{name_a} − {name_b}: —"
+        return paired([acc[a(s)] for s in both], [acc[b(s)] for s in both], name_a=name_a, name_b=name_b,
+                      seeds=both).sentence()
 
-    def paired(a, b):
-        d = [100 * (acc[a(s)] - acc[b(s)]) for s in seeds if a(s) in acc and b(s) in acc]
-        if not d:
-            return "—"
-        m = statistics.median(d)
-        return (f"{' / '.join(f'{x:+.1f}' for x in d)} (median {m:+.1f}, "
-                f"{'within' if abs(m) <= spread else '**beyond**'} the spread)")
-
-    lines = [f"Seed by seed, in points (the synchronous runs' seed-to-seed spread is {spread:.1f}):", ""]
+    lines = ["Seed by seed, in points of held-out accuracy:", ""]
     for K in sorted({r["max_staleness"] for r in data["runs"]} - {0}):
-        lines.append(f"- K = {K}: corrected − synchronous {paired(lambda s, K=K: (s, K, True), lambda s: (s, 0, True))}; "
-                     f"uncorrected − synchronous {paired(lambda s, K=K: (s, K, False), lambda s: (s, 0, True))}; "
-                     f"with − without the correction {paired(lambda s, K=K: (s, K, True), lambda s, K=K: (s, K, False))}")
+        for a, b, name_a, name_b in (
+                (lambda s, K=K: (s, K, True), lambda s: (s, 0, True), f"K = {K} corrected", "synchronous"),
+                (lambda s, K=K: (s, K, False), lambda s: (s, 0, True), f"K = {K} uncorrected", "synchronous"),
+                (lambda s, K=K: (s, K, True), lambda s, K=K: (s, K, False), f"K = {K} with the correction", "without")):
+            lines.append(f"- {read(a, b, name_a, name_b)}")
     return ["", *lines]
 
 

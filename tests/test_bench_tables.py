@@ -282,11 +282,11 @@ def test_async_sweep_table_medians_ranges_and_the_shared_machine(tmp_path):
     assert "**The machine was shared** (load average 3.0–6.0 on 2 cores during the runs)" in text
     assert "Incomplete" not in text
     # same seed, same start: staleness against the synchronous run, the correction against the same K without it
-    assert "the synchronous runs' seed-to-seed spread is 10.0" in text
-    assert ("- K = 4: corrected − synchronous -20.0 / -20.0 / -35.0 (median -20.0, **beyond** the spread); uncorrected − "
-            "synchronous -40.0 / -45.0 / -35.0 (median -40.0, **beyond** the spread); with − without the correction "
-            "+20.0 / +25.0 / +0.0 (median +20.0, **beyond** the spread)") in text
-    assert "- K = 1: corrected − synchronous +1.0 / -1.0 / +1.0 (median +1.0, within the spread); uncorrected" in text
+    assert ("- K = 4 corrected − synchronous: -20.0 / -20.0 / -35.0 pts (seeds 0 / 1 / 2); median -20.0, range -35.0 to "
+            "-20.0; K = 4 corrected ahead on 0 of 3 seeds; beyond the seed spread: synchronous ahead on every seed") in text
+    assert ("- K = 4 with the correction − without: +20.0 / +25.0 / +0.0 pts (seeds 0 / 1 / 2); median +20.0, range +0.0 "
+            "to +25.0; K = 4 with the correction ahead on 2 of 3 seeds (1 tied); within the seed spread") in text
+    assert "- K = 1 corrected − synchronous: +1.0 / -1.0 / +1.0 pts" in text and "ahead on 2 of 3 seeds; within" in text
     data.update(complete=False, planned_runs=27)
     (tmp_path / "async.json").write_text(json.dumps(data))
     assert "**Incomplete**: 12 of 27 runs had finished when it stopped." in tables.async_sweep(tmp_path)
