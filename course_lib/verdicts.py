@@ -15,7 +15,7 @@ the sharp reading), and from those
 The rule, stated once: an effect is **beyond the seed spread** when there are at least
 ``MIN_SEEDS`` (3) paired seeds, every difference is non-zero with the same sign, and the median's
 magnitude exceeds ``margin`` (a floor the caller states in the value's own units, e.g. the held-out
-evaluation's noise; default 0). Anything else is "within the seed spread". With fewer than 3 seeds
+evaluation's noise, ``evaluation_noise``; default 0). Anything else is "within the seed spread". With fewer than 3 seeds
 the sentence says so instead of judging.
 
 Simplifications, said out loud: the rule is a sign test, not a confidence interval. With no effect at
@@ -100,6 +100,15 @@ class Verdict:
                 f"{self.name_a} ahead on {self.k} of {self.n} seeds{ties}; {self.spread_words()}")
 
     __str__ = sentence
+
+
+def evaluation_noise(n_prompts: int) -> float:
+    """Two standard errors of a difference of two held-out accuracies on ``n_prompts`` prompts, at 50%
+    (where it is largest): 2·√2·√(0.25 / n). A floor for ``margin``: a gap below it is one the held-out
+    set cannot see, whatever the seeds say."""
+    if isinstance(n_prompts, bool) or not isinstance(n_prompts, int) or n_prompts < 1:
+        raise ValueError(f"n_prompts must be an integer >= 1 (held-out prompts); got {n_prompts!r}")
+    return 2 * math.sqrt(2) * math.sqrt(0.25 / n_prompts)
 
 
 def _finite_list(values, name: str) -> list[float]:

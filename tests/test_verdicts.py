@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib.verdicts import MIN_SEEDS, paired
+from course_lib.verdicts import MIN_SEEDS, evaluation_noise, paired
 
 values = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 diffs = st.lists(values, min_size=1, max_size=9)
@@ -80,3 +80,10 @@ def test_a_shift_past_every_seed_is_beyond_the_spread(d):
 def test_bad_input_is_refused_by_name(kwargs, message):
     with pytest.raises(ValueError, match=message):
         paired(**kwargs, name_a="A", name_b="B")
+
+
+def test_evaluation_noise_is_two_standard_errors_of_a_difference():
+    assert evaluation_noise(500) == pytest.approx(2 * math.sqrt(2) * math.sqrt(0.25 / 500))  # 6.3 points
+    assert evaluation_noise(500) == pytest.approx(0.0632, abs=1e-4) and evaluation_noise(2000) < evaluation_noise(500)
+    with pytest.raises(ValueError, match="n_prompts must be an integer >= 1"):
+        evaluation_noise(0)
