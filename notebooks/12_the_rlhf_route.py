@@ -72,8 +72,10 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %%
 import copy
 import dataclasses
+import json
 import math
 import os
+from pathlib import Path
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -100,6 +102,7 @@ from course_lib.rollout import sample_groups
 from course_lib.runtime import MetricsLog
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
+from course_lib.verdicts import paired
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on smaller budgets (CI's quick check)
@@ -390,6 +393,19 @@ print(f"\n({WINDOW}-step moving means; a move counts above 3 points.) Proxy rose
       f"{sum(s['shape'] == 'falls' for s in proxy_up)}, only rose in {sum(s['shape'] == 'rises' for s in proxy_up)}")
 print("√KL at the end, per seed: " + "; ".join(f"β={beta}: " + ", ".join(f"{v:.2f}" for v in vals) for beta, vals in end_kl.items())
       + f" — the penalty {'shortened' if max(end_kl[0.05]) < min(end_kl[0.0]) else 'did not clearly shorten'} the walk here")
+KL_FMT = {"scale": 1.0, "unit": "", "digits": 2}
+print("live, this budget: " + paired([s["sqrt_kl_end"] for s in summary if s["beta"] == 0.05],
+                                     [s["sqrt_kl_end"] for s in summary if s["beta"] == 0.0], name_a="√KL at the end, β = 0.05",
+                                     name_b="β = 0", seeds=OVEROPT_SEEDS, **KL_FMT).sentence())
+BENCH = Path("../benchmarks/results/rlhf.json")  # the committed multi-seed run (`make bench`); not on Colab
+bench = json.loads(BENCH.read_text()) if BENCH.is_file() else None
+if bench:
+    b_kl = {(r["seed"], o["beta"]): o["sqrt_kl_end"] for r in bench["runs"] for o in r["overopt"]}
+    b_seeds = [r["seed"] for r in bench["runs"]]
+    print(f"the committed benchmark (benchmarks/tinygpt_rlhf.py, {bench['runs'][0]['overopt'][0]['steps']} PPO steps, "
+          "β = 0.5 against β = 0.05): " + paired([b_kl[s, 0.5] for s in b_seeds], [b_kl[s, 0.05] for s in b_seeds],
+                                                 name_a="√KL at the end, β = 0.5", name_b="β = 0.05", seeds=b_seeds,
+                                                 **KL_FMT).sentence())
 
 # %% [markdown]
 # Read the two panels together. The left one is all the trainer sees. Where the right one goes down
@@ -492,8 +508,12 @@ for name, r in runs.items():
           f"policy states {memory['policy']['total'] / mib:.2f} MiB{extra}")
 print(f"\nas configured, {RL_STEPS} steps × 256 sampled answers: GRPO {RL_STEPS * grpo_cfg.num_iterations} optimiser steps "
       f"over {grpo_cfg.batch_prompts} prompts a step, PPO {RL_STEPS * ppo_cfg.num_ppo_epochs} over {ppo_cfg.batch_prompts}")
-print(f"PPO − GRPO: {100 * gap:+.1f} points at {RL_STEPS} steps; PPO took {runs['PPO']['rl_seconds'] / runs['GRPO']['rl_seconds']:.2f}× "
-      f"GRPO's time (one seed on a shared CPU: timings are noisy; see `make bench` for medians)")
+print(f"live, this budget (one seed): PPO − GRPO: {100 * gap:+.1f} points at {RL_STEPS} steps; PPO took "
+      f"{runs['PPO']['rl_seconds'] / runs['GRPO']['rl_seconds']:.2f}× GRPO's time (timings on a shared CPU are noisy)")
+if bench:
+    print(f"the committed benchmark ({bench['rl_steps']} steps, the seeds' own SFT starts): held-out accuracy, "
+          + paired([r["rl"]["PPO"]["accuracy"] for r in bench["runs"]], [r["rl"]["GRPO"]["accuracy"] for r in bench["runs"]],
+                   name_a="PPO", name_b="GRPO", seeds=b_seeds).sentence())
 print(f"last step: value loss {ppo_log.rows[-1]['value_loss']:.4f}, explained variance {ppo_log.rows[-1]['explained_variance']:.2f}, "
       f"value clip fraction {ppo_log.rows[-1]['value_clip_fraction']:.1%}")
 

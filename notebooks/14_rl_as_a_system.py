@@ -85,7 +85,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 import copy
 import dataclasses
 import os
+import sys
 import time
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
@@ -360,12 +362,23 @@ lines = [verdict("K = 1", "synchronous", "K = 1 − synchronous"),
          verdict("K = 4", "synchronous", "K = 4 (corrected) − synchronous"),
          verdict("K = 4, no correction", "synchronous", "K = 4 (uncorrected) − synchronous"),
          verdict("K = 4", "K = 4, no correction", "what the correction recovered at K = 4")]
-print("\n".join(lines))
+print("live, this budget (one seed):\n" + "\n".join(lines))
 for name in ("K = 4", "K = 4, no correction"):
     drop = baseline["accuracy"] - table[name]["accuracy"]
     if drop > NOISE:
         print(f"{name} ended {100 * drop:.1f} points below the SFT start: stale updates did harm, "
               "they did not merely slow learning down")
+BENCH = Path("../benchmarks")  # the committed sweep over three seeds (`make bench`); not on Colab
+if (BENCH / "results" / "async.json").is_file():
+    sys.path.insert(0, str(BENCH))
+    from tables import async_paired, load
+
+    sweep = load("async", BENCH / "results")
+    print(f"\nthe committed benchmark (benchmarks/tinygpt_async.py, {sweep['steps']} steps, seeds "
+          f"{', '.join(map(str, sweep['seeds']))}), K = 1 and K = 4:")
+    print("\n".join(line for line in async_paired(sweep) if line.startswith(("- K = 1 ", "- K = 4 "))))
+else:
+    print("benchmarks/results/async.json is not here (e.g. on Colab): see the README's staleness sweep")
 
 # %% [markdown]
 # ### Step by step: what a delayed signal does
