@@ -380,7 +380,6 @@ else:
 # curve away from the sequence-mean run of section 4?
 
 # %%
-print(f"DAPO's options: {DAPO}")
 runs["DAPO"], logs["DAPO"] = rl_run("DAPO")
 runs["Dr. GRPO"], logs["Dr. GRPO"] = rl_run("Dr. GRPO")
 
