@@ -6,8 +6,8 @@ CPU they do not batch cheaply into one model: ``torch.func.vmap`` over four stac
 rule; eager attention is no better), while four models one after the other cost 3.6–3.7×. The bound
 is the cores, so ``over_seeds`` runs each seed in its own process with one torch thread (as the
 rollout worker does: ``fork`` on Linux, ``spawn`` elsewhere), as many at a time as the machine has
-cores, and returns the results in seed order; ``in_background`` starts them and returns at once (a
-notebook walks through one seed while the others run). What seeds can share, they share: the task is the
+cores, and returns the results in seed order; ``in_background`` starts them (``spawn``: below) and
+returns at once (a notebook walks through one seed while the others run). What seeds can share, they share: the task is the
 config's, and each seed's SFT start comes from the disk cache (``course_lib.starts``, keyed by
 seed, config, torch's version and CPU kernel set), trained once per machine.
 
@@ -129,9 +129,14 @@ class InBackground:
 
 
 def in_background(fn: Callable, seeds: Sequence[int], *, processes: int | None = None,
-                  start_method: str | None = None) -> InBackground:
+                  start_method: str = "spawn") -> InBackground:
     """Start ``fn(seed)`` for every seed in worker processes (one torch thread each, at most ``processes``
-    at once, default ``cores()``) and return at once; ``.results()`` collects them (see ``over_seeds``)."""
+    at once, default ``cores()``) and return at once; ``.results()`` collects them (see ``over_seeds``).
+
+    Workers start with ``spawn`` by default: a notebook's kernel has threads and sockets of its own that a
+    forked child would inherit mid-use, which can deadlock; a
+    spawned worker imports torch and course_lib afresh (seconds), while the kernel works on its own seed.
+    ``fn`` must therefore be importable (a module's function or a ``functools.partial`` of one)."""
     return InBackground(fn, seeds, processes, start_method)
 
 
@@ -149,7 +154,7 @@ def over_seeds(fn: Callable, seeds: Sequence[int], *, processes: int | None = No
     _check_processes(processes)
     _check_method(start_method)
     if min(len(seeds), processes or cores()) > 1:
-        return in_background(fn, seeds, processes=processes, start_method=start_method).results()
+        return InBackground(fn, seeds, processes, start_method).results()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     done = []
