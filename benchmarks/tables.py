@@ -28,6 +28,9 @@ import provenance as code_provenance  # noqa: E402  (one provenance helper; `pro
 
 from tools import doc_blocks  # noqa: E402
 
+sys.path.insert(0, str(HERE.parent))
+from course_lib.verdicts import paired  # noqa: E402  (the one maker of sentences over seeds)
+
 # read when a benchmark starts (it imports this module first): the code that runs is the code at that moment
 COMMIT_AT_START = code_provenance.commit()
 SOURCES_AT_START = code_provenance.sources()
@@ -137,9 +140,9 @@ def seed_starts(data: dict, setting: str) -> dict[int, float]:
 
 
 def verdicts(data: dict) -> list[str]:
-    """What the family table supports, read from the paired (same-seed) differences first; the gap of
-    the medians is set against the seed-to-seed spread. Seeds with a degenerate start are flagged and
-    the paired reading is repeated without them."""
+    """What the family table supports: for each comparison, the paired (same-seed) differences read by
+    ``course_lib.verdicts.paired``. Seeds with a degenerate start are flagged and the paired reading is
+    repeated without them."""
     out = []
     summaries = {s: family_summary(data, s) for s in dict.fromkeys(r["setting"] for r in data["runs"])}
     pairs = [("main", "GRPO", "RFT"), ("main", "GRPO", "more SFT"), ("weak", "GRPO", "RFT"),
@@ -148,32 +151,19 @@ def verdicts(data: dict) -> list[str]:
         summ = summaries.get(setting, {})
         if a not in summ or b not in summ:
             continue
-        d = summ[a]["final"] - summ[b]["final"]
-        spread = max(max(v["per_seed"]) - min(v["per_seed"]) for v in (summ[a], summ[b]))
-        n = min(len(summ[a]["per_seed"]), len(summ[b]["per_seed"]))
-        if n < 2:
-            word = "one seed only: no spread to compare with"
-        else:
-            word = ("larger than" if abs(d) > spread else "within") + f" the seed-to-seed spread ({100 * spread:.1f} pts)"
-        # the same seed means the same SFT start and prompts: the paired difference is the sharper test
+        # the same seed means the same SFT start and prompts: the paired difference is the sharp reading
         by_seed = {s: (x - y) for s, x in zip(summ[a]["seeds"], summ[a]["per_seed"])
                    for t, y in zip(summ[b]["seeds"], summ[b]["per_seed"]) if s == t}
         starts = seed_starts(data, setting)
 
-        def paired(seeds, a=a, by_seed=by_seed):
-            diffs = [by_seed[s] for s in seeds]
-            return (f"{' / '.join(f'{100 * x:+.1f}' for x in diffs)}: {a} ahead in {sum(x > 0 for x in diffs)} of "
-                    f"{len(diffs)}, median {100 * statistics.median(diffs):+.1f} pts")
+        def read(seeds, a=a, b=b, by_seed=by_seed):
+            return paired([by_seed[s] for s in seeds], name_a=a, name_b=b, seeds=seeds).sentence()
 
-        line = f"- {setting} start: {a} − {b}"
-        if len(by_seed) > 1:
-            line += f", seed by seed {paired(list(by_seed))}"
-            healthy = [s for s in by_seed if starts[s] >= DEGENERATE_START]
-            if 1 < len(healthy) < len(by_seed):
-                line += f"; without the degenerate start ({', '.join(f'seed {s}' for s in by_seed if s not in healthy)}) {paired(healthy)}"
-            line += f". Medians of the rows: {100 * d:+.1f} pts, {word}"
-        else:
-            line += f" = {100 * d:+.1f} pts (medians), {word}"
+        line = f"- {setting} start: {read(list(by_seed))}"
+        healthy = [s for s in by_seed if starts[s] >= DEGENERATE_START]
+        if 1 < len(healthy) < len(by_seed):
+            line += (f". Without the degenerate start ({', '.join(f'seed {s}' for s in by_seed if s not in healthy)}): "
+                     f"{read(healthy)}")
         out.append(line)
     return out
 
@@ -232,6 +222,29 @@ def grpo(results: Path = RESULTS) -> str:
         ("generation share of a step", "generation_fraction", lambda x: f"{100 * x:.0f}%")])
 
 
+def seeds(results: Path = RESULTS) -> str:
+    """GRPO seeds side by side (``course_lib.seeds``): wall and CPU seconds for 1, 2, 4 seeds at once."""
+    data = load("seeds", results)
+    walls = {int(n): w for n, w in data["wall_seconds"].items()}
+    one = walls.get(1)
+    lines = ["| seeds side by side | wall s | × the wall of one seed | CPU s, all processes | held-out accuracy after GRPO, per seed |",
+             "|---|---|---|---|---|"]
+    for n, wall in walls.items():
+        rows = sorted((r for r in data["runs"] if r["n_seeds"] == n), key=lambda r: r["seed"])
+        ratio = f"{wall / one:.2f}×" if one else "—"
+        lines.append(f"| {n} | {wall:.1f} | {ratio} | {sum(r['cpu_seconds'] for r in rows):.1f} | "
+                     f"{' / '.join(pct(r['final_accuracy']) for r in rows)} |")
+    goal = ""
+    if one and 4 in walls:
+        r4 = walls[4] / one
+        goal = (f" Goal: 4 seeds in ≤ 2.2× the wall of one on 2 cores: **{r4:.2f}×**, "
+                f"{'met' if r4 <= 2.2 else 'not met'} on this run's {data['cores']} core(s).")
+    return ("\n".join(lines) + f"\n\n{data['steps']} GRPO steps per seed on the `{data['config']}` config, each seed in its "
+            f"own process with one thread, from its cached SFT start.{goal} Wall-clock is evidence only on an "
+            f"otherwise idle machine. `{data['command']}` at commit "
+            f"{data.get('commit', 'unknown')}" + (f" ({data['machine']})" if data.get("machine") else "") + ".\n")
+
+
 def _recipe_label(r: dict) -> str:
     if r["stage"] == 0:
         return f"{r['variant']} (untrained)"
@@ -261,16 +274,16 @@ def recipe_verdicts(data: dict) -> list[str]:
         before, after = _stage(data, "r1", k - 1), _stage(data, "r1", k)
         seeds = sorted(set(before) & set(after))
         if seeds:
-            gains = [after[s]["pass@1"] - before[s]["pass@1"] for s in seeds]
-            out.append(f"- r1, {name} over the stage before: pass@1 {spread(gains, points)}; up on "
-                       f"{sum(g > 0 for g in gains)} of {len(gains)} seeds")
+            out.append("- r1, pass@1: " + paired([after[s]["pass@1"] for s in seeds], [before[s]["pass@1"] for s in seeds],
+                                                  name_a=name, name_b=f"stage {k - 1}", seeds=seeds).sentence())
     cold, grpo, rft = (_stage(data, "r1", k) for k in (1, 2, 3))
     seeds = sorted(set(cold) & set(grpo) & set(rft))
     if seeds:
         gain = {s: grpo[s]["pass@1"] - cold[s]["pass@1"] for s in seeds}
-        more = sum(gain[s] > rft[s]["pass@1"] - grpo[s]["pass@1"] for s in seeds)
         best = max(seeds, key=lambda s: cold[s]["pass@8"])
-        out.append(f"- r1: GRPO (stage 2) added more pass@1 than RFT (stage 3) on {more} of {len(seeds)} seeds; the seed "
+        added = paired([gain[s] for s in seeds], [rft[s]["pass@1"] - grpo[s]["pass@1"] for s in seeds],
+                       name_a="GRPO's pass@1 gain (stage 2)", name_b="RFT's (stage 3)", seeds=seeds)
+        out.append(f"- r1: {added.sentence()}; the seed "
                    f"whose cold start sampled the most right answers (seed {best}, pass@8 {pct(cold[best]['pass@8'])}) "
                    + ("had GRPO's largest gain" if gain[best] == max(gain.values()) else "did not have GRPO's largest gain")
                    + f" ({points(gain[best])})")
@@ -281,10 +294,11 @@ def recipe_verdicts(data: dict) -> list[str]:
         seeds = sorted(set(start) & set(rl))
         if not seeds:
             continue
-        gains = [rl[s]["pass@1"] - start[s]["pass@1"] for s in seeds]
+        gain = paired([rl[s]["pass@1"] for s in seeds], [start[s]["pass@1"] for s in seeds], name_a="after GRPO",
+                      name_b="start", seeds=seeds)
         out.append(f"- GRPO from the {name}: start pass@1 {spread([start[s]['pass@1'] for s in seeds], pct)}, "
                    f"pass@8 {spread([start[s]['pass@8'] for s in seeds], pct)}; after GRPO pass@1 "
-                   f"{spread([rl[s]['pass@1'] for s in seeds], pct)}, gain {spread(gains, points)}; groups without "
+                   f"{spread([rl[s]['pass@1'] for s in seeds], pct)}; pass@1 {gain.sentence()}; groups without "
                    f"signal {spread([rl[s]['zero_variance_share'] for s in seeds], pct)}")
     return out
 
@@ -369,18 +383,18 @@ def tools(results: Path = RESULTS) -> str:
     variants = list(dict.fromkeys(r["variant"] for r in data["runs"]))
     said = []
     for v in variants:  # did GRPO raise the sampled call rate on carry prompts?
-        pairs = [(r["call_rate_carry_first"], r["call_rate_carry_last"]) for r in data["runs"]
-                 if r["variant"] == v and r.get("call_rate_carry_first") is not None]
-        if pairs:
-            said.append(f"- {v}: the sampled call rate on carry prompts rose from the first to the last quarter of the "
-                        f"steps in {sum(b > a for a, b in pairs)} of {len(pairs)} seeds.")
+        rows = [r for r in data["runs"] if r["variant"] == v and r.get("call_rate_carry_first") is not None]
+        if rows:
+            said.append(f"- {v}, sampled call rate on carry prompts: " + paired(
+                [r["call_rate_carry_last"] for r in rows], [r["call_rate_carry_first"] for r in rows],
+                name_a="last quarter of the steps", name_b="first", seeds=[r["seed"] for r in rows]).sentence() + ".")
     control = "no tool, same extra SFT"
     for v in variants:  # each tool row against the start with the same extra SFT and no tool demonstration
         seeds = [s for s in data["seeds"] if (v, s) in by and (control, s) in by]
         if v.startswith("tool") and seeds:
-            gaps = [100 * (by[v, s]["final_accuracy"] - by[control, s]["final_accuracy"]) for s in seeds]
-            said.append(f"- {v} − {control}, held-out accuracy after GRPO, seed by seed: "
-                        + " / ".join(f"{g:+.1f}" for g in gaps) + f" pts (ahead in {sum(g > 0 for g in gaps)} of {len(gaps)}).")
+            said.append("- held-out accuracy after GRPO: " + paired(
+                [by[v, s]["final_accuracy"] for s in seeds], [by[control, s]["final_accuracy"] for s in seeds],
+                name_a=v, name_b=control, seeds=seeds).sentence() + ".")
     setting = (f"{data['grpo_steps']} GRPO steps per row ({data['config']} config); the tool start: "
                f"{data['tool_sft']} SFT steps in which the first {data['tool_demos']} carry demonstrations call the "
                f"tool for {'the whole sum' if data['tool_call'] == 'sum' else 'the ones column'}")
@@ -641,29 +655,27 @@ def async_sweep(results: Path = RESULTS) -> str:
 
 
 def async_paired(data: dict) -> list[str]:
-    """Seed-by-seed differences (same seed: same start, same first batch): what staleness costs against the
-    synchronous run, and what the correction recovers against the same K without it, beside the seed spread."""
+    """Seed-by-seed differences (same seed: same start, same first batch), read by ``course_lib.verdicts.paired``:
+    what staleness costs against the synchronous run, and what the correction recovers against the same K without it."""
     acc = {(r["seed"], r["max_staleness"], r["max_staleness"] == 0 or r["correction"]): r["accuracy"] for r in data["runs"]}
     seeds = sorted({r["seed"] for r in data["runs"]})
-    sync = [acc[s, 0, True] for s in seeds if (s, 0, True) in acc]
-    if len(sync) < 2:
+    if sum((s, 0, True) in acc for s in seeds) < 2:
         return []
 
-    spread = 100 * (max(sync) - min(sync))
+    def read(a, b, name_a, name_b):
+        both = [s for s in seeds if a(s) in acc and b(s) in acc]
+        if not both:
+            return f"{name_a} − {name_b}: —"
+        return paired([acc[a(s)] for s in both], [acc[b(s)] for s in both], name_a=name_a, name_b=name_b,
+                      seeds=both).sentence()
 
-    def paired(a, b):
-        d = [100 * (acc[a(s)] - acc[b(s)]) for s in seeds if a(s) in acc and b(s) in acc]
-        if not d:
-            return "—"
-        m = statistics.median(d)
-        return (f"{' / '.join(f'{x:+.1f}' for x in d)} (median {m:+.1f}, "
-                f"{'within' if abs(m) <= spread else '**beyond**'} the spread)")
-
-    lines = [f"Seed by seed, in points (the synchronous runs' seed-to-seed spread is {spread:.1f}):", ""]
+    lines = ["Seed by seed, in points of held-out accuracy:", ""]
     for K in sorted({r["max_staleness"] for r in data["runs"]} - {0}):
-        lines.append(f"- K = {K}: corrected − synchronous {paired(lambda s, K=K: (s, K, True), lambda s: (s, 0, True))}; "
-                     f"uncorrected − synchronous {paired(lambda s, K=K: (s, K, False), lambda s: (s, 0, True))}; "
-                     f"with − without the correction {paired(lambda s, K=K: (s, K, True), lambda s, K=K: (s, K, False))}")
+        for a, b, name_a, name_b in (
+                (lambda s, K=K: (s, K, True), lambda s: (s, 0, True), f"K = {K} corrected", "synchronous"),
+                (lambda s, K=K: (s, K, False), lambda s: (s, 0, True), f"K = {K} uncorrected", "synchronous"),
+                (lambda s, K=K: (s, K, True), lambda s, K=K: (s, K, False), f"K = {K} with the correction", "without")):
+            lines.append(f"- {read(a, b, name_a, name_b)}")
     return ["", *lines]
 
 
@@ -752,7 +764,7 @@ def provenance(results: Path = RESULTS) -> str:
 RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4_estimate, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
              "class_grading": class_grading, "recipes": recipes, "ai_feedback": ai_feedback, "trl_map": trl_map,
-             "async_speed": async_speed, "async_sweep": async_sweep, "tools": tools}
+             "async_speed": async_speed, "async_sweep": async_sweep, "tools": tools, "seeds": seeds}
 
 
 def block(name: str, results: Path = RESULTS) -> str:

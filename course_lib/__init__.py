@@ -17,7 +17,8 @@ The tiny GPT's trainers: ``task`` and ``model`` (the world and the network), ``r
 ``grpo``, ``rft``, ``ppo``, ``reward_model`` (one trainer each), ``rollout_worker`` (GRPO's
 asynchronous sampler process, ``max_staleness``), ``evaluation``, ``passport`` (§17), ``runtime``
 (threads, checkpoints, metrics, Ctrl-C) and ``pipeline`` (a run end to end; the CLI in
-``__main__`` only parses arguments for it).
+``__main__`` only parses arguments for it). ``verdicts`` makes every sentence about an effect over
+seeds ("on k of n seeds").
 """
 
 __version__ = "0.1.0"

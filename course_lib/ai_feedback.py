@@ -56,18 +56,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
 from course_lib._validate import number
-from course_lib.configs import PPOConfig, RewardModelConfig
+from course_lib.configs import PPOConfig, RewardModelConfig, get_config
 from course_lib.model import build_scalar_model, model_config_of
 from course_lib.ppo import build_critic, train_ppo
 from course_lib.reward_model import (
     RewardModelScorer,
     build_reward_model,
+    over_optimisation,
     pair_scores,
     pairwise_accuracy,
     preference_data,
@@ -75,6 +77,7 @@ from course_lib.reward_model import (
 )
 from course_lib.rewards import resolve_reward
 from course_lib.runtime import MetricsLog, clip_gradients, make_optimizer, read_metrics, to_device
+from course_lib.starts import sft_start
 from course_lib.task import AdditionTask
 from course_lib.trainer import train_loop
 
@@ -473,3 +476,59 @@ def rl_against(policy, task: AdditionTask, rm, ppo_cfg: PPOConfig, *, seed: int 
     rows = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"],
              "length": r["completion_length"]} for r in log.rows]
     return rows, trained
+
+
+# ---- one seed of notebook 17, end to end (the notebook's other seeds and its benchmark) --------------------------
+
+CONSTITUTIONS = {"default (first as the fallback)": BIASED, "without 'first'": UNBIASED_POSITION}
+KEEP = ("agreement", "position_bias", "flip_rate", "length_bias", "ties", "decided", "n_longer_right", "n_longer_wrong")
+
+
+def judge_pairs(policy, task: AdditionTask, cfg: JudgeConfig, *, seed: int = 0) -> tuple[dict, dict]:
+    """``(train, heldout)``: the pairs every constitution of a seed is trained and measured on."""
+    gen = torch.Generator().manual_seed(seed)
+    sampler = cfg.pair_config(cfg.pair_prompts)  # the reward model's pair sampler, with no label noise
+    train = preference_data(policy, task, task.sample_pairs(cfg.pair_prompts, gen), sampler, generator=gen)
+    heldout = preference_data(policy, task, task.heldout_pairs[: cfg.heldout_prompts], sampler, generator=gen)
+    return train, heldout
+
+
+def feedback_run(policy, task: AdditionTask, judge_fn, rm_cfg: RewardModelConfig, ppo_cfg: PPOConfig, window: int, *,
+                 tie_margin: float, seed: int = 0) -> tuple[dict, list[dict], dict]:
+    """A reward model on the judge's labels, then PPO against it: ``(rm metrics, PPO rows, over-optimisation curve)``."""
+    rm = fit_reward_model_on_judge(policy, task, judge_fn, rm_cfg, tie_margin=tie_margin, seed=seed)
+    rows, _ = rl_against(policy, task, rm["model"], ppo_cfg, seed=seed)
+    return rm["metrics"], rows, over_optimisation(rows, window=window)
+
+
+def seed_summary(seed: int, variant: str, judged: dict, rm: dict, rows: list[dict], curve: dict) -> dict:
+    """One constitution on one seed as flat numbers (the notebook's verdicts over seeds and the benchmark's rows)."""
+    shares = {k: judged["decided_by"].count(k) / len(judged["decided_by"]) for k in dict.fromkeys(judged["decided_by"])}
+    return {"variant": variant, "seed": seed, "pairs": judged["metrics"]["pairs"],
+            "top_principle": max(shares, key=shares.get), "decided_by": shares,
+            **{f"rules_{k}": judged["rules"][k] for k in KEEP}, **{f"judge_{k}": judged["metrics"][k] for k in KEEP},
+            **{f"rm_{k}": v for k, v in rm.items() if not k.startswith("rm_")},
+            **{k: v for k, v in rm.items() if k.startswith("rm_")},
+            **{f"ppo_{k}": curve[k] for k in ("proxy_start", "proxy_end", "gold_start", "gold_end", "shape")},
+            "ppo_gold_change": curve["gold_end"] - curve["gold_start"],
+            "ppo_proxy_change": curve["proxy_end"] - curve["proxy_start"],
+            "ppo_length_start": rows[0]["length"], "ppo_length_end": rows[-1]["length"]}
+
+
+def seed_run(seed: int, *, budget: str = "fast", config: str = "cpu") -> list[dict]:
+    """Notebook 17 on one seed, from that seed's cached SFT start: for each of ``CONSTITUTIONS`` (on the same
+    pairs) the judge, a reward model on its labels and PPO against it, as ``seed_summary`` rows (with the
+    SFT start's accuracy and the CPU seconds of each constitution)."""
+    judge_cfg, rm_cfg, ppo_cfg, window = notebook_budget(budget)
+    task, policy, sft = sft_start(get_config(config), seed=seed, verbose=False)
+    train, heldout = judge_pairs(policy, task, judge_cfg, seed=seed)
+    out = []
+    for variant, principles in CONSTITUTIONS.items():
+        cpu0 = time.process_time()
+        judged = fit_judge(policy, task, dataclasses.replace(judge_cfg, principles=principles), seed=seed, data=train,
+                           heldout=heldout)
+        rm, rows, curve = feedback_run(policy, task, judged["judge_fn"], rm_cfg, ppo_cfg, window,
+                                       tie_margin=judge_cfg.tie_margin, seed=seed)
+        out.append({**seed_summary(seed, variant, judged, rm, rows, curve), "sft_accuracy": sft["accuracy"],
+                    "cpu_seconds": time.process_time() - cpu0})
+    return out

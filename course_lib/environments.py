@@ -335,7 +335,8 @@ def episode_stats(episodes: list[dict]) -> dict:
     call (None without calls); ``turns_per_episode``, ``tokens_per_episode`` (policy and
     environment tokens after the prompt); ``reward_with_tool`` / ``reward_without_tool`` (None
     when no such episode); ``reward_carry`` / ``reward_no_carry`` (ones column carries or not);
-    ``reward_carry_with_tool`` / ``_without_tool``: on carry prompts, by tool use (does the call pay?);
+    ``reward_carry_with_tool`` / ``_without_tool``: on carry prompts, by tool use (does the call pay?), from
+    ``episodes_carry_with_tool`` / ``_without_tool`` episodes;
     ``env_errors``: episodes ended by an environment that raised.
     """
     def mean(xs):
@@ -355,6 +356,8 @@ def episode_stats(episodes: list[dict]) -> dict:
         "reward_no_carry": mean([e["reward"] for e in episodes if not e["carry"]]),
         "reward_carry_with_tool": mean([e["reward"] for e in episodes if e["carry"] and e["tool_calls"] > 0]),
         "reward_carry_without_tool": mean([e["reward"] for e in episodes if e["carry"] and e["tool_calls"] == 0]),
+        "episodes_carry_with_tool": sum(e["carry"] and e["tool_calls"] > 0 for e in episodes),
+        "episodes_carry_without_tool": sum(e["carry"] and e["tool_calls"] == 0 for e in episodes),
         "env_errors": sum(e["env_error"] for e in episodes),
     }
 

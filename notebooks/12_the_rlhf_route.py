@@ -72,8 +72,10 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %%
 import copy
 import dataclasses
+import json
 import math
 import os
+from pathlib import Path
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -100,6 +102,7 @@ from course_lib.rollout import sample_groups
 from course_lib.runtime import MetricsLog
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
+from course_lib.verdicts import paired
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on smaller budgets (CI's quick check)
@@ -240,8 +243,9 @@ print(f"expected calibration error {cal['ece']:.3f} over {sum(cal['count'])} pai
 #
 # The simplest way to use a reward model: sample N answers, keep the one it scores highest. No training
 # at all. The often-quoted KL of best-of-N to the base policy, log N − (N − 1)/N, is exact only when no
-# two samples can be equal; otherwise it is an upper bound. The tiny GPT's answers repeat (many of a
-# prompt's 64 samples are the same string), so the KL here is computed exactly for each prompt's
+# two samples can be equal; otherwise it is an upper bound. The tiny GPT's answers repeat (many of the
+# samples drawn for a prompt — 64 in the full run, 32 at `COURSE_FAST=1` — are the same string; the line
+# under the table counts them), so the KL here is computed exactly for each prompt's
 # empirical distribution of its samples, repeats counted and ties in the reward model's score handled
 # (`course_lib.reward_model.empirical_best_of_n_kl`), and the bound is printed beside it.
 #
@@ -387,8 +391,20 @@ for s in summary:
 print(f"\n({WINDOW}-step moving means; a move counts above 3 points.) Proxy rose in {len(proxy_up)} of {len(summary)} runs; "
       f"of those, gold rose then fell in {sum(s['shape'] == 'rises then falls' for s in proxy_up)}, only fell in "
       f"{sum(s['shape'] == 'falls' for s in proxy_up)}, only rose in {sum(s['shape'] == 'rises' for s in proxy_up)}")
-print("√KL at the end, per seed: " + "; ".join(f"β={beta}: " + ", ".join(f"{v:.2f}" for v in vals) for beta, vals in end_kl.items())
-      + f" — the penalty {'shortened' if max(end_kl[0.05]) < min(end_kl[0.0]) else 'did not clearly shorten'} the walk here")
+print("√KL at the end, per seed: " + "; ".join(f"β={beta}: " + ", ".join(f"{v:.2f}" for v in vals) for beta, vals in end_kl.items()))
+KL_FMT = {"scale": 1.0, "unit": "", "digits": 2}
+print("live, this budget: " + paired([s["sqrt_kl_end"] for s in summary if s["beta"] == 0.05],
+                                     [s["sqrt_kl_end"] for s in summary if s["beta"] == 0.0], name_a="√KL at the end, β = 0.05",
+                                     name_b="β = 0", seeds=OVEROPT_SEEDS, **KL_FMT).sentence())
+BENCH = Path("../benchmarks/results/rlhf.json")  # the committed multi-seed run (`make bench`); not on Colab
+bench = json.loads(BENCH.read_text()) if BENCH.is_file() else None
+if bench:
+    b_kl = {(r["seed"], o["beta"]): o["sqrt_kl_end"] for r in bench["runs"] for o in r["overopt"]}
+    b_seeds = [r["seed"] for r in bench["runs"]]
+    print(f"the committed benchmark (benchmarks/tinygpt_rlhf.py, {bench['runs'][0]['overopt'][0]['steps']} PPO steps, "
+          "β = 0.5 against β = 0.05): " + paired([b_kl[s, 0.5] for s in b_seeds], [b_kl[s, 0.05] for s in b_seeds],
+                                                 name_a="√KL at the end, β = 0.5", name_b="β = 0.05", seeds=b_seeds,
+                                                 **KL_FMT).sentence())
 
 # %% [markdown]
 # Read the two panels together. The left one is all the trainer sees. Where the right one goes down
@@ -491,8 +507,12 @@ for name, r in runs.items():
           f"policy states {memory['policy']['total'] / mib:.2f} MiB{extra}")
 print(f"\nas configured, {RL_STEPS} steps × 256 sampled answers: GRPO {RL_STEPS * grpo_cfg.num_iterations} optimiser steps "
       f"over {grpo_cfg.batch_prompts} prompts a step, PPO {RL_STEPS * ppo_cfg.num_ppo_epochs} over {ppo_cfg.batch_prompts}")
-print(f"PPO − GRPO: {100 * gap:+.1f} points at {RL_STEPS} steps; PPO took {runs['PPO']['rl_seconds'] / runs['GRPO']['rl_seconds']:.2f}× "
-      f"GRPO's time (one seed on a shared CPU: timings are noisy; see `make bench` for medians)")
+print(f"live, this budget (one seed): PPO − GRPO: {100 * gap:+.1f} points at {RL_STEPS} steps; PPO took "
+      f"{runs['PPO']['rl_seconds'] / runs['GRPO']['rl_seconds']:.2f}× GRPO's time (timings on a shared CPU are noisy)")
+if bench:
+    print(f"the committed benchmark ({bench['rl_steps']} steps, the seeds' own SFT starts): held-out accuracy, "
+          + paired([r["rl"]["PPO"]["accuracy"] for r in bench["runs"]], [r["rl"]["GRPO"]["accuracy"] for r in bench["runs"]],
+                   name_a="PPO", name_b="GRPO", seeds=b_seeds).sentence())
 print(f"last step: value loss {ppo_log.rows[-1]['value_loss']:.4f}, explained variance {ppo_log.rows[-1]['explained_variance']:.2f}, "
       f"value clip fraction {ppo_log.rows[-1]['value_clip_fraction']:.1%}")
 

@@ -70,15 +70,24 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # The *behaviour policy* π_behaviour is the one that actually sampled; π_old is the trainer's policy
 # before this step's update; π_θ the one being updated.
 #
+# Two measurements of how far the sampler was from π_old. The **mismatch KL**, KL(π_behaviour ‖ π_old), is
+# estimated on the tokens the sampler drew with **k3** = (r − 1) − log r, where r = π_old(token) /
+# π_behaviour(token): its mean over the sampler's tokens is exactly that KL (the mean of r is 1 and the mean
+# of −log r is the KL), and each term is ≥ 0, so noise never makes it negative. The behaviour correction
+# weights each completion by w = π_old/π_behaviour; the **effective sample size** (ESS) of n weights,
+# (Σw)² / (n Σw²) as a share, is 1 when all are equal and falls towards 1/n as one weight dominates: the
+# share of the batch that still counts.
+#
 # Budget: the last cell prints how long this run took. `COURSE_FAST=1` runs the same task, model and SFT
 # start with fewer steps and smaller batches; every sentence that quotes a number is computed from the run.
 
 # %%
 import copy
 import dataclasses
-import math
 import os
+import sys
 import time
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
@@ -95,6 +104,7 @@ from course_lib.runtime import MetricsLog
 from course_lib.sources import cite
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
+from course_lib.verdicts import evaluation_noise
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lessons with fewer steps and smaller batches (CI)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
@@ -220,8 +230,66 @@ def summarise(name):
 
 
 table = {name: summarise(name) for name in runs}
+NOISE = evaluation_noise(len(task.heldout_pairs))  # two standard errors of a difference of two accuracies
 
 
+def accuracy_curve(name):
+    """(steps, cumulative CPU seconds, held-out accuracy) at the SFT start and at each evaluation of a run."""
+    cpu, steps_at, cpu_at, acc = 0.0, [0], [0.0], [baseline["accuracy"]]
+    for r in runs[name]["rows"]:
+        cpu += r["gen_cpu_seconds"] + r["update_cpu_seconds"]
+        if r.get("accuracy") is not None:
+            steps_at.append(r["step"])
+            cpu_at.append(cpu)
+            acc.append(r["accuracy"])
+    return steps_at, cpu_at, acc
+
+
+def path_of(name):
+    """Lowest, highest and final held-out accuracy of a run after its start, with their steps."""
+    steps_at, _, acc = accuracy_curve(name)
+    low = min(range(1, len(acc)), key=lambda i: acc[i])
+    high = max(range(1, len(acc)), key=lambda i: acc[i])
+    return {"low": acc[low], "low_step": steps_at[low], "high": acc[high], "high_step": steps_at[high],
+            "final": acc[-1], "final_step": steps_at[-1]}
+
+
+paths = {name: path_of(name) for name in ("synchronous", "K = 1", "K = 4", "K = 4, no correction")}
+
+# %% [markdown]
+# The four runs have finished; nothing of them is shown yet. Below, the **evaluation noise** is two standard
+# errors of a difference of two held-out accuracies (at 50%, where it is largest): a gap within it is not
+# one these held-out prompts can see. **Predict first**, before the table and the plots below.
+
+# %%
+predict("At K = 4, with and without the correction: which numbers show that the correction had work to do?",
+        ["the held-out accuracies: if they are equal, the correction did nothing",
+         "the mismatch KL, the effective sample size and the masked share",
+         "the mean reward on the policy's samples"],
+        "the mismatch KL, the effective sample size and the masked share",
+        "Those measure how far π_behaviour is from π_old on this very batch, and how many completions the band "
+        "[0, 3] removed. Whether that changed the final accuracy is a separate question, which one seed "
+        "answers only when the gap is larger than its noise: a later cell prints each gap beside the evaluation "
+        "noise of the held-out prompts.")
+
+# %%
+k4_path = paths["K = 4"]
+k4_fell = baseline["accuracy"] - k4_path["low"] > NOISE
+swing_answer = ("it swings: it falls below its start by more than the evaluation noise" if k4_fell else
+                "it rises from its start, like the synchronous run" if k4_path["final"] > baseline["accuracy"] + NOISE
+                else "it stays within the evaluation noise of its start")
+predict("At K = 4 the first four updates all use batches sampled by the SFT policy, and every later update uses a "
+        "batch sampled four steps earlier. Step by step, what does K = 4's held-out accuracy do in this run?",
+        ["it swings: it falls below its start by more than the evaluation noise",
+         "it rises from its start, like the synchronous run", "it stays within the evaluation noise of its start"],
+        swing_answer,
+        f"In this run K = 4 went {baseline['accuracy']:.1%} → lowest {k4_path['low']:.1%} (step {k4_path['low_step']}) → "
+        f"final {k4_path['final']:.1%} (evaluation noise ±{100 * NOISE:.1f} points). Each update follows a gradient "
+        "measured where the policy was K steps ago, like steering with a view of the road K steps old: the loop "
+        "can overshoot before the signal catches up — whether it did depends on the step size and the draw.")
+
+
+# %%
 def show(names):
     print(f"{'run':28} {'held-out':>8} {'gen CPU s':>9} {'upd CPU s':>9} {'stale':>5} {'mismatch KL':>11} "
           f"{'ESS':>5} {'masked':>6}")
@@ -235,15 +303,19 @@ def show(names):
 
 
 show(runs)
+print(f"mean staleness over N = {STEPS} steps: " + "; ".join(
+    f"{name}: {table[name]['staleness']:.2f} measured, K − K(K + 1)/(2N) = {k - k * (k + 1) / (2 * STEPS):.2f}"
+    for name, k in (("K = 1", 1), ("K = 4", 4))))
 kl1, kl4 = table["K = 1"]["mismatch_kl"], table["K = 4"]["mismatch_kl"]
 print(f"\nmismatch KL per token: {kl1:.5f} at K = 1, {kl4:.5f} at K = 4 — "
       + (f"{kl4 / kl1:.0f}× larger four steps behind" if kl4 > kl1 else "not larger four steps behind"))
 
 # %% [markdown]
 # The columns: held-out exact match after the run; CPU seconds per step spent sampling and scoring (in the
-# worker's process for K ≥ 1) and updating (the trainer); the mean staleness of the batches used; the
-# mismatch KL(π_behaviour ‖ π_old), k3 per sampled token; the effective sample size of the behaviour
-# weights as a share, (Σw)² / (n Σw²) — 1 when every weight is equal; and the share of tokens whose
+# worker's process for K ≥ 1) and updating (the trainer); the mean staleness of the batches used (below K:
+# batch s is sampled with version max(0, s − K), so the first K batches are 0, 1, …, K − 1 steps old, and
+# over N steps the mean is K − K(K + 1)/(2N); the line under the table checks it); the mismatch KL, k3 per
+# sampled token; the ESS of the behaviour weights as a share; and the share of tokens whose
 # completion the correction masks. The weights are measured in every run with a behaviour policy but applied
 # only where the correction is on: in a "no correction" row, ESS and masked describe the weights it would
 # have applied, and nothing was masked. The synchronous run has no behaviour policy to compare with: its
@@ -260,20 +332,7 @@ plt.show()
 # Held-out accuracy against optimiser steps, and against the CPU seconds spent on generation and updates by
 # every process of the run (the worker's included): the work each loop did, whatever the machine's load.
 
-
 # %%
-def accuracy_curve(name):
-    """(steps, cumulative CPU seconds, held-out accuracy) at the SFT start and at each evaluation of a run."""
-    cpu, steps_at, cpu_at, acc = 0.0, [0], [0.0], [baseline["accuracy"]]
-    for r in runs[name]["rows"]:
-        cpu += r["gen_cpu_seconds"] + r["update_cpu_seconds"]
-        if r.get("accuracy") is not None:
-            steps_at.append(r["step"])
-            cpu_at.append(cpu)
-            acc.append(r["accuracy"])
-    return steps_at, cpu_at, acc
-
-
 fig, (by_step, by_cpu) = plt.subplots(1, 2, figsize=(9.2, 3.4))
 for name in runs:
     steps_at, cpu_at, acc = accuracy_curve(name)
@@ -288,24 +347,10 @@ plt.show()
 # %% [markdown]
 # ### What staleness costs, and what the correction recovers
 #
-# **Predict first**, then run the next cell.
+# Each gap in held-out accuracy, set against the evaluation noise (defined in the lines after the output).
+
 
 # %%
-predict("At K = 4, with and without the correction: which numbers show that the correction had work to do?",
-        ["the held-out accuracies: if they are equal, the correction did nothing",
-         "the mismatch KL, the effective sample size and the masked share",
-         "the mean reward on the policy's samples"],
-        "the mismatch KL, the effective sample size and the masked share",
-        "Those measure how far π_behaviour is from π_old on this very batch, and how many completions the band "
-        "[0, 3] removed. Whether that changed the final accuracy is a separate question, which one seed "
-        "answers only when the gap is larger than its noise: the cell prints each gap beside the evaluation "
-        "noise of 500 held-out prompts.")
-
-# %%
-SE = math.sqrt(0.25 / len(task.heldout_pairs))  # the largest standard error of one held-out accuracy
-NOISE = 2 * math.sqrt(2) * SE  # two standard errors of a difference of two accuracies
-
-
 def verdict(a, b, what):
     d = table[a]["accuracy"] - table[b]["accuracy"]
     if abs(d) <= NOISE:
@@ -317,42 +362,31 @@ lines = [verdict("K = 1", "synchronous", "K = 1 − synchronous"),
          verdict("K = 4", "synchronous", "K = 4 (corrected) − synchronous"),
          verdict("K = 4, no correction", "synchronous", "K = 4 (uncorrected) − synchronous"),
          verdict("K = 4", "K = 4, no correction", "what the correction recovered at K = 4")]
-print("\n".join(lines))
+print("live, this budget (one seed):\n" + "\n".join(lines))
 for name in ("K = 4", "K = 4, no correction"):
     drop = baseline["accuracy"] - table[name]["accuracy"]
     if drop > NOISE:
         print(f"{name} ended {100 * drop:.1f} points below the SFT start: stale updates did harm, "
               "they did not merely slow learning down")
+BENCH = Path("../benchmarks")  # the committed sweep over three seeds (`make bench`); not on Colab
+if (BENCH / "results" / "async.json").is_file():
+    sys.path.insert(0, str(BENCH))
+    from tables import async_paired, load
+
+    sweep = load("async", BENCH / "results")
+    print(f"\nthe committed benchmark (benchmarks/tinygpt_async.py, {sweep['steps']} steps, seeds "
+          f"{', '.join(map(str, sweep['seeds']))}), K = 1 and K = 4:")
+    print("\n".join(line for line in async_paired(sweep) if line.startswith(("- K = 1 ", "- K = 4 "))))
+else:
+    print("benchmarks/results/async.json is not here (e.g. on Colab): see the README's staleness sweep")
 
 # %% [markdown]
 # ### Step by step: what a delayed signal does
 #
 # The final accuracy is one point of a path. Held-out accuracy was measured every 2 steps in every run; the
-# next cell reads each path.
+# next cell reads each path (the prediction above asked what K = 4's did).
 
 # %%
-predict("At K = 4 the first four updates all use batches sampled by the SFT policy, and every later update uses a "
-        "batch sampled four steps earlier. Step by step, how does K = 4's held-out accuracy move compared with the "
-        "synchronous run's?",
-        ["the same path, only slower", "it can swing: overshoot, fall back, recover — like any delayed signal",
-         "flat: stale samples teach nothing"],
-        "it can swing: overshoot, fall back, recover — like any delayed signal",
-        "Each update follows a gradient measured where the policy was K steps ago, and where the last K updates "
-        "led is measured only K steps later: like steering with a view of the road K steps old, the loop "
-        "overshoots and corrects. Whether, and how far, it did in this run is what the cell prints.")
-
-
-# %%
-def path_of(name):
-    """Lowest, highest and final held-out accuracy of a run after its start, with their steps."""
-    steps_at, _, acc = accuracy_curve(name)
-    low = min(range(1, len(acc)), key=lambda i: acc[i])
-    high = max(range(1, len(acc)), key=lambda i: acc[i])
-    return {"low": acc[low], "low_step": steps_at[low], "high": acc[high], "high_step": steps_at[high],
-            "final": acc[-1], "final_step": steps_at[-1]}
-
-
-paths = {name: path_of(name) for name in ("synchronous", "K = 1", "K = 4", "K = 4, no correction")}
 for name, p in paths.items():
     print(f"{name:22} start {baseline['accuracy']:.1%} → lowest {p['low']:.1%} (step {p['low_step']}), "
           f"highest {p['high']:.1%} (step {p['high_step']}), final {p['final']:.1%}")
@@ -382,22 +416,23 @@ print(f"K = 4's mismatch KL peaked at {kl_peak:.3f} per token at step {kl_step} 
 
 # %%
 LR = cfg.grpo.learning_rate
-predict(f"K = 4 again, the same seed and steps, with a quarter of the learning rate ({LR / 4:g} instead of {LR:g}). "
-        "What happens to the swing?",
-        ["the same swing, only four times slower", "it shrinks: the same delay with smaller steps overshoots less",
-         "nothing is learned: the steps are too small for 40 updates"],
-        "it shrinks: the same delay with smaller steps overshoots less",
-        "Between two fresh signals the policy moves K steps' worth; with steps four times smaller, it moves a "
-        "quarter as far in the wrong direction. The cell prints whether the run fell below its start, and how far "
-        "it got, against the K = 4 run at the full learning rate.")
-
-# %%
-runs["K = 4, lr / 4"] = rl_run(max_staleness=4, learning_rate=LR / 4)
+runs["K = 4, lr / 4"] = rl_run(max_staleness=4, learning_rate=LR / 4)  # shown after the prediction
 table["K = 4, lr / 4"] = summarise("K = 4, lr / 4")
 paths["K = 4, lr / 4"] = slow = path_of("K = 4, lr / 4")
+fell_slow = baseline["accuracy"] - slow["low"]
+dip_answer = ("it dips less, beyond the evaluation noise" if fell_slow < fell - NOISE else
+              "no smaller dip beyond the evaluation noise")
+predict(f"K = 4 again, the same seed and steps, with a quarter of the learning rate ({LR / 4:g} instead of {LR:g}). "
+        "In this run, K = 4's lowest point against its start …",
+        ["it dips less, beyond the evaluation noise", "no smaller dip beyond the evaluation noise"], dip_answer,
+        "Between two fresh signals the policy moves K steps' worth; with steps four times smaller it moves a quarter "
+        "as far, so a swing that is a delayed-feedback overshoot should shrink. The next cell prints whether it did "
+        f"here: at its lowest, the full learning rate's run was {-100 * fell:+.1f} points from its start — a dip "
+        "within the evaluation noise leaves nothing to shrink.")
+
+# %%
 print(f"{'K = 4, lr / 4':22} start {baseline['accuracy']:.1%} → lowest {slow['low']:.1%} (step {slow['low_step']}), "
       f"highest {slow['high']:.1%} (step {slow['high_step']}), final {slow['final']:.1%}")
-fell_slow = baseline["accuracy"] - slow["low"]
 print(f"K = 4's lowest point against its start: {-100 * fell:+.1f} points at the learning rate {LR:g}, "
       f"{-100 * fell_slow:+.1f} at {LR / 4:g} — " + ("the smaller steps dipped less, beyond the evaluation noise"
                                                      if fell_slow < fell - NOISE else
@@ -412,8 +447,9 @@ print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {ta
 # sweep in docs/results.md gives three seeds. Second, the correction reweights, it does not re-sample: it can only
 # reweight what the stale sampler drew, and where the last K updates moved probability onto answers the old
 # sampler rarely wrote there is little to weight (and a completion whose ratio exceeds C_max is masked). What
-# shortens the delay is a smaller K, and what shrinks the overshoot is a smaller step — which is why every
-# engine in section 6 bounds the lag, and verl's one-step-off recipe is K = 1.
+# shortens the delay is a smaller K, and what shrinks the overshoot is a smaller step — which is why the
+# engines in section 6 bound the lag (all but PipelineRL, whose in-flight weight updates bound none, as its
+# row says), and verl's one-step-off recipe is K = 1.
 
 # %% [markdown]
 # Read the lines, not the curves. "Evaluation noise" is two standard errors of a difference of two

@@ -331,6 +331,9 @@ sampled = {name: (call_rate(logs[name], True), call_rate(logs[name], False)) for
 # does a call pay? On carry prompts, over the first quarter of the steps: reward of episodes with a call, without one
 pays = {name: (quarter(logs[name], "reward_carry_with_tool", True), quarter(logs[name], "reward_carry_without_tool", True))
         for name in tool_cfg}
+k_first = max(1, len(logs["plain"]) // 4)  # the steps of the first quarter (as in quarter); the episodes behind each rate:
+pays_n = {name: tuple(sum(r[key] for r in logs[name][:k_first]) for key in
+                      ("episodes_carry_with_tool", "episodes_carry_without_tool")) for name in tool_cfg}
 few = "100 demos"
 dropped = runs[few]["tool_use_carry"] <= starts[few]["tool_use_carry"] and sampled[few][1] < sampled[few][0]
 display(predict(f"From the start with 100 tool demonstrations, {RL_STEPS} GRPO steps later the sampled tool-call rate has …",
@@ -338,6 +341,23 @@ display(predict(f"From the start with 100 tool demonstrations, {RL_STEPS} GRPO s
                 "fallen: GRPO found another way" if sampled[few][1] < sampled[few][0] else
                 "risen: the tool pays on carry prompts",
                 f"In this run it went {sampled[few][0]:.3f} → {sampled[few][1]:.3f} (first vs last quarter of the steps)."))
+
+# %% [markdown]
+# GRPO raises whatever scores above the other episodes of its group. The calculator is always right, so
+# the question is whether the *episodes that call it* are right: the policy has to write the call and
+# then use the tool's answer, a skill it saw in 100 demonstrations.
+#
+# **Predict first**, before the table and the dashboard below: over the first quarter of the GRPO steps
+# from the 100-demonstration start, on carry prompts, which sampled episodes were right more often, those
+# that called the tool or those that did not?
+
+# %%
+_with, _without = pays[few]
+display(predict("From the 100-demonstration start, early in GRPO, on carry prompts: which episodes score higher?",
+                ["those that call the tool", "those that do not call it", "about the same (within 5 points)"],
+                "about the same (within 5 points)" if _with is None or abs(_with - _without) <= 0.05 else
+                "those that call the tool" if _with > _without else "those that do not call it",
+                "Measured in the section after the dashboard, from this run's sampled episodes."))
 
 # %%
 for name, r in starts.items():
@@ -384,23 +404,10 @@ lines = [
 display(Markdown("\n".join(lines)))
 
 # %% [markdown]
-# ### Does a call pay? Why a rare tool fades
+# ### Does a call pay?
 #
-# GRPO raises whatever scores above the other episodes of its group. The calculator is always right, so
-# the question is whether the *episodes that call it* are right: the policy has to write the call and
-# then use the tool's answer, a skill it saw in 100 demonstrations. The dashboard's *reward by tool use*
-# answers it, on the carry prompts where the tool could help.
-#
-# **Predict first.** Over the first quarter of the GRPO steps from the 100-demonstration start, on carry
-# prompts: which sampled episodes were right more often, those that called the tool or those that did not?
-
-# %%
-_with, _without = pays[few]
-display(predict("From the 100-demonstration start, early in GRPO, on carry prompts: which episodes score higher?",
-                ["those that call the tool", "those that do not call it", "about the same (within 5 points)"],
-                "about the same (within 5 points)" if _with is None or abs(_with - _without) <= 0.05 else
-                "those that call the tool" if _with > _without else "those that do not call it",
-                "Measured below, from this run's sampled episodes."))
+# The dashboard's *reward by tool use* answers the question asked before it, on the carry prompts where the
+# tool could help; the next cell prints it with the number of episodes behind each rate.
 
 
 # %%
@@ -409,13 +416,14 @@ def share(x):
 
 
 for name, (w, wo) in pays.items():
-    print(f"start {name:17}: carry prompts, first quarter of the steps: right with a call {share(w):>12}, "
-          f"without one {share(wo):>12}")
+    n_w, n_wo = pays_n[name]
+    print(f"start {name:17}: carry prompts, first {k_first} steps: right with a call {share(w):>12} "
+          f"({n_w} episodes), without one {share(wo):>12} ({n_wo} episodes)")
 w, wo = pays[few]
 calls_lost = w is not None and wo is not None and w <= wo
 print(
     f"\nFrom 100 tool demonstrations, early in GRPO, the carry episodes that called were right {share(w)} of the time "
-    f"and those that did not {share(wo)}. "
+    f"({pays_n[few][0]} episodes) and those that did not {share(wo)} ({pays_n[few][1]} episodes). "
     + ("A call paid less than the policy's own answer, so GRPO had no reason to raise it: it raised the other path, "
        f"learning the carry ({starts[few]['accuracy_carry']:.1%} → {runs[few]['accuracy_carry']:.1%} on held-out carry "
        f"prompts), and the sampled call rate went {sampled[few][0]:.3f} → {sampled[few][1]:.3f}."

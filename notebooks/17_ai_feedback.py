@@ -44,10 +44,12 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 17 · AI feedback: a judge taught by written principles, and the biases it hands on
 #
-# *Pointer for readers of the Module 14 lecture: §15. Everything below stands on its own.*
+# *Pointer for readers of the Module 14 lecture: §15. Everything below stands on its own: the terms it
+# shares with [the RLHF route](12_the_rlhf_route.ipynb) (a reward model, proxy and gold, PPO) are defined
+# again where they are used.*
 #
-# [The RLHF route](12_the_rlhf_route.ipynb) trained a reward model on preferences from a gold rule with
-# a few labels flipped. Constitutional AI ([Bai et al. 2022](https://arxiv.org/abs/2212.08073)) and RLAIF ([Lee et al. 2023](https://arxiv.org/abs/2309.00267)) replace the people who
+# A **reward model** scores an answer; it is trained on pairs of answers labelled "this one is better".
+# Constitutional AI ([Bai et al. 2022](https://arxiv.org/abs/2212.08073)) and RLAIF ([Lee et al. 2023](https://arxiv.org/abs/2309.00267)) replace the people who
 # compare answers with a **judge**: a model that reads a prompt and two answers and says which is
 # better, guided by a short written list of **principles** (a *constitution*). Its labels train the
 # reward model; RL optimises that. Judges are known to have biases of their own — they favour the
@@ -63,12 +65,20 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 4. change one principle, and measure the bias it removes — and what it does not fix.
 #
 # Budget: the last cell prints how long this run took. `COURSE_FAST=1` (CI, the quick check) starts from
-# the same SFT policy and trains the judge, the reward model and RL on smaller budgets; the text below is
+# the same SFT policies and trains the judge, the reward model and RL on smaller budgets; the text below is
 # computed from whichever ran.
+#
+# **Seeds.** One run is one draw: a statement about what training does is a statement about a
+# distribution of runs. This notebook walks through seed 0 in the kernel while seeds 1 and 2 run the same
+# steps in background processes (`course_lib.seeds`, one CPU thread each), each from its own SFT start;
+# the reveals below say what happened *in this run* (seed 0), and section 6 states every verdict over the
+# three seeds: per-seed numbers, the median and range of the paired difference, "on k of n seeds", and
+# "beyond the seed spread" only when every seed agrees (`course_lib.verdicts`).
 
 # %%
 import collections
 import dataclasses
+import functools
 import os
 
 import ipywidgets as widgets
@@ -78,32 +88,40 @@ from IPython.display import Markdown, display
 
 from course_lib.ai_feedback import (
     BIASED,
+    CONSTITUTIONS,
     PRINCIPLES,
     UNBIASED_POSITION,
     constitution_labels,
     constitution_text,
+    feedback_run,
     fit_judge,
-    fit_reward_model_on_judge,
+    judge_pairs,
     measure_judge,
     notebook_budget,
     principles_judge,
-    rl_against,
+    seed_run,
+    seed_summary,
 )
 from course_lib.configs import get_config
 from course_lib.explore import predict
-from course_lib.reward_model import over_optimisation, preference_data
+from course_lib.seeds import in_background
 from course_lib.sources import cite
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
+from course_lib.verdicts import paired
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on smaller budgets (CI's quick check)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
 cfg = get_config("cpu")
-SEED = 0
+SEEDS = (0, 1, 2)
+SEED = SEEDS[0]  # the seed this notebook walks through; the others run in the background
 # the judge, the reward model on its labels, PPO against it, and the moving mean that reads PPO's curves;
 # FAST trains each on fewer pairs for fewer steps (`ai_feedback.notebook_budget`)
-JUDGE, RM_CFG, PPO_CFG, WINDOW = notebook_budget("fast" if FAST else "full")
+BUDGET = "fast" if FAST else "full"
+JUDGE, RM_CFG, PPO_CFG, WINDOW = notebook_budget(BUDGET)
+# seeds 1 and 2: every step below, for both constitutions, in worker processes (`ai_feedback.seed_run`)
+others = in_background(functools.partial(seed_run, budget=BUDGET), SEEDS[1:])
 display(Markdown(f"Sources: {cite('constitutional_ai')} · {cite('rlaif')} · {cite('llm_judge')}"))
 
 # %% [markdown]
@@ -137,10 +155,7 @@ print("\nOther principles in the library: " + "; ".join(f"[{k}] {p.sentence}" fo
 # 103. Which principle decides most pairs?
 
 # %%
-gen = torch.Generator().manual_seed(SEED)
-pairs_cfg = JUDGE.pair_config(JUDGE.pair_prompts)  # the reward model's pair sampler, with no label noise
-train_pairs = preference_data(policy, task, task.sample_pairs(JUDGE.pair_prompts, gen), pairs_cfg, generator=gen)
-heldout_pairs = preference_data(policy, task, task.heldout_pairs[: JUDGE.heldout_prompts], pairs_cfg, generator=gen)
+train_pairs, heldout_pairs = judge_pairs(policy, task, JUDGE, seed=SEED)  # every constitution uses these pairs
 targets, decided_by = constitution_labels(task, train_pairs, BIASED)
 shares = collections.Counter(decided_by)
 top = max(shares, key=shares.get)
@@ -179,8 +194,11 @@ print(f"the constitution agrees with gold on {rules_agree:.1%} of them")
 # **How to measure a judge against gold.** *Agreement*: its verdict (P > 0.5) in the order shown equals
 # gold's. The **swap test**: ask it about every pair in *both* orders; P(first) is how often it prefers
 # the answer shown first, over both orders, and the **position bias** is P(first) − P(second) (0 for a
-# judge that ignores the order, 1 for one that always picks the first). **Length bias**: agreement on
-# pairs whose longer answer is right minus agreement on pairs whose longer answer is wrong.
+# judge that ignores the order, 1 for one that always picks the first); the **flip rate** is the share of
+# pairs whose verdict changes when the two answers swap places (0 for a judge that ignores the order).
+# **Length bias**: agreement on pairs whose longer answer is right minus agreement on pairs whose longer
+# answer is wrong; the counts of both kinds of pair are printed beside it, since a few pairs make a
+# coarse rate.
 #
 # **Predict first.** The trained judge's position bias on held-out pairs is …
 
@@ -220,20 +238,24 @@ plt.show()
 # %% [markdown]
 # ## 4. A reward model on the judge's labels, and RL against it
 #
-# Fresh pairs, labelled by the judge (it abstains where P is within `tie_margin` of 0.5), train the
-# Bradley–Terry reward model of [the RLHF route](12_the_rlhf_route.ipynb); then PPO optimises that
-# reward model, logging the proxy and the gold score on the same samples, and the mean answer length.
+# Fresh pairs, labelled by the judge (it abstains where P is within `tie_margin` of 0.5), train a
+# Bradley–Terry reward model (the probability that A beats B is σ(r(A) − r(B)), fitted to the labels).
+# Then PPO — the policy-gradient RL algorithm with a learnt value baseline that [the RLHF
+# route](12_the_rlhf_route.ipynb) builds — optimises that reward model. Its score is the **proxy**: what RL
+# sees and climbs. The strict checker's score on the same samples is **gold**: what we want, which RL
+# never sees. Both are logged each step, with the mean answer length. Per-step means are noisy, so the
+# curves are read as `WINDOW`-step moving means at the start and the end, and gold's **shape** is named
+# from them: *rises*, *falls*, *rises then falls* (up, then down from its peak, by more than 3 points
+# each) or *flat*. Over-optimisation is the proxy rising while gold does not.
 #
 # **Predict first.** During RL against this reward model, gold accuracy …
 
 # %%
-def feedback_run(judge_fn):
-    rm = fit_reward_model_on_judge(policy, task, judge_fn, RM_CFG, tie_margin=JUDGE.tie_margin, seed=SEED)
-    rows, _ = rl_against(policy, task, rm["model"], PPO_CFG, seed=SEED)
-    return rm["metrics"], rows, over_optimisation(rows, window=WINDOW)
+def run_feedback(judge_fn):
+    return feedback_run(policy, task, judge_fn, RM_CFG, PPO_CFG, WINDOW, tie_margin=JUDGE.tie_margin, seed=SEED)
 
 
-rm_biased, rows_biased, curve_biased = feedback_run(biased["judge_fn"])
+rm_biased, rows_biased, curve_biased = run_feedback(biased["judge_fn"])
 shape_answer = {"rises then falls": "rises, then falls", "falls": "falls", "rises": "rises", "flat": "stays flat"}
 display(predict("RL against the reward model trained on the judge's labels: gold accuracy …",
                 ["rises", "rises, then falls", "falls", "stays flat"], shape_answer[curve_biased["shape"]],
@@ -245,8 +267,9 @@ def report(name, rm, rows, c):
     print(f"{name}: reward model on {rm['train_pairs']} judge-labelled pairs ({rm['judge_wrong']:.1%} of the labels "
           f"disagree with gold; the judge abstained on {rm['abstained']:.1%}); held-out agreement with gold "
           f"{rm['heldout_gold_accuracy']:.1%}; it prefers the longer answer on {rm['rm_agreement_longer_right']:.0%} of "
-          f"the pairs where that is right and agrees with gold on {rm['rm_agreement_longer_wrong']:.0%} where the longer is "
-          f"wrong: length bias {rm['rm_length_bias']:+.2f}")
+          f"the pairs where that is right ({rm['rm_n_longer_right']} pairs) and agrees with gold on "
+          f"{rm['rm_agreement_longer_wrong']:.0%} where the longer is wrong ({rm['rm_n_longer_wrong']} pairs): length bias "
+          f"{rm['rm_length_bias']:+.2f}")
     print(f"  RL ({len(rows)} PPO steps, {WINDOW}-step moving means): proxy {c['proxy_start']:+.2f} → {c['proxy_end']:+.2f}; "
           f"gold {c['gold_start']:.1%} → {c['gold_end']:.1%} ({c['shape']}); answer length "
           f"{rows[0]['length']:.2f} → {rows[-1]['length']:.2f} tokens")
@@ -287,7 +310,7 @@ print(f"\nposition bias of the trained judge: {jm['position_bias']:+.2f} with th
       f"{fm['length_bias']:+.2f}: the length rule is still there")
 
 # %%
-rm_fixed, rows_fixed, curve_fixed = feedback_run(fixed["judge_fn"])
+rm_fixed, rows_fixed, curve_fixed = run_feedback(fixed["judge_fn"])
 _gold_moved = rows_fixed[-1]["gold"] - rows_fixed[0]["gold"]
 display(predict("RL against the reward model trained on the judge without 'first': the policy's gold accuracy …",
                 ["rises", "falls or stays where it was"], "rises" if _gold_moved > 0 else "falls or stays where it was",
@@ -306,10 +329,72 @@ for ax, title in zip(axes, ("proxy (reward model)", "gold (strict) on the same s
 axes[0].legend(fontsize=8)
 fig.tight_layout()
 plt.show()
-same_gold = abs(rm_fixed["heldout_gold_accuracy"] - rm_biased["heldout_gold_accuracy"]) < 0.1
-print(f"the reward model's held-out agreement with gold: {rm_biased['heldout_gold_accuracy']:.1%} → "
-      f"{rm_fixed['heldout_gold_accuracy']:.1%}" + (" — about the same: removing a bias added no information the "
-                                                    "principles lack" if same_gold else ""))
+print(f"in this run (seed {SEED}), the reward model's held-out agreement with gold: "
+      f"{rm_biased['heldout_gold_accuracy']:.1%} → {rm_fixed['heldout_gold_accuracy']:.1%}; section 6 reads it over seeds")
+
+# %% [markdown]
+# ## 6. Over seeds: what holds
+#
+# **Predict first.** Over three seeds, each with its own SFT start: does dropping "first" remove the
+# judge's position bias on every seed, and does it raise the judge's agreement with gold on every seed?
+
+# %%
+variants = list(CONSTITUTIONS)
+with_first, without = variants
+seed_rows = [seed_summary(SEED, with_first, biased, rm_biased, rows_biased, curve_biased),
+             seed_summary(SEED, without, fixed, rm_fixed, rows_fixed, curve_fixed)]
+seed_rows += [row for r in others.results() for row in r["result"]]  # waits for seeds 1 and 2
+by = {(r["variant"], r["seed"]): r for r in seed_rows}
+BIAS = {"scale": 1.0, "unit": "", "digits": 2}  # biases and proxies are printed as numbers, not points
+
+
+def over(key, a, b, name_a, name_b, end="", **fmt):
+    """Paired over seeds: ``key`` of variant a minus ``end`` (default: ``key``) of variant b."""
+    return paired([by[a, s][key] for s in SEEDS], [by[b, s][end or key] for s in SEEDS], name_a=name_a,
+                  name_b=name_b, seeds=SEEDS, **fmt)
+
+
+verdicts = {
+    "position": over("judge_position_bias", with_first, without, "the judge's position bias with 'first'", "without",
+                     **BIAS),
+    "agreement": over("judge_agreement", without, with_first, "the judge's agreement with gold without 'first'", "with"),
+    "rm_gold": over("rm_heldout_gold_accuracy", without, with_first,
+                    "the reward model's held-out agreement with gold, judge without 'first'", "with"),
+    "proxy": over("ppo_proxy_end", with_first, with_first, "PPO's proxy at the end (judge with 'first')",
+                  "the proxy at the start", end="ppo_proxy_start", **BIAS),
+    "gold": over("ppo_gold_end", with_first, with_first, "gold at the end (judge with 'first')", "gold at the start",
+                 end="ppo_gold_start"),
+}
+
+
+def every_seed(v):
+    return v.beyond and v.median > 0
+
+
+removed = "removes the position bias on every seed" if every_seed(verdicts["position"]) else "does not remove it on every seed"
+raised = ("raises the judge's agreement on every seed" if every_seed(verdicts["agreement"])
+          else "does not raise the judge's agreement on every seed")
+display(predict("Dropping 'first', over three seeds, …",
+                [f"{a}; {b}" for a in ("removes the position bias on every seed", "does not remove it on every seed")
+                 for b in ("raises the judge's agreement on every seed",
+                           "does not raise the judge's agreement on every seed")],
+                f"{removed}; {raised}",
+                f"{verdicts['position'].sentence()}. {verdicts['agreement'].sentence()}."))
+
+# %%
+shares_first = [by[with_first, s]["decided_by"].get("first", 0.0) for s in SEEDS]
+top_first = sum(by[with_first, s]["top_principle"] == "first" for s in SEEDS)
+gone_on = sum(abs(by[without, s]["judge_position_bias"]) < 0.1 for s in SEEDS)
+print(f"'first' decides the most training pairs on {top_first} of {len(SEEDS)} seeds "
+      f"(its share per seed: {' / '.join(f'{x:.0%}' for x in shares_first)})")
+print(f"without 'first', the judge's |position bias| < 0.1 on {gone_on} of {len(SEEDS)} seeds")
+for name in ("position", "agreement", "rm_gold", "proxy", "gold"):
+    print("- " + verdicts[name].sentence())
+print("the judge's length bias with 'first', per seed: "
+      + " / ".join(f"{by[with_first, s]['judge_length_bias']:+.2f} (from {by[with_first, s]['judge_n_longer_right']} and "
+                   f"{by[with_first, s]['judge_n_longer_wrong']} pairs)" for s in SEEDS))
+print("the reward model's length bias (judge with 'first'), per seed: "
+      + " / ".join(f"{by[with_first, s]['rm_length_bias']:+.2f}" for s in SEEDS))
 
 # %% [markdown]
 # Explore: write your own constitution (principle names, in order, separated by commas) and see what the
@@ -363,8 +448,8 @@ display(widgets.VBox([constitution_box, widgets.interactive_output(show_constitu
 #    first more often, an unbiased judge would look biased. In both orders every answer sits first once,
 #    so a judge that ignores the order prefers the first exactly half the time: P(first) − P(second) = 0.
 #    </details>
-# 2. The judge without the position rule has no position bias. Why can its agreement with gold not rise
-#    (section 5 printed what it did in this run)?
+# 2. The judge without the position rule has no position bias. Why should its agreement with gold not be
+#    expected to rise (section 6 printed what it did over three seeds)?
 #    <details><summary>Answer</summary>
 #    The pairs the position rule decided are pairs no other principle can tell apart; without it they are
 #    ties, and a tie's verdict is still about 50% right. Removing a bias removes a systematic error; it

@@ -110,7 +110,9 @@ def test_versions_staleness_and_the_mismatch_are_recorded(sft):
     stale = [r["mismatch_kl"] for r in learned if r["step"] >= 3]  # weights that at least one update moved
     assert fresh and max(fresh) < 1e-9  # the same weights: only float rounding between cache and full forward
     assert stale and max(stale) > 1e-7  # older weights: a real mismatch
-    assert all(0 < r["is_ess"] <= 1 + 1e-12 and 0 <= r["is_clipped_fraction"] <= 1 for r in learned)
+    # ESS is a float32 ratio of sums: with near-equal weights it can round above 1 by a few ulps, by how much
+    # depends on the CPU kernels' summation order (AVX-512 and AVX2 differ), so the bound allows float32 rounding
+    assert all(0 < r["is_ess"] <= 1 + 1e-5 and 0 <= r["is_clipped_fraction"] <= 1 for r in learned)
 
 
 def _exploding_reward(monkeypatch, at_call: int):

@@ -60,9 +60,9 @@ def test_medians_spread_and_verdicts(tmp_path):
     assert summary["GRPO"]["final"] == 0.95 and summary["GRPO"]["per_seed"] == [0.90, 0.95, 0.97]
     assert summary["RFT"]["lift"] == pytest.approx(0.33)
     (line,) = tables.verdicts(data)
-    # paired first (same seed, same start), then the medians of the rows against the spread
-    assert "GRPO − RFT, seed by seed -1.0 / +2.0 / -2.0: GRPO ahead in 1 of 3, median -1.0 pts" in line
-    assert "Medians of the rows: +2.0 pts, within the seed-to-seed spread (8.0 pts)" in line
+    # paired by seed (same start), read by course_lib.verdicts
+    assert ("main start: GRPO − RFT: -1.0 / +2.0 / -2.0 pts (seeds 0 / 1 / 2); median -1.0, range -2.0 to +2.0; "
+            "GRPO ahead on 1 of 3 seeds; within the seed spread") in line
     assert "degenerate" not in line
 
 
@@ -72,8 +72,9 @@ def test_per_seed_starts_and_a_degenerate_seed_is_flagged(tmp_path):
     assert "| SFT start | 30.0% | | 30.0% / 50.0% / 5.0% |" in text  # the median hides seed 2; the row does not
     assert "**Degenerate start**: seed 2 starts at 5.0%, below 10.0%" in text
     (line,) = tables.verdicts(tables.load("grpo_family", results))
-    assert "seed by seed -1.0 / +2.0 / -4.0: GRPO ahead in 1 of 3, median -1.0 pts" in line
-    assert "without the degenerate start (seed 2) -1.0 / +2.0: GRPO ahead in 1 of 2, median +0.5 pts" in line
+    assert "-1.0 / +2.0 / -4.0 pts (seeds 0 / 1 / 2); median -1.0, range -4.0 to +2.0; GRPO ahead on 1 of 3 seeds" in line
+    assert ("Without the degenerate start (seed 2): GRPO − RFT: -1.0 / +2.0 pts (seeds 0 / 1); median +0.5, range -1.0 "
+            "to +2.0; GRPO ahead on 1 of 2 seeds; too few seeds to judge") in line
 
 
 def test_unknown_block_and_missing_results(tmp_path):
@@ -222,7 +223,8 @@ def test_recipes_block_has_one_row_per_stage_and_names_a_stage_that_did_not_star
     assert "| r1: stage 2 grpo (300 steps) | 60.0% (80.0% / 40.0%) |" in text and "| 50.0% (50.0% / 50.0%) | — |" in text
     assert "r1-zero seed 1: stage 1 (grpo) did not start." in text and "weak start ran on seed(s) 0 only." in text
     # the verdicts are paired by seed: stage 2 over stage 1 is +30 and −10 points
-    assert "r1, GRPO (stage 2) over the stage before: pass@1 median +10.0 pts (per seed +30.0 pts / -10.0 pts); up on 1 of 2" in text
+    assert ("r1, pass@1: GRPO (stage 2) − stage 1: +30.0 / -10.0 pts (seeds 0 / 1); median +10.0, range -10.0 to +30.0; "
+            "GRPO (stage 2) ahead on 1 of 2 seeds") in text
     # GRPO from the random init reads its start from the untrained row of the same seed (seed 1 stopped: left out)
     assert ("GRPO from the random init (R1-Zero): start pass@1 median 0.0% (per seed 0.0%), pass@8 median 1.0% "
             "(per seed 1.0%); after GRPO pass@1 median 2.0% (per seed 2.0%)") in text
@@ -237,11 +239,13 @@ def test_recipes_compare_grpo_with_rft_and_the_cold_starts_per_seed():
     runs = [row(0, 1, "sft", 0.1, 0.2), row(1, 1, "sft", 0.1, 0.4), row(0, 2, "grpo", 0.5), row(1, 2, "grpo", 0.2),
             row(0, 3, "rft", 0.6), row(1, 3, "rft", 0.4)]
     lines = tables.recipe_verdicts({"seeds": [0, 1], "runs": runs})
-    assert ("- r1: GRPO (stage 2) added more pass@1 than RFT (stage 3) on 1 of 2 seeds; the seed whose cold start "
-            "sampled the most right answers (seed 1, pass@8 40.0%) did not have GRPO's largest gain (+10.0 pts)") in lines
+    assert ("- r1: GRPO's pass@1 gain (stage 2) − RFT's (stage 3): +30.0 / -10.0 pts (seeds 0 / 1); median +10.0, range "
+            "-10.0 to +30.0; GRPO's pass@1 gain (stage 2) ahead on 1 of 2 seeds; too few seeds to judge (2; a verdict "
+            "needs 3); the seed whose cold start sampled the most right answers (seed 1, pass@8 40.0%) did not have "
+            "GRPO's largest gain (+10.0 pts)") in lines
     runs[3]["pass@1"] = 0.9  # now seed 1 gains the most from GRPO, and GRPO adds more than RFT on both seeds
     lines = tables.recipe_verdicts({"seeds": [0, 1], "runs": runs})
-    assert any("on 2 of 2 seeds" in line and "had GRPO's largest gain (+80.0 pts)" in line for line in lines)
+    assert any("ahead on 2 of 2 seeds" in line and "had GRPO's largest gain (+80.0 pts)" in line for line in lines)
 
 
 def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
@@ -299,11 +303,11 @@ def test_async_sweep_table_medians_ranges_and_the_shared_machine(tmp_path):
     assert "**The machine was shared** (load average 3.0–6.0 on 2 cores during the runs)" in text
     assert "Incomplete" not in text
     # same seed, same start: staleness against the synchronous run, the correction against the same K without it
-    assert "the synchronous runs' seed-to-seed spread is 10.0" in text
-    assert ("- K = 4: corrected − synchronous -20.0 / -20.0 / -35.0 (median -20.0, **beyond** the spread); uncorrected − "
-            "synchronous -40.0 / -45.0 / -35.0 (median -40.0, **beyond** the spread); with − without the correction "
-            "+20.0 / +25.0 / +0.0 (median +20.0, **beyond** the spread)") in text
-    assert "- K = 1: corrected − synchronous +1.0 / -1.0 / +1.0 (median +1.0, within the spread); uncorrected" in text
+    assert ("- K = 4 corrected − synchronous: -20.0 / -20.0 / -35.0 pts (seeds 0 / 1 / 2); median -20.0, range -35.0 to "
+            "-20.0; K = 4 corrected ahead on 0 of 3 seeds; beyond the seed spread: synchronous ahead on every seed") in text
+    assert ("- K = 4 with the correction − without: +20.0 / +25.0 / +0.0 pts (seeds 0 / 1 / 2); median +20.0, range +0.0 "
+            "to +25.0; K = 4 with the correction ahead on 2 of 3 seeds (1 tied); within the seed spread") in text
+    assert "- K = 1 corrected − synchronous: +1.0 / -1.0 / +1.0 pts" in text and "ahead on 2 of 3 seeds; within" in text
     data.update(complete=False, planned_runs=27)
     (tmp_path / "async.json").write_text(json.dumps(data))
     assert "**Incomplete**: 12 of 27 runs had finished when it stopped." in tables.async_sweep(tmp_path)
@@ -354,8 +358,10 @@ def test_tools_table_reads_medians_and_seeds_from_the_json(tmp_path):
     assert "90.0% (95.0% / 90.0% / 85.0%)" in tool and "60.0% (50.0% / 60.0% / 70.0%)" in tool
     assert "-4.00 (-3.00 / -4.00 / -5.00)" in tool and "| 51 (50 / 51 / 52) |" in tool  # GRPO's CPU seconds
     assert "at commit abc" in text
-    assert "- tool: the sampled call rate on carry prompts rose from the first to the last quarter of the steps in 2 of 3 seeds." in text
-    assert "- tool − no tool, same extra SFT, held-out accuracy after GRPO, seed by seed: +5.0 / +0.0 / -5.0 pts (ahead in 1 of 3)." in text
+    assert "- tool, sampled call rate on carry prompts: last quarter of the steps − first:" in text
+    assert "last quarter of the steps ahead on 2 of 3 seeds" in text
+    assert ("- held-out accuracy after GRPO: tool − no tool, same extra SFT: +5.0 / +0.0 / -5.0 pts (seeds 0 / 1 / 2); "
+            "median +0.0, range -5.0 to +5.0; tool ahead on 1 of 3 seeds (1 tied); within the seed spread.") in text
     assert "- no tool:" not in text  # no call rate without a tool
 
 
@@ -376,3 +382,17 @@ def test_class_grading_says_measured_for_a_class_of_150_and_extrapolated_below(t
     small = write(8, 5.2)
     assert "Measured on a class of 8 (module14, all five notebooks each), not 150" in small
     assert "would take about 13 min (an extrapolation; the goal is ≤ 15 min)" in small and "took" not in small
+
+
+def test_seeds_side_by_side_table_and_its_goal(tmp_path):
+    runs = [{"n_seeds": n, "seed": s, "final_accuracy": 0.5 + s / 10, "cpu_seconds": 10.0, "wall_seconds": 11.0}
+            for n in (1, 2, 4) for s in range(n)]
+    data = {"command": "tinygpt_seeds.py", "commit": "abc", "config": "cpu", "cores": 2, "steps": 300,
+            "wall_seconds": {"1": 10.0, "2": 11.0, "4": 23.0}, "runs": runs}
+    (tmp_path / "seeds.json").write_text(json.dumps(data))
+    text = tables.seeds(tmp_path)
+    assert "| 4 | 23.0 | 2.30× | 40.0 | 50.0% / 60.0% / 70.0% / 80.0% |" in text
+    assert "**2.30×**, not met on this run's 2 core(s)" in text and "300 GRPO steps per seed" in text
+    data["wall_seconds"]["4"] = 21.0
+    (tmp_path / "seeds.json").write_text(json.dumps(data))
+    assert "**2.10×**, met" in tables.seeds(tmp_path)

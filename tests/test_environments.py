@@ -276,7 +276,8 @@ def test_episode_stats_on_hand_made_episodes():
     assert stats == {"tool_call_rate": 0.5, "tool_call_rate_carry": 1.0, "tool_call_rate_no_carry": 0.0, "tool_error_rate": 1 / 3, "turns_per_episode": 1.75,
                      "tokens_per_episode": 8.0, "reward_with_tool": 0.5, "reward_without_tool": 0.5,
                      "reward_carry": 0.5, "reward_no_carry": 0.5, "reward_carry_with_tool": 0.5,
-                     "reward_carry_without_tool": None, "env_errors": 0}
+                     "reward_carry_without_tool": None, "episodes_carry_with_tool": 2,
+                     "episodes_carry_without_tool": 0, "env_errors": 0}
     assert episode_stats([ep(1.0, 0, 0, False)])["tool_error_rate"] is None
 
 

@@ -70,7 +70,7 @@ def test_make_bench_reruns_only_the_stale_and_refuses_uncommitted_code(tmp_path,
     assert ran == [("dpo", "1")], "only the stale file re-runs, on one thread"
     assert run_all.main(["grpo", "threads"]) == 0 and [n for n, _ in ran[1:]] == ["grpo", "threads"]
     run_all.main(["--status"])
-    assert "14 of 15 current" in capsys.readouterr().out
+    assert f"{len(run_all.PLAN) - 1} of {len(run_all.PLAN)} current" in capsys.readouterr().out
     current["sources"] = "aaa+changes"
     with pytest.raises(SystemExit):
         run_all.main([])
@@ -116,6 +116,16 @@ def test_the_kernel_pin_sets_avx2_where_the_cpu_has_it_and_a_hand_set_value_wins
     assert cpu_kernels.pin(env) == ("avx2" if has_avx2 else None)
     env = {"ATEN_CPU_CAPABILITY": "default"}
     assert cpu_kernels.pin(env) == "default"
+
+
+def test_the_second_kernel_set_differs_from_the_one_torch_picks(monkeypatch):
+    """CI's second run of the lessons: AVX2 on a CPU with AVX-512 (torch picks AVX-512), else torch's default."""
+    monkeypatch.setattr(cpu_kernels, "_flags", lambda: "flags : fpu avx2 avx512f avx512bw")
+    assert cpu_kernels.other() == "avx2"
+    monkeypatch.setattr(cpu_kernels, "_flags", lambda: "flags : fpu avx2")
+    assert cpu_kernels.other() == "default"
+    monkeypatch.setattr(cpu_kernels, "_flags", lambda: None)  # not Linux
+    assert cpu_kernels.other() == "default"
 
 
 def test_save_writes_the_provenance_of_the_run(tmp_path):

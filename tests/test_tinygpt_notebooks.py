@@ -10,9 +10,11 @@ with staleness and a mismatched sampler shows one at K = 0; R1-Zero from the ran
 initialisation has (almost) no group with signal while GRPO from the SFT start gains the most of four starts; a judge
 trained on principles shows their position and length biases, and dropping the position rule removes the first.
 
-The notebooks share one SFT start (``course_lib.starts``); ``shared_sft_start`` builds it once per
-test session in a folder both pytest-xdist workers see (the cache's lock makes a second worker wait
-for the first and read its file).
+The notebooks share the SFT starts of seeds 0, 1, 2 (``course_lib.starts``); ``shared_sft_start`` builds
+them once per test session, side by side, in a folder both pytest-xdist workers see (the cache's lock
+makes a second worker wait for the first and read its file). Notebooks 09 and 17 read their verdicts
+over those three seeds; their thresholds come from the seeds' spread with a margin. No CPU kernel set is
+pinned: the lessons hold on the kernels torch picks (CI runs 08, 09 and 12 again under another set).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def assert_clean(name, shown):
 
 FAST = {"COURSE_FAST": "1", "TQDM_DISABLE": "1"}
 SFT_LEARNS = 0.30  # the shared SFT start's held-out accuracy must reach this: it learned the task
+VERDICTS = "{k: [v.k, v.n, v.beyond, v.median, v.sentence()] for k, v in verdicts.items()}"  # a notebook's verdicts
 
 
 
@@ -126,7 +129,8 @@ def test_08_tiny_gpt_dpo_runs(matplotlib_ready, shared_sft_start):
 def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
     names = ["baseline", "runs", "gen_s", "upd_s", "lecture_gen", "lecture_upd", "d_const", "d_group", "gap",
              "zv_first", "zv_last", "zv_answer", "rft_answer", "logs", "live", "dapo_gap", "dapo_cost", "penalty",
-             "d_unit", "DAPO", "cfg.grpo.batch_prompts", "cfg.grpo.max_resample_rounds"]
+             "d_unit", "DAPO", "cfg.grpo.batch_prompts", "cfg.grpo.max_resample_rounds", "SEEDS", VERDICTS,
+             "same_const", "{s: {k: v['accuracy'] for k, v in r.items()} for s, r in per_seed.items()}"]
     ns, shown = execute("09_tiny_gpt_grpo", names, FAST)
     assert_clean("07", shown)
     assert_no_generator_repr("07", shown)
@@ -134,10 +138,21 @@ def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
     assert all(0 <= r["accuracy"] <= 1 and r["rl_seconds"] > 0 for r in ns["runs"].values())
     assert ns["gap"] == pytest.approx(ns["runs"]["GRPO"]["accuracy"] - ns["runs"]["RFT"]["accuracy"])
     text = "".join(t for _, t in shown)
-    # the lesson: SFT learned the task and GRPO lifted it by at least 10 points, and the text says so
+    # this seed's sentence follows its numbers
     sft, grpo = ns["baseline"]["accuracy"], ns["runs"]["GRPO"]["accuracy"]
-    assert sft >= SFT_LEARNS and grpo - sft >= 0.10, (sft, grpo)
-    assert f"a gain of {100 * (grpo - sft):.1f} points over SFT" in text
+    assert f"a gain of {100 * (grpo - sft):.1f} points over SFT" in text or f"no gain over SFT ({100 * (grpo - sft):+.1f}" in text
+    # the lesson, over seeds (each its own SFT start): SFT learned the task on every seed, and GRPO lifted it on
+    # every seed beyond the evaluation noise, by >= 10 points at the median (FAST with AVX-512 kernels, seeds 0-2:
+    # SFT 51.2 / 59.8 / 59.6%, GRPO +17.0 / +20.2 / +20.6 points; seed 0 with AVX2: SFT 56.6%)
+    seeds, verdicts, acc = ns["SEEDS"], ns[VERDICTS], ns["{s: {k: v['accuracy'] for k, v in r.items()} for s, r in per_seed.items()}"]
+    n = len(seeds)
+    assert n >= 3 and sorted(map(int, acc)) == sorted(seeds)
+    assert all(acc[str(s)]["SFT"] >= SFT_LEARNS for s in seeds), acc
+    k, count, beyond, median, _ = verdicts["gain"]
+    assert count == n and k == n and beyond and median >= 0.10, verdicts["gain"]
+    for key, (_, count, _, _, sentence) in verdicts.items():
+        assert count == n and sentence in text, key
+    assert f"identical reward curves on {ns['same_const']} of {n} seeds" in text
     assert "budget) took " in text  # the measured time of this budget
     # the predictions' answers are the run's: computed before the reveal, from the numbers shown after it
     zv_moved = ns["zv_last"] - ns["zv_first"]
@@ -456,20 +471,36 @@ def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
 
 
 def test_17_ai_feedback(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("17_ai_feedback", ["shares", "top", "rules", "jm", "fm", "fixed['rules']", "rm_biased", "rm_fixed",
-                                           "rows_biased", "rows_fixed", "curve_biased", "curve_fixed"], FAST)
+    ns, shown = execute("17_ai_feedback", ["shares", "top", "rules", "jm", "fm", "rm_biased", "rm_fixed", "rows_biased",
+                                           "rows_fixed", "curve_biased", "curve_fixed", "SEEDS", "seed_rows", "top_first",
+                                           "gone_on", VERDICTS], FAST)
     assert_clean("17", shown)
-    # the constitution cannot see the carry error: the position rule decides most training pairs
-    assert ns["top"] == "first" and ns["shares"]["first"] > 0.5 * sum(ns["shares"].values()), ns["shares"]
-    # the judge inherits the rules' biases (measured with the swap test, from both orders) and its own errors
-    assert ns["rules"]["position_bias"] > 0.5 and ns["jm"]["position_bias"] > 0.5, (ns["rules"], ns["jm"])
-    assert ns["jm"]["length_bias"] > 0.5 and ns["rules"]["length_bias"] == 1.0
-    # the one change: without "first" the rules have no position bias, and the trained judge's is gone
-    assert ns["fixed['rules']"]["position_bias"] == 0.0
-    assert abs(ns["fm"]["position_bias"]) < 0.1, ns["fm"]
-    assert any("gone (|bias| < 0.1)" in text for _, text in shown)
-    # the reward model on either judge's labels keeps the length rule, and RL raises the proxy it optimises
-    assert ns["rm_biased"]["rm_length_bias"] > 0.3 and ns["rm_fixed"]["rm_length_bias"] > 0.3
+    text = "".join(t for _, t in shown)
+    seeds, rows, verdicts = ns["SEEDS"], ns["seed_rows"], ns[VERDICTS]
+    n = len(seeds)
+    first = {r["seed"]: r for r in rows if "first as" in r["variant"]}
+    without = {r["seed"]: r for r in rows if r["variant"] == "without 'first'"}
+    # every verdict is over >= 3 seeds, each seed with both constitutions, and printed as computed
+    assert n >= 3 and set(first) == set(without) == set(seeds)
+    assert first[seeds[0]]["judge_position_bias"] == ns["jm"]["position_bias"]  # seed 0's row is the walk-through's
+    for k, (_, count, _, _, sentence) in verdicts.items():
+        assert count == n and sentence in text, k
+    assert f"'first' decides the most training pairs on {ns['top_first']} of {n} seeds" in text
+    # Thresholds: FAST over seeds 0-2 measured (AVX-512 kernels) judge position bias 0.71-0.78 with 'first',
+    # |bias| <= 0.07 without; length biases 0.81-1.00; the proxy rose on 3 of 3. Each with a margin:
+    # the constitution cannot see the carry error, so the position rule decides most pairs on most seeds
+    assert ns["top_first"] >= n - 1
+    # the judge inherits the rules' position bias on every seed, and dropping the rule removes it
+    assert all(first[s]["judge_position_bias"] > 0.5 for s in seeds), first
+    _, _, beyond, median, _ = verdicts["position"]
+    assert beyond and median > 0.5
+    assert ns["gone_on"] >= n - 1 and all(abs(without[s]["judge_position_bias"]) < 0.25 for s in seeds), without
+    gone = abs(ns["fm"]["position_bias"]) < 0.1
+    assert (f"without it: {'gone' if gone else 'not gone'} (|bias| < 0.1)") in text  # seed 0's line says what it measured
+    # the length rule survives: in the judge with 'first' on every seed, and in the reward model on most
+    assert all(first[s]["judge_length_bias"] > 0.5 for s in seeds)
+    assert sum(first[s]["rm_length_bias"] > 0.3 for s in seeds) >= n - 1
     assert ns["rm_fixed"]["train_pairs"] < ns["rm_biased"]["train_pairs"]  # the new judge abstains on the ties
-    assert any(c["proxy_end"] > c["proxy_start"] for c in (ns["curve_biased"], ns["curve_fixed"]))
+    # RL raises the proxy it optimises on most seeds
+    assert verdicts["proxy"][0] >= n - 1
     assert len(ns["rows_biased"]) == len(ns["rows_fixed"]) and all(0 <= r["gold"] <= 1 for r in ns["rows_biased"])

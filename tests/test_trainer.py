@@ -73,6 +73,7 @@ STOPS = [("sft", "sft", "sft"), ("dpo", "dpo", "dpo"), ("grpo+rft", "grpo", "grp
 
 
 @pytest.mark.slow
+@pytest.mark.golden("tests/golden/trainers_test_config.json")
 @pytest.mark.parametrize("run_name, kind, stop_in", STOPS)
 def test_every_trainer_stops_on_the_first_request_and_resumes_to_the_same_numbers(tmp_path, monkeypatch, run_name, kind,
                                                                                   stop_in):

@@ -5,6 +5,8 @@ control, rm, ppo), the run summary's accuracies and step count and every logged 
 timings, recorded from the code named in its ``recorded_from`` note. A refactor of the loops must reproduce them to the printed digits
 and beyond: relative 1e-5 (the reward model and critic now use the policy's GELU kernel, the same
 function with other rounding: it moved their losses in the 7th digit). Regenerate only on purpose: ``.venv/bin/python tests/test_trainer_golden.py --write``.
+The file records the torch version and CPU kernel set it was verified on (``verified_on``): elsewhere the
+test is skipped, saying why (``golden`` marker, tests/conftest.py), since other kernels round differently.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def _same(a, b, where: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.golden("tests/golden/trainers_test_config.json")
 def test_every_trainer_reproduces_its_recorded_numbers(tmp_path):
     golden = json.loads(GOLDEN.read_text())
     assert set(golden["runs"]) == set(RUNS)
@@ -86,6 +89,24 @@ def test_every_trainer_reproduces_its_recorded_numbers(tmp_path):
     _same(golden["runs"], now, "runs")
 
 
+def test_golden_numbers_say_where_they_were_verified_and_are_skipped_elsewhere(tmp_path):
+    import torch
+    from conftest import kernel_mismatch
+
+    here = {"torch": torch.__version__, "cpu_kernels": torch.backends.cpu.get_cpu_capability()}
+    assert set(json.loads(GOLDEN.read_text())["verified_on"]) == set(here)
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({"verified_on": here}))
+    assert kernel_mismatch(path) is None
+    path.write_text(json.dumps({"verified_on": {**here, "cpu_kernels": "NEON"}}))
+    why = kernel_mismatch(path)
+    assert f"verified on torch {torch.__version__} with NEON kernels" in why and f"with {here['cpu_kernels']} kernels" in why
+    path.write_text(json.dumps({"verified_on": {**here, "torch": "1.0"}}))
+    assert "torch 1.0" in kernel_mismatch(path)
+    path.write_text(json.dumps({"runs": {}}))
+    assert "records no torch version" in kernel_mismatch(path)
+
+
 if __name__ == "__main__":
     import tempfile
 
@@ -95,6 +116,10 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         runs = record(Path(tmp))
     GOLDEN.parent.mkdir(exist_ok=True)
+    import torch
+
     GOLDEN.write_text(json.dumps({"recorded_from": f"commit {commit}, test config, seed 0, CPU, 1 thread",
+                                  "verified_on": {"torch": torch.__version__,
+                                                  "cpu_kernels": torch.backends.cpu.get_cpu_capability()},
                                   "runs": runs}, indent=1) + "\n")
     print(f"wrote {GOLDEN}")

@@ -1,11 +1,14 @@
-"""One home for pinning torch's CPU kernel set: AVX2 on an x86 machine that also has AVX-512.
+"""One home for choosing torch's CPU kernel set (``ATEN_CPU_CAPABILITY``).
 
-The course's recorded numbers (tests/golden, the lessons asserted on FAST runs, the benchmarks'
-results files) were produced with AVX2 kernels; AVX-512 kernels round differently, and over hundreds
-of steps that is another run (the ``cpu`` config's seed-0 SFT start: 56.6% held-out with AVX2, 51.2%
-with AVX-512). ``pin()`` sets ``ATEN_CPU_CAPABILITY=avx2`` in an environment before torch is
-imported there (the tests' conftest, ``make bench``, ``make site``), so every process started from it
-runs the same kernels. A value set by hand wins; a machine without AVX2 (or not Linux) is left alone.
+The benchmarks' results files were produced with AVX2 kernels; AVX-512 kernels round differently, and
+over hundreds of steps that is another run (the ``cpu`` config's seed-0 SFT start: 56.6% held-out with
+AVX2, 51.2% with AVX-512). ``pin()`` sets ``ATEN_CPU_CAPABILITY=avx2`` in an environment before torch
+is imported there (``make bench``, ``make site``), so every process started from it runs the same
+kernels. A value set by hand wins; a machine without AVX2 (or not Linux) is left alone.
+
+The tests run with the kernels a student gets (no pin); CI runs the cheapest lesson tests a second
+time under ``other()``: AVX2 where the CPU also has AVX-512 (torch then picks AVX-512), else torch's
+``default`` (non-vectorised) kernels. ``python tools/cpu_kernels.py --other`` prints it.
 """
 
 from __future__ import annotations
@@ -15,12 +18,32 @@ from collections.abc import MutableMapping
 from pathlib import Path
 
 
+def _flags() -> str | None:
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:  # not Linux
+        return None
+
+
+def other() -> str:
+    """The kernel set for a second run of the lessons: ``avx2`` where the CPU has AVX-512 and AVX2, else ``default``."""
+    flags = _flags() or ""
+    return "avx2" if " avx512f" in flags and " avx2" in flags else "default"
+
+
 def pin(environ: MutableMapping[str, str] = os.environ) -> str | None:
     """Set ``ATEN_CPU_CAPABILITY`` to ``avx2`` in ``environ`` where that applies; return the value in force."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:  # not Linux: leave torch's choice alone
+    flags = _flags()
+    if flags is None:  # not Linux: leave torch's choice alone
         return environ.get("ATEN_CPU_CAPABILITY")
     if " avx2" in flags:
         environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
     return environ.get("ATEN_CPU_CAPABILITY")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--other"]:
+        sys.exit("usage: python tools/cpu_kernels.py --other   (prints the kernel set for CI's second run of the lessons)")
+    print(other())

@@ -1,0 +1,52 @@
+"""Seeds side by side: GRPO on the `cpu` config for 1, 2 and 4 seeds at once, wall and CPU seconds.
+
+``course_lib.seeds.train_seeds`` runs each seed in its own process with one torch thread, as many at
+once as the machine has cores. Goal (issue 40): 4 seeds in ≤ 2.2× the wall-clock of one on 2 cores
+(the bound there is 2×). The SFT starts are read from the cache, built before the clock starts
+(side by side too), so the seconds are GRPO's plus reading a start; evaluation is included.
+
+    python benchmarks/tinygpt_seeds.py [--seeds 0 1 2 3] [--counts 1 2 4] [--steps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+from course_lib.configs import get_config
+from course_lib.seeds import cores, train_seeds
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tables import save  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
+    parser.add_argument("--counts", type=int, nargs="+", default=[1, 2, 4], help="seeds side by side, per run")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps per seed (default: the config's)")
+    args = parser.parse_args()
+    if max(args.counts) > len(args.seeds) or min(args.counts) < 1:
+        parser.error(f"--counts must be between 1 and the number of --seeds ({len(args.seeds)}); got {args.counts}")
+    cfg = get_config("cpu")
+    train_seeds("sft", cfg, args.seeds)  # the starts, cached before any clock runs
+    runs, walls = [], {}
+    for n in args.counts:
+        t0 = time.perf_counter()
+        got = train_seeds("grpo", cfg, args.seeds[:n], steps=args.steps)
+        walls[n] = time.perf_counter() - t0
+        for r in got:
+            runs.append({"variant": f"{n} side by side", "n_seeds": n, "seed": r["seed"],
+                         "start_accuracy": r["start"]["accuracy"], "final_accuracy": r["final"]["accuracy"],
+                         "wall_seconds": r["wall_seconds"], "cpu_seconds": r["cpu_seconds"], "rl_seconds": r["rl_seconds"]})
+        print(f"{n} seed(s) side by side: {walls[n]:.1f} s wall, {sum(r['cpu_seconds'] for r in got):.1f} s CPU "
+              f"({walls[n] / walls[args.counts[0]]:.2f}× the wall of {args.counts[0]})", flush=True)
+        save("seeds", ["tinygpt_seeds.py", *sys.argv[1:]], runs, config="cpu", cores=cores(),
+             steps=args.steps or cfg.grpo.steps, machine=platform.platform(), wall_seconds={str(k): v for k, v in walls.items()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""Seeds side by side: a list of seeds trained in parallel processes, one CPU thread each.
+
+A verdict about training is read over seeds (``course_lib.verdicts``), so seeds must be cheap. On a
+CPU they do not batch cheaply into one model: ``torch.func.vmap`` over four stacked copies of the
+``cpu``-config GPT costs 4.2–4.6× one model's forward + backward (SDPA's backward has no batching
+rule; eager attention is no better), while four models one after the other cost 3.6–3.7×. The bound
+is the cores, so ``over_seeds`` runs each seed in its own process with one torch thread (as the
+rollout worker does: ``fork`` on Linux, ``spawn`` elsewhere), as many at a time as the machine has
+cores, and returns the results in seed order; ``in_background`` starts them (``spawn``: below) and
+returns at once (a notebook walks through one seed while the others run). What seeds can share, they share: the task is the
+config's, and each seed's SFT start comes from the disk cache (``course_lib.starts``, keyed by
+seed, config, torch's version and CPU kernel set), trained once per machine.
+
+``train_seeds(kind, cfg, seeds)`` is the trainers' entry for a list of seeds: for ``"sft"`` each
+seed's cached start, for ``"dpo"`` and ``"grpo"`` that stage from each seed's start, seeded as
+``pipeline.run`` seeds it (``pipeline.rl_generator``). Each result holds the start's and the final
+held-out evaluation, the per-step metrics, and the process's wall and CPU seconds.
+
+Simplifications, said out loud: one seed per process at a time (no seed axis inside a model: it
+did not pay on a CPU, above); the pool's processes are started per call; a GRPO run with
+``max_staleness`` ≥ 1 is refused here (its rollout worker would be a second process per seed).
+With one process (one seed, or ``processes=1``) the seeds run in this process, one after the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+import torch
+
+from course_lib import configs
+from course_lib.runtime import MetricsLog
+
+KINDS = ("sft", "dpo", "grpo")
+
+
+class SeedFailed(RuntimeError):
+    """A seed's run raised; the message names the seed and carries the error."""
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS says, else ``os.cpu_count()``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def default_start_method() -> str:
+    return "fork" if sys.platform.startswith("linux") else "spawn"
+
+
+def _check_seeds(seeds) -> list[int]:
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
+        raise ValueError(f"seeds must be a non-empty list of integers; got {seeds!r}")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise ValueError(f"seeds must hold integers; got {s!r} in {list(seeds)!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct (a repeated seed is the same run); got {list(seeds)!r}")
+    return list(seeds)
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _timed(fn: Callable, seed: int):
+    """``fn(seed)`` with the process's wall and CPU seconds it took."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = fn(seed)
+    return result, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _check_processes(processes) -> None:
+    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
+        raise ValueError(f"processes must be an integer >= 1 (seeds run at once) or None for the cores; got {processes!r}")
+
+
+def _check_method(start_method) -> str:
+    method = start_method or default_start_method()
+    if method not in multiprocessing.get_all_start_methods():
+        raise ValueError(f"start_method must be one of {multiprocessing.get_all_start_methods()}; got {method!r}")
+    return method
+
+
+def _entry(seed: int, got: tuple) -> dict:
+    return {"seed": seed, "result": got[0], "wall_seconds": got[1], "cpu_seconds": got[2]}
+
+
+class InBackground:
+    """Seeds running in worker processes while this process goes on; ``results()`` waits for them.
+
+    ``in_background(fn, seeds)`` starts it. A notebook uses it to run its other seeds while it walks
+    through one seed in the kernel: the seeds share the machine's cores with the kernel.
+    """
+
+    def __init__(self, fn: Callable, seeds: Sequence[int], processes: int | None = None, start_method: str | None = None):
+        self.seeds = _check_seeds(seeds)
+        _check_processes(processes)
+        method = _check_method(start_method)
+        self._pool = ProcessPoolExecutor(min(len(self.seeds), processes or cores()),
+                                         mp_context=multiprocessing.get_context(method), initializer=_one_thread)
+        self._futures = {s: self._pool.submit(_timed, fn, s) for s in self.seeds}
+        self._results: list[dict] | None = None
+
+    def results(self) -> list[dict]:
+        """``[{"seed", "result", "wall_seconds", "cpu_seconds"}, …]`` in seed order, once all have finished;
+        a seed that raised raises ``SeedFailed`` naming it (the others are cancelled)."""
+        if self._results is None:
+            try:
+                done = []
+                for s in self.seeds:
+                    try:
+                        done.append(_entry(s, self._futures[s].result()))
+                    except Exception as err:
+                        raise SeedFailed(f"seed {s} failed: {type(err).__name__}: {err}") from err
+                self._results = done
+            finally:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+        return self._results
+
+
+def in_background(fn: Callable, seeds: Sequence[int], *, processes: int | None = None,
+                  start_method: str = "spawn") -> InBackground:
+    """Start ``fn(seed)`` for every seed in worker processes (one torch thread each, at most ``processes``
+    at once, default ``cores()``) and return at once; ``.results()`` collects them (see ``over_seeds``).
+
+    Workers start with ``spawn`` by default: a notebook's kernel has threads and sockets of its own that a
+    forked child would inherit mid-use, which can deadlock; a
+    spawned worker imports torch and course_lib afresh (seconds), while the kernel works on its own seed.
+    ``fn`` must therefore be importable (a module's function or a ``functools.partial`` of one)."""
+    return InBackground(fn, seeds, processes, start_method)
+
+
+def over_seeds(fn: Callable, seeds: Sequence[int], *, processes: int | None = None,
+               start_method: str | None = None) -> list[dict]:
+    """``[{"seed", "result", "wall_seconds", "cpu_seconds"}, …]``: ``fn(seed)`` for every seed, in seed order.
+
+    At most ``processes`` (default: ``cores()``) run at once, each in its own process with one torch
+    thread; with one process they run here, one after the other (torch's thread count set to 1 for
+    them, then restored). ``fn`` and its results cross a process boundary: with ``spawn`` (macOS,
+    Windows) ``fn`` must be importable (a module's function or a ``functools.partial`` of one).
+    A seed that raises stops the call with ``SeedFailed`` naming it.
+    """
+    seeds = _check_seeds(seeds)
+    _check_processes(processes)
+    _check_method(start_method)
+    if min(len(seeds), processes or cores()) > 1:
+        return InBackground(fn, seeds, processes, start_method).results()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    done = []
+    try:
+        for s in seeds:
+            try:
+                done.append(_entry(s, _timed(fn, s)))
+            except Exception as err:
+                raise SeedFailed(f"seed {s} failed: {type(err).__name__}: {err}") from err
+    finally:
+        torch.set_num_threads(threads)
+    return done
+
+
+def from_start(seed: int, *, kind: str, cfg: configs.RunConfig, steps: int | None = None) -> dict:
+    """One seed of ``train_seeds``: the cached SFT start of ``seed``, then ``kind``'s stage from it (CPU)."""
+    from course_lib.dpo import build_preference_pairs, reference_logprobs, train_dpo
+    from course_lib.evaluation import evaluate
+    from course_lib.grpo import train_grpo
+    from course_lib.pipeline import rl_generator
+    from course_lib.starts import sft_start
+
+    task, model, info = sft_start(cfg, seed=seed, verbose=False)
+    start = {k: v for k, v in info.items() if k not in ("path", "cached")}
+    if kind == "sft":
+        return {"start": start, "final": start, "steps": info["steps"], "rows": [], "rl_seconds": 0.0}
+    sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    gen, log = rl_generator(seed), MetricsLog()
+    if kind == "grpo":
+        res = train_grpo(model, task, cfg.grpo, generator=gen, reference_state=sft_weights, log=log,
+                         max_grad_norm=cfg.max_grad_norm, steps=steps, show_progress=False, threads=None)
+        rl_seconds = res["rl_seconds"]
+    else:
+        t0 = time.perf_counter()
+        data = build_preference_pairs(model, task, cfg.dpo, generator=gen, show_progress=False)
+        data.update(reference_logprobs(model, data, prompt_length=task.prompt_length))
+        pair_seconds = time.perf_counter() - t0
+        res = train_dpo(model, task, cfg.dpo, data, generator=gen, log=log, max_grad_norm=cfg.max_grad_norm,
+                        steps=steps, show_progress=False, threads=None)
+        rl_seconds = res["rl_seconds"] + pair_seconds
+    return {"start": start, "final": evaluate(model, task), "steps": res["steps"], "rows": log.rows,
+            "rl_seconds": rl_seconds}
+
+
+def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str = "grpo",
+                show_progress: bool = True, name: str | None = None) -> tuple[dict, list[dict]]:
+    """One RL run of a notebook from the SFT weights: ``(held-out evaluation + the trainer's result, per-step rows)``.
+
+    ``model`` is reset to ``sft_weights``; torch is seeded with ``seed`` (sampling) and the data generator
+    with ``seed + 1``; ``trainer`` is ``"grpo"`` (the SFT weights kept as the reference, to log the KL)
+    or ``"rft"`` (``course_lib.rft``, GRPO's control). ``gcfg`` is the GRPO section to run; a progress bar
+    (labelled ``name``) unless ``show_progress`` is False.
+    """
+    from course_lib.evaluation import evaluate
+    from course_lib.grpo import train_grpo
+    from course_lib.rft import train_rft
+
+    if trainer not in ("grpo", "rft"):
+        raise ValueError(f"trainer must be 'grpo' or 'rft'; got {trainer!r}")
+    model.load_state_dict(sft_weights)
+    log = MetricsLog()
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    if trainer == "grpo":
+        out = train_grpo(model, task, gcfg, generator=gen, log=log, reference_state=sft_weights,
+                         show_progress=show_progress, name=name)
+    else:
+        out = train_rft(model, task, gcfg, generator=gen, log=log, show_progress=show_progress)
+    return {**evaluate(model, task, max_completion_length=gcfg.max_completion_length), **out}, log.rows
+
+
+def variants_from_start(seed: int, *, cfg: configs.RunConfig, variants: dict) -> dict:
+    """A notebook's RL runs on one seed, from that seed's cached SFT start: ``{"SFT": its evaluation,
+    name: {"final": …, "rows": […]}, …}`` for ``variants`` = ``{name: (trainer, GRPO overrides)}``
+    (``rl_from_sft`` runs each)."""
+    from course_lib.starts import sft_start
+
+    task, model, info = sft_start(cfg, seed=seed, verbose=False)
+    sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    out = {"SFT": {k: v for k, v in info.items() if k not in ("path", "cached")}}
+    for name, (trainer, overrides) in variants.items():
+        final, rows = rl_from_sft(model, task, dataclasses.replace(cfg.grpo, **overrides), sft_weights=sft_weights,
+                                  seed=seed, trainer=trainer, show_progress=False)
+        out[name] = {"final": final, "rows": rows}
+    return out
+
+
+def train_seeds(kind: str, cfg: configs.RunConfig, seeds: Sequence[int], *, steps: int | None = None,
+                processes: int | None = None, start_method: str | None = None) -> list[dict]:
+    """``kind`` (``"sft"``, ``"dpo"`` or ``"grpo"``) from each seed's cached SFT start, seeds side by side.
+
+    Returns one dict per seed, in seed order: ``seed``, ``start`` and ``final`` (held-out evaluations:
+    ``accuracy``, …), ``steps``, ``rows`` (the stage's per-step metrics), ``rl_seconds``, and the
+    process's ``wall_seconds`` and ``cpu_seconds`` (the SFT start's reading or training included).
+    ``steps`` overrides the stage's step count (default: the config's).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS} (trainers with a list of seeds); got {kind!r}")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
+        raise ValueError(f"steps must be an integer >= 0 (the stage's total) or None for the config's; got {steps!r}")
+    cfg = configs.validate(cfg)
+    if kind == "grpo" and cfg.grpo.max_staleness:
+        raise ValueError("train_seeds runs synchronous GRPO (max_staleness=0): a rollout worker per seed would be "
+                         f"a second process per seed; got max_staleness={cfg.grpo.max_staleness}")
+    runs = over_seeds(functools.partial(from_start, kind=kind, cfg=cfg, steps=steps), seeds, processes=processes,
+                      start_method=start_method)
+    return [{"seed": r["seed"], **r["result"], "wall_seconds": r["wall_seconds"], "cpu_seconds": r["cpu_seconds"]}
+            for r in runs]
+
