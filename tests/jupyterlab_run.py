@@ -15,6 +15,7 @@ of the notebooks), ``page`` (Chromium on it), ``shots`` (test-artifacts/browser/
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import json
@@ -81,6 +82,39 @@ class Lab:
         return iter((self.base, self.token, self.root))
 
 
+@contextlib.contextmanager
+def lab_server(root: Path, env: dict, log_path: Path, *args: str, timeout: float = 90):
+    """A JupyterLab server over ``root`` on a free port of 127.0.0.1, with a fresh token and ``args``;
+    yields ``(base_url, token)`` once it answers, and stops it by its own PID. Its output goes to
+    ``log_path``, whose end a failed start reports."""
+    port, token = _free_port(), secrets.token_hex(16)
+    cmd = [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
+           f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", *args]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    _get(f"{base}/api/status", token)
+                    break
+                except OSError:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"JupyterLab did not start: {Path(log_path).read_text()[-2000:]}") from None
+                    time.sleep(0.5)
+            yield base, token
+        finally:
+            os.kill(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.kill(server.pid, signal.SIGKILL)
+                server.wait()
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory, shared_sft_start):  # the kernels read the session's SFT start (COURSE_CACHE)
     """A JupyterLab server over a scratch folder (one per pytest-xdist worker that needs it)."""
@@ -106,7 +140,6 @@ def lab(tmp_path_factory, shared_sft_start):  # the kernels read the session's S
         file = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_text(json.dumps(values))
-    port, token = _free_port(), secrets.token_hex(16)
     runtime = root.parent / "lab-runtime"
     # The kernels inherit this process's environment, thread settings included (OMP_NUM_THREADS, as a
     # student's `make lab` does): the lesson tests read their numbers from these runs, and torch's
@@ -114,45 +147,22 @@ def lab(tmp_path_factory, shared_sft_start):  # the kernels read the session's S
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings),
            "JUPYTERLAB_WORKSPACES_DIR": str(root.parent / "lab-workspaces"), "JUPYTER_RUNTIME_DIR": str(runtime),
            "COURSE_FAST": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [
-        str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
-        f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the test can wait for a ready kernel
-    ]
-    if os.geteuid() == 0:
-        cmd.append("--allow-root")
-    log = (root.parent / "jupyterlab.log").open("w")
-    server = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                _get(f"{base}/api/status", token)
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not start; see {log.name}") from None
-                time.sleep(0.5)
-        yield Lab(base, token, root, runtime)
-    finally:
-        try:  # shut kernels down through the API, then stop the server by its own PID
-            for kernel in _get(f"{base}/api/kernels", token) or []:
-                request = urllib.request.Request(
-                    f"{base}/api/kernels/{kernel['id']}", method="DELETE",
-                    headers={"Authorization": f"token {token}"},
-                )
-                urllib.request.urlopen(request, timeout=10).close()
-        except OSError:
-            pass
-        os.kill(server.pid, signal.SIGTERM)
+    with lab_server(root, env, root.parent / "jupyterlab.log", "--LabApp.news_url=None",
+                    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                    "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the test can wait for a ready kernel
+                    timeout=60) as (base, token):
         try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.kill(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
+            yield Lab(base, token, root, runtime)
+        finally:
+            try:  # shut kernels down through the API before the server stops
+                for kernel in _get(f"{base}/api/kernels", token) or []:
+                    request = urllib.request.Request(
+                        f"{base}/api/kernels/{kernel['id']}", method="DELETE",
+                        headers={"Authorization": f"token {token}"},
+                    )
+                    urllib.request.urlopen(request, timeout=10).close()
+            except OSError:
+                pass
 
 
 @pytest.fixture(scope="session")

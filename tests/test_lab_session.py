@@ -15,18 +15,14 @@ import html
 import json
 import os
 import re
-import secrets
 import shutil
-import signal
 import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from jupyterlab_run import _free_port, _get
+from jupyterlab_run import _get, lab_server
 
 from tools import strip_outputs
 
@@ -63,35 +59,10 @@ def clone(tmp_path_factory) -> Path:
 def lab(clone, tmp_path_factory):
     scratch = tmp_path_factory.mktemp("lab-state")
     config = clone / STUDENT_CONFIG.relative_to(ROOT)  # as make lab: the clone's own student config
-    port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
            "JUPYTERLAB_WORKSPACES_DIR": str(scratch / "workspaces")}
-    cmd = [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
-           f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={clone}"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-root")
-    log = (scratch / "jupyterlab.log").open("w")
-    server = subprocess.Popen(cmd, cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                _get(f"{base}/api/status", token)
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not start: {(scratch / 'jupyterlab.log').read_text()[-2000:]}") from None
-                time.sleep(0.5)
+    with lab_server(clone, env, scratch / "jupyterlab.log") as (base, token):
         yield base, token
-    finally:
-        os.kill(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.kill(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
 
 
 def test_the_lab_asks_no_news_question(lab):
