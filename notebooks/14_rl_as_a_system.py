@@ -181,6 +181,22 @@ print(f"the cache is {kv['speedup']:.1f}× cheaper; the samples are "
 #   here `sequence_mask` with C_max = 3: a completion whose ratio π_old/π_behaviour leaves [0, 3] gets
 #   weight 0) and without it.
 #
+# **The correction's modes.** A token's ratio is π_old(token)/π_behaviour(token) = exp(log π_old − log
+# π_behaviour); a completion's probability is the product of its tokens', so a *completion's* ratio is the
+# product of its tokens' ratios, exp(Σ over its tokens of log π_old − log π_behaviour). Importance weights
+# have heavy tails, so the correction bounds each ratio to a band [C_min, C_max]
+# (`vllm_importance_sampling_clip_min`, `vllm_importance_sampling_clip_max`; a bound that is `None` is no
+# bound, so the band above is [0, 3]). A ratio below C_min or above C_max is **outside** the band, and it is
+# either **truncated** — capped into the band, min(max(ratio, C_min), C_max): biased, lower variance — or
+# **masked**: its weight is 0, and that token or completion leaves the update. `vllm_importance_sampling_mode`
+# names the two choices together: `token_truncate` and `token_mask` give one weight per token;
+# `sequence_truncate` and `sequence_mask` one weight per completion, applied to each of its tokens. For
+# example, one completion of two tokens with ratios 4 and 0.5, and the band [0.8, 3]: `token_truncate`
+# weights them 3 and 0.8, `token_mask` 0 and 0; the completion's ratio is 4 × 0.5 = 2, inside the band, so
+# both sequence modes give 2. The **masked share** (the *masked* column below) is the share of tokens whose
+# weight the band changed, capped or masked — in a sequence mode, every token of an outside completion —
+# and the ESS is taken over the weights the mode gives: n tokens, or n completions.
+#
 # The weights reach the worker through shared memory after every step (`course_lib.rollout_worker`); every
 # batch carries the version that sampled it. The worker is a single-threaded process of its own.
 
@@ -459,6 +475,16 @@ print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {ta
 # `benchmarks/tinygpt_async.py`) sweep K ∈ {0, 1, 2, 4, 8} with and without the correction over three seeds. What one run does show is the mechanism, in the
 # table's columns: whether the mismatch KL grew with K and the effective sample size fell, and how many
 # completions the correction masked because their ratio left the band.
+#
+# **The seed spread.** How far the seed alone moves a result is its **seed spread**: over runs that differ
+# only in their seed, the result's range, max − min. Two configurations are compared *paired*: every seed
+# runs both (the same seed means the same SFT start, prompts and random streams), and the gain is read seed
+# by seed, A − B. A gain no larger than the seed spread is one the seed alone could have made. Two rules
+# decide from such a table. The **range rule**: the mean of the paired gains is larger than the seed spread,
+# taken as the larger of the two configurations' ranges. The **sign rule** of [the GRPO
+# notebook](09_tiny_gpt_grpo.ipynb) (`course_lib.verdicts`, which states the notebooks' verdicts): the
+# paired gain has the same sign on every one of at least three seeds, and its median exceeds the evaluation
+# noise. Neither is a significance test, and a report says which one it used.
 #
 # ### The overlap argument, with its scope
 #

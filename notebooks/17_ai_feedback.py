@@ -191,14 +191,21 @@ print(f"the constitution agrees with gold on {rules_agree:.1%} of them")
 # It starts from the SFT policy's weights, like the reward model. So it inherits the principles' biases
 # and adds its own errors.
 #
-# **How to measure a judge against gold.** *Agreement*: its verdict (P > 0.5) in the order shown equals
-# gold's. The **swap test**: ask it about every pair in *both* orders; P(first) is how often it prefers
-# the answer shown first, over both orders, and the **position bias** is P(first) − P(second) (0 for a
-# judge that ignores the order, 1 for one that always picks the first); the **flip rate** is the share of
-# pairs whose verdict changes when the two answers swap places (0 for a judge that ignores the order).
-# **Length bias**: agreement on pairs whose longer answer is right minus agreement on pairs whose longer
-# answer is wrong; the counts of both kinds of pair are printed beside it, since a few pairs make a
-# coarse rate.
+# **How to measure a judge against gold.** The judge gives P, its probability that the answer shown first
+# is better. Its **verdict** is *first* when P − 0.5 > `tie_margin`, *second* when 0.5 − P > `tie_margin`,
+# and a **tie** otherwise, |P − 0.5| ≤ `tie_margin` (the judge's configuration sets the margin,
+# `JUDGE.tie_margin`; an exact 0.5 is a tie even at margin 0). A pair that is not a tie is **decided**; the
+# **tie rate** is the share of pairs that are ties. Read as a verdict on the *answers*, it is A, B or a tie.
+# *Agreement*: among the pairs decided in the order shown, the share whose verdict is gold's (a tie is no
+# vote). The **swap test**: ask it about every pair in *both* orders; P(first) is the mean of the
+# probabilities it gives the answer shown first, over both orders of every pair, and the **position bias**
+# is P(first) − P(second) = 2·P(first) − 1 (0 for a judge that ignores the order, 1 for one that always
+# picks the first); the **flip rate** is the share of pairs whose verdict on the answers (A, B or a tie)
+# changes when the two answers swap places (0 for a judge that ignores the order; 1 for one that always
+# picks the first, which says A in one order and B in the other). **Length bias**: among the decided pairs
+# whose answers differ in length, agreement on those whose longer answer is right minus agreement on those
+# whose longer answer is wrong; the counts of both kinds of pair are printed beside it, since a few pairs
+# make a coarse rate.
 #
 # **Predict first.** The trained judge's position bias on held-out pairs is …
 
@@ -334,6 +341,13 @@ print(f"in this run (seed {SEED}), the reward model's held-out agreement with go
 
 # %% [markdown]
 # ## 6. Over seeds: what holds
+#
+# A bias measured on one seed is a claim about that seed. Over seeds, read it as [notebook
+# 14](14_rl_as_a_system.ipynb) reads a gain (*The seed spread*): per seed, paired (the same seed runs both
+# constitutions), against the seed spread. A change **removed** a bias when the bias after it, averaged over
+# the seeds, is within a threshold of 0 (here |position bias| < 0.1) *and* its size fell by more than the
+# seed spread; this section states its verdicts with the sign rule (`course_lib.verdicts`) and counts the
+# seeds below 0.1.
 #
 # **Predict first.** Over three seeds, each with its own SFT start: does dropping "first" remove the
 # judge's position bias on every seed, and does it raise the judge's agreement with gold on every seed?
