@@ -1,7 +1,7 @@
 """Seeds side by side: GRPO on the `cpu` config for 1, 2 and 4 seeds at once, wall and CPU seconds.
 
 ``course_lib.seeds.train_seeds`` runs each seed in its own process with one torch thread, as many at
-once as the machine has cores. Goal (issue 40): 4 seeds in ≤ 2.2× the wall-clock of one on 2 cores
+once as the machine has cores. Goal: 4 seeds in ≤ 2.2× the wall-clock of one on 2 cores
 (the bound there is 2×). The SFT starts are read from the cache, built before the clock starts
 (side by side too), so the seconds are GRPO's plus reading a start; evaluation is included.
 
