@@ -476,15 +476,17 @@ print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {ta
 # table's columns: whether the mismatch KL grew with K and the effective sample size fell, and how many
 # completions the correction masked because their ratio left the band.
 #
-# **The seed spread.** How far the seed alone moves a result is its **seed spread**: over runs that differ
-# only in their seed, the result's range, max − min. Two configurations are compared *paired*: every seed
-# runs both (the same seed means the same SFT start, prompts and random streams), and the gain is read seed
-# by seed, A − B. A gain no larger than the seed spread is one the seed alone could have made. Two rules
-# decide from such a table. The **range rule**: the mean of the paired gains is larger than the seed spread,
-# taken as the larger of the two configurations' ranges. The **sign rule** of [the GRPO
-# notebook](09_tiny_gpt_grpo.ipynb) (`course_lib.verdicts`, which states the notebooks' verdicts): the
-# paired gain has the same sign on every one of at least three seeds, and its median exceeds the evaluation
-# noise. Neither is a significance test, and a report says which one it used.
+# **The seed spread.** How far the seed alone moves a result is its **seed spread**: runs that differ only
+# in their seed end at different numbers. Two configurations are compared *paired*: every seed runs both (the
+# same seed means the same SFT start, prompts and random streams), and the gain is read seed by seed, A − B.
+# The course decides from such a table with one rule, the one behind every verdict the notebooks print
+# (`course_lib.verdicts`; [the GRPO notebook](09_tiny_gpt_grpo.ipynb) states its gains with it, [the
+# AI-feedback notebook](17_ai_feedback.ipynb) whether a constitution change removed a bias): a gain is
+# **beyond the seed spread** when there are at least three seeds, the paired gain is non-zero with the same
+# sign on every seed, and its median's magnitude exceeds a stated margin (here the evaluation noise, below
+# which the held-out set cannot see a gap). Anything else is within the seed spread. It asks for a
+# consistent direction, not significance: with no effect at all, three seeds share a sign one time in four,
+# so a verdict always says how many seeds it stands on.
 #
 # ### The overlap argument, with its scope
 #
@@ -701,4 +703,4 @@ print(clock.report())
 # **Graded: systems14 Q6** covers this notebook: which weights sampled each batch under a lag K (and what
 # K = 0 with a mismatched sampler means), the behaviour correction's truncated and masked weights per
 # token and per completion, the masked share, the effective sample size and the mismatch KL, and
-# whether a gain across seeds exceeds the seed spread; 6e asks for a passport's systems fields. Do it now.
+# whether a gain across seeds is beyond the seed spread; 6e asks for a passport's systems fields. Do it now.

@@ -344,10 +344,11 @@ print(f"in this run (seed {SEED}), the reward model's held-out agreement with go
 #
 # A bias measured on one seed is a claim about that seed. Over seeds, read it as [notebook
 # 14](14_rl_as_a_system.ipynb) reads a gain (*The seed spread*): per seed, paired (the same seed runs both
-# constitutions), against the seed spread. A change **removed** a bias when the bias after it, averaged over
-# the seeds, is within a threshold of 0 (here |position bias| < 0.1) *and* its size fell by more than the
-# seed spread; this section states its verdicts with the sign rule (`course_lib.verdicts`) and counts the
-# seeds below 0.1.
+# constitutions), by the course's one rule (`course_lib.verdicts`: at least three seeds, the paired change
+# non-zero with the same sign on every seed, its median above a stated margin). A change **removed** a bias
+# when the bias fell beyond the seed spread by that rule *and* what is left is within a threshold of 0 (here
+# |position bias| < 0.1); this section states its verdicts with that rule (margin 0) and counts the seeds
+# below 0.1.
 #
 # **Predict first.** Over three seeds, each with its own SFT start: does dropping "first" remove the
 # judge's position bias on every seed, and does it raise the judge's agreement with gold on every seed?

@@ -86,14 +86,14 @@ SYSTEMS14_CLOSEST = {
     "sampler_versions": ("behaviour", "check_bounds"),  # no library function gives the version per batch
     "behaviour_weights": ("behaviour", "behaviour_weights"),
     "mismatch_stats": ("behaviour", "mismatch"),
-    "correction_gain": ("behaviour", "mismatch"),
+    "correction_gain": ("verdicts", "paired"),
     "policy_mask": ("environments", "episode_batch"),
     "outcome_advantages": ("advantages", "grpo_advantages"),
     "step_advantages": ("environments", "process_advantages"),
     "tool_call_rates": ("environments", "episode_stats"),
     "verifier_rewards": ("rewards", "checker_reward"),
     "judge_audit": ("ai_feedback", "measure_judge"),
-    "bias_removed": ("ai_feedback", "swap_test"),
+    "bias_removed": ("verdicts", "paired"),
 }
 _PADDED = ("    width = max(len(r) for r in old_logps)\n"
            "    pad = lambda rows: [list(r) + [0.0] * (width - len(r)) for r in rows]\n"
@@ -112,8 +112,11 @@ SYSTEMS14_CALLS = {
                        "    d = behaviour.mismatch(o, s, m, w, out)\n"
                        "    return {'masked_share': float(d['is_clipped_fraction']), 'ess': float(d['is_ess']),"
                        " 'mismatch_kl': float(d['mismatch_kl'])}\n"),
-    "correction_gain": ("def correction_gain(corrected, uncorrected):\n"
-                        "    return behaviour.mismatch(corrected, uncorrected, None, None, None)\n"),
+    "correction_gain": ("def correction_gain(corrected, uncorrected, margin):\n"
+                        "    seeds = sorted(corrected)\n"
+                        "    v = verdicts.paired([corrected[s] for s in seeds], [uncorrected[s] for s in seeds],"
+                        " name_a='corrected', name_b='uncorrected', margin=margin)\n"
+                        "    return list(v.differences), v.median, v.beyond\n"),
     "policy_mask": ("def policy_mask(episode):\n"
                     "    return environments.episode_batch(episode, 0)['completion_mask'][0].tolist()\n"),
     "outcome_advantages": ("def outcome_advantages(episodes, rewards):\n"
@@ -129,8 +132,11 @@ SYSTEMS14_CALLS = {
                     "    s = ai_feedback.swap_test(lambda a, b: a, {'a_ids': ai_feedback.torch.tensor(p_ab),"
                     " 'b_ids': ai_feedback.torch.tensor(p_ba)}, tie_margin)\n"
                     "    return {'position_bias': s['position_bias'], 'flip_rate': s['flip_rate']}\n"),
-    "bias_removed": ("def bias_removed(before, after, threshold=0.1):\n"
-                     "    return ai_feedback.measure_judge(before, after, threshold)\n"),
+    "bias_removed": ("def bias_removed(before, after, margin, threshold=0.1):\n"
+                     "    seeds = sorted(before)\n"
+                     "    v = verdicts.paired([before[s] for s in seeds], [after[s] for s in seeds], name_a='before',"
+                     " name_b='after', margin=margin)\n"
+                     "    return list(v.differences), v.median, v.beyond\n"),
 }
 
 # per assignment: the closest library functions, the wrappers, the solution notebooks with asked functions

@@ -726,6 +726,76 @@ def test_systems14_answers_from_the_course_library_earn_at_most_a_tenth_even_out
         print("\n" + line)
     assert total == 30 and earned <= 0.1 * total, line
 
+# ------------------------------------------------------------------ systems14: the course's rule over seeds
+
+SEED_VERDICTS = [("q6_stale_rollouts", "q6_test_gain", "correction_gain"), ("q8_judge_audit", "q8_test_seeds", "bias_removed")]
+
+
+def _range_rule(reference: dict, name: str):
+    """The reference's ``name`` with its decision replaced by a range rule (the mean paired difference
+    against the larger of the two tables' ranges): right in every other value it returns."""
+    ref = reference[name]
+
+    def spread(*tables):
+        return max(max(t.values()) - min(t.values()) for t in tables)
+
+    def correction_gain(corrected, uncorrected, margin):
+        gains, median, _ = ref(corrected, uncorrected, margin)
+        return gains, median, sum(gains) / len(gains) > spread(corrected, uncorrected)
+
+    def bias_removed(before, after, margin, threshold=0.1):
+        drops, median, _ = ref(before, after, margin, threshold)
+        mean_before, mean_after = (sum(t.values()) / len(t) for t in (before, after))
+        return drops, median, abs(mean_after) < threshold and abs(mean_before) - abs(mean_after) > spread(before, after)
+
+    return {"correction_gain": correction_gain, "bias_removed": bias_removed}[name]
+
+
+@pytest.mark.parametrize("notebook, grade_id, name", SEED_VERDICTS)
+def test_systems14_a_range_rule_fails_every_draw_of_the_hidden_checks(notebook, grade_id, name):
+    """Q6c and Q8b ask for the course's rule over seeds (course_lib.verdicts: one sign on every seed, |median|
+    above the margin). An answer right in every value but deciding by a range rule fails the cell on every
+    draw: each draw holds inputs where the two rules disagree, both ways."""
+    reference = grading.reference_namespace(ROOT / "solutions" / "systems14" / f"{notebook}.ipynb")
+    faked = {**reference, name: _range_rule(reference, name)}
+    for seed in range(20):
+        checks = grading.load_checks("systems14", grading.new_rng(seed))[grade_id]
+        failed = [c.why for c in checks if compare(json.loads(json.dumps(grading.evaluate(c, faked))),
+                                                   grading.evaluate(c, reference), c) is not None]
+        assert len(failed) >= 2, (seed, failed)
+
+
+@pytest.mark.parametrize("notebook, grade_id, name", SEED_VERDICTS)
+def test_systems14_seed_verdicts_are_course_lib_verdicts_rule(notebook, grade_id, name):
+    """On every input the checks draw, the reference's decision is course_lib.verdicts' ``beyond`` (Q8b: on
+    the drops |before| − |after|, a positive median, and the median bias left under the threshold)."""
+    from course_lib.verdicts import paired
+
+    reference = grading.reference_namespace(ROOT / "solutions" / "systems14" / f"{notebook}.ipynb")
+    ref, seen = reference[name], []
+
+    def spy(a, b, margin, threshold=0.1):
+        out = ref(a, b, margin) if name == "correction_gain" else ref(a, b, margin, threshold)
+        seeds = sorted(a)
+        if name == "correction_gain":
+            verdict = paired([a[s] for s in seeds], [b[s] for s in seeds], name_a="a", name_b="b", margin=margin)
+            decision = verdict.beyond
+        else:
+            verdict = paired([abs(a[s]) for s in seeds], [abs(b[s]) for s in seeds], name_a="a", name_b="b",
+                             margin=margin)
+            decision = verdict.beyond and verdict.median > 0 and abs(np.median([b[s] for s in seeds])) < threshold
+        seen.append((out[2], decision, out[1] - verdict.median, list(out[0]) == list(verdict.differences)))
+        return out
+
+    spied = {**reference, name: spy}
+    for seed in range(20):
+        for c in grading.load_checks("systems14", grading.new_rng(seed))[grade_id]:
+            grading.evaluate(c, spied)
+    assert len(seen) >= 20 * 8 and {s[0] for s in seen} == {True, False}, len(seen)
+    assert all(got == want and abs(gap) < 1e-12 and same for got, want, gap, same in seen), \
+        [s for s in seen if not (s[0] == s[1] and abs(s[2]) < 1e-12 and s[3])][:3]
+
+
 # ------------------------------------------------------------------------------ similarity report
 
 

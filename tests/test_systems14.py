@@ -219,8 +219,8 @@ def test_two_students_share_a_variant_with_probability_below_one_percent():
     q8 = _rounded_uniform_collision(-0.08, 0.12, 3) ** 3
     for p in (q6, q7, q8):
         assert p < 0.01, (q6, q7, q8)
-    answers = {"q6_stale_rollouts": ("versions", "token_weights", "sequence_weights", "stats", "hot_kl", "gain",
-                                     "spread", "gain_exceeds_spread"),
+    answers = {"q6_stale_rollouts": ("versions", "token_weights", "sequence_weights", "stats", "hot_kl", "gains",
+                                     "median_gain", "beyond_spread"),
                "q7_episodes": ("strict", "loose", "exploits", "rates", "adv_outcome", "adv_steps", "sign_changes"),
                "q8_judge_audit": ("audit", "removed")}
     for notebook, names in answers.items():

@@ -18,6 +18,8 @@ neither a call nor a renamed copy of a library function passes a cell (tests/cop
 
 from __future__ import annotations
 
+import statistics
+
 from instructor.grading import check
 
 MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -42,9 +44,42 @@ def _logps(rng, n: int | None = None, spread: float = 0.6) -> tuple[list, list]:
 
 
 def _accuracies(rng, seeds, low=0.3, high=0.8, decimals: int | None = None) -> dict:
-    """{seed: accuracy}: unrounded for hidden checks (a tie of gain and spread has probability 0)."""
+    """{seed: accuracy}: unrounded for hidden checks (a median equal to the margin has probability 0)."""
     values = {int(s): float(rng.uniform(low, high)) for s in seeds}
     return values if decimals is None else {s: round(v, decimals) for s, v in values.items()}
+
+
+def _sign_not_range(rng, seeds) -> tuple[dict, dict, float]:
+    """(corrected, uncorrected, margin): a small gain of one sign on every seed, its median above the
+    margin, while the runs lie far apart (ranges >= 0.4 > any gain): beyond the seed spread by the
+    course's rule, not by a range rule (mean gain > the larger range)."""
+    sign = float(rng.choice([-1.0, 1.0]))
+    base = [0.3 + float(rng.uniform(0, 0.02)), 0.75 + float(rng.uniform(0, 0.02))]
+    base += [float(rng.uniform(0.35, 0.7)) for _ in seeds[2:]]
+    gains = [sign * float(rng.uniform(0.01, 0.03)) for _ in seeds]
+    return ({s: b + g for s, b, g in zip(seeds, base, gains)}, dict(zip(seeds, base)),
+            float(rng.uniform(0.0, 0.009)))
+
+
+def _range_not_sign(rng, seeds) -> tuple[dict, dict]:
+    """(corrected, uncorrected) on 4+ seeds: a large gain on all seeds but one, which loses a little; both
+    runs' ranges are r, the mean gain 2r(n-1)/n - e > r: a range rule calls it beyond the seed
+    spread, the course's rule (one sign on every seed) does not."""
+    level, r, e = float(rng.uniform(0.4, 0.6)), float(rng.uniform(0.05, 0.1)), float(rng.uniform(0.001, 0.005))
+    loser = int(rng.integers(len(seeds)))
+    uncorrected = {s: level + (r if i == loser else 0.0) for i, s in enumerate(seeds)}
+    corrected = {s: level + r - e + (0.0 if i == loser else r) for i, s in enumerate(seeds)}
+    return corrected, uncorrected
+
+
+def _steady_gain(rng, seeds) -> tuple[dict, dict, float]:
+    """(corrected, uncorrected, margin): the same gain g on every seed, both ranges below 0.006 < g, and a
+    margin above g: a range rule calls it beyond the seed spread, the course's rule (|median| > margin)
+    does not."""
+    level, g = float(rng.uniform(0.4, 0.6)), float(rng.uniform(0.02, 0.05))
+    uncorrected = {s: level + float(rng.uniform(-0.002, 0.002)) for s in seeds}
+    corrected = {s: u + g + float(rng.uniform(-0.001, 0.001)) for s, u in uncorrected.items()}
+    return corrected, uncorrected, g + float(rng.uniform(0.01, 0.05))
 
 
 def _q6(rng) -> dict:
@@ -52,10 +87,15 @@ def _q6(rng) -> dict:
     old2, new2 = _logps(rng, spread=1.5)
     mode = str(rng.choice(MODES))
     lo, hi = round(float(rng.uniform(0.1, 0.9)), 2), round(float(rng.uniform(1.1, 4.0)), 2)
-    seeds = [int(s) for s in rng.choice(100, size=int(rng.integers(2, 6)), replace=False)]
+    seeds = [int(s) for s in rng.choice(100, size=int(rng.integers(3, 7)), replace=False)]
     corrected, uncorrected = _accuracies(rng, seeds), _accuracies(rng, seeds)
     shuffled = dict(reversed(list(uncorrected.items())))
-    wide = dict(zip(seeds, [0.2, 0.9] + [0.5] * (len(seeds) - 2)))
+    every = {s: u + float(rng.uniform(0.01, 0.1)) for s, u in uncorrected.items()}  # a gain on every seed
+    small, spread_apart, tiny = _sign_not_range(rng, seeds)
+    four = [int(s) for s in rng.choice(100, size=int(rng.integers(4, 7)), replace=False)]
+    won, lost = _range_not_sign(rng, four)
+    steady, base, above = _steady_gain(rng, seeds)
+    margin = float(rng.uniform(0.0, 0.05))
     call = "behaviour_weights(o, s, m, clip_min=lo, clip_max=hi)"
     return {
         "q6_test_versions": [
@@ -107,22 +147,36 @@ def _q6(rng) -> dict:
             check("mismatch_stats(o, s, 'token_clip')", "an unknown mode must raise ValueError", o=old, s=new),
         ],
         "q6_test_gain": [
-            check("correction_gain({0: 0.70, 1: 0.64, 2: 0.67}, {0: 0.60, 1: 0.58, 2: 0.59})", "a gain beyond the spread",
-                  visible=True),
-            check("correction_gain({'a': 0.5, 'b': 0.9}, {'b': 0.7, 'a': 0.6})", "seeds paired by name", visible=True),
-            check("correction_gain(c, u)", "a random table over seeds", c=corrected, u=uncorrected),
-            check("correction_gain(c, u)", "the same table, seeds in another order", c=corrected, u=shuffled),
-            check("correction_gain(w, u)", "a wide seed spread", w=wide, u=uncorrected),
-            check("correction_gain({0: 0.5, 1: 0.6}, {0: 0.5, 2: 0.6})", "different seeds must raise ValueError",
-                  visible=True),
-            check("correction_gain({0: 0.5}, {0: 0.4})", "one seed must raise ValueError"),
-            check("correction_gain({0: 0.5, 1: 1.2}, {0: 0.5, 1: 0.6})", "an accuracy above 1 must raise ValueError"),
-            check("correction_gain({0: 0.5, 1: float('nan')}, {0: 0.5, 1: 0.6})", "a nan accuracy must raise ValueError"),
+            check("correction_gain({0: 0.70, 1: 0.64, 2: 0.67}, {0: 0.60, 1: 0.58, 2: 0.59}, 0.02)",
+                  "a gain on every seed, above the margin", visible=True),
+            check("correction_gain({0: 0.40, 1: 0.75, 2: 0.55}, {0: 0.37, 1: 0.71, 2: 0.52}, 0.02)",
+                  "a small gain on every seed, seeds far apart", visible=True),
+            check("correction_gain({'a': 0.5, 'b': 0.9, 'c': 0.7}, {'c': 0.6, 'b': 0.7, 'a': 0.6}, 0.0)",
+                  "seeds paired by name", visible=True),
+            check("correction_gain({0: 0.5, 1: 0.6, 2: 0.7}, {0: 0.5, 1: 0.6, 3: 0.6}, 0.0)",
+                  "different seeds must raise ValueError", visible=True),
+            check("correction_gain(c, u, m)", "a random table over seeds", c=corrected, u=uncorrected, m=margin),
+            check("correction_gain(c, u, m)", "the same table, seeds in another order", c=corrected, u=shuffled,
+                  m=margin),
+            check("correction_gain(c, u, m)", "a random gain on every seed", c=every, u=uncorrected,
+                  m=float(rng.uniform(0.0, 0.1))),
+            check("correction_gain(c, u, m)", "a loss on every seed, runs far apart", c=small, u=spread_apart, m=tiny),
+            check("correction_gain(c, u, 0.0)", "a large mean gain, but one seed lost", c=won, u=lost),
+            check("correction_gain(c, u, m)", "the same gain on every seed, below the margin", c=steady, u=base, m=above),
+            check("correction_gain({0: 0.6, 1: 0.7, 2: 0.8}, {0: 0.6, 1: 0.6, 2: 0.6}, 0.0)",
+                  "a tie on one seed is no direction"),
+            check("correction_gain({0: 0.5, 1: 0.6}, {0: 0.4, 1: 0.5}, 0.0)",
+                  "two seeds must raise ValueError (the rule judges 3 or more)"),
+            check("correction_gain({0: 0.5, 1: 1.2, 2: 0.5}, {0: 0.5, 1: 0.6, 2: 0.5}, 0.0)",
+                  "an accuracy above 1 must raise ValueError"),
+            check("correction_gain({0: 0.5, 1: float('nan'), 2: 0.5}, {0: 0.5, 1: 0.6, 2: 0.5}, 0.0)",
+                  "a nan accuracy must raise ValueError"),
+            check("correction_gain(c, u, -0.01)", "a negative margin must raise ValueError", c=corrected, u=uncorrected),
         ],
         "q6_test_answers": [
             check(name, f"{name} for your given numbers", visible=name == "versions", tol=1e-9, rtol=1e-9)
-            for name in ("versions", "token_weights", "sequence_weights", "stats", "hot_kl", "gain", "spread",
-                         "gain_exceeds_spread")
+            for name in ("versions", "token_weights", "sequence_weights", "stats", "hot_kl", "gains", "median_gain",
+                         "beyond_spread")
         ],
     }
 
@@ -132,17 +186,15 @@ def _q6_given(rng) -> dict:
     old, new = _logps(rng, n=int(rng.integers(3, 6)), spread=0.5)
     hot_old, hot_new = _logps(rng, n=int(rng.integers(2, 5)), spread=0.8)
     seeds = list(range(int(rng.integers(3, 6))))
-    while True:  # 3 decimals, as a table prints them; the verdict must not sit on a tie of gain and spread
-        base = _accuracies(rng, seeds, 0.45, 0.7, decimals=3)
-        boost = float(rng.uniform(-0.02, 0.12))
-        corrected = {s: round(min(1.0, a + boost + float(rng.normal(0, 0.02))), 3) for s, a in base.items()}
-        gain = sum(corrected[s] - base[s] for s in seeds) / len(seeds)
-        spread = max(max(t.values()) - min(t.values()) for t in (corrected, base))
-        if abs(gain - spread) > 1e-6:
-            break
+    # 3 decimals, as a table prints them: a median of such gains ends in 0 or 5 at the 4th decimal, the
+    # margin in 25, so the verdict never sits on |median| = margin
+    base = _accuracies(rng, seeds, 0.45, 0.7, decimals=3)
+    boost = float(rng.uniform(-0.03, 0.1))
+    corrected = {s: round(min(1.0, a + boost + float(rng.normal(0, 0.02))), 3) for s, a in base.items()}
     return {"lag": int(rng.integers(1, 6)), "n_steps": int(rng.integers(5, 13)),
             "clip_max": float(rng.choice([1.5, 2.0, 2.5, 3.0])), "old": old, "sampler": new,
-            "hot_old": hot_old, "hot_sampler": hot_new, "runs_corrected": corrected, "runs_uncorrected": base}
+            "hot_old": hot_old, "hot_sampler": hot_new, "runs_corrected": corrected, "runs_uncorrected": base,
+            "gain_margin": round(float(rng.uniform(0.005, 0.04)), 3) + 0.00025}
 
 
 # ------------------------------------------------------------------------------ Q7: episodes
@@ -278,12 +330,39 @@ def _table(rng, n: int | None = None) -> dict:
             "len_a": [int(x) for x in lengths[0]], "len_b": [int(x) for x in lengths[1]]}
 
 
+def _removed_not_by_range(rng, seeds) -> tuple[dict, dict, float]:
+    """(before, after, margin): the bias shrinks on every seed to |after| < 0.04, its median drop above the
+    margin, while the seeds' biases before lie far apart (lowest L < 0.09, range R >= 0.6 > 6L, so on at
+    most 6 seeds the mean drop < L + 5R/6 < R): removed by the course's rule, not by a range rule (mean drop
+    > the larger range)."""
+    low, r = float(rng.uniform(0.06, 0.09)), float(rng.uniform(0.6, 0.8))
+    before = [low, low + r] + [float(rng.uniform(low, low + r)) for _ in seeds[2:]]
+    after = [float(rng.uniform(-0.04, 0.04)) for _ in seeds]
+    return dict(zip(seeds, before)), dict(zip(seeds, after)), float(rng.uniform(0.0, 0.015))
+
+
+def _grew_on_one_seed(rng, seeds) -> tuple[dict, dict]:
+    """(before, after) on 4+ seeds: a bias near 0.3 that falls to about 0 on all seeds but one, where a bias
+    b near 0.13 grows a little: the mean drop (about 0.75 * 0.3) exceeds both ranges (about 0.3 - b and
+    b): a range rule calls it removed, the course's rule (one sign on every seed) does not."""
+    level, b, grow = float(rng.uniform(0.3, 0.32)), float(rng.uniform(0.12, 0.14)), float(rng.uniform(0.005, 0.015))
+    grew = int(rng.integers(len(seeds)))
+    before = {s: b if i == grew else level + float(rng.uniform(-0.002, 0.002)) for i, s in enumerate(seeds)}
+    after = {s: b + grow if i == grew else float(rng.uniform(-0.002, 0.002)) for i, s in enumerate(seeds)}
+    return before, after
+
+
 def _q8(rng) -> dict:
     t = _table(rng)
     margin = round(float(rng.uniform(0.0, 0.2)), 2) + 0.005  # never |p - 0.5| of a 2-decimal p: no verdict on a bound
-    seeds = [int(s) for s in rng.choice(50, size=int(rng.integers(2, 6)), replace=False)]
+    seeds = [int(s) for s in rng.choice(50, size=int(rng.integers(3, 7)), replace=False)]
     before = {s: float(rng.uniform(0.2, 0.7)) for s in seeds}
     after = {s: float(rng.uniform(-0.1, 0.15)) for s in seeds}
+    wide, small, tiny = _removed_not_by_range(rng, seeds)
+    four = [int(s) for s in rng.choice(50, size=int(rng.integers(4, 7)), replace=False)]
+    high, grown = _grew_on_one_seed(rng, four)
+    steady_before = {s: 0.15 + float(rng.uniform(-0.005, 0.005)) for s in seeds}  # drops near 0.15 ...
+    steady_after = {s: float(rng.uniform(-0.005, 0.005)) for s in seeds}  # ... both ranges <= 0.01
     call = "judge_audit(p_ab, p_ba, a_better, len_a, len_b, m)"
     return {
         "q8_test_agreement": [
@@ -320,17 +399,29 @@ def _q8(rng) -> dict:
             check("judge_audit(p_ab, p_ba, a_better, len_a, len_b, 0.495)['length_bias']", "every pair a tie: nan", **t),
         ],
         "q8_test_seeds": [
-            check("bias_removed({0: 0.62, 1: 0.55, 2: 0.60}, {0: 0.03, 1: -0.02, 2: 0.05})", "removed", visible=True),
-            check("bias_removed({0: 0.30, 1: 0.05}, {0: 0.02, 1: 0.04})", "a drop within the seed spread",
+            check("bias_removed({0: 0.62, 1: 0.55, 2: 0.60}, {0: 0.03, 1: -0.02, 2: 0.05}, 0.05)", "removed",
                   visible=True),
-            check("bias_removed({0: 0.5}, {0: 0.0})", "one seed must raise ValueError", visible=True),
-            check("bias_removed(b, a)", "a random table over seeds", b=before, a=after),
-            check("bias_removed(b, a, threshold=h)", "a random threshold", b=before, a=after,
-                  h=round(float(rng.uniform(0.01, 0.2)), 3)),
-            check("bias_removed(a, b)", "the other way round: nothing removed", b=before, a=after),
-            check("bias_removed({0: 0.5, 1: 0.4}, {0: 0.0, 2: 0.1})", "different seeds must raise ValueError"),
-            check("bias_removed({0: 0.5, 1: 1.4}, {0: 0.0, 1: 0.1})", "a bias above 1 must raise ValueError"),
-            check("bias_removed({0: 0.5, 1: 0.4}, {0: 0.0, 1: 0.1}, threshold=0)", "a threshold of 0 must raise ValueError"),
+            check("bias_removed({0: 0.30, 1: 0.32, 2: 0.31, 3: 0.12}, {0: 0.00, 1: 0.01, 2: 0.00, 3: 0.13}, 0.05)",
+                  "the bias grew on one seed", visible=True),
+            check("bias_removed({0: 0.5, 1: 0.4}, {0: 0.0, 1: 0.1}, 0.05)", "two seeds must raise ValueError",
+                  visible=True),
+            check("bias_removed(b, a, m)", "a random table over seeds", b=before, a=after,
+                  m=float(rng.uniform(0.0, 0.6))),
+            check("bias_removed(b, a, 0.0, threshold=h)", "a random threshold", b=before, a=after,
+                  h=float(rng.uniform(0.01, 0.2))),
+            check("bias_removed(a, b, 0.0)", "the other way round: nothing removed", b=before, a=after),
+            check("bias_removed(b, a, m)", "a drop on every seed, the seeds far apart before", b=wide, a=small, m=tiny),
+            check("bias_removed(b, a, 0.0)", "a large mean drop, but the bias grew on one seed", b=high, a=grown),
+            check("bias_removed(b, a, m)", "the same drop on every seed, below the margin", b=steady_before,
+                  a=steady_after, m=float(rng.uniform(0.17, 0.3))),
+            check("bias_removed({0: 0.5, 1: 0.4, 2: 0.3}, {0: 0.0, 1: 0.1, 3: 0.1}, 0.0)",
+                  "different seeds must raise ValueError"),
+            check("bias_removed({0: 0.5, 1: 1.4, 2: 0.3}, {0: 0.0, 1: 0.1, 2: 0.1}, 0.0)",
+                  "a bias above 1 must raise ValueError"),
+            check("bias_removed({0: 0.5, 1: 0.4, 2: 0.3}, {0: 0.0, 1: 0.1, 2: 0.1}, 0.0, threshold=0)",
+                  "a threshold of 0 must raise ValueError"),
+            check("bias_removed({0: 0.5, 1: 0.4, 2: 0.3}, {0: 0.0, 1: 0.1, 2: 0.1}, float('nan'))",
+                  "a nan margin must raise ValueError"),
         ],
         "q8_test_answers": [
             check("audit", "audit for your given table", tol=1e-9, rtol=1e-9),
@@ -349,16 +440,16 @@ def _q8_given(rng) -> dict:
         a_long = t["a_better"][i] == longer_right
         t["len_a"][i], t["len_b"][i] = (long_, short) if a_long else (short, long_)
     seeds = list(range(int(rng.integers(3, 6))))
-    while True:  # 3 decimals, as a table prints them; the verdict must not sit on one of its bounds
+    while True:  # 3 decimals, as a table prints them; the verdict must not sit on |median after| = 0.1
         level = float(rng.uniform(0.05, 0.5))
         before = {s: round(min(1.0, level + float(rng.normal(0, 0.06))), 3) for s in seeds}
         after = {s: round(float(rng.uniform(-0.08, 0.12)), 3) for s in seeds}
-        mean_before, mean_after = (sum(t.values()) / len(t) for t in (before, after))
-        spread = max(max(t.values()) - min(t.values()) for t in (before, after))
-        if abs(abs(mean_after) - 0.1) > 1e-6 and abs(abs(mean_before) - abs(mean_after) - spread) > 1e-6:
+        if abs(abs(statistics.median(after.values())) - 0.1) > 1e-6:
             break
     margin = round(float(rng.uniform(0.0, 0.1)), 2) + 0.005  # never |p - 0.5| of a 2-decimal p
-    return {**t, "tie_margin": margin, "bias_before": before, "bias_after": after}
+    # a median of 3-decimal drops ends in 0 or 5 at the 4th decimal, bias_margin in 25: never on it
+    return {**t, "tie_margin": margin, "bias_before": before, "bias_after": after,
+            "bias_margin": round(float(rng.uniform(0.02, 0.1)), 3) + 0.00025}
 
 
 # Locked cells of given numbers, drawn per student at grading time (grading.given_cells): answers
