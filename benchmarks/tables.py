@@ -589,21 +589,18 @@ def async_speed(results: Path = RESULTS) -> str:
         return statistics.median(r[key] for r in rows)
 
     S, A = [sync[s] for s in seeds], [k1[s] for s in seeds]
-    r_med, d_med = statistics.median(ratio.values()), statistics.median(diff.values())
-    spread = max(r["accuracy"] for r in S) - min(r["accuracy"] for r in S)
+    r_med = statistics.median(ratio.values())
     lines.append(f"| **median** | {med(S, 'steps_per_second'):.2f} | {med(A, 'steps_per_second'):.2f} | **{r_med:.2f}×** | "
                  f"{med(S, 'cpu_seconds'):.1f} → {med(A, 'cpu_seconds'):.1f} | {pct(med(S, 'accuracy'))} → "
                  f"{pct(med(A, 'accuracy'))} |")
     met = sum(ratio[s] >= 1.3 for s in seeds)
     work = [k1[s]["cpu_seconds"] / sync[s]["cpu_seconds"] for s in seeds]
-    noise = "within" if abs(d_med) <= spread else "beyond"
+    held_out = paired([diff[s] for s in seeds], name_a="K = 1", name_b="synchronous", seeds=seeds)
     return ("\n".join(lines) + f"\n\nMeasured on an otherwise idle machine (two cores: the trainer on one, the rollout "
             f"worker on the other), {data['steps']} optimiser steps per run on the `{data['config']}` config, evaluation "
             f"excluded from the seconds. Against the goal of ≥ 1.3× optimiser steps per wall-clock second: median "
             f"**{r_med:.2f}×**, {'met' if r_med >= 1.3 else 'not met'} on the median, reached by {met} of {len(seeds)} seeds "
-            f"(per seed {' / '.join(f'{ratio[s]:.2f}×' for s in seeds)}). Held-out accuracy, K = 1 − synchronous, seed by "
-            f"seed: {' / '.join(f'{100 * diff[s]:+.1f}' for s in seeds)} points (median {100 * d_med:+.1f}), {noise} the "
-            f"synchronous runs' seed-to-seed spread ({100 * spread:.1f} points). The CPU column is the work done by both "
+            f"(per seed {' / '.join(f'{ratio[s]:.2f}×' for s in seeds)}). Held-out accuracy, {held_out.sentence()}. The CPU column is the work done by both "
             f"processes: K = 1 used {100 * min(work):.0f}–{100 * max(work):.0f}% of the synchronous run's CPU seconds, "
             + ("about the same work, spread over two cores. " if all(0.8 <= w <= 1.25 for w in work) else
                "a different amount of work, not only a different placement. ")

@@ -274,8 +274,9 @@ def test_async_speed_table_ratio_goal_and_accuracy_come_from_the_json(tmp_path):
     # ratios 1.25, 1.50, 1.50: the median meets the goal, seed 0 does not
     assert "| 0 | 8.00 | 10.00 | 1.25× | 37.0 → 42.0 | 84.0% → 82.0% |" in text
     assert "median **1.50×**, met on the median, reached by 2 of 3 seeds (per seed 1.25× / 1.50× / 1.50×)" in text
-    # paired differences −2 / +1 / +3 points (median +1), within the synchronous spread 84–95 (11 points)
-    assert "-2.0 / +1.0 / +3.0 points (median +1.0), within the synchronous runs' seed-to-seed spread (11.0 points)" in text
+    # paired differences −2 / +1 / +3 points (median +1): not one sign on every seed, so within the spread
+    assert ("K = 1 − synchronous: -2.0 / +1.0 / +3.0 pts (seeds 0 / 1 / 2); median +1.0, range -2.0 to +3.0; "
+            "K = 1 ahead on 2 of 3 seeds; within the seed spread") in text
     assert "idle machine" in text and "records neither its command nor its commit" in text
     assert "K = 1 used 98–114% of the synchronous run's CPU seconds, about the same work" in text
     for r in runs:
