@@ -7,8 +7,9 @@ module14), regrades one of them, and the tests assert per student. The attacks a
 a forged record, test cells edited or deleted; tests/array_hole.py: records rewritten in flight), the
 library-only submissions of tests/copied_answers.py, and two of this assignment's own: NumPy, torch and
 pytest's comparisons patched, and the solution's functions returning lying objects (whose ``__eq__``,
-``__float__``, ``__len__``, ``__iter__`` or ``__getitem__`` lie) with lying answers. Aimed at this
-assignment's cells, whatever they do, they earn nothing (the library-only ones at most 10%).
+``__float__``, ``__len__``, ``__iter__`` or ``__getitem__`` lie) and lying answers (in Q7 the true
+results, every container of every record emptied in flight). Aimed at this assignment's cells,
+whatever they do, they earn nothing (the library-only ones at most 10%).
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ class _LieScalar(_np.float64):
 _np.sctypeDict["lie"] = _LieScalar
 _LIARS = itertools.cycle([_Lie(), _LieList([0.5]), _LieTuple((0.5,)), _LieDict(a=0.5), _LieFloat(0.5), _LieInt(1),
                           _LieStr("yes"), _LieScalar(0.5), as_fake(_np.zeros(3))])
-_depth = [0]
+_depth, _HONEST = [0], False
 def _lying(f):
     def lie(*args, **kwargs):
         _depth[0] += 1
@@ -123,10 +124,14 @@ def _lying(f):
             out = f(*args, **kwargs)  # bad input still raises, as the reference does
         finally:
             _depth[0] -= 1
-        return out if _depth[0] else next(_LIARS)  # the truth only to one of these functions
+        return out if _depth[0] or _HONEST else next(_LIARS)  # the truth only to one of these functions
     lie._lies = True
     return lie
 """
+# tests/array_hole.py's rewrite in flight, widened to this assignment's answers: every list, tuple, set,
+# dict and array of every record loses its items (an empty answer must not match a full one)
+EMPTIED = REWRITE.replace('x.get("t") == "array"', 'x.get("t") in ("array", "list", "tuple", "set", "dict")')
+assert EMPTIED != REWRITE
 # appended to every cell that defines functions: each one now lies (after validating its input)
 LIE_WRAP = """
 for _name, _f in list(globals().items()):
@@ -216,12 +221,15 @@ def _make_submissions(course: Path) -> list[str]:
             cell = _cell(nb, FIRST_FUNCTIONS[n])
             cell.source = code + cell.source
             put(student, n, nb)
-    # the solution's functions, each validating its input and then returning a lying object; lying answers
+    # the solution's functions, each validating its input and then returning a lying object; lying answers;
+    # in Q7 the functions' true results, but every container of every record emptied in flight
     answers = {gid: [c.expr for c in checks] for gid, checks in grading.load_checks(ASSIGNMENT, grading.new_rng(0)).items()
                if gid.endswith("_test_answers")}
     for n in NOTEBOOKS:
         nb = copy.deepcopy(sol[n])
-        _cell(nb, FIRST_FUNCTIONS[n]).source = LIARS + _cell(nb, FIRST_FUNCTIONS[n]).source
+        prefix = LIARS + (EMPTIED.replace("def as_fake", "def _as_fake") + "_HONEST = True\n"
+                          if n == "q7_episodes" else "")
+        _cell(nb, FIRST_FUNCTIONS[n]).source = prefix + _cell(nb, FIRST_FUNCTIONS[n]).source
         for cell in nb.cells:
             if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
                 cell.source += "\n" + LIE_WRAP
@@ -328,6 +336,8 @@ def test_lying_objects_are_read_as_data_and_every_cell_fails(graded):
     for v in verdicts.values():
         assert not v["passed"] and any(r.startswith("hidden test") or " should give " in r for r in v["reasons"]), v
     assert res["code_score"] == 0
+    emptied = " ".join(r for v in res["verdicts"]["q7_episodes"] for r in v["reasons"])
+    assert "wrong number of items" in emptied, emptied  # Q7's true results, emptied in flight
 
 
 def test_answers_from_the_course_library_earn_at_most_a_tenth(graded):
