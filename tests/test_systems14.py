@@ -60,6 +60,22 @@ pytest.approx = lambda *a, **k: _Same()
 math.isclose = lambda *a, **k: True
 """
 
+# `__import__` shadowed, the one name the probe looks up in the notebook's globals: the probe's own exec is
+# hijacked, and what it publishes instead is a record with the right nonce and guessed results
+HIJACK = """
+import builtins as _builtins
+class _Hijack:
+    def __getattr__(self, name):
+        return getattr(_builtins, name)
+    def exec(self, program, namespace):
+        from IPython.display import publish_display_data
+        plan = namespace["PLAN"]
+        publish_display_data({plan["mime"]: {"nonce": plan["nonce"], "grade_id": plan["grade_id"],
+                                             "results": [{"t": "float", "v": 0.5} for _ in plan["calls"]]}})
+def __import__(name, *args, **kwargs):
+    return _Hijack() if name == "builtins" else _builtins.__import__(name, *args, **kwargs)
+"""
+
 # Objects that lie to whoever looks at them (every comparison says equal, float() and len() give what
 # a check might want, iteration and indexing give made-up items), as subclasses of the answer types, a
 # NumPy scalar subclass registered among NumPy's types, and tests/array_hole.py's NumPy-looking array.
@@ -208,9 +224,10 @@ def _make_submissions(course: Path) -> list[str]:
             for grade_id, code in cells.items():
                 _cell(nb, grade_id).source = code
             put(student, notebook, nb)
-    # NumPy, torch and pytest's comparisons patched (Q6), a star import that shadows builtins (Q7), every
-    # array rewritten in flight and the comparisons patched (Q8), each ahead of the release's answers
-    patched = {"q6_stale_rollouts": PATCHED_LIBS, "q7_episodes": SHADOWING["star_import"],
+    # NumPy, torch and pytest's comparisons patched (Q6), a star import that shadows builtins and the probe
+    # hijacked through `__import__` (Q7), every array rewritten in flight and the comparisons patched (Q8),
+    # each ahead of the release's answers
+    patched = {"q6_stale_rollouts": PATCHED_LIBS, "q7_episodes": SHADOWING["star_import"] + HIJACK,
                "q8_judge_audit": REWRITE + PATCHED_LIBS}
     # module14's other three transformers that blank every later cell, one per notebook
     transformers = {"q6_stale_rollouts": "transformer_quit_ip", "q7_episodes": "transformer_instance",
@@ -305,6 +322,15 @@ def test_tampering_is_flagged_and_each_attack_is_named(graded):
     reasons = {n: " ".join(r for v in res["verdicts"][n] for r in v["reasons"]) for n in NOTEBOOKS}
     assert "no grading record" in reasons["q7_episodes"]  # every later cell blanked
     assert "hidden test" in reasons["q8_judge_audit"]  # the forged record's guesses are wrong
+
+
+def test_a_hijacked_probe_publishes_guesses_that_earn_nothing(graded):
+    """The hijacked probe's records carry the right nonce, so they are read: every check is compared (the
+    expected values never reach the kernel) and the guesses fail."""
+    verdicts = _student(graded, "x_patched_libs")["verdicts"]["q7_episodes"]
+    assert len(verdicts) == 6, verdicts
+    for v in verdicts:
+        assert not v["passed"] and any(r.startswith("hidden test") or " should give " in r for r in v["reasons"]), v
 
 
 def test_every_transformer_blanks_the_probes_and_earns_nothing(graded):
