@@ -25,6 +25,9 @@ Training cells (``DRIVEN`` in an assignment's checks module, e.g. the lab's): ri
 cell's probe, ``SandboxedExecute`` lets instructor/lab_grading.py train the tiny GPT through the same
 kernel, and ``DecideVerdicts`` takes that run's verdict for the cell (its probe must pass too).
 
+``CheckCellMetadata``: nbgrader's check of the cells' nbgrader metadata (it runs twice per notebook),
+with the schema's validator built once per process instead of once per cell.
+
 ``generate_feedback`` runs ``FeedbackFilter`` last: outputs of the student's own cells that ran after
 a probe are not shown (a function could have stored the hidden inputs and a later cell printed them).
 """
@@ -39,11 +42,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from jsonschema.exceptions import best_match
+from jsonschema.validators import validator_for
 from jupyter_client.session import json_unpacker
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode
+from nbgrader import preprocessors as nbgrader_preprocessors
+from nbgrader.nbgraderformat import MetadataValidator, ValidationError
+from nbgrader.nbgraderformat.common import BaseMetadataValidator
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode
 
@@ -429,3 +437,40 @@ class FeedbackFilter(Preprocessor):
                                              text="(output not shown in feedback: this cell ran after hidden tests)\n")]
         return nb, resources
 
+
+class _SchemaBuiltOnce(BaseMetadataValidator):
+    """nbgrader's schema step of a cell's check, as ``jsonschema.validate`` does it but without
+    checking nbgrader's own schema file against the JSON Schema meta-schema on every call (a third
+    of the check's time): a cell of the expected schema version is checked by one validator per
+    process; any other cell (no metadata, another version) goes to nbgrader's own step."""
+
+    _validators: dict[int, object] = {}
+
+    def validate_cell(self, cell) -> None:
+        meta = cell.metadata.get("nbgrader")
+        if meta is None or meta.get("schema_version", 0) != self.schema_version:
+            super().validate_cell(cell)
+            return
+        validator = self._validators.get(self.schema_version)
+        if validator is None:
+            validator = self._validators[self.schema_version] = validator_for(self.schema)(self.schema)
+        error = best_match(validator.iter_errors(meta))
+        if error is not None:
+            raise error
+
+
+class _Validator(MetadataValidator, _SchemaBuiltOnce):
+    """nbgrader's metadata validator (its checks after the schema's run unchanged), whose schema
+    step is ``_SchemaBuiltOnce``'s."""
+
+
+class CheckCellMetadata(nbgrader_preprocessors.CheckCellMetadata):
+    """nbgrader's CheckCellMetadata (same checks, same error) with ``_Validator``."""
+
+    def preprocess(self, nb, resources):
+        try:
+            _Validator().validate_nb(nb)
+        except ValidationError:
+            self.log.exception("Notebook failed to validate; the nbgrader metadata may be corrupted.")
+            raise ValidationError("Notebook failed to validate; the nbgrader metadata may be corrupted.") from None
+        return nb, resources

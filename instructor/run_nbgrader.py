@@ -46,8 +46,11 @@ def skip_unused_imports() -> None:
             sys.modules.setdefault(name, None)
 
 
+# what every student's grading imports: nbgrader's apps, the course's plug-ins, the gradebook's SQLite
+# dialect and IPython's input transformer (instructor/grading.py runs the solution with it)
 PRELOAD = ("nbgrader.apps.nbgraderapp", "nbgrader.apps.autogradeapp", "nbgrader.apps.generatefeedbackapp",
-           "instructor.nbgrader_hooks", "instructor.collect", "instructor.deadlines")
+           "instructor.nbgrader_hooks", "instructor.collect", "instructor.deadlines",
+           "sqlalchemy.dialects.sqlite", "IPython.core.inputtransformer2")
 
 
 def _child(request: dict) -> None:
