@@ -244,8 +244,12 @@ def _processes() -> dict[int, tuple[int, int]]:
     """{pid: (parent pid, start time)} of every process on the machine (from /proc)."""
     table = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        try:  # plain descriptors, not pathlib: this runs after every cell, over every process
+            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+            try:
+                fields = os.read(fd, 4096).rsplit(b")", 1)[1].split()
+            finally:
+                os.close(fd)
         except (OSError, IndexError):
             continue
         table[int(pid)] = (int(fields[1]), int(fields[19]))
