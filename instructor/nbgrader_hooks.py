@@ -41,9 +41,11 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from queue import Empty
 
 from jsonschema.exceptions import best_match
 from jsonschema.validators import validator_for
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.session import json_unpacker
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
@@ -139,6 +141,34 @@ class InjectProbes(Preprocessor):
         return nb, resources
 
 
+class PromptClient(AsyncKernelClient):
+    """jupyter_client's client, ready as soon as the kernel has answered ``kernel_info`` on the shell
+    channel and published on IOPub (jupyter_client's own checks), without the further 0.2 s of
+    silence jupyter_client waits for on IOPub before it returns: nbclient skips every IOPub message
+    that is not about its own request, so nothing is lost. Saves 0.2 s per notebook."""
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (math.inf if timeout is None else timeout)
+        while True:
+            self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except Empty:
+                reply = None
+            if reply is not None and reply["msg_type"] == "kernel_info_reply":
+                try:
+                    await self.iopub_channel.get_msg(timeout=0.2)  # IOPub is connected
+                except Empty:
+                    pass
+                else:
+                    self._handle_kernel_info_reply(reply)
+                    return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
+
+
 class SandboxedExecute(Execute):
     """nbgrader's Execute in the sandbox kernel, with a stop for kernels that no longer answer."""
 
@@ -182,8 +212,10 @@ class SandboxedExecute(Execute):
                 sandbox_limits.release(self._ipc)
 
     def create_kernel_manager(self):
-        """The sandbox has no network: its kernel talks over Unix sockets (see sandbox_kernel.py)."""
+        """The sandbox has no network: its kernel talks over Unix sockets (see sandbox_kernel.py).
+        Its client is ``PromptClient``."""
         km = super().create_kernel_manager()
+        km.client_factory = PromptClient
         km.session.unpack = unpack_kernel_message  # shared with the client nbclient makes from km
         if os.environ.get("COURSE_SANDBOX_KERNEL"):
             folder = tempfile.mkdtemp(prefix="ipc-", dir=os.environ.get("COURSE_SANDBOX_TMP") or None)
