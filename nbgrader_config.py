@@ -25,7 +25,13 @@ if ROOT not in sys.path:
 
 from instructor.collect import CanvasCollector, TimedExtractor  # noqa: E402
 from instructor.deadlines import LatePenalty  # noqa: E402
-from instructor.nbgrader_hooks import DecideVerdicts, FeedbackFilter, InjectProbes, SandboxedExecute  # noqa: E402
+from instructor.nbgrader_hooks import (  # noqa: E402
+    CheckCellMetadata,
+    DecideVerdicts,
+    FeedbackFilter,
+    InjectProbes,
+    SandboxedExecute,
+)
 
 c.CourseDirectory.root = ROOT
 c.CourseDirectory.course_id = "learning-from-feedback"
@@ -65,7 +71,15 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
-    "nbgrader.preprocessors.CheckCellMetadata",
+    CheckCellMetadata,
+]
+# nbgrader's sanitising steps, with the same metadata check as above (instructor/nbgrader_hooks.py)
+c.Autograde.sanitize_preprocessors = [
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.DeduplicateIds",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "nbgrader.preprocessors.OverwriteCells",
+    CheckCellMetadata,
 ]
 
 c.InjectProbes.source_directory = os.path.join(ROOT, "solutions")

@@ -25,6 +25,9 @@ Training cells (``DRIVEN`` in an assignment's checks module, e.g. the lab's): ri
 cell's probe, ``SandboxedExecute`` lets instructor/lab_grading.py train the tiny GPT through the same
 kernel, and ``DecideVerdicts`` takes that run's verdict for the cell (its probe must pass too).
 
+``CheckCellMetadata``: nbgrader's check of the cells' nbgrader metadata (it runs twice per notebook),
+with the schema's validator built once per process instead of once per cell.
+
 ``generate_feedback`` runs ``FeedbackFilter`` last: outputs of the student's own cells that ran after
 a probe are not shown (a function could have stored the hidden inputs and a later cell printed them).
 """
@@ -38,12 +41,19 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from queue import Empty
 
+from jsonschema.exceptions import best_match
+from jsonschema.validators import validator_for
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.session import json_unpacker
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode
+from nbgrader import preprocessors as nbgrader_preprocessors
+from nbgrader.nbgraderformat import MetadataValidator, ValidationError
+from nbgrader.nbgraderformat.common import BaseMetadataValidator
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode
 
@@ -131,6 +141,34 @@ class InjectProbes(Preprocessor):
         return nb, resources
 
 
+class PromptClient(AsyncKernelClient):
+    """jupyter_client's client, ready as soon as the kernel has answered ``kernel_info`` on the shell
+    channel and published on IOPub (jupyter_client's own checks), without the further 0.2 s of
+    silence jupyter_client waits for on IOPub before it returns: nbclient skips every IOPub message
+    that is not about its own request, so nothing is lost. Saves 0.2 s per notebook."""
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (math.inf if timeout is None else timeout)
+        while True:
+            self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except Empty:
+                reply = None
+            if reply is not None and reply["msg_type"] == "kernel_info_reply":
+                try:
+                    await self.iopub_channel.get_msg(timeout=0.2)  # IOPub is connected
+                except Empty:
+                    pass
+                else:
+                    self._handle_kernel_info_reply(reply)
+                    return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
+
+
 class SandboxedExecute(Execute):
     """nbgrader's Execute in the sandbox kernel, with a stop for kernels that no longer answer."""
 
@@ -174,8 +212,10 @@ class SandboxedExecute(Execute):
                 sandbox_limits.release(self._ipc)
 
     def create_kernel_manager(self):
-        """The sandbox has no network: its kernel talks over Unix sockets (see sandbox_kernel.py)."""
+        """The sandbox has no network: its kernel talks over Unix sockets (see sandbox_kernel.py).
+        Its client is ``PromptClient``."""
         km = super().create_kernel_manager()
+        km.client_factory = PromptClient
         km.session.unpack = unpack_kernel_message  # shared with the client nbclient makes from km
         if os.environ.get("COURSE_SANDBOX_KERNEL"):
             folder = tempfile.mkdtemp(prefix="ipc-", dir=os.environ.get("COURSE_SANDBOX_TMP") or None)
@@ -429,3 +469,40 @@ class FeedbackFilter(Preprocessor):
                                              text="(output not shown in feedback: this cell ran after hidden tests)\n")]
         return nb, resources
 
+
+class _SchemaBuiltOnce(BaseMetadataValidator):
+    """nbgrader's schema step of a cell's check, as ``jsonschema.validate`` does it but without
+    checking nbgrader's own schema file against the JSON Schema meta-schema on every call (a third
+    of the check's time): a cell of the expected schema version is checked by one validator per
+    process; any other cell (no metadata, another version) goes to nbgrader's own step."""
+
+    _validators: dict[int, object] = {}
+
+    def validate_cell(self, cell) -> None:
+        meta = cell.metadata.get("nbgrader")
+        if meta is None or meta.get("schema_version", 0) != self.schema_version:
+            super().validate_cell(cell)
+            return
+        validator = self._validators.get(self.schema_version)
+        if validator is None:
+            validator = self._validators[self.schema_version] = validator_for(self.schema)(self.schema)
+        error = best_match(validator.iter_errors(meta))
+        if error is not None:
+            raise error
+
+
+class _Validator(MetadataValidator, _SchemaBuiltOnce):
+    """nbgrader's metadata validator (its checks after the schema's run unchanged), whose schema
+    step is ``_SchemaBuiltOnce``'s."""
+
+
+class CheckCellMetadata(nbgrader_preprocessors.CheckCellMetadata):
+    """nbgrader's CheckCellMetadata (same checks, same error) with ``_Validator``."""
+
+    def preprocess(self, nb, resources):
+        try:
+            _Validator().validate_nb(nb)
+        except ValidationError:
+            self.log.exception("Notebook failed to validate; the nbgrader metadata may be corrupted.")
+            raise ValidationError("Notebook failed to validate; the nbgrader metadata may be corrupted.") from None
+        return nb, resources

@@ -72,10 +72,15 @@ INSIDE = "/tmp/work"  # the kernel's working directory, on the sandbox's size-li
 IPC_NAME = ".kernel-ipc"  # the kernel's sockets: INSIDE/.kernel-ipc-PORT
 START_FAILED = "the sandboxed kernel could not be started in"  # SandboxedExecute's error; autograde retries
 FIRST_UID = 2**30  # per-kernel user ids (root only) are drawn from [2**30, 2**31)
-# The kernel starts with SIGCHLD ignored (kept across exec), so the children a cell forks are
-# reaped as soon as they end: killed strays leave no zombie counting against the process cap.
-KERNEL_START = ("import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
-                "os.execv(sys.executable, [sys.executable, '-m', 'ipykernel_launcher', *sys.argv[1:]])")
+# The kernel starts with SIGCHLD ignored, so the children a cell forks are reaped as soon as they
+# end: killed strays leave no zombie counting against the process cap. It then runs what
+# ``python -m ipykernel_launcher`` runs, in the same process (one interpreter start, not two), with
+# ipykernel's debugger left out: ipykernel imports debugpy (and pydevd, which runs ``uname``) in every
+# kernel only to offer Jupyter's visual debugger, which grading never uses. debugpy is hidden just
+# while ipykernel's debugger module is imported, so a cell can still import it.
+KERNEL_START = ("import signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+                "sys.modules['debugpy'] = None; import ipykernel.debugger; del sys.modules['debugpy']; "
+                "del sys.path[0]; from ipykernel import kernelapp; kernelapp.launch_new_instance()")
 
 
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
@@ -239,8 +244,12 @@ def _processes() -> dict[int, tuple[int, int]]:
     """{pid: (parent pid, start time)} of every process on the machine (from /proc)."""
     table = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        try:  # plain descriptors, not pathlib: this runs after every cell, over every process
+            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+            try:
+                fields = os.read(fd, 4096).rsplit(b")", 1)[1].split()
+            finally:
+                os.close(fd)
         except (OSError, IndexError):
             continue
         table[int(pid)] = (int(fields[1]), int(fields[19]))

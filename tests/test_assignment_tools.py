@@ -878,3 +878,27 @@ def test_similarity_report_flags_copies_of_the_solution_and_of_each_other(tmp_pa
     subprocess.run([sys.executable, *command[1:]], cwd=tmp_path, check=True, capture_output=True,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert (tmp_path / "similarity-report.md").read_text() == report
+
+
+@pytest.mark.parametrize("corrupt", [None, ("points", "ten"), ("grade_id", 3), ("schema_version", 2),
+                                     ("schema_version", 4), ("surprise", True)])
+def test_the_metadata_check_agrees_with_nbgraders(corrupt):
+    """CheckCellMetadata (its schema's validator built once) passes and refuses what nbgrader's does,
+    with the same error."""
+    from nbgrader.preprocessors import CheckCellMetadata as NbgraderCheck
+
+    from instructor.nbgrader_hooks import CheckCellMetadata
+
+    nb = nbformat.read(ROOT / "solutions" / "module14" / "q1_bradley_terry.ipynb", as_version=4)
+    if corrupt:
+        cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
+        cell.metadata.nbgrader[corrupt[0]] = corrupt[1]
+    outcomes = []
+    for checker in (NbgraderCheck(), CheckCellMetadata(), CheckCellMetadata()):  # the second reuses the validator
+        try:
+            checker.preprocess(nbformat.from_dict(nb), {})
+            outcomes.append("ok")
+        except Exception as err:  # noqa: BLE001 - whatever nbgrader raises, ours must raise too
+            outcomes.append(f"{type(err).__name__}: {err}")
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    assert (outcomes[0] == "ok") == (corrupt is None), outcomes
