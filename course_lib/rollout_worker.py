@@ -184,8 +184,12 @@ class RolloutWorker:
         slot = version % (self.K + 1)
         self.ring[slot].copy_(_flat(model))
         self.versions[slot] = version
-        if not self.cond.acquire(timeout=self.timeout):  # held by a worker that stopped inside it
-            raise RolloutWorkerError(self._silent())
+        deadline = time.monotonic() + self.timeout
+        while not self.cond.acquire(timeout=POLL_SECONDS):  # held by a worker that stopped inside it
+            if stop_requested():  # Ctrl-C: this step stands; the trainer stops after it, and close() resumes
+                return            # the worker to see the stop
+            if time.monotonic() > deadline:
+                raise RolloutWorkerError(self._silent())
         try:
             self.published.value = version
             self.cond.notify_all()
