@@ -55,3 +55,14 @@ def released_course(prefix: str, assignment: str, env: dict[str, str]) -> Path:
         shutil.rmtree(probe_tmp, ignore_errors=True)
     assert sandboxed, f"the grading sandbox does not work here ({why}); install bubblewrap"
     return course
+
+
+def stale_releases(course: Path, assignment: str, notebooks: list[str]) -> list[str]:
+    """The committed ``exercises/<assignment>`` notebooks that differ from the release nbgrader just
+    generated in ``course`` (each named with the command that regenerates it); empty when all match."""
+    import json
+
+    return [f"exercises/{assignment}/{n}.ipynb is stale: run `make assignment ASSIGNMENT={assignment}`"
+            for n in notebooks
+            if json.loads((ROOT / "exercises" / assignment / f"{n}.ipynb").read_text())
+            != json.loads((course / "exercises" / assignment / f"{n}.ipynb").read_text())]
