@@ -61,6 +61,20 @@ from pathlib import Path
 from tqdm import tqdm
 
 from instructor import deadlines, lab_grading, sandbox_kernel, sandbox_limits
+from instructor.gradebook import (
+    STATUSES,
+    ensure_in_gradebook,
+    hand_grades,
+    in_gradebook,
+    keep_hand_grades,
+    late_text,
+    opened,
+    report_dir,
+    scores,
+    show_flags_in_formgrader,
+    status_of,
+    zero_submission,
+)
 from instructor.run_nbgrader import Zygote, quiet_known_warnings, skip_unused_imports
 from instructor.scan import scan_submissions
 from instructor.submission import file_hashes, stage
@@ -69,30 +83,12 @@ KERNEL_NAME = "course-sandbox"
 STATE_FILE = ".autograde-state.json"
 LOCK_FILE = ".autograde.lock"
 MACHINE_TRIES = 3  # nbgrader runs for a student whose kernels could not be started (each after its own retries)
-REPORTS = "grades"  # grades/<assignment>/: report.md, report.json, autograde.log, grades.csv, canvas.csv
-
-# One set of status names: the report, grades.csv and docs/instructors.md use exactly these.
-STATUSES = {
-    "ok": "graded; nothing left to do",
-    "manual": "graded; written answers still to grade by hand in the formgrader (total provisional)",
-    "review": "graded, but look first: the scan flagged code, or grading met a problem (listed)",
-    "FAILED": "could not be graded at all; no score is given (the reason is listed)",
-    "missing": "on the roster, nothing submitted: 0 points (grades.csv and canvas.csv only)",
-}
-
-
-def status_of(failed: bool, flags: list, problems: list, needs_manual: bool) -> str:
-    if failed:
-        return "FAILED"
-    if flags or problems:
-        return "review"
-    return "manual" if needs_manual else "ok"
 
 
 # ------------------------------------------------------------------------------ sandbox
 
 
-def probe_sandbox(root: Path, sandbox_tmp: str) -> tuple[bool, str]:
+def probe_sandbox(root: Path) -> tuple[bool, str]:
     """Run Python through the sandbox: it must start, and see only the allow-list."""
     try:
         allowed = sorted({Path(p).parts[1] for p in sandbox_kernel.allowed_paths()} | {"dev", "proc", "tmp"})
@@ -138,125 +134,6 @@ def nbgrader_env(sandbox_tmp: str | None, kernel_dir: str | None, verdicts: str)
         env["COURSE_SANDBOX_KERNEL"] = KERNEL_NAME
         env["COURSE_SANDBOX_TMP"] = sandbox_tmp or ""
     return env
-
-
-# ------------------------------------------------------------------------------ gradebook
-
-
-def db_url(root: Path) -> str:
-    """The gradebook; a writer waits up to two minutes for another (parallel jobs, two instructors)."""
-    return f"sqlite:///{Path(root) / 'gradebook.db'}?timeout=120"
-
-
-def report_dir(root: Path, assignment: str) -> Path:
-    folder = Path(root) / REPORTS / assignment
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def ensure_in_gradebook(root: Path, assignment: str, env: dict[str, str]) -> None:
-    """The gradebook must know the assignment's cells; rebuild it if gradebook.db is new."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    try:
-        with Gradebook(db_url(root)) as gb:
-            if gb.find_assignment(assignment).notebooks:
-                return
-    except MissingEntry:
-        pass
-    with tempfile.TemporaryDirectory() as release:  # leave the committed exercises/ untouched
-        subprocess.run([sys.executable, "-m", "instructor.run_nbgrader", "generate_assignment", assignment, "--force",
-                        f"--CourseDirectory.release_directory={release}"],
-                       cwd=root, env=env, check=True, capture_output=True)
-
-
-def in_gradebook(root: Path, assignment: str) -> set[str]:
-    """Students with a submission of ``assignment`` in the gradebook (a deleted gradebook regrades all)."""
-    from nbgrader.api import Gradebook
-
-    with Gradebook(db_url(root)) as gb:
-        return {sub.student.id for sub in gb.assignment_submissions(assignment)}
-
-
-def hand_grades(root: Path, assignment: str, student: str) -> dict[tuple[str, str], bool]:
-    """{(notebook, grade_id): needs_manual_grade} of every grade given by hand."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(db_url(root)) as gb:
-        try:
-            sub = gb.find_submission(assignment, student)
-        except MissingEntry:
-            return {}
-        return {(nb.name, g.name): bool(g.needs_manual_grade) for nb in sub.notebooks for g in nb.grades
-                if g.manual_score is not None}
-
-
-def keep_hand_grades(root: Path, assignment: str, student: str, before: dict, unchanged: set[str]) -> list[str]:
-    """Undo nbgrader's "needs grading" on hand grades whose notebook did not change; report the rest."""
-    from nbgrader.api import Gradebook
-
-    notes = []
-    with Gradebook(db_url(root)) as gb:
-        for (notebook, grade_id), needed in before.items():
-            grade = gb.find_grade(grade_id, notebook, assignment, student)
-            if f"{notebook}.ipynb" in unchanged:
-                grade.needs_manual_grade = needed
-            else:
-                notes.append(f"{notebook} [{grade_id}]: hand grade kept, but the notebook changed since: regrade it")
-        gb.db.commit()
-    return notes
-
-
-def show_flags_in_formgrader(root: Path, assignment: str, student: str, flags: list) -> None:
-    """Put each scan flag in the comment box of the answer cell it concerns (or the notebook's first
-    one), where the formgrader shows it to whoever grades by hand."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    by_notebook: dict[str, list] = {}
-    for flag in flags:
-        by_notebook.setdefault(Path(flag.notebook).stem, []).append(flag)
-    with Gradebook(db_url(root)) as gb:
-        for notebook, items in by_notebook.items():
-            try:
-                comments = gb.find_submission_notebook(notebook, assignment, student).comments
-            except MissingEntry:
-                continue
-            if not comments:
-                continue
-            named = {c.name: c for c in comments}
-            for flag in items:
-                target = named.get(flag.cell, comments[0])
-                note = f"Review flag (advice, not a grade): {flag}"
-                target.auto_comment = f"{target.auto_comment}\n{note}" if target.auto_comment else note
-        gb.db.commit()
-
-
-def zero_submission(root: Path, assignment: str, student: str) -> None:
-    """A student with no gradable notebook at all: a submission of zeros (nbgrader needs one notebook).
-    The student is created first: one who is not on the roster yet must not stop grading."""
-    from nbgrader.api import Gradebook
-
-    with Gradebook(db_url(root)) as gb:
-        gb.update_or_create_student(student)
-        sub = gb.update_or_create_submission(assignment, student)
-        for nb in sub.notebooks:
-            for grade in nb.grades:
-                grade.auto_score = 0
-                grade.needs_manual_grade = False
-        gb.db.commit()
-
-
-def scores(root: Path, assignment: str, student: str) -> dict:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(db_url(root)) as gb:
-        sub = gb.find_submission(assignment, student)
-        return {
-            "code_score": sub.code_score, "max_code_score": sub.max_code_score,
-            "score": sub.score, "max_score": sub.max_score, "needs_manual_grade": bool(sub.needs_manual_grade),
-            "notebooks": {nb.name: {"code_score": nb.code_score, "max_code_score": nb.max_code_score,
-                                    "score": nb.score, "max_score": nb.max_score} for nb in sub.notebooks},
-        }
 
 
 # ------------------------------------------------------------------------------ log and state
@@ -358,8 +235,6 @@ def slow_notebooks(seconds: dict[str, float], slow_after: float) -> list[str]:
 def grade_student(root: Path, assignment: str, student: str, env: dict[str, str], extra: list[str],
                   previous: dict, facts_flags: list, verdict_dir: Path, redraw: bool = False,
                   slow_after: float = 60.0, zygote: Zygote | None = None) -> dict:
-    from nbgrader.api import Gradebook
-
     started = time.time()
     policy = deadlines.load(root, assignment)
     seeds = {} if redraw else dict(previous.get("seeds", {}))
@@ -371,7 +246,7 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
         unchanged = {name for name, sha in hashes.items() if previous.get("hashes", {}).get(name) == sha}
         before = hand_grades(root, assignment, student)
         record = {"hashes": hashes, "problems": problems, "flags": [str(f) for f in facts_flags]}
-        with Gradebook(db_url(root)) as gb:
+        with opened(root) as gb:
             deadlines.apply(gb, assignment, student, policy)
         if not any(staged.glob("*.ipynb")):
             zero_submission(root, assignment, student)
@@ -409,25 +284,15 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
         record["problems"] += keep_hand_grades(root, assignment, student, before, unchanged)
         show_flags_in_formgrader(root, assignment, student, facts_flags)
         record.update(scores(root, assignment, student))
-        with Gradebook(db_url(root)) as gb:
+        with opened(root) as gb:
             record["late"] = deadlines.lateness(gb, assignment, student)
-        record["status"] = status_of(False, record["flags"], record["problems"], record["needs_manual_grade"])
+        record["status"] = status_of(record["flags"], record["problems"], record["needs_manual_grade"])
     record["wall_seconds"] = round(time.time() - started, 2)
     record["graded_at"] = round(time.time(), 3)
     return record
 
 
 # ------------------------------------------------------------------------------ report
-
-
-def late_text(late: dict | None) -> str:
-    """"on time", or how late and what it cost ("—" without a timestamp or a due date)."""
-    if not late or late.get("due") is None or late.get("submitted") is None:
-        return "—"
-    extension = f" (extension {late['extension_days']:g} d)" if late.get("extension_days") else ""
-    if late["seconds_late"] <= 0:
-        return "on time" + extension
-    return f"{late['seconds_late'] / 3600:.1f} h late{extension}, -{late['late_penalty']:g}"
 
 
 def write_report(root: Path, assignment: str, students: dict, sandbox: str) -> str:
@@ -469,7 +334,8 @@ def write_report(root: Path, assignment: str, students: dict, sandbox: str) -> s
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The options (checked) and the rest, passed on to nbgrader."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assignment", default="module14")
     parser.add_argument("--root", default=".", help="course root (where nbgrader_config.py is)")
@@ -482,14 +348,47 @@ def main(argv: list[str] | None = None) -> int:
                         help="list a notebook that took longer than this many seconds to grade "
                              f"(default {SLOW_AFTER_DEFAULT:g}; {SLOW_AFTER} where a notebook trains)")
     args, extra = parser.parse_known_args(argv)
-    skip_unused_imports()  # before the first nbgrader import (instructor/run_nbgrader.py)
-    quiet_known_warnings()
     if args.jobs < 1:
         parser.error(f"--jobs must be a whole number >= 1, got {args.jobs}")
     if args.slow_after is None:
         args.slow_after = SLOW_AFTER.get(args.assignment, SLOW_AFTER_DEFAULT)
     if not args.slow_after > 0:
         parser.error(f"--slow-after must be a number of seconds > 0, got {args.slow_after}")
+    return args, extra
+
+
+def sandbox_or_refusal(root: Path) -> tuple[str | None, str | None, str]:
+    """(kernel_dir, sandbox line for the report, refusal): a kernelspec when the sandbox works; else none,
+    and a refusal unless COURSE_ALLOW_UNSANDBOXED=1."""
+    ok, how = probe_sandbox(root)
+    if ok:
+        return write_kernelspec(), how, ""
+    if os.environ.get("COURSE_ALLOW_UNSANDBOXED") == "1":
+        print(f"WARNING: grading WITHOUT a sandbox: {how}", file=sys.stderr)
+        return None, f"NONE (COURSE_ALLOW_UNSANDBOXED=1; the sandbox failed: {how})", ""
+    return None, None, ("Refusing to autograde: student code would run with your rights (it could read\n"
+                        "solutions/ or change gradebook.db), and the sandbox does not work here:\n"
+                        f"  {how}\nInstall bubblewrap (apt-get install bubblewrap), or run inside a container,\n"
+                        "or set COURSE_ALLOW_UNSANDBOXED=1 to accept the risk.")
+
+
+def students_to_grade(root: Path, args: argparse.Namespace, book: dict, code: str, everyone: list[str]) -> list[str]:
+    """``--student``'s, or everyone (``--all``, or the checks changed), or those new, changed, FAILED
+    or missing from the gradebook."""
+    if args.student:
+        return args.student
+    if args.all or book["code"] != code:
+        return everyone
+    known = in_gradebook(root, args.assignment)
+    records = book["students"]
+    return [s for s in everyone if s not in records or records[s]["status"] == "FAILED" or s not in known
+            or records[s].get("hashes") != file_hashes(root / "submitted" / s / args.assignment)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, extra = parse_args(argv)
+    skip_unused_imports()  # before the first nbgrader import (instructor/run_nbgrader.py)
+    quiet_known_warnings()
     # nbgrader shells out to `alembic` (from this environment) when it opens the gradebook
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     root = Path(args.root).resolve()
@@ -511,18 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     verdict_dir = Path(tempfile.mkdtemp(prefix="course-verdicts-"))
     kernel_dir = None
     try:
-        ok, how = probe_sandbox(root, sandbox_tmp)
-        if ok:
-            kernel_dir = write_kernelspec()
-            sandbox = how
-        elif os.environ.get("COURSE_ALLOW_UNSANDBOXED") == "1":
-            sandbox = f"NONE (COURSE_ALLOW_UNSANDBOXED=1; the sandbox failed: {how})"
-            print(f"WARNING: grading WITHOUT a sandbox: {how}", file=sys.stderr)
-        else:
-            print("Refusing to autograde: student code would run with your rights (it could read\n"
-                  "solutions/ or change gradebook.db), and the sandbox does not work here:\n"
-                  f"  {how}\nInstall bubblewrap (apt-get install bubblewrap), or run inside a container,\n"
-                  "or set COURSE_ALLOW_UNSANDBOXED=1 to accept the risk.", file=sys.stderr)
+        kernel_dir, sandbox, refusal = sandbox_or_refusal(root)
+        if refusal:
+            print(refusal, file=sys.stderr)
             return 2
         env = nbgrader_env(sandbox_tmp, kernel_dir, str(verdict_dir))
         ensure_in_gradebook(root, args.assignment, env)
@@ -534,14 +424,7 @@ def main(argv: list[str] | None = None) -> int:
             book = book_of(state, args.assignment)
         code = code_fingerprint(root, args.assignment)
         records = book["students"]
-        if args.student:
-            todo = args.student
-        elif args.all or book["code"] != code:
-            todo = everyone
-        else:
-            known = in_gradebook(root, args.assignment)
-            todo = [s for s in everyone if s not in records or records[s]["status"] == "FAILED" or s not in known
-                    or records[s].get("hashes") != file_hashes(submitted / s / args.assignment)]
+        todo = students_to_grade(root, args, book, code, everyone)
         flags = scan_submissions(root / "solutions", submitted, args.assignment, only=set(todo))
         jobs = max(1, min(args.jobs, len(todo)))
         print(f"autograde {args.assignment}: {len(todo)} of {len(everyone)} students to grade "

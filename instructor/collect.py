@@ -39,6 +39,8 @@ from nbgrader.plugins.zipcollect import ExtractorPlugin, FileNameCollectorPlugin
 from nbgrader.utils import parse_utc
 from traitlets import Unicode
 
+from instructor import deadlines, roster
+
 CANVAS_NAME = re.compile(r"^(?P<name>[^_/]+)_(?P<late>LATE_)?(?P<lms_id>\d+)_(?P<submission_id>\d+)_(?P<file>.+)$")
 RESUBMISSION = re.compile(r"^(?P<stem>.+?)(?:-(?P<dash>\d+)| \((?P<paren>\d+)\))$")
 
@@ -148,8 +150,6 @@ class CanvasCollector(FileNameCollectorPlugin):
 
     def _choose(self) -> dict:
         """{path: collected info} of every winning file under the extracted folder."""
-        from instructor import deadlines, roster
-
         app = self.parent
         extracted = app._format_collect_path(app.extracted_directory)
         assignment = app.coursedir.assignment_id

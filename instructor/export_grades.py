@@ -15,7 +15,7 @@ Writes, in grades/<assignment>/ (next to that assignment's autograde report):
   column is ``--canvas-column``, else the export's own column for the assignment as ``make roster``
   read it (``module14 (4321)``: Canvas fills that column), else the assignment's name. A FAILED student's cell is left empty (Canvas keeps what it has; fix and regrade first).
 
-status: one of instructor.autograde.STATUSES, the same names as the report and docs/instructors.md; read live
+status: one of instructor.gradebook.STATUSES, the same names as the report and docs/instructors.md; read live
 from the gradebook, so a written answer graded in the formgrader turns ``manual`` into ``ok``
 without rerunning autograde. ``missing``: on the roster (or in the gradebook) with nothing in
 submitted/: 0 points.
@@ -32,15 +32,13 @@ import os
 import sys
 from pathlib import Path
 
-from instructor import roster
-from instructor.autograde import db_url, late_text, report_dir, status_of
+from nbgrader.api import MissingEntry
+
+from instructor import deadlines, roster
+from instructor.gradebook import late_text, opened, report_dir, status_of
 
 
 def rows(root: Path, assignment: str) -> tuple[list[dict], list[str]]:
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from instructor import deadlines
-
     report_path = report_dir(root, assignment) / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {"students": {}}
     if report.get("assignment", assignment) != assignment:
@@ -50,7 +48,7 @@ def rows(root: Path, assignment: str) -> tuple[list[dict], list[str]]:
     policy = deadlines.load(root, assignment)
     submitted = {p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir()}
     out = []
-    with Gradebook(db_url(root)) as gb:
+    with opened(root) as gb:
         notebooks = [nb.name for nb in gb.find_assignment(assignment).notebooks]
         known = {s.id: s for s in gb.students}
         ids = sorted(set(students) | set(known) | set(people) | submitted)
@@ -88,8 +86,7 @@ def rows(root: Path, assignment: str) -> tuple[list[dict], list[str]]:
                     "final": f"{sub.score - late['late_penalty']:g}",
                     "manual_pending": "yes" if sub.needs_manual_grade else "no",
                 })
-                row["status"] = status_of(False, info.get("flags", []), info.get("problems", []),
-                                          bool(sub.needs_manual_grade))
+                row["status"] = status_of(info.get("flags", []), info.get("problems", []), bool(sub.needs_manual_grade))
                 if late["seconds_late"] > 0:
                     row["notes"] = " | ".join(x for x in (row["notes"], f"late: {late_text(late)}") if x)
             out.append(row)

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from instructor.autograde import parse_log, report_dir
+from instructor.autograde import parse_log
+from instructor.gradebook import report_dir
 
 
 def limited(memory_mb: int):

@@ -29,6 +29,8 @@ import re
 import sys
 from pathlib import Path
 
+from instructor.gradebook import opened
+
 ROSTER = "roster.csv"
 COLUMNS = "roster-columns.json"  # the export's columns after Canvas's own (its assignments)
 CANVAS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -108,11 +110,7 @@ def canvas_column(root: Path, assignment: str) -> str:
 def import_roster(root: Path, rows: list[dict], columns: list[str] | None = None) -> None:
     """Students into the gradebook (created or updated), ``roster.csv`` and the export's other
     ``columns`` (``roster-columns.json``) (both replaced)."""
-    from nbgrader.api import Gradebook
-
-    from instructor.autograde import db_url
-
-    with Gradebook(db_url(root)) as gb:
+    with opened(root) as gb:
         for row in rows:
             gb.update_or_create_student(row["student_id"], first_name=row["first_name"], last_name=row["last_name"],
                                         email=row["email"] or None, lms_user_id=row["lms_user_id"])

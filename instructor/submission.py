@@ -34,6 +34,8 @@ from pathlib import Path
 
 import nbformat
 
+from instructor.collect import parse_canvas_name, release_name
+
 EMPTY_ANSWER = {"code": "# (this answer cell was missing from the submission)", "markdown": "(answer cell missing)"}
 
 
@@ -156,8 +158,6 @@ def stage(submitted: Path, release_dir: Path, staged: Path) -> tuple[dict[str, s
     then the newest resubmission. Files that are not one of the release's notebooks are reported
     and left out; so are notebooks that cannot be rebuilt.
     """
-    from instructor.collect import parse_canvas_name, release_name
-
     staged.mkdir(parents=True, exist_ok=True)
     expected = {p.name: p for p in sorted(release_dir.glob("*.ipynb"))}
     hashes, problems = file_hashes(submitted), []

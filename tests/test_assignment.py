@@ -35,7 +35,8 @@ from grading_course import stale_releases
 if str(ROOT) not in sys.path:  # the instructor/ tools live at the repository root
     sys.path.insert(0, str(ROOT))
 
-from instructor.autograde import STATUSES, probe_sandbox  # noqa: E402
+from instructor.autograde import probe_sandbox  # noqa: E402
+from instructor.gradebook import STATUSES  # noqa: E402
 from instructor.nbgrader_hooks import is_test_cell  # noqa: E402
 
 ASSIGNMENT = "module14"
@@ -400,9 +401,7 @@ def graded(request):
     gen = _run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], course)
     assert gen.returncode == 0, gen.stdout + gen.stderr
     timings["generate_assignment"] = time.time() - start
-    sandbox_tmp = tempfile.mkdtemp()
-    sandboxed, why = probe_sandbox(course, sandbox_tmp)
-    shutil.rmtree(sandbox_tmp, ignore_errors=True)
+    sandboxed, why = probe_sandbox(course)
     assert sandboxed, f"the grading sandbox does not work here ({why}); install bubblewrap (apt-get install bubblewrap)"
     host = socket.socket()  # a port on the host that x_sandbox tries to see and reach
     host.bind(("127.0.0.1", 0))
