@@ -29,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from tables import save  # noqa: E402
+from writer import record_start, save  # noqa: E402
 
 ASSIGNMENT = "module14"
 
@@ -77,6 +77,7 @@ def grade(course: Path, jobs: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=12)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])

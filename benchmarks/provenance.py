@@ -19,9 +19,11 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The files that decide a benchmark's numbers. Rendering (tables.py), this file and the runner are left out,
-# and so is the grading benchmark: it measures the grader, and has its own second digest (EXTRA_SOURCES).
-NOT_SOURCES = {"benchmarks/tables.py", "benchmarks/provenance.py", "benchmarks/run_all.py", "benchmarks/class_grading.py"}
+# The files that decide a benchmark's numbers. Rendering (tables.py and its goals.py), writing (writer.py),
+# this file and the runner are left out, and so is the grading benchmark: it measures the grader, and has its
+# own second digest (EXTRA_SOURCES).
+NOT_SOURCES = {"benchmarks/tables.py", "benchmarks/goals.py", "benchmarks/writer.py", "benchmarks/provenance.py",
+               "benchmarks/run_all.py", "benchmarks/class_grading.py"}
 SOURCES = ("course_lib", "configs", "benchmarks")
 EXTRA_SOURCES = {"class_grading": ("instructor", "solutions", "nbgrader_config.py", "benchmarks/class_grading.py")}
 

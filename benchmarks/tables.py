@@ -10,7 +10,9 @@ between markers, wherever a block stands (``tools/doc_blocks.py``)::
 
 ``python benchmarks/tables.py`` rewrites the pages; ``--check`` only compares and exits 1
 when a table differs from what the JSON says (``tests/test_bench_tables.py`` runs it).
-Medians are over seeds; per-seed values are shown beside them.
+Medians are over seeds; per-seed values are shown beside them. The goals a table judges a run
+against are in ``goals.py``; the results files are written by ``writer.py``. Rendering reads files
+and runs nothing (no git, no training).
 """
 
 from __future__ import annotations
@@ -23,18 +25,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
-sys.path.insert(1, str(HERE.parent))  # tools.doc_blocks
-import provenance as code_provenance  # noqa: E402  (one provenance helper; `provenance` below renders its line in docs/results.md)
+sys.path.insert(1, str(HERE.parent))  # tools.doc_blocks, course_lib
+import goals  # noqa: E402
 
+from course_lib.verdicts import Verdict, paired  # noqa: E402  (the one maker of sentences over seeds)
 from tools import doc_blocks  # noqa: E402
 
-sys.path.insert(0, str(HERE.parent))
-from course_lib.verdicts import paired  # noqa: E402  (the one maker of sentences over seeds)
-
-# read when a benchmark starts (it imports this module first): the code that runs is the code at that moment
-COMMIT_AT_START = code_provenance.commit()
-SOURCES_AT_START = code_provenance.sources()
-EXTRA_AT_START = {name: code_provenance.sources(extra) for name, extra in code_provenance.EXTRA_SOURCES.items()}
 # A seed whose SFT start is below this held-out accuracy is flagged as degenerate: almost every
 # group scores all zero, so nothing learns from it, and it decides no comparison.
 DEGENERATE_START = 0.10
@@ -47,17 +43,23 @@ def load(name: str, results: Path = RESULTS) -> dict:
     return json.loads(path.read_text())
 
 
-def save(name: str, command: list[str], runs: list[dict], results: Path = RESULTS, **meta) -> Path:
-    """Write ``results/<name>.json``: the runs, the command line, and the commit and sources digest
-    they ran at (read when this module was first imported, i.e. when the benchmark started), with
-    torch's version and CPU kernel set (``provenance.runtime``)."""
-    path = results / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"commit": COMMIT_AT_START, "sources": SOURCES_AT_START,
-            **({"extra_sources": EXTRA_AT_START[name]} if name in EXTRA_AT_START else {}), **code_provenance.runtime(), **meta}
-    path.write_text(json.dumps({"benchmark": name, "command": " ".join(command), **meta,
-                                "seeds": sorted({r["seed"] for r in runs}), "runs": runs}, indent=1) + "\n")
-    return path
+def source(data: dict) -> str:
+    """Where a table's numbers came from: the command and the commit it ran at."""
+    return f"`{data['command']}` at commit {data['commit']}"
+
+
+def footer(data: dict) -> str:
+    """The closing line of a table: its source, and the machine when the file names one."""
+    return source(data) + (f" ({data['machine']})" if data.get("machine") else "") + ".\n"
+
+
+def by_seed(a: dict, b: dict, name_a: str, name_b: str, **how) -> Verdict | None:
+    """A − B seed by seed over the seeds both ``{seed: value}`` hold (the same seed: the same start and
+    data), read by ``course_lib.verdicts.paired``; None when no seed has both."""
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None
+    return paired([a[s] for s in seeds], [b[s] for s in seeds], name_a=name_a, name_b=name_b, seeds=seeds, **how)
 
 
 def pct(x: float) -> str:
@@ -114,7 +116,7 @@ def grpo_family(results: Path = RESULTS) -> str:
     parts = []
     titles = {"main": "strong start (SFT 1,200 steps{}), binary strict checker",
               "weak": "weak start (SFT 300 steps{}), binary or partial credit"}
-    steps = f"{data['grpo_steps']} optimiser steps per row" if "grpo_steps" in data else "the same optimiser steps per row"
+    steps = f"{data['grpo_steps']} optimiser steps per row"
     for setting in dict.fromkeys(r["setting"] for r in data["runs"]):
         starts = seed_starts(data, setting)
         title = titles.get(setting, setting + "{}").format(
@@ -130,7 +132,7 @@ def grpo_family(results: Path = RESULTS) -> str:
                      "runs of one seed share the SFT start and the prompts, so the seed-by-seed differences are the "
                      "sharper reading, and three seeds are still few):\n\n"
                      + "\n".join(lines) + "\n")
-    parts.append(f"`{data['command']}` at commit {data.get('commit', 'unknown')} — {data['machine']}.\n")
+    parts.append(f"{source(data)} — {data['machine']}.\n")
     return "\n".join(parts)
 
 
@@ -151,19 +153,14 @@ def verdicts(data: dict) -> list[str]:
         summ = summaries.get(setting, {})
         if a not in summ or b not in summ:
             continue
-        # the same seed means the same SFT start and prompts: the paired difference is the sharp reading
-        by_seed = {s: (x - y) for s, x in zip(summ[a]["seeds"], summ[a]["per_seed"])
-                   for t, y in zip(summ[b]["seeds"], summ[b]["per_seed"]) if s == t}
+        x, y = (dict(zip(summ[v]["seeds"], summ[v]["per_seed"])) for v in (a, b))
         starts = seed_starts(data, setting)
-
-        def read(seeds, a=a, b=b, by_seed=by_seed):
-            return paired([by_seed[s] for s in seeds], name_a=a, name_b=b, seeds=seeds).sentence()
-
-        line = f"- {setting} start: {read(list(by_seed))}"
-        healthy = [s for s in by_seed if starts[s] >= DEGENERATE_START]
-        if 1 < len(healthy) < len(by_seed):
-            line += (f". Without the degenerate start ({', '.join(f'seed {s}' for s in by_seed if s not in healthy)}): "
-                     f"{read(healthy)}")
+        both = sorted(set(x) & set(y))
+        line = f"- {setting} start: {by_seed(x, y, a, b).sentence()}"
+        healthy = [s for s in both if starts[s] >= DEGENERATE_START]
+        if 1 < len(healthy) < len(both):
+            line += (f". Without the degenerate start ({', '.join(f'seed {s}' for s in both if s not in healthy)}): "
+                     f"{by_seed({s: x[s] for s in healthy}, y, a, b).sentence()}")
         out.append(line)
     return out
 
@@ -188,7 +185,7 @@ def hacking_table(data: dict) -> str:
 
 def reward_hacking(results: Path = RESULTS) -> str:
     data = load("reward_hacking", results)
-    return (f"{hacking_table(data)}\n`{data['command']}` at commit {data.get('commit', 'unknown')}: "
+    return (f"{hacking_table(data)}\n{source(data)}: "
             f"{data['rl_steps']} GRPO steps from {data['sft_steps']} SFT steps, {data['n_heldout']} held-out prompts.\n")
 
 
@@ -203,7 +200,7 @@ def _per_seed_table(data: dict, columns: list[tuple[str, str, callable]]) -> str
             vals = [r[key] for r in rows if r.get(key) is not None]
             cells.append(f"{fmt(statistics.median(vals))} ({' / '.join(fmt(v) for v in vals)})" if vals else "—")
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + f"\n\nmedian (per seed {', '.join(map(str, data['seeds']))}); `{data['command']}` at commit {data['commit']}.\n"
+    return "\n".join(lines) + f"\n\nmedian (per seed {', '.join(map(str, data['seeds']))}); {source(data)}.\n"
 
 
 def dpo(results: Path = RESULTS) -> str:
@@ -214,9 +211,7 @@ def dpo(results: Path = RESULTS) -> str:
 
 def grpo(results: Path = RESULTS) -> str:
     data = load("grpo", results)
-    what = (f"`unit={data['unit']}`, {data['steps']} steps" if "unit" in data
-            else f"the `cpu` config's GRPO defaults at commit {data['commit']}")
-    return f"GRPO here: {what} — not the family table's GRPO row.\n\n" + _per_seed_table(data, [
+    return f"GRPO here: `unit={data['unit']}`, {data['steps']} steps — not the family table's GRPO row.\n\n" + _per_seed_table(data, [
         ("SFT start", "sft_accuracy", pct), ("GRPO", "final_accuracy", pct),
         ("same wall-clock on more SFT", "control_accuracy", pct), ("RL seconds", "rl_seconds", lambda x: f"{x:.0f}"),
         ("generation share of a step", "generation_fraction", lambda x: f"{100 * x:.0f}%")])
@@ -235,14 +230,13 @@ def seeds(results: Path = RESULTS) -> str:
         lines.append(f"| {n} | {wall:.1f} | {ratio} | {sum(r['cpu_seconds'] for r in rows):.1f} | "
                      f"{' / '.join(pct(r['final_accuracy']) for r in rows)} |")
     goal = ""
-    if one and 4 in walls:
-        r4 = walls[4] / one
-        goal = (f" Goal: 4 seeds in ≤ 2.2× the wall of one on 2 cores: **{r4:.2f}×**, "
-                f"{'met' if r4 <= 2.2 else 'not met'} on this run's {data['cores']} core(s).")
+    if one and goals.SEEDS_SIDE_BY_SIDE in walls:
+        r4 = walls[goals.SEEDS_SIDE_BY_SIDE] / one
+        goal = (f" Goal: {goals.SEEDS_SIDE_BY_SIDE} seeds in ≤ {goals.SEEDS_WALL_RATIO:g}× the wall of one on 2 cores: "
+                f"**{r4:.2f}×**, {'met' if r4 <= goals.SEEDS_WALL_RATIO else 'not met'} on this run's {data['cores']} core(s).")
     return ("\n".join(lines) + f"\n\n{data['steps']} GRPO steps per seed on the `{data['config']}` config, each seed in its "
             f"own process with one thread, from its cached SFT start.{goal} Wall-clock is evidence only on an "
-            f"otherwise idle machine. `{data['command']}` at commit "
-            f"{data.get('commit', 'unknown')}" + (f" ({data['machine']})" if data.get("machine") else "") + ".\n")
+            f"otherwise idle machine. " + footer(data))
 
 
 def _recipe_label(r: dict) -> str:
@@ -271,18 +265,17 @@ def recipe_verdicts(data: dict) -> list[str]:
     out = []
     names = {2: "GRPO (stage 2)", 3: "RFT (stage 3)", 4: "GRPO again (stage 4)"}
     for k, name in names.items():
-        before, after = _stage(data, "r1", k - 1), _stage(data, "r1", k)
-        seeds = sorted(set(before) & set(after))
-        if seeds:
-            out.append("- r1, pass@1: " + paired([after[s]["pass@1"] for s in seeds], [before[s]["pass@1"] for s in seeds],
-                                                  name_a=name, name_b=f"stage {k - 1}", seeds=seeds).sentence())
+        read = by_seed(*({s: r["pass@1"] for s, r in _stage(data, "r1", j).items()} for j in (k, k - 1)),
+                       name, f"stage {k - 1}")
+        if read:
+            out.append("- r1, pass@1: " + read.sentence())
     cold, grpo, rft = (_stage(data, "r1", k) for k in (1, 2, 3))
     seeds = sorted(set(cold) & set(grpo) & set(rft))
     if seeds:
         gain = {s: grpo[s]["pass@1"] - cold[s]["pass@1"] for s in seeds}
         best = max(seeds, key=lambda s: cold[s]["pass@8"])
-        added = paired([gain[s] for s in seeds], [rft[s]["pass@1"] - grpo[s]["pass@1"] for s in seeds],
-                       name_a="GRPO's pass@1 gain (stage 2)", name_b="RFT's (stage 3)", seeds=seeds)
+        added = by_seed(gain, {s: rft[s]["pass@1"] - grpo[s]["pass@1"] for s in seeds},
+                        "GRPO's pass@1 gain (stage 2)", "RFT's (stage 3)")
         out.append(f"- r1: {added.sentence()}; the seed "
                    f"whose cold start sampled the most right answers (seed {best}, pass@8 {pct(cold[best]['pass@8'])}) "
                    + ("had GRPO's largest gain" if gain[best] == max(gain.values()) else "did not have GRPO's largest gain")
@@ -294,8 +287,7 @@ def recipe_verdicts(data: dict) -> list[str]:
         seeds = sorted(set(start) & set(rl))
         if not seeds:
             continue
-        gain = paired([rl[s]["pass@1"] for s in seeds], [start[s]["pass@1"] for s in seeds], name_a="after GRPO",
-                      name_b="start", seeds=seeds)
+        gain = by_seed(*({s: r[s]["pass@1"] for s in seeds} for r in (rl, start)), "after GRPO", "start")
         out.append(f"- GRPO from the {name}: start pass@1 {spread([start[s]['pass@1'] for s in seeds], pct)}, "
                    f"pass@8 {spread([start[s]['pass@8'] for s in seeds], pct)}; after GRPO pass@1 "
                    f"{spread([rl[s]['pass@1'] for s in seeds], pct)}; pass@1 {gain.sentence()}; groups without "
@@ -385,16 +377,15 @@ def tools(results: Path = RESULTS) -> str:
     for v in variants:  # did GRPO raise the sampled call rate on carry prompts?
         rows = [r for r in data["runs"] if r["variant"] == v and r.get("call_rate_carry_first") is not None]
         if rows:
-            said.append(f"- {v}, sampled call rate on carry prompts: " + paired(
-                [r["call_rate_carry_last"] for r in rows], [r["call_rate_carry_first"] for r in rows],
-                name_a="last quarter of the steps", name_b="first", seeds=[r["seed"] for r in rows]).sentence() + ".")
+            said.append(f"- {v}, sampled call rate on carry prompts: " + by_seed(
+                *({r["seed"]: r[key] for r in rows} for key in ("call_rate_carry_last", "call_rate_carry_first")),
+                "last quarter of the steps", "first").sentence() + ".")
     control = "no tool, same extra SFT"
     for v in variants:  # each tool row against the start with the same extra SFT and no tool demonstration
-        seeds = [s for s in data["seeds"] if (v, s) in by and (control, s) in by]
-        if v.startswith("tool") and seeds:
-            said.append("- held-out accuracy after GRPO: " + paired(
-                [by[v, s]["final_accuracy"] for s in seeds], [by[control, s]["final_accuracy"] for s in seeds],
-                name_a=v, name_b=control, seeds=seeds).sentence() + ".")
+        read = by_seed(*({s: r["final_accuracy"] for (w, s), r in by.items() if w == name} for name in (v, control)),
+                       v, control)
+        if v.startswith("tool") and read:
+            said.append("- held-out accuracy after GRPO: " + read.sentence() + ".")
     setting = (f"{data['grpo_steps']} GRPO steps per row ({data['config']} config); the tool start: "
                f"{data['tool_sft']} SFT steps in which the first {data['tool_demos']} carry demonstrations call the "
                f"tool for {'the whole sum' if data['tool_call'] == 'sum' else 'the ones column'}")
@@ -422,8 +413,8 @@ def trl_vs_course_grpo(results: Path = RESULTS) -> str:
     if ratios:
         r = statistics.median(ratios)
         summary = (f"\nCourse ÷ TRL (checkpointing off), CPU seconds per step: median **{r:.2f}** (per seed "
-                   f"{' / '.join(f'{x:.2f}' for x in ratios)}); the goal is ≤ 0.5: "
-                   f"{'met' if r <= 0.5 else 'not met'}. {data['steps']} steps per run ({data['machine']}).\n")
+                   f"{' / '.join(f'{x:.2f}' for x in ratios)}); the goal is ≤ {goals.TRL_CPU_STEP_RATIO:g}: "
+                   f"{'met' if r <= goals.TRL_CPU_STEP_RATIO else 'not met'}. {data['steps']} steps per run ({data['machine']}).\n")
     return table + summary
 
 
@@ -437,7 +428,7 @@ def kl_frontier(results: Path = RESULTS) -> str:
         lines.append(f"| {row['placement']} | {row['beta']:g} | {estimator} | {pct(row['accuracy'])} ({acc}) | "
                      f"{row['kl']:.2f} ({kl}) |")
     return ("\n".join(lines) + f"\n\nmedian (per seed {', '.join(map(str, data['seeds']))}), {data['steps']} GRPO steps; "
-            f"`{data['command']}` at commit {data.get('commit') or 'not recorded'} ({data['machine']}).\n")
+            + footer(data))
 
 
 def rlhf(results: Path = RESULTS) -> str:
@@ -454,7 +445,7 @@ def rlhf(results: Path = RESULTS) -> str:
     rows = [("SFT held-out exact match", lambda r: r["sft_accuracy"], pct),
             ("reward model: held-out pairwise accuracy (noisy labels)", lambda r: r["rm"]["heldout_accuracy"], pct),
             ("noise ceiling (held-out labels not flipped)", lambda r: r["rm"]["noise_ceiling"], pct),
-            ("**reward model / noise ceiling** (target ≥ 90%)", lambda r: r["rm"]["of_ceiling"], pct),
+            (f"**reward model / noise ceiling** (target ≥ {100 * goals.RM_OF_NOISE_CEILING:.0f}%)", lambda r: r["rm"]["of_ceiling"], pct),
             ("reward model against gold labels", lambda r: r["rm"]["heldout_gold_accuracy"], pct),
             ("reward model calibration error (ECE)", lambda r: r["rm"]["ece"], lambda x: f"{x:.3f}"),
             ("reward model training pairs", lambda r: r["rm"]["train_pairs"], lambda x: f"{x:,.0f}"),
@@ -464,15 +455,10 @@ def rlhf(results: Path = RESULTS) -> str:
             ("**best-of-16** gold accuracy", bon(16), pct),
             ("best-of-64 gold accuracy", bon(64), pct),
             ("best-of-N: the N with the highest gold", lambda r: max(r["bon"], key=lambda x: x["gold"])["n"], lambda x: f"{x:g}")]
-    exact = "kl_bound" in runs[0]["bon"][0]  # older files stored only the bound, as "kl"
-    if exact:
-        rows += [("best-of-N: √KL at that N, exact (each prompt's 64 samples, repeats counted)",
-                  lambda r: max(r["bon"], key=lambda x: x["gold"])["kl"] ** 0.5, lambda x: f"{x:.2f}"),
-                 ("best-of-64: √KL exact / √(log N − (N − 1)/N), the bound",
-                  lambda r: (r["bon"][-1]["kl"] / r["bon"][-1]["kl_bound"]) ** 0.5, lambda x: f"{x:.2f}")]
-    else:
-        rows += [("best-of-N: √KL at that N, the bound √(log N − (N − 1)/N) (exact KL not in this file)",
-                  lambda r: max(r["bon"], key=lambda x: x["gold"])["kl"] ** 0.5, lambda x: f"{x:.2f}")]
+    rows += [("best-of-N: √KL at that N, exact (each prompt's 64 samples, repeats counted)",
+              lambda r: max(r["bon"], key=lambda x: x["gold"])["kl"] ** 0.5, lambda x: f"{x:.2f}"),
+             ("best-of-64: √KL exact / √(log N − (N − 1)/N), the bound",
+              lambda r: (r["bon"][-1]["kl"] / r["bon"][-1]["kl_bound"]) ** 0.5, lambda x: f"{x:.2f}")]
     for i, o in enumerate(runs[0]["overopt"]):
         def get(key, i=i):
             return lambda r: r["overopt"][i][key]
@@ -492,7 +478,7 @@ def rlhf(results: Path = RESULTS) -> str:
         rows.append((f"as configured: {k} held-out exact match ({steps}; {configured[k]})", lambda r, k=k: r["rl"][k]["accuracy"], pct))
     rows += [("as configured: PPO − GRPO, points", lambda r: 100 * (r["rl"]["PPO"]["accuracy"] - r["rl"]["GRPO"]["accuracy"]),
               lambda x: f"{x:+.1f}")]
-    matched = [k for k in ("GRPO, matched optimiser steps", "GRPO, PPO's wall-clock") if k in runs[0]["rl"]]
+    matched = ("GRPO, matched optimiser steps", "GRPO, PPO's wall-clock")
     for k in matched:
         what = {"GRPO, matched optimiser steps": "μ = 2: PPO's optimiser steps on the same samples",
                 "GRPO, PPO's wall-clock": "μ = 1, as many steps as fit in PPO's RL seconds"}[k]
@@ -517,11 +503,7 @@ def rlhf(results: Path = RESULTS) -> str:
             "Gold under PPO against the reward model (5-step moving means, a move counts above 3 points): "
             + "; ".join(shapes) + ". PPO's time covers its critic and two passes over each batch (GRPO and RLOO: one); "
             "its 256 prompts per step are each sampled once, GRPO's 32 eight times. Seconds are wall time on a shared, "
-            "loaded machine."
-            + ("" if matched else " Matched-optimiser-step and equal-wall-clock GRPO rows are not in this results file "
-               "(it predates them): `make bench` adds them.")
-            + ("" if exact else " Best-of-N's exact KL is not in this file either; the √KL shown is the bound.")
-            + f"\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
+            "loaded machine.\n\n" + footer(data))
 
 
 def gpu_check(results: Path = RESULTS) -> str:
@@ -556,7 +538,7 @@ def gpu_check(results: Path = RESULTS) -> str:
                                        f"FAILED (exit {n['returncode']})") for n in notebooks]
         lines += ["", "Training notebooks at `COURSE_FAST=1` on the device: " + "; ".join(runs) + "."]
     lines += ["", f"Instruct recipe smoke test: {data['instruct_smoke']}. Levers: {data.get('levers', 'not measured')}.",
-              "", f"`{data.get('command', 'benchmarks/gpu_check.py --save')}` at commit {data.get('commit', 'unknown')}.\n"]
+              "", f"{source(data)}.\n"]
     return "\n".join(lines)
 
 
@@ -577,7 +559,6 @@ def async_speed(results: Path = RESULTS) -> str:
     if not seeds:
         raise ValueError("async_speed.json has no seed with both K = 0 and K = 1")
     ratio = {s: k1[s]["steps_per_second"] / sync[s]["steps_per_second"] for s in seeds}
-    diff = {s: k1[s]["accuracy"] - sync[s]["accuracy"] for s in seeds}
     lines = ["| seed | synchronous: steps/s | K = 1: steps/s | ratio | CPU s, all processes (sync → K = 1) | "
              "held-out accuracy (sync → K = 1) |", "|---|---|---|---|---|---|"]
     for s in seeds:
@@ -593,20 +574,18 @@ def async_speed(results: Path = RESULTS) -> str:
     lines.append(f"| **median** | {med(S, 'steps_per_second'):.2f} | {med(A, 'steps_per_second'):.2f} | **{r_med:.2f}×** | "
                  f"{med(S, 'cpu_seconds'):.1f} → {med(A, 'cpu_seconds'):.1f} | {pct(med(S, 'accuracy'))} → "
                  f"{pct(med(A, 'accuracy'))} |")
-    met = sum(ratio[s] >= 1.3 for s in seeds)
+    met = sum(ratio[s] >= goals.ASYNC_SPEEDUP for s in seeds)
     work = [k1[s]["cpu_seconds"] / sync[s]["cpu_seconds"] for s in seeds]
-    held_out = paired([diff[s] for s in seeds], name_a="K = 1", name_b="synchronous", seeds=seeds)
+    held_out = by_seed({s: k1[s]["accuracy"] for s in seeds}, {s: sync[s]["accuracy"] for s in seeds}, "K = 1", "synchronous")
     return ("\n".join(lines) + f"\n\nMeasured on an otherwise idle machine (two cores: the trainer on one, the rollout "
             f"worker on the other), {data['steps']} optimiser steps per run on the `{data['config']}` config, evaluation "
-            f"excluded from the seconds. Against the goal of ≥ 1.3× optimiser steps per wall-clock second: median "
-            f"**{r_med:.2f}×**, {'met' if r_med >= 1.3 else 'not met'} on the median, reached by {met} of {len(seeds)} seeds "
+            f"excluded from the seconds. Against the goal of ≥ {goals.ASYNC_SPEEDUP:g}× optimiser steps per wall-clock second: "
+            f"median **{r_med:.2f}×**, {'met' if r_med >= goals.ASYNC_SPEEDUP else 'not met'} on the median, reached by {met} of {len(seeds)} seeds "
             f"(per seed {' / '.join(f'{ratio[s]:.2f}×' for s in seeds)}). Held-out accuracy, {held_out.sentence()}. The CPU column is the work done by both "
             f"processes: K = 1 used {100 * min(work):.0f}–{100 * max(work):.0f}% of the synchronous run's CPU seconds, "
             + ("about the same work, spread over two cores. " if all(0.8 <= w <= 1.25 for w in work) else
                "a different amount of work, not only a different placement. ")
-            + (f"`{data['command']}` at commit {data.get('commit') or 'not recorded'}" if data.get("command") else
-               "The file records neither its command nor its commit")
-            + f", {data.get('date', 'date not recorded')} ({data['machine']}).\n")
+            + f"{source(data)}, {data['date']} ({data['machine']}).\n")
 
 
 def async_sweep(results: Path = RESULTS) -> str:
@@ -648,7 +627,7 @@ def async_sweep(results: Path = RESULTS) -> str:
         planned = data.get("planned_runs", n_settings * len(data["seeds"]))
         text += f" **Incomplete**: {len(data['runs'])} of {planned} runs had finished when it stopped."
     text += "".join(f"\n{line}" for line in async_paired(data))
-    return text + f"\n\n`{data['command']}` at commit {data.get('commit') or 'not recorded'} ({data['machine']}).\n"
+    return text + "\n\n" + footer(data)
 
 
 def async_paired(data: dict) -> list[str]:
@@ -660,11 +639,8 @@ def async_paired(data: dict) -> list[str]:
         return []
 
     def read(a, b, name_a, name_b):
-        both = [s for s in seeds if a(s) in acc and b(s) in acc]
-        if not both:
-            return f"{name_a} − {name_b}: —"
-        return paired([acc[a(s)] for s in both], [acc[b(s)] for s in both], name_a=name_a, name_b=name_b,
-                      seeds=both).sentence()
+        read = by_seed(*({s: acc[f(s)] for s in seeds if f(s) in acc} for f in (a, b)), name_a, name_b)
+        return read.sentence() if read else f"{name_a} − {name_b}: —"
 
     lines = ["Seed by seed, in points of held-out accuracy:", ""]
     for K in sorted({r["max_staleness"] for r in data["runs"]} - {0}):
@@ -702,7 +678,7 @@ def t4_estimate(results: Path = RESULTS) -> str:
             f"{sync[1]:g} µs + FLOPs at {eff[1]:.0%}–{eff[0]:.0%} of the T4's fp32 peak (the course trains in fp32 "
             "there), times the steps each notebook's code runs; the CPU columns are this machine's CPU seconds per "
             "step × the same steps (training and evaluation only).\n\n" + "\n".join(lines)
-            + f"\n\n`{data['command']}` at commit {data.get('commit', 'unknown')} ({data['machine']}).\n")
+            + "\n\n" + footer(data))
 
 
 def class_grading(results: Path = RESULTS) -> str:
@@ -712,17 +688,17 @@ def class_grading(results: Path = RESULTS) -> str:
         lines.append(f"| {run['jobs']} | {run['students']} | {run['seconds']:.0f} s | {run['seconds_per_student']:.1f} | "
                      f"{run['speedup']:.2f}× | {run['load_before']:g} → {run['load_after']:g} |")
     last = data["runs"][-1]
-    source = f"`{data['command']}` at commit {data.get('commit') or 'not recorded'} ({data['machine']}).\n"
-    if data["class_size"] >= 150:  # the goal's class size or more: the time was measured, not extrapolated
-        per_150 = 150 * last["seconds_per_student"] / 60
+    size, goal = goals.CLASS_SIZE, goals.CLASS_MINUTES
+    if data["class_size"] >= size:  # the goal's class size or more: the time was measured, not extrapolated
+        per_class = size * last["seconds_per_student"] / 60
         return ("\n".join(lines) + f"\n\nMeasured on a class of {data['class_size']} ({data['assignment']}, all "
                 f"five notebooks each): with {last['jobs']} jobs it took {last['seconds'] / 60:.1f} min, "
-                f"{'within' if per_150 <= 15 else 'over'} the goal of ≤ 15 min for 150 (measured, not "
-                f"extrapolated). " + source)
-    minutes = 150 * last["seconds_per_student"] / 60
+                f"{'within' if per_class <= goal else 'over'} the goal of ≤ {goal} min for {size} (measured, not "
+                f"extrapolated). " + footer(data))
+    minutes = size * last["seconds_per_student"] / 60
     return ("\n".join(lines) + f"\n\nMeasured on a class of {data['class_size']} ({data['assignment']}, all five "
-            f"notebooks each), not 150: at this rate a class of 150 with {last['jobs']} jobs would take about "
-            f"{minutes:.0f} min (an extrapolation; the goal is ≤ 15 min). " + source)
+            f"notebooks each), not {size}: at this rate a class of {size} with {last['jobs']} jobs would take about "
+            f"{minutes:.0f} min (an extrapolation; the goal is ≤ {goal} min). " + footer(data))
 
 
 def trl_map(results: Path = RESULTS) -> str:

@@ -30,10 +30,11 @@ from course_lib.ai_feedback import BUDGETS, notebook_budget, seed_run
 from course_lib.seeds import over_seeds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import RESULTS, save  # noqa: E402
+from writer import RESULTS, record_start, save  # noqa: E402
 
 
 def main(argv=None) -> None:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--budget", default="fast", choices=BUDGETS)

@@ -42,7 +42,7 @@ from course_lib.starts import sft_start
 from course_lib.task import AdditionTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import RESULTS, save  # noqa: E402
+from writer import RESULTS, record_start, save  # noqa: E402
 
 OUT = RESULTS / "async.json"
 
@@ -98,6 +98,7 @@ def one_run(cfg, task, weights, seed: int, K: int, correction: bool, steps: int,
 
 
 def main(argv=None) -> None:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default="cpu")
     parser.add_argument("--staleness", type=int, nargs="+", default=[1, 2, 4, 8], help="K >= 1 (K = 0 always runs)")

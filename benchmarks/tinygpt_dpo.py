@@ -34,7 +34,7 @@ from course_lib.runtime import DEFAULT_THREADS, load_checkpoint, set_threads
 from course_lib.sft import train_sft
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import RESULTS, save  # noqa: E402
+from writer import RESULTS, record_start, save  # noqa: E402
 
 
 def nll_only(cfg, sft_path: Path, seed: int) -> dict:
@@ -54,6 +54,7 @@ def nll_only(cfg, sft_path: Path, seed: int) -> dict:
 
 
 def main() -> None:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)

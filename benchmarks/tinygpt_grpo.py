@@ -19,10 +19,11 @@ from course_lib.pipeline import run
 from course_lib.runtime import DEFAULT_THREADS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import save  # noqa: E402
+from writer import record_start, save  # noqa: E402
 
 
 def main() -> None:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)

@@ -35,7 +35,7 @@ from course_lib.recipes import PASS_K, policy_numbers, run_recipe
 from course_lib.runtime import DEFAULT_THREADS, set_threads
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import RESULTS, save  # noqa: E402
+from writer import RESULTS, record_start, save  # noqa: E402
 
 RANDOM_INIT = "random init"
 
@@ -55,6 +55,7 @@ def random_init(cfg, seed: int) -> dict:
 
 
 def main(argv=None) -> None:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--config", default="cpu", choices=tuple(CONFIGS))

@@ -62,7 +62,7 @@ from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import RESULTS, save  # noqa: E402
+from writer import RESULTS, record_start, save  # noqa: E402
 
 NS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -170,6 +170,7 @@ def print_medians(results: list[dict]) -> None:
 
 
 def main() -> None:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=1)

@@ -28,10 +28,11 @@ from course_lib.runtime import set_threads
 from course_lib.task import AdditionTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import save  # noqa: E402
+from writer import record_start, save  # noqa: E402
 
 
 def main() -> None:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     cfg = get_config("cpu")
     parser = argparse.ArgumentParser()
     parser.add_argument("--lengths", type=int, nargs="+", default=[cfg.grpo.max_completion_length, 16, 32])

@@ -20,10 +20,11 @@ from course_lib.configs import get_config
 from course_lib.seeds import cores, train_seeds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import save  # noqa: E402
+from writer import record_start, save  # noqa: E402
 
 
 def main() -> None:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--counts", type=int, nargs="+", default=[1, 2, 4], help="seeds side by side, per run")

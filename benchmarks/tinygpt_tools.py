@@ -40,7 +40,7 @@ from course_lib.runtime import MetricsLog, set_threads
 from course_lib.starts import env_start, sft_start
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import RESULTS, save  # noqa: E402
+from writer import RESULTS, record_start, save  # noqa: E402
 
 KEYS = ("accuracy", "accuracy_carry", "accuracy_no_carry", "tool_use_carry", "tool_use_no_carry")
 
@@ -89,6 +89,7 @@ def one_run(variant: str, cfg, seed: int, tool_sft: int, **grpo_overrides) -> di
 
 
 def main(argv=None) -> None:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--config", default="cpu", choices=tuple(CONFIGS))

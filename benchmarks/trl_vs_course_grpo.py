@@ -39,7 +39,7 @@ from course_lib.pipeline import rl_generator, sft_policy
 from course_lib.runtime import MetricsLog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import save  # noqa: E402
+from writer import record_start, save  # noqa: E402
 
 LABELS = {"course": "course_lib `train_grpo`", "trl": "TRL `GRPOTrainer` (bridge)",
           "trl_checkpointing": "TRL `GRPOTrainer`, gradient checkpointing on"}
@@ -68,6 +68,7 @@ def trl_run(model, task, cfg, seed: int, checkpointing: bool, out_dir: str) -> d
 
 
 def main() -> None:
+    record_start()  # the commit and sources digest of the code that runs: the code now
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=300)

@@ -17,7 +17,8 @@ def family_json(tmp_path, finals, starts=(0.6, 0.6, 0.6)):
     runs = [{"setting": "main", "variant": v, "seed": s, "baseline_accuracy": starts[s], "final_accuracy": f,
              "final_accuracy_carry": f - 0.1, "optimizer_steps": 150, "groups_sampled": 4800, "rl_seconds": 40.0}
             for v, per_seed in finals.items() for s, f in enumerate(per_seed)]
-    (tmp_path / "grpo_family.json").write_text(json.dumps({"command": "x", "machine": "m", "runs": runs}))
+    (tmp_path / "grpo_family.json").write_text(json.dumps({"command": "x", "commit": "abc1234", "machine": "m", "grpo_steps": 150,
+                                                            "runs": runs}))
     return tmp_path
 
 
@@ -117,11 +118,14 @@ def test_grpo_and_dpo_blocks_say_what_they_ran(tmp_path):
 
 def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
     def run(seed, of_ceiling, bon1, bon16, grpo, ppo):
-        bon = [{"n": n, "gold": {1: bon1, 8: 0.5, 16: bon16, 64: 0.5}[n], "proxy": 0.0, "kl": float(n)} for n in (1, 8, 16, 64)]
+        bon = [{"n": n, "gold": {1: bon1, 8: 0.5, 16: bon16, 64: 0.5}[n], "proxy": 0.0, "kl": n / 4, "kl_bound": float(n)}
+               for n in (1, 8, 16, 64)]
         over = {"beta": 0.05, "steps": 60, "batch_prompts": 128, "gold_start": 0.5, "gold_peak": 0.6, "gold_end": 0.4,
                 "sqrt_kl_peak": 0.5, "sqrt_kl_end": 1.0, "proxy_start": 0.0, "proxy_end": 2.0, "shape": "rises then falls"}
         rl = {"GRPO": {"accuracy": grpo, "rl_seconds": 100.0}, "RLOO": {"accuracy": grpo, "rl_seconds": 100.0},
-              "PPO": {"accuracy": ppo, "rl_seconds": 150.0, "critic_bytes": 2**20, "bytes": 2**21}}
+              "PPO": {"accuracy": ppo, "rl_seconds": 150.0, "critic_bytes": 2**20, "bytes": 2**21},
+              "GRPO, matched optimiser steps": {"accuracy": ppo - 0.02, "rl_seconds": 120.0, "optimizer_steps": 80},
+              "GRPO, PPO's wall-clock": {"accuracy": 0.95, "rl_seconds": 150.0, "optimizer_steps": 60}}
         rm = {"heldout_accuracy": 0.8, "noise_ceiling": 0.9, "of_ceiling": of_ceiling, "heldout_gold_accuracy": 0.85,
               "ece": 0.05, "train_pairs": 8000, "train_seconds": 60.0}
         return {"seed": seed, "sft_accuracy": 0.58, "rm": rm, "bon": bon, "overopt": [over], "rl": rl}
@@ -133,25 +137,13 @@ def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
     assert "| **reward model / noise ceiling** (target ≥ 90%) | 91.0% | 95.0% / 85.0% / 91.0% |" in text
     assert "| **best-of-16** gold accuracy | 65.0% | 70.0% / 60.0% / 65.0% |" in text
     assert "| as configured: PPO − GRPO, points | +0.0 | -10.0 / +0.0 / +10.0 |" in text
-    assert "the bound √(log N − (N − 1)/N) (exact KL not in this file)" in text and "not in this results file" in text
     assert "| best-of-N: the N with the highest gold | 16 | 16 / 1 / 16 |" in text  # seed 1: best-of-1 = best-of-16 (first)
     assert "| critic: extra measured memory (weights, grads, AdamW) | 1.00 MiB |" in text
     assert "seed 2: β = 0.05 rises then falls" in text and "at commit abc" in text
     assert "falls by more than 3 points by N = 64 in 2 of 3 seeds" in text  # seed 1 peaks at N = 1
-    # a newer file: exact best-of-N KL beside its bound, and the matched and equal-wall-clock GRPO runs
-    for r in runs:
-        for b in r["bon"]:
-            b["kl_bound"], b["kl"] = b["kl"], b["kl"] / 4
-        r["rl"]["GRPO, matched optimiser steps"] = {"accuracy": r["rl"]["PPO"]["accuracy"] - 0.02, "rl_seconds": 120.0,
-                                                    "optimizer_steps": 80}
-        r["rl"]["GRPO, PPO's wall-clock"] = {"accuracy": 0.95, "rl_seconds": 150.0, "optimizer_steps": 60}
-    (tmp_path / "rlhf.json").write_text(json.dumps({"command": "c", "commit": "abc", "rl_steps": 40, "completions_per_step": 256,
-                                                     "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
-    text = tables.rlhf(tmp_path)
     assert "| best-of-64: √KL exact / √(log N − (N − 1)/N), the bound | 0.50 | 0.50 / 0.50 / 0.50 |" in text
     assert "| GRPO, matched optimiser steps: PPO − this GRPO, points | +2.0 | +2.0 / +2.0 / +2.0 |" in text
     assert "| GRPO, PPO's wall-clock: optimiser steps | 60 | 60 / 60 / 60 |" in text
-    assert "not in this results file" not in text and "exact KL not in this file" not in text
 
 
 def test_the_readme_says_once_whether_every_result_ran_the_same_code(tmp_path):
@@ -185,6 +177,7 @@ def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):
     block = "<!-- bench:gpu_check -->\n<!-- /bench:gpu_check -->"
     assert "**unmeasured**" in tables.render(block, tmp_path)
     run = {"device": "NVIDIA H200", "precision": "bf16 autocast (sm_90)", "wall_seconds": 400.0,
+           "command": "python benchmarks/gpu_check.py --save", "commit": "abc1234",
            "trainers": [{"kind": "grpo", "steps": 200, "stopped": False, "train_seconds": 61.5, "accuracy": 0.934,
                          "generated_tokens_per_second": 123456.0, "mfu": 0.00123},
                         {"kind": "rm", "steps": 100, "stopped": False, "train_seconds": 20.0, "accuracy": None,
@@ -199,6 +192,7 @@ def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):
     assert "unmeasured" not in text and "| grpo | 200 | 61.5 | 93.4% | 123,456 | 0.123% |" in text
     assert "| rm | 100 | 20.0 | — | — | 0.050% (fp32) |" in text  # a trainer in another dtype says which
     assert "| ppo | skipped: 12 s left" in text and "NVIDIA H200" in text
+    assert "`python benchmarks/gpu_check.py --save` at commit abc1234." in text
     assert ("08_tiny_gpt_dpo passed in 41 s; 16_recipes killed at 240 s; 17_ai_feedback skipped (0 s left of "
             "the notebooks' share)") in text
 
@@ -268,7 +262,8 @@ def test_async_speed_table_ratio_goal_and_accuracy_come_from_the_json(tmp_path):
     runs = [async_run(0, 0, True, 8.0, 0.84, 37.0), async_run(0, 1, True, 10.0, 0.82, 42.0),
             async_run(1, 0, True, 7.0, 0.95, 41.0), async_run(1, 1, True, 10.5, 0.96, 42.0),
             async_run(2, 0, True, 7.0, 0.94, 43.0), async_run(2, 1, True, 10.5, 0.97, 42.0)]
-    meta = {"config": "cpu", "steps": 300, "seeds": [0, 1, 2], "machine": "m", "date": "d"}
+    meta = {"command": "tinygpt_async.py --staleness 1", "commit": "abc", "config": "cpu", "steps": 300,
+            "seeds": [0, 1, 2], "machine": "m", "date": "d"}
     (tmp_path / "async_speed.json").write_text(json.dumps({**meta, "runs": runs}))
     text = tables.async_speed(tmp_path)
     # ratios 1.25, 1.50, 1.50: the median meets the goal, seed 0 does not
@@ -277,7 +272,7 @@ def test_async_speed_table_ratio_goal_and_accuracy_come_from_the_json(tmp_path):
     # paired differences −2 / +1 / +3 points (median +1): not one sign on every seed, so within the spread
     assert ("K = 1 − synchronous: -2.0 / +1.0 / +3.0 pts (seeds 0 / 1 / 2); median +1.0, range -2.0 to +3.0; "
             "K = 1 ahead on 2 of 3 seeds; within the seed spread") in text
-    assert "idle machine" in text and "records neither its command nor its commit" in text
+    assert "idle machine" in text and "`tinygpt_async.py --staleness 1` at commit abc, d (m)." in text
     assert "K = 1 used 98–114% of the synchronous run's CPU seconds, about the same work" in text
     for r in runs:
         r["steps_per_second"] = 8.0 if r["max_staleness"] == 0 else 9.0
@@ -397,3 +392,19 @@ def test_seeds_side_by_side_table_and_its_goal(tmp_path):
     data["wall_seconds"]["4"] = 21.0
     (tmp_path / "seeds.json").write_text(json.dumps(data))
     assert "**2.10×**, met" in tables.seeds(tmp_path)
+
+
+def test_rendering_runs_no_git_nor_any_command(monkeypatch):
+    """Importing the renderer and rendering every table reads files only: the commit a results file
+    ran at is recorded by ``writer.record_start`` when a benchmark starts, never read here."""
+    import importlib
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"the renderer ran {args[0] if args else kwargs}")
+
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    importlib.reload(tables)
+    for name in tables.RENDERERS:
+        assert tables.block(name)
+

@@ -129,15 +129,15 @@ def test_the_second_kernel_set_differs_from_the_one_torch_picks(monkeypatch):
 
 
 def test_save_writes_the_provenance_of_the_run(tmp_path):
-    """``tables.save`` (what most benchmarks call last) records commit, sources digest, torch and kernels."""
-    import tables
+    """``writer.save`` (what most benchmarks call last) records commit, sources digest, torch and kernels."""
     import torch
+    import writer
 
-    path = tables.save("class_grading", ["class_grading.py", "--students", "1"], [{"seed": 0}], results=tmp_path,
+    path = writer.save("class_grading", ["class_grading.py", "--students", "1"], [{"seed": 0}], results=tmp_path,
                        machine="m")
     data = json.loads(path.read_text())
     assert data["sources"] == provenance.sources() and data["commit"].split("+")[0] == provenance.commit().split("+")[0]
     assert data["extra_sources"] == provenance.sources(provenance.EXTRA_SOURCES["class_grading"])
     assert data["torch"] == torch.__version__ and data["cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
     assert data["command"] == "class_grading.py --students 1" and data["machine"] == "m" and data["seeds"] == [0]
-    assert "extra_sources" not in json.loads(tables.save("dpo", ["x"], [{"seed": 1}], results=tmp_path).read_text())
+    assert "extra_sources" not in json.loads(writer.save("dpo", ["x"], [{"seed": 1}], results=tmp_path).read_text())
