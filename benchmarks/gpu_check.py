@@ -45,6 +45,7 @@ from pathlib import Path
 import torch
 
 from course_lib import runtime
+from course_lib._validate import number
 from course_lib.configs import get_config
 from course_lib.pipeline import run
 from course_lib.task import AdditionTask
@@ -146,8 +147,7 @@ def notebooks_on_device(sources: list[Path], out: Path, deadline: float, jobs: i
     ``time.perf_counter()`` value); one that would start with under ``MIN_NOTEBOOK_SECONDS`` left is skipped."""
     from concurrent.futures import ThreadPoolExecutor
 
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be an integer >= 1; got {jobs!r}")
+    number(jobs, "jobs", integer=True, low=1)
 
     def one(source: Path) -> dict:
         left = deadline - time.perf_counter()

@@ -380,9 +380,7 @@ def process_advantages(step_rewards) -> list[list[float]]:
     for i, row in enumerate(step_rewards):
         if not isinstance(row, (list, tuple)) or not row:
             raise ValueError(f"step_rewards[{i}] must be a non-empty list of rewards (one per policy turn); got {row!r}")
-        if not all(not isinstance(r, bool) and isinstance(r, (int, float)) and math.isfinite(r) for r in row):
-            raise ValueError(f"step_rewards[{i}] must hold finite numbers; got {row!r}")
-        rows.append([float(r) for r in row])
+        rows.append([float(number(r, f"step_rewards[{i}][{j}]")) for j, r in enumerate(row)])
     flat = grpo_advantages(torch.tensor([r for row in rows for r in row], dtype=torch.float64), on_degenerate="zeros")
     out, start = [], 0
     for row in rows:
@@ -439,8 +437,7 @@ class EnvTask(AdditionTask):
     def __init__(self, config: TaskConfig, limits: EpisodeLimits | None = None, env_cls=None):
         check_env_name(config.env)
         env_cls = env_cls or ENVIRONMENTS[config.env]
-        if isinstance(config.tool_demos, bool) or not isinstance(config.tool_demos, int) or config.tool_demos < 0:
-            raise ValueError(f"task.tool_demos must be an integer >= 0; got {config.tool_demos!r}")
+        number(config.tool_demos, "task.tool_demos", integer=True, low=0)
         check_tool_call(config.tool_call)
         super().__init__(config, tokenizer=CharTokenizer(extra_chars=env_cls.extra_chars))
         self.env_cls, self.limits = env_cls, limits or EpisodeLimits()

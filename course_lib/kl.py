@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import torch
 
-from course_lib._validate import choice, finite_tensor, output, positive_scalar, tensors
+from course_lib._validate import choice, finite_tensor, number, output, positive_scalar, tensors
 from course_lib.policy_loss import KL_ESTIMATORS, kl_estimate
 
 PLACEMENTS = ("loss", "reward")
@@ -176,8 +176,7 @@ def reference_kl(model, ref_model, task, *, samples_per_prompt: int = 4, max_com
     from course_lib.rollout import generate
     from course_lib.runtime import autocast
 
-    if isinstance(samples_per_prompt, bool) or not isinstance(samples_per_prompt, int) or samples_per_prompt < 1:
-        raise ValueError(f"samples_per_prompt must be an integer >= 1; got {samples_per_prompt!r}")
+    number(samples_per_prompt, "samples_per_prompt", integer=True, low=1)
     device = next(model.parameters()).device
     length = max_completion_length or task.answer_length
     pairs = task.heldout_pairs

@@ -32,6 +32,7 @@ from transformers import (
 )
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions
 
+from course_lib._validate import number
 from course_lib.task import CharTokenizer
 
 
@@ -198,12 +199,12 @@ def completion_logprobs(
             "input_ids, attention_mask and completion_mask must have the same shape; got "
             f"{tuple(input_ids.shape)}, {tuple(attention_mask.shape)}, {tuple(completion_mask.shape)}"
         )
-    if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start < input_ids.shape[1]:
-        raise ValueError(f"start must be an integer in [1, {input_ids.shape[1] - 1}]; got {start!r}")
+    number(start, "start", integer=True, low=1, high=input_ids.shape[1] - 1)
     if validate and bool((completion_mask[:, :start] != 0).any()):
         raise ValueError(f"completion_mask[:, :{start}] must be 0: positions before start are never scored")
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1 or input_ids.shape[0] % group_size:
-        raise ValueError(f"group_size must be a positive integer dividing the {input_ids.shape[0]} rows; got {group_size!r}")
+    rows = f" dividing the {input_ids.shape[0]} rows"
+    if number(group_size, "group_size", integer=True, low=1, why=rows) and input_ids.shape[0] % group_size:
+        raise ValueError(f"group_size must be an integer >= 1{rows}; got {group_size!r}")
     if validate and group_size > 1:
         heads = input_ids[:, :start].view(-1, group_size, start)
         if bool((heads != heads[:, :1]).any()):

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from course_lib._validate import check_finite, output, positive_scalar, tensors, to_tensor
+from course_lib._validate import check_finite, number, output, positive_scalar, tensors, to_tensor
 
 
 def bt_probability(score_gap):
@@ -270,8 +270,7 @@ def mismatched_order(n: int) -> list[int]:
     prompts. Needs ``n >= 2`` (with one row the "mismatched" pair is the example itself, and z0
     would equal its own log-ratio, as TRL warns).
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError(f"n (the batch size) must be an integer >= 2 to mismatch prompts and completions; got {n!r}")
+    number(n, "n (the batch size)", integer=True, low=2, why=" to mismatch prompts and completions")
     return [(j - 1) % n for j in range(n)]
 
 

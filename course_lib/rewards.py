@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import torch
 
+from course_lib._validate import number
 from course_lib.task import AdditionTask
 
 
@@ -191,10 +192,8 @@ def overlong_penalty(lengths, max_length: int, cache: int) -> torch.Tensor:
     the policy that length itself costs, before the cliff. ``lengths`` counts each completion's
     real tokens (its mask's sum), shape (N,).
     """
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-        raise ValueError(f"max_length must be an integer >= 1 (the length cap L); got {max_length!r}")
-    if isinstance(cache, bool) or not isinstance(cache, int) or not 0 <= cache <= max_length:
-        raise ValueError(f"cache must be an integer in [0, max_length={max_length}] (the soft zone C); got {cache!r}")
+    number(max_length, "max_length", integer=True, low=1, why=" (the length cap L)")
+    number(cache, "cache", integer=True, low=0, high=max_length, why=" (the soft zone C, at most max_length)")
     n = torch.as_tensor(lengths, dtype=torch.float32)
     if n.ndim != 1 or not bool((n >= 0).all()):
         raise ValueError(f"lengths must be a 1-d sequence of token counts >= 0; got shape {tuple(n.shape)}")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from course_lib._validate import number
 from course_lib.advantages import zero_variance_groups
 from course_lib.model import completion_logprobs, kv_cache, suppressed_index, with_kv_cache
 from course_lib.rewards import Scored, score
@@ -113,8 +114,7 @@ def generate(
     eos = tokenizer.eos_token_id
     if stop_check_every is None:
         stop_check_every = 1 if device.type == "cpu" else STOP_CHECK_EVERY
-    if isinstance(stop_check_every, bool) or not isinstance(stop_check_every, int) or stop_check_every < 1:
-        raise ValueError(f"stop_check_every must be an integer >= 1 (or None for the device default); got {stop_check_every!r}")
+    number(stop_check_every, "stop_check_every", integer=True, low=1, why=" (or None for the device default)")
     prompts = prompt_ids.repeat_interleave(num_generations, dim=0)
     if use_cache:
         out = model(input_ids=prompt_ids, use_cache=True)  # one prompt forward per group

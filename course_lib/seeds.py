@@ -36,6 +36,7 @@ from concurrent.futures import ProcessPoolExecutor
 import torch
 
 from course_lib import configs
+from course_lib._validate import number
 from course_lib.runtime import MetricsLog
 
 KINDS = ("sft", "dpo", "grpo")
@@ -60,9 +61,8 @@ def default_start_method() -> str:
 def _check_seeds(seeds) -> list[int]:
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
         raise ValueError(f"seeds must be a non-empty list of integers; got {seeds!r}")
-    for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int):
-            raise ValueError(f"seeds must hold integers; got {s!r} in {list(seeds)!r}")
+    for i, s in enumerate(seeds):
+        number(s, f"seeds[{i}]", integer=True)
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct (a repeated seed is the same run); got {list(seeds)!r}")
     return list(seeds)
@@ -80,8 +80,8 @@ def _timed(fn: Callable, seed: int):
 
 
 def _check_processes(processes) -> None:
-    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
-        raise ValueError(f"processes must be an integer >= 1 (seeds run at once) or None for the cores; got {processes!r}")
+    if processes is not None:
+        number(processes, "processes", integer=True, low=1, why=" (seeds run at once) or None for the cores")
 
 
 def _check_method(start_method) -> str:
@@ -253,8 +253,8 @@ def train_seeds(kind: str, cfg: configs.RunConfig, seeds: Sequence[int], *, step
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS} (trainers with a list of seeds); got {kind!r}")
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
-        raise ValueError(f"steps must be an integer >= 0 (the stage's total) or None for the config's; got {steps!r}")
+    if steps is not None:
+        number(steps, "steps", integer=True, low=0, why=" (the stage's total) or None for the config's")
     cfg = configs.validate(cfg)
     if kind == "grpo" and cfg.grpo.max_staleness:
         raise ValueError("train_seeds runs synchronous GRPO (max_staleness=0): a rollout worker per seed would be "

@@ -47,6 +47,7 @@ from pathlib import Path
 import torch
 
 from course_lib import configs
+from course_lib._validate import number
 from course_lib.device import DEVICES, resolve_device
 
 # The modules whose code decides an SFT start's weights (the key hashes their source).
@@ -124,10 +125,9 @@ def sft_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None
     from course_lib.evaluation import evaluate
     from course_lib.pipeline import sft_policy
 
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
-        raise ValueError(f"steps must be an integer >= 0 (SFT optimiser steps) or None for cfg.sft.steps; got {steps!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer; got {seed!r}")
+    if steps is not None:
+        number(steps, "steps", integer=True, low=0, why=" (SFT optimiser steps) or None for cfg.sft.steps")
+    number(seed, "seed", integer=True)
     dev = resolve(device)
     configs.validate(cfg)
     n_steps = cfg.sft.steps if steps is None else steps
@@ -196,8 +196,7 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
     dev = resolve(device)
     if not cfg.task.env:
         raise ValueError("env_start needs cfg.task.env (an environment's name); for a plain start use sft_start")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0 (SFT steps on the tool demonstrations); got {steps!r}")
+    number(steps, "steps", integer=True, low=0, why=" (SFT steps on the tool demonstrations)")
     configs.validate(cfg)
     defaults = {f.name: f.default for f in dataclasses.fields(cfg.task)}  # the tool options are unused without env
     base_cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="", tool_demos=defaults["tool_demos"],
