@@ -31,13 +31,8 @@ The pieces
   reward model of ``course_lib.reward_model``, scored against gold on held-out pairs. RL against it
   is PPO as in the RLHF-route notebook (``rl_against``): proxy and gold on the same samples.
 
-Measured (the notebook's ``COURSE_FAST=1`` budget, seed 0, the ``cpu`` SFT start): the position rule
-decides 72% of 471 training pairs (``ones`` 15%, ``longer`` 13%); on 232 held-out pairs the rules agree
-with gold on 53.4% with position bias +0.81 and length bias +1.00, the judge after 60 steps on 50.9%,
-+0.79, +0.91. Without ``first`` the judge's position bias is −0.03, its length bias still +0.91, and it
-abstains on 80% of the reward model's pairs. The reward model on the biased judge's 902 labels agrees
-with gold on 57.5% of held-out pairs (on the new judge's 185 labels: 45.4%) and keeps the length bias
-(+0.89); eight PPO steps raise its proxy while gold falls (47.2% → 41.3%, 3-step means).
+What it measures, seed by seed (the judge's agreement and biases, the reward model on its labels, proxy
+and gold under PPO): ``benchmarks/tinygpt_ai_feedback.py``, its table generated into ``docs/results.md``.
 
 Simplifications, said out loud:
 - The tiny GPT cannot read English, so the judge is not *prompted* with its principles: it is
