@@ -19,11 +19,12 @@ and an objective that is right on paper but does not train fails (2).
 Trust boundary. The model, the data, sampling, rewards, held-out evaluation and both verdicts
 live in the caller's process. The student's functions are reached through one narrow door,
 ``remote(op, payload) -> dict``, that carries plain data only: numbers, strings and arrays
-encoded as base64 float32/int64 with their shape (``pack``/``unpack``). What comes back is
-checked (keys, dtypes, shapes, finiteness) before it is used; nothing the student wrote is
-ever called here. ``KERNEL_ADAPTER`` is the code that runs on the student's side of the door
-(in their kernel at grading time, or beside their functions for a self-check); it calls the
-four lab functions by name.
+encoded by ``course_lib.kernel_codec``, the grading probe's codec (``pack``/``unpack`` put tensors
+through it). What comes back is checked (keys, kinds, shapes, finiteness) before it is used;
+nothing the student wrote is ever called here. ``KERNEL_ADAPTER`` is the code that runs on the
+student's side of the door (in their kernel at grading time, or beside their functions for a
+self-check): the codec's own source, run in a namespace of its own, and a call of the four lab
+functions by name.
 
 Simplifications, said out loud:
 - One fixed setting (``LabConfig``): 2-digit addition with the flawed teacher of
@@ -39,7 +40,6 @@ Simplifications, said out loud:
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import json
@@ -50,9 +50,9 @@ from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import torch
 
+from course_lib import kernel_codec
 from course_lib.configs import DPOConfig, GRPOConfig, SFTConfig
 from course_lib.dpo import build_preference_pairs, reference_logprobs
 from course_lib.evaluation import evaluate
@@ -113,39 +113,21 @@ OPS = ("dpo", "grpo")
 
 
 # ---- plain data across the trust boundary ----------------------------------------------------
-_DTYPES = {"float32": np.float32, "int64": np.int64}
 
 
 def pack(t) -> dict:
-    """An array as plain data: ``{"dtype", "shape", "b64"}`` (float32 or int64, C order)."""
+    """A tensor as the codec's plain data: an ``array`` of kind "f" (float32 values) or "i" (int64)."""
     a = torch.as_tensor(t).detach().cpu()
-    kind = "float32" if a.is_floating_point() else "int64"
-    a = a.to(torch.float32 if kind == "float32" else torch.int64).contiguous().numpy()
-    return {"dtype": kind, "shape": list(a.shape), "b64": base64.b64encode(a.tobytes()).decode("ascii")}
+    a = a.to(torch.float32 if a.is_floating_point() else torch.int64).contiguous().numpy()
+    return kernel_codec.encode(a)
 
 
 def unpack(obj, name: str, *, shape: tuple | None = None, dtype: str = "float32") -> torch.Tensor:
-    """Decode ``pack``'s output, refusing anything else (ValueError naming ``name``)."""
-    if not isinstance(obj, dict) or set(obj) != {"dtype", "shape", "b64"}:
-        raise ValueError(f"{name} must be a packed array {{dtype, shape, b64}}")
-    if type(obj["dtype"]) is not str or obj["dtype"] != dtype:
-        raise ValueError(f"{name} must have dtype {dtype}; got {obj['dtype']!r}")
-    dims = obj["shape"]
-    if type(dims) is not list or not all(type(d) is int and d >= 0 for d in dims):
-        raise ValueError(f"{name} has a malformed shape")
-    if shape is not None and tuple(dims) != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)}; got {tuple(dims)}")
-    if type(obj["b64"]) is not str:
-        raise ValueError(f"{name} must carry base64 text")
-    raw = base64.b64decode(obj["b64"].encode("ascii"), validate=True)
-    item = np.dtype(_DTYPES[dtype]).itemsize
-    if len(raw) != item * math.prod(dims):
-        raise ValueError(f"{name}: {len(raw)} bytes do not fill shape {tuple(dims)}")
-    arr = np.frombuffer(raw, dtype=_DTYPES[dtype]).reshape(dims).copy()
-    out = torch.from_numpy(arr)
-    if dtype == "float32" and not bool(torch.isfinite(out).all()):
-        raise ValueError(f"{name} contains NaN or inf")
-    return out
+    """The tensor behind ``pack``'s output (float32 or int64), refusing anything else (ValueError naming
+    ``name``: ``kernel_codec.decode_array``)."""
+    kind = {"float32": "f", "int64": "i"}[dtype]
+    out = torch.from_numpy(kernel_codec.decode_array(obj, name, kind, shape))
+    return out.to(torch.float32) if kind == "f" else out
 
 
 def plain_float(value, name: str) -> float:
@@ -154,24 +136,25 @@ def plain_float(value, name: str) -> float:
     return float(value)
 
 
-# The code on the student's side of the door. It reads a JSON request, calls the lab functions by
-# name, differentiates the loss with respect to the logits and answers with JSON. Self-contained.
+# The code on the student's side of the door. It reads a JSON request (arrays decoded by the codec,
+# whose source it carries), calls the lab functions by name, differentiates the loss with respect to
+# the logits and answers with JSON. Self-contained.
 KERNEL_ADAPTER = r'''
 def _lab_call(_request_json):
-    import base64 as _b64
+    import builtins as _builtins
     import json as _json
 
-    import numpy as _np
     import torch as _torch
 
+    _codec = {"__builtins__": _builtins, "__name__": "__course_codec__"}
+    _builtins.exec(CODEC_SOURCE, _codec)
+
     def _get(o):
-        kind = {"float32": _np.float32, "int64": _np.int64}[o["dtype"]]
-        a = _np.frombuffer(_b64.b64decode(o["b64"]), dtype=kind).reshape(o["shape"]).copy()
-        return _torch.from_numpy(a)
+        a = _torch.from_numpy(_codec["decode"](o))
+        return a.to(_torch.float32) if a.is_floating_point() else a
 
     def _put(t):
-        a = _torch.as_tensor(t).detach().to(_torch.float32).contiguous().numpy()
-        return {"dtype": "float32", "shape": list(a.shape), "b64": _b64.b64encode(a.tobytes()).decode("ascii")}
+        return _codec["encode"](_torch.as_tensor(t).detach().to(_torch.float32).contiguous().numpy())
 
     _req = _json.loads(_request_json)
     _p = _req["payload"]
@@ -193,7 +176,7 @@ def _lab_call(_request_json):
     _out["loss"] = float(_loss.detach())
     _out["grad"] = _put(_grad)
     return _json.dumps(_out)
-'''
+'''.replace("CODEC_SOURCE", repr(Path(kernel_codec.__file__).read_text()))
 
 
 def in_process_remote(namespace: dict):

@@ -20,9 +20,9 @@ from conftest import ROOT
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from course_lib.kernel_codec import decode, encode, raised  # noqa: E402
 from instructor import grading  # noqa: E402
 from instructor.grading import MIME, Plan, check, compare, decide  # noqa: E402
-from instructor.grading_codec import decode, encode, raised  # noqa: E402
 from instructor.nbgrader_hooks import FeedbackFilter, is_test_cell  # noqa: E402
 from instructor.scan import scan_notebook, source_facts  # noqa: E402
 from instructor.submission import rebuild  # noqa: E402

@@ -75,14 +75,18 @@ def test_pack_round_trips_floats_and_ints():
 
 
 @pytest.mark.parametrize("bad, message", [
-    ("not a dict", "packed array"),
-    ({"dtype": "float32", "shape": [2]}, "packed array"),
-    ({**pack(torch.zeros(2)), "dtype": "float64"}, "dtype"),
+    ("not a dict", "encoded array"),
+    ({"t": "array", "shape": [2], "kind": "f"}, "encoded array"),
+    ({"t": "list", "shape": [2], "kind": "f", "v": [0.0, 0.0]}, "encoded array"),
+    ({**pack(torch.zeros(2)), "kind": "i"}, "kind"),
     ({**pack(torch.zeros(2)), "shape": [3]}, "shape"),
     ({**pack(torch.zeros(2)), "shape": [2.0]}, "malformed"),
-    ({**pack(torch.zeros(2)), "b64": 7}, "base64"),
     ({**pack(torch.zeros(2)), "shape": [1]}, "do not fill"),
+    ({**pack(torch.zeros(2)), "v": [0.0, "0"]}, "must hold numbers"),
+    ({**pack(torch.zeros(2)), "v": [0.0, True]}, "must hold numbers"),
+    ({**pack(torch.zeros(2)), "v": [0.0, 10**400]}, "finite"),
     (pack(torch.tensor([1.0, math.nan])), "NaN"),
+    (pack(torch.tensor([1.0, math.inf])), "NaN or inf"),
 ])
 def test_unpack_refuses_anything_else(bad, message):
     with pytest.raises(ValueError, match=message):

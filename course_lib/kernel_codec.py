@@ -1,11 +1,15 @@
-"""Plain-data codec shared by the grader and the grading probe (see instructor/grading.py).
+"""Plain data across the one door into a student's kernel: the grading probe's and the lab's codec.
 
 ``encode`` turns any Python value into tagged JSON (dicts, lists, strings, numbers): only values
 of the exact builtin and NumPy types become data, so no method a student wrote (a subclass of
 ``list``, ``dict`` or ``ndarray``) runs while encoding; anything else is ``{"t": "object"}``.
-``decode`` rebuilds the inputs the grader sends (NumPy arrays, tuples, non-finite floats).
+``decode`` rebuilds what the other side sends (NumPy arrays, tuples, non-finite floats);
+``decode_array`` rebuilds an array that came back from the student's side, refusing anything that
+is not exactly one (a ValueError naming it).
 
-The probe runs this very file's source inside the student's kernel (in a namespace of its own whose
+Who uses it: ``instructor/grading.py`` (a question's inputs go in, the values of the checked
+expressions come out) and ``course_lib.lab_check`` (logits go in, a loss's gradient comes out).
+Both run this very file's source inside the student's kernel (in a namespace of its own whose
 builtins are the real ``builtins`` module), so it must stay self-contained: the standard library,
 NumPy imported lazily, no names from the rest of the course.
 
@@ -111,3 +115,43 @@ def decode(tagged):
         return numpy.array([float(x) if tagged["kind"] == "f" else x for x in tagged["v"]],
                            dtype=dtype).reshape(tagged["shape"])
     raise ValueError(f"cannot decode tag {tag!r}")
+
+
+def decode_array(tagged, name, kind="f", shape=None):
+    """The NumPy array behind an ``array`` tag from the student's side: float64 for kind "f", int64
+    for "i". Anything else is refused with a ValueError naming ``name``: another tag or kind, a shape
+    that is not a list of whole numbers >= 0 (or not ``shape`` when given), not one value per
+    element, a value that is not a number, NaN or inf, and for kind "i" a fraction."""
+    if type(tagged) is not dict or set(tagged) != {"t", "shape", "kind", "v"} or tagged["t"] != "array":
+        raise ValueError(f"{name} must be an encoded array {{t: array, shape, kind, v}}")
+    if tagged["kind"] != kind:
+        raise ValueError(f"{name} must be of kind {kind!r}; got {tagged['kind']!r}")
+    dims = tagged["shape"]
+    if type(dims) is not list or not all(type(d) is int and d >= 0 for d in dims):
+        raise ValueError(f"{name} has a malformed shape")
+    if shape is not None and tuple(dims) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}; got {tuple(dims)}")
+    values = tagged["v"]
+    size = 1
+    for d in dims:
+        size *= d
+    if type(values) is not list or len(values) != size:
+        raise ValueError(f"{name}: its values do not fill shape {tuple(dims)}")
+    for x in values:
+        if type(x) not in (int, float):
+            finite = x not in ("nan", "inf", "-inf")
+            raise ValueError(f"{name} must hold {'numbers' if finite else 'finite numbers: no NaN or inf'}; "
+                             f"got {type(x).__name__}")
+    import numpy
+
+    try:
+        array = numpy.array(values, dtype=numpy.float64).reshape(dims)
+    except OverflowError:
+        raise ValueError(f"{name} must hold finite numbers: one is out of range") from None
+    if not numpy.isfinite(array).all():
+        raise ValueError(f"{name} must hold finite numbers: no NaN or inf")
+    if kind == "f":
+        return array
+    if not (array == numpy.round(array)).all():
+        raise ValueError(f"{name} must hold whole numbers")
+    return array.astype(numpy.int64)
