@@ -1,4 +1,4 @@
-"""Advantages: GRPO, Dr. GRPO and RLOO group baselines, PPO's GAE; zero-variance groups; baseline bias.
+"""Advantages: group baselines (GRPO, Dr. GRPO, RLOO), PPO's GAE, zero-variance groups, bias.
 
 Lecture §3 (REINFORCE with a baseline), §9 (RLOO and GRPO), §12 (Dr. GRPO and the exact
 bias example); ``gae`` and ``whiten`` are PPO's per-token advantages from a critic's values.

@@ -1,5 +1,7 @@
-"""The KL term, exactly, on a categorical policy: the regularised optimum in both KL directions,
-and what each KL estimator contributes to the gradient in expectation.
+"""The KL term, exactly, on a categorical policy: regularised optima, each estimator's gradient.
+
+The regularised optimum in both KL directions, and what each KL estimator contributes to the
+gradient in expectation.
 
 Lecture §4 (the objective E[r] − β·KL(π‖π_ref)), §6 (DPO's π* ∝ π_ref·exp(r/β)), §9 and §12
 (KL estimators and where the penalty is placed). The per-sample estimators k1/k2/k3 have one
