@@ -91,12 +91,12 @@ def test_first_cell_is_the_colab_setup_cell(name):
 
 
 def _library_names() -> set[str]:
-    import importlib
     import inspect
 
+    from course_lib import advantages, budgets, device, kl, policy_loss, preference
+
     names = set()
-    for module in ("preference", "advantages", "policy_loss", "kl", "budgets", "device"):
-        mod = importlib.import_module(f"course_lib.{module}")
+    for mod in (preference, advantages, policy_loss, kl, budgets, device):
         names |= {n for n, obj in vars(mod).items()
                   if not n.startswith("_") and inspect.isfunction(obj) and obj.__module__ == mod.__name__}
     return names
