@@ -1,53 +1,64 @@
-"""course_lib has no import cycle, counting imports inside functions and importlib calls, and its
-folders keep their layer rules: a module imports only from its own folder, from the folders its
-folder's ``MAY_IMPORT`` names (in the folder's ``__init__.py``), and from ``_validate``, the floor
-every folder stands on; nothing imports ``__main__``, the command line on top."""
+"""No import cycle in course_lib, counting imports inside functions and importlib calls, and course_lib's
+folders keep their layer rules: a module imports only from its own folder, from the folders its folder's
+``MAY_IMPORT`` names (in the folder's ``__init__.py``), and from ``_validate``, the floor every folder
+stands on; nothing imports ``__main__``, the command line on top."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "course_lib"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "course_lib"
 FLOOR, ROOF = "_validate", "__main__"
 
 
-def _files(package: Path = PACKAGE) -> dict[str, Path]:
-    """Every course_lib module by its name (its file's stem; names are unique across folders)."""
-    files = [p for p in package.rglob("*.py") if p.stem != "__init__" and "__pycache__" not in p.parts]
-    by_name = {p.stem: p for p in files}
-    assert len(by_name) == len(files), "two course_lib modules share a name"
-    return by_name
-
-
-def _imports(path: Path, names: set[str]) -> set[str]:
-    """Every course_lib module ``path`` imports, wherever the import statement sits."""
+def _names(path: Path) -> set[str]:
+    """Every dotted name ``path`` imports (``from a import b`` gives ``a`` and ``a.b``), wherever the
+    import statement sits; relative imports are left out (course_lib uses none)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        dotted = []
         if isinstance(node, ast.Import):
-            dotted = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            dotted = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
         elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
               and node.args and isinstance(node.args[0], ast.Constant)):
-            dotted = [node.args[0].value]
-        for name in dotted:
-            parts = name.split(".")
-            if parts[0] == "course_lib":  # course_lib.<folder>.<module>.<attribute>: the first part that is a module
-                found |= {next((p for p in parts[1:] if p in names), None)} - {None}
+            found.add(node.args[0].value)
     return found
 
 
-def graph(package: Path = PACKAGE) -> dict[str, set[str]]:
-    files = _files(package)
-    return {name: _imports(path, set(files)) - {name} for name, path in files.items()}
+def _files(folder: Path = PACKAGE) -> dict[str, Path]:
+    """Every module of ``folder`` by its name, its file's stem: for course_lib, wherever it sits in its
+    sub-packages (names are unique across them)."""
+    found = folder.rglob("*.py") if folder == PACKAGE else folder.glob("*.py")
+    files = [p for p in found if p.stem != "__init__" and "__pycache__" not in p.parts]
+    by_name = {p.stem: p for p in files}
+    assert len(by_name) == len(files), f"two modules of {folder.name} share a name"
+    return by_name
 
 
-def folders(package: Path = PACKAGE) -> dict[str, tuple[str, ...]]:
+def _imports(path: Path, folder: Path = PACKAGE) -> set[str]:
+    """The modules of ``folder`` that ``path`` imports: in ``folder.sub.module.attribute``, the first part
+    after the folder that names one of its modules."""
+    modules = set(_files(folder))
+    found = set()
+    for name in _names(path):
+        parts = name.split(".")
+        if parts[0] == folder.name:
+            found |= {next((p for p in parts[1:] if p in modules), None)} - {None}
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    """course_lib's modules and the course_lib modules each imports."""
+    return {m: _imports(path) - {m} for m, path in _files().items()}
+
+
+def folders() -> dict[str, tuple[str, ...]]:
     """Each folder (sub-package) of course_lib and the folders it may import, its ``MAY_IMPORT``."""
     rules = {}
-    for init in sorted(package.glob("*/__init__.py")):
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
         assigned = [node.value for node in ast.parse(init.read_text()).body if isinstance(node, ast.Assign)
                     and any(isinstance(t, ast.Name) and t.id == "MAY_IMPORT" for t in node.targets)]
         assert assigned, f"{init} states no MAY_IMPORT: the folders its modules may import"
@@ -121,8 +132,7 @@ def test_course_lib_folders_keep_their_layer_rules():
     rules = folders()
     assert find_cycle({f: set(allowed) for f, allowed in rules.items()}) is None, "the folders' rules form a circle"
     assert all(set(allowed) <= set(rules) for allowed in rules.values()), rules
-    files = _files()
-    folder_of = {name: "" if path.parent == PACKAGE else path.parent.name for name, path in files.items()}
+    folder_of = {name: "" if path.parent == PACKAGE else path.parent.name for name, path in _files().items()}
     assert layer_breaks(graph(), folder_of, rules) == []
     if rules:  # in folders, only the floor and the roof stay at the top of course_lib
         assert sorted(name for name, folder in folder_of.items() if not folder) == sorted([FLOOR, ROOF])
