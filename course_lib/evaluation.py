@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from course_lib._validate import choice
+from course_lib._validate import choice, number
 from course_lib.model import completion_logprobs
 from course_lib.policy_loss import kl_estimate
 from course_lib.rollout import generate
@@ -139,8 +139,7 @@ def reference_kl(model, ref_model, task, *, samples_per_prompt: int = 4, max_com
     stream is left untouched.
     """
     choice(estimator, "estimator", ("k1", "k3"))  # k2 is biased as a value
-    if isinstance(samples_per_prompt, bool) or not isinstance(samples_per_prompt, int) or samples_per_prompt < 1:
-        raise ValueError(f"samples_per_prompt must be an integer >= 1; got {samples_per_prompt!r}")
+    number(samples_per_prompt, "samples_per_prompt", integer=True, low=1)
     device = next(model.parameters()).device
     length = max_completion_length or task.answer_length
     pairs = task.heldout_pairs
