@@ -48,11 +48,13 @@ lint: $(STAMP)
 
 # Re-pair every lecture notebook from its py:percent source (the .py is the source of truth),
 # after refreshing each notebook's first cell from course_lib/colab.py (the Colab set-up cell);
-# then rewrite the course map in README.md and docs/ from course_lib/course_map.py.
+# then rewrite the course map in README.md and docs/ from course_lib/course_map.py, and the module map
+# in docs/library.md from course_lib's docstrings.
 sync: $(STAMP)
 	$(PY) -m course_lib.colab notebooks/*.py
 	$(BIN)/jupytext --sync notebooks/*.py
 	$(PY) -m tools.course_map
+	$(PY) -m tools.module_map
 
 # The rendered course in _site/: every notebook executed with the full budget (what a student runs;
 # FAST=1: CI's quick budget) and converted to HTML. Executed notebooks are cached in .site-cache/, so

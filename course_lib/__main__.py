@@ -1,4 +1,4 @@
-"""Command line: ``python -m course_lib train {sft,dpo,grpo} [options]`` (argument parsing only).
+"""The command line, ``python -m course_lib``: argument parsing only, the runs live elsewhere.
 
 Use the course's environment: ``.venv/bin/python -m course_lib …`` (or activate ``.venv``).
 The run itself is ``course_lib.pipeline.run``. Flags come in sections, shown by ``--help``

@@ -1,7 +1,8 @@
-"""Group baselines: GRPO, Dr. GRPO and RLOO advantages; zero-variance groups; baseline bias.
+"""Advantages: group baselines (GRPO, Dr. GRPO, RLOO), PPO's GAE, zero-variance groups, bias.
 
 Lecture §3 (REINFORCE with a baseline), §9 (RLOO and GRPO), §12 (Dr. GRPO and the exact
-bias example). Rewards are laid out with the group on the **last axis**: shape ``(G,)``
+bias example); ``gae`` and ``whiten`` are PPO's per-token advantages from a critic's values.
+Rewards are laid out with the group on the **last axis**: shape ``(G,)``
 for one prompt or ``(n_groups, G)`` for a batch.
 
 Simplifications, said out loud:
@@ -263,3 +264,48 @@ def conditional_advantage(p: float, group_size: int, baseline: str = "group_mean
     true = {"none": float(outcome), "group_mean": outcome - p, "leave_one_out": outcome - p,
             "group_mean_std": (outcome - p) / math.sqrt(p * (1 - p))}[baseline]
     return AdvantageBias(estimate, true)
+
+
+ADVANTAGE_FUNCTIONS = {"grpo": grpo_advantages, "rloo": rloo_advantages, "dr_grpo": dr_grpo_advantages}
+
+
+def compute_advantages(rewards: torch.Tensor, kind: str, *, validate: bool = True) -> torch.Tensor:
+    """(n_groups, G) rewards → advantages; zero-variance groups (``zero_variance_groups``) give zeros."""
+    if kind == "grpo":
+        return grpo_advantages(rewards, on_degenerate="zeros", validate=validate)
+    return ADVANTAGE_FUNCTIONS[kind](rewards, validate=validate)
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float, lam: float):
+    """Generalised advantage estimation (Schulman et al. 2016) on ``(N, T)`` per-token tensors.
+
+    δ_t = r_t + γ·V_{t+1} − V_t  (V after the last real token is 0: the episode ends there),
+    Â_t = Σ_l (γλ)^l δ_{t+l} = δ_t + γλ·Â_{t+1}.  Returns ``(advantages, returns)`` with
+    returns R_t = Â_t + V_t (the critic's regression target); both are 0 where ``mask`` is 0.
+    λ = 1 gives the Monte-Carlo return minus V_t; λ = 0 the one-step TD error.
+    """
+    if not (rewards.shape == values.shape == mask.shape) or rewards.ndim != 2:
+        raise ValueError(f"rewards, values and mask must share one (N, T) shape; got "
+                         f"{tuple(rewards.shape)}, {tuple(values.shape)}, {tuple(mask.shape)}")
+    if not (0 <= gamma <= 1 and 0 <= lam <= 1):
+        raise ValueError(f"gamma and lam must lie in [0, 1]; got gamma={gamma}, lam={lam}")
+    m = mask.to(values.dtype)
+    v = values * m
+    r = rewards * m
+    advantages = torch.zeros_like(v)
+    running = torch.zeros_like(v[:, 0])
+    for t in range(v.shape[1] - 1, -1, -1):
+        next_v = v[:, t + 1] if t + 1 < v.shape[1] else torch.zeros_like(running)
+        delta = r[:, t] + gamma * next_v - v[:, t]
+        running = (delta + gamma * lam * running) * m[:, t]
+        advantages[:, t] = running
+    return advantages, (advantages + v) * m
+
+
+def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(x − mean)/std over the real tokens of the batch (TRL's ``masked_whiten``); 0 on padding."""
+    m = mask.to(x.dtype)
+    n = m.sum()
+    mean = (x * m).sum() / n
+    var = (((x - mean) * m) ** 2).sum() / n
+    return (x - mean) * torch.rsqrt(var + eps) * m

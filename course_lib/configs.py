@@ -84,7 +84,7 @@ from course_lib._validate import number
 from course_lib.behaviour import IS_MODES, check_bounds
 from course_lib.environments import ENVIRONMENTS, TOOL_CALLS
 from course_lib.model import ModelConfig
-from course_lib.policy_loss import KL_ESTIMATORS, UNITS
+from course_lib.policy_loss import GRPO_LOSS_TYPES, IMPORTANCE_SAMPLING_LEVELS, KL_ESTIMATORS, UNITS
 from course_lib.rewards import check_reward_spec
 from course_lib.task import TaskConfig
 
@@ -108,8 +108,6 @@ CHOICES = {  # the accepted values of every string option (the CLI shows them in
     "tool_call": TOOL_CALLS,  # task.tool_call: what a tool demonstration asks the calculator
     "init": ("sft", "scratch"),  # rm.init: the reward model's transformer from the SFT policy, or from scratch
 }
-GRPO_LOSS_TYPES = ("clipped", "cispo")  # the per-token objective; the averaging unit is ``unit``
-IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")  # one ratio per token (GRPO) | per completion (GSPO)
 # GSPO's clipping range (ε_low, ε_high) in its paper (Zheng et al. 2025, v2 §5.1) and TRL's docs. A length-normalised
 # sequence ratio moves far less than a token's, so GRPO's 0.2 rarely clips it; the course keeps one ``epsilon`` default
 # for both levels and says so wherever GSPO is offered (CLI help, passport).

@@ -1,4 +1,4 @@
-"""Where the course runs: device choice and an environment report (notebook 00_start_here, the trainer).
+"""Where the course runs: device choice and an environment report (notebook 00, the trainer).
 
 ``resolve_device("auto")`` picks CUDA when present, then Apple's MPS, else the CPU, so the
 same code runs on a laptop, on Colab's GPU and on a cluster node without changes. The report

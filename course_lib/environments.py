@@ -1,4 +1,4 @@
-"""Environments: an episode is the policy and an environment taking turns, scored at the end (§15–§16).
+"""Environments: policy and environment take turns in an episode, scored at its end (§15–§16).
 
 For agents, the environment is part of the training specification: its data, its tools, its
 verifier and its rules. Here an environment has the shape OpenEnv and NeMo Gym use: ``reset(pair)``

@@ -5,13 +5,19 @@ trainer and notebook reads accuracy from here.
 
 Simplifications, said out loud: greedy decoding only (no sampling at evaluation), on the
 task's fixed held-out prompts, which are never used as demonstrations or training prompts.
+
+``reference_kl`` is the KL measurement on the tiny GPT: the sequence-level KL(π_θ ‖ π_ref) on the
+held-out prompts, the x-axis of the accuracy–KL frontier (notebook "The KL term", the benchmark
+``benchmarks/tinygpt_kl_frontier.py``); its exact categorical counterpart is ``course_lib.kl``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from course_lib._validate import number
+from course_lib._validate import choice, number
+from course_lib.model import completion_logprobs
+from course_lib.policy_loss import kl_estimate
 from course_lib.rollout import generate
 from course_lib.runtime import autocast
 from course_lib.task import AdditionTask
@@ -94,7 +100,8 @@ def sampled_eval(model, task: AdditionTask, *, k: int = 8, max_completion_length
     distributions' mean entropy per completion token (nats). The torch RNG is forked and seeded
     with ``seed``: a training run's random stream is left untouched.
     """
-    number(k, "k", integer=True, low=1)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1; got {k!r}")
     device = next(model.parameters()).device
     length = max_completion_length or task.answer_length
     pairs = task.heldout_pairs
@@ -114,3 +121,43 @@ def sampled_eval(model, task: AdditionTask, *, k: int = 8, max_completion_length
             entropy += float(roll.entropy.sum())
     return {"pass@1": accepted / (len(pairs) * k), "pass@k": any_ok / len(pairs), "k": k,
             "completion_length": tokens / (len(pairs) * k), "entropy": entropy / tokens}
+
+
+def reference_kl(model, ref_model, task, *, samples_per_prompt: int = 4, max_completion_length: int | None = None,
+                 estimator: str = "k1", seed: int = 0, batch_size: int = 512) -> dict:
+    """Sequence-level KL(π_θ ‖ π_ref) of a tiny GPT on the task's held-out prompts.
+
+    Samples ``samples_per_prompt`` completions per held-out prompt from ``model`` (temperature 1,
+    the policy itself), sums the per-token estimate (``kl_estimate``) over each completion's real
+    tokens and averages. Unbiased for the sequence KL with ``k1`` (the default) or ``k3``: given
+    the prefix, either estimate's expectation is that position's KL, and the sequence KL is the
+    sum of the positions' KLs along the policy's own samples. k1 is the default because a trained
+    policy is far from its reference, where k3's spread explodes (e^ℓ is unbounded; see the
+    notebook's section on estimators as values). The same measurement for every run, whatever β,
+    estimator or placement trained it. Returns ``{"kl", "kl_se", "n"}`` (mean, its standard error,
+    number of completions). The torch RNG is forked and seeded with ``seed``: training's random
+    stream is left untouched.
+    """
+    choice(estimator, "estimator", ("k1", "k3"))  # k2 is biased as a value
+    number(samples_per_prompt, "samples_per_prompt", integer=True, low=1)
+    device = next(model.parameters()).device
+    length = max_completion_length or task.answer_length
+    pairs = task.heldout_pairs
+    totals = []
+    was_training = model.training
+    model.eval()
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
+        torch.manual_seed(seed)
+        for i in range(0, len(pairs), batch_size):
+            chunk = pairs[i : i + batch_size]
+            with autocast(device):
+                roll = generate(model, task.encode_prompts(chunk, device), task.tokenizer,
+                                max_completion_length=length, num_generations=samples_per_prompt)
+                args = (roll.input_ids, roll.attention_mask, roll.completion_mask)
+                logps, mask = completion_logprobs(model, *args)
+                ref_logps, _ = completion_logprobs(ref_model, *args)
+            per_token = kl_estimate(logps.float(), ref_logps.float(), estimator, validate=False)
+            totals.append((per_token * mask).sum(-1).double().cpu())
+    model.train(was_training)
+    kl = torch.cat(totals)
+    return {"kl": float(kl.mean()), "kl_se": float(kl.std() / len(kl) ** 0.5) if len(kl) > 1 else 0.0, "n": len(kl)}

@@ -70,19 +70,12 @@ import time
 import torch
 
 from course_lib import reward_model  # noqa: F401 - registers the rm:DIR reward source
-from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
+from course_lib.advantages import compute_advantages
 from course_lib.behaviour import behaviour_weights, mismatch, mismatched_sampler, sampler_entry
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
-from course_lib.policy_loss import (
-    aggregate,
-    cispo_objective,
-    clipped_surrogate,
-    kl_estimate,
-    kl_shaped_rewards,
-    sequence_ratio,
-)
+from course_lib.policy_loss import aggregate, kl_estimate, kl_shaped_rewards, surrogate
 from course_lib.rewards import grpo_reward
 from course_lib.rollout import collect_rollouts, next_length_cap, sequence_logprobs
 from course_lib.rollout_worker import RolloutWorker
@@ -97,15 +90,6 @@ from course_lib.runtime import (
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register, train_loop
-
-ADVANTAGE_FUNCTIONS = {"grpo": grpo_advantages, "rloo": rloo_advantages, "dr_grpo": dr_grpo_advantages}
-
-
-def compute_advantages(rewards: torch.Tensor, kind: str, *, validate: bool = True) -> torch.Tensor:
-    """(n_groups, G) rewards → advantages; zero-variance groups (``zero_variance_groups``) give zeros."""
-    if kind == "grpo":
-        return grpo_advantages(rewards, on_degenerate="zeros", validate=validate)
-    return ADVANTAGE_FUNCTIONS[kind](rewards, validate=validate)
 
 
 def kl_logged_only(ref_model, cfg: GRPOConfig) -> bool:
@@ -153,29 +137,6 @@ def logged_kl(logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor, 
     of zero-variance groups, the staleness or the sampler's temperature.
     """
     return aggregate(kl_estimate(logps, ref_logps, "k3", validate=validate), mask, unit="token_mean", validate=validate)
-
-
-def surrogate(logps, old_logps, adv, mask, cfg: GRPOConfig, *, validate: bool = True):
-    """Per-token objective to maximise and where it was clipped, both (N, T), for ``cfg``'s objective.
-
-    - ``importance_sampling_level="token"``, ``loss_type="clipped"`` (GRPO/DAPO): ``clipped_surrogate``
-      on the per-token ratio ρ_t = π_θ/π_old;
-    - ``importance_sampling_level="sequence"`` (GSPO): ``clipped_surrogate`` on one ratio per
-      completion, ``sequence_ratio`` (the geometric mean of its tokens' ratios), applied to each
-      of its tokens (TRL broadcasts the same (N, 1) objective; ``unit="sequence_mean"`` then
-      averages one objective per completion);
-    - ``loss_type="cispo"``: ``cispo_objective`` with ε_max = ``epsilon_high``.
-    """
-    if cfg.importance_sampling_level == "sequence":
-        ratio = sequence_ratio(logps, old_logps, mask, validate=validate)
-        objective, clipped = clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
-                                               return_clipped=True, validate=validate)
-        return objective[:, None].expand_as(logps), clipped[:, None].expand_as(logps)
-    ratio = torch.exp(logps - old_logps)
-    if cfg.loss_type == "cispo":
-        return cispo_objective(ratio, adv, logps, eps_max=cfg.epsilon_high, return_clipped=True, validate=validate)
-    return clipped_surrogate(ratio, adv, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high, return_clipped=True,
-                             validate=validate)
 
 
 def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_length: int, max_grad_norm: float,
@@ -273,7 +234,9 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                         cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max, validate=validate)
                     diagnostics = mismatch(old_logps, sampler_logps, mask, weights, outside)
                     weights = weights if correct else None
-            objective, clipped = surrogate(logps, old_logps, adv, mask, cfg, validate=validate)
+            objective, clipped = surrogate(logps, old_logps, adv, mask, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
+                                           level=cfg.importance_sampling_level, loss_type=cfg.loss_type,
+                                           validate=validate)
             if weights is not None:  # the behaviour correction, apart from PPO's ratio (as TRL applies it)
                 objective = objective * weights
             if ref_logps is not None and cfg.beta > 0 and cfg.kl_placement == "loss":

@@ -1,4 +1,4 @@
-"""Reward hacking on the tiny GPT (notebook 11_reward_hacking): one experiment, its options, and its alarms.
+"""Reward hacking on the tiny GPT (notebook 11): one experiment, its options, and its alarms.
 
 Lecture §15: a checker is a proxy, and the policy optimises the proxy. The experiment trains
 the same weak SFT policy twice with GRPO, and **the checker is the only difference** between

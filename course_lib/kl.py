@@ -1,13 +1,13 @@
-"""The KL term, exactly, on a categorical policy: the regularised optimum in both KL directions,
-and what each KL estimator contributes to the gradient in expectation.
+"""The KL term, exactly, on a categorical policy: regularised optima, each estimator's gradient.
+
+The regularised optimum in both KL directions, and what each KL estimator contributes to the
+gradient in expectation.
 
 Lecture §4 (the objective E[r] − β·KL(π‖π_ref)), §6 (DPO's π* ∝ π_ref·exp(r/β)), §9 and §12
 (KL estimators and where the penalty is placed). The per-sample estimators k1/k2/k3 have one
 home, ``course_lib.policy_loss.kl_estimate``; this module only takes their exact expectations.
 
-``reference_kl`` is the one measurement on the tiny GPT: the sequence-level KL(π_θ ‖ π_ref) on the
-held-out prompts, the x-axis of the accuracy–KL frontier (notebook "The KL term", the benchmark
-``benchmarks/tinygpt_kl_frontier.py``).
+The same KL measured on the tiny GPT's samples is ``evaluation.reference_kl``.
 
 Simplifications, said out loud: one prompt and K complete answers, so that a whole sequence is a
 single categorical draw and every expectation is a finite sum (no sampling); the policy is a
@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import torch
 
-from course_lib._validate import choice, finite_tensor, number, output, positive_scalar, tensors
+from course_lib._validate import choice, finite_tensor, output, positive_scalar, tensors
 from course_lib.policy_loss import KL_ESTIMATORS, kl_estimate
 
 PLACEMENTS = ("loss", "reward")
@@ -153,48 +153,3 @@ def expected_kl_gradient(logits, ref_logps, estimator: str, placement: str = "lo
     penalty = (weight * k).sum() if placement == "loss" else (weight * k.detach() * logp).sum()
     (grad,) = torch.autograd.grad(penalty, theta)
     return output(grad.to(dtype), as_tensor)
-
-
-def reference_kl(model, ref_model, task, *, samples_per_prompt: int = 4, max_completion_length: int | None = None,
-                 estimator: str = "k1", seed: int = 0, batch_size: int = 512) -> dict:
-    """Sequence-level KL(π_θ ‖ π_ref) of a tiny GPT on the task's held-out prompts.
-
-    Samples ``samples_per_prompt`` completions per held-out prompt from ``model`` (temperature 1,
-    the policy itself), sums the per-token estimate (``kl_estimate``) over each completion's real
-    tokens and averages. Unbiased for the sequence KL with ``k1`` (the default) or ``k3``: given
-    the prefix, either estimate's expectation is that position's KL, and the sequence KL is the
-    sum of the positions' KLs along the policy's own samples. k1 is the default because a trained
-    policy is far from its reference, where k3's spread explodes (e^ℓ is unbounded; see the
-    notebook's section on estimators as values). The same measurement for every run, whatever β,
-    estimator or placement trained it. Returns ``{"kl", "kl_se", "n"}`` (mean, its standard error,
-    number of completions). The torch RNG is forked and seeded with ``seed``: training's random
-    stream is left untouched.
-    """
-    choice(estimator, "estimator", ("k1", "k3"))  # k2 is biased as a value
-    # imported here: the exact categorical part of this module needs neither transformers nor a model
-    from course_lib.model import completion_logprobs
-    from course_lib.rollout import generate
-    from course_lib.runtime import autocast
-
-    number(samples_per_prompt, "samples_per_prompt", integer=True, low=1)
-    device = next(model.parameters()).device
-    length = max_completion_length or task.answer_length
-    pairs = task.heldout_pairs
-    totals = []
-    was_training = model.training
-    model.eval()
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
-        torch.manual_seed(seed)
-        for i in range(0, len(pairs), batch_size):
-            chunk = pairs[i : i + batch_size]
-            with autocast(device):
-                roll = generate(model, task.encode_prompts(chunk, device), task.tokenizer,
-                                max_completion_length=length, num_generations=samples_per_prompt)
-                args = (roll.input_ids, roll.attention_mask, roll.completion_mask)
-                logps, mask = completion_logprobs(model, *args)
-                ref_logps, _ = completion_logprobs(ref_model, *args)
-            per_token = kl_estimate(logps.float(), ref_logps.float(), estimator, validate=False)
-            totals.append((per_token * mask).sum(-1).double().cpu())
-    model.train(was_training)
-    kl = torch.cat(totals)
-    return {"kl": float(kl.mean()), "kl_se": float(kl.std() / len(kl) ** 0.5) if len(kl) > 1 else 0.0, "n": len(kl)}

@@ -1,4 +1,4 @@
-"""KTO for the tiny GPT: unpaired desirable / undesirable answers and a batch KL reference point (§8).
+"""KTO for the tiny GPT: unpaired desirable/undesirable answers, a batch KL reference point (§8).
 
 Ethayarajh et al. (2024) need no pairs: each answer carries one label, desirable or undesirable,
 and its implied reward r = log π_θ(y|x) − log π_ref(y|x) is compared with a reference point

@@ -53,10 +53,10 @@ from types import SimpleNamespace
 import torch
 
 from course_lib import kernel_codec
+from course_lib.advantages import compute_advantages
 from course_lib.configs import DPOConfig, GRPOConfig, SFTConfig
 from course_lib.dpo import build_preference_pairs, reference_logprobs
 from course_lib.evaluation import evaluate
-from course_lib.grpo import compute_advantages
 from course_lib.model import (
     NEVER_LOGIT,
     ModelConfig,
@@ -330,7 +330,7 @@ def reference_dpo_loss(logits, ids, cmask, ref_token_logps, beta: float, model_c
 
 
 def reference_advantages(rewards: torch.Tensor, group_size: int, scale: str) -> torch.Tensor:
-    """The configured baseline's advantages (``grpo.compute_advantages``: zero-variance groups give zeros)."""
+    """The configured baseline's advantages (``advantages.compute_advantages``: zero-variance groups give zeros)."""
     return compute_advantages(rewards.view(-1, group_size), ADVANTAGE_OF_SCALE[scale]).flatten()
 
 

@@ -1,5 +1,4 @@
-"""A training run end to end: the API behind ``python -m course_lib train``, the benchmarks and
-the notebooks.
+"""A training run end to end: the API behind the command line's ``train``, benchmarks, notebooks.
 
 ``run(kind, cfg, out)`` builds the task and a fresh tiny GPT, runs the SFT stage (or takes an
 SFT checkpoint), then the chosen trainer, optionally the "same wall-clock on more SFT" control,

@@ -1,5 +1,8 @@
 """Turning advantages into an update: the clipped surrogate, the averaging unit, KL estimators.
 
+``surrogate`` picks GRPO's per-token objective (clipped, GSPO's sequence ratio or CISPO);
+``clipped_value_loss`` is PPO's critic loss.
+
 Lecture §9 ("Turning an advantage into an update") and §12 (DAPO's clip-higher and token-level
 loss, Dr. GRPO's constant denominator). Per-token tensors have shape ``(n_completions, T)``
 with a 0/1 ``mask`` marking real completion tokens (prompt and padding are 0).
@@ -43,6 +46,8 @@ from course_lib._validate import choice, output, positive_scalar, tensors
 
 UNITS = ("sequence_mean", "token_mean", "constant")
 KL_ESTIMATORS = ("k1", "k2", "k3")
+GRPO_LOSS_TYPES = ("clipped", "cispo")  # the per-token objective; the averaging unit is ``unit``
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")  # one ratio per token (GRPO) | per completion (GSPO)
 
 
 def clipped_surrogate(
@@ -192,6 +197,34 @@ def cispo_objective(ratio, advantages, logps, eps_max: float = 5.0, *, return_cl
     return output(objective, as_tensor), (clipped if as_tensor else clipped.cpu().numpy())
 
 
+def surrogate(logps, old_logps, adv, mask, *, eps_low: float, eps_high: float, level: str = "token",
+              loss_type: str = "clipped", validate: bool = True):
+    """Per-token objective to maximise and where it was clipped, both (N, T), for GRPO's objectives.
+
+    - ``level="token"``, ``loss_type="clipped"`` (GRPO/DAPO): ``clipped_surrogate``
+      on the per-token ratio ρ_t = π_θ/π_old;
+    - ``level="sequence"`` (GSPO): ``clipped_surrogate`` on one ratio per
+      completion, ``sequence_ratio`` (the geometric mean of its tokens' ratios), applied to each
+      of its tokens (TRL broadcasts the same (N, 1) objective; ``unit="sequence_mean"`` then
+      averages one objective per completion);
+    - ``loss_type="cispo"``: ``cispo_objective`` with ε_max = ``eps_high``.
+
+    ``level`` and ``loss_type`` are ``GRPOConfig.importance_sampling_level`` and ``.loss_type``.
+    """
+    choice(level, "level", IMPORTANCE_SAMPLING_LEVELS)
+    choice(loss_type, "loss_type", GRPO_LOSS_TYPES)
+    if level == "sequence":
+        ratio = sequence_ratio(logps, old_logps, mask, validate=validate)
+        objective, clipped = clipped_surrogate(ratio, adv, eps_low=eps_low, eps_high=eps_high,
+                                               return_clipped=True, validate=validate)
+        return objective[:, None].expand_as(logps), clipped[:, None].expand_as(logps)
+    ratio = torch.exp(logps - old_logps)
+    if loss_type == "cispo":
+        return cispo_objective(ratio, adv, logps, eps_max=eps_high, return_clipped=True, validate=validate)
+    return clipped_surrogate(ratio, adv, eps_low=eps_low, eps_high=eps_high, return_clipped=True,
+                             validate=validate)
+
+
 def kl_estimate(logps, ref_logps, estimator: str = "k3", *, validate: bool = True):
     """Per-token estimate of KL(π_θ ‖ π_ref) from tokens sampled by π_θ (Schulman's k1/k2/k3).
 
@@ -258,3 +291,20 @@ def kl_shaped_rewards(
         r, lp, ref, m, as_tensor = rewards, logps, ref_logps, mask.to(logps.dtype), True
     per_token = kl_estimate(lp.detach(), ref.detach(), estimator, validate=False)
     return output(r - beta * (per_token * m).sum(dim=-1), as_tensor)
+
+
+def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, cliprange_value: float):
+    """Per-token ½·max((V − R)², (V_old + clip(V − V_old, −ε_v, ε_v) − R)²), PPO's clipped value loss.
+
+    The clip removes the gradient, it does not bound the move: where V has moved more than ε_v
+    from the value the rollout was scored with and the clipped term is the larger, the loss has no
+    gradient in V, but one step can still carry V past ε_v (as PPO's ratio clip, notebook 05_from_advantages_to_an_update).
+    Taking the max makes it pessimistic (as TRL and OpenAI's PPO do).
+    Returns ``(per_token_loss, clipped)`` where ``clipped`` marks tokens whose clipped term is larger.
+    """
+    if cliprange_value <= 0:
+        raise ValueError(f"cliprange_value must be > 0; got {cliprange_value}")
+    v_clipped = old_values + (values - old_values).clamp(-cliprange_value, cliprange_value)
+    unclipped_sq = (values - returns) ** 2
+    clipped_sq = (v_clipped - returns) ** 2
+    return 0.5 * torch.maximum(unclipped_sq, clipped_sq), clipped_sq > unclipped_sq

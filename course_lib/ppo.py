@@ -10,10 +10,10 @@ model states in the budgets notebook), §13 (the RLHF pipeline). One step:
 3. per-token rewards: the score on the completion's last token, minus ``kl_coef`` times the
    per-token k1 estimate of KL to the frozen reference on every token when ``kl_coef > 0``
    (KL *in the reward*, InstructGPT style — GRPO puts it in the loss instead);
-4. the critic gives V(s_t) for every completion position; ``gae`` turns rewards and values into
+4. the critic gives V(s_t) for every completion position; ``advantages.gae`` turns rewards and values into
    advantages Â_t and returns R_t = Â_t + V_t; advantages are whitened over the batch (TRL);
 5. ``num_ppo_epochs`` passes over the batch: the policy maximises ``clipped_surrogate`` with the
-   per-token advantages; the critic minimises ``clipped_value_loss`` against the returns, with
+   per-token advantages; the critic minimises ``policy_loss.clipped_value_loss`` against the returns, with
    its own optimizer; both averaged per token with ``aggregate``.
 
 Names follow TRL's ``PPOConfig``: ``gamma``, ``lam``, ``cliprange``, ``cliprange_value``,
@@ -48,6 +48,7 @@ import time
 
 import torch
 
+from course_lib.advantages import gae, whiten
 from course_lib.configs import PPOConfig
 from course_lib.evaluation import evaluate
 from course_lib.model import (
@@ -57,7 +58,7 @@ from course_lib.model import (
     model_config_of,
     position_ids,
 )
-from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate
+from course_lib.policy_loss import aggregate, clipped_surrogate, clipped_value_loss, kl_estimate
 from course_lib.reward_model import read_info
 from course_lib.rewards import REWARD_MODEL_PREFIX, resolve_reward
 from course_lib.rollout import sample_groups
@@ -73,59 +74,6 @@ from course_lib.runtime import (
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register, train_loop
-
-
-# ---- the new formulas: GAE and the clipped value loss ------------------------------------------------
-def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float, lam: float):
-    """Generalised advantage estimation (Schulman et al. 2016) on ``(N, T)`` per-token tensors.
-
-    δ_t = r_t + γ·V_{t+1} − V_t  (V after the last real token is 0: the episode ends there),
-    Â_t = Σ_l (γλ)^l δ_{t+l} = δ_t + γλ·Â_{t+1}.  Returns ``(advantages, returns)`` with
-    returns R_t = Â_t + V_t (the critic's regression target); both are 0 where ``mask`` is 0.
-    λ = 1 gives the Monte-Carlo return minus V_t; λ = 0 the one-step TD error.
-    """
-    if not (rewards.shape == values.shape == mask.shape) or rewards.ndim != 2:
-        raise ValueError(f"rewards, values and mask must share one (N, T) shape; got "
-                         f"{tuple(rewards.shape)}, {tuple(values.shape)}, {tuple(mask.shape)}")
-    if not (0 <= gamma <= 1 and 0 <= lam <= 1):
-        raise ValueError(f"gamma and lam must lie in [0, 1]; got gamma={gamma}, lam={lam}")
-    m = mask.to(values.dtype)
-    v = values * m
-    r = rewards * m
-    advantages = torch.zeros_like(v)
-    running = torch.zeros_like(v[:, 0])
-    for t in range(v.shape[1] - 1, -1, -1):
-        next_v = v[:, t + 1] if t + 1 < v.shape[1] else torch.zeros_like(running)
-        delta = r[:, t] + gamma * next_v - v[:, t]
-        running = (delta + gamma * lam * running) * m[:, t]
-        advantages[:, t] = running
-    return advantages, (advantages + v) * m
-
-
-def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, cliprange_value: float):
-    """Per-token ½·max((V − R)², (V_old + clip(V − V_old, −ε_v, ε_v) − R)²), PPO's clipped value loss.
-
-    The clip removes the gradient, it does not bound the move: where V has moved more than ε_v
-    from the value the rollout was scored with and the clipped term is the larger, the loss has no
-    gradient in V, but one step can still carry V past ε_v (as PPO's ratio clip, notebook 05_from_advantages_to_an_update).
-    Taking the max makes it pessimistic (as TRL and OpenAI's PPO do).
-    Returns ``(per_token_loss, clipped)`` where ``clipped`` marks tokens whose clipped term is larger.
-    """
-    if cliprange_value <= 0:
-        raise ValueError(f"cliprange_value must be > 0; got {cliprange_value}")
-    v_clipped = old_values + (values - old_values).clamp(-cliprange_value, cliprange_value)
-    unclipped_sq = (values - returns) ** 2
-    clipped_sq = (v_clipped - returns) ** 2
-    return 0.5 * torch.maximum(unclipped_sq, clipped_sq), clipped_sq > unclipped_sq
-
-
-def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """(x − mean)/std over the real tokens of the batch (TRL's ``masked_whiten``); 0 on padding."""
-    m = mask.to(x.dtype)
-    n = m.sum()
-    mean = (x * m).sum() / n
-    var = (((x - mean) * m) ** 2).sum() / n
-    return (x - mean) * torch.rsqrt(var + eps) * m
 
 
 # ---- the critic --------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ weights (e.g. the cached SFT start of ``course_lib.starts``) instead of the rand
 ``recipe.json`` (its stages, options and every finished stage's numbers). Per stage: held-out
 greedy accuracy (pass@1) and, from ``k`` samples per held-out prompt, sampled pass@1 and pass@k,
 the completion length and the entropy (``evaluation.sampled_eval``); the sequence KL to the
-stage's start and to the recipe's first policy (``kl.reference_kl``, ``kl_samples`` completions per
+stage's start and to the recipe's first policy (``evaluation.reference_kl``, ``kl_samples`` completions per
 prompt; at stage 1 the start is the first policy, so it is measured once); the rejection-sampling
 acceptance rate of an RFT stage and the zero-variance share of a GRPO stage (their trainers'
 rows); CPU seconds.
@@ -62,8 +62,7 @@ from pathlib import Path
 import torch
 
 from course_lib import configs
-from course_lib.evaluation import evaluate, sampled_eval
-from course_lib.kl import reference_kl
+from course_lib.evaluation import evaluate, reference_kl, sampled_eval
 from course_lib.model import build_model, n_params
 from course_lib.passport import format_passport, passport
 from course_lib.pipeline import build_policy

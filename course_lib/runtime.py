@@ -1,6 +1,7 @@
-"""Run plumbing every trainer shares: threads, autocast, optimizer, metrics log, checkpoints, RNG,
-progress bars and a Ctrl-C that requests a stop (``course_lib.trainer.train_loop`` honours it at a
-step boundary).
+"""Run plumbing every trainer shares: threads, autocast, optimizer, metrics, checkpoints, Ctrl-C.
+
+Also the RNG state and progress bars; a Ctrl-C requests a stop (``course_lib.trainer.train_loop``
+honours it at a step boundary).
 
 Simplifications, said out loud:
 - One process, one device. AdamW with a constant learning rate (the ``fused`` CPU/CUDA kernel:

@@ -46,6 +46,7 @@ from pathlib import Path
 
 import torch
 
+import course_lib
 from course_lib import configs
 from course_lib._validate import number
 from course_lib.device import DEVICES, resolve_device
@@ -72,10 +73,16 @@ def code_version() -> str:
     56.6% held-out with AVX2 kernels and to 51.2% with AVX-512 ones."""
     digest = hashlib.sha256(torch.__version__.encode())
     digest.update(torch.backends.cpu.get_cpu_capability().encode())
-    here = Path(__file__).resolve().parent
     for name in SOURCES:
-        digest.update((here / f"{name}.py").read_bytes())
+        digest.update(_source(name))
     return digest.hexdigest()[:16]
+
+
+def _source(name: str) -> bytes:
+    """The source of the course_lib module called ``name``, wherever it sits in the package (its bytes
+    decide the key, not its path)."""
+    (path,) = Path(course_lib.__file__).resolve().parent.rglob(f"{name}.py")
+    return path.read_bytes()
 
 
 def start_key(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None) -> str:
@@ -204,7 +211,7 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
     spec = {"base": start_key(base_cfg, seed=seed), "env": cfg.task.env, "tool_demos": cfg.task.tool_demos,
             "tool_call": cfg.task.tool_call,
             "steps": steps, "code": code_version(),  # + the environment's demonstrations and rules:
-            "environments": hashlib.sha256((Path(__file__).resolve().parent / "environments.py").read_bytes()).hexdigest()}
+            "environments": hashlib.sha256(_source("environments")).hexdigest()}
     key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""The course's recipes in TRL 1.16's words: a pure translation table, no TRL and no trainer imported.
+"""The course's recipes in TRL 1.16's words: a pure translation table, no TRL or trainer imported.
 
 ``translate(cfg, kind)`` turns a course ``RunConfig`` (SFT, the DPO family, the GRPO family, RLOO,
 KTO, ORPO) into a ``Bridged``: which TRL trainer and config class take the recipe (``SFTConfig``,

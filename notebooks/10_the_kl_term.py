@@ -77,7 +77,7 @@ from IPython.display import display
 
 from course_lib.advantages import grpo_advantages, rloo_advantages
 from course_lib.configs import get_config, validate
-from course_lib.evaluation import evaluate
+from course_lib.evaluation import evaluate, reference_kl
 from course_lib.explore import figure_png, predict, readout
 from course_lib.grpo import train_grpo
 from course_lib.kl import (
@@ -85,7 +85,6 @@ from course_lib.kl import (
     expected_kl_gradient,
     forward_kl_regularised_optimum,
     kl_regularised_optimum,
-    reference_kl,
 )
 from course_lib.passport import passport
 from course_lib.policy_loss import clipped_surrogate, kl_estimate, kl_shaped_rewards
@@ -548,7 +547,7 @@ print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling �
 # TRL's choice) and k1 per completion **in the reward** (`kl_shaped_rewards`, before the baseline) — with
 # everything else fixed: same start, same prompts, same number of steps. For each run, measure
 # held-out accuracy (greedy) and the sequence-level KL(π_θ‖π_ref) on held-out prompts
-# (`course_lib.kl.reference_kl`: the same measurement for every run, whatever trained it).
+# (`course_lib.evaluation.reference_kl`: the same measurement for every run, whatever trained it).
 #
 # *Predict before running:* how much accuracy does the largest β cost here, where the reward is an exact
 # checker (nothing to over-optimise)? And which placement will move less at the same β?

@@ -82,12 +82,14 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
+from course_lib.advantages import gae
 from course_lib.budgets import stage_memory_gib
 from course_lib.configs import PPOConfig, RewardModelConfig, get_config
 from course_lib.evaluation import evaluate
 from course_lib.explore import predict
 from course_lib.grpo import train_grpo
-from course_lib.ppo import build_critic, clipped_value_loss, gae, train_ppo
+from course_lib.policy_loss import clipped_value_loss
+from course_lib.ppo import build_critic, train_ppo
 from course_lib.preference import reward_model_loss
 from course_lib.reward_model import (
     RewardModelScorer,
@@ -432,7 +434,7 @@ if bench:
 # adds up the rewards actually seen.
 #
 # By hand for one answer of three tokens, reward 1 at the end, values 0.2, 0.5, 0.9 and γ = 1,
-# λ = 0.95, against `course_lib.ppo.gae`:
+# λ = 0.95, against `course_lib.advantages.gae`:
 
 # %%
 r_tok, v_tok = [0.0, 0.0, 1.0], [0.2, 0.5, 0.9]

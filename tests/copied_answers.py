@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import pkgutil
 import re
 from pathlib import Path
 
@@ -151,17 +152,27 @@ def _without_library_imports(source: str) -> str:
     return "\n".join(keep) + "\n"
 
 
+def _library(name: str):
+    """The course_lib module called ``name``, wherever it sits in the package."""
+    import course_lib
+
+    for info in pkgutil.walk_packages(course_lib.__path__, "course_lib."):
+        if info.name.rpartition(".")[2] == name:
+            return importlib.import_module(info.name)
+    raise ValueError(f"course_lib has no module called {name!r}")
+
+
 def _copy(asked: str, closest: dict) -> str:
     """The closest library function's source, renamed to the asked name."""
     module, name = closest[asked]
-    function = getattr(importlib.import_module(f"course_lib.{module}"), name)
+    function = getattr(_library(module), name)
     return re.sub(rf"^def {name}\(", f"def {asked}(", inspect.getsource(function), count=1, flags=re.M)
 
 
 def _pasted_modules(modules: set[str]) -> str:
     """course_lib/_validate.py and the modules the copies come from, pasted whole (no course_lib import)."""
     sources = [inspect.getsource(importlib.import_module("course_lib._validate"))]
-    sources += [inspect.getsource(importlib.import_module(f"course_lib.{m}")) for m in sorted(modules)]
+    sources += [inspect.getsource(_library(m)) for m in sorted(modules)]
     return "".join(_without_library_imports(s) for s in sources)
 
 
@@ -197,7 +208,7 @@ def submission(kind: str, assignment: str = ASSIGNMENT) -> dict[str, dict[str, s
                 continue
             modules = {closest[name][0] for name in asked}
             if kind == "calls":
-                head = f"from course_lib import {', '.join(sorted(modules))}\n\n"
+                head = "".join(f"from {_library(m).__package__} import {m}\n" for m in sorted(modules)) + "\n"
                 body = "\n\n".join(calls[name] for name in asked)
             else:
                 head = _pasted_modules(modules) + "\n"

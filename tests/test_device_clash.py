@@ -85,9 +85,8 @@ def test_grpo_with_the_calculator_runs_on_one_device(tmp_path):
 def test_the_starts_evaluation_and_the_notebooks_direct_calls_on_one_device(tmp_path, monkeypatch):
     """As notebooks 09, 10 and 15 call them: the starts, evaluation, GRPO with a reference and a KL term, the KL
     to the reference."""
-    from course_lib.evaluation import evaluate, sample_completions
+    from course_lib.evaluation import evaluate, reference_kl, sample_completions
     from course_lib.grpo import train_grpo
-    from course_lib.kl import reference_kl
     from course_lib.starts import env_start, sft_start
 
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path))

@@ -145,7 +145,7 @@ def test_bad_input(call, match):
 
 def test_reference_kl_on_the_tiny_gpt():
     from course_lib.configs import get_config
-    from course_lib.kl import reference_kl
+    from course_lib.evaluation import reference_kl
     from course_lib.model import build_model
     from course_lib.task import AdditionTask
 

@@ -16,8 +16,9 @@ import torch
 
 from course_lib import grpo as grpo_module
 from course_lib.__main__ import apply_overrides, build_parser
+from course_lib.advantages import compute_advantages
 from course_lib.configs import get_config, validate
-from course_lib.grpo import compute_advantages, train_grpo
+from course_lib.grpo import train_grpo
 from course_lib.model import build_model, completion_logprobs
 from course_lib.policy_loss import aggregate, cispo_objective, clipped_surrogate, sequence_ratio
 from course_lib.rewards import CheckerReward, OverlongShaped, overlong_penalty, resolve_reward

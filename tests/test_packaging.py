@@ -69,7 +69,7 @@ def test_the_library_alone_pulls_no_lab_tools():
     deps = {_split(r)[0] for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
     assert deps == {"numpy", "torch", "transformers", "matplotlib", "ipywidgets", "tqdm"}
     imported = set()
-    for path in (ROOT / "course_lib").glob("*.py"):
+    for path in (ROOT / "course_lib").rglob("*.py"):
         imported |= set(re.findall(r"^\s*(?:from|import) ([A-Za-z_]\w*)", path.read_text(encoding="utf-8"), re.M))
     lab = {_split(r)[0] for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["lab"]}
     assert not imported & {name.replace("-", "_") for name in lab}, "course_lib imports a lab-only package"

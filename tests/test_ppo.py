@@ -9,17 +9,16 @@ import json
 import pytest
 import torch
 
+from course_lib.advantages import gae, whiten
 from course_lib.configs import PPOConfig, get_config
 from course_lib.model import build_model
+from course_lib.policy_loss import clipped_value_loss
 from course_lib.ppo import (
     build_critic,
-    clipped_value_loss,
     critic_passport,
-    gae,
     persistent_bytes,
     token_values,
     train_ppo,
-    whiten,
 )
 from course_lib.runtime import MetricsLog
 from course_lib.task import AdditionTask

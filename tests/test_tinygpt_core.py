@@ -644,7 +644,7 @@ def test_mask_truncated_keeps_rows_in_the_denominator(task, model):
     model.zero_grad()
     args = (batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
     lp, mask = completion_logprobs(model, *args, start=task.prompt_length)
-    from course_lib.grpo import compute_advantages
+    from course_lib.advantages import compute_advantages
 
     adv = compute_advantages(rewards, "grpo").flatten()
     kept = (~batch["truncated"]).float()[:, None]
