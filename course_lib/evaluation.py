@@ -100,8 +100,7 @@ def sampled_eval(model, task: AdditionTask, *, k: int = 8, max_completion_length
     distributions' mean entropy per completion token (nats). The torch RNG is forked and seeded
     with ``seed``: a training run's random stream is left untouched.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1; got {k!r}")
+    number(k, "k", integer=True, low=1)
     device = next(model.parameters()).device
     length = max_completion_length or task.answer_length
     pairs = task.heldout_pairs
