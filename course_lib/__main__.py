@@ -31,7 +31,7 @@ import sys
 
 from course_lib import configs, recipes
 from course_lib.device import DEVICES
-from course_lib.pipeline import KINDS, run
+from course_lib.pipeline import run
 from course_lib.rewards import SPEC_HELP
 from course_lib.runtime import (
     DEFAULT_THREADS,
@@ -40,6 +40,7 @@ from course_lib.runtime import (
     check_threads,
     stop_on_interrupt,
 )
+from course_lib.trainer import entry, trainers
 
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
 HELP = {
@@ -128,9 +129,10 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
         if f.name in RUN_FIELDS:
             _add_field(r, "run", f, "--" + f.name.replace("_", "-"))
     own = p.add_argument_group(f"{kind} options")
-    for f in dataclasses.fields(type(getattr(configs.RunConfig(), kind))):
+    registered = entry(kind)
+    for f in dataclasses.fields(registered.config or configs.trainer_sections()[registered.section]):
         if f.name != "steps":
-            _add_field(own, kind, f, "--" + f.name.replace("_", "-"))
+            _add_field(own, registered.section, f, "--" + f.name.replace("_", "-"))
     if kind != "sft":
         sft = p.add_argument_group("SFT stage options")
         for f in dataclasses.fields(configs.SFTConfig):
@@ -148,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     tr = sub.add_parser("train", help="train sft, dpo or grpo end to end")
     kinds = tr.add_subparsers(dest="kind", required=True)
-    for kind in KINDS:
+    for kind in trainers():
         _trainer_parser(kinds, kind)
     recipes.add_parser(kinds)  # train recipe r1 | --stages sft,grpo,rft,grpo (course_lib.recipes)
     return parser

@@ -25,7 +25,7 @@ from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
 from course_lib.policy_loss import aggregate, kl_estimate
 from course_lib.preference import dpo_terms, implicit_reward, ipo_loss, simpo_loss
-from course_lib.rewards import resolve_reward
+from course_lib.rewards import resolve_reward, reward_source
 from course_lib.rollout import sample_groups
 from course_lib.runtime import (
     DEFAULT_THREADS,
@@ -264,7 +264,24 @@ def train_offline(name: str, model, task: AdditionTask, cfg, batch_of, loss_of, 
     return {"steps": done["steps"], "rl_seconds": done["seconds"]}
 
 
-@register("dpo")
+def dpo_passport(cfg, info: dict) -> dict:
+    """DPO's passport sections (``course_lib.passport``)."""
+    d = cfg.dpo
+    loss = {"sigmoid": "DPO", "ipo": "IPO", "simpo": "SimPO"}[d.loss_type]
+    return dict(
+        data_and_policy={"examples": f"preference pairs from {d.pair_prompts} prompts × {d.samples_per_prompt} samples",
+                         "generated_by": "the SFT checkpoint, once, before training (offline)",
+                         "reuse": "pairs reused for every step", "overlap": "held-out prompts excluded"},
+        reward_contract={"source": reward_source("strict") + ", used only to label chosen vs rejected",
+                         "granularity": "once per completion", "truncation": "a truncated sample is a rejected answer"},
+        optimisation={"algorithm": f"offline {loss}, beta={d.beta}" + (f", + rpo_alpha={d.rpo_alpha} × NLL(chosen)" if d.rpo_alpha else ""),
+                      "roles": ["policy", "reference (log-probs cached once)"] if d.loss_type != "simpo" else ["policy"],
+                      "kl": "implicit, through beta and the reference ratio", "averaging_unit": "mean over pairs"},
+    )
+
+
+@register("dpo", DPOConfig, passport=dpo_passport, gpu=dict(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
+          test=dict(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4, eval_every=2))
 def dpo_stage(ctx: StageContext) -> StageResult:
     """``train dpo``: pairs from the SFT policy (cached reference log-probs; kept in the checkpoint), then DPO."""
     if ctx.state is not None:

@@ -25,7 +25,6 @@ Simplification: one process, one device, stages run one after the other (a GRPO 
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import time
 from pathlib import Path
@@ -54,16 +53,10 @@ from course_lib.runtime import (
     set_threads,
 )
 from course_lib.sft import train_sft
-from course_lib.trainer import TRAINERS, StageContext
+from course_lib.trainer import StageContext, entry, trainers
 from course_lib.utilisation import mfu_entry
 
-# Each trainer module registers its stage when imported (course_lib.trainer.register); a new trainer
-# is one more module here.
-TRAINER_MODULES = ("course_lib.sft", "course_lib.dpo", "course_lib.grpo", "course_lib.reward_model", "course_lib.ppo",
-                   "course_lib.kto", "course_lib.orpo")
-for _module in TRAINER_MODULES:
-    importlib.import_module(_module)
-KINDS = tuple(TRAINERS)
+KINDS = tuple(trainers())  # the course's own trainers; a trainer registered later is in trainers()
 CONTROLS = ("sft", "rft")  # the same wall-clock on more SFT | RFT on GRPO's prompts (course_lib.rft)
 RUN_FILES = ("checkpoint.pt", "checkpoint.pt.tmp", "sft.pt", "sft.pt.tmp", "metrics.jsonl", "sft_metrics.jsonl",
              "summary.json", "passport.json", "dashboard.png", "reward_model.json")
@@ -154,8 +147,7 @@ def run(
     ``resume=True`` continues ``out`` with its saved options (``cfg`` must be None).
     Raises ``runtime.Interrupted`` after saving a checkpoint when a stop was requested (Ctrl-C).
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    registered = entry(kind)  # a ValueError names the registered trainers
     control = "sft" if control is True else (control or None)
     if control is not None and control not in CONTROLS:
         raise ValueError(f"control must be one of {CONTROLS} (or True for 'sft'); got {control!r}")
@@ -185,7 +177,7 @@ def run(
     elif sft_checkpoint is not None and kind == "sft":
         raise ValueError("sft_checkpoint (--sft-checkpoint) applies to dpo and grpo runs, not to sft")
     cfg = configs.validate(copy.deepcopy(cfg or configs.get_config()))  # bad options first, then the folder
-    section = getattr(cfg, kind)
+    section = getattr(cfg, registered.section)
     if steps is not None:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise ValueError(f"steps must be an integer >= 0 (the total for {kind}); got {steps!r}")
@@ -195,14 +187,14 @@ def run(
     if not resume:
         prepare_out(out, overwrite, kind)
     task, model = build_policy(cfg, seed=seed, device=device)
-    spec = {"grpo": cfg.grpo.reward, "ppo": cfg.ppo.reward}.get(kind, "")
+    spec = getattr(section, "reward", "")
     if spec.startswith("rm:"):
         resolve_reward(spec, task)  # a bad reward-model directory fails now, not after the SFT stage
     dev = next(model.parameters()).device
     say(f"[course_lib] {kind} on {dev.type} ({torch.get_num_threads()} CPU thread(s)), config {cfg.name!r}, "
         f"{n_params(model):,} parameters, seed {seed}")
     if state is not None:
-        stage_total = getattr(cfg, state["stage"]).steps
+        stage_total = getattr(cfg, entry(state["stage"]).section).steps
         say(f"[course_lib] resuming {out}: {state['stage']} stage at step {state['step']} of {stage_total} "
             f"(--steps is the total)")
     common = {"kind": kind, "config": json.dumps(configs.to_dict(cfg)), "seed": seed, "control": control,
@@ -273,7 +265,7 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if kind != "sft":
         say(f"[course_lib] SFT policy held-out accuracy {sft['eval']['accuracy']:.3f}")
-    entry = TRAINERS[kind]
+    registered = entry(kind)
     gen, stage_state, log = None, None, sft["log"]
     if kind != "sft":
         gen = rl_generator(seed)
@@ -291,17 +283,17 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, state=stage_state, log=log,
                        checkpoint=checkpoint, sft_weights=sft_weights, generator=gen, sft=sft, say=say,
                        show_progress=show_progress)
-    result = entry.stage(ctx)
+    result = registered.stage(ctx)
     final = result.final
     if final is None:
-        length = entry.completion_length(cfg) if entry.completion_length else None
-        final = evaluate(model, task, max_completion_length=length) if entry.trains_policy else sft["eval"]
+        length = registered.completion_length(cfg) if registered.completion_length else None
+        final = evaluate(model, task, max_completion_length=length) if registered.trains_policy else sft["eval"]
     control_accuracy = None
     if control and kind != "sft":
         control_accuracy = run_control(control, cfg, out, task, next(model.parameters()).device, sft_weights,
                                        seed=seed, steps=result.steps, rl_seconds=result.rl_seconds,
                                        show_progress=show_progress, say=say)
-    return write_outputs(kind, cfg, out, model, common, entry, result, sft, final, control, control_accuracy,
+    return write_outputs(kind, cfg, out, model, common, registered, result, sft, final, control, control_accuracy,
                          log.rows, say, wall_start)
 
 
@@ -327,14 +319,14 @@ def run_control(control, cfg, out, task, device, sft_weights, *, seed, steps, rl
     return res["accuracy"]
 
 
-def write_outputs(kind, cfg, out, model, common, entry, result, sft, final, control, control_accuracy, rows, say,
+def write_outputs(kind, cfg, out, model, common, registered, result, sft, final, control, control_accuracy, rows, say,
                   wall_start) -> dict:
     """summary.json, passport.json and dashboard.png; the closing lines. Returns the summary."""
     rl_seconds = result.rl_seconds
     gen_s = sum(r.get("gen_seconds", 0.0) for r in rows)
     upd_s = sum(r.get("update_seconds", 0.0) for r in rows)
     split = {"generation_seconds": gen_s, "update_seconds": upd_s,
-             "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if entry.time_split else None
+             "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if registered.time_split else None
     dev = next(model.parameters()).device
     # the seconds the counted FLOPs ran in: the reward model's training, without sampling and labelling its pairs
     seconds = {"sft": sft["seconds"], "rm": result.summary.get("reward_model", {}).get("train_seconds")}.get(kind)

@@ -58,8 +58,13 @@ from course_lib.model import (
     position_ids,
 )
 from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate
-from course_lib.reward_model import read_info
-from course_lib.rewards import REWARD_MODEL_PREFIX, resolve_reward
+from course_lib.reward_model import passport_fields, read_info
+from course_lib.rewards import (
+    REWARD_MODEL_PREFIX,
+    resolve_reward,
+    reward_granularity,
+    reward_source,
+)
 from course_lib.rollout import sample_groups
 from course_lib.runtime import (
     DEFAULT_THREADS,
@@ -333,7 +338,31 @@ def critic_passport(cfg: PPOConfig, memory: dict | None = None) -> dict:
     return out
 
 
-@register("ppo", completion_length=lambda cfg: cfg.ppo.max_completion_length)
+def ppo_passport(cfg, info: dict) -> dict:
+    """PPO's passport sections (``course_lib.passport``); ``info["memory"]``: ``train_ppo``'s measured bytes."""
+    p = cfg.ppo
+    info["systems"]["staleness"] = "none beyond the inner epochs on one rollout"
+    out = dict(
+        data_and_policy={"examples": f"online trajectories: {p.batch_prompts} prompts × {p.num_generations} completion(s) per step",
+                         "generated_by": f"the current actor, temperature {p.temperature}",
+                         "reuse": f"each rollout used for {p.num_ppo_epochs} PPO epoch(s), then discarded",
+                         "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
+        reward_contract={"source": reward_source(p.reward), "granularity": reward_granularity(p.reward) + ", on its last token",
+                         "truncation": "a truncated completion gets what the reward says (strict: 0)"},
+        optimisation={"algorithm": "PPO, on-policy, learned critic", "advantage": f"GAE(gamma={p.gamma}, lambda={p.lam})",
+                      "roles": ["policy", "critic (trained)"] + (["reference (frozen SFT copy)"] if p.kl_coef > 0 else []),
+                      "kl": (f"in the reward, per token, k1, kl_coef={p.kl_coef}" if p.kl_coef > 0 else "none (kl_coef=0)"),
+                      "averaging_unit": "token_mean", "clip": f"cliprange={p.cliprange}, cliprange_value={p.cliprange_value}"},
+        critic=critic_passport(p, info["memory"]),
+    )
+    if info["reward_model_info"] is not None:
+        out["reward_model"] = passport_fields(info["reward_model_info"])
+    return out
+
+
+@register("ppo", PPOConfig, passport=ppo_passport, completion_length=lambda cfg: cfg.ppo.max_completion_length,
+          gpu=dict(steps=200, batch_prompts=1024, max_completion_length=7, eval_every=20),  # 1024 × 1 = GRPO's 128 × 8
+          test=dict(steps=4, batch_prompts=16, max_completion_length=4, eval_every=2))
 def ppo_stage(ctx: StageContext) -> StageResult:
     """``train ppo``: PPO from the SFT policy with a critic initialised from it; reference = the SFT weights."""
     spec = ctx.cfg.ppo.reward

@@ -82,15 +82,23 @@ from course_lib.runtime import (
 )
 from course_lib.sft import train_sft
 from course_lib.sources import cite
-from course_lib.trainer import TRAINERS, StageContext
+from course_lib.trainer import StageContext, passport_for, trainers
 
-# ORPO is SFT and preference in one stage from the base model, by definition: it cannot continue a stage's policy
-NOT_A_STAGE = {"orpo": "ORPO starts from the base model by definition (SFT and preference in one stage), so it cannot "
-                       "continue a previous stage's policy: run `train orpo` on its own"}
-STAGE_KINDS = ("pretrain", "sft",
-               *sorted(k for k, e in TRAINERS.items() if e.trains_policy and k not in ("sft", *NOT_A_STAGE)),
-               "rft")  # stable order
-SECTION = {"rft": "grpo", "pretrain": "sft"}  # the config section a stage kind reads (default: its own name)
+RECIPE_ONLY = {"pretrain": "sft", "rft": "grpo"}  # stages that are not registered trainers -> the section they read
+
+
+def stage_kinds() -> tuple[str, ...]:
+    """The kinds a recipe's stage can be: ``pretrain``, ``sft``, every registered trainer that can continue a
+    policy (``register(recipe_stage=True)``), ``rft``."""
+    own = sorted(k for k, e in trainers().items() if e.recipe_stage is True and k != "sft")
+    return ("pretrain", "sft", *own, "rft")
+
+
+def _section(kind: str) -> str:
+    """The config section a stage kind reads."""
+    return RECIPE_ONLY[kind] if kind in RECIPE_ONLY else trainers()[kind].section
+
+
 FIXED = ("model.", "task.digits", "task.n_heldout", "task.seed")  # shared by every stage of a recipe
 PASS_K = 8  # samples per held-out prompt for pass@k
 KL_SAMPLES = 4  # samples per held-out prompt for the KL measurements
@@ -117,8 +125,10 @@ class StageStopped(Exception):
 
 # ---- the list of stages ------------------------------------------------------------------------------
 def _field_type(section: str, name: str):
-    owner = configs.RunConfig if section == "run" else type(getattr(configs.RunConfig(), section))
-    fields = {f.name: f.type for f in dataclasses.fields(owner)}
+    owner = configs.RunConfig if section == "run" else configs.trainer_sections().get(section)
+    if owner is None:  # task, model
+        owner = type(getattr(configs.RunConfig(), section))
+    fields = {f.name: f.type for f in dataclasses.fields(owner) if f.name != "sections"}
     if name not in fields:
         raise ValueError(f"{section} has no option {name!r}; its options: {', '.join(sorted(fields))}")
     return {"int": int, "float": float, "str": str, "bool": bool}.get(str(fields[name]), str)
@@ -131,8 +141,8 @@ def _key(kind: str, key: str) -> tuple[str, str]:
     elif key in ("max_grad_norm", "checkpoint_every"):
         section, name = "run", key
     else:
-        section, name = SECTION.get(kind, kind), key
-    sections = ("run",) + tuple(f.name for f in dataclasses.fields(configs.RunConfig) if f.name != "name")
+        section, name = _section(kind), key
+    sections = ("run", "task", "model", *configs.trainer_sections(), "max_grad_norm", "checkpoint_every")
     if section not in sections:
         raise ValueError(f"stage option {key!r}: no config section {section!r}; sections: {', '.join(sections)}")
     if any(f"{section}.{name}".startswith(fixed) for fixed in FIXED):
@@ -186,10 +196,10 @@ def parse_stages(spec) -> list[dict]:
     out = []
     for stage in stages:
         kind = stage.get("kind")
-        if kind not in STAGE_KINDS:
-            hint = f" ({NOT_A_STAGE[kind]})" if kind in NOT_A_STAGE else (
-                " (a reward model trains no policy)" if kind in TRAINERS else "")
-            raise ValueError(f"unknown stage {kind!r}{hint}; stages are one of {STAGE_KINDS}, "
+        if kind not in stage_kinds():
+            why = trainers()[kind].recipe_stage if kind in trainers() else None
+            hint = f" ({why})" if why else ""
+            raise ValueError(f"unknown stage {kind!r}{hint}; stages are one of {stage_kinds()}, "
                              f"recipes one of {tuple(RECIPES)}")
         out.append({"kind": kind, **{k: _parse_value(kind, k, v) for k, v in stage.items() if k != "kind"}})
     return out
@@ -272,6 +282,22 @@ def digit_text(task, n: int, generator: torch.Generator) -> tuple[torch.Tensor, 
     return ids, attention, loss_mask
 
 
+@passport_for("pretrain")
+def pretrain_passport(cfg, info: dict) -> dict:
+    """A ``pretrain`` stage's passport sections: next-token training on ``digit_text``."""
+    s = cfg.sft
+    return dict(
+        data_and_policy={"examples": f"{s.steps * s.batch_size} documents of plain digit text (random digit strings "
+                                     "of random length, each ended by <eos>; no '+', no '=', no sums)",
+                         "generated_by": "a random generator (offline), drawn once before training",
+                         "reuse": "sampled with replacement every step",
+                         "overlap": "no task prompt at all: the text never shows the task"},
+        reward_contract={"source": "none (next-token prediction on digit text)", "granularity": "per token (NLL)"},
+        optimisation={"algorithm": "supervised next-token prediction (pretraining), offline", "roles": ["policy"],
+                      "kl": "none", "averaging_unit": "token_mean"},
+    )
+
+
 # ---- one stage ---------------------------------------------------------------------------------------
 def _rft_can_start(model, task, cfg, generator) -> None:
     """Refuse an RFT stage whose first rollout (the very one its first step draws) accepts nothing."""
@@ -314,7 +340,7 @@ def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_prog
                        sft_weights=start_weights, generator=gen, sft={"eval": start_eval, "seconds": 0.0, "steps": 0},
                        say=say, show_progress=show_progress)
     try:
-        res = TRAINERS[kind].stage(ctx)
+        res = trainers()[kind].stage(ctx)
     except ValueError as err:
         if log.rows:  # it had started: a real error
             raise
@@ -488,7 +514,7 @@ def add_parser(sub) -> None:
 
     names = "; ".join(f"{k}: {v[1]}" for k, v in RECIPES.items())
     p = sub.add_parser("recipe", help="train a recipe: stages chained, each from the last one's policy",
-                       description=f"Run a post-training recipe. Named recipes: {names}. Stages: {', '.join(STAGE_KINDS)}.")
+                       description=f"Run a post-training recipe. Named recipes: {names}. Stages: {', '.join(stage_kinds())}.")
     p.add_argument("recipe", nargs="?", default=None,
                    help=f"a named recipe {tuple(RECIPES)} or stages 'sft:steps=300:task.n_demos=200,grpo,rft,grpo'")
     p.add_argument("--stages", default=None, metavar="LIST|FILE",

@@ -58,7 +58,7 @@ from course_lib.configs import RewardModelConfig
 from course_lib.dpo import select_pairs
 from course_lib.model import ModelConfig, attention_pattern, build_scalar_model, model_config_of
 from course_lib.preference import bt_probability, reward_model_loss
-from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward
+from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward, reward_source
 from course_lib.rollout import generate
 from course_lib.runtime import (
     MetricsLog,
@@ -554,7 +554,31 @@ def read_info(directory) -> dict:
     return json.loads((Path(directory) / INFO_FILE).read_text())
 
 
-@register("rm", trains_policy=False)
+def rm_passport(cfg, info: dict) -> dict:
+    """The reward model's passport sections (``course_lib.passport``)."""
+    r = cfg.rm
+    out = dict(
+        data_and_policy={"examples": f"preference pairs from {r.pair_prompts} prompts × {r.samples_per_prompt} SFT samples "
+                                     f"(≤ {r.pairs_per_prompt} pairs per prompt)",
+                         "generated_by": f"the SFT checkpoint, once, temperature {r.temperature} (offline)",
+                         "reuse": "pairs sampled with replacement every step",
+                         "overlap": "held-out pairs come from the task's held-out prompts only"},
+        reward_contract={"source": "gold rule: " + reward_source("strict"), "labelling_rule": LABELLING_RULE,
+                         "noise": f"each label flipped with probability {r.noise}"},
+        optimisation={"algorithm": "Bradley–Terry reward-model loss −log σ(r_chosen − r_rejected)",
+                      "roles": ["reward model (GPT2ForSequenceClassification, 1 label)", "SFT policy (sampler, init)"],
+                      "kl": "none", "averaging_unit": "mean over pairs"},
+    )
+    if info["reward_model_info"] is not None:
+        out["reward_model"] = passport_fields(info["reward_model_info"])
+    return out
+
+
+@register("rm", RewardModelConfig, passport=rm_passport, trains_policy=False, recipe_stage="a reward model trains no policy",
+          # the same one spare token past the longest answer + <eos> (digits + 2) as the policy trainers
+          gpu=dict(pair_prompts=16384, heldout_prompts=1000, steps=500, batch_size=512, max_completion_length=7),
+          test=dict(pair_prompts=64, heldout_prompts=30, samples_per_prompt=8, max_completion_length=4, temperature=1.5,
+                    steps=20, batch_size=16, eval_every=10))
 def reward_model_stage(ctx: StageContext) -> StageResult:
     """``train rm``: the SFT policy writes the pairs and lends the reward model its transformer."""
     fit = fit_reward_model(ctx.model, ctx.task, ctx.cfg.rm, seed=ctx.seed, log=ctx.log, state=ctx.state,

@@ -32,6 +32,7 @@ import torch
 from course_lib import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate
+from course_lib.grpo import grpo_passport
 from course_lib.model import completion_logprobs
 from course_lib.rewards import resolve_reward
 from course_lib.rollout import collect_rollouts
@@ -44,7 +45,7 @@ from course_lib.runtime import (
     set_threads,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import train_loop
+from course_lib.trainer import passport_for, train_loop
 
 WEIGHTINGS = ("filter", "reward")
 
@@ -139,3 +140,15 @@ def train_rft(
                       postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
     model.eval()
     return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+
+
+@passport_for("rft")
+def rft_passport(cfg, info: dict) -> dict:
+    """RFT's passport sections: GRPO's rollouts, a supervised step on the accepted samples."""
+    out = grpo_passport(cfg, info)
+    out.pop("six_choices")
+    out["data_and_policy"]["reuse"] = "each rollout used for one supervised step on its accepted samples, then discarded"
+    out["optimisation"] = {"algorithm": "online rejection-sampling fine-tuning (RFT), on-policy",
+                           "advantage": "none: weight 1[reward >= 1] per completion (no baseline, no negatives)",
+                           "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean (NLL of accepted samples)"}
+    return out

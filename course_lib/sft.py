@@ -113,7 +113,25 @@ def train_sft(
     return result
 
 
-@register("sft")
+def demonstrations(cfg) -> str:
+    """The passport's words for the task's demonstrations (SFT's data)."""
+    return (f"{cfg.task.n_demos} demonstrations of {cfg.task.digits}-digit addition, "
+            f"{cfg.task.teacher_error_rate:.0%} from a teacher that drops the ones-column carry")
+
+
+def sft_passport(cfg, info: dict) -> dict:
+    """SFT's passport sections (``course_lib.passport``)."""
+    return dict(
+        data_and_policy={"examples": demonstrations(cfg), "generated_by": "fixed teacher (offline)",
+                         "reuse": "sampled with replacement every step",
+                         "overlap": "held-out prompts excluded from the demonstrations"},
+        reward_contract={"source": "none (imitation of demonstrations)", "granularity": "per token (NLL)"},
+        optimisation={"algorithm": "supervised, offline", "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean"},
+    )
+
+
+@register("sft", SFTConfig, passport=sft_passport, gpu=dict(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
+          test=dict(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30))
 def sft_stage(ctx: StageContext) -> StageResult:
     """``train sft``: the pipeline's SFT provider already trained (or resumed) the policy; report it."""
     return StageResult(steps=ctx.sft["steps"], rl_seconds=0.0, final=ctx.sft["eval"])

@@ -7,9 +7,13 @@ metrics row per step (``MetricsLog``: memory and JSON lines), advance the progre
 every ``checkpoint_every`` steps and at the end, and honour a stop request (the first Ctrl-C,
 ``runtime.stop_on_interrupt``) at the next step boundary: checkpoint, then raise ``Interrupted``.
 
-``register(kind)`` adds a trainer to ``TRAINERS``, the table ``pipeline.run`` reads: a stage
-function ``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy.
-A new trainer is one file: its loop (through ``train_loop``) and its registered stage.
+``register(kind, ConfigClass, …)`` adds a trainer to ``TRAINERS``: a stage function
+``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy, its config
+section with the named configs' values, its passport sections, its FLOP count and whether it can
+be a recipe's stage. Everything that names trainers loops over this table: ``configs.RunConfig``,
+``validate`` and ``from_dict``, the CLI, ``pipeline.run``, the passport, the recipes' stages. A
+new trainer is one file: its config, its loop (through ``train_loop``) and its registered stage.
+The course's own trainers are imported the first time the table is read (``trainers()``).
 
 Simplifications, said out loud: one process (GRPO's asynchronous mode adds a rollout worker
 process, ``course_lib.rollout_worker``; the loop itself runs in the trainer's); a step's seconds are its wall time without the
@@ -19,6 +23,7 @@ the loop only the step counter and the elapsed seconds.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -127,19 +132,90 @@ class StageResult:
 
 @dataclass
 class Registered:
+    """What the code outside a trainer knows about it, in one place (``register``'s arguments)."""
+
     stage: Callable[[StageContext], StageResult]
+    config: type | None = None  # its config section's dataclass (defaults: the ``cpu`` config); None: it reads ``section``'s
+    section: str = ""  # the RunConfig section it reads (default: its own name)
+    gpu: dict = field(default_factory=dict)  # the section's options in the ``gpu`` config, over the class defaults
+    test: dict = field(default_factory=dict)  # … and in the ``test`` config
+    passport: Callable | None = None  # passport(cfg, info) -> its passport sections (``course_lib.passport``)
+    flops: Callable | None = None  # flops(cfg, rows, vocab, reference) -> the run's FLOPs (``course_lib.utilisation``)
+    recipe_stage: bool | str = True  # can continue a previous stage's policy in a recipe; a str says why not
     trains_policy: bool = True  # False: the policy is unchanged (a reward model)
     completion_length: Callable | None = None  # cfg -> max_completion_length of the final evaluation
     time_split: bool = False  # report generation vs update seconds (an online trainer's rows carry them)
 
 
 TRAINERS: dict[str, Registered] = {}
+# The course's own trainers, imported (so registered) the first time the registry is read: ``trainers()``.
+BUILTIN = ("course_lib.sft", "course_lib.dpo", "course_lib.grpo", "course_lib.reward_model", "course_lib.ppo",
+           "course_lib.kto", "course_lib.orpo")
+_loading: list[bool] = []
 
 
-def register(kind: str, *, trains_policy: bool = True, completion_length=None, time_split: bool = False):
-    """Add ``stage(ctx) -> StageResult`` to ``TRAINERS`` under ``kind`` (a decorator)."""
+def register(kind: str, config: type | None = None, *, section: str | None = None, gpu: dict | None = None,
+             test: dict | None = None, passport: Callable | None = None, flops: Callable | None = None,
+             recipe_stage: bool | str = True, trains_policy: bool = True, completion_length=None,
+             time_split: bool = False):
+    """Add ``stage(ctx) -> StageResult`` to ``TRAINERS`` under ``kind`` (a decorator): a new trainer is this one line.
+
+    ``config`` is its section of ``configs.RunConfig`` (named ``kind``), with the ``gpu`` and
+    ``test`` configs' values over its defaults; the CLI's flags, ``validate`` and ``from_dict``
+    follow from it. ``section`` instead names another trainer's section it reads.
+    """
+    if config is None and section is None:
+        raise ValueError(f"register({kind!r}): give its config class, or the section it reads")
+
     def add(stage):
-        TRAINERS[kind] = Registered(stage, trains_policy, completion_length, time_split)
+        TRAINERS[kind] = Registered(stage, config, section or kind, dict(gpu or {}), dict(test or {}), passport, flops,
+                                    recipe_stage, trains_policy, completion_length, time_split)
         return stage
 
     return add
+
+
+STAGE_PASSPORTS: dict[str, Callable] = {}  # the passports of stages that are not trainers of their own (rft, pretrain)
+
+
+def passport_for(kind: str):
+    """Register ``fn(cfg, info) -> passport sections`` for a stage kind that is not a registered trainer (a decorator)."""
+    def add(fn):
+        STAGE_PASSPORTS[kind] = fn
+        return fn
+
+    return add
+
+
+def passport_sections(kind: str) -> Callable:
+    """The function that writes ``kind``'s own passport sections (``register(passport=)`` or ``passport_for``)."""
+    if kind in trainers() and trainers()[kind].passport is not None:
+        return trainers()[kind].passport
+    if kind in STAGE_PASSPORTS:
+        return STAGE_PASSPORTS[kind]
+    known = tuple(k for k, e in TRAINERS.items() if e.passport) + tuple(STAGE_PASSPORTS)
+    raise ValueError(f"kind must be one of {known} (a kind with a passport); got {kind!r}")
+
+
+def trainers() -> dict[str, Registered]:
+    """``TRAINERS``, after importing the course's own trainer modules (each registers itself on import)."""
+    if not _loading:
+        _loading.append(True)
+        for module in BUILTIN:
+            importlib.import_module(module)
+    return TRAINERS
+
+
+def sections() -> dict[str, type]:
+    """The trainer sections of ``configs.RunConfig``: ``{name: config class}``, the course's own first, in ``BUILTIN``'s order."""
+    def rank(e: Registered) -> int:
+        return BUILTIN.index(e.stage.__module__) if e.stage.__module__ in BUILTIN else len(BUILTIN)
+
+    return {e.section: e.config for e in sorted(trainers().values(), key=rank) if e.config is not None}
+
+
+def entry(kind: str) -> Registered:
+    """The registered trainer ``kind``; a ValueError names the registered ones."""
+    if kind not in trainers():
+        raise ValueError(f"kind must be one of {tuple(TRAINERS)}; got {kind!r}")
+    return TRAINERS[kind]
