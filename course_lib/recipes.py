@@ -131,7 +131,8 @@ def _field_type(section: str, name: str):
     fields = {f.name: f.type for f in dataclasses.fields(owner) if f.name != "sections"}
     if name not in fields:
         raise ValueError(f"{section} has no option {name!r}; its options: {', '.join(sorted(fields))}")
-    return {"int": int, "float": float, "str": str, "bool": bool}.get(str(fields[name]), str)
+    typ = fields[name] if isinstance(fields[name], str) else fields[name].__name__  # an annotation, or a class
+    return {"int": int, "float": float, "str": str, "bool": bool}.get(typ, str)
 
 
 def _key(kind: str, key: str) -> tuple[str, str]:
