@@ -486,7 +486,7 @@ def _kl_pair_check(g: GRPOConfig) -> tuple[bool, str]:
 def _objective_checks(g: GRPOConfig, t: TaskConfig) -> list[tuple[bool, str]]:
     """(ok, message) pairs for GSPO, CISPO and overlong shaping: each option where it has a meaning."""
     seq = g.importance_sampling_level == "sequence"
-    answer = t.digits + 2  # the longest answer plus <eos>
+    answer = t.answer_length  # the longest answer plus <eos>
     return [
         (not (seq and g.unit != "sequence_mean"),
          f"grpo.importance_sampling_level='sequence' (GSPO) clips one objective per completion, which only "
@@ -554,14 +554,14 @@ def validate(cfg: RunConfig) -> RunConfig:
     _numbers("model", m, {"n_layer": COUNT, "n_embd": COUNT, "n_head": COUNT, "n_positions": COUNT})
     _numbers("", cfg, {"max_grad_norm": {**POSITIVE, "why": " (0 would zero every update)"}, "checkpoint_every": COUNT})
     _refuse([(m.n_embd % m.n_head == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})")])
-    answer = t.digits + 2  # the longest answer plus <eos>
+    answer = t.answer_length  # the longest answer plus <eos>
     sampled = {label: s.max_completion_length for label, s in cfg.sections.items() if hasattr(s, "max_completion_length")}
     short = [f"{label}.max_completion_length ({length}) must leave room for the longest answer plus <eos>: at least "
              f"task.digits + 2 = {answer} tokens (raise {label}.max_completion_length or lower task.digits)"
              for label, length in sampled.items() if length < answer]
     if short:  # every section too short, in one message
         raise ValueError("; ".join(short))
-    longest = 3 + 2 * t.digits + max(sampled.values(), default=0)
+    longest = t.prompt_length + max(sampled.values(), default=0)
     if longest > m.n_positions:
         raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + completion ({longest} tokens "
                          f"with task.digits={t.digits}): raise model.n_positions, or lower task.digits or a "
@@ -581,9 +581,15 @@ def validate(cfg: RunConfig) -> RunConfig:
         if g.max_staleness:
             raise ValueError(f"task.env {t.env!r} runs synchronously: grpo.max_staleness must be 0 "
                              f"(got {g.max_staleness})")
-        if 3 + 2 * t.digits + EpisodeLimits().max_tokens > m.n_positions:
+        if t.prompt_length + EpisodeLimits().max_tokens > m.n_positions:
             raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + episode "
-                             f"({3 + 2 * t.digits + EpisodeLimits().max_tokens} tokens)")
+                             f"({t.prompt_length + EpisodeLimits().max_tokens} tokens)")
+    return cfg
+
+
+def set_option(cfg: RunConfig, section: str, name: str, value) -> RunConfig:
+    """Set option ``section.name`` (``section`` ``"run"``: a run-wide option) in ``cfg``; checked by ``validate``."""
+    setattr(cfg if section == "run" else getattr(cfg, section), name, value)
     return cfg
 
 

@@ -220,8 +220,7 @@ def stage_config(cfg: configs.RunConfig, stage: dict) -> configs.RunConfig:
     for key, value in stage.items():
         if key == "kind":
             continue
-        section, name = _key(stage["kind"], key)
-        setattr(out if section == "run" else getattr(out, section), name, value)
+        configs.set_option(out, *_key(stage["kind"], key), value)
     return configs.validate(out)
 
 
@@ -506,68 +505,3 @@ def format_stage(entry: dict) -> str:
             f"length {entry['completion_length']:.2f}, entropy {entry['entropy']:.3f}, "
             f"KL to start {entry['kl_to_stage_start']:.3f}, to first {entry['kl_to_first_policy']:.3f}{extra}; "
             f"{entry['cpu_seconds']:.1f} CPU s")
-
-
-# ---- command line: python -m course_lib train recipe NAME ---------------------------------------------
-def add_parser(sub) -> None:
-    """``train recipe`` under ``python -m course_lib train``."""
-    from course_lib.device import DEVICES
-
-    names = "; ".join(f"{k}: {v[1]}" for k, v in RECIPES.items())
-    p = sub.add_parser("recipe", help="train a recipe: stages chained, each from the last one's policy",
-                       description=f"Run a post-training recipe. Named recipes: {names}. Stages: {', '.join(stage_kinds())}.")
-    p.add_argument("recipe", nargs="?", default=None,
-                   help=f"a named recipe {tuple(RECIPES)} or stages 'sft:steps=300:task.n_demos=200,grpo,rft,grpo'")
-    p.add_argument("--stages", default=None, metavar="LIST|FILE",
-                   help="your own stages: 'sft,grpo:steps=100' or a JSON file with a list of {\"kind\": …, option: value}")
-    p.add_argument("--config", default="cpu", choices=tuple(configs.CONFIGS), help="named config (default: cpu)")
-    p.add_argument("--out", default=None, help="recipe folder (default: runs/recipe-NAME)")
-    p.add_argument("--overwrite", action="store_true", help="replace what --out holds")
-    p.add_argument("--resume", default=None, metavar="DIR", help="continue the recipe in DIR after its last finished stage")
-    p.add_argument("--until", type=int, default=None, metavar="N", help="stop after stage N (--resume continues)")
-    p.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
-    p.add_argument("--device", default="auto", choices=DEVICES, help="default: auto (CUDA, then MPS, else CPU)")
-    p.add_argument("--threads", type=int, default=DEFAULT_THREADS, help=f"CPU threads (default: {DEFAULT_THREADS})")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-
-
-def main(args: dict) -> int:
-    """Run ``train recipe`` from parsed arguments; 1 when a stage could not start or failed, 2 on bad input."""
-    import sys
-
-    from course_lib.runtime import check_threads, stop_on_interrupt
-
-    try:
-        check_threads(args["threads"])
-        if args["resume"]:
-            if args["recipe"] or args["stages"]:
-                raise ValueError("--resume continues a recipe with its saved stages; give no recipe and no --stages")
-            recipe, cfg, out = None, None, args["resume"]
-        else:
-            if bool(args["recipe"]) == bool(args["stages"]):
-                raise ValueError(f"give a recipe (one of {tuple(RECIPES)}) or --stages, not both and not neither")
-            recipe = args["recipe"] or args["stages"]
-            if args["stages"] and Path(args["stages"]).is_file():
-                recipe = json.loads(Path(args["stages"]).read_text())
-            cfg = configs.get_config(args["config"])
-            out = args["out"] or f"runs/recipe-{args['recipe'] or 'custom'}"
-        with stop_on_interrupt():
-            summary = run_recipe(recipe, cfg, out, seed=args["seed"], device=args["device"], until=args["until"],
-                                 resume=bool(args["resume"]), overwrite=args["overwrite"], threads=args["threads"],
-                                 show_progress=not args["no_progress"])
-    except Interrupted:
-        return 130
-    except KeyboardInterrupt:  # a second Ctrl-C: at once, without finishing the step in progress
-        print("error: stopped at once by a second Ctrl-C; the last checkpoint written is kept", file=sys.stderr)
-        return 130
-    except StepFailed as err:  # the rollout worker failed: the same message and code as ``train grpo``
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except (ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if summary["stopped"]:
-        print(f"error: stage {summary['stopped']['stage']} ({summary['stopped']['kind']}) could not start: "
-              f"{summary['stopped']['reason']}", file=sys.stderr)
-        return 1
-    return 0

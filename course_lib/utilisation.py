@@ -124,7 +124,7 @@ def run_flops(kind: str, cfg, rows: list[dict], *, vocab: int, reference: bool =
     their references are cached before training. The reward model's rows carry their batch's pairs
     and mean real length (rows written before they did: the batch size and the longest sample, an
     upper bound); PPO keeps a reference only when ``kl_coef > 0`` (the pipeline sets no ``track_kl``)."""
-    P, m = 3 + 2 * cfg.task.digits, cfg.model
+    P, m = cfg.task.prompt_length, cfg.model
     answer = cfg.task.digits + 1  # the longest answer's digits; + <eos> below (an upper bound for SFT/DPO)
     if kind == "rm":
         longest = P + cfg.rm.max_completion_length
