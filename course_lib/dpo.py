@@ -39,6 +39,7 @@ from course_lib.runtime import (
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.utilisation import supervised_run_flops
 
 PAIR_CHUNK = 256  # prompts sampled per generate call while building pairs (one progress tick each)
 
@@ -280,7 +281,8 @@ def dpo_passport(cfg, info: dict) -> dict:
     )
 
 
-@register("dpo", DPOConfig, passport=dpo_passport, gpu=dict(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
+@register("dpo", DPOConfig, passport=dpo_passport,
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=2 * cfg.dpo.batch_size), gpu=dict(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
           test=dict(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4, eval_every=2))
 def dpo_stage(ctx: StageContext) -> StageResult:
     """``train dpo``: pairs from the SFT policy (cached reference log-probs; kept in the checkpoint), then DPO."""

@@ -97,6 +97,7 @@ from course_lib.runtime import (
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.utilisation import grpo_run_flops
 
 ADVANTAGE_FUNCTIONS = {"grpo": grpo_advantages, "rloo": rloo_advantages, "dr_grpo": dr_grpo_advantages}
 
@@ -553,7 +554,7 @@ def grpo_passport(cfg, info: dict) -> dict:
     )
 
 
-@register("grpo", GRPOConfig, passport=grpo_passport, completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
+@register("grpo", GRPOConfig, passport=grpo_passport, flops=grpo_run_flops, completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
           gpu=dict(steps=200, batch_prompts=128, num_generations=8, max_completion_length=7, eval_every=20),
           test=dict(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2))
 def grpo_stage(ctx: StageContext) -> StageResult:

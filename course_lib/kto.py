@@ -47,6 +47,7 @@ from course_lib.runtime import (
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register
+from course_lib.utilisation import kto_run_flops
 
 FIELDS = ("ids", "attention", "completion")
 
@@ -211,7 +212,7 @@ def kto_passport(cfg, info: dict) -> dict:
     )
 
 
-@register("kto", KTOConfig, passport=kto_passport, gpu=dict(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
+@register("kto", KTOConfig, passport=kto_passport, flops=kto_run_flops, gpu=dict(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
           test=dict(steps=4, batch_size=8, eval_every=2))
 def kto_stage(ctx: StageContext) -> StageResult:
     """``train kto``: DPO's pairs from the SFT policy taken apart, reference log-probs cached, then KTO."""

@@ -42,6 +42,7 @@ from course_lib.runtime import (
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register
+from course_lib.utilisation import supervised_run_flops
 
 CERTAIN = -1e-6  # the largest mean token log-prob the odds see (see the module docstring)
 PAIR_KEYS = tuple(f"{side}_{f}" for side in ("chosen", "rejected") for f in ("ids", "attention", "completion"))
@@ -118,7 +119,8 @@ def orpo_passport(cfg, info: dict) -> dict:
     )
 
 
-@register("orpo", ORPOConfig, passport=orpo_passport, gpu=dict(steps=1800, batch_size=128, eval_every=150),  # SFT's + DPO's steps
+@register("orpo", ORPOConfig, passport=orpo_passport,  # chosen and rejected, forward + backward; no reference
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=2 * cfg.orpo.batch_size), gpu=dict(steps=1800, batch_size=128, eval_every=150),  # SFT's + DPO's steps
           test=dict(steps=4, batch_size=8, eval_every=2),
           recipe_stage="ORPO starts from the base model by definition (SFT and preference in one stage), so it "
                        "cannot continue a previous stage's policy: run `train orpo` on its own")

@@ -78,6 +78,7 @@ from course_lib.runtime import (
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.utilisation import ppo_run_flops
 
 
 # ---- the new formulas: GAE and the clipped value loss ------------------------------------------------
@@ -360,7 +361,7 @@ def ppo_passport(cfg, info: dict) -> dict:
     return out
 
 
-@register("ppo", PPOConfig, passport=ppo_passport, completion_length=lambda cfg: cfg.ppo.max_completion_length,
+@register("ppo", PPOConfig, passport=ppo_passport, flops=ppo_run_flops, completion_length=lambda cfg: cfg.ppo.max_completion_length,
           gpu=dict(steps=200, batch_prompts=1024, max_completion_length=7, eval_every=20),  # 1024 × 1 = GRPO's 128 × 8
           test=dict(steps=4, batch_prompts=16, max_completion_length=4, eval_every=2))
 def ppo_stage(ctx: StageContext) -> StageResult:

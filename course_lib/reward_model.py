@@ -70,6 +70,7 @@ from course_lib.runtime import (
 )
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
 from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.utilisation import rm_run_flops
 
 FORMAT = "course_lib-reward-model-1"
 INFO_FILE = "reward_model.json"
@@ -574,7 +575,7 @@ def rm_passport(cfg, info: dict) -> dict:
     return out
 
 
-@register("rm", RewardModelConfig, passport=rm_passport, trains_policy=False, recipe_stage="a reward model trains no policy",
+@register("rm", RewardModelConfig, passport=rm_passport, flops=rm_run_flops, trains_policy=False, recipe_stage="a reward model trains no policy",
           # the same one spare token past the longest answer + <eos> (digits + 2) as the policy trainers
           gpu=dict(pair_prompts=16384, heldout_prompts=1000, steps=500, batch_size=512, max_completion_length=7),
           test=dict(pair_prompts=64, heldout_prompts=30, samples_per_prompt=8, max_completion_length=4, temperature=1.5,

@@ -32,6 +32,7 @@ from course_lib.runtime import (
 )
 from course_lib.task import AdditionTask
 from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.utilisation import supervised_run_flops
 
 
 def sft_loss(model, ids, attn, cmask, *, prompt_length: int = 1, validate: bool = True) -> torch.Tensor:
@@ -130,7 +131,8 @@ def sft_passport(cfg, info: dict) -> dict:
     )
 
 
-@register("sft", SFTConfig, passport=sft_passport, gpu=dict(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
+@register("sft", SFTConfig, passport=sft_passport,
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=cfg.sft.batch_size), gpu=dict(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
           test=dict(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30))
 def sft_stage(ctx: StageContext) -> StageResult:
     """``train sft``: the pipeline's SFT provider already trained (or resumed) the policy; report it."""
