@@ -76,7 +76,7 @@ from course_lib.reward_model import (
     train_reward_model,
 )
 from course_lib.rewards import resolve_reward
-from course_lib.runtime import MetricsLog, clip_gradients, make_optimizer, read_metrics, to_device
+from course_lib.runtime import MetricsLog, make_optimizer, optimizer_step, read_metrics, to_device
 from course_lib.starts import sft_start
 from course_lib.task import AdditionTask
 from course_lib.trainer import train_loop
@@ -282,10 +282,7 @@ def train_judge(judge, task: AdditionTask, data: dict, targets: torch.Tensor, cf
         logits = judge_logits(judge, to_device(ids[idx], device))
         y = to_device(targets[idx], device)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(judge, max_grad_norm)
-        opt.step()
+        optimizer_step(loss, max_grad_norm, (judge, opt))
         return read_metrics({"loss": loss, "train_agreement": ((logits > 0).float() == y).float().mean()})
 
     def held_out() -> dict:

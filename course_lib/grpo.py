@@ -90,8 +90,8 @@ from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
     autocast,
-    clip_gradients,
     make_optimizer,
+    optimizer_step,
     set_threads,
     to_device,
 )
@@ -243,9 +243,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
         return full.index_copy(0, rest, rest_logps.to(full.dtype))
 
     for _ in range(cfg.num_iterations):
-        if rows is not None and len(rows) == 0:  # nothing informative: a zero gradient, still an optimiser step
-            for p in model.parameters():
-                p.grad = torch.zeros_like(p) if p.requires_grad else None
+        nothing = rows is not None and len(rows) == 0  # nothing informative: a zero gradient, still an optimiser step
+        if nothing:
             objective = torch.zeros_like(loss_mask)
             clipped = torch.zeros_like(loss_mask, dtype=torch.bool)
             if ref_logps is not None and kl_value is None:
@@ -281,12 +280,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                 objective = objective - cfg.beta * kl_estimate(logps, ref_logps, cfg.kl_estimator, validate=validate)
             if rows is not None:  # the left-out rows' objective is exactly 0: put the rest back in its place
                 objective, clipped = restore_rows(objective, rows, loss_mask), restore_rows(clipped, rows, loss_mask)
-            opt.zero_grad(set_to_none=True)
         loss = -aggregate(objective, loss_mask, unit=cfg.unit, max_length=cfg.max_completion_length, validate=validate)
-        if loss.requires_grad:
-            loss.backward()
-        clip_gradients(model, max_grad_norm)
-        opt.step()
+        optimizer_step(loss, max_grad_norm, (model, opt), zero_gradient=nothing)
         losses.append(loss.detach())
     with torch.no_grad():  # diagnostic of the last inner epoch, over the tokens in the loss
         clip_fraction = aggregate(clipped.to(loss_mask.dtype), loss_mask, unit="token_mean", validate=validate)

@@ -37,7 +37,7 @@ import time
 import torch
 
 from course_lib.configs import KTOConfig
-from course_lib.dpo import build_preference_pairs, reference_logprobs, train_offline
+from course_lib.dpo import build_preference_pairs, reference_logprobs
 from course_lib.model import completion_logprobs
 from course_lib.preference import kto_loss, kto_reference_point, mismatched_order
 from course_lib.rewards import reward_source
@@ -46,7 +46,7 @@ from course_lib.runtime import (
     MetricsLog,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register
+from course_lib.trainer import StageContext, StageResult, register, train_offline
 from course_lib.utilisation import kto_run_flops
 
 FIELDS = ("ids", "attention", "completion")

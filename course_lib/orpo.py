@@ -30,7 +30,7 @@ import time
 import torch
 
 from course_lib.configs import ORPOConfig
-from course_lib.dpo import build_preference_pairs, random_pairs, train_offline
+from course_lib.dpo import build_preference_pairs, random_pairs
 from course_lib.evaluation import evaluate
 from course_lib.model import build_model, completion_logprobs
 from course_lib.policy_loss import aggregate
@@ -41,7 +41,7 @@ from course_lib.runtime import (
     MetricsLog,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register
+from course_lib.trainer import StageContext, StageResult, register, train_offline
 from course_lib.utilisation import supervised_run_flops
 
 CERTAIN = -1e-6  # the largest mean token log-prob the odds see (see the module docstring)

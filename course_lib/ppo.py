@@ -70,8 +70,8 @@ from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
     autocast,
-    clip_gradients,
     make_optimizer,
+    optimizer_step,
     read_metrics,
     set_threads,
     to_device,
@@ -216,13 +216,8 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         policy_loss = -aggregate(objective, mask, unit="token_mean", validate=False)
         v_tok, v_clipped = clipped_value_loss(values, old_values, returns, cfg.cliprange_value)
         value_loss = aggregate(v_tok, mask, unit="token_mean", validate=False)
-        opt.zero_grad(set_to_none=True)
-        critic_opt.zero_grad(set_to_none=True)
-        (policy_loss + value_loss).backward()  # separate models: each optimizer sees only its own loss
-        clip_gradients(policy, max_grad_norm)
-        clip_gradients(critic, max_grad_norm)
-        opt.step()
-        critic_opt.step()
+        # separate models: each optimizer sees only its own loss
+        optimizer_step(policy_loss + value_loss, max_grad_norm, (policy, opt), (critic, critic_opt))
         pol_losses.append(policy_loss.detach())
         val_losses.append(value_loss.detach())
     with torch.no_grad():

@@ -62,9 +62,9 @@ from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_rew
 from course_lib.rollout import generate
 from course_lib.runtime import (
     MetricsLog,
-    clip_gradients,
     full_precision,
     make_optimizer,
+    optimizer_step,
     read_metrics,
     to_device,
 )
@@ -178,10 +178,7 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: tor
         ids = to_device(both, device)
         r = scores(rm, ids, (ids != pad).long(), validate=False)
         loss = reward_model_loss(r[: len(idx)], r[len(idx):])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(rm, max_grad_norm)
-        opt.step()
+        optimizer_step(loss, max_grad_norm, (rm, opt))
         return read_metrics({"loss": loss, "train_accuracy": (r[: len(idx)] > r[len(idx):]).float().mean(),
                              "batch_pairs": len(idx), "sequence_length": real})
 

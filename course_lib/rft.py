@@ -40,8 +40,8 @@ from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
     autocast,
-    clip_gradients,
     make_optimizer,
+    optimizer_step,
     set_threads,
 )
 from course_lib.task import AdditionTask
@@ -123,10 +123,7 @@ def train_rft(
                 model.train()
                 with autocast(device):
                     loss = rft_loss(model, batch, weights[kept], prompt_length=task.prompt_length)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                clip_gradients(model, max_grad_norm)
-                opt.step()
+                optimizer_step(loss, max_grad_norm, (model, opt))
                 model.eval()
                 upd = {"loss": loss.item(), "kept_fraction": float(kept.float().mean()), "skipped": 0}
         if device.type == "cuda":

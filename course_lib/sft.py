@@ -13,8 +13,6 @@ completion tokens (``policy_loss.aggregate`` with ``unit="token_mean"``).
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from course_lib.configs import SFTConfig
@@ -24,14 +22,10 @@ from course_lib.policy_loss import aggregate
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
-    autocast,
-    clip_gradients,
-    make_optimizer,
-    set_threads,
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import StageContext, StageResult, register, train_offline
 from course_lib.utilisation import supervised_run_flops
 
 
@@ -76,43 +70,26 @@ def train_sft(
     Returns ``{"steps", "seconds"}`` (training seconds, evaluations excluded) plus
     ``evaluate``'s accuracies when ``eval_at_end``.
     """
-    set_threads(threads)
     device = next(model.parameters()).device
     ids, attn, cmask = (t.to(device) for t in demos) if demos is not None else task.demonstrations(device)
     gen = generator if generator is not None else torch.Generator().manual_seed(seed)
-    opt = make_optimizer(model, cfg.learning_rate)
-    if state is not None:
-        opt.load_state_dict(state["optimizer"])
-    first = state["step"] if state is not None else 0  # the first step checks its inputs; then no checks
-    model.train()
 
-    def one_step(step: int) -> dict:
-        t0 = time.perf_counter()
+    def batch_of(step: int) -> dict:
         idx = to_device(torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen), device)  # non-blocking
-        with autocast(device):
-            loss = sft_loss(model, ids[idx], attn[idx], cmask[idx], prompt_length=task.prompt_length,
-                            validate=step == first)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(model, max_grad_norm)
-        opt.step()
-        return {"loss": loss.item(), "update_seconds": time.perf_counter() - t0}
+        return {"ids": ids[idx], "attn": attn[idx], "cmask": cmask[idx]}
 
-    def held_out() -> dict:
-        out = evaluate(model, task)
-        model.train()
-        return out
+    def loss_of(batch: dict, validate: bool) -> tuple[torch.Tensor, dict]:
+        loss = sft_loss(model, batch["ids"], batch["attn"], batch["cmask"], prompt_length=task.prompt_length,
+                        validate=validate)
+        return loss, {"loss": loss.item()}
 
-    done = train_loop("sft", one_step, total=cfg.steps if steps is None else steps, state=state,
-                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
-                      log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
-                      time_budget=time_budget, postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})
-    result = dict(done)
+    done = train_offline("sft", model, task, cfg, batch_of, loss_of, log=log, state=state, max_grad_norm=max_grad_norm,
+                         steps=steps, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                         show_progress=show_progress, time_budget=time_budget, threads=threads)
+    result = {"steps": done["steps"], "seconds": done["rl_seconds"]}
     if eval_at_end:
         result.update(evaluate(model, task))
-    model.eval()
     return result
-
 
 def demonstrations(cfg) -> str:
     """The passport's words for the task's demonstrations (SFT's data)."""

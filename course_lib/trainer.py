@@ -28,7 +28,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from course_lib.runtime import Interrupted, MetricsLog, StepFailed, progress, stop_requested
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    Interrupted,
+    MetricsLog,
+    StepFailed,
+    autocast,
+    make_optimizer,
+    optimizer_step,
+    progress,
+    set_threads,
+    stop_requested,
+)
 
 
 def train_loop(
@@ -98,6 +109,52 @@ def train_loop(
             raise Interrupted(name, step)
     bar.close()
     return {"steps": step, "seconds": seconds}
+
+
+def train_offline(name: str, model, task, cfg, batch_of, loss_of, *, log: MetricsLog | None = None,
+                  state: dict | None = None, max_grad_norm: float = 1.0, steps: int | None = None, checkpoint=None,
+                  checkpoint_every: int = 10, show_progress: bool = True, time_budget: float | None = None,
+                  threads: int | None = DEFAULT_THREADS) -> dict:
+    """The one step loop of the offline trainers (SFT, DPO and its variants, KTO, ORPO).
+
+    Each step takes ``batch_of(step)`` (a dict of tensors already on the model's device), computes
+    ``loss_of(batch, validate) -> (loss, stats)`` under autocast (``validate`` only on the first
+    step: the inputs are checked once), and makes one clipped AdamW step at ``cfg.learning_rate``
+    (``runtime.optimizer_step``); held-out accuracy (``evaluation.evaluate``) every
+    ``cfg.eval_every`` steps. Runs until ``steps`` in total (default ``cfg.steps``), or for
+    ``time_budget`` seconds. ``state`` resumes optimizer, step and seconds (the caller restores
+    the RNG); ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every``
+    steps, at the end and before stopping on a requested stop (Ctrl-C). Returns ``{"steps", "rl_seconds"}``.
+    """
+    from course_lib.evaluation import evaluate
+
+    set_threads(threads)
+    device = next(model.parameters()).device
+    opt = make_optimizer(model, cfg.learning_rate)
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+    first = state["step"] if state is not None else 0  # the first step checks its inputs; then no checks
+    model.train()
+
+    def one_step(step: int) -> dict:
+        t0 = time.perf_counter()
+        batch = batch_of(step)
+        with autocast(device):
+            loss, stats = loss_of(batch, step == first)
+        optimizer_step(loss, max_grad_norm, (model, opt))
+        return {**stats, "update_seconds": time.perf_counter() - t0}
+
+    def held_out() -> dict:
+        out = evaluate(model, task)
+        model.train()
+        return out
+
+    done = train_loop(name, one_step, total=cfg.steps if steps is None else steps, state=state,
+                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
+                      log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
+                      time_budget=time_budget, postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})
+    model.eval()
+    return {"steps": done["steps"], "rl_seconds": done["seconds"]}
 
 
 # ---- the registry of trainers a run can name -------------------------------------------------------
