@@ -96,7 +96,14 @@ from course_lib.runtime import (
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import (
+    ONLINE_STALENESS,
+    SYNCHRONOUS,
+    StageContext,
+    StageResult,
+    register,
+    train_loop,
+)
 from course_lib.utilisation import grpo_run_flops
 
 ADVANTAGE_FUNCTIONS = {"grpo": grpo_advantages, "rloo": rloo_advantages, "dr_grpo": dr_grpo_advantages}
@@ -458,9 +465,7 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
     if caps:
         extra["length_caps"] = {"min": min(caps), "max": max(caps), "mean": sum(caps) / len(caps)}
     if not asynchronous:
-        return {"placement": "colocated: one process, generation and training share the weights",
-                "loop": "synchronous (generate, then update)",
-                "staleness": "none beyond the inner epochs on one rollout",
+        return {**SYNCHRONOUS, "staleness": ONLINE_STALENESS,
                 "max_staleness": 0, "trainer_cpu_seconds": trainer_cpu_seconds, **extra}
     seen = [r["staleness"] for r in rows if r.get("staleness") is not None]
     if cfg.vllm_importance_sampling_correction:
@@ -513,7 +518,7 @@ def grpo_passport(cfg, info: dict) -> dict:
     roles = ["policy", "old policy (frozen log-probs)" if g.num_iterations > 1 else "old policy = current (mu=1)"]
     if reference:
         roles.append("reference (frozen SFT copy)" + ("" if g.beta > 0 else ", only to measure the KL"))
-    systems["staleness"] = "none beyond the inner epochs on one rollout"
+    systems["staleness"] = ONLINE_STALENESS
     if g.max_staleness > 0 and info["loop"] is None:  # derived from the config: what would run
         systems.update(placement="two processes: a rollout worker samples, the trainer updates",
                        loop=f"asynchronous, max_staleness={g.max_staleness}",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from course_lib import rft  # noqa: F401 - registers RFT's passport
 from course_lib.configs import RunConfig
 from course_lib.runtime import DEFAULT_THREADS, describe_precision
-from course_lib.trainer import passport_sections
+from course_lib.trainer import SYNCHRONOUS, passport_sections
 
 
 def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threads: int | None = DEFAULT_THREADS,
@@ -33,8 +33,7 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
     """
     sections = passport_sections(kind)
     systems = {
-        "placement": "colocated: one process, generation and training share the weights",
-        "loop": "synchronous (generate, then update)",
+        **SYNCHRONOUS,
         "staleness": "offline data (not applicable)",  # an online trainer says its own
         "device": device,
         "precision": describe_precision(device),

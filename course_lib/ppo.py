@@ -77,7 +77,7 @@ from course_lib.runtime import (
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import ONLINE_STALENESS, StageContext, StageResult, register, train_loop
 from course_lib.utilisation import ppo_run_flops
 
 
@@ -337,7 +337,7 @@ def critic_passport(cfg: PPOConfig, memory: dict | None = None) -> dict:
 def ppo_passport(cfg, info: dict) -> dict:
     """PPO's passport sections (``course_lib.passport``); ``info["memory"]``: ``train_ppo``'s measured bytes."""
     p = cfg.ppo
-    info["systems"]["staleness"] = "none beyond the inner epochs on one rollout"
+    info["systems"]["staleness"] = ONLINE_STALENESS
     out = dict(
         data_and_policy={"examples": f"online trajectories: {p.batch_prompts} prompts × {p.num_generations} completion(s) per step",
                          "generated_by": f"the current actor, temperature {p.temperature}",

@@ -63,13 +63,11 @@ from course_lib.rollout import generate
 from course_lib.runtime import (
     MetricsLog,
     full_precision,
-    make_optimizer,
-    optimizer_step,
     read_metrics,
     to_device,
 )
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import StageContext, StageResult, register, train_offline
 from course_lib.utilisation import rm_run_flops
 
 FORMAT = "course_lib-reward-model-1"
@@ -162,38 +160,34 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: tor
     """
     device = next(rm.parameters()).device
     pad = rm.config.pad_token_id
-    opt = make_optimizer(rm, cfg.learning_rate)
     if state is not None:
-        opt.load_state_dict(state["optimizer"])
         generator.set_state(state["rm_generator"])
     log = log if log is not None else MetricsLog()
     n = data["n_pairs"]
-    rm.train()
 
-    def one_step(step: int) -> dict:
+    def batch_of(step: int) -> dict:
         idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=generator)
         chosen, rejected = _oriented(data, idx)
         both = torch.cat([chosen, rejected])
         real = float((both != pad).sum(-1).float().mean())  # on the host already: no sync; for the FLOP count
-        ids = to_device(both, device)
+        return {"ids": to_device(both, device), "pairs": len(idx), "sequence_length": real}
+
+    def loss_of(batch: dict, validate: bool) -> tuple[torch.Tensor, dict]:
+        ids, k = batch["ids"], batch["pairs"]
         r = scores(rm, ids, (ids != pad).long(), validate=False)
-        loss = reward_model_loss(r[: len(idx)], r[len(idx):])
-        optimizer_step(loss, max_grad_norm, (rm, opt))
-        return read_metrics({"loss": loss, "train_accuracy": (r[: len(idx)] > r[len(idx):]).float().mean(),
-                             "batch_pairs": len(idx), "sequence_length": real})
+        loss = reward_model_loss(r[:k], r[k:])
+        return loss, read_metrics({"loss": loss, "train_accuracy": (r[:k] > r[k:]).float().mean(), "batch_pairs": k,
+                                   "sequence_length": batch["sequence_length"]})
 
     def held_out() -> dict:
         out = {f"heldout_{k}": v for k, v in pairwise_accuracy(rm, heldout).items()}
         rm.train()
         return out
 
-    def resumable() -> dict:
-        return {"optimizer": opt.state_dict(), "reward_model": rm.state_dict(), "rm_generator": generator.get_state()}
-
-    train_loop("rm", one_step, total=cfg.steps, state=state, state_dict=resumable,
-               eval_fn=held_out if heldout is not None else None, eval_every=cfg.eval_every, log=log,
-               checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress)
-    rm.eval()
+    train_offline("rm", rm, None, cfg, batch_of, loss_of, log=log, state=state, max_grad_norm=max_grad_norm,
+                  checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress, threads=None,
+                  held_out=held_out if heldout is not None else None, mixed_precision=False,
+                  extra_state=lambda: {"reward_model": rm.state_dict(), "rm_generator": generator.get_state()})
     return log.rows
 
 

@@ -6,6 +6,8 @@ all of them: count steps, time them, evaluate every ``eval_every`` steps and at 
 metrics row per step (``MetricsLog``: memory and JSON lines), advance the progress bar, checkpoint
 every ``checkpoint_every`` steps and at the end, and honour a stop request (the first Ctrl-C,
 ``runtime.stop_on_interrupt``) at the next step boundary: checkpoint, then raise ``Interrupted``.
+``train_offline`` is the offline trainers' step on top of it (SFT, the DPO family, KTO, ORPO,
+the reward model, the AI-feedback judge): a batch, a loss, one ``runtime.optimizer_step``.
 
 ``register(kind, ConfigClass, …)`` adds a trainer to ``TRAINERS``: a stage function
 ``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy, its config
@@ -23,6 +25,7 @@ the loop only the step counter and the elapsed seconds.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
 from collections.abc import Callable
@@ -114,17 +117,21 @@ def train_loop(
 def train_offline(name: str, model, task, cfg, batch_of, loss_of, *, log: MetricsLog | None = None,
                   state: dict | None = None, max_grad_norm: float = 1.0, steps: int | None = None, checkpoint=None,
                   checkpoint_every: int = 10, show_progress: bool = True, time_budget: float | None = None,
-                  threads: int | None = DEFAULT_THREADS) -> dict:
-    """The one step loop of the offline trainers (SFT, DPO and its variants, KTO, ORPO).
+                  threads: int | None = DEFAULT_THREADS, held_out: Callable[[], dict] | None = None,
+                  extra_state: Callable[[], dict] | None = None, mixed_precision: bool = True) -> dict:
+    """The one step loop of the offline trainers (SFT, DPO and its variants, KTO, ORPO, the reward model, the judge).
 
     Each step takes ``batch_of(step)`` (a dict of tensors already on the model's device), computes
     ``loss_of(batch, validate) -> (loss, stats)`` under autocast (``validate`` only on the first
-    step: the inputs are checked once), and makes one clipped AdamW step at ``cfg.learning_rate``
-    (``runtime.optimizer_step``); held-out accuracy (``evaluation.evaluate``) every
-    ``cfg.eval_every`` steps. Runs until ``steps`` in total (default ``cfg.steps``), or for
-    ``time_budget`` seconds. ``state`` resumes optimizer, step and seconds (the caller restores
-    the RNG); ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every``
-    steps, at the end and before stopping on a requested stop (Ctrl-C). Returns ``{"steps", "rl_seconds"}``.
+    step: the inputs are checked once; ``mixed_precision=False``: float32), and makes one clipped
+    AdamW step at ``cfg.learning_rate`` (``runtime.optimizer_step``). Every ``cfg.eval_every``
+    steps: ``held_out()``, by default the policy's held-out accuracy on ``task``
+    (``evaluation.evaluate``; ``task=None``: no evaluation). Runs until ``steps`` in total
+    (default ``cfg.steps``), or for ``time_budget`` seconds. ``state`` resumes optimizer, step
+    and seconds (the caller restores the RNG and what ``extra_state()`` saved);
+    ``checkpoint(step, {"optimizer": …, **extra_state()}, seconds)`` is called every
+    ``checkpoint_every`` steps, at the end and before stopping on a requested stop (Ctrl-C).
+    Returns ``{"steps", "rl_seconds"}``.
     """
     from course_lib.evaluation import evaluate
 
@@ -139,22 +146,31 @@ def train_offline(name: str, model, task, cfg, batch_of, loss_of, *, log: Metric
     def one_step(step: int) -> dict:
         t0 = time.perf_counter()
         batch = batch_of(step)
-        with autocast(device):
+        with autocast(device) if mixed_precision else contextlib.nullcontext():
             loss, stats = loss_of(batch, step == first)
         optimizer_step(loss, max_grad_norm, (model, opt))
         return {**stats, "update_seconds": time.perf_counter() - t0}
 
-    def held_out() -> dict:
+    def accuracy() -> dict:
         out = evaluate(model, task)
         model.train()
         return out
 
+    eval_fn = held_out if held_out is not None or task is None else accuracy
     done = train_loop(name, one_step, total=cfg.steps if steps is None else steps, state=state,
-                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
-                      log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
-                      time_budget=time_budget, postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})
+                      state_dict=lambda: {"optimizer": opt.state_dict(), **(extra_state() if extra_state else {})},
+                      eval_fn=eval_fn, eval_every=cfg.eval_every, log=log, checkpoint=checkpoint,
+                      checkpoint_every=checkpoint_every, show_progress=show_progress, time_budget=time_budget,
+                      postfix=(lambda row: {"acc": f"{row['accuracy']:.2f}"}) if eval_fn is accuracy else None)
     model.eval()
     return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+
+
+# How a synchronous trainer's loop is placed and run, and how stale an online trainer's rollouts are (the
+# passport's systems group and grpo.loop_entry's account of the loop that ran)
+SYNCHRONOUS = {"placement": "colocated: one process, generation and training share the weights",
+               "loop": "synchronous (generate, then update)"}
+ONLINE_STALENESS = "none beyond the inner epochs on one rollout"
 
 
 # ---- the registry of trainers a run can name -------------------------------------------------------
