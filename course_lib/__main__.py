@@ -112,11 +112,11 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
     add_run_options(r, f"run folder (default: runs/{kind})", "continue the run in DIR with its saved options")
     r.add_argument("--steps", type=int, default=None, help=HELP["steps"] + "; default from the config")
     if kind != "sft":
-        controls = ("sft", "rft") if kind == "grpo" else ("sft",)
+        controls = entry(kind).controls
         r.add_argument("--control", nargs="?", const="sft", default=None, choices=controls,
                        help="also run a control: 'sft' (the flag alone) spends the same wall-clock on more SFT"
                        + ("; 'rft' fine-tunes on the policy's own checker-approved samples, same prompts and steps"
-                          if kind == "grpo" else ""))
+                          if "rft" in controls else ""))
         r.add_argument("--sft-checkpoint", default=None, metavar="FILE",
                        help="start from this SFT policy (sft.pt, or a `train sft` checkpoint.pt) instead of training SFT")
     for f in dataclasses.fields(configs.RunConfig):

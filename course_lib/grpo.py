@@ -554,7 +554,7 @@ def grpo_passport(cfg, info: dict) -> dict:
     )
 
 
-@register("grpo", GRPOConfig, passport=grpo_passport, flops=grpo_run_flops, completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
+@register("grpo", GRPOConfig, passport=grpo_passport, flops=grpo_run_flops, env=True, controls=("sft", "rft"), completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
           gpu=dict(steps=200, batch_prompts=128, num_generations=8, max_completion_length=7, eval_every=20),
           test=dict(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2))
 def grpo_stage(ctx: StageContext) -> StageResult:

@@ -60,13 +60,6 @@ KINDS = tuple(trainers())  # the course's own trainers; a trainer registered lat
 CONTROLS = ("sft", "rft")  # the same wall-clock on more SFT | RFT on GRPO's prompts (course_lib.rft)
 RUN_FILES = ("checkpoint.pt", "checkpoint.pt.tmp", "sft.pt", "sft.pt.tmp", "metrics.jsonl", "sft_metrics.jsonl",
              "summary.json", "passport.json", "dashboard.png", "reward_model.json")
-ENV_KINDS = ("sft", "grpo")  # the trainers that run episodes with an environment (task.env)
-ENV_REFUSED = {  # why a trainer does not run episodes yet (said in the refusal)
-    "ppo": "PPO's critic and GAE (course_lib.ppo) read every completion position as a policy state, one contiguous "
-           "run from the prompt; an episode interleaves the environment's tokens, whose values and advantages would "
-           "have to be skipped (GAE over the policy's tokens only, the critic bootstrapping across each observation). "
-           "Not implemented: use grpo with --env",
-}
 ACCURACY_KEYS = ("accuracy", "loose_accuracy", "accuracy_carry", "accuracy_no_carry")
 
 
@@ -151,14 +144,16 @@ def run(
     control = "sft" if control is True else (control or None)
     if control is not None and control not in CONTROLS:
         raise ValueError(f"control must be one of {CONTROLS} (or True for 'sft'); got {control!r}")
-    if control == "rft" and kind != "grpo":
-        raise ValueError(f"control='rft' is GRPO's control (same prompts, samples and steps); kind is {kind!r}")
-    if cfg is not None and cfg.task.env and (kind not in ENV_KINDS or control):
-        raise ValueError(f"task.env (--env) runs with {' and '.join(ENV_KINDS)} and no control; got kind {kind!r}"
+    if control == "rft" and "rft" not in registered.controls:
+        owners = "/".join(k.upper() for k, e in trainers().items() if "rft" in e.controls)
+        raise ValueError(f"control='rft' is {owners}'s control (same prompts, samples and steps); kind is {kind!r}")
+    if cfg is not None and cfg.task.env and (registered.env is not True or control):
+        episodes = " and ".join(k for k, e in trainers().items() if e.env is True)
+        raise ValueError(f"task.env (--env) runs with {episodes} and no control; got kind {kind!r}"
                          + (f" with control {control!r}" if control else "")
-                         + (f": {ENV_REFUSED[kind]}" if kind in ENV_REFUSED else ""))
-    if control and kind == "rm":
-        raise ValueError("control (--control) compares RL with more SFT; an rm run trains no policy")
+                         + (f": {registered.env}" if isinstance(registered.env, str) else ""))
+    if control and not registered.trains_policy:
+        raise ValueError(f"control (--control) compares RL with more SFT; an {kind} run trains no policy")
     out = Path(out)
     wall_start = time.perf_counter()
     say = print if verbose else (lambda *a, **k: None)

@@ -34,7 +34,7 @@ Simplifications, said out loud:
 - One minibatch per epoch (the whole batch), no early stopping on KL, no adaptive KL controller.
 - The GAE recursion assumes each completion's mask is a contiguous run starting at the first
   completion position (true for our sampler: tokens up to and including ``<eos>``).
-- No environments (``task.env``): ``train ppo --env`` is refused (``pipeline.ENV_REFUSED``). An episode's
+- No environments (``task.env``): ``train ppo --env`` is refused (its ``register`` line's ``env=``). An episode's
   policy tokens are not one contiguous run (the environment writes between turns), so GAE would have
   to run over the policy's positions only, with the critic's value at the last policy token before an
   observation bootstrapping from the first one after it. GRPO needs none of that: one advantage per
@@ -356,7 +356,11 @@ def ppo_passport(cfg, info: dict) -> dict:
     return out
 
 
-@register("ppo", PPOConfig, passport=ppo_passport, flops=ppo_run_flops, completion_length=lambda cfg: cfg.ppo.max_completion_length,
+@register("ppo", PPOConfig, passport=ppo_passport, flops=ppo_run_flops,
+          env="PPO's critic and GAE (course_lib.ppo) read every completion position as a policy state, one contiguous "
+              "run from the prompt; an episode interleaves the environment's tokens, whose values and advantages would "
+              "have to be skipped (GAE over the policy's tokens only, the critic bootstrapping across each "
+              "observation). Not implemented: use grpo with --env", completion_length=lambda cfg: cfg.ppo.max_completion_length,
           gpu=dict(steps=200, batch_prompts=1024, max_completion_length=7, eval_every=20),  # 1024 × 1 = GRPO's 128 × 8
           test=dict(steps=4, batch_prompts=16, max_completion_length=4, eval_every=2))
 def ppo_stage(ctx: StageContext) -> StageResult:

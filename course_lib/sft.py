@@ -108,7 +108,7 @@ def sft_passport(cfg, info: dict) -> dict:
     )
 
 
-@register("sft", SFTConfig, passport=sft_passport,
+@register("sft", SFTConfig, passport=sft_passport, env=True,
           flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=cfg.sft.batch_size), gpu=dict(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
           test=dict(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30))
 def sft_stage(ctx: StageContext) -> StageResult:

@@ -215,6 +215,8 @@ class Registered:
     passport: Callable | None = None  # passport(cfg, info) -> its passport sections (``course_lib.passport``)
     flops: Callable | None = None  # flops(cfg, rows, vocab, reference) -> the run's FLOPs (``course_lib.utilisation``)
     recipe_stage: bool | str = True  # can continue a previous stage's policy in a recipe; a str says why not
+    env: bool | str = False  # runs episodes with an environment (task.env); a str says why not
+    controls: tuple = ("sft",)  # the controls (pipeline.run's control=) it can be compared with
     trains_policy: bool = True  # False: the policy is unchanged (a reward model)
     completion_length: Callable | None = None  # cfg -> max_completion_length of the final evaluation
     time_split: bool = False  # report generation vs update seconds (an online trainer's rows carry them)
@@ -229,8 +231,8 @@ _loading: list[bool] = []
 
 def register(kind: str, config: type | None = None, *, section: str | None = None, gpu: dict | None = None,
              test: dict | None = None, passport: Callable | None = None, flops: Callable | None = None,
-             recipe_stage: bool | str = True, trains_policy: bool = True, completion_length=None,
-             time_split: bool = False):
+             recipe_stage: bool | str = True, env: bool | str = False, controls: tuple = ("sft",),
+             trains_policy: bool = True, completion_length=None, time_split: bool = False):
     """Add ``stage(ctx) -> StageResult`` to ``TRAINERS`` under ``kind`` (a decorator): a new trainer is this one line.
 
     ``config`` is its section of ``configs.RunConfig`` (named ``kind``), with the ``gpu`` and
@@ -242,7 +244,7 @@ def register(kind: str, config: type | None = None, *, section: str | None = Non
 
     def add(stage):
         TRAINERS[kind] = Registered(stage, config, section or kind, dict(gpu or {}), dict(test or {}), passport, flops,
-                                    recipe_stage, trains_policy, completion_length, time_split)
+                                    recipe_stage, env, tuple(controls), trains_policy, completion_length, time_split)
         return stage
 
     return add
