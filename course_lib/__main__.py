@@ -123,10 +123,9 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
         if f.name in RUN_FIELDS:
             _add_field(r, "run", f, "--" + f.name.replace("_", "-"))
     own = p.add_argument_group(f"{kind} options")
-    registered = entry(kind)
-    for f in dataclasses.fields(registered.config or configs.trainer_sections()[registered.section]):
+    for f in dataclasses.fields(entry(kind).config):
         if f.name != "steps":
-            _add_field(own, registered.section, f, "--" + f.name.replace("_", "-"))
+            _add_field(own, kind, f, "--" + f.name.replace("_", "-"))
     if kind != "sft":
         sft = p.add_argument_group("SFT stage options")
         for f in dataclasses.fields(configs.SFTConfig):

@@ -447,7 +447,7 @@ def _named(name: str, task: TaskConfig, model: ModelConfig, **run) -> RunConfig:
     """A named config: each trainer section at its registered values for ``name`` (``gpu=``, ``test=``)."""
     from course_lib.trainer import trainers
 
-    own = {e.section: e.config(**getattr(e, name)) for e in trainers().values() if e.config is not None}
+    own = {kind: e.config(**getattr(e, name)) for kind, e in trainers().items()}
     return RunConfig(name=name, task=task, model=model, **own, **run)
 
 

@@ -172,7 +172,7 @@ def run(
     elif sft_checkpoint is not None and kind == "sft":
         raise ValueError("sft_checkpoint (--sft-checkpoint) applies to dpo and grpo runs, not to sft")
     cfg = configs.validate(copy.deepcopy(cfg or configs.get_config()))  # bad options first, then the folder
-    section = getattr(cfg, registered.section)
+    section = getattr(cfg, kind)
     if steps is not None:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise ValueError(f"steps must be an integer >= 0 (the total for {kind}); got {steps!r}")
@@ -189,7 +189,7 @@ def run(
     say(f"[course_lib] {kind} on {dev.type} ({torch.get_num_threads()} CPU thread(s)), config {cfg.name!r}, "
         f"{n_params(model):,} parameters, seed {seed}")
     if state is not None:
-        stage_total = getattr(cfg, entry(state["stage"]).section).steps
+        stage_total = getattr(cfg, state["stage"]).steps
         say(f"[course_lib] resuming {out}: {state['stage']} stage at step {state['step']} of {stage_total} "
             f"(--steps is the total)")
     common = {"kind": kind, "config": json.dumps(configs.to_dict(cfg)), "seed": seed, "control": control,

@@ -96,7 +96,7 @@ def stage_kinds() -> tuple[str, ...]:
 
 def _section(kind: str) -> str:
     """The config section a stage kind reads."""
-    return RECIPE_ONLY[kind] if kind in RECIPE_ONLY else trainers()[kind].section
+    return RECIPE_ONLY.get(kind, kind)
 
 
 FIXED = ("model.", "task.digits", "task.n_heldout", "task.seed")  # shared by every stage of a recipe

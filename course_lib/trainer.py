@@ -208,8 +208,7 @@ class Registered:
     """What the code outside a trainer knows about it, in one place (``register``'s arguments)."""
 
     stage: Callable[[StageContext], StageResult]
-    config: type | None = None  # its config section's dataclass (defaults: the ``cpu`` config); None: it reads ``section``'s
-    section: str = ""  # the RunConfig section it reads (default: its own name)
+    config: type  # its section of RunConfig, named as the trainer (the class's defaults: the ``cpu`` config)
     gpu: dict = field(default_factory=dict)  # the section's options in the ``gpu`` config, over the class defaults
     test: dict = field(default_factory=dict)  # … and in the ``test`` config
     passport: Callable | None = None  # passport(cfg, info) -> its passport sections (``course_lib.passport``)
@@ -229,7 +228,7 @@ BUILTIN = ("course_lib.sft", "course_lib.dpo", "course_lib.grpo", "course_lib.re
 _loading: list[bool] = []
 
 
-def register(kind: str, config: type | None = None, *, section: str | None = None, gpu: dict | None = None,
+def register(kind: str, config: type, *, gpu: dict | None = None,
              test: dict | None = None, passport: Callable | None = None, flops: Callable | None = None,
              recipe_stage: bool | str = True, env: bool | str = False, controls: tuple = ("sft",),
              trains_policy: bool = True, completion_length=None, time_split: bool = False):
@@ -237,13 +236,10 @@ def register(kind: str, config: type | None = None, *, section: str | None = Non
 
     ``config`` is its section of ``configs.RunConfig`` (named ``kind``), with the ``gpu`` and
     ``test`` configs' values over its defaults; the CLI's flags, ``validate`` and ``from_dict``
-    follow from it. ``section`` instead names another trainer's section it reads.
+    follow from it.
     """
-    if config is None and section is None:
-        raise ValueError(f"register({kind!r}): give its config class, or the section it reads")
-
     def add(stage):
-        TRAINERS[kind] = Registered(stage, config, section or kind, dict(gpu or {}), dict(test or {}), passport, flops,
+        TRAINERS[kind] = Registered(stage, config, dict(gpu or {}), dict(test or {}), passport, flops,
                                     recipe_stage, env, tuple(controls), trains_policy, completion_length, time_split)
         return stage
 
@@ -286,7 +282,7 @@ def sections() -> dict[str, type]:
     def rank(e: Registered) -> int:
         return BUILTIN.index(e.stage.__module__) if e.stage.__module__ in BUILTIN else len(BUILTIN)
 
-    return {e.section: e.config for e in sorted(trainers().values(), key=rank) if e.config is not None}
+    return {kind: e.config for kind, e in sorted(trainers().items(), key=lambda item: rank(item[1]))}
 
 
 def entry(kind: str) -> Registered:
