@@ -67,9 +67,6 @@ from course_lib.kl import reference_kl
 from course_lib.model import build_model, n_params
 from course_lib.passport import format_passport, passport
 from course_lib.pipeline import build_policy
-from course_lib.rewards import resolve_reward
-from course_lib.rft import train_rft
-from course_lib.rollout import collect_rollouts
 from course_lib.runtime import (
     DEFAULT_THREADS,
     Interrupted,
@@ -80,11 +77,16 @@ from course_lib.runtime import (
     save_checkpoint,
     set_threads,
 )
-from course_lib.sft import train_sft
+from course_lib.sft import sft_from_context
 from course_lib.sources import cite
-from course_lib.trainer import StageContext, passport_for, trainers
-
-RECIPE_ONLY = {"pretrain": "sft", "rft": "grpo"}  # stages that are not registered trainers -> the section they read
+from course_lib.trainer import (
+    STAGES,
+    StageContext,
+    StageResult,
+    StageStopped,
+    register_stage,
+    trainers,
+)
 
 
 def stage_kinds() -> tuple[str, ...]:
@@ -96,7 +98,7 @@ def stage_kinds() -> tuple[str, ...]:
 
 def _section(kind: str) -> str:
     """The config section a stage kind reads."""
-    return RECIPE_ONLY.get(kind, kind)
+    return STAGES[kind].section if kind in STAGES else kind
 
 
 FIXED = ("model.", "task.digits", "task.n_heldout", "task.seed")  # shared by every stage of a recipe
@@ -117,10 +119,6 @@ RECIPES = {  # name -> (the stages for a config, one line on what it is)
     "r1": (_r1, "DeepSeek-R1: cold-start SFT on few demos -> GRPO -> RFT on the RL policy's verified samples -> GRPO"),
     "r1-zero": (lambda cfg: [{"kind": "grpo"}], "DeepSeek-R1-Zero: GRPO from the random initialisation, no SFT"),
 }
-
-
-class StageStopped(Exception):
-    """A stage could not start; the stages finished before it are kept."""
 
 
 # ---- the list of stages ------------------------------------------------------------------------------
@@ -282,7 +280,6 @@ def digit_text(task, n: int, generator: torch.Generator) -> tuple[torch.Tensor, 
     return ids, attention, loss_mask
 
 
-@passport_for("pretrain")
 def pretrain_passport(cfg, info: dict) -> dict:
     """A ``pretrain`` stage's passport sections: next-token training on ``digit_text``."""
     s = cfg.sft
@@ -299,17 +296,11 @@ def pretrain_passport(cfg, info: dict) -> dict:
 
 
 # ---- one stage ---------------------------------------------------------------------------------------
-def _rft_can_start(model, task, cfg, generator) -> None:
-    """Refuse an RFT stage whose first rollout (the very one its first step draws) accepts nothing."""
-    g = cfg.grpo
-    state = generator.get_state()
-    with torch.random.fork_rng(devices=[]):
-        rollout = collect_rollouts(model, task, g, generator, resolve_reward(g.reward, task))
-    generator.set_state(state)
-    if rollout["stats"]["reward_mean"] <= 0:
-        n = g.batch_prompts * g.num_generations
-        raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's {n} "
-                           f"samples, so there is nothing to fine-tune on (train the policy further first)")
+@register_stage("pretrain", "sft", passport=pretrain_passport)
+def pretrain_stage(ctx: StageContext) -> StageResult:
+    """The SFT loop on ``digit_text``: ``steps × batch_size`` documents, drawn before training with the stage's generator."""
+    s = ctx.cfg.sft
+    return sft_from_context(ctx, demos=digit_text(ctx.task, max(1, s.steps * s.batch_size), ctx.generator))
 
 
 def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_progress, say) -> dict:
@@ -323,24 +314,10 @@ def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_prog
     log = MetricsLog(out / "metrics.jsonl")
     start_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     nothing = lambda *args: None  # noqa: E731 - resumable at a stage boundary only: no checkpoint inside a stage
-    if kind in ("sft", "pretrain"):
-        text = digit_text(task, max(1, cfg.sft.steps * cfg.sft.batch_size), gen) if kind == "pretrain" else None
-        res = train_sft(model, task, cfg.sft, generator=gen, log=log, max_grad_norm=cfg.max_grad_norm,
-                        checkpoint=nothing, checkpoint_every=cfg.checkpoint_every, show_progress=show_progress,
-                        demos=text, threads=None)
-        return {"steps": res["steps"], "seconds": res["seconds"], "rows": log.rows}
-    if kind == "rft":
-        _rft_can_start(model, task, cfg, gen)
-        res = train_rft(model, task, cfg.grpo, generator=gen, log=log, max_grad_norm=cfg.max_grad_norm,
-                        checkpoint=nothing, checkpoint_every=cfg.checkpoint_every, show_progress=show_progress,
-                        threads=None)
-        return {"steps": res["steps"], "seconds": res["rl_seconds"], "rows": log.rows}
-    start_eval = evaluate(model, task)
     ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, state=None, log=log, checkpoint=nothing,
-                       sft_weights=start_weights, generator=gen, sft={"eval": start_eval, "seconds": 0.0, "steps": 0},
-                       say=say, show_progress=show_progress)
+                       sft_weights=start_weights, generator=gen, sft=None, say=say, show_progress=show_progress)
     try:
-        res = trainers()[kind].stage(ctx)
+        res = (STAGES[kind] if kind in STAGES else trainers()[kind]).stage(ctx)
     except ValueError as err:
         if log.rows:  # it had started: a real error
             raise

@@ -45,7 +45,7 @@ from course_lib.runtime import (
     set_threads,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import passport_for, train_loop
+from course_lib.trainer import StageContext, StageResult, StageStopped, register_stage, train_loop
 
 WEIGHTINGS = ("filter", "reward")
 
@@ -139,7 +139,6 @@ def train_rft(
     return {"steps": done["steps"], "rl_seconds": done["seconds"]}
 
 
-@passport_for("rft")
 def rft_passport(cfg, info: dict) -> dict:
     """RFT's passport sections: GRPO's rollouts, a supervised step on the accepted samples."""
     out = grpo_passport(cfg, info)
@@ -149,3 +148,22 @@ def rft_passport(cfg, info: dict) -> dict:
                            "advantage": "none: weight 1[reward >= 1] per completion (no baseline, no negatives)",
                            "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean (NLL of accepted samples)"}
     return out
+
+
+@register_stage("rft", "grpo", passport=rft_passport)
+def rft_stage(ctx: StageContext) -> StageResult:
+    """A recipe's RFT stage from the previous stage's policy, refused (``StageStopped``) when the first rollout,
+    the very one its first step draws, has nothing to fine-tune on."""
+    g = ctx.cfg.grpo
+    state = ctx.generator.get_state()
+    with torch.random.fork_rng(devices=[]):
+        rollout = collect_rollouts(ctx.model, ctx.task, g, ctx.generator, resolve_reward(g.reward, ctx.task))
+    ctx.generator.set_state(state)
+    if rollout["stats"]["reward_mean"] <= 0:
+        n = g.batch_prompts * g.num_generations
+        raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's {n} "
+                           f"samples, so there is nothing to fine-tune on (train the policy further first)")
+    res = train_rft(ctx.model, ctx.task, g, generator=ctx.generator, log=ctx.log, max_grad_norm=ctx.cfg.max_grad_norm,
+                    checkpoint=ctx.checkpoint, checkpoint_every=ctx.cfg.checkpoint_every,
+                    show_progress=ctx.show_progress, threads=None)
+    return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"])

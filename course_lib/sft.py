@@ -108,9 +108,21 @@ def sft_passport(cfg, info: dict) -> dict:
     )
 
 
+def sft_from_context(ctx: StageContext, demos: tuple | None = None) -> StageResult:
+    """``train_sft`` on the stage's model, data generator, log and checkpoints (``demos``: other demonstrations)."""
+    res = train_sft(ctx.model, ctx.task, ctx.cfg.sft, generator=ctx.generator, log=ctx.log,
+                    max_grad_norm=ctx.cfg.max_grad_norm, checkpoint=ctx.checkpoint,
+                    checkpoint_every=ctx.cfg.checkpoint_every, show_progress=ctx.show_progress, demos=demos, threads=None)
+    return StageResult(steps=res["steps"], rl_seconds=res["seconds"])
+
+
 @register("sft", SFTConfig, passport=sft_passport, env=True,
-          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=cfg.sft.batch_size), gpu=dict(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=cfg.sft.batch_size),
+          gpu=dict(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
           test=dict(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30))
 def sft_stage(ctx: StageContext) -> StageResult:
-    """``train sft``: the pipeline's SFT provider already trained (or resumed) the policy; report it."""
+    """``train sft``: the pipeline's SFT provider already trained (or resumed) the policy, so report it; in a
+    recipe (``ctx.sft`` None) train it here."""
+    if ctx.sft is None:
+        return sft_from_context(ctx)
     return StageResult(steps=ctx.sft["steps"], rl_seconds=0.0, final=ctx.sft["eval"])

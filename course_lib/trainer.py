@@ -188,7 +188,7 @@ class StageContext:
     checkpoint: Callable  # checkpoint(step, trainer_state, seconds)
     sft_weights: dict  # the SFT policy's state dict (the reference)
     generator: object  # the stage's data generator (torch.Generator, seeded by the pipeline)
-    sft: dict  # the SFT stage: {"eval", "seconds", "steps"}
+    sft: dict | None  # the pipeline's SFT stage: {"eval", "seconds", "steps"}; None in a recipe (no SFT provider)
     say: Callable = print
     show_progress: bool = True
 
@@ -246,25 +246,38 @@ def register(kind: str, config: type, *, gpu: dict | None = None,
     return add
 
 
-STAGE_PASSPORTS: dict[str, Callable] = {}  # the passports of stages that are not trainers of their own (rft, pretrain)
+class StageStopped(Exception):
+    """A recipe's stage could not start (e.g. nothing to learn from); the stages finished before it are kept."""
 
 
-def passport_for(kind: str):
-    """Register ``fn(cfg, info) -> passport sections`` for a stage kind that is not a registered trainer (a decorator)."""
-    def add(fn):
-        STAGE_PASSPORTS[kind] = fn
-        return fn
+@dataclass
+class Stage:
+    """A recipe stage that is not a trainer of its own: it reads another trainer's config ``section``."""
+
+    stage: Callable[[StageContext], StageResult]
+    section: str
+    passport: Callable
+
+
+STAGES: dict[str, Stage] = {}  # rft (course_lib.rft), pretrain (course_lib.recipes)
+
+
+def register_stage(kind: str, section: str, *, passport: Callable):
+    """Add a recipe-only stage ``stage(ctx) -> StageResult`` to ``STAGES`` (a decorator), reading ``section``."""
+    def add(stage):
+        STAGES[kind] = Stage(stage, section, passport)
+        return stage
 
     return add
 
 
 def passport_sections(kind: str) -> Callable:
-    """The function that writes ``kind``'s own passport sections (``register(passport=)`` or ``passport_for``)."""
+    """The function that writes ``kind``'s own passport sections (``register(passport=)`` or ``register_stage``)."""
     if kind in trainers() and trainers()[kind].passport is not None:
         return trainers()[kind].passport
-    if kind in STAGE_PASSPORTS:
-        return STAGE_PASSPORTS[kind]
-    known = tuple(k for k, e in TRAINERS.items() if e.passport) + tuple(STAGE_PASSPORTS)
+    if kind in STAGES:
+        return STAGES[kind].passport
+    known = tuple(k for k, e in TRAINERS.items() if e.passport) + tuple(STAGES)
     raise ValueError(f"kind must be one of {known} (a kind with a passport); got {kind!r}")
 
 
