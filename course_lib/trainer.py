@@ -282,24 +282,27 @@ def passport_sections(kind: str) -> Callable:
 
 
 def trainers() -> dict[str, Registered]:
-    """``TRAINERS``, after importing the course's own trainer modules (each registers itself on import)."""
+    """The registered trainers, the course's own first in ``BUILTIN``'s order (importing their modules registers
+    them), then any other in the order registered."""
     if not _loading:
         _loading.append(True)
         for module in BUILTIN:
             importlib.import_module(module)
-    return TRAINERS
+
+    def rank(item: tuple[str, Registered]) -> int:
+        module = item[1].stage.__module__
+        return BUILTIN.index(module) if module in BUILTIN else len(BUILTIN)
+
+    return dict(sorted(TRAINERS.items(), key=rank))
 
 
 def sections() -> dict[str, type]:
-    """The trainer sections of ``configs.RunConfig``: ``{name: config class}``, the course's own first, in ``BUILTIN``'s order."""
-    def rank(e: Registered) -> int:
-        return BUILTIN.index(e.stage.__module__) if e.stage.__module__ in BUILTIN else len(BUILTIN)
-
-    return {kind: e.config for kind, e in sorted(trainers().items(), key=lambda item: rank(item[1]))}
+    """The trainer sections of ``configs.RunConfig``: ``{name: config class}``, in ``trainers()``' order."""
+    return {kind: e.config for kind, e in trainers().items()}
 
 
 def entry(kind: str) -> Registered:
     """The registered trainer ``kind``; a ValueError names the registered ones."""
     if kind not in trainers():
-        raise ValueError(f"kind must be one of {tuple(TRAINERS)}; got {kind!r}")
+        raise ValueError(f"kind must be one of {tuple(trainers())}; got {kind!r}")
     return TRAINERS[kind]
