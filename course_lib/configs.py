@@ -407,7 +407,7 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     max_grad_norm: float = 1.0
     checkpoint_every: int = 10
-    sections: dict = field(default_factory=dict)  # the trainer sections, in registration order
+    sections: dict = field(default_factory=dict)  # the trainer sections, in ``trainer.trainers()``' order
 
     def __init__(self, name: str = "cpu", task: TaskConfig | None = None, model: ModelConfig | None = None,
                  max_grad_norm: float = 1.0, checkpoint_every: int = 10, sections: dict | None = None, **trainers):
@@ -433,7 +433,6 @@ class RunConfig:
             sections[name] = value
         else:
             object.__setattr__(self, name, value)
-
 
 
 def trainer_sections() -> dict[str, type]:
