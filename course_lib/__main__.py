@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
+from pathlib import Path
 
 from course_lib import configs, recipes
 from course_lib.device import DEVICES
-from course_lib.pipeline import KINDS, run
+from course_lib.pipeline import run
 from course_lib.rewards import SPEC_HELP
 from course_lib.runtime import (
     DEFAULT_THREADS,
@@ -40,6 +42,7 @@ from course_lib.runtime import (
     check_threads,
     stop_on_interrupt,
 )
+from course_lib.trainer import entry, trainers
 
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
 HELP = {
@@ -106,29 +109,21 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
     p = sub.add_parser(kind, help=f"train {kind} end to end", formatter_class=argparse.RawDescriptionHelpFormatter,
                        description=f"Train the tiny GPT with {kind.upper()} (the SFT stage runs first for dpo/grpo).")
     r = p.add_argument_group("run")
-    r.add_argument("--config", default="cpu", choices=tuple(configs.CONFIGS), help="named config (default: cpu)")
-    r.add_argument("--out", default=None, help=f"run folder (default: runs/{kind})")
-    r.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
-    r.add_argument("--resume", default=None, metavar="DIR", help="continue the run in DIR with its saved options")
+    add_run_options(r, f"run folder (default: runs/{kind})", "continue the run in DIR with its saved options")
     r.add_argument("--steps", type=int, default=None, help=HELP["steps"] + "; default from the config")
-    r.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
-    r.add_argument("--device", default="auto", choices=DEVICES, help="default: auto (CUDA, then MPS, else CPU)")
-    r.add_argument("--threads", type=int, default=DEFAULT_THREADS,
-                   help=f"CPU threads for torch (default: {DEFAULT_THREADS}; see benchmarks/tinygpt_threads.py)")
-    r.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     if kind != "sft":
-        controls = ("sft", "rft") if kind == "grpo" else ("sft",)
+        controls = entry(kind).controls
         r.add_argument("--control", nargs="?", const="sft", default=None, choices=controls,
                        help="also run a control: 'sft' (the flag alone) spends the same wall-clock on more SFT"
                        + ("; 'rft' fine-tunes on the policy's own checker-approved samples, same prompts and steps"
-                          if kind == "grpo" else ""))
+                          if "rft" in controls else ""))
         r.add_argument("--sft-checkpoint", default=None, metavar="FILE",
                        help="start from this SFT policy (sft.pt, or a `train sft` checkpoint.pt) instead of training SFT")
     for f in dataclasses.fields(configs.RunConfig):
         if f.name in RUN_FIELDS:
             _add_field(r, "run", f, "--" + f.name.replace("_", "-"))
     own = p.add_argument_group(f"{kind} options")
-    for f in dataclasses.fields(type(getattr(configs.RunConfig(), kind))):
+    for f in dataclasses.fields(entry(kind).config):
         if f.name != "steps":
             _add_field(own, kind, f, "--" + f.name.replace("_", "-"))
     if kind != "sft":
@@ -143,44 +138,61 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
     return p
 
 
+def add_run_options(group, out_help: str, resume_help: str) -> None:
+    """The options every ``train`` command shares: the config, the folder, resuming, seed, device, threads, progress."""
+    group.add_argument("--config", default="cpu", choices=tuple(configs.CONFIGS), help="named config (default: cpu)")
+    group.add_argument("--out", default=None, help=out_help)
+    group.add_argument("--overwrite", action="store_true", help="replace what --out holds")
+    group.add_argument("--resume", default=None, metavar="DIR", help=resume_help)
+    group.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+    group.add_argument("--device", default="auto", choices=DEVICES, help="default: auto (CUDA, then MPS, else CPU)")
+    group.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                       help=f"CPU threads for torch (default: {DEFAULT_THREADS}; see benchmarks/tinygpt_threads.py)")
+    group.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
+
+def _recipe_parser(sub) -> None:
+    """``train recipe`` (``course_lib.recipes``): stages chained, each from the last one's policy."""
+    names = "; ".join(f"{k}: {v[1]}" for k, v in recipes.RECIPES.items())
+    p = sub.add_parser("recipe", help="train a recipe: stages chained, each from the last one's policy",
+                       description=f"Run a post-training recipe. Named recipes: {names}. "
+                                   f"Stages: {', '.join(recipes.stage_kinds())}.")
+    p.add_argument("recipe", nargs="?", default=None,
+                   help=f"a named recipe {tuple(recipes.RECIPES)} or stages 'sft:steps=300:task.n_demos=200,grpo'")
+    p.add_argument("--stages", default=None, metavar="LIST|FILE",
+                   help="your own stages: 'sft,grpo:steps=100' or a JSON file with a list of {\"kind\": …, option: value}")
+    add_run_options(p, "recipe folder (default: runs/recipe-NAME)", "continue the recipe in DIR after its last finished stage")
+    p.add_argument("--until", type=int, default=None, metavar="N", help="stop after stage N (--resume continues)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m course_lib", description="Train the course's tiny GPT.")
     sub = parser.add_subparsers(dest="command", required=True)
     tr = sub.add_parser("train", help="train sft, dpo or grpo end to end")
     kinds = tr.add_subparsers(dest="kind", required=True)
-    for kind in KINDS:
+    for kind in trainers():
         _trainer_parser(kinds, kind)
-    recipes.add_parser(kinds)  # train recipe r1 | --stages sft,grpo,rft,grpo (course_lib.recipes)
+    _recipe_parser(kinds)  # train recipe r1 | --stages sft,grpo,rft,grpo
     return parser
 
 
 def apply_overrides(cfg: configs.RunConfig, values: dict) -> configs.RunConfig:
     """Put ``{"grpo.beta": 0.1, "run.max_grad_norm": 0.5, …}`` into the config."""
     for key, value in values.items():
-        section, name = key.split(".")
-        value = None if value is NONE_GIVEN else value
-        setattr(cfg if section == "run" else getattr(cfg, section), name, value)
+        configs.set_option(cfg, *key.split("."), None if value is NONE_GIVEN else value)
     return cfg
 
 
-def main(argv=None) -> int:
-    args = vars(build_parser().parse_args(argv))
-    if args["kind"] == "recipe":
-        return recipes.main(args)
-    overrides = {k: v for k, v in args.items() if "." in k and v is not None}
+def exit_code(command) -> int:
+    """Run ``command()`` under the Ctrl-C handler; the exit code every ``train`` command returns.
+
+    0 (or what ``command`` returns), 130 on a stop request (the first Ctrl-C saved a checkpoint)
+    or a second Ctrl-C, 1 when the rollout worker failed (the completed steps are saved), 2 on
+    bad input (the error printed).
+    """
     try:
-        check_threads(args["threads"])
-        if args["resume"]:
-            if overrides or args.get("sft_checkpoint"):
-                raise ValueError("--resume continues a run with its saved options; only --steps may change")
-            cfg, out = None, args["resume"]
-        else:
-            cfg = configs.validate(apply_overrides(configs.get_config(args["config"]), overrides))  # checked as built
-            out = args["out"] or f"runs/{args['kind']}"
         with stop_on_interrupt():
-            run(args["kind"], cfg, out, device=args["device"], seed=args["seed"], steps=args["steps"],
-                control=args.get("control"), resume=bool(args["resume"]), sft_checkpoint=args.get("sft_checkpoint"),
-                overwrite=args["overwrite"], threads=args["threads"], show_progress=not args["no_progress"])
+            return command() or 0
     except Interrupted:
         return 130
     except KeyboardInterrupt:  # a second Ctrl-C: at once, without finishing the step in progress
@@ -192,8 +204,52 @@ def main(argv=None) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+def train(args: dict) -> None:
+    """``train KIND``: a run of ``pipeline.run`` from parsed arguments."""
+    overrides = {k: v for k, v in args.items() if "." in k and v is not None}
+    check_threads(args["threads"])
+    if args["resume"]:
+        if overrides or args.get("sft_checkpoint"):
+            raise ValueError("--resume continues a run with its saved options; only --steps may change")
+        cfg, out = None, args["resume"]
+    else:
+        cfg = configs.validate(apply_overrides(configs.get_config(args["config"]), overrides))  # checked as built
+        out = args["out"] or f"runs/{args['kind']}"
+    run(args["kind"], cfg, out, device=args["device"], seed=args["seed"], steps=args["steps"],
+        control=args.get("control"), resume=bool(args["resume"]), sft_checkpoint=args.get("sft_checkpoint"),
+        overwrite=args["overwrite"], threads=args["threads"], show_progress=not args["no_progress"])
+
+
+def train_recipe(args: dict) -> int:
+    """``train recipe``: ``recipes.run_recipe`` from parsed arguments; 1 when a stage could not start."""
+    check_threads(args["threads"])
+    if args["resume"]:
+        if args["recipe"] or args["stages"]:
+            raise ValueError("--resume continues a recipe with its saved stages; give no recipe and no --stages")
+        recipe, cfg, out = None, None, args["resume"]
+    else:
+        if bool(args["recipe"]) == bool(args["stages"]):
+            raise ValueError(f"give a recipe (one of {tuple(recipes.RECIPES)}) or --stages, not both and not neither")
+        recipe = args["recipe"] or args["stages"]
+        if args["stages"] and Path(args["stages"]).is_file():
+            recipe = json.loads(Path(args["stages"]).read_text())
+        cfg = configs.get_config(args["config"])
+        out = args["out"] or f"runs/recipe-{args['recipe'] or 'custom'}"
+    summary = recipes.run_recipe(recipe, cfg, out, seed=args["seed"], device=args["device"], until=args["until"],
+                                 resume=bool(args["resume"]), overwrite=args["overwrite"], threads=args["threads"],
+                                 show_progress=not args["no_progress"])
+    if summary["stopped"]:
+        print(f"error: stage {summary['stopped']['stage']} ({summary['stopped']['kind']}) could not start: "
+              f"{summary['stopped']['reason']}", file=sys.stderr)
+        return 1
     return 0
 
+
+def main(argv=None) -> int:
+    args = vars(build_parser().parse_args(argv))
+    return exit_code(lambda: train_recipe(args) if args["kind"] == "recipe" else train(args))
 
 if __name__ == "__main__":
     sys.exit(main())

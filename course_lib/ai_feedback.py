@@ -71,10 +71,10 @@ from course_lib.reward_model import (
     train_reward_model,
 )
 from course_lib.rewards import resolve_reward
-from course_lib.runtime import MetricsLog, clip_gradients, make_optimizer, read_metrics, to_device
+from course_lib.runtime import MetricsLog, read_metrics, to_device
 from course_lib.starts import sft_start
 from course_lib.task import AdditionTask
-from course_lib.trainer import train_loop
+from course_lib.trainer import train_offline
 
 
 # ---- principles ----------------------------------------------------------------------------------------
@@ -268,30 +268,25 @@ def train_judge(judge, task: AdditionTask, data: dict, targets: torch.Tensor, cf
     n = ids.shape[0]
     if targets.shape != (n,):
         raise ValueError(f"targets must have shape ({n},), one per pair; got {tuple(targets.shape)}")
-    opt = make_optimizer(judge, cfg.learning_rate)
     log = log if log is not None else MetricsLog()
-    judge.train()
 
-    def one_step(step: int) -> dict:
+    def batch_of(step: int) -> dict:
         idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=generator)
-        logits = judge_logits(judge, to_device(ids[idx], device))
-        y = to_device(targets[idx], device)
+        return {"ids": to_device(ids[idx], device), "y": to_device(targets[idx], device)}
+
+    def loss_of(batch: dict, validate: bool) -> tuple[torch.Tensor, dict]:
+        logits, y = judge_logits(judge, batch["ids"]), batch["y"]
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(judge, max_grad_norm)
-        opt.step()
-        return read_metrics({"loss": loss, "train_agreement": ((logits > 0).float() == y).float().mean()})
+        return loss, read_metrics({"loss": loss, "train_agreement": ((logits > 0).float() == y).float().mean()})
 
     def held_out() -> dict:
         p = PairJudge(judge, task, cfg.max_completion_length)(heldout["a_ids"], heldout["b_ids"])
         judge.train()
         return {"heldout_gold_agreement": decided_agreement(verdicts(p, cfg.tie_margin), heldout["gold"])}
 
-    train_loop("judge", one_step, total=cfg.steps, state_dict=lambda: {"optimizer": opt.state_dict()},
-               eval_fn=held_out if heldout is not None else None, eval_every=cfg.eval_every, log=log,
-               show_progress=show_progress)
-    judge.eval()
+    train_offline("judge", judge, None, cfg, batch_of, loss_of, log=log, max_grad_norm=max_grad_norm,
+                  show_progress=show_progress, threads=None, held_out=held_out if heldout is not None else None,
+                  mixed_precision=False)
     return log.rows
 
 

@@ -391,20 +391,61 @@ class ORPOConfig:
         _numbers("orpo", self, {"beta": {**POSITIVE, "why": " (λ; 0 would be SFT on the chosen answers)"}})
 
 
-@dataclass
+@dataclass(init=False)
 class RunConfig:
+    """A run's options: ``task``, ``model``, one section per registered trainer (``cfg.grpo``, …), run-wide options.
+
+    The trainer sections are the registry's (``course_lib.trainer.register``): ``RunConfig()``
+    holds each registered config class at its defaults, and ``RunConfig(grpo=GRPOConfig(...))`` or
+    ``dataclasses.replace(cfg, grpo=...)`` sets one. ``cfg.NAME`` reads a section.
+    """
+
     name: str = "cpu"
     task: TaskConfig = field(default_factory=TaskConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    sft: SFTConfig = field(default_factory=SFTConfig)
-    dpo: DPOConfig = field(default_factory=DPOConfig)
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    rm: RewardModelConfig = field(default_factory=RewardModelConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    kto: KTOConfig = field(default_factory=KTOConfig)
-    orpo: ORPOConfig = field(default_factory=ORPOConfig)
     max_grad_norm: float = 1.0
     checkpoint_every: int = 10
+    sections: dict = field(default_factory=dict)  # the trainer sections, in ``trainer.trainers()``' order
+
+    def __init__(self, name: str = "cpu", task: TaskConfig | None = None, model: ModelConfig | None = None,
+                 max_grad_norm: float = 1.0, checkpoint_every: int = 10, sections: dict | None = None, **trainers):
+        known = trainer_sections()
+        given = {**(sections or {}), **trainers}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise TypeError(f"RunConfig has no section {unknown[0]!r}; its trainer sections: {', '.join(known)}")
+        self.name, self.max_grad_norm, self.checkpoint_every = name, max_grad_norm, checkpoint_every
+        self.task = task if task is not None else TaskConfig()
+        self.model = model if model is not None else ModelConfig()
+        self.sections = {k: given[k] if k in given else cls() for k, cls in known.items()}
+
+    def __getattr__(self, name: str):
+        sections = self.__dict__.get("sections")
+        if sections is not None and name in sections:
+            return sections[name]
+        raise AttributeError(f"RunConfig has no option or section {name!r}")
+
+    def __setattr__(self, name: str, value) -> None:
+        sections = self.__dict__.get("sections")
+        if sections is not None and name in sections:
+            sections[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+
+def trainer_sections() -> dict[str, type]:
+    """``{section: config class}`` of the registered trainers (``course_lib.trainer.sections``)."""
+    from course_lib.trainer import sections
+
+    return sections()
+
+
+def _named(name: str, task: TaskConfig, model: ModelConfig, **run) -> RunConfig:
+    """A named config: each trainer section at its registered values for ``name`` (``gpu=``, ``test=``)."""
+    from course_lib.trainer import trainers
+
+    own = {kind: e.config(**getattr(e, name)) for kind, e in trainers().items()}
+    return RunConfig(name=name, task=task, model=model, **own, **run)
 
 
 def _cpu() -> RunConfig:
@@ -412,37 +453,13 @@ def _cpu() -> RunConfig:
 
 
 def _gpu() -> RunConfig:
-    return RunConfig(
-        name="gpu",
-        task=TaskConfig(digits=4, n_demos=4000, n_heldout=1000),
-        model=ModelConfig(n_layer=6, n_embd=256, n_head=8),
-        sft=SFTConfig(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
-        dpo=DPOConfig(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
-        grpo=GRPOConfig(steps=200, batch_prompts=128, num_generations=8, max_completion_length=7, eval_every=20),
-        # rm and ppo scaled too, with the same one spare token past the longest answer + <eos> (digits + 2)
-        rm=RewardModelConfig(pair_prompts=16384, heldout_prompts=1000, steps=500, batch_size=512, max_completion_length=7),
-        ppo=PPOConfig(steps=200, batch_prompts=1024, max_completion_length=7, eval_every=20),  # 1024 × 1 = GRPO's 128 × 8
-        kto=KTOConfig(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
-        orpo=ORPOConfig(steps=1800, batch_size=128, eval_every=150),  # SFT's + DPO's steps
-        checkpoint_every=50,
-    )
+    return _named("gpu", TaskConfig(digits=4, n_demos=4000, n_heldout=1000), ModelConfig(n_layer=6, n_embd=256, n_head=8),
+                  checkpoint_every=50)
 
 
 def _test() -> RunConfig:
-    return RunConfig(
-        name="test",
-        task=TaskConfig(digits=1, n_demos=40, n_heldout=30),
-        model=ModelConfig(n_layer=1, n_embd=32, n_head=2, n_positions=32),
-        sft=SFTConfig(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30),
-        dpo=DPOConfig(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4, eval_every=2),
-        grpo=GRPOConfig(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2),
-        rm=RewardModelConfig(pair_prompts=64, heldout_prompts=30, samples_per_prompt=8, max_completion_length=4,
-                             temperature=1.5, steps=20, batch_size=16, eval_every=10),
-        ppo=PPOConfig(steps=4, batch_prompts=16, max_completion_length=4, eval_every=2),
-        kto=KTOConfig(steps=4, batch_size=8, eval_every=2),
-        orpo=ORPOConfig(steps=4, batch_size=8, eval_every=2),
-        checkpoint_every=2,
-    )
+    return _named("test", TaskConfig(digits=1, n_demos=40, n_heldout=30),
+                  ModelConfig(n_layer=1, n_embd=32, n_head=2, n_positions=32), checkpoint_every=2)
 
 
 CONFIGS = {"cpu": _cpu, "gpu": _gpu, "test": _test}
@@ -466,7 +483,7 @@ def _kl_pair_check(g: GRPOConfig) -> tuple[bool, str]:
 def _objective_checks(g: GRPOConfig, t: TaskConfig) -> list[tuple[bool, str]]:
     """(ok, message) pairs for GSPO, CISPO and overlong shaping: each option where it has a meaning."""
     seq = g.importance_sampling_level == "sequence"
-    answer = t.digits + 2  # the longest answer plus <eos>
+    answer = t.answer_length  # the longest answer plus <eos>
     return [
         (not (seq and g.unit != "sequence_mean"),
          f"grpo.importance_sampling_level='sequence' (GSPO) clips one objective per completion, which only "
@@ -523,9 +540,9 @@ def validate(cfg: RunConfig) -> RunConfig:
     after construction); what is left here are the rules of the run as a whole: the task and the
     model, the run-wide options, and the lengths that tie the task and the model to every section.
     """
-    for section in (cfg.sft, cfg.dpo, cfg.grpo, cfg.rm, cfg.ppo, cfg.kto, cfg.orpo):
+    for section in cfg.sections.values():
         section.check()
-    g, d, t, m = cfg.grpo, cfg.dpo, cfg.task, cfg.model
+    g, t, m = cfg.grpo, cfg.task, cfg.model
     _numbers("task", t, {"digits": COUNT, "n_demos": COUNT,
                          "n_heldout": {**COUNT, "why": " (accuracy needs held-out prompts)"},
                          "teacher_error_rate": {"low": 0, "high": 1}, "seed": {"integer": True},
@@ -534,14 +551,14 @@ def validate(cfg: RunConfig) -> RunConfig:
     _numbers("model", m, {"n_layer": COUNT, "n_embd": COUNT, "n_head": COUNT, "n_positions": COUNT})
     _numbers("", cfg, {"max_grad_norm": {**POSITIVE, "why": " (0 would zero every update)"}, "checkpoint_every": COUNT})
     _refuse([(m.n_embd % m.n_head == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})")])
-    answer = t.digits + 2  # the longest answer plus <eos>
-    for label, section in (("grpo", g), ("dpo", d), ("rm", cfg.rm), ("ppo", cfg.ppo)):
-        if section.max_completion_length < answer:
-            raise ValueError(f"{label}.max_completion_length ({section.max_completion_length}) must leave room for the "
-                             f"longest answer plus <eos>: at least task.digits + 2 = {answer} tokens (raise "
-                             f"{label}.max_completion_length or lower task.digits)")
-    longest = 3 + 2 * t.digits + max(g.max_completion_length, d.max_completion_length, cfg.rm.max_completion_length,
-                                      cfg.ppo.max_completion_length)
+    answer = t.answer_length  # the longest answer plus <eos>
+    sampled = {label: s.max_completion_length for label, s in cfg.sections.items() if hasattr(s, "max_completion_length")}
+    short = [f"{label}.max_completion_length ({length}) must leave room for the longest answer plus <eos>: at least "
+             f"task.digits + 2 = {answer} tokens (raise {label}.max_completion_length or lower task.digits)"
+             for label, length in sampled.items() if length < answer]
+    if short:  # every section too short, in one message
+        raise ValueError("; ".join(short))
+    longest = t.prompt_length + max(sampled.values(), default=0)
     if longest > m.n_positions:
         raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + completion ({longest} tokens "
                          f"with task.digits={t.digits}): raise model.n_positions, or lower task.digits or a "
@@ -561,28 +578,27 @@ def validate(cfg: RunConfig) -> RunConfig:
         if g.max_staleness:
             raise ValueError(f"task.env {t.env!r} runs synchronously: grpo.max_staleness must be 0 "
                              f"(got {g.max_staleness})")
-        if 3 + 2 * t.digits + EpisodeLimits().max_tokens > m.n_positions:
+        if t.prompt_length + EpisodeLimits().max_tokens > m.n_positions:
             raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + episode "
-                             f"({3 + 2 * t.digits + EpisodeLimits().max_tokens} tokens)")
+                             f"({t.prompt_length + EpisodeLimits().max_tokens} tokens)")
+    return cfg
+
+
+def set_option(cfg: RunConfig, section: str, name: str, value) -> RunConfig:
+    """Set option ``section.name`` (``section`` ``"run"``: a run-wide option) in ``cfg``; checked by ``validate``."""
+    setattr(cfg if section == "run" else getattr(cfg, section), name, value)
     return cfg
 
 
 def to_dict(cfg: RunConfig) -> dict:
-    return dataclasses.asdict(cfg)
+    """The config as plain data: ``name``, ``task``, ``model``, one entry per trainer section, the run-wide options."""
+    return {"name": cfg.name, "task": dataclasses.asdict(cfg.task), "model": dataclasses.asdict(cfg.model),
+            **{k: dataclasses.asdict(v) for k, v in cfg.sections.items()},
+            "max_grad_norm": cfg.max_grad_norm, "checkpoint_every": cfg.checkpoint_every}
 
 
 def from_dict(data: dict) -> RunConfig:
-    return RunConfig(
-        name=data["name"],
-        task=TaskConfig(**data["task"]),
-        model=ModelConfig(**data["model"]),
-        sft=SFTConfig(**data["sft"]),
-        dpo=DPOConfig(**data["dpo"]),
-        grpo=GRPOConfig(**data["grpo"]),
-        rm=RewardModelConfig(**data.get("rm", {})),  # runs saved before rm/ppo existed have neither section
-        ppo=PPOConfig(**data.get("ppo", {})),
-        kto=KTOConfig(**data.get("kto", {})),  # runs saved before KTO/ORPO existed have neither section
-        orpo=ORPOConfig(**data.get("orpo", {})),
-        max_grad_norm=data["max_grad_norm"],
-        checkpoint_every=data["checkpoint_every"],
-    )
+    """``to_dict``'s inverse; a section a saved run lacks (a trainer added since) takes its defaults."""
+    return RunConfig(name=data["name"], task=TaskConfig(**data["task"]), model=ModelConfig(**data["model"]),
+                     **{k: cls(**data.get(k, {})) for k, cls in trainer_sections().items()},
+                     max_grad_norm=data["max_grad_norm"], checkpoint_every=data["checkpoint_every"])

@@ -21,24 +21,21 @@ import time
 import torch
 
 from course_lib.configs import DPOConfig
-from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
 from course_lib.policy_loss import aggregate, kl_estimate
 from course_lib.preference import dpo_terms, implicit_reward, ipo_loss, simpo_loss
-from course_lib.rewards import resolve_reward
+from course_lib.rewards import resolve_reward, reward_source
 from course_lib.rollout import sample_groups
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
     autocast,
-    clip_gradients,
-    make_optimizer,
     progress,
-    set_threads,
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import StageContext, StageResult, register, train_offline
+from course_lib.utilisation import supervised_run_flops
 
 PAIR_CHUNK = 256  # prompts sampled per generate call while building pairs (one progress tick each)
 
@@ -219,52 +216,25 @@ def random_pairs(data: dict, keys, batch_size: int, generator: torch.Generator, 
     return batch_of
 
 
-def train_offline(name: str, model, task: AdditionTask, cfg, batch_of, loss_of, *, log: MetricsLog | None = None,
-                  state: dict | None = None, max_grad_norm: float = 1.0, steps: int | None = None, checkpoint=None,
-                  checkpoint_every: int = 10, show_progress: bool = True,
-                  threads: int | None = DEFAULT_THREADS) -> dict:
-    """The one step loop of the offline preference trainers (DPO and its variants, KTO, ORPO).
-
-    Each step takes ``batch_of(step)`` (a dict of tensors already on the model's device), computes
-    ``loss_of(batch, validate) -> (loss, stats)`` under autocast (``validate`` only on the first
-    step: the inputs are checked once), and makes one clipped AdamW step at ``cfg.learning_rate``;
-    held-out accuracy every ``cfg.eval_every`` steps. ``state`` resumes optimizer, step and seconds
-    (the caller restores the RNG); ``checkpoint(step, {"optimizer": …}, seconds)`` is called every
-    ``checkpoint_every`` steps, at the end and before stopping on a requested stop (Ctrl-C).
-    """
-    set_threads(threads)
-    device = next(model.parameters()).device
-    opt = make_optimizer(model, cfg.learning_rate)
-    if state is not None:
-        opt.load_state_dict(state["optimizer"])
-    first = state["step"] if state is not None else 0  # the first step checks its inputs; then no checks
-    model.train()
-
-    def one_step(step: int) -> dict:
-        t0 = time.perf_counter()
-        batch = batch_of(step)
-        with autocast(device):
-            loss, stats = loss_of(batch, step == first)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(model, max_grad_norm)
-        opt.step()
-        return {**stats, "update_seconds": time.perf_counter() - t0}
-
-    def held_out() -> dict:
-        out = evaluate(model, task)
-        model.train()
-        return out
-
-    done = train_loop(name, one_step, total=cfg.steps if steps is None else steps, state=state,
-                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
-                      log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
-                      postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})
-    model.eval()
-    return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+def dpo_passport(cfg, info: dict) -> dict:
+    """DPO's passport sections (``course_lib.passport``)."""
+    d = cfg.dpo
+    loss = {"sigmoid": "DPO", "ipo": "IPO", "simpo": "SimPO"}[d.loss_type]
+    return dict(
+        data_and_policy={"examples": f"preference pairs from {d.pair_prompts} prompts × {d.samples_per_prompt} samples",
+                         "generated_by": "the SFT checkpoint, once, before training (offline)",
+                         "reuse": "pairs reused for every step", "overlap": "held-out prompts excluded"},
+        reward_contract={"source": reward_source("strict") + ", used only to label chosen vs rejected",
+                         "granularity": "once per completion", "truncation": "a truncated sample is a rejected answer"},
+        optimisation={"algorithm": f"offline {loss}, beta={d.beta}" + (f", + rpo_alpha={d.rpo_alpha} × NLL(chosen)" if d.rpo_alpha else ""),
+                      "roles": ["policy", "reference (log-probs cached once)"] if d.loss_type != "simpo" else ["policy"],
+                      "kl": "implicit, through beta and the reference ratio", "averaging_unit": "mean over pairs"},
+    )
 
 
-@register("dpo")
+@register("dpo", DPOConfig, passport=dpo_passport,
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=2 * cfg.dpo.batch_size), gpu=dict(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
+          test=dict(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4, eval_every=2))
 def dpo_stage(ctx: StageContext) -> StageResult:
     """``train dpo``: pairs from the SFT policy (cached reference log-probs; kept in the checkpoint), then DPO."""
     if ctx.state is not None:

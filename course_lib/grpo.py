@@ -72,24 +72,37 @@ import torch
 from course_lib import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.advantages import compute_advantages
 from course_lib.behaviour import behaviour_weights, mismatch, mismatched_sampler, sampler_entry
-from course_lib.configs import GRPOConfig
+from course_lib.configs import GSPO_PAPER_EPSILONS, GRPOConfig
 from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
-from course_lib.policy_loss import aggregate, kl_estimate, kl_shaped_rewards, surrogate
-from course_lib.rewards import grpo_reward
+from course_lib.policy_loss import (
+    aggregate,
+    kl_estimate,
+    kl_shaped_rewards,
+    surrogate,
+)
+from course_lib.rewards import grpo_reward, reward_granularity, reward_source
 from course_lib.rollout import collect_rollouts, next_length_cap, sequence_logprobs
 from course_lib.rollout_worker import RolloutWorker
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
     autocast,
-    clip_gradients,
     make_optimizer,
+    optimizer_step,
     set_threads,
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import (
+    ONLINE_STALENESS,
+    SYNCHRONOUS,
+    StageContext,
+    StageResult,
+    register,
+    train_loop,
+)
+from course_lib.utilisation import grpo_run_flops
 
 
 def kl_logged_only(ref_model, cfg: GRPOConfig) -> bool:
@@ -203,9 +216,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
         return full.index_copy(0, rest, rest_logps.to(full.dtype))
 
     for _ in range(cfg.num_iterations):
-        if rows is not None and len(rows) == 0:  # nothing informative: a zero gradient, still an optimiser step
-            for p in model.parameters():
-                p.grad = torch.zeros_like(p) if p.requires_grad else None
+        nothing = rows is not None and len(rows) == 0  # nothing informative: a zero gradient, still an optimiser step
+        if nothing:
             objective = torch.zeros_like(loss_mask)
             clipped = torch.zeros_like(loss_mask, dtype=torch.bool)
             if ref_logps is not None and kl_value is None:
@@ -243,12 +255,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                 objective = objective - cfg.beta * kl_estimate(logps, ref_logps, cfg.kl_estimator, validate=validate)
             if rows is not None:  # the left-out rows' objective is exactly 0: put the rest back in its place
                 objective, clipped = restore_rows(objective, rows, loss_mask), restore_rows(clipped, rows, loss_mask)
-            opt.zero_grad(set_to_none=True)
         loss = -aggregate(objective, loss_mask, unit=cfg.unit, max_length=cfg.max_completion_length, validate=validate)
-        if loss.requires_grad:
-            loss.backward()
-        clip_gradients(model, max_grad_norm)
-        opt.step()
+        optimizer_step(loss, max_grad_norm, (model, opt), zero_gradient=nothing)
         losses.append(loss.detach())
     with torch.no_grad():  # diagnostic of the last inner epoch, over the tokens in the loss
         clip_fraction = aggregate(clipped.to(loss_mask.dtype), loss_mask, unit="token_mean", validate=validate)
@@ -425,9 +433,7 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
     if caps:
         extra["length_caps"] = {"min": min(caps), "max": max(caps), "mean": sum(caps) / len(caps)}
     if not asynchronous:
-        return {"placement": "colocated: one process, generation and training share the weights",
-                "loop": "synchronous (generate, then update)",
-                "staleness": "none beyond the inner epochs on one rollout",
+        return {**SYNCHRONOUS, "staleness": ONLINE_STALENESS,
                 "max_staleness": 0, "trainer_cpu_seconds": trainer_cpu_seconds, **extra}
     seen = [r["staleness"] for r in rows if r.get("staleness") is not None]
     if cfg.vllm_importance_sampling_correction:
@@ -445,7 +451,80 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
             "trainer_cpu_seconds": trainer_cpu_seconds, "worker_cpu_seconds": worker_cpu_seconds, **extra}
 
 
-@register("grpo", completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True)
+def grpo_passport(cfg, info: dict) -> dict:
+    """GRPO's passport sections (``course_lib.passport``) and §12's six choices.
+
+    ``info["reference"]``: whether the run kept a frozen reference (default: when β > 0; the
+    pipeline always keeps one to log the KL). Without ``info["loop"]`` (what ran) the systems
+    fields say what the config would run: a rollout worker with ``max_staleness`` > 0.
+    """
+    g, systems = cfg.grpo, info["systems"]
+    zv = {"keep": "kept with zero advantage", "drop": "dropped from the batch",
+          "resample": f"dropped and refilled with fresh prompts (DAPO dynamic sampling, ≤{g.max_resample_rounds} extra rounds)"}[g.zero_variance]
+    adv = {"grpo": "GRPO (r − mean)/std, population std", "rloo": "RLOO leave-one-out", "dr_grpo": "Dr. GRPO r − mean, no std"}[g.advantage]
+    reference = g.beta > 0 if info["reference"] is None else info["reference"] or g.beta > 0
+    if g.beta > 0 and g.kl_placement == "loss":
+        kl = f"in the loss, per token (differentiated), beta={g.beta}, estimator {g.kl_estimator}"
+    elif g.beta > 0:
+        kl = (f"in the reward, per sequence (sum over tokens, folded in before the baseline), beta={g.beta}, "
+              f"estimator {g.kl_estimator}")
+    else:
+        kl = "none in the objective (beta=0)"
+    kl += "; KL to the reference logged every step (k3, per token)" if reference else "; no reference model kept"
+    trunc = "truncated completions masked out of the loss" if g.mask_truncated else "truncated completions get the checker's reward (strict: 0)"
+    if g.soft_punish_cache:  # DAPO's overlong shaping is part of the reward: disclosed with it
+        trunc += (f"; overlong shaping (DAPO): a penalty falling from 0 to −1 over the last {g.soft_punish_cache} "
+                  f"token(s) up to {g.max_completion_length}, added to the reward")
+    clip = f"epsilon={g.epsilon}, epsilon_high={g.epsilon_high}"
+    if g.loss_type == "cispo":
+        clip = f"CISPO: importance weight capped at epsilon_high={g.epsilon_high} (constant), no token loses its gradient"
+    elif g.importance_sampling_level == "sequence":
+        clip = f"GSPO: one length-normalised ratio per completion, clipped; {clip}"
+        if (g.epsilon, g.epsilon_high) != GSPO_PAPER_EPSILONS:
+            clip += (f" (the GSPO paper and TRL's docs clip at epsilon={GSPO_PAPER_EPSILONS[0]}, "
+                     f"epsilon_high={GSPO_PAPER_EPSILONS[1]}: a sequence ratio moves far less than a token's)")
+    roles = ["policy", "old policy (frozen log-probs)" if g.num_iterations > 1 else "old policy = current (mu=1)"]
+    if reference:
+        roles.append("reference (frozen SFT copy)" + ("" if g.beta > 0 else ", only to measure the KL"))
+    systems["staleness"] = ONLINE_STALENESS
+    if g.max_staleness > 0 and info["loop"] is None:  # derived from the config: what would run
+        systems.update(placement="two processes: a rollout worker samples, the trainer updates",
+                       loop=f"asynchronous, max_staleness={g.max_staleness}",
+                       staleness=f"rollouts up to {g.max_staleness} optimiser steps old")
+    systems["sampler"] = sampler_entry(g)
+    info["environment_tokens_in_loss"] = not g.mask_env_tokens
+    return dict(
+        data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} completions per step",
+                         "generated_by": (f"the current actor, temperature {g.temperature}" if g.max_staleness == 0 else
+                                          f"the actor of {g.max_staleness} optimiser steps ago (a rollout worker), "
+                                          f"temperature {g.temperature}"), "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
+                         "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
+        reward_contract={"source": reward_source(g.reward), "granularity": reward_granularity(g.reward), "truncation": trunc,
+                         "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 11_reward_hacking"},
+        optimisation={"algorithm": "on-policy" if g.max_staleness == 0 else
+                      f"off-policy by up to {g.max_staleness} step(s), clipped ratio pi_theta/pi_old kept apart from "
+                      f"the behaviour correction pi_old/pi_behaviour", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
+                      "kl_estimator": g.kl_estimator, "beta": g.beta, "averaging_unit": g.unit,
+                      "clip": clip, "zero_variance_groups": zv},
+        systems=systems,
+        six_choices={
+            "reward_definition": reward_source(g.reward),
+            "zero_variance_groups": zv,
+            "averaging_unit": g.unit,
+            "kl_placement_and_coefficient": kl,
+            "rollout_freshness": (f"fresh every step; mu={g.num_iterations}" if g.max_staleness == 0 else
+                                  f"sampled max_staleness={g.max_staleness} steps behind; mu={g.num_iterations}"),
+            "prompt_difficulty_and_length": f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); max_completion_length={g.max_completion_length}"
+                                            + ("" if g.adaptive_length_quantile is None else
+                                               f"; adaptive cap: the {g.adaptive_length_quantile} quantile of the last "
+                                               f"step's lengths + {g.adaptive_length_margin}"),
+        },
+    )
+
+
+@register("grpo", GRPOConfig, passport=grpo_passport, flops=grpo_run_flops, env=True, controls=("sft", "rft"), completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
+          gpu=dict(steps=200, batch_prompts=128, num_generations=8, max_completion_length=7, eval_every=20),
+          test=dict(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2))
 def grpo_stage(ctx: StageContext) -> StageResult:
     """``train grpo``: the GRPO family from the SFT policy; the SFT weights are the reference (KL logged)."""
     res = train_grpo(ctx.model, ctx.task, ctx.cfg.grpo, generator=ctx.generator, reference_state=ctx.sft_weights,

@@ -37,15 +37,17 @@ import time
 import torch
 
 from course_lib.configs import KTOConfig
-from course_lib.dpo import build_preference_pairs, reference_logprobs, train_offline
+from course_lib.dpo import build_preference_pairs, reference_logprobs
 from course_lib.model import completion_logprobs
 from course_lib.preference import kto_loss, kto_reference_point, mismatched_order
+from course_lib.rewards import reward_source
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register
+from course_lib.trainer import StageContext, StageResult, register, train_offline
+from course_lib.utilisation import kto_run_flops
 
 FIELDS = ("ids", "attention", "completion")
 
@@ -189,7 +191,29 @@ def train_kto(
                          checkpoint_every=checkpoint_every, show_progress=show_progress, threads=threads)
 
 
-@register("kto")
+def kto_passport(cfg, info: dict) -> dict:
+    """KTO's passport sections (``course_lib.passport``)."""
+    d, k = cfg.dpo, cfg.kto
+    return dict(
+        data_and_policy={"examples": f"unpaired answers: DPO's preference pairs from {d.pair_prompts} prompts × "
+                                     f"{d.samples_per_prompt} samples, taken apart (chosen = desirable, rejected = "
+                                     f"undesirable; desirable_fraction={k.desirable_fraction})",
+                         "generated_by": "the SFT checkpoint, once, before training (offline)",
+                         "reuse": "batches fixed once and repeated in order (TRL's sequential sampling)",
+                         "overlap": "held-out prompts excluded"},
+        reward_contract={"source": reward_source("strict") + ", used only to label desirable vs undesirable",
+                         "granularity": "once per completion (binary label)",
+                         "truncation": "a truncated sample is an undesirable answer"},
+        optimisation={"algorithm": f"offline KTO, beta={k.beta}, desirable_weight={k.desirable_weight}, "
+                                   f"undesirable_weight={k.undesirable_weight}",
+                      "roles": ["policy", "reference (log-probs of answers and mismatched pairs cached once)"],
+                      "kl": "reference point z0: detached batch KL estimate on mismatched pairs, clamped at 0",
+                      "averaging_unit": "mean over answers"},
+    )
+
+
+@register("kto", KTOConfig, passport=kto_passport, flops=kto_run_flops, gpu=dict(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
+          test=dict(steps=4, batch_size=8, eval_every=2))
 def kto_stage(ctx: StageContext) -> StageResult:
     """``train kto``: DPO's pairs from the SFT policy taken apart, reference log-probs cached, then KTO."""
     if ctx.state is not None:

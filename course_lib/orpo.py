@@ -30,17 +30,19 @@ import time
 import torch
 
 from course_lib.configs import ORPOConfig
-from course_lib.dpo import build_preference_pairs, random_pairs, train_offline
+from course_lib.dpo import build_preference_pairs, random_pairs
 from course_lib.evaluation import evaluate
 from course_lib.model import build_model, completion_logprobs
 from course_lib.policy_loss import aggregate
 from course_lib.preference import odds_ratio_penalty
+from course_lib.rewards import reward_source
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register
+from course_lib.trainer import StageContext, StageResult, register, train_offline
+from course_lib.utilisation import supervised_run_flops
 
 CERTAIN = -1e-6  # the largest mean token log-prob the odds see (see the module docstring)
 PAIR_KEYS = tuple(f"{side}_{f}" for side in ("chosen", "rejected") for f in ("ids", "attention", "completion"))
@@ -101,7 +103,27 @@ def base_weights(cfg, task: AdditionTask, seed: int) -> dict:
         return build_model(cfg.model, task.tokenizer).state_dict()
 
 
-@register("orpo")
+def orpo_passport(cfg, info: dict) -> dict:
+    """ORPO's passport sections (``course_lib.passport``)."""
+    d, o = cfg.dpo, cfg.orpo
+    return dict(
+        data_and_policy={"examples": f"DPO's preference pairs from {d.pair_prompts} prompts × {d.samples_per_prompt} "
+                                     "samples; the chosen answers are the SFT data",
+                         "generated_by": "the SFT checkpoint, once (offline); the policy restarts from the base model",
+                         "reuse": "pairs sampled with replacement every step", "overlap": "held-out prompts excluded"},
+        reward_contract={"source": reward_source("strict") + ", used only to label chosen vs rejected",
+                         "granularity": "once per completion", "truncation": "a truncated sample is a rejected answer"},
+        optimisation={"algorithm": f"ORPO, one stage from the base model: NLL(chosen) + beta={o.beta} × odds-ratio "
+                                   "penalty", "roles": ["policy"], "kl": "none (no reference model)",
+                      "averaging_unit": "NLL: token mean over chosen completions; penalty: mean over pairs"},
+    )
+
+
+@register("orpo", ORPOConfig, passport=orpo_passport,  # chosen and rejected, forward + backward; no reference
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=2 * cfg.orpo.batch_size), gpu=dict(steps=1800, batch_size=128, eval_every=150),  # SFT's + DPO's steps
+          test=dict(steps=4, batch_size=8, eval_every=2),
+          recipe_stage="ORPO starts from the base model by definition (SFT and preference in one stage), so it "
+                       "cannot continue a previous stage's policy: run `train orpo` on its own")
 def orpo_stage(ctx: StageContext) -> StageResult:
     """``train orpo``: DPO's pairs from the SFT policy, then the policy reset to its base weights and ORPO."""
     if ctx.state is not None:

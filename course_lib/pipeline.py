@@ -24,7 +24,6 @@ Simplification: one process, one device, stages run one after the other (a GRPO 
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import time
 from pathlib import Path
@@ -53,26 +52,13 @@ from course_lib.runtime import (
     set_threads,
 )
 from course_lib.sft import train_sft
-from course_lib.trainer import TRAINERS, StageContext
+from course_lib.trainer import StageContext, entry, trainers
 from course_lib.utilisation import mfu_entry
 
-# Each trainer module registers its stage when imported (course_lib.trainer.register); a new trainer
-# is one more module here.
-TRAINER_MODULES = ("course_lib.sft", "course_lib.dpo", "course_lib.grpo", "course_lib.reward_model", "course_lib.ppo",
-                   "course_lib.kto", "course_lib.orpo")
-for _module in TRAINER_MODULES:
-    importlib.import_module(_module)
-KINDS = tuple(TRAINERS)
+KINDS = tuple(trainers())  # the course's own trainers; a trainer registered later is in trainers()
 CONTROLS = ("sft", "rft")  # the same wall-clock on more SFT | RFT on GRPO's prompts (course_lib.rft)
 RUN_FILES = ("checkpoint.pt", "checkpoint.pt.tmp", "sft.pt", "sft.pt.tmp", "metrics.jsonl", "sft_metrics.jsonl",
              "summary.json", "passport.json", "dashboard.png", "reward_model.json")
-ENV_KINDS = ("sft", "grpo")  # the trainers that run episodes with an environment (task.env)
-ENV_REFUSED = {  # why a trainer does not run episodes yet (said in the refusal)
-    "ppo": "PPO's critic and GAE (course_lib.ppo) read every completion position as a policy state, one contiguous "
-           "run from the prompt; an episode interleaves the environment's tokens, whose values and advantages would "
-           "have to be skipped (GAE over the policy's tokens only, the critic bootstrapping across each observation). "
-           "Not implemented: use grpo with --env",
-}
 ACCURACY_KEYS = ("accuracy", "loose_accuracy", "accuracy_carry", "accuracy_no_carry")
 
 
@@ -153,19 +139,20 @@ def run(
     ``resume=True`` continues ``out`` with its saved options (``cfg`` must be None).
     Raises ``runtime.Interrupted`` after saving a checkpoint when a stop was requested (Ctrl-C).
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    registered = entry(kind)  # a ValueError names the registered trainers
     control = "sft" if control is True else (control or None)
     if control is not None and control not in CONTROLS:
         raise ValueError(f"control must be one of {CONTROLS} (or True for 'sft'); got {control!r}")
-    if control == "rft" and kind != "grpo":
-        raise ValueError(f"control='rft' is GRPO's control (same prompts, samples and steps); kind is {kind!r}")
-    if cfg is not None and cfg.task.env and (kind not in ENV_KINDS or control):
-        raise ValueError(f"task.env (--env) runs with {' and '.join(ENV_KINDS)} and no control; got kind {kind!r}"
+    if control == "rft" and "rft" not in registered.controls:
+        owners = "/".join(k.upper() for k, e in trainers().items() if "rft" in e.controls)
+        raise ValueError(f"control='rft' is {owners}'s control (same prompts, samples and steps); kind is {kind!r}")
+    if cfg is not None and cfg.task.env and (registered.env is not True or control):
+        episodes = " and ".join(k for k, e in trainers().items() if e.env is True)
+        raise ValueError(f"task.env (--env) runs with {episodes} and no control; got kind {kind!r}"
                          + (f" with control {control!r}" if control else "")
-                         + (f": {ENV_REFUSED[kind]}" if kind in ENV_REFUSED else ""))
-    if control and kind == "rm":
-        raise ValueError("control (--control) compares RL with more SFT; an rm run trains no policy")
+                         + (f": {registered.env}" if isinstance(registered.env, str) else ""))
+    if control and not registered.trains_policy:
+        raise ValueError(f"control (--control) compares RL with more SFT; an {kind} run trains no policy")
     out = Path(out)
     wall_start = time.perf_counter()
     say = print if verbose else (lambda *a, **k: None)
@@ -194,7 +181,7 @@ def run(
     if not resume:
         prepare_out(out, overwrite, kind)
     task, model = build_policy(cfg, seed=seed, device=device)
-    spec = {"grpo": cfg.grpo.reward, "ppo": cfg.ppo.reward}.get(kind, "")
+    spec = getattr(section, "reward", "")
     if spec.startswith("rm:"):
         resolve_reward(spec, task)  # a bad reward-model directory fails now, not after the SFT stage
     dev = next(model.parameters()).device
@@ -272,7 +259,7 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if kind != "sft":
         say(f"[course_lib] SFT policy held-out accuracy {sft['eval']['accuracy']:.3f}")
-    entry = TRAINERS[kind]
+    registered = entry(kind)
     gen, stage_state, log = None, None, sft["log"]
     if kind != "sft":
         gen = rl_generator(seed)
@@ -290,17 +277,17 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, state=stage_state, log=log,
                        checkpoint=checkpoint, sft_weights=sft_weights, generator=gen, sft=sft, say=say,
                        show_progress=show_progress)
-    result = entry.stage(ctx)
+    result = registered.stage(ctx)
     final = result.final
     if final is None:
-        length = entry.completion_length(cfg) if entry.completion_length else None
-        final = evaluate(model, task, max_completion_length=length) if entry.trains_policy else sft["eval"]
+        length = registered.completion_length(cfg) if registered.completion_length else None
+        final = evaluate(model, task, max_completion_length=length) if registered.trains_policy else sft["eval"]
     control_accuracy = None
     if control and kind != "sft":
         control_accuracy = run_control(control, cfg, out, task, next(model.parameters()).device, sft_weights,
                                        seed=seed, steps=result.steps, rl_seconds=result.rl_seconds,
                                        show_progress=show_progress, say=say)
-    return write_outputs(kind, cfg, out, model, common, entry, result, sft, final, control, control_accuracy,
+    return write_outputs(kind, cfg, out, model, common, registered, result, sft, final, control, control_accuracy,
                          log.rows, say, wall_start)
 
 
@@ -326,14 +313,14 @@ def run_control(control, cfg, out, task, device, sft_weights, *, seed, steps, rl
     return res["accuracy"]
 
 
-def write_outputs(kind, cfg, out, model, common, entry, result, sft, final, control, control_accuracy, rows, say,
+def write_outputs(kind, cfg, out, model, common, registered, result, sft, final, control, control_accuracy, rows, say,
                   wall_start) -> dict:
     """summary.json, passport.json and dashboard.png; the closing lines. Returns the summary."""
     rl_seconds = result.rl_seconds
     gen_s = sum(r.get("gen_seconds", 0.0) for r in rows)
     upd_s = sum(r.get("update_seconds", 0.0) for r in rows)
     split = {"generation_seconds": gen_s, "update_seconds": upd_s,
-             "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if entry.time_split else None
+             "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if registered.time_split else None
     dev = next(model.parameters()).device
     # the seconds the counted FLOPs ran in: the reward model's training, without sampling and labelling its pairs
     seconds = {"sft": sft["seconds"], "rm": result.summary.get("reward_model", {}).get("train_seconds")}.get(kind)

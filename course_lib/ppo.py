@@ -34,7 +34,7 @@ Simplifications, said out loud:
 - One minibatch per epoch (the whole batch), no early stopping on KL, no adaptive KL controller.
 - The GAE recursion assumes each completion's mask is a contiguous run starting at the first
   completion position (true for our sampler: tokens up to and including ``<eos>``).
-- No environments (``task.env``): ``train ppo --env`` is refused (``pipeline.ENV_REFUSED``). An episode's
+- No environments (``task.env``): ``train ppo --env`` is refused (its ``register`` line's ``env=``). An episode's
   policy tokens are not one contiguous run (the environment writes between turns), so GAE would have
   to run over the policy's positions only, with the critic's value at the last policy token before an
   observation bootstrapping from the first one after it. GRPO needs none of that: one advantage per
@@ -59,21 +59,27 @@ from course_lib.model import (
     position_ids,
 )
 from course_lib.policy_loss import aggregate, clipped_surrogate, clipped_value_loss, kl_estimate
-from course_lib.reward_model import read_info
-from course_lib.rewards import REWARD_MODEL_PREFIX, resolve_reward
+from course_lib.reward_model import passport_fields, read_info
+from course_lib.rewards import (
+    REWARD_MODEL_PREFIX,
+    resolve_reward,
+    reward_granularity,
+    reward_source,
+)
 from course_lib.rollout import sample_groups
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
     autocast,
-    clip_gradients,
     make_optimizer,
+    optimizer_step,
     read_metrics,
     set_threads,
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import ONLINE_STALENESS, StageContext, StageResult, register, train_loop
+from course_lib.utilisation import ppo_run_flops
 
 
 # ---- the critic --------------------------------------------------------------------------------------
@@ -158,13 +164,8 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         policy_loss = -aggregate(objective, mask, unit="token_mean", validate=False)
         v_tok, v_clipped = clipped_value_loss(values, old_values, returns, cfg.cliprange_value)
         value_loss = aggregate(v_tok, mask, unit="token_mean", validate=False)
-        opt.zero_grad(set_to_none=True)
-        critic_opt.zero_grad(set_to_none=True)
-        (policy_loss + value_loss).backward()  # separate models: each optimizer sees only its own loss
-        clip_gradients(policy, max_grad_norm)
-        clip_gradients(critic, max_grad_norm)
-        opt.step()
-        critic_opt.step()
+        # separate models: each optimizer sees only its own loss
+        optimizer_step(policy_loss + value_loss, max_grad_norm, (policy, opt), (critic, critic_opt))
         pol_losses.append(policy_loss.detach())
         val_losses.append(value_loss.detach())
     with torch.no_grad():
@@ -281,7 +282,35 @@ def critic_passport(cfg: PPOConfig, memory: dict | None = None) -> dict:
     return out
 
 
-@register("ppo", completion_length=lambda cfg: cfg.ppo.max_completion_length)
+def ppo_passport(cfg, info: dict) -> dict:
+    """PPO's passport sections (``course_lib.passport``); ``info["memory"]``: ``train_ppo``'s measured bytes."""
+    p = cfg.ppo
+    info["systems"]["staleness"] = ONLINE_STALENESS
+    out = dict(
+        data_and_policy={"examples": f"online trajectories: {p.batch_prompts} prompts × {p.num_generations} completion(s) per step",
+                         "generated_by": f"the current actor, temperature {p.temperature}",
+                         "reuse": f"each rollout used for {p.num_ppo_epochs} PPO epoch(s), then discarded",
+                         "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
+        reward_contract={"source": reward_source(p.reward), "granularity": reward_granularity(p.reward) + ", on its last token",
+                         "truncation": "a truncated completion gets what the reward says (strict: 0)"},
+        optimisation={"algorithm": "PPO, on-policy, learned critic", "advantage": f"GAE(gamma={p.gamma}, lambda={p.lam})",
+                      "roles": ["policy", "critic (trained)"] + (["reference (frozen SFT copy)"] if p.kl_coef > 0 else []),
+                      "kl": (f"in the reward, per token, k1, kl_coef={p.kl_coef}" if p.kl_coef > 0 else "none (kl_coef=0)"),
+                      "averaging_unit": "token_mean", "clip": f"cliprange={p.cliprange}, cliprange_value={p.cliprange_value}"},
+        critic=critic_passport(p, info["memory"]),
+    )
+    if info["reward_model_info"] is not None:
+        out["reward_model"] = passport_fields(info["reward_model_info"])
+    return out
+
+
+@register("ppo", PPOConfig, passport=ppo_passport, flops=ppo_run_flops,
+          env="PPO's critic and GAE (course_lib.ppo) read every completion position as a policy state, one contiguous "
+              "run from the prompt; an episode interleaves the environment's tokens, whose values and advantages would "
+              "have to be skipped (GAE over the policy's tokens only, the critic bootstrapping across each "
+              "observation). Not implemented: use grpo with --env", completion_length=lambda cfg: cfg.ppo.max_completion_length,
+          gpu=dict(steps=200, batch_prompts=1024, max_completion_length=7, eval_every=20),  # 1024 × 1 = GRPO's 128 × 8
+          test=dict(steps=4, batch_prompts=16, max_completion_length=4, eval_every=2))
 def ppo_stage(ctx: StageContext) -> StageResult:
     """``train ppo``: PPO from the SFT policy with a critic initialised from it; reference = the SFT weights."""
     spec = ctx.cfg.ppo.reward

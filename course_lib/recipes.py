@@ -66,9 +66,6 @@ from course_lib.evaluation import evaluate, reference_kl, sampled_eval
 from course_lib.model import build_model, n_params
 from course_lib.passport import format_passport, passport
 from course_lib.pipeline import build_policy
-from course_lib.rewards import resolve_reward
-from course_lib.rft import train_rft
-from course_lib.rollout import collect_rollouts
 from course_lib.runtime import (
     DEFAULT_THREADS,
     Interrupted,
@@ -79,17 +76,30 @@ from course_lib.runtime import (
     save_checkpoint,
     set_threads,
 )
-from course_lib.sft import train_sft
+from course_lib.sft import sft_from_context
 from course_lib.sources import cite
-from course_lib.trainer import TRAINERS, StageContext
+from course_lib.trainer import (
+    STAGES,
+    StageContext,
+    StageResult,
+    StageStopped,
+    register_stage,
+    trainers,
+)
 
-# ORPO is SFT and preference in one stage from the base model, by definition: it cannot continue a stage's policy
-NOT_A_STAGE = {"orpo": "ORPO starts from the base model by definition (SFT and preference in one stage), so it cannot "
-                       "continue a previous stage's policy: run `train orpo` on its own"}
-STAGE_KINDS = ("pretrain", "sft",
-               *sorted(k for k, e in TRAINERS.items() if e.trains_policy and k not in ("sft", *NOT_A_STAGE)),
-               "rft")  # stable order
-SECTION = {"rft": "grpo", "pretrain": "sft"}  # the config section a stage kind reads (default: its own name)
+
+def stage_kinds() -> tuple[str, ...]:
+    """The kinds a recipe's stage can be: ``pretrain``, ``sft``, every registered trainer that can continue a
+    policy (``register(recipe_stage=True)``), ``rft``."""
+    own = sorted(k for k, e in trainers().items() if e.recipe_stage is True and k != "sft")
+    return ("pretrain", "sft", *own, "rft")
+
+
+def _section(kind: str) -> str:
+    """The config section a stage kind reads."""
+    return STAGES[kind].section if kind in STAGES else kind
+
+
 FIXED = ("model.", "task.digits", "task.n_heldout", "task.seed")  # shared by every stage of a recipe
 PASS_K = 8  # samples per held-out prompt for pass@k
 KL_SAMPLES = 4  # samples per held-out prompt for the KL measurements
@@ -110,17 +120,16 @@ RECIPES = {  # name -> (the stages for a config, one line on what it is)
 }
 
 
-class StageStopped(Exception):
-    """A stage could not start; the stages finished before it are kept."""
-
-
 # ---- the list of stages ------------------------------------------------------------------------------
 def _field_type(section: str, name: str):
-    owner = configs.RunConfig if section == "run" else type(getattr(configs.RunConfig(), section))
-    fields = {f.name: f.type for f in dataclasses.fields(owner)}
+    owner = configs.RunConfig if section == "run" else configs.trainer_sections().get(section)
+    if owner is None:  # task, model
+        owner = type(getattr(configs.RunConfig(), section))
+    fields = {f.name: f.type for f in dataclasses.fields(owner) if f.name != "sections"}
     if name not in fields:
         raise ValueError(f"{section} has no option {name!r}; its options: {', '.join(sorted(fields))}")
-    return {"int": int, "float": float, "str": str, "bool": bool}.get(str(fields[name]), str)
+    typ = fields[name] if isinstance(fields[name], str) else fields[name].__name__  # an annotation, or a class
+    return {"int": int, "float": float, "str": str, "bool": bool}.get(typ, str)
 
 
 def _key(kind: str, key: str) -> tuple[str, str]:
@@ -130,8 +139,8 @@ def _key(kind: str, key: str) -> tuple[str, str]:
     elif key in ("max_grad_norm", "checkpoint_every"):
         section, name = "run", key
     else:
-        section, name = SECTION.get(kind, kind), key
-    sections = ("run",) + tuple(f.name for f in dataclasses.fields(configs.RunConfig) if f.name != "name")
+        section, name = _section(kind), key
+    sections = ("run", "task", "model", *configs.trainer_sections(), "max_grad_norm", "checkpoint_every")
     if section not in sections:
         raise ValueError(f"stage option {key!r}: no config section {section!r}; sections: {', '.join(sections)}")
     if any(f"{section}.{name}".startswith(fixed) for fixed in FIXED):
@@ -185,10 +194,10 @@ def parse_stages(spec) -> list[dict]:
     out = []
     for stage in stages:
         kind = stage.get("kind")
-        if kind not in STAGE_KINDS:
-            hint = f" ({NOT_A_STAGE[kind]})" if kind in NOT_A_STAGE else (
-                " (a reward model trains no policy)" if kind in TRAINERS else "")
-            raise ValueError(f"unknown stage {kind!r}{hint}; stages are one of {STAGE_KINDS}, "
+        if kind not in stage_kinds():
+            why = trainers()[kind].recipe_stage if kind in trainers() else None
+            hint = f" ({why})" if why else ""
+            raise ValueError(f"unknown stage {kind!r}{hint}; stages are one of {stage_kinds()}, "
                              f"recipes one of {tuple(RECIPES)}")
         out.append({"kind": kind, **{k: _parse_value(kind, k, v) for k, v in stage.items() if k != "kind"}})
     return out
@@ -208,8 +217,7 @@ def stage_config(cfg: configs.RunConfig, stage: dict) -> configs.RunConfig:
     for key, value in stage.items():
         if key == "kind":
             continue
-        section, name = _key(stage["kind"], key)
-        setattr(out if section == "run" else getattr(out, section), name, value)
+        configs.set_option(out, *_key(stage["kind"], key), value)
     return configs.validate(out)
 
 
@@ -271,18 +279,27 @@ def digit_text(task, n: int, generator: torch.Generator) -> tuple[torch.Tensor, 
     return ids, attention, loss_mask
 
 
+def pretrain_passport(cfg, info: dict) -> dict:
+    """A ``pretrain`` stage's passport sections: next-token training on ``digit_text``."""
+    s = cfg.sft
+    return dict(
+        data_and_policy={"examples": f"{s.steps * s.batch_size} documents of plain digit text (random digit strings "
+                                     "of random length, each ended by <eos>; no '+', no '=', no sums)",
+                         "generated_by": "a random generator (offline), drawn once before training",
+                         "reuse": "sampled with replacement every step",
+                         "overlap": "no task prompt at all: the text never shows the task"},
+        reward_contract={"source": "none (next-token prediction on digit text)", "granularity": "per token (NLL)"},
+        optimisation={"algorithm": "supervised next-token prediction (pretraining), offline", "roles": ["policy"],
+                      "kl": "none", "averaging_unit": "token_mean"},
+    )
+
+
 # ---- one stage ---------------------------------------------------------------------------------------
-def _rft_can_start(model, task, cfg, generator) -> None:
-    """Refuse an RFT stage whose first rollout (the very one its first step draws) accepts nothing."""
-    g = cfg.grpo
-    state = generator.get_state()
-    with torch.random.fork_rng(devices=[]):
-        rollout = collect_rollouts(model, task, g, generator, resolve_reward(g.reward, task))
-    generator.set_state(state)
-    if rollout["stats"]["reward_mean"] <= 0:
-        n = g.batch_prompts * g.num_generations
-        raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's {n} "
-                           f"samples, so there is nothing to fine-tune on (train the policy further first)")
+@register_stage("pretrain", "sft", passport=pretrain_passport)
+def pretrain_stage(ctx: StageContext) -> StageResult:
+    """The SFT loop on ``digit_text``: ``steps × batch_size`` documents, drawn before training with the stage's generator."""
+    s = ctx.cfg.sft
+    return sft_from_context(ctx, demos=digit_text(ctx.task, max(1, s.steps * s.batch_size), ctx.generator))
 
 
 def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_progress, say) -> dict:
@@ -296,24 +313,10 @@ def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_prog
     log = MetricsLog(out / "metrics.jsonl")
     start_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     nothing = lambda *args: None  # noqa: E731 - resumable at a stage boundary only: no checkpoint inside a stage
-    if kind in ("sft", "pretrain"):
-        text = digit_text(task, max(1, cfg.sft.steps * cfg.sft.batch_size), gen) if kind == "pretrain" else None
-        res = train_sft(model, task, cfg.sft, generator=gen, log=log, max_grad_norm=cfg.max_grad_norm,
-                        checkpoint=nothing, checkpoint_every=cfg.checkpoint_every, show_progress=show_progress,
-                        demos=text, threads=None)
-        return {"steps": res["steps"], "seconds": res["seconds"], "rows": log.rows}
-    if kind == "rft":
-        _rft_can_start(model, task, cfg, gen)
-        res = train_rft(model, task, cfg.grpo, generator=gen, log=log, max_grad_norm=cfg.max_grad_norm,
-                        checkpoint=nothing, checkpoint_every=cfg.checkpoint_every, show_progress=show_progress,
-                        threads=None)
-        return {"steps": res["steps"], "seconds": res["rl_seconds"], "rows": log.rows}
-    start_eval = evaluate(model, task)
     ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, state=None, log=log, checkpoint=nothing,
-                       sft_weights=start_weights, generator=gen, sft={"eval": start_eval, "seconds": 0.0, "steps": 0},
-                       say=say, show_progress=show_progress)
+                       sft_weights=start_weights, generator=gen, sft=None, say=say, show_progress=show_progress)
     try:
-        res = TRAINERS[kind].stage(ctx)
+        res = (STAGES[kind] if kind in STAGES else trainers()[kind]).stage(ctx)
     except ValueError as err:
         if log.rows:  # it had started: a real error
             raise
@@ -478,68 +481,3 @@ def format_stage(entry: dict) -> str:
             f"length {entry['completion_length']:.2f}, entropy {entry['entropy']:.3f}, "
             f"KL to start {entry['kl_to_stage_start']:.3f}, to first {entry['kl_to_first_policy']:.3f}{extra}; "
             f"{entry['cpu_seconds']:.1f} CPU s")
-
-
-# ---- command line: python -m course_lib train recipe NAME ---------------------------------------------
-def add_parser(sub) -> None:
-    """``train recipe`` under ``python -m course_lib train``."""
-    from course_lib.device import DEVICES
-
-    names = "; ".join(f"{k}: {v[1]}" for k, v in RECIPES.items())
-    p = sub.add_parser("recipe", help="train a recipe: stages chained, each from the last one's policy",
-                       description=f"Run a post-training recipe. Named recipes: {names}. Stages: {', '.join(STAGE_KINDS)}.")
-    p.add_argument("recipe", nargs="?", default=None,
-                   help=f"a named recipe {tuple(RECIPES)} or stages 'sft:steps=300:task.n_demos=200,grpo,rft,grpo'")
-    p.add_argument("--stages", default=None, metavar="LIST|FILE",
-                   help="your own stages: 'sft,grpo:steps=100' or a JSON file with a list of {\"kind\": …, option: value}")
-    p.add_argument("--config", default="cpu", choices=tuple(configs.CONFIGS), help="named config (default: cpu)")
-    p.add_argument("--out", default=None, help="recipe folder (default: runs/recipe-NAME)")
-    p.add_argument("--overwrite", action="store_true", help="replace what --out holds")
-    p.add_argument("--resume", default=None, metavar="DIR", help="continue the recipe in DIR after its last finished stage")
-    p.add_argument("--until", type=int, default=None, metavar="N", help="stop after stage N (--resume continues)")
-    p.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
-    p.add_argument("--device", default="auto", choices=DEVICES, help="default: auto (CUDA, then MPS, else CPU)")
-    p.add_argument("--threads", type=int, default=DEFAULT_THREADS, help=f"CPU threads (default: {DEFAULT_THREADS})")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-
-
-def main(args: dict) -> int:
-    """Run ``train recipe`` from parsed arguments; 1 when a stage could not start or failed, 2 on bad input."""
-    import sys
-
-    from course_lib.runtime import check_threads, stop_on_interrupt
-
-    try:
-        check_threads(args["threads"])
-        if args["resume"]:
-            if args["recipe"] or args["stages"]:
-                raise ValueError("--resume continues a recipe with its saved stages; give no recipe and no --stages")
-            recipe, cfg, out = None, None, args["resume"]
-        else:
-            if bool(args["recipe"]) == bool(args["stages"]):
-                raise ValueError(f"give a recipe (one of {tuple(RECIPES)}) or --stages, not both and not neither")
-            recipe = args["recipe"] or args["stages"]
-            if args["stages"] and Path(args["stages"]).is_file():
-                recipe = json.loads(Path(args["stages"]).read_text())
-            cfg = configs.get_config(args["config"])
-            out = args["out"] or f"runs/recipe-{args['recipe'] or 'custom'}"
-        with stop_on_interrupt():
-            summary = run_recipe(recipe, cfg, out, seed=args["seed"], device=args["device"], until=args["until"],
-                                 resume=bool(args["resume"]), overwrite=args["overwrite"], threads=args["threads"],
-                                 show_progress=not args["no_progress"])
-    except Interrupted:
-        return 130
-    except KeyboardInterrupt:  # a second Ctrl-C: at once, without finishing the step in progress
-        print("error: stopped at once by a second Ctrl-C; the last checkpoint written is kept", file=sys.stderr)
-        return 130
-    except StepFailed as err:  # the rollout worker failed: the same message and code as ``train grpo``
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except (ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if summary["stopped"]:
-        print(f"error: stage {summary['stopped']['stage']} ({summary['stopped']['kind']}) could not start: "
-              f"{summary['stopped']['reason']}", file=sys.stderr)
-        return 1
-    return 0

@@ -58,18 +58,17 @@ from course_lib.configs import RewardModelConfig
 from course_lib.dpo import select_pairs
 from course_lib.model import ModelConfig, attention_pattern, build_scalar_model, model_config_of
 from course_lib.preference import bt_probability, reward_model_loss
-from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward
+from course_lib.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward, reward_source
 from course_lib.rollout import generate
 from course_lib.runtime import (
     MetricsLog,
-    clip_gradients,
     full_precision,
-    make_optimizer,
     read_metrics,
     to_device,
 )
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import StageContext, StageResult, register, train_offline
+from course_lib.utilisation import rm_run_flops
 
 FORMAT = "course_lib-reward-model-1"
 INFO_FILE = "reward_model.json"
@@ -161,41 +160,34 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: tor
     """
     device = next(rm.parameters()).device
     pad = rm.config.pad_token_id
-    opt = make_optimizer(rm, cfg.learning_rate)
     if state is not None:
-        opt.load_state_dict(state["optimizer"])
         generator.set_state(state["rm_generator"])
     log = log if log is not None else MetricsLog()
     n = data["n_pairs"]
-    rm.train()
 
-    def one_step(step: int) -> dict:
+    def batch_of(step: int) -> dict:
         idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=generator)
         chosen, rejected = _oriented(data, idx)
         both = torch.cat([chosen, rejected])
         real = float((both != pad).sum(-1).float().mean())  # on the host already: no sync; for the FLOP count
-        ids = to_device(both, device)
+        return {"ids": to_device(both, device), "pairs": len(idx), "sequence_length": real}
+
+    def loss_of(batch: dict, validate: bool) -> tuple[torch.Tensor, dict]:
+        ids, k = batch["ids"], batch["pairs"]
         r = scores(rm, ids, (ids != pad).long(), validate=False)
-        loss = reward_model_loss(r[: len(idx)], r[len(idx):])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(rm, max_grad_norm)
-        opt.step()
-        return read_metrics({"loss": loss, "train_accuracy": (r[: len(idx)] > r[len(idx):]).float().mean(),
-                             "batch_pairs": len(idx), "sequence_length": real})
+        loss = reward_model_loss(r[:k], r[k:])
+        return loss, read_metrics({"loss": loss, "train_accuracy": (r[:k] > r[k:]).float().mean(), "batch_pairs": k,
+                                   "sequence_length": batch["sequence_length"]})
 
     def held_out() -> dict:
         out = {f"heldout_{k}": v for k, v in pairwise_accuracy(rm, heldout).items()}
         rm.train()
         return out
 
-    def resumable() -> dict:
-        return {"optimizer": opt.state_dict(), "reward_model": rm.state_dict(), "rm_generator": generator.get_state()}
-
-    train_loop("rm", one_step, total=cfg.steps, state=state, state_dict=resumable,
-               eval_fn=held_out if heldout is not None else None, eval_every=cfg.eval_every, log=log,
-               checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress)
-    rm.eval()
+    train_offline("rm", rm, None, cfg, batch_of, loss_of, log=log, state=state, max_grad_norm=max_grad_norm,
+                  checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress, threads=None,
+                  held_out=held_out if heldout is not None else None, mixed_precision=False,
+                  extra_state=lambda: {"reward_model": rm.state_dict(), "rm_generator": generator.get_state()})
     return log.rows
 
 
@@ -554,7 +546,31 @@ def read_info(directory) -> dict:
     return json.loads((Path(directory) / INFO_FILE).read_text())
 
 
-@register("rm", trains_policy=False)
+def rm_passport(cfg, info: dict) -> dict:
+    """The reward model's passport sections (``course_lib.passport``)."""
+    r = cfg.rm
+    out = dict(
+        data_and_policy={"examples": f"preference pairs from {r.pair_prompts} prompts × {r.samples_per_prompt} SFT samples "
+                                     f"(≤ {r.pairs_per_prompt} pairs per prompt)",
+                         "generated_by": f"the SFT checkpoint, once, temperature {r.temperature} (offline)",
+                         "reuse": "pairs sampled with replacement every step",
+                         "overlap": "held-out pairs come from the task's held-out prompts only"},
+        reward_contract={"source": "gold rule: " + reward_source("strict"), "labelling_rule": LABELLING_RULE,
+                         "noise": f"each label flipped with probability {r.noise}"},
+        optimisation={"algorithm": "Bradley–Terry reward-model loss −log σ(r_chosen − r_rejected)",
+                      "roles": ["reward model (GPT2ForSequenceClassification, 1 label)", "SFT policy (sampler, init)"],
+                      "kl": "none", "averaging_unit": "mean over pairs"},
+    )
+    if info["reward_model_info"] is not None:
+        out["reward_model"] = passport_fields(info["reward_model_info"])
+    return out
+
+
+@register("rm", RewardModelConfig, passport=rm_passport, flops=rm_run_flops, trains_policy=False, recipe_stage="a reward model trains no policy",
+          # the same one spare token past the longest answer + <eos> (digits + 2) as the policy trainers
+          gpu=dict(pair_prompts=16384, heldout_prompts=1000, steps=500, batch_size=512, max_completion_length=7),
+          test=dict(pair_prompts=64, heldout_prompts=30, samples_per_prompt=8, max_completion_length=4, temperature=1.5,
+                    steps=20, batch_size=16, eval_every=10))
 def reward_model_stage(ctx: StageContext) -> StageResult:
     """``train rm``: the SFT policy writes the pairs and lends the reward model its transformer."""
     fit = fit_reward_model(ctx.model, ctx.task, ctx.cfg.rm, seed=ctx.seed, log=ctx.log, state=ctx.state,

@@ -32,6 +32,7 @@ import torch
 from course_lib import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.configs import GRPOConfig
 from course_lib.evaluation import evaluate
+from course_lib.grpo import grpo_passport
 from course_lib.model import completion_logprobs
 from course_lib.rewards import resolve_reward
 from course_lib.rollout import collect_rollouts
@@ -39,12 +40,12 @@ from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
     autocast,
-    clip_gradients,
     make_optimizer,
+    optimizer_step,
     set_threads,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import train_loop
+from course_lib.trainer import StageContext, StageResult, StageStopped, register_stage, train_loop
 
 WEIGHTINGS = ("filter", "reward")
 
@@ -122,10 +123,7 @@ def train_rft(
                 model.train()
                 with autocast(device):
                     loss = rft_loss(model, batch, weights[kept], prompt_length=task.prompt_length)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                clip_gradients(model, max_grad_norm)
-                opt.step()
+                optimizer_step(loss, max_grad_norm, (model, opt))
                 model.eval()
                 upd = {"loss": loss.item(), "kept_fraction": float(kept.float().mean()), "skipped": 0}
         if device.type == "cuda":
@@ -139,3 +137,33 @@ def train_rft(
                       postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
     model.eval()
     return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+
+
+def rft_passport(cfg, info: dict) -> dict:
+    """RFT's passport sections: GRPO's rollouts, a supervised step on the accepted samples."""
+    out = grpo_passport(cfg, info)
+    out.pop("six_choices")
+    out["data_and_policy"]["reuse"] = "each rollout used for one supervised step on its accepted samples, then discarded"
+    out["optimisation"] = {"algorithm": "online rejection-sampling fine-tuning (RFT), on-policy",
+                           "advantage": "none: weight 1[reward >= 1] per completion (no baseline, no negatives)",
+                           "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean (NLL of accepted samples)"}
+    return out
+
+
+@register_stage("rft", "grpo", passport=rft_passport)
+def rft_stage(ctx: StageContext) -> StageResult:
+    """A recipe's RFT stage from the previous stage's policy, refused (``StageStopped``) when the first rollout,
+    the very one its first step draws, has nothing to fine-tune on."""
+    g = ctx.cfg.grpo
+    state = ctx.generator.get_state()
+    with torch.random.fork_rng(devices=[]):
+        rollout = collect_rollouts(ctx.model, ctx.task, g, ctx.generator, resolve_reward(g.reward, ctx.task))
+    ctx.generator.set_state(state)
+    if rollout["stats"]["reward_mean"] <= 0:
+        n = g.batch_prompts * g.num_generations
+        raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's {n} "
+                           f"samples, so there is nothing to fine-tune on (train the policy further first)")
+    res = train_rft(ctx.model, ctx.task, g, generator=ctx.generator, log=ctx.log, max_grad_norm=ctx.cfg.max_grad_norm,
+                    checkpoint=ctx.checkpoint, checkpoint_every=ctx.cfg.checkpoint_every,
+                    show_progress=ctx.show_progress, threads=None)
+    return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"])

@@ -164,6 +164,23 @@ def clip_gradients(model, max_norm: float) -> torch.Tensor:
     return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, foreach=True)
 
 
+def optimizer_step(loss: torch.Tensor, max_grad_norm: float, *pairs, zero_gradient: bool = False) -> None:
+    """One update of every ``(model, optimizer)`` pair: clear the gradients, backpropagate ``loss`` (when it has
+    a graph), clip each model's gradient norm, step. ``zero_gradient=True``: a step with an all-zero gradient
+    instead (nothing to learn from, yet the optimiser's moments and weight decay move as in any step)."""
+    for model, opt in pairs:
+        opt.zero_grad(set_to_none=True)
+        if zero_gradient:
+            for p in model.parameters():
+                p.grad = torch.zeros_like(p) if p.requires_grad else None
+    if loss.requires_grad and not zero_gradient:
+        loss.backward()
+    for model, _ in pairs:
+        clip_gradients(model, max_grad_norm)
+    for _, opt in pairs:
+        opt.step()
+
+
 class MetricsLog:
     """Per-step metrics in memory and in a JSON-lines file (one object per line)."""
 

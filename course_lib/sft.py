@@ -13,8 +13,6 @@ completion tokens (``policy_loss.aggregate`` with ``unit="token_mean"``).
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from course_lib.configs import SFTConfig
@@ -24,14 +22,11 @@ from course_lib.policy_loss import aggregate
 from course_lib.runtime import (
     DEFAULT_THREADS,
     MetricsLog,
-    autocast,
-    clip_gradients,
-    make_optimizer,
-    set_threads,
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_loop
+from course_lib.trainer import StageContext, StageResult, register, train_offline
+from course_lib.utilisation import supervised_run_flops
 
 
 def sft_loss(model, ids, attn, cmask, *, prompt_length: int = 1, validate: bool = True) -> torch.Tensor:
@@ -75,45 +70,59 @@ def train_sft(
     Returns ``{"steps", "seconds"}`` (training seconds, evaluations excluded) plus
     ``evaluate``'s accuracies when ``eval_at_end``.
     """
-    set_threads(threads)
     device = next(model.parameters()).device
     ids, attn, cmask = (t.to(device) for t in demos) if demos is not None else task.demonstrations(device)
     gen = generator if generator is not None else torch.Generator().manual_seed(seed)
-    opt = make_optimizer(model, cfg.learning_rate)
-    if state is not None:
-        opt.load_state_dict(state["optimizer"])
-    first = state["step"] if state is not None else 0  # the first step checks its inputs; then no checks
-    model.train()
 
-    def one_step(step: int) -> dict:
-        t0 = time.perf_counter()
+    def batch_of(step: int) -> dict:
         idx = to_device(torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen), device)  # non-blocking
-        with autocast(device):
-            loss = sft_loss(model, ids[idx], attn[idx], cmask[idx], prompt_length=task.prompt_length,
-                            validate=step == first)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(model, max_grad_norm)
-        opt.step()
-        return {"loss": loss.item(), "update_seconds": time.perf_counter() - t0}
+        return {"ids": ids[idx], "attn": attn[idx], "cmask": cmask[idx]}
 
-    def held_out() -> dict:
-        out = evaluate(model, task)
-        model.train()
-        return out
+    def loss_of(batch: dict, validate: bool) -> tuple[torch.Tensor, dict]:
+        loss = sft_loss(model, batch["ids"], batch["attn"], batch["cmask"], prompt_length=task.prompt_length,
+                        validate=validate)
+        return loss, {"loss": loss.item()}
 
-    done = train_loop("sft", one_step, total=cfg.steps if steps is None else steps, state=state,
-                      state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=held_out, eval_every=cfg.eval_every,
-                      log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
-                      time_budget=time_budget, postfix=lambda row: {"acc": f"{row['accuracy']:.2f}"})
-    result = dict(done)
+    done = train_offline("sft", model, task, cfg, batch_of, loss_of, log=log, state=state, max_grad_norm=max_grad_norm,
+                         steps=steps, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                         show_progress=show_progress, time_budget=time_budget, threads=threads)
+    result = {"steps": done["steps"], "seconds": done["rl_seconds"]}
     if eval_at_end:
         result.update(evaluate(model, task))
-    model.eval()
     return result
 
+def demonstrations(cfg) -> str:
+    """The passport's words for the task's demonstrations (SFT's data)."""
+    return (f"{cfg.task.n_demos} demonstrations of {cfg.task.digits}-digit addition, "
+            f"{cfg.task.teacher_error_rate:.0%} from a teacher that drops the ones-column carry")
 
-@register("sft")
+
+def sft_passport(cfg, info: dict) -> dict:
+    """SFT's passport sections (``course_lib.passport``)."""
+    return dict(
+        data_and_policy={"examples": demonstrations(cfg), "generated_by": "fixed teacher (offline)",
+                         "reuse": "sampled with replacement every step",
+                         "overlap": "held-out prompts excluded from the demonstrations"},
+        reward_contract={"source": "none (imitation of demonstrations)", "granularity": "per token (NLL)"},
+        optimisation={"algorithm": "supervised, offline", "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean"},
+    )
+
+
+def sft_from_context(ctx: StageContext, demos: tuple | None = None) -> StageResult:
+    """``train_sft`` on the stage's model, data generator, log and checkpoints (``demos``: other demonstrations)."""
+    res = train_sft(ctx.model, ctx.task, ctx.cfg.sft, generator=ctx.generator, log=ctx.log,
+                    max_grad_norm=ctx.cfg.max_grad_norm, checkpoint=ctx.checkpoint,
+                    checkpoint_every=ctx.cfg.checkpoint_every, show_progress=ctx.show_progress, demos=demos, threads=None)
+    return StageResult(steps=res["steps"], rl_seconds=res["seconds"])
+
+
+@register("sft", SFTConfig, passport=sft_passport, env=True,
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=cfg.sft.batch_size),
+          gpu=dict(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
+          test=dict(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30))
 def sft_stage(ctx: StageContext) -> StageResult:
-    """``train sft``: the pipeline's SFT provider already trained (or resumed) the policy; report it."""
+    """``train sft``: the pipeline's SFT provider already trained (or resumed) the policy, so report it; in a
+    recipe (``ctx.sft`` None) train it here."""
+    if ctx.sft is None:
+        return sft_from_context(ctx)
     return StageResult(steps=ctx.sft["steps"], rl_seconds=0.0, final=ctx.sft["eval"])

@@ -124,6 +124,16 @@ class TaskConfig:
     tool_demos: int = 100  # with an environment: carry demonstrations the teacher writes with the tool
     tool_call: str = "ones"  # what those demonstrations ask the tool: "ones" (the ones column) or "sum" (the whole sum)
 
+    @property
+    def prompt_length(self) -> int:
+        """Tokens of a prompt: <bos>, a, '+', b, '=' (3 + 2·digits)."""
+        return 3 + 2 * self.digits
+
+    @property
+    def answer_length(self) -> int:
+        """Tokens of the longest answer: the most digits of a sum, plus <eos> (digits + 2)."""
+        return self.digits + 2
+
 
 class AdditionTask:
     """Prompts, demonstrations and checkers for ``digits``-digit addition."""
@@ -136,8 +146,7 @@ class AdditionTask:
             raise ValueError("teacher_error_rate must lie in [0, 1]")
         self.tokenizer = tokenizer or CharTokenizer()
         self.high = 10**self.config.digits
-        self.prompt_length = 3 + 2 * self.config.digits  # bos, a, '+', b, '='
-        self.answer_length = self.config.digits + 2  # most digits of a sum, plus eos
+        self.prompt_length, self.answer_length = self.config.prompt_length, self.config.answer_length
         if self.config.n_heldout < 1 or self.config.n_demos < 1:
             raise ValueError("n_heldout and n_demos must be >= 1")
         if self.config.n_demos + self.config.n_heldout > self.high**2:

@@ -6,10 +6,16 @@ all of them: count steps, time them, evaluate every ``eval_every`` steps and at 
 metrics row per step (``MetricsLog``: memory and JSON lines), advance the progress bar, checkpoint
 every ``checkpoint_every`` steps and at the end, and honour a stop request (the first Ctrl-C,
 ``runtime.stop_on_interrupt``) at the next step boundary: checkpoint, then raise ``Interrupted``.
+``train_offline`` is the offline trainers' step on top of it (SFT, the DPO family, KTO, ORPO,
+the reward model, the AI-feedback judge): a batch, a loss, one ``runtime.optimizer_step``.
 
-``register(kind)`` adds a trainer to ``TRAINERS``, the table ``pipeline.run`` reads: a stage
-function ``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy.
-A new trainer is one file: its loop (through ``train_loop``) and its registered stage.
+``register(kind, ConfigClass, …)`` adds a trainer to ``TRAINERS``: a stage function
+``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy, its config
+section with the named configs' values, its passport sections, its FLOP count and whether it can
+be a recipe's stage. Everything that names trainers loops over this table: ``configs.RunConfig``,
+``validate`` and ``from_dict``, the CLI, ``pipeline.run``, the passport, the recipes' stages. A
+new trainer is one file: its config, its loop (through ``train_loop``) and its registered stage.
+The course's own trainers are imported the first time the table is read (``trainers()``).
 
 Simplifications, said out loud: one process (GRPO's asynchronous mode adds a rollout worker
 process, ``course_lib.rollout_worker``; the loop itself runs in the trainer's); a step's seconds are its wall time without the
@@ -19,11 +25,24 @@ the loop only the step counter and the elapsed seconds.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from course_lib.runtime import Interrupted, MetricsLog, StepFailed, progress, stop_requested
+from course_lib.runtime import (
+    DEFAULT_THREADS,
+    Interrupted,
+    MetricsLog,
+    StepFailed,
+    autocast,
+    make_optimizer,
+    optimizer_step,
+    progress,
+    set_threads,
+    stop_requested,
+)
 
 
 def train_loop(
@@ -95,6 +114,65 @@ def train_loop(
     return {"steps": step, "seconds": seconds}
 
 
+def train_offline(name: str, model, task, cfg, batch_of, loss_of, *, log: MetricsLog | None = None,
+                  state: dict | None = None, max_grad_norm: float = 1.0, steps: int | None = None, checkpoint=None,
+                  checkpoint_every: int = 10, show_progress: bool = True, time_budget: float | None = None,
+                  threads: int | None = DEFAULT_THREADS, held_out: Callable[[], dict] | None = None,
+                  extra_state: Callable[[], dict] | None = None, mixed_precision: bool = True) -> dict:
+    """The one step loop of the offline trainers (SFT, DPO and its variants, KTO, ORPO, the reward model, the judge).
+
+    Each step takes ``batch_of(step)`` (a dict of tensors already on the model's device), computes
+    ``loss_of(batch, validate) -> (loss, stats)`` under autocast (``validate`` only on the first
+    step: the inputs are checked once; ``mixed_precision=False``: float32), and makes one clipped
+    AdamW step at ``cfg.learning_rate`` (``runtime.optimizer_step``). Every ``cfg.eval_every``
+    steps: ``held_out()``, by default the policy's held-out accuracy on ``task``
+    (``evaluation.evaluate``; ``task=None``: no evaluation). Runs until ``steps`` in total
+    (default ``cfg.steps``), or for ``time_budget`` seconds. ``state`` resumes optimizer, step
+    and seconds (the caller restores the RNG and what ``extra_state()`` saved);
+    ``checkpoint(step, {"optimizer": …, **extra_state()}, seconds)`` is called every
+    ``checkpoint_every`` steps, at the end and before stopping on a requested stop (Ctrl-C).
+    Returns ``{"steps", "rl_seconds"}``.
+    """
+    from course_lib.evaluation import evaluate
+
+    set_threads(threads)
+    device = next(model.parameters()).device
+    opt = make_optimizer(model, cfg.learning_rate)
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+    first = state["step"] if state is not None else 0  # the first step checks its inputs; then no checks
+    model.train()
+
+    def one_step(step: int) -> dict:
+        t0 = time.perf_counter()
+        batch = batch_of(step)
+        with autocast(device) if mixed_precision else contextlib.nullcontext():
+            loss, stats = loss_of(batch, step == first)
+        optimizer_step(loss, max_grad_norm, (model, opt))
+        return {**stats, "update_seconds": time.perf_counter() - t0}
+
+    def accuracy() -> dict:
+        out = evaluate(model, task)
+        model.train()
+        return out
+
+    eval_fn = held_out if held_out is not None or task is None else accuracy
+    done = train_loop(name, one_step, total=cfg.steps if steps is None else steps, state=state,
+                      state_dict=lambda: {"optimizer": opt.state_dict(), **(extra_state() if extra_state else {})},
+                      eval_fn=eval_fn, eval_every=cfg.eval_every, log=log, checkpoint=checkpoint,
+                      checkpoint_every=checkpoint_every, show_progress=show_progress, time_budget=time_budget,
+                      postfix=(lambda row: {"acc": f"{row['accuracy']:.2f}"}) if eval_fn is accuracy else None)
+    model.eval()
+    return {"steps": done["steps"], "rl_seconds": done["seconds"]}
+
+
+# How a synchronous trainer's loop is placed and run, and how stale an online trainer's rollouts are (the
+# passport's systems group and grpo.loop_entry's account of the loop that ran)
+SYNCHRONOUS = {"placement": "colocated: one process, generation and training share the weights",
+               "loop": "synchronous (generate, then update)"}
+ONLINE_STALENESS = "none beyond the inner epochs on one rollout"
+
+
 # ---- the registry of trainers a run can name -------------------------------------------------------
 @dataclass
 class StageContext:
@@ -110,7 +188,7 @@ class StageContext:
     checkpoint: Callable  # checkpoint(step, trainer_state, seconds)
     sft_weights: dict  # the SFT policy's state dict (the reference)
     generator: object  # the stage's data generator (torch.Generator, seeded by the pipeline)
-    sft: dict  # the SFT stage: {"eval", "seconds", "steps"}
+    sft: dict | None  # the pipeline's SFT stage: {"eval", "seconds", "steps"}; None in a recipe (no SFT provider)
     say: Callable = print
     show_progress: bool = True
 
@@ -127,19 +205,104 @@ class StageResult:
 
 @dataclass
 class Registered:
+    """What the code outside a trainer knows about it, in one place (``register``'s arguments)."""
+
     stage: Callable[[StageContext], StageResult]
+    config: type  # its section of RunConfig, named as the trainer (the class's defaults: the ``cpu`` config)
+    gpu: dict = field(default_factory=dict)  # the section's options in the ``gpu`` config, over the class defaults
+    test: dict = field(default_factory=dict)  # … and in the ``test`` config
+    passport: Callable | None = None  # passport(cfg, info) -> its passport sections (``course_lib.passport``)
+    flops: Callable | None = None  # flops(cfg, rows, vocab, reference) -> the run's FLOPs (``course_lib.utilisation``)
+    recipe_stage: bool | str = True  # can continue a previous stage's policy in a recipe; a str says why not
+    env: bool | str = False  # runs episodes with an environment (task.env); a str says why not
+    controls: tuple = ("sft",)  # the controls (pipeline.run's control=) it can be compared with
     trains_policy: bool = True  # False: the policy is unchanged (a reward model)
     completion_length: Callable | None = None  # cfg -> max_completion_length of the final evaluation
     time_split: bool = False  # report generation vs update seconds (an online trainer's rows carry them)
 
 
 TRAINERS: dict[str, Registered] = {}
+# The course's own trainers, imported (so registered) the first time the registry is read: ``trainers()``.
+BUILTIN = ("course_lib.sft", "course_lib.dpo", "course_lib.grpo", "course_lib.reward_model", "course_lib.ppo",
+           "course_lib.kto", "course_lib.orpo")
+_loading: list[bool] = []
 
 
-def register(kind: str, *, trains_policy: bool = True, completion_length=None, time_split: bool = False):
-    """Add ``stage(ctx) -> StageResult`` to ``TRAINERS`` under ``kind`` (a decorator)."""
+def register(kind: str, config: type, *, gpu: dict | None = None,
+             test: dict | None = None, passport: Callable | None = None, flops: Callable | None = None,
+             recipe_stage: bool | str = True, env: bool | str = False, controls: tuple = ("sft",),
+             trains_policy: bool = True, completion_length=None, time_split: bool = False):
+    """Add ``stage(ctx) -> StageResult`` to ``TRAINERS`` under ``kind`` (a decorator): a new trainer is this one line.
+
+    ``config`` is its section of ``configs.RunConfig`` (named ``kind``), with the ``gpu`` and
+    ``test`` configs' values over its defaults; the CLI's flags, ``validate`` and ``from_dict``
+    follow from it.
+    """
     def add(stage):
-        TRAINERS[kind] = Registered(stage, trains_policy, completion_length, time_split)
+        TRAINERS[kind] = Registered(stage, config, dict(gpu or {}), dict(test or {}), passport, flops,
+                                    recipe_stage, env, tuple(controls), trains_policy, completion_length, time_split)
         return stage
 
     return add
+
+
+class StageStopped(Exception):
+    """A recipe's stage could not start (e.g. nothing to learn from); the stages finished before it are kept."""
+
+
+@dataclass
+class Stage:
+    """A recipe stage that is not a trainer of its own: it reads another trainer's config ``section``."""
+
+    stage: Callable[[StageContext], StageResult]
+    section: str
+    passport: Callable
+
+
+STAGES: dict[str, Stage] = {}  # rft (course_lib.rft), pretrain (course_lib.recipes)
+
+
+def register_stage(kind: str, section: str, *, passport: Callable):
+    """Add a recipe-only stage ``stage(ctx) -> StageResult`` to ``STAGES`` (a decorator), reading ``section``."""
+    def add(stage):
+        STAGES[kind] = Stage(stage, section, passport)
+        return stage
+
+    return add
+
+
+def passport_sections(kind: str) -> Callable:
+    """The function that writes ``kind``'s own passport sections (``register(passport=)`` or ``register_stage``)."""
+    if kind in trainers() and trainers()[kind].passport is not None:
+        return trainers()[kind].passport
+    if kind in STAGES:
+        return STAGES[kind].passport
+    known = tuple(k for k, e in TRAINERS.items() if e.passport) + tuple(STAGES)
+    raise ValueError(f"kind must be one of {known} (a kind with a passport); got {kind!r}")
+
+
+def trainers() -> dict[str, Registered]:
+    """The registered trainers, the course's own first in ``BUILTIN``'s order (importing their modules registers
+    them), then any other in the order registered."""
+    if not _loading:
+        _loading.append(True)
+        for module in BUILTIN:
+            importlib.import_module(module)
+
+    def rank(item: tuple[str, Registered]) -> int:
+        module = item[1].stage.__module__
+        return BUILTIN.index(module) if module in BUILTIN else len(BUILTIN)
+
+    return dict(sorted(TRAINERS.items(), key=rank))
+
+
+def sections() -> dict[str, type]:
+    """The trainer sections of ``configs.RunConfig``: ``{name: config class}``, in ``trainers()``' order."""
+    return {kind: e.config for kind, e in trainers().items()}
+
+
+def entry(kind: str) -> Registered:
+    """The registered trainer ``kind``; a ValueError names the registered ones."""
+    if kind not in trainers():
+        raise ValueError(f"kind must be one of {tuple(trainers())}; got {kind!r}")
+    return TRAINERS[kind]

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 
 from course_lib.configs import RunConfig, validate
 from course_lib.runtime import trl_precision
-from course_lib.task import AdditionTask
 
 KINDS = ("sft", "dpo", "grpo", "rloo", "kto", "orpo")
 VLLM_IS = tuple(f"vllm_importance_sampling_{x}" for x in ("correction", "mode", "clip_min", "clip_max"))
@@ -150,7 +149,7 @@ def _sft(cfg, num_processes, **common) -> Bridged:
     config = _common(cfg, s, **common) | dict(
         per_device_train_batch_size=_per_device(s.batch_size, num_processes, "sft.batch_size"),
         completion_only_loss=True,  # token-mean NLL of the completion tokens, as train.sft_loss
-        max_length=AdditionTask(cfg.task).prompt_length + cfg.task.digits + 2,
+        max_length=cfg.task.prompt_length + cfg.task.answer_length,
     )
     unmatched = [
         Unmatched("sft data order", "with replacement", "TRL walks shuffled epochs over the demonstrations"),
@@ -162,7 +161,7 @@ def _sft(cfg, num_processes, **common) -> Bridged:
 def _dpo(cfg, num_processes, **common) -> Bridged:
     d = cfg.dpo
     batch = _per_device(d.batch_size, num_processes, "dpo.batch_size")
-    length = AdditionTask(cfg.task).prompt_length + d.max_completion_length
+    length = cfg.task.prompt_length + d.max_completion_length
     unmatched = [
         Unmatched("dpo.pair_prompts / samples_per_prompt", (d.pair_prompts, d.samples_per_prompt),
                   "course-side data: pairs are built before training (preference_dataset); TRL trains on a finished dataset"),
@@ -223,7 +222,7 @@ def _kto(cfg, num_processes, **common) -> Bridged:
         # rotated prompt-completion pairs, which TRL's collator builds the same way
         train_sampling_strategy="sequential", dataloader_drop_last=True,
         precompute_ref_log_probs=True,  # the course caches the reference log-probs of answers and mismatched pairs
-        max_length=AdditionTask(cfg.task).prompt_length + cfg.dpo.max_completion_length,
+        max_length=cfg.task.prompt_length + cfg.dpo.max_completion_length,
     )
     unmatched = [
         Unmatched("kto.desirable_fraction", k.desirable_fraction,
@@ -245,7 +244,7 @@ def _orpo(cfg, num_processes, **common) -> Bridged:
     config = _common(cfg, o, **common) | dict(
         per_device_train_batch_size=_per_device(o.batch_size, num_processes, "orpo.batch_size"),
         beta=o.beta,  # λ, the odds-ratio term's weight (the paper's λ, TRL's beta)
-        max_length=AdditionTask(cfg.task).prompt_length + cfg.dpo.max_completion_length,
+        max_length=cfg.task.prompt_length + cfg.dpo.max_completion_length,
     )
     unmatched = [
         Unmatched("orpo NLL tokens", "completion only",

@@ -119,41 +119,52 @@ def ppo_step_flops(model: ModelConfig, vocab: int, *, prompt_length: int, comple
 
 
 def run_flops(kind: str, cfg, rows: list[dict], *, vocab: int, reference: bool = True) -> float | None:
-    """The FLOPs a finished run needed, from its metrics rows; None for a ``kind`` not counted here.
-    SFT, DPO, ORPO and KTO count every completion at the longest answer + ``<eos>`` (an upper bound);
-    their references are cached before training. The reward model's rows carry their batch's pairs
-    and mean real length (rows written before they did: the batch size and the longest sample, an
-    upper bound); PPO keeps a reference only when ``kl_coef > 0`` (the pipeline sets no ``track_kl``)."""
-    P, m = 3 + 2 * cfg.task.digits, cfg.model
-    answer = cfg.task.digits + 1  # the longest answer's digits; + <eos> below (an upper bound for SFT/DPO)
-    if kind == "rm":
-        longest = P + cfg.rm.max_completion_length
-        return sum(reward_model_step_flops(m, sequence_length=r.get("sequence_length", longest),
-                                           pairs=r.get("batch_pairs", cfg.rm.batch_size)) for r in rows)
-    if kind == "ppo":
-        p = cfg.ppo
-        return sum(ppo_step_flops(m, vocab, prompt_length=P, completion_length=r["completion_length"],
-                                  prompts=p.batch_prompts, num_generations=p.num_generations,
-                                  num_ppo_epochs=p.num_ppo_epochs, reference=reference and p.kl_coef > 0)
-                   for r in rows)
-    if kind == "sft":
-        per = supervised_step_flops(m, vocab, prompt_length=P, completion_length=answer + 1, sequences=cfg.sft.batch_size)
-        return per * len(rows)
-    if kind == "dpo":
-        per = supervised_step_flops(m, vocab, prompt_length=P, completion_length=answer + 1,
-                                    sequences=2 * cfg.dpo.batch_size)
-        return per * len(rows)
-    if kind == "orpo":  # chosen and rejected, forward + backward; no reference
-        per = supervised_step_flops(m, vocab, prompt_length=P, completion_length=answer + 1,
-                                    sequences=2 * cfg.orpo.batch_size)
-        return per * len(rows)
-    if kind == "kto":  # its answers forward + backward, and one no-gradient forward of their mismatched pairs (z0)
-        b = cfg.kto.batch_size
-        per = (supervised_step_flops(m, vocab, prompt_length=P, completion_length=answer + 1, sequences=b)
-               + b * scored_forward(m, vocab, P, answer + 1))
-        return per * len(rows)
-    if kind != "grpo":
-        return None
+    """The FLOPs a finished run needed, from its metrics rows: the trainer's registered count
+    (``register(flops=)``, one of the ``*_run_flops`` below); None for a ``kind`` that counts none."""
+    from course_lib.trainer import trainers
+
+    count = trainers()[kind].flops if kind in trainers() else None
+    return None if count is None else count(cfg, rows, vocab=vocab, reference=reference)
+
+
+def supervised_run_flops(cfg, rows: list[dict], *, vocab: int, sequences: int) -> float:
+    """SFT, DPO and ORPO: ``sequences`` completions per step forward and backward, each counted at the longest
+    answer + ``<eos>`` (an upper bound); a reference's log-probs are cached before training."""
+    t = cfg.task
+    per = supervised_step_flops(cfg.model, vocab, prompt_length=t.prompt_length, completion_length=t.answer_length,
+                                sequences=sequences)
+    return per * len(rows)
+
+
+def kto_run_flops(cfg, rows: list[dict], *, vocab: int, reference: bool = True) -> float:
+    """KTO: its answers forward + backward, and one no-gradient forward of their mismatched pairs (z0)."""
+    t, b = cfg.task, cfg.kto.batch_size
+    per = (supervised_step_flops(cfg.model, vocab, prompt_length=t.prompt_length, completion_length=t.answer_length,
+                                 sequences=b)
+           + b * scored_forward(cfg.model, vocab, t.prompt_length, t.answer_length))
+    return per * len(rows)
+
+
+def rm_run_flops(cfg, rows: list[dict], *, vocab: int, reference: bool = True) -> float:
+    """The reward model: its rows carry their batch's pairs and mean real length (rows written before they did:
+    the batch size and the longest sample, an upper bound)."""
+    longest = cfg.task.prompt_length + cfg.rm.max_completion_length
+    return sum(reward_model_step_flops(cfg.model, sequence_length=r.get("sequence_length", longest),
+                                       pairs=r.get("batch_pairs", cfg.rm.batch_size)) for r in rows)
+
+
+def ppo_run_flops(cfg, rows: list[dict], *, vocab: int, reference: bool = True) -> float:
+    """PPO: keeps a reference only when ``kl_coef > 0`` (the pipeline sets no ``track_kl``)."""
+    p = cfg.ppo
+    return sum(ppo_step_flops(cfg.model, vocab, prompt_length=cfg.task.prompt_length,
+                              completion_length=r["completion_length"], prompts=p.batch_prompts,
+                              num_generations=p.num_generations, num_ppo_epochs=p.num_ppo_epochs,
+                              reference=reference and p.kl_coef > 0)
+               for r in rows)
+
+
+def grpo_run_flops(cfg, rows: list[dict], *, vocab: int, reference: bool = True) -> float:
+    """GRPO: each row's sampled groups, and the groups its update kept."""
     g, total = cfg.grpo, 0.0
     skips = not (g.beta > 0)  # no KL term: the update leaves zero-variance groups out
     for r in rows:
@@ -163,10 +174,10 @@ def run_flops(kind: str, cfg, rows: list[dict], *, vocab: int, reference: bool =
             batch = r["groups_used"] if g.zero_variance == "drop" else g.batch_prompts
             informative = round(r["groups_sampled"] * (1 - r["zero_variance_rate"]))
             kept = min(informative, g.batch_prompts) if skips else batch
-        total += grpo_step_flops(m, vocab, prompt_length=P, completion_length=r["completion_length"],
-                                 groups_sampled=r["groups_sampled"], batch_groups=batch, update_groups=kept,
-                                 num_generations=g.num_generations, num_iterations=g.num_iterations,
-                                 reference=reference)
+        total += grpo_step_flops(cfg.model, vocab, prompt_length=cfg.task.prompt_length,
+                                 completion_length=r["completion_length"], groups_sampled=r["groups_sampled"],
+                                 batch_groups=batch, update_groups=kept, num_generations=g.num_generations,
+                                 num_iterations=g.num_iterations, reference=reference)
     return total
 
 

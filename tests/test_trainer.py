@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import dpo, grpo, ppo, reward_model, rft, runtime, sft, trainer
+from course_lib import grpo, ppo, rft, runtime, trainer
 from course_lib.runtime import Interrupted, MetricsLog, load_checkpoint, request_stop
 from course_lib.trainer import train_loop
 
@@ -93,7 +93,7 @@ def test_every_trainer_stops_on_the_first_request_and_resumes_to_the_same_number
 
         return real_step(name, step_then_stop, **kwargs)
 
-    for module in (sft, dpo, grpo, rft, ppo, reward_model):  # kto and orpo step through dpo.train_offline
+    for module in (trainer, grpo, rft, ppo):  # sft, dpo, kto, orpo, rm: trainer.train_offline
         monkeypatch.setattr(module, "train_loop", stopping_loop)
     kwargs = golden.RUNS[run_name][1]
     with pytest.raises(Interrupted) as stop:
@@ -103,7 +103,7 @@ def test_every_trainer_stops_on_the_first_request_and_resumes_to_the_same_number
     if stop_in != "rft":  # the control keeps no checkpoint: a resumed run runs it again from its start
         assert (state["stage"], state["step"]) == (stop_in, 1)
     runtime._stop["requested"] = False
-    for module in (sft, dpo, grpo, rft, ppo, reward_model):  # kto and orpo step through dpo.train_offline
+    for module in (trainer, grpo, rft, ppo):  # sft, dpo, kto, orpo, rm: trainer.train_offline
         monkeypatch.setattr(module, "train_loop", real_step)
     summary = run(kind, None, tmp_path, device="cpu", show_progress=False, verbose=False, resume=True)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

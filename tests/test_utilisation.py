@@ -4,6 +4,7 @@ import pytest
 
 from course_lib.configs import get_config
 from course_lib.model import ModelConfig
+from course_lib.task import TaskConfig
 from course_lib.utilisation import (
     body_flops,
     grpo_step_flops,
@@ -52,7 +53,7 @@ def test_orpo_and_kto_step_flops_by_hand():
     ORPO, 4 pairs: 3 · 8 · 932; KTO, 4 answers: 3 · 4 · 932 + 4 · 932 (z0's no-gradient forward)."""
     from types import SimpleNamespace
 
-    cfg = SimpleNamespace(task=SimpleNamespace(digits=1), model=TINY, orpo=SimpleNamespace(batch_size=4),
+    cfg = SimpleNamespace(task=TaskConfig(digits=1), model=TINY, orpo=SimpleNamespace(batch_size=4),
                           kto=SimpleNamespace(batch_size=4))
     assert run_flops("orpo", cfg, [{}], vocab=V) == 3 * 8 * 932
     assert run_flops("kto", cfg, [{}, {}], vocab=V) == 2 * (3 * 4 * 932 + 4 * 932)
@@ -69,7 +70,7 @@ def test_reward_model_run_flops_by_hand():
     the longest sample (P = 5, max_completion_length 3: 8 tokens, body 96·8 + 8·36 = 1056, head 32)."""
     from types import SimpleNamespace
 
-    cfg = SimpleNamespace(task=SimpleNamespace(digits=1), model=TINY,
+    cfg = SimpleNamespace(task=TaskConfig(digits=1), model=TINY,
                           rm=SimpleNamespace(batch_size=4, max_completion_length=3))
     assert run_flops("rm", cfg, [{"batch_pairs": 2, "sequence_length": 3.0}], vocab=V) == 4176
     assert run_flops("rm", cfg, [{}], vocab=V) == 3 * 8 * (1056 + 32)
