@@ -15,10 +15,14 @@ seed, config, torch's version and CPU kernel set), trained once per machine.
 seed's cached start, for ``"dpo"`` and ``"grpo"`` that stage from each seed's start, seeded as
 ``pipeline.run`` seeds it (``pipeline.rl_generator``). Each result holds the start's and the final
 held-out evaluation, the per-step metrics, and the process's wall and CPU seconds.
+``run_seeds(kind, cfg, out, seeds)`` is ``pipeline.run`` for a list of seeds (the CLI's
+``--seed 0 1 2``): each seed a whole run into its own folder ``out/seed-N``, then the per-seed
+summary and the paired verdicts over the seeds (``seed_verdicts``) in ``out/seeds.json``.
 
 Simplifications, said out loud: one seed per process at a time (no seed axis inside a model: it
 did not pay on a CPU, above); the pool's processes are started per call; a GRPO run with
-``max_staleness`` ≥ 1 is refused here (its rollout worker would be a second process per seed).
+``max_staleness`` ≥ 1 is refused here (its rollout worker would be a second process per seed);
+on an accelerator ``run_seeds`` runs the seeds one after the other in this process.
 With one process (one seed, or ``processes=1``) the seeds run in this process, one after the other.
 """
 
@@ -26,17 +30,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import multiprocessing
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import torch
 
 from course_lib import configs
-from course_lib.runtime import MetricsLog
+from course_lib.runtime import Interrupted, MetricsLog, stop_on_interrupt
+from course_lib.verdicts import evaluation_noise, paired
 
 KINDS = ("sft", "dpo", "grpo")
 
@@ -61,8 +68,8 @@ def _check_seeds(seeds) -> list[int]:
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
         raise ValueError(f"seeds must be a non-empty list of integers; got {seeds!r}")
     for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int):
-            raise ValueError(f"seeds must hold integers; got {s!r} in {list(seeds)!r}")
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise ValueError(f"seeds must hold integers >= 0; got {s!r} in {list(seeds)!r}")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct (a repeated seed is the same run); got {list(seeds)!r}")
     return list(seeds)
@@ -256,11 +263,91 @@ def train_seeds(kind: str, cfg: configs.RunConfig, seeds: Sequence[int], *, step
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
         raise ValueError(f"steps must be an integer >= 0 (the stage's total) or None for the config's; got {steps!r}")
     cfg = configs.validate(cfg)
-    if kind == "grpo" and cfg.grpo.max_staleness:
-        raise ValueError("train_seeds runs synchronous GRPO (max_staleness=0): a rollout worker per seed would be "
-                         f"a second process per seed; got max_staleness={cfg.grpo.max_staleness}")
+    if kind == "grpo":
+        _refuse_stale(cfg, "train_seeds")
     runs = over_seeds(functools.partial(from_start, kind=kind, cfg=cfg, steps=steps), seeds, processes=processes,
                       start_method=start_method)
     return [{"seed": r["seed"], **r["result"], "wall_seconds": r["wall_seconds"], "cpu_seconds": r["cpu_seconds"]}
             for r in runs]
 
+
+
+def _refuse_stale(cfg: configs.RunConfig, what: str) -> None:
+    if cfg.grpo.max_staleness:
+        raise ValueError(f"{what} runs synchronous GRPO (max_staleness=0): a rollout worker per seed would be "
+                         f"a second process per seed; got max_staleness={cfg.grpo.max_staleness}")
+
+
+def seed_folder(out, seed: int):
+    """Where ``run_seeds`` writes seed ``seed``'s run: ``out/seed-N``."""
+    return Path(out) / f"seed-{seed}"
+
+
+def _run_seed(seed: int, *, kind: str, cfg: configs.RunConfig, out, device: str, steps: int | None, control) -> dict:
+    """One seed of ``run_seeds``: ``pipeline.run`` into its folder, quietly; a Ctrl-C stops it after the step
+    in progress with its checkpoint saved (``{"stopped": …}`` instead of the summary)."""
+    from course_lib.pipeline import run
+
+    try:
+        with stop_on_interrupt():
+            return run(kind, cfg, seed_folder(out, seed), device=device, seed=seed, steps=steps, control=control,
+                       threads=None, show_progress=False, verbose=False)
+    except Interrupted as stop:
+        return {"stopped": str(stop)}
+
+
+def seed_verdicts(kind: str, runs: list[dict], n_heldout: int) -> list[str]:
+    """The paired verdicts over ``runs`` (``run_seeds``' summaries, one per seed): what the trained stage
+    changed in held-out accuracy against where it started (the SFT policy; for ``sft`` the random
+    initialisation) and, with a control, against the control. None for a stage that trains no policy."""
+    from course_lib.pipeline import TRAINERS  # every trainer registered
+
+    if not TRAINERS[kind].trains_policy:
+        return []
+    seeds, name = [r["seed"] for r in runs], kind.upper()
+    noise = evaluation_noise(n_heldout)
+    start = "its random initialisation" if kind == "sft" else "its SFT start"
+    said = [paired([r["final_accuracy"] for r in runs], [r["start_accuracy"] for r in runs], name_a=name,
+                   name_b=start, seeds=seeds, margin=noise).sentence()]
+    if runs[0].get("control"):
+        control = "RFT control" if runs[0]["control"] == "rft" else "same-time SFT control"
+        said.append(paired([r["final_accuracy"] for r in runs], [r["control_accuracy"] for r in runs], name_a=name,
+                           name_b=control, seeds=seeds, margin=noise).sentence())
+    return said
+
+
+def run_seeds(kind: str, cfg: configs.RunConfig, out, seeds: Sequence[int], *, device: str = "auto",
+              steps: int | None = None, control=None, overwrite: bool = False, processes: int | None = None) -> dict:
+    """``pipeline.run`` for every seed, side by side (``over_seeds``: one process and one torch thread per
+    seed, at most ``processes``, default the cores; on an accelerator one after the other here), each
+    into ``out/seed-N``. Every folder is checked before any seed trains (``overwrite`` as in ``run``).
+
+    Returns (and writes to ``out/seeds.json``) ``{"kind", "config", "seeds", "runs": [per-seed summary],
+    "verdicts": [sentences], "stopped": {seed: what}}``; a seed stopped by Ctrl-C is in ``stopped``, not
+    in ``runs``, its checkpoint saved in its folder.
+    """
+    from course_lib.device import resolve_device
+    from course_lib.pipeline import KINDS as RUN_KINDS
+    from course_lib.pipeline import prepare_out
+
+    if kind not in RUN_KINDS:
+        raise ValueError(f"kind must be one of {RUN_KINDS}; got {kind!r}")
+    seeds = _check_seeds(seeds)
+    _check_processes(processes)
+    cfg = configs.validate(cfg)
+    if kind == "grpo":
+        _refuse_stale(cfg, "run_seeds")
+    if resolve_device(device).type != "cpu":
+        processes = 1  # one accelerator: the seeds take turns on it
+    for s in seeds:
+        prepare_out(seed_folder(out, s), overwrite, kind)
+    done = over_seeds(functools.partial(_run_seed, kind=kind, cfg=cfg, out=out, device=device, steps=steps,
+                                        control=control), seeds, processes=processes)
+    runs = [{k: v for k, v in d["result"].items() if k not in ("passport", "options")}
+            | {"process_wall_seconds": d["wall_seconds"], "process_cpu_seconds": d["cpu_seconds"]}
+            for d in done if "stopped" not in d["result"]]
+    stopped = {d["seed"]: d["result"]["stopped"] for d in done if "stopped" in d["result"]}
+    report = {"kind": kind, "config": cfg.name, "seeds": seeds, "runs": runs,
+              "verdicts": seed_verdicts(kind, runs, cfg.task.n_heldout) if runs else [], "stopped": stopped}
+    (Path(out) / "seeds.json").write_text(json.dumps(report, indent=2))
+    return report
