@@ -249,6 +249,114 @@ def variants_from_start(seed: int, *, cfg: configs.RunConfig, variants: dict) ->
     return out
 
 
+def ppo_against(policy, task, scorer, sft_weights: dict, *, seed: int, beta: float, steps: int, prompts: int) -> list[dict]:
+    """PPO with a fresh critic against a learned reward (``scorer``) from ``sft_weights``, the KL in the reward
+    with coefficient ``beta``: per step ``{"step", "proxy", "gold", "kl"}`` (gold: the strict checker on the
+    same samples; kl: the sampled sequence KL to the SFT policy), as ``reward_model.over_optimisation`` reads."""
+    from course_lib.configs import PPOConfig
+    from course_lib.ppo import build_critic, train_ppo
+    from course_lib.rewards import resolve_reward
+
+    policy.load_state_dict(sft_weights)
+    torch.manual_seed(seed)
+    critic = build_critic(policy, task.tokenizer)
+    log = MetricsLog()
+    pcfg = PPOConfig(steps=steps, batch_prompts=prompts, kl_coef=beta, eval_every=steps)
+    train_ppo(policy, critic, task, pcfg, scorer, generator=torch.Generator().manual_seed(seed + 1), log=log,
+              show_progress=False, gold_fn=resolve_reward("strict", task), track_kl=True)
+    return [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"]}
+            for r in log.rows]
+
+
+def grpo_rloo_ppo(policy, task, gcfg, sft_weights: dict, *, seed: int) -> dict:
+    """GRPO, RLOO and PPO (a learned critic) from ``sft_weights`` against the strict checker, at the same sampled
+    answers per step (PPO: ``gcfg.batch_prompts × num_generations`` prompts, one answer each) and steps.
+    Returns ``{"runs": {name: {"accuracy", "rl_seconds"}}, "memory": PPO's, "critic": the trained critic,
+    "ppo_rows": PPO's per-step metrics, "ppo_cfg": its PPOConfig}``."""
+    from course_lib.configs import PPOConfig
+    from course_lib.evaluation import evaluate
+    from course_lib.grpo import train_grpo
+    from course_lib.ppo import build_critic, train_ppo
+    from course_lib.rewards import resolve_reward
+
+    runs = {}
+    for name, advantage in (("GRPO", "grpo"), ("RLOO", "rloo")):
+        policy.load_state_dict(sft_weights)
+        torch.manual_seed(seed)
+        res = train_grpo(policy, task, dataclasses.replace(gcfg, advantage=advantage),
+                         generator=torch.Generator().manual_seed(seed + 1), show_progress=False)
+        runs[name] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"],
+                      "rl_seconds": res["rl_seconds"]}
+    policy.load_state_dict(sft_weights)
+    torch.manual_seed(seed)
+    critic = build_critic(policy, task.tokenizer)
+    ppo_cfg = PPOConfig(steps=gcfg.steps, batch_prompts=gcfg.batch_prompts * gcfg.num_generations, eval_every=gcfg.steps)
+    log = MetricsLog()
+    res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task),
+                    generator=torch.Generator().manual_seed(seed + 1), log=log, show_progress=False)
+    runs["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"], "rl_seconds": res["rl_seconds"]}
+    return {"runs": runs, "memory": res["memory"], "critic": critic, "ppo_rows": log.rows, "ppo_cfg": ppo_cfg}
+
+
+BETAS = (0.0, 0.05)  # notebook 12's over-optimisation runs: without and with the KL in the reward
+
+
+def rlhf_route(seed: int, *, cfg: configs.RunConfig, rm_cfg, bon_prompts: int, bon_ns: Sequence[int],
+               overopt_steps: int, overopt_prompts: int, window: int, rl_steps: int) -> dict:
+    """Notebook 12's runs on one seed, from its cached SFT start: the reward model (``rm_cfg``), best-of-N
+    against it on ``bon_prompts`` held-out prompts (``max(bon_ns)`` samples each), PPO against it at each of
+    ``BETAS`` (``ppo_against``, read by ``over_optimisation`` with ``window``), and GRPO, RLOO and PPO against the
+    checker for ``rl_steps`` (``grpo_rloo_ppo``). Returns the numbers (no models)."""
+    from course_lib.reward_model import (
+        RewardModelScorer,
+        best_of_n_curve,
+        best_of_n_scores,
+        fit_reward_model,
+        over_optimisation,
+    )
+    from course_lib.starts import sft_start
+
+    task, policy, sft = sft_start(cfg, seed=seed, verbose=False)
+    sft_weights = {k: v.detach().clone() for k, v in policy.state_dict().items()}
+    rm_run = fit_reward_model(policy, task, rm_cfg, seed=seed)
+    scorer = RewardModelScorer(rm_run["model"], task)
+    torch.manual_seed(seed)
+    proxy, gold, ids = best_of_n_scores(policy, task, task.heldout_pairs[:bon_prompts], scorer, k=max(bon_ns))
+    summary = [{"seed": seed, "beta": beta, **over_optimisation(
+        ppo_against(policy, task, scorer, sft_weights, seed=seed, beta=beta, steps=overopt_steps,
+                    prompts=overopt_prompts), window=window)} for beta in BETAS]
+    gcfg = dataclasses.replace(cfg.grpo, steps=rl_steps, eval_every=rl_steps)
+    return {"sft": sft["accuracy"], "rm": rm_run["metrics"], "bon": best_of_n_curve(proxy, gold, bon_ns, ids=ids),
+            "summary": summary, "runs": grpo_rloo_ppo(policy, task, gcfg, sft_weights, seed=seed)["runs"]}
+
+
+def recipe_starts(seed: int, *, cfg: configs.RunConfig, pretrain_steps: int, kl_samples: int) -> dict:
+    """Notebook 16's runs on one seed: the recipes ``r1``, ``r1-zero``, a digit-text base
+    (``pretrain:steps=pretrain_steps,grpo``) and GRPO from the seed's shared SFT start (the named config's,
+    ``course_lib.starts``), each stage measured by ``course_lib.recipes``; plus the random initialisation's and
+    the SFT start's numbers before RL. Returns ``{"r1", "zero", "digits", "full": [finished stages],
+    "random_start", "sft_start": numbers}``; the recipes' folders are temporary."""
+    import tempfile
+
+    from course_lib import recipes
+    from course_lib.pipeline import build_policy
+    from course_lib.starts import sft_start
+
+    run = dict(seed=seed, device="cpu", show_progress=False, verbose=False, threads=1, kl_samples=kl_samples)
+    with tempfile.TemporaryDirectory(prefix=f"recipes-seed{seed}-") as tmp:
+        out = Path(tmp)
+        got = {"r1": recipes.run_recipe("r1", cfg, out / "r1", **run),
+               "zero": recipes.run_recipe("r1-zero", cfg, out / "r1-zero", **run),
+               "digits": recipes.run_recipe(f"pretrain:steps={pretrain_steps},grpo", cfg, out / "digits", **run)}
+        task, random_init = build_policy(cfg, seed=seed)
+        _, sft_policy, _ = sft_start(configs.get_config(cfg.name), seed=seed, verbose=False)
+        numbers = {"random_start": recipes.policy_numbers(random_init.eval(), task, cfg, seed=seed),
+                   "sft_start": recipes.policy_numbers(sft_policy.eval(), task, cfg, seed=seed)}
+        got["full"] = recipes.run_recipe("grpo", cfg, out / "sft-start", init=sft_policy,
+                                         init_name="the shared SFT start", **run)
+    return {**{k: v["finished"] for k, v in got.items()}, **numbers}
+
+
 def train_seeds(kind: str, cfg: configs.RunConfig, seeds: Sequence[int], *, steps: int | None = None,
                 processes: int | None = None, start_method: str | None = None) -> list[dict]:
     """``kind`` (``"sft"``, ``"dpo"`` or ``"grpo"``) from each seed's cached SFT start, seeds side by side.
