@@ -46,7 +46,7 @@ RESULTS = HERE / "results"
 # results file -> (the command that writes it, CPU minutes it takes (approximate, from its last runs), needs an idle machine)
 PLAN: dict[str, tuple[list[str], int, bool]] = {
     "grpo": (["tinygpt_grpo.py"], 10, False),
-    "seeds": (["tinygpt_seeds.py"], 6, True),
+    "seeds": (["tinygpt_seeds.py", "--steps", "50"], 12, True),
     "rollout": (["tinygpt_rollout.py"], 1, False),
     "dpo": (["tinygpt_dpo.py"], 21, False),
     "reward_hacking": (["tinygpt_reward_hacking.py"], 16, False),

@@ -225,9 +225,10 @@ def seeds(results: Path = RESULTS) -> str:
     lines = ["| seeds side by side | wall s | × the wall of one seed | CPU s, all processes | held-out accuracy after GRPO, per seed |",
              "|---|---|---|---|---|"]
     for n, wall in walls.items():
-        rows = sorted((r for r in data["runs"] if r["n_seeds"] == n), key=lambda r: r["seed"])
+        rows = sorted((r for r in data["runs"] if r["n_seeds"] == n and r.get("round", 0) == 0), key=lambda r: r["seed"])
+        cpu = data["cpu_seconds"][str(n)] if "cpu_seconds" in data else sum(r["cpu_seconds"] for r in rows)
         ratio = f"{wall / one:.2f}×" if one else "—"
-        lines.append(f"| {n} | {wall:.1f} | {ratio} | {sum(r['cpu_seconds'] for r in rows):.1f} | "
+        lines.append(f"| {n} | {wall:.1f} | {ratio} | {cpu:.1f} | "
                      f"{' / '.join(pct(r['final_accuracy']) for r in rows)} |")
     goal = ""
     if one and goals.SEEDS_SIDE_BY_SIDE in walls:
@@ -235,8 +236,10 @@ def seeds(results: Path = RESULTS) -> str:
         goal = (f" Goal: {goals.SEEDS_SIDE_BY_SIDE} seeds in ≤ {goals.SEEDS_WALL_RATIO:g}× the wall of one on 2 cores: "
                 f"**{r4:.2f}×**, {'met' if r4 <= goals.SEEDS_WALL_RATIO else 'not met'} on this run's {data['cores']} core(s).")
     return ("\n".join(lines) + f"\n\n{data['steps']} GRPO steps per seed on the `{data['config']}` config, each seed in its "
-            f"own process with one thread, from its cached SFT start.{goal} Wall-clock is evidence only on an "
-            f"otherwise idle machine. " + footer(data))
+            f"own process with one thread, from its cached SFT start."
+            + (f" Wall and CPU seconds: medians of {data['repeats']} rounds, the counts interleaved."
+               if data.get("repeats", 1) > 1 else "")
+            + f"{goal} Wall-clock is evidence only on an otherwise idle machine. " + footer(data))
 
 
 def _recipe_label(r: dict) -> str:

@@ -5,7 +5,8 @@ The run itself is ``course_lib.pipeline.run``. Flags come in sections, shown by 
 with their choices and each named config's default:
 
 - run options: ``--config``, ``--out`` (refused if it holds a run, unless ``--overwrite``),
-  ``--resume DIR``, ``--steps`` (the trainer's *total* steps), ``--seed``, ``--device``,
+  ``--resume DIR``, ``--steps`` (the trainer's *total* steps), ``--seed`` (one seed, or several:
+  ``--seed 0 1 2`` runs them side by side, ``course_lib.seeds.run_seeds``), ``--device``,
   ``--threads``, ``--control``, ``--sft-checkpoint``, ``--no-progress``;
 - the trainer's own options under their plain names (``--beta`` is GRPO's β in ``train grpo``
   and DPO's β in ``train dpo``); in a DPO or GRPO run the SFT stage's options are
@@ -21,6 +22,7 @@ step, saves a checkpoint and prints the ``--resume`` command. Examples::
     .venv/bin/python -m course_lib train grpo --config test --steps 4 --out /tmp/t --overwrite
     .venv/bin/python -m course_lib train grpo --resume runs/grpo --steps 120
     .venv/bin/python -m course_lib train grpo --out runs/grpo-async --max-staleness 1
+    .venv/bin/python -m course_lib train grpo --out runs/grpo-seeds --seed 0 1 2 --control rft
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ from course_lib.runtime import (
     Interrupted,
     StepFailed,
     check_threads,
+    resume_command,
     stop_on_interrupt,
 )
+from course_lib.seeds import cores, run_seeds, seed_folder
 from course_lib.trainer import entry, trainers
 
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
@@ -84,6 +88,22 @@ def optional_float(text: str):
 
 optional_float.__name__ = "float_or_none"  # argparse names the type in its error and its metavar
 
+SEED_ACCEPTS = "a seed is an integer >= 0, several are distinct ones separated by spaces (--seed 0 1 2)"
+
+
+def seed_value(text: str) -> int:
+    """One value of ``--seed``: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{SEED_ACCEPTS}; got {text!r}")
+    return value
+
+
+seed_value.__name__ = "seed"
+
 
 def _default_text(section: str, name: str) -> str:
     values = {c: getattr(getattr(configs.get_config(c), section) if section != "run" else configs.get_config(c), name)
@@ -109,7 +129,8 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
     p = sub.add_parser(kind, help=f"train {kind} end to end", formatter_class=argparse.RawDescriptionHelpFormatter,
                        description=f"Train the tiny GPT with {kind.upper()} (the SFT stage runs first for dpo/grpo).")
     r = p.add_argument_group("run")
-    add_run_options(r, f"run folder (default: runs/{kind})", "continue the run in DIR with its saved options")
+    add_run_options(r, f"run folder (default: runs/{kind})", "continue the run in DIR with its saved options",
+                    several_seeds=True)
     r.add_argument("--steps", type=int, default=None, help=HELP["steps"] + "; default from the config")
     if kind != "sft":
         controls = entry(kind).controls
@@ -138,13 +159,19 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
     return p
 
 
-def add_run_options(group, out_help: str, resume_help: str) -> None:
-    """The options every ``train`` command shares: the config, the folder, resuming, seed, device, threads, progress."""
+def add_run_options(group, out_help: str, resume_help: str, several_seeds: bool = False) -> None:
+    """The options every ``train`` command shares: the config, the folder, resuming, seed, device, threads, progress
+    (``several_seeds``: ``--seed`` takes a list, run side by side)."""
     group.add_argument("--config", default="cpu", choices=tuple(configs.CONFIGS), help="named config (default: cpu)")
     group.add_argument("--out", default=None, help=out_help)
     group.add_argument("--overwrite", action="store_true", help="replace what --out holds")
     group.add_argument("--resume", default=None, metavar="DIR", help=resume_help)
-    group.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+    if several_seeds:
+        group.add_argument("--seed", type=seed_value, nargs="+", default=[0], metavar="SEED",
+                           help="training seed (default: 0); several (--seed 0 1 2) run side by side, one process and "
+                                "one thread each (at most the cores), into OUT/seed-N, and print the paired verdicts")
+    else:
+        group.add_argument("--seed", type=seed_value, default=0, help="training seed (default: 0)")
     group.add_argument("--device", default="auto", choices=DEVICES, help="default: auto (CUDA, then MPS, else CPU)")
     group.add_argument("--threads", type=int, default=DEFAULT_THREADS,
                        help=f"CPU threads for torch (default: {DEFAULT_THREADS}; see benchmarks/tinygpt_threads.py)")
@@ -206,7 +233,7 @@ def exit_code(command) -> int:
         return 2
 
 
-def train(args: dict) -> None:
+def train(args: dict) -> int:
     """``train KIND``: a run of ``pipeline.run`` from parsed arguments."""
     overrides = {k: v for k, v in args.items() if "." in k and v is not None}
     check_threads(args["threads"])
@@ -217,9 +244,43 @@ def train(args: dict) -> None:
     else:
         cfg = configs.validate(apply_overrides(configs.get_config(args["config"]), overrides))  # checked as built
         out = args["out"] or f"runs/{args['kind']}"
-    run(args["kind"], cfg, out, device=args["device"], seed=args["seed"], steps=args["steps"],
+    seeds = args["seed"]
+    if len(seeds) > 1:
+        return several_seeds(args, cfg, out, seeds)
+    run(args["kind"], cfg, out, device=args["device"], seed=seeds[0], steps=args["steps"],
         control=args.get("control"), resume=bool(args["resume"]), sft_checkpoint=args.get("sft_checkpoint"),
         overwrite=args["overwrite"], threads=args["threads"], show_progress=not args["no_progress"])
+    return 0
+
+
+def several_seeds(args: dict, cfg, out, seeds: list[int]) -> int:
+    """``--seed A B …``: the seeds side by side (``run_seeds``), then the per-seed summary and the verdicts."""
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seed must list distinct seeds (a repeated seed is the same run; {SEED_ACCEPTS}); "
+                         f"got {' '.join(map(str, seeds))}")
+    if args["resume"] or args.get("sft_checkpoint"):
+        raise ValueError("--seed with several seeds trains each seed from its own start: --resume and "
+                         "--sft-checkpoint take one seed's run (resume each OUT/seed-N on its own)")
+    if args["threads"] != DEFAULT_THREADS:
+        raise ValueError(f"--threads applies to one seed's run; with several seeds each runs on one thread, "
+                         f"as many at once as the cores; got --threads {args['threads']}")
+    kind = args["kind"]
+    processes = min(len(seeds), cores())
+    print(f"[course_lib] {kind}, config {cfg.name!r}, seeds {', '.join(map(str, seeds))}: {processes} at a time, "
+          f"one process and one CPU thread each, into {Path(out)}/seed-N")
+    report = run_seeds(kind, cfg, out, seeds, device=args["device"], steps=args["steps"],
+                       control=args.get("control"), overwrite=args["overwrite"], processes=processes)
+    for r in report["runs"]:
+        control = f", control {r['control_accuracy']:.3f}" if r.get("control_accuracy") is not None else ""
+        print(f"[course_lib] seed {r['seed']}: held-out accuracy {r['start_accuracy']:.3f} -> "
+              f"{r['final_accuracy']:.3f}{control} ({r['wall_seconds']:.1f} s) in {seed_folder(out, r['seed'])}")
+    for line in report["verdicts"]:
+        print(f"[course_lib] {line}")
+    for s, what in report["stopped"].items():
+        print(f"[course_lib] seed {s}: {what}, saved; continue with: {resume_command(kind, seed_folder(out, s))}")
+    print(f"[course_lib] wrote {Path(out) / 'seeds.json'} and each seed's summary.json")
+    return 130 if report["stopped"] else 0
+
 
 
 def train_recipe(args: dict) -> int:

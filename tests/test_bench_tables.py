@@ -408,3 +408,31 @@ def test_rendering_runs_no_git_nor_any_command(monkeypatch):
     for name in tables.RENDERERS:
         assert tables.block(name)
 
+
+def test_the_seeds_benchmark_reports_medians_of_interleaved_rounds(tmp_path, monkeypatch):
+    """The benchmark itself, on the toy config: every count runs once per round, the table shows the medians."""
+    import functools
+    import statistics
+
+    import tinygpt_seeds
+    import writer
+
+    from course_lib.configs import get_config
+
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(tinygpt_seeds, "get_config", lambda name: get_config("test"))
+    monkeypatch.setattr(tinygpt_seeds, "save", functools.partial(writer.save, results=tmp_path))
+    monkeypatch.setattr(sys, "argv", ["tinygpt_seeds.py", "--seeds", "0", "1", "--counts", "1", "2", "--steps", "2",
+                                      "--repeats", "3"])
+    tinygpt_seeds.main()
+    data = json.loads((tmp_path / "seeds.json").read_text())
+    assert data["repeats"] == 3 and data["steps"] == 2
+    for n in ("1", "2"):
+        walls, cpus = data["rounds"][n]["wall_seconds"], data["rounds"][n]["cpu_seconds"]
+        assert len(walls) == len(cpus) == 3 and data["wall_seconds"][n] == statistics.median(walls)
+        assert data["cpu_seconds"][n] == statistics.median(cpus)
+    assert [(r["round"], r["n_seeds"], r["seed"]) for r in data["runs"]] == [
+        (k, 1, 0) if i == 0 else (k, 2, i - 1) for k in range(3) for i in range(3)]  # the counts interleaved
+    text = tables.seeds(tmp_path)
+    assert "medians of 3 rounds, the counts interleaved" in text
+    assert f"| 2 | {data['wall_seconds']['2']:.1f} | " in text and f" | {data['cpu_seconds']['2']:.1f} | " in text

@@ -53,6 +53,55 @@ def test_cli_grpo_end_to_end_with_control(tmp_path):
 
 
 @pytest.mark.slow
+def test_cli_runs_a_list_of_seeds_side_by_side_each_as_it_runs_alone(tmp_path):
+    out = tmp_path / "seeds"
+    proc = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-m", "course_lib", "train", "grpo", "--config", "test",
+         "--out", str(out), "--steps", "3", "--seed", "0", "1", "--control", "rft"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr and "2 at a time" in proc.stdout
+    report = json.loads((out / "seeds.json").read_text())
+    assert report["seeds"] == [0, 1] and report["stopped"] == {}
+    for seed, r in zip((0, 1), report["runs"]):
+        summary = json.loads((out / f"seed-{seed}" / "summary.json").read_text())
+        assert summary["seed"] == r["seed"] == seed and summary["cpu_threads"] == 1
+        assert r["final_accuracy"] == summary["final_accuracy"]
+        assert f"seed {seed}: held-out accuracy {r['sft_accuracy']:.3f} -> {r['final_accuracy']:.3f}" in proc.stdout
+    # a verdict per comparison, from the two seeds' numbers, and no judgement on two seeds
+    assert len(report["verdicts"]) == 2 and all(v in proc.stdout for v in report["verdicts"])
+    assert report["verdicts"][1].startswith("GRPO − RFT control: ")
+    assert all("too few seeds to judge (2; a verdict needs 3)" in v for v in report["verdicts"])
+    alone = run("grpo", get_config("test"), tmp_path / "alone", seed=1, steps=3, control="rft", show_progress=False,
+                verbose=False)
+    assert _rows(out / "seed-1" / "metrics.jsonl") == _rows(tmp_path / "alone" / "metrics.jsonl")
+    assert alone["control_accuracy"] == report["runs"][1]["control_accuracy"]
+
+
+@pytest.mark.parametrize("seeds, message", [
+    (["-1"], "argument --seed: a seed is an integer >= 0, several are distinct ones separated by spaces"),
+    (["1.5"], "argument --seed: a seed is an integer >= 0"),
+    (["0", "x"], "argument --seed: a seed is an integer >= 0"),
+    (["0", "2", "0"], "error: --seed must list distinct seeds (a repeated seed is the same run"),
+    (["0", "1", "--threads", "2"], "error: --threads applies to one seed's run"),
+    (["0", "1", "--max-staleness", "1"], "error: run_seeds runs synchronous GRPO (max_staleness=0)"),
+])
+def test_bad_seed_lists_are_refused_by_name(seeds, message, tmp_path, capsys):
+    assert _exit_code(["train", "grpo", "--config", "test", "--out", str(tmp_path / "run"), "--seed", *seeds]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_seed_list_checks_every_folder_before_any_seed_trains(tmp_path, capsys):
+    (tmp_path / "seed-1").mkdir()
+    (tmp_path / "seed-1" / "summary.json").write_text("{}")
+    assert _exit_code(["train", "grpo", "--config", "test", "--out", str(tmp_path), "--seed", "0", "1"]) == 2
+    assert "seed-1 already holds a run" in capsys.readouterr().err
+    assert not (tmp_path / "seed-0" / "summary.json").exists()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["grpo", "dpo", "kto", "orpo"])
 def test_resume_reproduces_the_uninterrupted_run(tmp_path, kind):
     cfg = get_config("test")
@@ -99,7 +148,7 @@ def _numeric_options():
 
 
 NUMERIC = list(_numeric_options())
-SEEDS = ("seed", "task.seed")  # any integer is a seed
+SEEDS = ("seed", "task.seed")  # a task seed takes any integer; --seed has its own test (bad seed lists)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +172,7 @@ def test_every_numeric_option_refuses_what_it_cannot_mean_by_name(kind, flag, na
     monkeypatch.setattr(pipeline, "build_policy", trained)
     monkeypatch.setattr(recipes, "run_stage", trained)
     if name in SEEDS:
-        pytest.skip("a seed takes any integer")
+        pytest.skip("a task seed takes any integer; --seed: test_bad_seed_lists_are_refused_by_name")
     head = ["train", kind, *(["r1"] if kind == "recipe" else []), "--config", "test", "--out", str(tmp_path / "run")]
     for value in (["inf", "-inf", "nan"] if kind_of_value != "int" else ["-1000000000"]):
         assert _exit_code([*head, f"{flag}={value}"]) == 2, (flag, value)
