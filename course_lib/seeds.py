@@ -408,9 +408,9 @@ def seed_verdicts(kind: str, runs: list[dict], n_heldout: int) -> list[str]:
     """The paired verdicts over ``runs`` (``run_seeds``' summaries, one per seed): what the trained stage
     changed in held-out accuracy against where it started (the SFT policy; for ``sft`` the random
     initialisation) and, with a control, against the control. None for a stage that trains no policy."""
-    from course_lib.pipeline import TRAINERS  # every trainer registered
+    from course_lib.trainer import entry  # every trainer registered
 
-    if not TRAINERS[kind].trains_policy:
+    if not entry(kind).trains_policy:
         return []
     seeds, name = [r["seed"] for r in runs], kind.upper()
     noise = evaluation_noise(n_heldout)

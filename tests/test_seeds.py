@@ -59,7 +59,7 @@ def test_results_come_back_in_seed_order_and_a_failure_names_its_seed():
 @pytest.mark.parametrize("call, message", [
     (lambda: over_seeds(abs, []), "seeds must be a non-empty list"),
     (lambda: over_seeds(abs, [0, 0]), "seeds must be distinct"),
-    (lambda: over_seeds(abs, [0, "1"]), r"seeds\[1\] must be an integer; got '1'"),
+    (lambda: over_seeds(abs, [0, "1"]), r"seeds\[1\] must be an integer >= 0; got '1'"),
     (lambda: over_seeds(abs, [0, -1]), r"seeds\[1\] must be an integer >= 0; got -1"),
     (lambda: over_seeds(abs, [0], processes=0), "processes must be an integer >= 1"),
     (lambda: over_seeds(abs, [0], start_method="thread"), "start_method must be one of"),
