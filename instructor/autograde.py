@@ -381,6 +381,7 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
             args = ["autograde", assignment, f"--student={student}", "--force",
                     f"--CourseDirectory.submitted_directory={staged_root}",
                     "--log-level=INFO", "--Application.log_format=%(created).3f %(levelname)s %(message)s", *extra]
+            env["COURSE_NOTEBOOKS"] = str(len(list(staged.glob("*.ipynb"))))  # kernels started ahead
             if zygote is not None:  # forked from a process with nbgrader imported (instructor/run_nbgrader.py)
                 returncode, log = zygote.run(args, env, str(root), str(Path(staged_root) / "nbgrader.log"))
             else:

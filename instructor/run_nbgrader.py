@@ -55,6 +55,19 @@ PRELOAD = ("nbgrader.apps.nbgraderapp", "nbgrader.apps.autogradeapp", "nbgrader.
            "sqlalchemy.dialects.sqlite", "IPython.core.inputtransformer2")
 
 
+def discard_spare_kernel() -> None:
+    """Stop the kernel nbgrader_hooks.SandboxedExecute started ahead for a next notebook that never
+    came (a notebook nbgrader skipped or could not read), before this process ends."""
+    hooks = sys.modules.get("instructor.nbgrader_hooks")
+    if hooks is not None:
+        try:
+            hooks.SandboxedExecute.discard_spare()
+        except Exception:  # noqa: BLE001 - reported, as any error of nbgrader's would be
+            import traceback
+
+            traceback.print_exc()
+
+
 def _child(request: dict) -> None:
     """In a forked child: become ``nbgrader ARGS`` as a new process would be, then exit."""
     code = 1
@@ -79,6 +92,7 @@ def _child(request: dict) -> None:
 
         traceback.print_exc()
     finally:
+        discard_spare_kernel()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -188,7 +202,10 @@ def main() -> None:
     from nbgrader.apps.nbgraderapp import main as nbgrader_main
 
     sys.argv[0] = "nbgrader"
-    nbgrader_main()
+    try:
+        nbgrader_main()
+    finally:
+        discard_spare_kernel()
 
 
 if __name__ == "__main__":

@@ -323,11 +323,14 @@ def main(args: list[str]) -> None:
     info_r, info_w = os.pipe()
     kernel_json = os.path.join(INSIDE, "kernel.json")
     argv = [sys.executable, "-c", KERNEL_START, "-f", kernel_json, *extra]
-    cgroup = _kernel_cgroup(outside)
-    # a terminate (jupyter_client's second step of a shutdown) still removes the cgroup
+    # a terminate (how the grader stops a kernel: nbgrader_hooks.stop_kernel) still removes the cgroup;
+    # one that comes while the cgroup is being made waits until it can
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    cgroup = _kernel_cgroup(outside)
     status = 1
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         proc = popen(argv, files={kernel_json: kernel_r}, info_fd=info_w, cgroup=cgroup)
         os.close(info_w)
         os.close(kernel_r)
