@@ -61,7 +61,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from instructor import deadlines, lab_grading, sandbox_kernel, sandbox_limits
-from instructor.run_nbgrader import Zygote, quiet_known_warnings, skip_unused_imports
+from instructor.run_nbgrader import (
+    Zygote,
+    quiet_known_warnings,
+    share_gradebook_engines,
+    skip_unused_imports,
+)
 from instructor.scan import scan_submissions
 from instructor.submission import file_hashes, stage
 
@@ -485,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     skip_unused_imports()  # before the first nbgrader import (instructor/run_nbgrader.py)
     quiet_known_warnings()
+    share_gradebook_engines()
     if args.jobs < 1:
         parser.error(f"--jobs must be a whole number >= 1, got {args.jobs}")
     if args.slow_after is None:

@@ -40,6 +40,32 @@ def quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=r"Object of type <\w+> not in session, add operation along")
 
 
+def share_gradebook_engines() -> None:
+    """nbgrader opens its gradebook (``nbgrader.api.Gradebook``) about 25 times per student, each time
+    with a new SQLAlchemy engine, and SQLAlchemy keeps its cache of compiled statements per engine:
+    every query was compiled again each time (0.3 CPU s per student). Here a process makes one engine
+    per database URL and reuses it; each Gradebook still opens its own connections and closes them
+    (``Gradebook.close`` disposes of the engine's pool), so what reaches the database is unchanged.
+    Engines are keyed by process too: a forked child never uses its parent's."""
+    import nbgrader.api as api
+
+    if getattr(api.create_engine, "shared", False):
+        return
+    make = api.create_engine
+    engines: dict = {}
+    lock = threading.Lock()
+
+    def create_engine(url, **kwargs):
+        key = (os.getpid(), str(url), tuple(sorted(kwargs.items())))
+        with lock:
+            if key not in engines:
+                engines[key] = make(url, **kwargs)
+            return engines[key]
+
+    create_engine.shared = True
+    api.create_engine = create_engine
+
+
 def skip_unused_imports() -> None:
     """Make ``import rfc3987_syntax`` fail (jsonschema then leaves out the ``iri`` format checks).
     Has no effect where jsonschema was already imported."""
@@ -110,6 +136,7 @@ def serve() -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    share_gradebook_engines()
     from nbformat.validator import get_validator
 
     for relaxed in (False, True):  # nbformat caches them in the process: compiled once, before the forks
@@ -199,6 +226,7 @@ def main() -> None:
         return
     skip_unused_imports()
     quiet_known_warnings()
+    share_gradebook_engines()
     from nbgrader.apps.nbgraderapp import main as nbgrader_main
 
     sys.argv[0] = "nbgrader"

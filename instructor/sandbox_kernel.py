@@ -322,7 +322,9 @@ def main(args: list[str]) -> None:
     os.close(kernel_w)
     info_r, info_w = os.pipe()
     kernel_json = os.path.join(INSIDE, "kernel.json")
-    argv = [sys.executable, "-c", KERNEL_START, "-f", kernel_json, *extra]
+    # the input history in memory, as nbclient asks of a python3 kernel (this kernelspec has another
+    # name): no SQLite file and no thread writing it in each kernel
+    argv = [sys.executable, "-c", KERNEL_START, "-f", kernel_json, "--HistoryManager.hist_file=:memory:", *extra]
     # a terminate (how the grader stops a kernel: nbgrader_hooks.stop_kernel) still removes the cgroup;
     # one that comes while the cgroup is being made waits until it can
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
