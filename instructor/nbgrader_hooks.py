@@ -241,17 +241,29 @@ class SandboxedExecute(Execute):
         (set by ``make autograde``) says how many notebooks this process grades of the student; unset, no kernel is
         started ahead. One that fails to start is left to the next notebook's own start (and retries)."""
         started = SandboxedExecute._kernels[self._student] = SandboxedExecute._kernels.get(self._student, 0) + 1
-        if started >= int(os.environ.get("COURSE_NOTEBOOKS") or 0) or SandboxedExecute._spare is not None:
+        if started < int(os.environ.get("COURSE_NOTEBOOKS") or 0):
+            self._start_ahead(self.resources.get("metadata", {}).get("path") or None)
+
+    def _start_ahead(self, cwd: str | None) -> None:
+        if SandboxedExecute._spare is not None:
             return
         km, ipc = self._new_kernel_manager()
         try:
-            run_sync(km.start_kernel)(extra_arguments=self.extra_arguments,
-                                      cwd=self.resources.get("metadata", {}).get("path") or None)
+            run_sync(km.start_kernel)(extra_arguments=self.extra_arguments, cwd=cwd)
         except Exception as err:  # noqa: BLE001 - the next notebook starts its kernel itself
             self.log.warning("the next notebook's kernel could not be started ahead (%s: %s)", type(err).__name__, err)
             stop_kernel(km, ipc)
             return
         SandboxedExecute._spare = (km, ipc)
+
+    @classmethod
+    def start_first(cls) -> None:
+        """Start the first notebook's kernel as ``nbgrader autograde`` begins (run_nbgrader's zygote
+        calls it), so that it boots while nbgrader reads the gradebook and the first notebook: only
+        with ``$COURSE_NOTEBOOKS`` and the sandbox's kernel (``$COURSE_SANDBOX_KERNEL``) set."""
+        name = os.environ.get("COURSE_SANDBOX_KERNEL")
+        if name and int(os.environ.get("COURSE_NOTEBOOKS") or 0) > 0:
+            cls(kernel_name=name)._start_ahead(None)
 
     @classmethod
     def discard_spare(cls) -> None:

@@ -449,9 +449,10 @@ def test_a_kernel_that_dies_while_starting_is_started_again_with_the_reason_logg
 
 
 def test_the_next_notebooks_kernel_starts_ahead_fresh_and_every_kernel_is_stopped_with_its_cgroup(tmp_path, monkeypatch):
-    """With ``$COURSE_NOTEBOOKS`` (``make autograde`` sets it), each notebook's kernel starts the
-    next one's while it runs: the next notebook runs in that kernel (a process of its own, which
-    never saw the previous notebook's code), and ``stop_kernel`` stops each one through its launcher,
+    """With ``$COURSE_NOTEBOOKS`` (``make autograde`` sets it), the first kernel starts as nbgrader
+    begins and each notebook's kernel starts the next one's while it runs: the next notebook runs in
+    that kernel (a process of its own, which never saw the previous notebook's code), and
+    ``stop_kernel`` stops each one through its launcher,
     which records it and removes its cgroup. A kernel started ahead that no notebook used is stopped
     by ``discard_spare``; nothing of any of them is left running."""
     import logging
@@ -473,23 +474,29 @@ def test_the_next_notebooks_kernel_starts_ahead_fresh_and_every_kernel_is_stoppe
     monkeypatch.setattr(SandboxedExecute, "_spare", None)
     launchers = []
 
+    def started_ahead() -> None:
+        km, spare_ipc = SandboxedExecute._spare  # the next notebook's, already started
+        launchers.append((km.provisioner.process, spare_ipc))
+        assert launchers[-1][0].poll() is None
+
     def run(source: str) -> str:
         execute = SandboxedExecute()  # nbgrader makes one per notebook
         execute.log = logging.getLogger("kernel-ahead-test")
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
         nb, _ = execute.preprocess(nb, {"nbgrader": {"student": "ahead"}, STATE: {}})
-        km, spare_ipc = SandboxedExecute._spare  # the next notebook's, already started
-        launchers.append((km.provisioner.process, spare_ipc))
-        assert launchers[-1][0].poll() is None
+        started_ahead()
         return nb.cells[0].outputs[0]["text"]
 
+    SandboxedExecute.start_first()  # as nbgrader autograde begins (run_nbgrader's zygote)
+    started_ahead()
     assert run("secret = 42\nprint('first')") == "first\n"
     assert run("print('secret' in dir())") == "False\n"  # a fresh kernel: the one started ahead
     SandboxedExecute.discard_spare()  # the third notebook never came
     assert SandboxedExecute._spare is None
-    if sandbox_limits.cgroup_support()[0]:  # notebook 2's launcher stopped its kernel, recorded it, removed the cgroup
-        record = sandbox_limits.read_record(launchers[0][1])
-        assert record["oom_kills"] == 0 and not any(os.path.exists(d) for d in record["dirs"]), record
+    if sandbox_limits.cgroup_support()[0]:  # notebooks 1 and 2 ran in the kernels started ahead, and their
+        for _, spare_ipc in launchers[:2]:  # launchers stopped them, recorded them, removed their cgroups
+            record = sandbox_limits.read_record(spare_ipc)
+            assert record["oom_kills"] == 0 and not any(os.path.exists(d) for d in record["dirs"]), record
     for process, _ in launchers:  # notebook 3's (never used) too, however far it had got
         assert process.poll() is not None
     mine = {f"{sandbox_limits.PREFIX}{process.pid}" for process, _ in launchers}
