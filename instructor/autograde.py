@@ -18,7 +18,8 @@ Steps, each visible in the report:
    does, it affects only its own process. ``--jobs N`` (``make autograde JOBS=N``, default: the
    machine's cores) grades N students at once; a progress bar (tqdm, on stderr) and one line per
    student as each finishes. Each student's nbgrader is forked from one process that imported
-   nbgrader once (``run_nbgrader.Zygote``), not started afresh (1.2 CPU s per student saved).
+   nbgrader once (``run_nbgrader.Zygote``), not started afresh (1.2 CPU s per student saved), and
+   each notebook's fresh kernel is started while the one before runs (``$COURSE_NOTEBOOKS``).
    Due dates, extensions and the late penalty come from deadlines.toml (instructor/deadlines.py).
    A student with nothing gradable (no notebook, only files that are not notebooks) gets 0 points
    with the reasons, not FAILED.

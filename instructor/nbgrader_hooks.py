@@ -12,7 +12,10 @@
   submissions with the instructor's rights (``COURSE_ALLOW_UNSANDBOXED=1`` overrides). A cell past
   ``Execute.timeout`` is interrupted; if the kernel ignores the interrupt (a loop that swallows
   ``KeyboardInterrupt``), dies (``os._exit``) or the notebook uses up ``notebook_timeout``, the kernel
-  is stopped and the remaining cells are marked "not run" with that reason.
+  is stopped and the remaining cells are marked "not run" with that reason. Each notebook gets a fresh
+  kernel of its own; under ``make autograde`` (``$COURSE_NOTEBOOKS``) the next notebook's kernel is
+  started while the current notebook runs, and a kernel is stopped through its launcher as soon as
+  the last cell's output is in (``stop_kernel``).
 - ``DecideVerdicts``: reads each probe's record as data, decides the cell here, puts the test the
   student saw back as the cell's source and a verdict as its only output (an error output when a
   check failed, so nbgrader's ``SaveAutoGrades`` writes 0 for that cell into the gradebook, else the
@@ -238,13 +241,15 @@ class SandboxedExecute(Execute):
         """Start the kernel of this process's next notebook now, so that it boots while this notebook
         runs: a fresh sandboxed kernel of its own, exactly as ``create_kernel_manager`` would start it
         later (the next notebook's code is not in it until that notebook runs). ``$COURSE_NOTEBOOKS``
-        (set by ``make autograde``) says how many notebooks this process grades of the student; unset, no kernel is
-        started ahead. One that fails to start is left to the next notebook's own start (and retries)."""
+        (set by ``make autograde``) says how many of the student's notebooks this process grades;
+        unset, no kernel is started ahead. One that fails to start is left to the next notebook's own
+        start (and its retries)."""
         started = SandboxedExecute._kernels[self._student] = SandboxedExecute._kernels.get(self._student, 0) + 1
         if started < int(os.environ.get("COURSE_NOTEBOOKS") or 0):
             self._start_ahead(self.resources.get("metadata", {}).get("path") or None)
 
     def _start_ahead(self, cwd: str | None) -> None:
+        """Launch a kernel (not waiting for it to answer) and keep it for the next notebook."""
         if SandboxedExecute._spare is not None:
             return
         km, ipc = self._new_kernel_manager()
