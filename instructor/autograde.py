@@ -322,7 +322,7 @@ def load_state(root: Path) -> dict:
 
 def save_state(root: Path, state: dict) -> None:
     tmp = root / f"{STATE_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(state, indent=1))
+    tmp.write_text(json.dumps(state))  # rewritten after every student: json's fast encoder (no indent)
     tmp.replace(root / STATE_FILE)
 
 
