@@ -82,7 +82,7 @@ NBG_PATH := PATH="$(CURDIR)/$(BIN):$$PATH"
 shq = '$(subst ','\'',$(1))'
 
 assignment: $(STAMP)
-	$(NBG_PATH) $(BIN)/nbgrader generate_assignment $(ASSIGNMENT) --force
+	$(NBG_PATH) $(BIN)/nbgrader generate_assignment $(call shq,$(ASSIGNMENT)) --force
 
 # The class list from Canvas's gradebook export (CSV=path): gradebook students and roster.csv.
 roster: $(STAMP)
@@ -91,7 +91,7 @@ roster: $(STAMP)
 
 # A Canvas "Download Submissions" zip in downloaded/$(ASSIGNMENT)/archive/ -> submitted/ (instructor/collect.py).
 collect: $(STAMP)
-	$(NBG_PATH) $(BIN)/nbgrader zip_collect $(ASSIGNMENT) --force
+	$(NBG_PATH) $(BIN)/nbgrader zip_collect $(call shq,$(ASSIGNMENT)) --force
 
 # New and changed submissions (STUDENT=id: that one; REGRADE=1: everyone), sandboxed (bubblewrap),
 # JOBS at once (default: the machine's cores, os.cpu_count(); not nproc, which follows OMP_NUM_THREADS);
@@ -99,7 +99,7 @@ collect: $(STAMP)
 autograde:
 	bash tools/system_packages.sh autograde
 	@$(MAKE) --no-print-directory venv
-	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(ASSIGNMENT) $(if $(JOBS),--jobs $(call shq,$(JOBS)),) \
+	$(NBG_PATH) $(PY) -m instructor.autograde --assignment $(call shq,$(ASSIGNMENT)) $(if $(JOBS),--jobs $(call shq,$(JOBS)),) \
 	  $(if $(STUDENT),--student $(call shq,$(STUDENT)),) $(if $(REGRADE),--all,) $(if $(REDRAW),--redraw,)
 
 # Hand grading: JupyterLab with nbgrader's formgrader (Nbgrader → Formgrader), as root or a user.
@@ -112,18 +112,18 @@ formgrader: $(STAMP)
 # feedback/<student>/$(ASSIGNMENT)/*.html, one process per student within time and memory limits
 # (instructor/feedback.py): a page that cannot be made is a short page saying so. STUDENT=id: that one.
 feedback: $(STAMP)
-	$(NBG_PATH) $(PY) -m instructor.feedback --assignment $(ASSIGNMENT) $(if $(JOBS),--jobs $(call shq,$(JOBS)),) \
+	$(NBG_PATH) $(PY) -m instructor.feedback --assignment $(call shq,$(ASSIGNMENT)) $(if $(JOBS),--jobs $(call shq,$(JOBS)),) \
 	  $(if $(STUDENT),--student $(call shq,$(STUDENT)),)
 
 # grades/$(ASSIGNMENT)/grades.csv (every student) and canvas.csv (Canvas's import file, from the roster).
 grades: $(STAMP)
-	$(NBG_PATH) $(PY) -m instructor.export_grades --assignment $(ASSIGNMENT) \
+	$(NBG_PATH) $(PY) -m instructor.export_grades --assignment $(call shq,$(ASSIGNMENT)) \
 	  $(if $(CANVAS_COLUMN),--canvas-column "$(CANVAS_COLUMN)",)
 
 # similarity-report.md/.json: answer code compared pairwise and against solutions/ (review only;
 # THRESHOLD=0.8 by default, instructor/similarity.py).
 similarity: $(STAMP)
-	$(PY) -m instructor.similarity --assignment $(ASSIGNMENT) $(if $(THRESHOLD),--threshold $(THRESHOLD),)
+	$(PY) -m instructor.similarity --assignment $(call shq,$(ASSIGNMENT)) $(if $(THRESHOLD),--threshold $(THRESHOLD),)
 
 # A repository for students (DEST=dir): one fresh commit, without solutions/, the hidden checks and
 # the tests that need them (tools/student_repo.py). STUDENT_REPO=owner/name: Colab links point there.

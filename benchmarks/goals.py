@@ -8,5 +8,5 @@ SEEDS_SIDE_BY_SIDE = 4
 TRL_CPU_STEP_RATIO = 0.5  # course_lib's GRPO CPU seconds per step ÷ TRL's, at most
 ASYNC_SPEEDUP = 1.3  # optimiser steps per wall-clock second, a rollout worker one step behind ÷ synchronous, at least
 CLASS_SIZE = 150  # a class graded in at most CLASS_MINUTES
-CLASS_MINUTES = 15
+CLASS_MINUTES = 6  # on 2 cores
 RM_OF_NOISE_CEILING = 0.90  # the reward model's held-out pairwise accuracy ÷ the noise ceiling, at least

@@ -61,7 +61,7 @@ PLAN: dict[str, tuple[list[str], int, bool]] = {
     "grpo_family": (["tinygpt_grpo_family.py"], 30, False),
     "kl_frontier": (["tinygpt_kl_frontier.py"], 10, False),
     "async_speed": (["tinygpt_async.py", "--staleness", "1", "--out", "benchmarks/results/async_speed.json"], 5, True),
-    "class_grading": (["class_grading.py", "--students", "150", "--jobs", "2"], 27, True),
+    "class_grading": (["class_grading.py", "--students", "150", "--jobs", "2", "3"], 12, True),
 }
 # print-only measurements behind a sentence in docs/: no results file, run with --diagnostics or by name
 DIAGNOSTICS: dict[str, list[str]] = {"threads": ["tinygpt_threads.py"], "update_flops": ["tinygpt_update_flops.py"]}

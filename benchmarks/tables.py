@@ -696,12 +696,12 @@ def class_grading(results: Path = RESULTS) -> str:
         per_class = size * last["seconds_per_student"] / 60
         return ("\n".join(lines) + f"\n\nMeasured on a class of {data['class_size']} ({data['assignment']}, all "
                 f"five notebooks each): with {last['jobs']} jobs it took {last['seconds'] / 60:.1f} min, "
-                f"{'within' if per_class <= goal else 'over'} the goal of ≤ {goal} min for {size} (measured, not "
+                f"{'within' if per_class <= goal else 'over'} the goal of ≤ {goal} min for {size} on 2 cores (measured, not "
                 f"extrapolated). " + footer(data))
     minutes = size * last["seconds_per_student"] / 60
     return ("\n".join(lines) + f"\n\nMeasured on a class of {data['class_size']} ({data['assignment']}, all five "
             f"notebooks each), not {size}: at this rate a class of {size} with {last['jobs']} jobs would take about "
-            f"{minutes:.0f} min (an extrapolation; the goal is ≤ {goal} min). " + footer(data))
+            f"{minutes:.1f} min (an extrapolation; the goal is ≤ {goal} min on 2 cores). " + footer(data))
 
 
 def trl_map(results: Path = RESULTS) -> str:

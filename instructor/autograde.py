@@ -18,7 +18,8 @@ Steps, each visible in the report:
    does, it affects only its own process. ``--jobs N`` (``make autograde JOBS=N``, default: the
    machine's cores) grades N students at once; a progress bar (tqdm, on stderr) and one line per
    student as each finishes. Each student's nbgrader is forked from one process that imported
-   nbgrader once (``run_nbgrader.Zygote``), not started afresh (1.2 CPU s per student saved).
+   nbgrader once (``run_nbgrader.Zygote``), not started afresh (1.2 CPU s per student saved), and
+   each notebook's fresh kernel is started while the one before runs (``$COURSE_NOTEBOOKS``).
    Due dates, extensions and the late penalty come from deadlines.toml (instructor/deadlines.py).
    A student with nothing gradable (no notebook, only files that are not notebooks) gets 0 points
    with the reasons, not FAILED.
@@ -75,7 +76,12 @@ from instructor.gradebook import (
     status_of,
     zero_submission,
 )
-from instructor.run_nbgrader import Zygote, quiet_known_warnings, skip_unused_imports
+from instructor.run_nbgrader import (
+    Zygote,
+    quiet_known_warnings,
+    share_gradebook_engines,
+    skip_unused_imports,
+)
 from instructor.scan import scan_submissions
 from instructor.submission import file_hashes, stage
 
@@ -193,7 +199,7 @@ def load_state(root: Path) -> dict:
 
 def save_state(root: Path, state: dict) -> None:
     tmp = root / f"{STATE_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(state, indent=1))
+    tmp.write_text(json.dumps(state))  # rewritten after every student: json's fast encoder (no indent)
     tmp.replace(root / STATE_FILE)
 
 
@@ -256,6 +262,7 @@ def grade_student(root: Path, assignment: str, student: str, env: dict[str, str]
             args = ["autograde", assignment, f"--student={student}", "--force",
                     f"--CourseDirectory.submitted_directory={staged_root}",
                     "--log-level=INFO", "--Application.log_format=%(created).3f %(levelname)s %(message)s", *extra]
+            env["COURSE_NOTEBOOKS"] = str(len(list(staged.glob("*.ipynb"))))  # kernels started ahead
             if zygote is not None:  # forked from a process with nbgrader imported (instructor/run_nbgrader.py)
                 returncode, log = zygote.run(args, env, str(root), str(Path(staged_root) / "nbgrader.log"))
             else:
@@ -389,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parse_args(argv)
     skip_unused_imports()  # before the first nbgrader import (instructor/run_nbgrader.py)
     quiet_known_warnings()
+    share_gradebook_engines()
     # nbgrader shells out to `alembic` (from this environment) when it opens the gradebook
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     root = Path(args.root).resolve()

@@ -12,7 +12,10 @@
   submissions with the instructor's rights (``COURSE_ALLOW_UNSANDBOXED=1`` overrides). A cell past
   ``Execute.timeout`` is interrupted; if the kernel ignores the interrupt (a loop that swallows
   ``KeyboardInterrupt``), dies (``os._exit``) or the notebook uses up ``notebook_timeout``, the kernel
-  is stopped and the remaining cells are marked "not run" with that reason.
+  is stopped and the remaining cells are marked "not run" with that reason. Each notebook gets a fresh
+  kernel of its own; under ``make autograde`` (``$COURSE_NOTEBOOKS``) the next notebook's kernel is
+  started while the current notebook runs, and a kernel is stopped through its launcher as soon as
+  the last cell's output is in (``stop_kernel``).
 - ``DecideVerdicts``: reads each probe's record as data, decides the cell here, puts the test the
   student saw back as the cell's source and a verdict as its only output (an error output when a
   check failed, so nbgrader's ``SaveAutoGrades`` writes 0 for that cell into the gradebook, else the
@@ -38,6 +41,7 @@ import contextlib
 import json
 import math
 import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -182,6 +186,8 @@ class SandboxedExecute(Execute):
     interrupt_on_timeout = Bool(True)
 
     _spent: dict[str, float] = {}  # seconds each student's notebooks used so far in this process
+    _spare: tuple | None = None  # (kernel manager, sockets' path): the next notebook's kernel, started ahead
+    _kernels: dict[str, int] = {}  # kernels started for each student's notebooks so far in this process
 
     def preprocess(self, nb, resources, km=None):
         sandbox = os.environ.get("COURSE_SANDBOX_KERNEL", "")
@@ -212,16 +218,74 @@ class SandboxedExecute(Execute):
                 sandbox_limits.release(self._ipc)
 
     def create_kernel_manager(self):
-        """The sandbox has no network: its kernel talks over Unix sockets (see sandbox_kernel.py).
-        Its client is ``PromptClient``."""
-        km = super().create_kernel_manager()
+        """The kernel started for this notebook while the previous one ran (``_start_spare``), if
+        any; else a new kernel manager (``_new_kernel_manager``)."""
+        spare, SandboxedExecute._spare = SandboxedExecute._spare, None
+        self.km, self._ipc = spare or self._new_kernel_manager()
+        return self.km
+
+    def _new_kernel_manager(self) -> tuple:
+        """(kernel manager, its sockets' path or None). The sandbox has no network: its kernel talks
+        over Unix sockets (see sandbox_kernel.py). Its client is ``PromptClient``."""
+        km = self.kernel_manager_class(kernel_name=self.kernel_name, config=self.config)
         km.client_factory = PromptClient
         km.session.unpack = unpack_kernel_message  # shared with the client nbclient makes from km
+        ipc = None
         if os.environ.get("COURSE_SANDBOX_KERNEL"):
             folder = tempfile.mkdtemp(prefix="ipc-", dir=os.environ.get("COURSE_SANDBOX_TMP") or None)
-            km.transport, km.ip = "ipc", os.path.join(folder, "kernel")
-            self._ipc = km.ip
-        return km
+            ipc = os.path.join(folder, "kernel")
+            km.transport, km.ip = "ipc", ipc
+        return km, ipc
+
+    def _start_spare(self) -> None:
+        """Start the kernel of this process's next notebook now, so that it boots while this notebook
+        runs: a fresh sandboxed kernel of its own, exactly as ``create_kernel_manager`` would start it
+        later (the next notebook's code is not in it until that notebook runs). ``$COURSE_NOTEBOOKS``
+        (set by ``make autograde``) says how many of the student's notebooks this process grades;
+        unset, no kernel is started ahead. One that fails to start is left to the next notebook's own
+        start (and its retries)."""
+        started = SandboxedExecute._kernels[self._student] = SandboxedExecute._kernels.get(self._student, 0) + 1
+        if started < int(os.environ.get("COURSE_NOTEBOOKS") or 0):
+            self._start_ahead(self.resources.get("metadata", {}).get("path") or None)
+
+    def _start_ahead(self, cwd: str | None) -> None:
+        """Launch a kernel (not waiting for it to answer) and keep it for the next notebook."""
+        if SandboxedExecute._spare is not None:
+            return
+        km, ipc = self._new_kernel_manager()
+        try:
+            run_sync(km.start_kernel)(extra_arguments=self.extra_arguments, cwd=cwd)
+        except Exception as err:  # noqa: BLE001 - the next notebook starts its kernel itself
+            self.log.warning("the next notebook's kernel could not be started ahead (%s: %s)", type(err).__name__, err)
+            stop_kernel(km, ipc)
+            return
+        SandboxedExecute._spare = (km, ipc)
+
+    @classmethod
+    def start_first(cls) -> None:
+        """Start the first notebook's kernel as ``nbgrader autograde`` begins (run_nbgrader's zygote
+        calls it), so that it boots while nbgrader reads the gradebook and the first notebook: only
+        with ``$COURSE_NOTEBOOKS`` and the sandbox's kernel (``$COURSE_SANDBOX_KERNEL``) set."""
+        name = os.environ.get("COURSE_SANDBOX_KERNEL")
+        if name and int(os.environ.get("COURSE_NOTEBOOKS") or 0) > 0:
+            cls(kernel_name=name)._start_ahead(None)
+
+    @classmethod
+    def discard_spare(cls) -> None:
+        """Stop a kernel started ahead that no notebook used (run_nbgrader calls it as nbgrader ends)."""
+        spare, cls._spare = cls._spare, None
+        if spare is not None:
+            stop_kernel(*spare)
+
+    def _cleanup_kernel(self) -> None:
+        """nbclient's clean-up after the last cell (every output is in by then), with ``stop_kernel``
+        instead of a shutdown request and polling every 0.1 s for the kernel to exit."""
+        if getattr(self, "kc", None) is not None:
+            self.kc.stop_channels()
+            self.kc = None
+        if self.km is not None:
+            stop_kernel(self.km, None)
+            self.km = None
 
     @contextlib.contextmanager
     def setup_kernel(self, **kwargs):
@@ -242,6 +306,7 @@ class SandboxedExecute(Execute):
                 if not self.km.has_kernel:
                     self.start_new_kernel(**kwargs)
                 self.start_new_kernel_client()
+                self._start_spare()
                 return
             except Exception as err:  # noqa: BLE001 - any failure to start is retried, then raised
                 reason = f"{type(err).__name__}: {err}"
@@ -398,6 +463,28 @@ class SandboxedExecute(Execute):
             self.timeout = self._cell_timeout
             self.nb.cells[index] = cell
         return not any(o.get("ename") == "CellTimeoutError" for o in ping.outputs if o.output_type == "error")
+
+
+def stop_kernel(km, ipc: str | None, wait_s: float = 5.0) -> None:
+    """Stop a sandboxed kernel at once: SIGTERM to its launcher, which stops every process of the
+    kernel's cgroup, records it and exits (sandbox_kernel.main; without a cgroup, bubblewrap dies with
+    the launcher and the sandbox's processes with it), and is waited for without polling; a launcher
+    still there after ``wait_s`` gets SIGKILL with its process group. Then the kernel manager's files
+    and sockets are cleaned up, and with ``ipc`` the cgroup of a launcher that could not remove it."""
+    provisioner = km.provisioner
+    process = getattr(provisioner, "process", None)
+    if process is not None:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                run_sync(provisioner.kill)()
+                process.wait()
+        run_sync(provisioner.wait)()  # reaped: the provisioner forgets it at once
+    run_sync(km.cleanup_resources)()
+    if ipc:
+        sandbox_limits.release(ipc)
 
 
 def verdict_outputs(verdict: grading.Verdict) -> list:

@@ -40,6 +40,32 @@ def quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=r"Object of type <\w+> not in session, add operation along")
 
 
+def share_gradebook_engines() -> None:
+    """nbgrader opens its gradebook (``nbgrader.api.Gradebook``) about 25 times per student, each time
+    with a new SQLAlchemy engine, and SQLAlchemy keeps its cache of compiled statements per engine:
+    every query was compiled again each time (about 0.13 CPU s per student). Here a process makes one engine
+    per database URL and reuses it; each Gradebook still opens its own connections and closes them
+    (``Gradebook.close`` disposes of the engine's pool), so what reaches the database is unchanged.
+    Engines are keyed by process too: a forked child never uses its parent's."""
+    import nbgrader.api as api
+
+    if getattr(api.create_engine, "shared", False):
+        return
+    make = api.create_engine
+    engines: dict = {}
+    lock = threading.Lock()
+
+    def create_engine(url, **kwargs):
+        key = (os.getpid(), str(url), tuple(sorted(kwargs.items())))
+        with lock:
+            if key not in engines:
+                engines[key] = make(url, **kwargs)
+            return engines[key]
+
+    create_engine.shared = True
+    api.create_engine = create_engine
+
+
 def skip_unused_imports() -> None:
     """Make ``import rfc3987_syntax`` fail (jsonschema then leaves out the ``iri`` format checks).
     Has no effect where jsonschema was already imported."""
@@ -55,6 +81,19 @@ PRELOAD = ("nbgrader.apps.nbgraderapp", "nbgrader.apps.autogradeapp", "nbgrader.
            "sqlalchemy.dialects.sqlite", "IPython.core.inputtransformer2")
 
 
+def discard_spare_kernel() -> None:
+    """Stop the kernel nbgrader_hooks.SandboxedExecute started ahead for a next notebook that never
+    came (a notebook nbgrader skipped or could not read), before this process ends."""
+    hooks = sys.modules.get("instructor.nbgrader_hooks")
+    if hooks is not None:
+        try:
+            hooks.SandboxedExecute.discard_spare()
+        except Exception:  # noqa: BLE001 - reported, as any error of nbgrader's would be
+            import traceback
+
+            traceback.print_exc()
+
+
 def _child(request: dict) -> None:
     """In a forked child: become ``nbgrader ARGS`` as a new process would be, then exit."""
     code = 1
@@ -68,6 +107,13 @@ def _child(request: dict) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = ["nbgrader", *request["args"]]
+        if request["args"][:1] == ["autograde"]:  # its first kernel boots while nbgrader starts
+            try:
+                sys.modules["instructor.nbgrader_hooks"].SandboxedExecute.start_first()
+            except Exception:  # noqa: BLE001 - the first notebook then starts its kernel itself
+                import traceback
+
+                traceback.print_exc()
         from nbgrader.apps.nbgraderapp import main as nbgrader_main
 
         nbgrader_main()
@@ -79,6 +125,7 @@ def _child(request: dict) -> None:
 
         traceback.print_exc()
     finally:
+        discard_spare_kernel()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -96,6 +143,7 @@ def serve() -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    share_gradebook_engines()
     from nbformat.validator import get_validator
 
     for relaxed in (False, True):  # nbformat caches them in the process: compiled once, before the forks
@@ -185,10 +233,14 @@ def main() -> None:
         return
     skip_unused_imports()
     quiet_known_warnings()
+    share_gradebook_engines()
     from nbgrader.apps.nbgraderapp import main as nbgrader_main
 
     sys.argv[0] = "nbgrader"
-    nbgrader_main()
+    try:
+        nbgrader_main()
+    finally:
+        discard_spare_kernel()
 
 
 if __name__ == "__main__":

@@ -322,12 +322,17 @@ def main(args: list[str]) -> None:
     os.close(kernel_w)
     info_r, info_w = os.pipe()
     kernel_json = os.path.join(INSIDE, "kernel.json")
-    argv = [sys.executable, "-c", KERNEL_START, "-f", kernel_json, *extra]
-    cgroup = _kernel_cgroup(outside)
-    # a terminate (jupyter_client's second step of a shutdown) still removes the cgroup
+    # the input history in memory, as nbclient asks of a python3 kernel (this kernelspec has another
+    # name): no SQLite file and no thread writing it in each kernel
+    argv = [sys.executable, "-c", KERNEL_START, "-f", kernel_json, "--HistoryManager.hist_file=:memory:", *extra]
+    # a terminate (how the grader stops a kernel: nbgrader_hooks.stop_kernel) still removes the cgroup;
+    # one that comes while the cgroup is being made waits until it can
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    cgroup = _kernel_cgroup(outside)
     status = 1
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         proc = popen(argv, files={kernel_json: kernel_r}, info_fd=info_w, cgroup=cgroup)
         os.close(info_w)
         os.close(kernel_r)

@@ -185,6 +185,7 @@ class KernelCgroup:
     def remove(self, wait_s: float = 10.0) -> None:
         """Stop whatever still runs in it, then remove it."""
         deadline = time.monotonic() + wait_s
+        pause = 0.002  # killed processes take a few milliseconds to leave it: look again soon, then less often
         for path in reversed(self.dirs):
             if not os.path.isdir(path):
                 continue
@@ -202,7 +203,8 @@ class KernelCgroup:
                 except OSError as err:
                     if err.errno != errno.EBUSY or time.monotonic() > deadline:
                         raise
-                    time.sleep(0.05)
+                    time.sleep(pause)
+                    pause = min(2 * pause, 0.05)
 
 
 def remove_stale(root: str | None = None) -> int:

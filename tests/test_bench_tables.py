@@ -371,13 +371,14 @@ def test_class_grading_says_measured_for_a_class_of_150_and_extrapolated_below(t
              "runs": [run]}))
         return tables.class_grading(tmp_path)
 
-    full = write(150, 5.2)
-    assert "with 2 jobs it took 13.0 min, within the goal of ≤ 15 min for 150 (measured, not extrapolated)" in full
+    full = write(150, 2.3)
+    assert ("with 2 jobs it took 5.8 min, within the goal of ≤ 6 min for 150 on 2 cores (measured, not "
+            "extrapolated)") in full
     assert "extrapolation" not in full and "not 150" not in full
-    assert "over the goal" in write(150, 6.4)  # 16.0 min
-    small = write(8, 5.2)
+    assert "over the goal" in write(150, 2.5)  # 6.25 min
+    small = write(8, 2.6)
     assert "Measured on a class of 8 (module14, all five notebooks each), not 150" in small
-    assert "would take about 13 min (an extrapolation; the goal is ≤ 15 min)" in small and "took" not in small
+    assert "would take about 6.5 min (an extrapolation; the goal is ≤ 6 min on 2 cores)" in small and "took" not in small
 
 
 def test_seeds_side_by_side_table_and_its_goal(tmp_path):

@@ -243,10 +243,14 @@ def test_random_inputs_keep_an_enumeration_within_budget():
     (["autograde", "JOBS=3", "REDRAW=1", "STUDENT=s1"], ["--jobs '3'", "--student 's1'", "--redraw"]),
     (["autograde", "STUDENT=x;touch /tmp/P;y"], ["--student 'x;touch /tmp/P;y'"]),  # one word, nothing run
     (["autograde", "STUDENT=O'Brien Ann"], ["--student 'O'\\''Brien Ann'"]),
-    (["autograde"], ["instructor.autograde --assignment module14"]),  # --jobs: autograde's default, the cores
-    (["collect", "ASSIGNMENT=lab14"], ["nbgrader zip_collect lab14 --force"]),
+    (["autograde"], ["instructor.autograde --assignment 'module14'"]),  # --jobs: autograde's default, the cores
+    (["collect", "ASSIGNMENT=lab14"], ["nbgrader zip_collect 'lab14' --force"]),
+    (["autograde", "ASSIGNMENT=x;touch /tmp/P;y"], ["--assignment 'x;touch /tmp/P;y'"]),
+    (["assignment", "ASSIGNMENT=lab 14"], ["nbgrader generate_assignment 'lab 14' --force"]),
+    (["feedback", "ASSIGNMENT=it's"], ["--assignment 'it'\\''s'"]),
+    (["similarity", "ASSIGNMENT=a;b"], ["--assignment 'a;b'"]),
     (["roster", "CSV=export.csv"], ["instructor.roster import \"export.csv\""]),
-    (["grades", "CANVAS_COLUMN=module14 (4321)"], ["instructor.export_grades --assignment module14",
+    (["grades", "CANVAS_COLUMN=module14 (4321)"], ["instructor.export_grades --assignment 'module14'",
                                                    "--canvas-column \"module14 (4321)\""]),
     (["student-repo", "DEST=/tmp/x", "STUDENT_REPO=a/b"], ["tools.student_repo \"/tmp/x\" --repo \"a/b\""]),
 ])

@@ -77,3 +77,32 @@ def test_the_zygote_runs_nbgrader_as_a_new_process_would_from_many_threads(tmp_p
     finally:
         zygote.close()
     assert zygote._proc.returncode == 0
+
+
+def test_gradebooks_of_one_database_share_an_engine_and_every_write_still_reaches_it(tmp_path, monkeypatch):
+    """``share_gradebook_engines``: every Gradebook of one database URL in a process has the same
+    engine (its compiled statements are kept), another URL its own, and what one Gradebook wrote is
+    in the file when it closes, for another process to read."""
+    import sqlite3
+
+    import nbgrader.api as api
+
+    sys.path.insert(0, str(ROOT))
+    from instructor import run_nbgrader
+
+    monkeypatch.setattr(api, "create_engine", api.create_engine)  # nbgrader's own again after the test
+    monkeypatch.setattr(api, "get_alembic_version", lambda: "0")  # a new gradebook: no `alembic` process
+    run_nbgrader.share_gradebook_engines()
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with api.Gradebook(url) as first:
+        first.add_student("s1")
+        engine = first.engine
+    with sqlite3.connect(tmp_path / "gradebook.db") as plain:
+        assert plain.execute("SELECT id FROM student").fetchall() == [("s1",)]
+    with api.Gradebook(url) as second:
+        assert second.engine is engine and [s.id for s in second.students] == ["s1"]
+        second.add_student("s2")
+    with sqlite3.connect(tmp_path / "gradebook.db") as plain:
+        assert sorted(plain.execute("SELECT id FROM student").fetchall()) == [("s1",), ("s2",)]
+    with api.Gradebook(f"{url}?timeout=5") as other:  # another URL: an engine of its own
+        assert other.engine is not engine and len(other.students) == 2

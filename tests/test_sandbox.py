@@ -446,3 +446,61 @@ def test_a_kernel_that_dies_while_starting_is_started_again_with_the_reason_logg
                 execute.preprocess(nb, resources)
     assert "the sandboxed kernel did not start (try 1 of 2" in caplog.text, caplog.text
     assert (tmp_path / "starts").read_text() == str(min(deaths + 1, 2))
+
+
+def test_the_next_notebooks_kernel_starts_ahead_fresh_and_every_kernel_is_stopped_with_its_cgroup(tmp_path, monkeypatch):
+    """With ``$COURSE_NOTEBOOKS`` (``make autograde`` sets it), the first kernel starts as nbgrader
+    begins and each notebook's kernel starts the next one's while it runs: the next notebook runs in
+    that kernel (a process of its own, which never saw the previous notebook's code), and
+    ``stop_kernel`` stops each one through its launcher,
+    which records it and removes its cgroup. A kernel started ahead that no notebook used is stopped
+    by ``discard_spare``; nothing of any of them is left running."""
+    import logging
+
+    import nbformat
+
+    from instructor.nbgrader_hooks import STATE, SandboxedExecute
+
+    spec = tmp_path / "kernels" / "sandboxed"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, sandbox_kernel.__file__, "-f", "{connection_file}"],
+        "display_name": "sandboxed", "language": "python", "interrupt_mode": "message"}))
+    ipc = tmp_path / "ipc"
+    ipc.mkdir()
+    for key, value in {"JUPYTER_PATH": str(tmp_path), "COURSE_SANDBOX_KERNEL": "sandboxed",
+                       "COURSE_SANDBOX_TMP": str(ipc), "COURSE_NOTEBOOKS": "3"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(SandboxedExecute, "_spare", None)
+    launchers = []
+
+    def started_ahead() -> None:
+        km, spare_ipc = SandboxedExecute._spare  # the next notebook's, already started
+        launchers.append((km.provisioner.process, spare_ipc))
+        assert launchers[-1][0].poll() is None
+
+    def run(source: str) -> str:
+        execute = SandboxedExecute()  # nbgrader makes one per notebook
+        execute.log = logging.getLogger("kernel-ahead-test")
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+        nb, _ = execute.preprocess(nb, {"nbgrader": {"student": "ahead"}, STATE: {}})
+        started_ahead()
+        return nb.cells[0].outputs[0]["text"]
+
+    SandboxedExecute.start_first()  # as nbgrader autograde begins (run_nbgrader's zygote)
+    started_ahead()
+    assert run("secret = 42\nprint('first')") == "first\n"
+    assert run("print('secret' in dir())") == "False\n"  # a fresh kernel: the one started ahead
+    SandboxedExecute.discard_spare()  # the third notebook never came
+    assert SandboxedExecute._spare is None
+    if sandbox_limits.cgroup_support()[0]:  # notebooks 1 and 2 ran in the kernels started ahead, and their
+        for _, spare_ipc in launchers[:2]:  # launchers stopped them, recorded them, removed their cgroups
+            record = sandbox_limits.read_record(spare_ipc)
+            assert record["oom_kills"] == 0 and not any(os.path.exists(d) for d in record["dirs"]), record
+    for process, _ in launchers:  # notebook 3's (never used) too, however far it had got
+        assert process.poll() is not None
+    mine = {f"{sandbox_limits.PREFIX}{process.pid}" for process, _ in launchers}
+    assert not [d for dirs in sandbox_limits._sibling_dirs(sandbox_limits.CGROUP_ROOT) for d in dirs
+                if os.path.basename(d) in mine]
+    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")
+                if str(ipc) in p.read_text(errors="replace")], "a launcher of this test is still running"
