@@ -38,6 +38,7 @@ import torch
 from course_lib import configs
 from course_lib._validate import number
 from course_lib.runtime import MetricsLog
+from course_lib.trainer import TrainContext
 
 KINDS = ("sft", "dpo", "grpo")
 
@@ -183,17 +184,16 @@ def from_start(seed: int, *, kind: str, cfg: configs.RunConfig, steps: int | Non
         return {"start": start, "final": start, "steps": info["steps"], "rows": [], "rl_seconds": 0.0}
     sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     gen, log = rl_generator(seed), MetricsLog()
+    train = TrainContext(log=log, max_grad_norm=cfg.max_grad_norm, steps=steps, show_progress=False, threads=None)
     if kind == "grpo":
-        res = train_grpo(model, task, cfg.grpo, generator=gen, reference_state=sft_weights, log=log,
-                         max_grad_norm=cfg.max_grad_norm, steps=steps, show_progress=False, threads=None)
+        res = train_grpo(model, task, cfg.grpo, train, generator=gen, reference_state=sft_weights)
         rl_seconds = res["rl_seconds"]
     else:
         t0 = time.perf_counter()
         data = build_preference_pairs(model, task, cfg.dpo, generator=gen, show_progress=False)
         data.update(reference_logprobs(model, data, prompt_length=task.prompt_length))
         pair_seconds = time.perf_counter() - t0
-        res = train_dpo(model, task, cfg.dpo, data, generator=gen, log=log, max_grad_norm=cfg.max_grad_norm,
-                        steps=steps, show_progress=False, threads=None)
+        res = train_dpo(model, task, cfg.dpo, data, train, generator=gen)
         rl_seconds = res["rl_seconds"] + pair_seconds
     return {"start": start, "final": evaluate(model, task), "steps": res["steps"], "rows": log.rows,
             "rl_seconds": rl_seconds}
@@ -219,10 +219,10 @@ def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)
     if trainer == "grpo":
-        out = train_grpo(model, task, gcfg, generator=gen, log=log, reference_state=sft_weights,
-                         show_progress=show_progress, name=name)
+        out = train_grpo(model, task, gcfg, TrainContext(log=log, show_progress=show_progress), generator=gen,
+                         reference_state=sft_weights, name=name)
     else:
-        out = train_rft(model, task, gcfg, generator=gen, log=log, show_progress=show_progress)
+        out = train_rft(model, task, gcfg, TrainContext(log=log, show_progress=show_progress), generator=gen)
     return {**evaluate(model, task, max_completion_length=gcfg.max_completion_length), **out}, log.rows
 
 

@@ -104,6 +104,7 @@ from course_lib.rollout import sample_groups
 from course_lib.runtime import MetricsLog
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
+from course_lib.trainer import TrainContext
 from course_lib.verdicts import paired
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
@@ -349,8 +350,9 @@ for seed in OVEROPT_SEEDS:
         critic = build_critic(policy, task.tokenizer)
         over_log = MetricsLog()
         pcfg = PPOConfig(steps=OVEROPT_STEPS, batch_prompts=OVEROPT_PROMPTS, kl_coef=beta, eval_every=OVEROPT_STEPS)
-        train_ppo(policy, critic, task, pcfg, scorer, generator=torch.Generator().manual_seed(seed + 1), log=over_log,
-                  show_progress=False, gold_fn=resolve_reward("strict", task), track_kl=True)
+        train_ppo(policy, critic, task, pcfg, scorer, TrainContext(log=over_log, show_progress=False),
+                  generator=torch.Generator().manual_seed(seed + 1), gold_fn=resolve_reward("strict", task),
+                  track_kl=True)
         over[(seed, beta)] = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"]}
                               for r in over_log.rows]
 summary = [{"seed": seed, "beta": beta, **over_optimisation(rows, window=WINDOW)} for (seed, beta), rows in over.items()]
@@ -483,15 +485,15 @@ for name, advantage in (("GRPO", "grpo"), ("RLOO", "rloo")):
     policy.load_state_dict(sft_weights)
     torch.manual_seed(SEED)
     res = train_grpo(policy, task, dataclasses.replace(grpo_cfg, advantage=advantage),
-                     generator=torch.Generator().manual_seed(SEED + 1), show_progress=False)
+                     TrainContext(show_progress=False), generator=torch.Generator().manual_seed(SEED + 1))
     runs[name] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"], "rl_seconds": res["rl_seconds"]}
 policy.load_state_dict(sft_weights)
 torch.manual_seed(SEED)
 critic = build_critic(policy, task.tokenizer)
 ppo_cfg = PPOConfig(steps=RL_STEPS, batch_prompts=grpo_cfg.batch_prompts * grpo_cfg.num_generations, eval_every=RL_STEPS)
 ppo_log = MetricsLog()
-res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task), generator=torch.Generator().manual_seed(SEED + 1),
-                log=ppo_log, show_progress=False)
+res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task),
+                TrainContext(log=ppo_log, show_progress=False), generator=torch.Generator().manual_seed(SEED + 1))
 runs["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"], "rl_seconds": res["rl_seconds"]}
 memory = res["memory"]
 gap = runs["PPO"]["accuracy"] - runs["GRPO"]["accuracy"]

@@ -10,7 +10,7 @@ import pytest
 
 from course_lib import grpo, ppo, rft, runtime, trainer
 from course_lib.runtime import Interrupted, MetricsLog, load_checkpoint, request_stop
-from course_lib.trainer import train_loop
+from course_lib.trainer import TrainContext, train_loop
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_trainer_golden as golden  # noqa: E402
@@ -32,10 +32,10 @@ def counting_loop(total, *, state=None, stop_at=None, log=None, saved=None, eval
             request_stop()  # as the first Ctrl-C does, during the step
         return {"value": 10 * (step + 1)}
 
-    out = train_loop("count", step_fn, total=total, state=state, state_dict=lambda: {"calls": list(calls)},
-                     eval_fn=lambda: {"evaluated": True}, eval_every=eval_every, log=log,
-                     checkpoint=(lambda step, st, seconds: saved.append((step, st))) if saved is not None else None,
-                     checkpoint_every=3, show_progress=False, seconds_key="elapsed")
+    keep = (lambda step, st, seconds: saved.append((step, st))) if saved is not None else None
+    ctx = TrainContext(state=state, log=log, checkpoint=keep, checkpoint_every=3, show_progress=False)
+    out = train_loop("count", step_fn, ctx, total=total, state_dict=lambda: {"calls": list(calls)},
+                     eval_fn=lambda: {"evaluated": True}, eval_every=eval_every, seconds_key="elapsed")
     return out, calls
 
 
@@ -84,14 +84,14 @@ def test_every_trainer_stops_on_the_first_request_and_resumes_to_the_same_number
 
     real_step = trainer.train_loop
 
-    def stopping_loop(name, step_fn, **kwargs):
+    def stopping_loop(name, step_fn, ctx, **kwargs):
         def step_then_stop(step):
             row = step_fn(step)
             if name == stop_in and step == 0:
                 request_stop()
             return row
 
-        return real_step(name, step_then_stop, **kwargs)
+        return real_step(name, step_then_stop, ctx, **kwargs)
 
     for module in (trainer, grpo, rft, ppo):  # sft, dpo, kto, orpo, rm: trainer.train_offline
         monkeypatch.setattr(module, "train_loop", stopping_loop)
