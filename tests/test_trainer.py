@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -66,6 +68,38 @@ def test_every_trainer_is_registered_with_one_interface():
 
     assert set(pipeline.KINDS) == {"sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo"} == set(trainer.TRAINERS)
     assert all(callable(entry.stage) for entry in trainer.TRAINERS.values())
+
+
+
+PLUMBING = ("log", "state", "checkpoint", "checkpoint_every", "max_grad_norm", "steps", "show_progress", "threads")
+
+
+def test_every_trainer_takes_its_plumbing_as_one_train_context():
+    import inspect
+
+    from course_lib import ai_feedback, dpo, kto, orpo, reward_model, sft
+
+    fns = (sft.train_sft, dpo.train_dpo, kto.train_kto, orpo.train_orpo, grpo.train_grpo, ppo.train_ppo, rft.train_rft,
+           reward_model.train_reward_model, reward_model.fit_reward_model, ai_feedback.train_judge, train_loop,
+           trainer.train_offline)
+    for fn in fns:
+        params = inspect.signature(fn).parameters
+        assert params["ctx"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, fn.__name__
+        assert not set(PLUMBING) & set(params), fn.__name__  # one way to call a trainer
+    assert tuple(f.name for f in dataclasses.fields(TrainContext)) == PLUMBING
+
+
+@pytest.mark.parametrize("field, value, accepted", [
+    ("steps", -1, "None (the config's steps) or an integer >= 0"), ("steps", 2.5, "integer"),
+    ("checkpoint_every", 0, "an integer >= 1"), ("max_grad_norm", 0.0, "a finite number > 0"),
+    ("max_grad_norm", float("nan"), "a finite number > 0"), ("threads", 0, "an integer in [1, "),
+])
+def test_a_bad_train_context_value_is_refused_naming_the_field(field, value, accepted):
+    with pytest.raises(ValueError, match=rf"^{field} must be .*{re.escape(accepted)}"):
+        TrainContext(**{field: value})
+    with pytest.raises(ValueError, match=rf"^{field} must be"):
+        TrainContext().replace(**{field: value})
+    assert TrainContext(steps=0, threads=None).steps == 0
 
 
 STOPS = [("sft", "sft", "sft"), ("dpo", "dpo", "dpo"), ("grpo+rft", "grpo", "grpo"), ("grpo+rft", "grpo", "rft"),
