@@ -262,7 +262,10 @@ class PairJudge:
 def train_judge(judge, task: AdditionTask, data: dict, targets: torch.Tensor, cfg: JudgeConfig,
                 ctx: TrainContext | None = None, *, generator: torch.Generator,
                 heldout: dict | None = None) -> list[dict]:
-    """Binary cross entropy of the judge's log-odds against the constitution's labels (1, 0, 0.5)."""
+    """Binary cross entropy of the judge's log-odds against the constitution's labels (1, 0, 0.5).
+
+    Default ``ctx``: no progress bar, torch's threads left alone.
+    """
     device = next(judge.parameters()).device
     ids = judge_inputs(task, data["a_ids"], data["b_ids"], cfg.max_completion_length)
     n = ids.shape[0]

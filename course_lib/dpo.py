@@ -180,10 +180,10 @@ def train_dpo(
     """Offline DPO/IPO/SimPO (+ optional NLL on chosen, ``rpo_alpha``) on cached pairs.
 
     ``data`` holds the pairs and cached reference log-probs (``build_preference_pairs`` +
-    ``reference_logprobs`` with ``prompt_length=task.prompt_length``). ``state`` (from a
+    ``reference_logprobs`` with ``prompt_length=task.prompt_length``). ``ctx.state`` (from a
     checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
-    ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every`` steps, at the
-    end, and before stopping on a requested stop (Ctrl-C). Runs until ``steps`` in total.
+    ``ctx.checkpoint(step, {"optimizer": …}, seconds)`` is called every ``ctx.checkpoint_every`` steps, at the
+    end, and before stopping on a requested stop (Ctrl-C). Runs until ``ctx.steps`` in total.
     """
     keys = [k for k, v in data.items() if isinstance(v, torch.Tensor)]
     return train_offline("dpo", model, task, cfg, random_pairs(data, keys, cfg.batch_size, generator, model),

@@ -297,10 +297,10 @@ def train_grpo(
     ``reference_state`` is the frozen reference's state dict: when given, or when
     ``cfg.beta > 0`` (the starting weights are then the reference), a frozen copy is kept and
     the KL to it is logged every step (``kl``); with β = 0 and no ``reference_state`` no
-    reference is kept and ``kl`` is None. ``state`` resumes optimizer, step and seconds
+    reference is kept and ``kl`` is None. ``ctx.state`` resumes optimizer, step and seconds
     (the caller restores RNG before calling). ``eval_fn(model) -> dict`` defaults to
-    ``evaluate`` (held-out strict and loose accuracy). Runs until ``steps`` in total.
-    ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every`` steps, at
+    ``evaluate`` (held-out strict and loose accuracy). Runs until ``ctx.steps`` in total.
+    ``ctx.checkpoint(step, {"optimizer": …}, seconds)`` is called every ``ctx.checkpoint_every`` steps, at
     the end, and before stopping on a requested stop (Ctrl-C) or a failed rollout worker.
 
     ``cfg.max_staleness`` = K >= 1 samples in a rollout worker process

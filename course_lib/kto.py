@@ -159,8 +159,8 @@ def train_kto(
 ) -> dict:
     """KTO on the batches of ``build_kto_data`` (batch ``step mod n_batches`` at each step).
 
-    ``state`` (from a checkpoint) resumes optimizer, step and seconds; the batches are a function
-    of the step, so no generator is drawn from while training. Runs until ``steps`` in total.
+    ``ctx.state`` (from a checkpoint) resumes optimizer, step and seconds; the batches are a function
+    of the step, so no generator is drawn from while training. Runs until ``ctx.steps`` in total.
     """
     device = next(model.parameters()).device
     b, n_batches = data["batch_size"], data["n_batches"]

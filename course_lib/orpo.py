@@ -75,8 +75,8 @@ def train_orpo(
 ) -> dict:
     """ORPO on preference pairs (``dpo.build_preference_pairs``' output), from whatever weights ``model`` holds.
 
-    ``state`` (from a checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
-    Runs until ``steps`` in total.
+    ``ctx.state`` (from a checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
+    Runs until ``ctx.steps`` in total.
     """
     return train_offline("orpo", model, task, cfg, random_pairs(data, PAIR_KEYS, cfg.batch_size, generator, model),
                          lambda batch, validate: orpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length,

@@ -212,9 +212,9 @@ def train_ppo(
     samples: the truth next to the proxy. The sampled KL to the starting policy (sum of k1 over a
     completion's tokens, mean over completions) is logged as ``kl_sequence`` (GRPO's ``kl`` is another
     quantity: k3 averaged per token) whenever a reference exists: ``kl_coef > 0``, or ``track_kl=True``;
-    the reference is ``reference_state`` when given, else the starting weights. ``state`` (a
-    checkpoint: both optimizers and the critic's weights) resumes; ``checkpoint(step, {"optimizer",
-    "critic", "critic_optimizer"}, seconds)`` is called every ``checkpoint_every`` steps, at the end
+    the reference is ``reference_state`` when given, else the starting weights. ``ctx.state`` (a
+    checkpoint: both optimizers and the critic's weights) resumes; ``ctx.checkpoint(step, {"optimizer",
+    "critic", "critic_optimizer"}, seconds)`` is called every ``ctx.checkpoint_every`` steps, at the end
     and on a stop request. Returns ``{"steps", "rl_seconds", "memory"}``; ``memory`` holds the
     measured bytes of the policy's and the critic's weights, gradients and AdamW states after
     training, and of the frozen reference when one is kept.

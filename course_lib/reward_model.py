@@ -154,8 +154,9 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, ctx: TrainContext
     ``train_accuracy``, and for ``utilisation``'s FLOP count ``batch_pairs`` and ``sequence_length``:
     the mean real tokens, prompt included, of the step's chosen and rejected sequences).
 
-    ``state`` (a checkpoint: optimizer and generator; the caller loads the weights) resumes;
-    ``checkpoint(step, {"optimizer", "reward_model", "rm_generator"}, seconds)`` as ``train_loop``.
+    ``ctx.state`` (a checkpoint: optimizer and generator; the caller loads the weights) resumes;
+    ``ctx.checkpoint(step, {"optimizer", "reward_model", "rm_generator"}, seconds)`` as ``train_loop``
+    (default ``ctx``: no progress bar, torch's threads left alone).
     """
     device = next(rm.parameters()).device
     pad = rm.config.pad_token_id

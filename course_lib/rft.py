@@ -93,8 +93,8 @@ def train_rft(
     Options that only shape GRPO's advantage or surrogate (``advantage``, ``unit``,
     ``epsilon*``, ``beta``) have no meaning here; ``num_iterations`` > 1 is refused, since a
     supervised step has no old policy to clip against. Logs the rollout statistics GRPO logs,
-    plus ``kept_fraction`` (share of completions with weight > 0) and the loss. ``state``,
-    ``checkpoint`` and ``checkpoint_every`` resume and checkpoint as in ``train_grpo``.
+    plus ``kept_fraction`` (share of completions with weight > 0) and the loss. ``ctx.state``,
+    ``checkpoint`` and ``ctx.checkpoint_every`` resume and checkpoint as in ``train_grpo``.
     """
     ctx = ctx if ctx is not None else TrainContext()
     if cfg.num_iterations != 1:

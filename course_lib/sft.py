@@ -51,13 +51,13 @@ def train_sft(
 ) -> dict:
     """Supervised fine-tuning on the task's (scarce, partly flawed) demonstrations.
 
-    Runs until ``steps`` optimizer steps in total (default ``cfg.steps``), or until
+    Runs until ``ctx.steps`` optimizer steps in total (default ``cfg.steps``), or until
     ``time_budget`` seconds have passed when given (the "same wall-clock on more SFT" control).
     Batches come from ``generator`` (default: a fresh one seeded with ``seed``). ``demos``
     replaces the demonstrations with other ``(input_ids, attention_mask, completion_mask)``.
-    ``state`` (``optimizer``, ``step``, ``seconds`` from a checkpoint) resumes; the caller
-    restores the generator. ``checkpoint(step, {"optimizer": …}, seconds)`` is called every
-    ``checkpoint_every`` steps, at the end, and before stopping on a requested stop (Ctrl-C).
+    ``ctx.state`` (``optimizer``, ``step``, ``seconds`` from a checkpoint) resumes; the caller
+    restores the generator. ``ctx.checkpoint(step, {"optimizer": …}, seconds)`` is called every
+    ``ctx.checkpoint_every`` steps, at the end, and before stopping on a requested stop (Ctrl-C).
     Returns ``{"steps", "seconds"}`` (training seconds, evaluations excluded) plus
     ``evaluate``'s accuracies when ``eval_at_end``.
     """

@@ -7,7 +7,10 @@ metrics row per step (``MetricsLog``: memory and JSON lines), advance the progre
 every ``checkpoint_every`` steps and at the end, and honour a stop request (the first Ctrl-C,
 ``runtime.stop_on_interrupt``) at the next step boundary: checkpoint, then raise ``Interrupted``.
 ``train_offline`` is the offline trainers' step on top of it (SFT, the DPO family, KTO, ORPO,
-the reward model, the AI-feedback judge): a batch, a loss, one ``runtime.optimizer_step``.
+the reward model, the AI-feedback judge): a batch, a loss, one ``runtime.optimizer_step``. Every trainer
+is called as ``train_x(model, task, cfg, ctx)`` (its own data and options after): ``ctx`` is a
+``TrainContext``, the plumbing the same for all of them (log, resume state, checkpoint and its cadence,
+gradient clip, steps, progress bar, threads).
 
 ``register(kind, ConfigClass, …)`` adds a trainer to ``TRAINERS``: a stage function
 ``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy, its config
