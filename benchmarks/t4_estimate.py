@@ -53,6 +53,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
+from course_lib.trainer import TrainContext
 from course_lib.utilisation import peak_flops
 
 T4 = "Tesla T4"
@@ -231,23 +232,26 @@ def measure_units(quick: bool = False, only: list[str] | None = None) -> dict:
             return scores(rm, ids, attn)
 
     hack = experiment_config()
-    quiet = dict(show_progress=False, threads=None)
+
+    def quiet(n: int) -> TrainContext:
+        return TrainContext(steps=n, show_progress=False, threads=None)
+
     units = {
-        "sft": lambda n: lambda: train_sft(policy(), task, dataclasses.replace(cfg.sft, eval_every=big), steps=n,
-                                           eval_at_end=False, **quiet),
+        "sft": lambda n: lambda: train_sft(policy(), task, dataclasses.replace(cfg.sft, eval_every=big),
+                                           quiet(n), eval_at_end=False),
         "dpo": lambda n: lambda: train_dpo(policy(), task, dataclasses.replace(cfg.dpo, eval_every=big), pairs,
-                                           generator=gen(2), steps=n, **quiet),
-        "kto": lambda n: lambda: train_kto(policy(), task, kto_cfg, kto_data, steps=n, **quiet),
-        "grpo": lambda n: lambda: train_grpo(policy(), task, g, generator=gen(), reference_state=weights, steps=n,
-                                             **quiet),
+                                           quiet(n), generator=gen(2)),
+        "kto": lambda n: lambda: train_kto(policy(), task, kto_cfg, kto_data, quiet(n)),
+        "grpo": lambda n: lambda: train_grpo(policy(), task, g, quiet(n), generator=gen(),
+                                             reference_state=weights),
         "grpo_mu2": lambda n: lambda: train_grpo(policy(), task, dataclasses.replace(g, num_iterations=2),
-                                                 generator=gen(), reference_state=weights, steps=n, **quiet),
-        "grpo_len12": lambda n: lambda: train_grpo(
-            policy(), task, dataclasses.replace(hack.grpo, eval_every=big), generator=gen(), steps=n, **quiet),
-        "rft": lambda n: lambda: train_rft(policy(), task, g, generator=gen(), steps=n, **quiet),
+                                                 quiet(n), generator=gen(), reference_state=weights),
+        "grpo_len12": lambda n: lambda: train_grpo(policy(), task, dataclasses.replace(hack.grpo, eval_every=big),
+                                                   quiet(n), generator=gen()),
+        "rft": lambda n: lambda: train_rft(policy(), task, g, quiet(n), generator=gen()),
         "ppo": lambda n: lambda: train_ppo(policy(), build_critic(policy(), task.tokenizer), task,
                                            PPOConfig(steps=n, eval_every=big), resolve_reward("strict", task),
-                                           generator=gen(), **quiet),
+                                           quiet(n), generator=gen()),
         "rm": lambda n: lambda: train_reward_model(build_reward_model(cfg.model, task.tokenizer), rm_data,
                                                    dataclasses.replace(rm_cfg, steps=n), generator=gen()),
         # data builders, per prompt

@@ -40,6 +40,7 @@ from course_lib.pipeline import load_sft_checkpoint, rl_generator
 from course_lib.runtime import MetricsLog
 from course_lib.starts import sft_start
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import RESULTS, record_start, save  # noqa: E402
@@ -73,7 +74,8 @@ def one_run(cfg, task, weights, seed: int, K: int, correction: bool, steps: int,
         return out
 
     load_before = os.getloadavg()[0]
-    res = train_grpo(model, task, g, generator=rl_generator(seed), log=log, steps=steps, show_progress=False,
+    res = train_grpo(model, task, g, TrainContext(log=log, steps=steps, show_progress=False),
+                     generator=rl_generator(seed),
                      eval_fn=curve_point if eval_every else (lambda m: {"accuracy": float("nan")}),
                      reference_state=weights)
     acc = evaluate(model, task, max_completion_length=g.max_completion_length)["accuracy"]

@@ -32,6 +32,7 @@ from course_lib.evaluation import evaluate
 from course_lib.pipeline import build_policy, rl_generator, run
 from course_lib.runtime import DEFAULT_THREADS, load_checkpoint, set_threads
 from course_lib.sft import train_sft
+from course_lib.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import RESULTS, record_start, save  # noqa: E402
@@ -47,8 +48,9 @@ def nll_only(cfg, sft_path: Path, seed: int) -> dict:
     data = build_preference_pairs(model, task, cfg.dpo, generator=gen, show_progress=False)
     nll_cfg = dataclasses.replace(cfg.sft, steps=cfg.dpo.steps, learning_rate=cfg.dpo.learning_rate,
                                   batch_size=cfg.dpo.batch_size, eval_every=cfg.dpo.eval_every)
-    train_sft(model, task, nll_cfg, generator=gen, max_grad_norm=cfg.max_grad_norm, show_progress=False, eval_at_end=False,
-              demos=(data["chosen_ids"], data["chosen_attention"], data["chosen_completion"]), threads=None)
+    train_sft(model, task, nll_cfg, TrainContext(max_grad_norm=cfg.max_grad_norm, show_progress=False, threads=None),
+              generator=gen, eval_at_end=False,
+              demos=(data["chosen_ids"], data["chosen_attention"], data["chosen_completion"]))
     return {"sft_accuracy": sft["accuracy"], "final_accuracy": evaluate(model, task)["accuracy"],
             "rl_seconds": time.perf_counter() - t0}
 

@@ -54,6 +54,7 @@ from course_lib.rft import train_rft
 from course_lib.runtime import MetricsLog
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import record  # noqa: E402
@@ -102,7 +103,7 @@ def sft_start(cfg, task, seed: int, sft_steps: int | None, cache: Path) -> tuple
         return saved["model"], saved["metrics"]
     torch.manual_seed(seed)
     model = build_model(cfg.model, task.tokenizer)
-    train_sft(model, task, cfg.sft, seed=seed, steps=sft_steps, show_progress=False, eval_at_end=False)
+    train_sft(model, task, cfg.sft, TrainContext(steps=sft_steps, show_progress=False), seed=seed, eval_at_end=False)
     metrics = evaluate(model, task)
     cache.mkdir(parents=True, exist_ok=True)
     torch.save({"model": model.state_dict(), "metrics": metrics}, path)
@@ -120,17 +121,18 @@ def one_run(cfg, task, weights, seed: int, trainer: str, overrides: dict) -> dic
     gen = torch.Generator().manual_seed(seed + 1)
     torch.manual_seed(seed)
     if trainer == "sft":
-        res = train_sft(model, task, dataclasses.replace(cfg.sft, eval_every=10**9), seed=seed + 2, steps=cfg.grpo.steps,
-                        show_progress=False, eval_at_end=False, log=log)
+        res = train_sft(model, task, dataclasses.replace(cfg.sft, eval_every=10**9),
+                        TrainContext(steps=cfg.grpo.steps, show_progress=False, log=log), seed=seed + 2,
+                        eval_at_end=False)
         out = {"steps": res["steps"], "rl_seconds": res["seconds"]}
         for r in log.rows:
             r.update(groups_sampled=0, generated_tokens=0, zero_variance_rate=0.0, reward_mean=None, gen_seconds=0.0)
     elif trainer == "grpo":
-        out = train_grpo(model, task, gcfg, generator=gen, log=log, steps=rollouts, show_progress=False)
+        out = train_grpo(model, task, gcfg, TrainContext(log=log, steps=rollouts, show_progress=False), generator=gen)
     else:
         weighting = "reward" if trainer == "rft_weighted" else "filter"
-        out = train_rft(model, task, gcfg, generator=gen, log=log, steps=rollouts, weighting=weighting,
-                        show_progress=False)
+        out = train_rft(model, task, gcfg, TrainContext(log=log, steps=rollouts, show_progress=False), generator=gen,
+                        weighting=weighting)
     final = evaluate(model, task, max_completion_length=gcfg.max_completion_length)
     rows = log.rows
     return {

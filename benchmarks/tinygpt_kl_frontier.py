@@ -39,6 +39,7 @@ from course_lib.model import build_model
 from course_lib.runtime import MetricsLog, set_threads
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import record  # noqa: E402
@@ -61,7 +62,7 @@ def sft_start(cfg, task, seed: int, cache: Path) -> tuple[dict, dict]:
         return saved["model"], saved["metrics"]
     torch.manual_seed(seed)
     model = build_model(cfg.model, task.tokenizer)
-    train_sft(model, task, cfg.sft, seed=seed, show_progress=False, threads=None)
+    train_sft(model, task, cfg.sft, TrainContext(show_progress=False, threads=None), seed=seed)
     metrics = evaluate(model, task)
     metrics.update(reference_kl(model, model, task))
     cache.mkdir(parents=True, exist_ok=True)
@@ -80,8 +81,8 @@ def one_run(cfg, task, sft_weights: dict, seed: int, placement: str, beta: float
                                kl_placement="loss" if placement == "none" else placement, steps=steps)
     log = MetricsLog()
     torch.manual_seed(seed)
-    out = train_grpo(model, task, gcfg, generator=torch.Generator().manual_seed(seed + 1), log=log,
-                     reference_state=sft_weights, show_progress=False, threads=None)
+    out = train_grpo(model, task, gcfg, TrainContext(log=log, show_progress=False, threads=None),
+                     generator=torch.Generator().manual_seed(seed + 1), reference_state=sft_weights)
     final = evaluate(model, task, max_completion_length=gcfg.max_completion_length)
     kl = reference_kl(model, reference, task, max_completion_length=gcfg.max_completion_length)
     return {"accuracy": final["accuracy"], "accuracy_carry": final["accuracy_carry"], **kl,

@@ -29,6 +29,7 @@ from course_lib.model import build_model
 from course_lib.runtime import MetricsLog
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(RESULTS.parent))
@@ -52,7 +53,8 @@ def main(argv=None) -> None:
     for seed in args.seeds:
         torch.manual_seed(seed)
         model = build_model(cfg.model, task.tokenizer)
-        train_sft(model, task, cfg.sft, seed=seed, steps=SFT_STEPS, show_progress=False, eval_at_end=False)
+        train_sft(model, task, cfg.sft, TrainContext(steps=SFT_STEPS, show_progress=False), seed=seed,
+                  eval_at_end=False)
         start = evaluate(model, task, max_completion_length=L)
         weights = {k: v.clone() for k, v in model.state_dict().items()}
         for reward in ("loose", "strict"):
@@ -61,7 +63,7 @@ def main(argv=None) -> None:
             log = MetricsLog()
             torch.manual_seed(seed)
             train_grpo(model, task, dataclasses.replace(cfg.grpo, reward=reward),
-                       generator=torch.Generator().manual_seed(seed + 1), log=log, show_progress=False)
+                       TrainContext(log=log, show_progress=False), generator=torch.Generator().manual_seed(seed + 1))
             final = evaluate(model, task, max_completion_length=L)
             alarms = first_alarms(log.rows, start["accuracy"])
             runs.append({

@@ -60,6 +60,7 @@ from course_lib.rewards import resolve_reward
 from course_lib.runtime import MetricsLog
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import RESULTS, record_start, save  # noqa: E402
@@ -77,7 +78,7 @@ def one_seed(seed: int, args) -> dict:
         policy.load_state_dict(torch.load(cached))
         sft = evaluate(policy, task)  # as train_sft evaluates at its end
     else:
-        sft = train_sft(policy, task, cfg.sft, seed=seed, steps=args.sft_steps, show_progress=False)
+        sft = train_sft(policy, task, cfg.sft, TrainContext(steps=args.sft_steps, show_progress=False), seed=seed)
         if cached is not None:
             cached.parent.mkdir(parents=True, exist_ok=True)
             torch.save(policy.state_dict(), cached)
@@ -100,8 +101,8 @@ def one_seed(seed: int, args) -> dict:
         log = MetricsLog()
         pcfg = PPOConfig(steps=args.overopt_steps, batch_prompts=args.overopt_prompts, kl_coef=beta, eval_every=args.overopt_steps)
         t0 = time.perf_counter()
-        train_ppo(policy, critic, task, pcfg, scorer, generator=torch.Generator().manual_seed(seed + 1), log=log,
-                  show_progress=False, gold_fn=strict, track_kl=True)
+        train_ppo(policy, critic, task, pcfg, scorer, TrainContext(log=log, show_progress=False),
+                  generator=torch.Generator().manual_seed(seed + 1), gold_fn=strict, track_kl=True)
         rows = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"]} for r in log.rows]
         out["overopt"].append({"beta": beta, "steps": args.overopt_steps, "batch_prompts": args.overopt_prompts,
                                "rows": rows, "heldout_accuracy": log.rows[-1]["accuracy"],
@@ -115,7 +116,8 @@ def one_seed(seed: int, args) -> dict:
         gcfg = dataclasses.replace(grpo_cfg, **overrides)
         policy.load_state_dict(sft_weights)
         torch.manual_seed(seed)
-        res = train_grpo(policy, task, gcfg, generator=torch.Generator().manual_seed(seed + 1), show_progress=False)
+        res = train_grpo(policy, task, gcfg, TrainContext(show_progress=False),
+                         generator=torch.Generator().manual_seed(seed + 1))
         return {"accuracy": evaluate(policy, task, max_completion_length=L)["accuracy"], "rl_seconds": res["rl_seconds"],
                 "steps": gcfg.steps, "optimizer_steps": gcfg.steps * gcfg.num_iterations, "samples": gcfg.steps * samples}
 
@@ -126,7 +128,8 @@ def one_seed(seed: int, args) -> dict:
     ppo_cfg = PPOConfig(steps=args.rl_steps, batch_prompts=grpo_cfg.batch_prompts * grpo_cfg.num_generations,
                         eval_every=args.rl_steps, max_completion_length=L)
     critic = build_critic(policy, task.tokenizer)
-    res = train_ppo(policy, critic, task, ppo_cfg, strict, generator=torch.Generator().manual_seed(seed + 1), show_progress=False)
+    res = train_ppo(policy, critic, task, ppo_cfg, strict, TrainContext(show_progress=False),
+                    generator=torch.Generator().manual_seed(seed + 1))
     mem = res["memory"]
     out["rl"]["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=L)["accuracy"], "rl_seconds": res["rl_seconds"],
                         "bytes": mem["policy"]["total"] + mem["critic"]["total"], "critic_bytes": mem["critic"]["total"],

@@ -18,16 +18,17 @@ from course_lib.configs import get_config
 from course_lib.grpo import train_grpo
 from course_lib.pipeline import build_policy, rl_generator
 from course_lib.sft import train_sft
+from course_lib.trainer import TrainContext
 
 
 def step_times(threads: int, sft_steps: int, grpo_steps: int, seed: int) -> tuple[float, float]:
     cfg = get_config("cpu")
     task, model = build_policy(cfg, seed=seed, device="cpu")
-    sft = train_sft(model, task, cfg.sft, seed=seed, steps=sft_steps, show_progress=False, eval_at_end=False,
-                    threads=threads)
+    sft = train_sft(model, task, cfg.sft, TrainContext(steps=sft_steps, show_progress=False, threads=threads),
+                    seed=seed, eval_at_end=False)
     cfg.grpo.eval_every = 10**9  # time the steps, not the held-out evaluation
-    grpo = train_grpo(model, task, cfg.grpo, generator=rl_generator(seed), steps=grpo_steps, show_progress=False,
-                      eval_fn=lambda m: {"accuracy": float("nan")}, threads=threads)
+    grpo = train_grpo(model, task, cfg.grpo, TrainContext(steps=grpo_steps, show_progress=False, threads=threads),
+                      generator=rl_generator(seed), eval_fn=lambda m: {"accuracy": float("nan")})
     return sft["seconds"] / sft_steps, grpo["rl_seconds"] / grpo_steps
 
 

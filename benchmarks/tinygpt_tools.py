@@ -38,6 +38,7 @@ from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
 from course_lib.runtime import MetricsLog, set_threads
 from course_lib.starts import env_start, sft_start
+from course_lib.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import RESULTS, record_start, save  # noqa: E402
@@ -68,7 +69,8 @@ def one_run(variant: str, cfg, seed: int, tool_sft: int, **grpo_overrides) -> di
     torch.manual_seed(seed)
     c1 = time.process_time()
     out = train_grpo(model, task, dataclasses.replace(cfg.grpo, **grpo_overrides),
-                     generator=torch.Generator().manual_seed(seed + 1), log=log, show_progress=False, threads=None)
+                     TrainContext(log=log, show_progress=False, threads=None),
+                     generator=torch.Generator().manual_seed(seed + 1))
     grpo_cpu = time.process_time() - c1
     end = evaluate(model, task)
     probe_end = tool_answer_probe(model, task, carry_pairs) if cfg.task.env else (None, None)

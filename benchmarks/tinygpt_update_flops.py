@@ -27,6 +27,7 @@ from course_lib.pipeline import rl_generator, sft_policy
 from course_lib.rewards import resolve_reward
 from course_lib.rollout import collect_rollouts
 from course_lib.runtime import make_optimizer, set_threads
+from course_lib.trainer import TrainContext
 
 
 def matmul_rate(m: int, k: int, n: int, repeats: int) -> float:
@@ -51,8 +52,8 @@ def main() -> None:
     args = parser.parse_args()
     set_threads(args.threads)
     cfg = get_config("cpu")
-    task, model, _ = sft_policy(cfg, seed=0, device="cpu", steps=args.sft_steps, show_progress=False,
-                                eval_at_end=False, threads=args.threads)
+    task, model, _ = sft_policy(cfg, TrainContext(steps=args.sft_steps, show_progress=False, threads=args.threads),
+                                seed=0, device="cpu", eval_at_end=False)
     batch = collect_rollouts(model, task, cfg.grpo, rl_generator(0), resolve_reward("strict", task))["batch"]
     tokens = int(batch["completion_mask"].sum())
     model.train()

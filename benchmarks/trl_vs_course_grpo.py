@@ -37,6 +37,7 @@ from course_lib.evaluation import evaluate
 from course_lib.grpo import train_grpo
 from course_lib.pipeline import rl_generator, sft_policy
 from course_lib.runtime import MetricsLog
+from course_lib.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import record_start, save  # noqa: E402
@@ -49,8 +50,9 @@ def course_run(model, task, cfg, seed: int, threads: int) -> dict:
     log = MetricsLog()
     g = dataclasses.replace(cfg.grpo, eval_every=10**9)  # evaluated once, after the run, as TRL's
     cpu = time.process_time()
-    out = train_grpo(model, task, g, generator=rl_generator(seed), log=log, max_grad_norm=cfg.max_grad_norm,
-                     show_progress=False, eval_fn=lambda m: {"accuracy": float("nan")}, threads=threads)
+    out = train_grpo(model, task, g,
+                     TrainContext(log=log, max_grad_norm=cfg.max_grad_norm, show_progress=False, threads=threads),
+                     generator=rl_generator(seed), eval_fn=lambda m: {"accuracy": float("nan")})
     cpu = time.process_time() - cpu
     step_seconds = [r["update_seconds"] + r["gen_seconds"] + r["other_seconds"] for r in log.rows]
     return {"seconds": out["rl_seconds"], "step": statistics.median(step_seconds), "cpu_step": cpu / len(log.rows)}
@@ -89,7 +91,7 @@ def main() -> None:
 
     runs = {"course": [], "trl": [], "trl_checkpointing": []}
     for seed in args.seeds:
-        task, sft, _ = sft_policy(cfg, seed=seed, device="cpu", show_progress=False, threads=args.threads)
+        task, sft, _ = sft_policy(cfg, TrainContext(show_progress=False, threads=args.threads), seed=seed, device="cpu")
         base = acc(sft)
         line = [f"seed {seed}: SFT {base:.3f}"]
         for name in runs:

@@ -74,7 +74,7 @@ from course_lib.rewards import resolve_reward
 from course_lib.runtime import MetricsLog, read_metrics, to_device
 from course_lib.starts import sft_start
 from course_lib.task import AdditionTask
-from course_lib.trainer import train_offline
+from course_lib.trainer import TrainContext, train_offline
 
 
 # ---- principles ----------------------------------------------------------------------------------------
@@ -259,16 +259,20 @@ class PairJudge:
         return torch.cat(out) if out else torch.zeros(0)
 
 
-def train_judge(judge, task: AdditionTask, data: dict, targets: torch.Tensor, cfg: JudgeConfig, *,
-                generator: torch.Generator, heldout: dict | None = None, max_grad_norm: float = 1.0,
-                log: MetricsLog | None = None, show_progress: bool = False) -> list[dict]:
-    """Binary cross entropy of the judge's log-odds against the constitution's labels (1, 0, 0.5)."""
+def train_judge(judge, task: AdditionTask, data: dict, targets: torch.Tensor, cfg: JudgeConfig,
+                ctx: TrainContext | None = None, *, generator: torch.Generator,
+                heldout: dict | None = None) -> list[dict]:
+    """Binary cross entropy of the judge's log-odds against the constitution's labels (1, 0, 0.5).
+
+    Default ``ctx``: no progress bar, torch's threads left alone.
+    """
     device = next(judge.parameters()).device
     ids = judge_inputs(task, data["a_ids"], data["b_ids"], cfg.max_completion_length)
     n = ids.shape[0]
     if targets.shape != (n,):
         raise ValueError(f"targets must have shape ({n},), one per pair; got {tuple(targets.shape)}")
-    log = log if log is not None else MetricsLog()
+    ctx = ctx if ctx is not None else TrainContext(show_progress=False, threads=None)
+    ctx = ctx if ctx.log is not None else ctx.replace(log=MetricsLog())
 
     def batch_of(step: int) -> dict:
         idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=generator)
@@ -284,10 +288,9 @@ def train_judge(judge, task: AdditionTask, data: dict, targets: torch.Tensor, cf
         judge.train()
         return {"heldout_gold_agreement": decided_agreement(verdicts(p, cfg.tie_margin), heldout["gold"])}
 
-    train_offline("judge", judge, None, cfg, batch_of, loss_of, log=log, max_grad_norm=max_grad_norm,
-                  show_progress=show_progress, threads=None, held_out=held_out if heldout is not None else None,
-                  mixed_precision=False)
-    return log.rows
+    train_offline("judge", judge, None, cfg, batch_of, loss_of, ctx,
+                  held_out=held_out if heldout is not None else None, mixed_precision=False)
+    return ctx.log.rows
 
 
 # ---- measured against gold ------------------------------------------------------------------------------
@@ -461,8 +464,8 @@ def rl_against(policy, task: AdditionTask, rm, ppo_cfg: PPOConfig, *, seed: int 
     torch.manual_seed(seed)
     critic = build_critic(trained, task.tokenizer)
     log = MetricsLog()
-    train_ppo(trained, critic, task, ppo_cfg, RewardModelScorer(rm, task), generator=torch.Generator().manual_seed(seed + 1),
-              log=log, show_progress=False, gold_fn=resolve_reward("strict", task), track_kl=True)
+    train_ppo(trained, critic, task, ppo_cfg, RewardModelScorer(rm, task), TrainContext(log=log, show_progress=False),
+              generator=torch.Generator().manual_seed(seed + 1), gold_fn=resolve_reward("strict", task), track_kl=True)
     rows = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"],
              "length": r["completion_length"]} for r in log.rows]
     return rows, trained

@@ -27,14 +27,12 @@ from course_lib.preference import dpo_terms, implicit_reward, ipo_loss, simpo_lo
 from course_lib.rewards import resolve_reward, reward_source
 from course_lib.rollout import sample_groups
 from course_lib.runtime import (
-    DEFAULT_THREADS,
-    MetricsLog,
     autocast,
     progress,
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_offline
+from course_lib.trainer import StageContext, StageResult, TrainContext, register, train_offline
 from course_lib.utilisation import supervised_run_flops
 
 PAIR_CHUNK = 256  # prompts sampled per generate call while building pairs (one progress tick each)
@@ -175,31 +173,23 @@ def train_dpo(
     task: AdditionTask,
     cfg: DPOConfig,
     data: dict,
+    ctx: TrainContext | None = None,
     *,
     generator: torch.Generator,
-    log: MetricsLog | None = None,
-    state: dict | None = None,
-    max_grad_norm: float = 1.0,
-    steps: int | None = None,
-    checkpoint=None,
-    checkpoint_every: int = 10,
-    show_progress: bool = True,
-    threads: int | None = DEFAULT_THREADS,
 ) -> dict:
     """Offline DPO/IPO/SimPO (+ optional NLL on chosen, ``rpo_alpha``) on cached pairs.
 
     ``data`` holds the pairs and cached reference log-probs (``build_preference_pairs`` +
-    ``reference_logprobs`` with ``prompt_length=task.prompt_length``). ``state`` (from a
+    ``reference_logprobs`` with ``prompt_length=task.prompt_length``). ``ctx.state`` (from a
     checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
-    ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every`` steps, at the
-    end, and before stopping on a requested stop (Ctrl-C). Runs until ``steps`` in total.
+    ``ctx.checkpoint(step, {"optimizer": …}, seconds)`` is called every ``ctx.checkpoint_every`` steps, at the
+    end, and before stopping on a requested stop (Ctrl-C). Runs until ``ctx.steps`` in total.
     """
     keys = [k for k, v in data.items() if isinstance(v, torch.Tensor)]
     return train_offline("dpo", model, task, cfg, random_pairs(data, keys, cfg.batch_size, generator, model),
                          lambda batch, validate: dpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length,
                                                                 validate=validate),
-                         log=log, state=state, max_grad_norm=max_grad_norm, steps=steps, checkpoint=checkpoint,
-                         checkpoint_every=checkpoint_every, show_progress=show_progress, threads=threads)
+                         ctx)
 
 
 def random_pairs(data: dict, keys, batch_size: int, generator: torch.Generator, model):
@@ -237,19 +227,18 @@ def dpo_passport(cfg, info: dict) -> dict:
           test=dict(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4, eval_every=2))
 def dpo_stage(ctx: StageContext) -> StageResult:
     """``train dpo``: pairs from the SFT policy (cached reference log-probs; kept in the checkpoint), then DPO."""
-    if ctx.state is not None:
-        data = {k[5:]: v for k, v in ctx.state.items() if k.startswith("data_")}
+    if ctx.train.state is not None:
+        data = {k[5:]: v for k, v in ctx.train.state.items() if k.startswith("data_")}
     else:
         ctx.say("[course_lib] sampling preference pairs from the SFT policy, caching reference log-probs")
         t0 = time.perf_counter()
         data = build_preference_pairs(ctx.model, ctx.task, ctx.cfg.dpo, generator=ctx.generator,
-                                      show_progress=ctx.show_progress)
+                                      show_progress=ctx.train.show_progress)
         data.update(reference_logprobs(ctx.model, data, prompt_length=ctx.task.prompt_length))
         data["pair_seconds"] = time.perf_counter() - t0  # counted in rl_seconds: DPO's data cost
         ctx.say(f"[course_lib] {data['n_pairs']} pairs from {data['n_prompts']} prompts")
     saved = {f"data_{k}": v for k, v in data.items()}
-    res = train_dpo(ctx.model, ctx.task, ctx.cfg.dpo, data, generator=ctx.generator, log=ctx.log, state=ctx.state,
-                    max_grad_norm=ctx.cfg.max_grad_norm, checkpoint_every=ctx.cfg.checkpoint_every,
-                    checkpoint=lambda step, st, seconds: ctx.checkpoint(step, {**st, **saved}, seconds),
-                    show_progress=ctx.show_progress, threads=None)
+    res = train_dpo(ctx.model, ctx.task, ctx.cfg.dpo, data,
+                    ctx.train.replace(checkpoint=lambda step, st, seconds: ctx.train.checkpoint(step, {**st, **saved}, seconds)),
+                    generator=ctx.generator)
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"] + data["pair_seconds"])

@@ -85,8 +85,6 @@ from course_lib.rewards import grpo_reward, reward_granularity, reward_source
 from course_lib.rollout import collect_rollouts, next_length_cap, sequence_logprobs
 from course_lib.rollout_worker import RolloutWorker
 from course_lib.runtime import (
-    DEFAULT_THREADS,
-    MetricsLog,
     autocast,
     make_optimizer,
     optimizer_step,
@@ -99,6 +97,7 @@ from course_lib.trainer import (
     SYNCHRONOUS,
     StageContext,
     StageResult,
+    TrainContext,
     register,
     train_loop,
 )
@@ -282,18 +281,11 @@ def train_grpo(
     model,
     task: AdditionTask,
     cfg: GRPOConfig,
+    ctx: TrainContext | None = None,
     *,
     generator: torch.Generator,
-    log: MetricsLog | None = None,
-    state: dict | None = None,
     reference_state: dict | None = None,
-    max_grad_norm: float = 1.0,
-    steps: int | None = None,
-    checkpoint=None,
-    checkpoint_every: int = 10,
-    show_progress: bool = True,
     eval_fn=None,
-    threads: int | None = DEFAULT_THREADS,
     worker: bool | None = None,
     start_method: str | None = None,
     name: str | None = None,
@@ -305,10 +297,10 @@ def train_grpo(
     ``reference_state`` is the frozen reference's state dict: when given, or when
     ``cfg.beta > 0`` (the starting weights are then the reference), a frozen copy is kept and
     the KL to it is logged every step (``kl``); with β = 0 and no ``reference_state`` no
-    reference is kept and ``kl`` is None. ``state`` resumes optimizer, step and seconds
+    reference is kept and ``kl`` is None. ``ctx.state`` resumes optimizer, step and seconds
     (the caller restores RNG before calling). ``eval_fn(model) -> dict`` defaults to
-    ``evaluate`` (held-out strict and loose accuracy). Runs until ``steps`` in total.
-    ``checkpoint(step, {"optimizer": …}, seconds)`` is called every ``checkpoint_every`` steps, at
+    ``evaluate`` (held-out strict and loose accuracy). Runs until ``ctx.steps`` in total.
+    ``ctx.checkpoint(step, {"optimizer": …}, seconds)`` is called every ``ctx.checkpoint_every`` steps, at
     the end, and before stopping on a requested stop (Ctrl-C) or a failed rollout worker.
 
     ``cfg.max_staleness`` = K >= 1 samples in a rollout worker process
@@ -320,7 +312,9 @@ def train_grpo(
     has ``gen_cpu_seconds`` (CPU seconds of sampling and scoring: this process's, or the worker's for
     this batch) and ``update_cpu_seconds``: the work done, whatever the machine's load.
     """
-    set_threads(threads)
+    ctx = ctx if ctx is not None else TrainContext()
+    state = ctx.state
+    set_threads(ctx.threads)
     if hasattr(task, "episodes"):  # an environment (environments.EnvTask): its token limit bounds a rollout
         cfg = dataclasses.replace(cfg, max_completion_length=task.episode_length)
     reward_fn = grpo_reward(cfg, task)  # a bad reward fails here, before any worker starts
@@ -344,7 +338,7 @@ def train_grpo(
             batch["completion_mask"] = episode_tokens(batch, task.prompt_length)
         model.train()
         upd = policy_step(model, ref_model, opt, batch, cfg, prompt_length=task.prompt_length,
-                          max_grad_norm=max_grad_norm, validate=step == first)
+                          max_grad_norm=ctx.max_grad_norm, validate=step == first)
         model.eval()
         return {**_as_floats(upd), "skipped": 0}
 
@@ -400,7 +394,7 @@ def train_grpo(
             out["sampler"] = sampler.state()
         return out
 
-    total = cfg.steps if steps is None else steps
+    total = cfg.steps if ctx.steps is None else ctx.steps
     if asynchronous and first < total:
         if state is not None and "sampler" not in state:
             raise ValueError("this checkpoint was written by the synchronous loop; resume it with max_staleness=0")
@@ -408,9 +402,8 @@ def train_grpo(
                                 first=first, sampler=state.get("sampler") if state else None,
                                 start_method=start_method)
     try:
-        done = train_loop("grpo", one_async_step if sampler is not None else one_step, total=total, state=state,
-                          state_dict=state_dict, eval_fn=lambda: eval_fn(model), eval_every=cfg.eval_every, log=log,
-                          checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress,
+        done = train_loop("grpo", one_async_step if sampler is not None else one_step, ctx, total=total,
+                          state_dict=state_dict, eval_fn=lambda: eval_fn(model), eval_every=cfg.eval_every,
                           desc=(name or f"grpo[{cfg.advantage}]") + (f" K={cfg.max_staleness}" if asynchronous else ""),
                           seconds_key="rl_seconds",
                           postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
@@ -418,8 +411,8 @@ def train_grpo(
         if sampler is not None:
             sampler.close()
     model.eval()
-    loop = loop_entry(cfg, asynchronous, log.rows[-(done["steps"] - first):] if log is not None and done["steps"] > first
-                      else [], trainer_cpu_seconds=time.process_time() - cpu0,
+    rows = ctx.log.rows[-(done["steps"] - first):] if ctx.log is not None and done["steps"] > first else []
+    loop = loop_entry(cfg, asynchronous, rows, trainer_cpu_seconds=time.process_time() - cpu0,
                       worker_cpu_seconds=sampler.worker_cpu_seconds if sampler is not None else None)
     return {"steps": done["steps"], "rl_seconds": done["seconds"], "loop": loop}
 
@@ -527,7 +520,6 @@ def grpo_passport(cfg, info: dict) -> dict:
           test=dict(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2))
 def grpo_stage(ctx: StageContext) -> StageResult:
     """``train grpo``: the GRPO family from the SFT policy; the SFT weights are the reference (KL logged)."""
-    res = train_grpo(ctx.model, ctx.task, ctx.cfg.grpo, generator=ctx.generator, reference_state=ctx.sft_weights,
-                     log=ctx.log, state=ctx.state, max_grad_norm=ctx.cfg.max_grad_norm, checkpoint=ctx.checkpoint,
-                     checkpoint_every=ctx.cfg.checkpoint_every, show_progress=ctx.show_progress, threads=None)
+    res = train_grpo(ctx.model, ctx.task, ctx.cfg.grpo, ctx.train,
+                     generator=ctx.generator, reference_state=ctx.sft_weights)
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"], summary={"loop": res["loop"]})

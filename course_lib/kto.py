@@ -41,12 +41,8 @@ from course_lib.dpo import build_preference_pairs, reference_logprobs
 from course_lib.model import completion_logprobs
 from course_lib.preference import kto_loss, kto_reference_point, mismatched_order
 from course_lib.rewards import reward_source
-from course_lib.runtime import (
-    DEFAULT_THREADS,
-    MetricsLog,
-)
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_offline
+from course_lib.trainer import StageContext, StageResult, TrainContext, register, train_offline
 from course_lib.utilisation import kto_run_flops
 
 FIELDS = ("ids", "attention", "completion")
@@ -159,20 +155,12 @@ def train_kto(
     task: AdditionTask,
     cfg: KTOConfig,
     data: dict,
-    *,
-    log: MetricsLog | None = None,
-    state: dict | None = None,
-    max_grad_norm: float = 1.0,
-    steps: int | None = None,
-    checkpoint=None,
-    checkpoint_every: int = 10,
-    show_progress: bool = True,
-    threads: int | None = DEFAULT_THREADS,
+    ctx: TrainContext | None = None,
 ) -> dict:
     """KTO on the batches of ``build_kto_data`` (batch ``step mod n_batches`` at each step).
 
-    ``state`` (from a checkpoint) resumes optimizer, step and seconds; the batches are a function
-    of the step, so no generator is drawn from while training. Runs until ``steps`` in total.
+    ``ctx.state`` (from a checkpoint) resumes optimizer, step and seconds; the batches are a function
+    of the step, so no generator is drawn from while training. Runs until ``ctx.steps`` in total.
     """
     device = next(model.parameters()).device
     b, n_batches = data["batch_size"], data["n_batches"]
@@ -187,8 +175,7 @@ def train_kto(
     return train_offline("kto", model, task, cfg, batch_of,
                          lambda batch, validate: kto_batch_loss(model, batch, cfg, prompt_length=task.prompt_length,
                                                                 validate=validate),
-                         log=log, state=state, max_grad_norm=max_grad_norm, steps=steps, checkpoint=checkpoint,
-                         checkpoint_every=checkpoint_every, show_progress=show_progress, threads=threads)
+                         ctx)
 
 
 def kto_passport(cfg, info: dict) -> dict:
@@ -216,20 +203,19 @@ def kto_passport(cfg, info: dict) -> dict:
           test=dict(steps=4, batch_size=8, eval_every=2))
 def kto_stage(ctx: StageContext) -> StageResult:
     """``train kto``: DPO's pairs from the SFT policy taken apart, reference log-probs cached, then KTO."""
-    if ctx.state is not None:
-        data = {k[5:]: v for k, v in ctx.state.items() if k.startswith("data_")}
+    if ctx.train.state is not None:
+        data = {k[5:]: v for k, v in ctx.train.state.items() if k.startswith("data_")}
     else:
         ctx.say("[course_lib] sampling DPO's preference pairs from the SFT policy, taking them apart for KTO")
         t0 = time.perf_counter()
-        data = build_kto_data(ctx.model, ctx.task, ctx.cfg, generator=ctx.generator, show_progress=ctx.show_progress)
+        data = build_kto_data(ctx.model, ctx.task, ctx.cfg, generator=ctx.generator,
+                              show_progress=ctx.train.show_progress)
         data["pair_seconds"] = time.perf_counter() - t0  # counted in rl_seconds: KTO's data cost
         ctx.say(f"[course_lib] {data['n_desirable']} desirable + {data['n_undesirable']} undesirable answers from "
                 f"{data['n_pairs']} pairs; λ_D·n_D/(λ_U·n_U) = "
                 f"{label_balance(data['n_desirable'], data['n_undesirable'], ctx.cfg.kto):.2f} (the paper: 1 to 4/3)")
     saved = {f"data_{k}": v for k, v in data.items()}
-    res = train_kto(ctx.model, ctx.task, ctx.cfg.kto, data, log=ctx.log, state=ctx.state,
-                    max_grad_norm=ctx.cfg.max_grad_norm, checkpoint_every=ctx.cfg.checkpoint_every,
-                    checkpoint=lambda step, st, seconds: ctx.checkpoint(step, {**st, **saved}, seconds),
-                    show_progress=ctx.show_progress, threads=None)
+    res = train_kto(ctx.model, ctx.task, ctx.cfg.kto, data,
+                    ctx.train.replace(checkpoint=lambda step, st, seconds: ctx.train.checkpoint(step, {**st, **saved}, seconds)))
     summary = {"kto_data": {k: data[k] for k in ("n_pairs", "n_desirable", "n_undesirable", "n_batches", "batch_size")}}
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"] + data["pair_seconds"], summary=summary)

@@ -71,7 +71,7 @@ from course_lib.rollout import collect_rollouts, sequence_logprobs
 from course_lib.runtime import clip_gradients, full_precision, make_optimizer, set_threads
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask, TaskConfig
-from course_lib.trainer import train_loop
+from course_lib.trainer import TrainContext, train_loop
 
 
 @dataclass(frozen=True)
@@ -251,8 +251,9 @@ def _sft(task: AdditionTask, cfg: LabConfig) -> dict:
     """The SFT baseline, trained by the library's one SFT loop (``sft.train_sft``)."""
     torch.manual_seed(cfg.seed)
     model = _model(task)
-    train_sft(model, task, sft_config(cfg), seed=cfg.seed, max_grad_norm=cfg.max_grad_norm, show_progress=False,
-              eval_at_end=False, threads=cfg.threads)
+    train_sft(model, task, sft_config(cfg),
+              TrainContext(max_grad_norm=cfg.max_grad_norm, show_progress=False, threads=cfg.threads), seed=cfg.seed,
+              eval_at_end=False)
     return model.state_dict()
 
 
@@ -429,7 +430,7 @@ def _train(kind: str, setup: LabSetup, model, total: int, update) -> dict:
             raise
 
     try:
-        train_loop(f"lab {kind}", step_fn, total=total, state_dict=dict, show_progress=False)
+        train_loop(f"lab {kind}", step_fn, TrainContext(show_progress=False), total=total, state_dict=dict)
     except Deviation as dev:
         return _verdict(kind, setup.baseline_accuracy, None, dev.step, time.perf_counter() - start, cfg, dev)
     model.eval()

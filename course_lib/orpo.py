@@ -36,12 +36,8 @@ from course_lib.model import build_model, completion_logprobs
 from course_lib.policy_loss import aggregate
 from course_lib.preference import odds_ratio_penalty
 from course_lib.rewards import reward_source
-from course_lib.runtime import (
-    DEFAULT_THREADS,
-    MetricsLog,
-)
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_offline
+from course_lib.trainer import StageContext, StageResult, TrainContext, register, train_offline
 from course_lib.utilisation import supervised_run_flops
 
 CERTAIN = -1e-6  # the largest mean token log-prob the odds see (see the module docstring)
@@ -73,27 +69,19 @@ def train_orpo(
     task: AdditionTask,
     cfg: ORPOConfig,
     data: dict,
+    ctx: TrainContext | None = None,
     *,
     generator: torch.Generator,
-    log: MetricsLog | None = None,
-    state: dict | None = None,
-    max_grad_norm: float = 1.0,
-    steps: int | None = None,
-    checkpoint=None,
-    checkpoint_every: int = 10,
-    show_progress: bool = True,
-    threads: int | None = DEFAULT_THREADS,
 ) -> dict:
     """ORPO on preference pairs (``dpo.build_preference_pairs``' output), from whatever weights ``model`` holds.
 
-    ``state`` (from a checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
-    Runs until ``steps`` in total.
+    ``ctx.state`` (from a checkpoint) resumes optimizer, step and seconds; the caller restores the RNG.
+    Runs until ``ctx.steps`` in total.
     """
     return train_offline("orpo", model, task, cfg, random_pairs(data, PAIR_KEYS, cfg.batch_size, generator, model),
                          lambda batch, validate: orpo_batch_loss(model, batch, cfg, prompt_length=task.prompt_length,
                                                                  validate=validate),
-                         log=log, state=state, max_grad_norm=max_grad_norm, steps=steps, checkpoint=checkpoint,
-                         checkpoint_every=checkpoint_every, show_progress=show_progress, threads=threads)
+                         ctx)
 
 
 def base_weights(cfg, task: AdditionTask, seed: int) -> dict:
@@ -126,23 +114,22 @@ def orpo_passport(cfg, info: dict) -> dict:
                        "cannot continue a previous stage's policy: run `train orpo` on its own")
 def orpo_stage(ctx: StageContext) -> StageResult:
     """``train orpo``: DPO's pairs from the SFT policy, then the policy reset to its base weights and ORPO."""
-    if ctx.state is not None:
-        data = {k[5:]: v for k, v in ctx.state.items() if k.startswith("data_")}
+    if ctx.train.state is not None:
+        data = {k[5:]: v for k, v in ctx.train.state.items() if k.startswith("data_")}
     else:
         ctx.say("[course_lib] sampling DPO's preference pairs from the SFT policy; ORPO then starts from the base model")
         t0 = time.perf_counter()
         data = build_preference_pairs(ctx.model, ctx.task, ctx.cfg.dpo, generator=ctx.generator,
-                                      show_progress=ctx.show_progress)
+                                      show_progress=ctx.train.show_progress)
         data["pair_seconds"] = time.perf_counter() - t0  # counted in rl_seconds: ORPO's data cost
         ctx.model.load_state_dict(base_weights(ctx.cfg, ctx.task, ctx.seed))
         data["base_accuracy"] = evaluate(ctx.model, ctx.task)["accuracy"]
         ctx.say(f"[course_lib] {data['n_pairs']} pairs from {data['n_prompts']} prompts; base model held-out accuracy "
                 f"{data['base_accuracy']:.3f}")
     saved = {f"data_{k}": v for k, v in data.items()}
-    res = train_orpo(ctx.model, ctx.task, ctx.cfg.orpo, data, generator=ctx.generator, log=ctx.log, state=ctx.state,
-                     max_grad_norm=ctx.cfg.max_grad_norm, checkpoint_every=ctx.cfg.checkpoint_every,
-                     checkpoint=lambda step, st, seconds: ctx.checkpoint(step, {**st, **saved}, seconds),
-                     show_progress=ctx.show_progress, threads=None)
+    res = train_orpo(ctx.model, ctx.task, ctx.cfg.orpo, data,
+                     ctx.train.replace(checkpoint=lambda step, st, seconds: ctx.train.checkpoint(step, {**st, **saved}, seconds)),
+                     generator=ctx.generator)
     final = evaluate(ctx.model, ctx.task)
     line = (f"[course_lib] ORPO from the base model: held-out accuracy {data['base_accuracy']:.3f} -> "
             f"{final['accuracy']:.3f} (the SFT policy that sampled the pairs: {ctx.sft['eval']['accuracy']:.3f})")

@@ -52,7 +52,7 @@ from course_lib.runtime import (
     set_threads,
 )
 from course_lib.sft import train_sft
-from course_lib.trainer import StageContext, entry, trainers
+from course_lib.trainer import StageContext, TrainContext, entry, trainers
 from course_lib.utilisation import mfu_entry
 
 KINDS = tuple(trainers())  # the course's own trainers; a trainer registered later is in trainers()
@@ -70,14 +70,15 @@ def build_policy(cfg: configs.RunConfig, *, seed: int = 0, device: str | torch.d
     return task, build_model(cfg.model, task.tokenizer).to(dev)
 
 
-def sft_policy(cfg: configs.RunConfig, *, seed: int = 0, device: str | torch.device = "auto", **train_kwargs):
+def sft_policy(cfg: configs.RunConfig, ctx: TrainContext | None = None, *, seed: int = 0,
+               device: str | torch.device = "auto"):
     """``(task, model, result)``: a fresh model after the run's SFT stage (``train_sft``'s result).
 
     The same model as ``train sft --seed SEED`` and as the SFT stage of every DPO/GRPO run
-    with that seed and config. ``train_kwargs`` go to ``train_sft`` (``steps``, ``log``, …).
+    with that seed and config. ``ctx`` goes to ``train_sft`` (``steps``, ``log``, …).
     """
     task, model = build_policy(cfg, seed=seed, device=device)
-    result = train_sft(model, task, cfg.sft, generator=torch.Generator().manual_seed(seed), **train_kwargs)
+    result = train_sft(model, task, cfg.sft, ctx, generator=torch.Generator().manual_seed(seed))
     return task, model, result
 
 
@@ -243,9 +244,9 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, 
                                     "seconds": seconds, "rng": rng_state(gen), "metrics": log.rows,
                                     "start_eval": start_eval, "wall_seconds": time.perf_counter() - wall_start})
 
-    res = train_sft(model, task, cfg.sft, generator=gen, state=state, log=log, checkpoint=checkpoint,
-                    checkpoint_every=cfg.checkpoint_every, max_grad_norm=cfg.max_grad_norm, show_progress=show_progress,
-                    threads=None)
+    train = TrainContext(state=state, log=log, checkpoint=checkpoint, checkpoint_every=cfg.checkpoint_every,
+                         max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None)
+    res = train_sft(model, task, cfg.sft, train, generator=gen)
     sft_eval = {k: res[k] for k in (*ACCURACY_KEYS, "tool_use_carry", "tool_use_no_carry") if k in res}
     save_checkpoint(sft_path, {**common, "kind": "sft", "stage": "sft", "model": model.state_dict(),
                                "sft_eval": sft_eval, "step": res["steps"], "seconds": res["seconds"], "metrics": log.rows})
@@ -274,9 +275,10 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
                                                 "step": step, "seconds": seconds, "rng": rng_state(gen),
                                                 "metrics": log.rows, "wall_seconds": time.perf_counter() - wall_start})
 
-    ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, state=stage_state, log=log,
-                       checkpoint=checkpoint, sft_weights=sft_weights, generator=gen, sft=sft, say=say,
-                       show_progress=show_progress)
+    train = TrainContext(log=log, state=stage_state, checkpoint=checkpoint, checkpoint_every=cfg.checkpoint_every,
+                         max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None)
+    ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, train=train,
+                       sft_weights=sft_weights, generator=gen, sft=sft, say=say)
     result = registered.stage(ctx)
     final = result.final
     if final is None:
@@ -304,12 +306,14 @@ def run_control(control, cfg, out, task, device, sft_weights, *, seed, steps, rl
     ctrl.load_state_dict(sft_weights)
     if control == "rft":
         say(f"[course_lib] control: RFT on GRPO's prompts for {cfg.grpo.steps} steps")
-        train_rft(ctrl, task, cfg.grpo, generator=rl_generator(seed), max_grad_norm=cfg.max_grad_norm,
-                  steps=steps, show_progress=show_progress, threads=None)
+        train_rft(ctrl, task, cfg.grpo,
+                  TrainContext(max_grad_norm=cfg.max_grad_norm, steps=steps, show_progress=show_progress, threads=None),
+                  generator=rl_generator(seed))
         return evaluate(ctrl, task, max_completion_length=cfg.grpo.max_completion_length)["accuracy"]
     say(f"[course_lib] control: continuing SFT for {rl_seconds:.1f} s")
-    res = train_sft(ctrl, task, cfg.sft, generator=torch.Generator().manual_seed(seed + 2), time_budget=rl_seconds,
-                    max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None)
+    res = train_sft(ctrl, task, cfg.sft,
+                    TrainContext(max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None),
+                    generator=torch.Generator().manual_seed(seed + 2), time_budget=rl_seconds)
     return res["accuracy"]
 
 

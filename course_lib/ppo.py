@@ -68,8 +68,6 @@ from course_lib.rewards import (
 )
 from course_lib.rollout import sample_groups
 from course_lib.runtime import (
-    DEFAULT_THREADS,
-    MetricsLog,
     autocast,
     make_optimizer,
     optimizer_step,
@@ -78,7 +76,14 @@ from course_lib.runtime import (
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import ONLINE_STALENESS, StageContext, StageResult, register, train_loop
+from course_lib.trainer import (
+    ONLINE_STALENESS,
+    StageContext,
+    StageResult,
+    TrainContext,
+    register,
+    train_loop,
+)
 from course_lib.utilisation import ppo_run_flops
 
 
@@ -192,19 +197,13 @@ def train_ppo(
     task: AdditionTask,
     cfg: PPOConfig,
     reward_fn,
+    ctx: TrainContext | None = None,
     *,
     generator: torch.Generator,
-    log: MetricsLog | None = None,
-    state: dict | None = None,
     reference_state: dict | None = None,
-    max_grad_norm: float = 1.0,
-    checkpoint=None,
-    checkpoint_every: int = 10,
-    show_progress: bool = True,
     eval_fn=None,
     gold_fn=None,
     track_kl: bool = False,
-    threads: int | None = DEFAULT_THREADS,
 ) -> dict:
     """PPO from the current weights of ``policy`` (normally SFT), with ``critic`` as the learned baseline.
 
@@ -213,15 +212,17 @@ def train_ppo(
     samples: the truth next to the proxy. The sampled KL to the starting policy (sum of k1 over a
     completion's tokens, mean over completions) is logged as ``kl_sequence`` (GRPO's ``kl`` is another
     quantity: k3 averaged per token) whenever a reference exists: ``kl_coef > 0``, or ``track_kl=True``;
-    the reference is ``reference_state`` when given, else the starting weights. ``state`` (a
-    checkpoint: both optimizers and the critic's weights) resumes; ``checkpoint(step, {"optimizer",
-    "critic", "critic_optimizer"}, seconds)`` is called every ``checkpoint_every`` steps, at the end
+    the reference is ``reference_state`` when given, else the starting weights. ``ctx.state`` (a
+    checkpoint: both optimizers and the critic's weights) resumes; ``ctx.checkpoint(step, {"optimizer",
+    "critic", "critic_optimizer"}, seconds)`` is called every ``ctx.checkpoint_every`` steps, at the end
     and on a stop request. Returns ``{"steps", "rl_seconds", "memory"}``; ``memory`` holds the
     measured bytes of the policy's and the critic's weights, gradients and AdamW states after
     training, and of the frozen reference when one is kept.
     """
+    ctx = ctx if ctx is not None else TrainContext()
     cfg.check()
-    set_threads(threads)
+    state = ctx.state
+    set_threads(ctx.threads)
     device = next(policy.parameters()).device
     ref_model = None
     if cfg.kl_coef > 0 or track_kl:
@@ -243,7 +244,7 @@ def train_ppo(
         policy.train()
         critic.train()
         upd = ppo_update(policy, critic, ref_model, opt, critic_opt, roll, batch["scores"], cfg,
-                         prompt_length=task.prompt_length, max_grad_norm=max_grad_norm)
+                         prompt_length=task.prompt_length, max_grad_norm=ctx.max_grad_norm)
         policy.eval()
         critic.eval()
         if device.type == "cuda":
@@ -257,9 +258,9 @@ def train_ppo(
     def resumable() -> dict:
         return {"optimizer": opt.state_dict(), "critic": critic.state_dict(), "critic_optimizer": critic_opt.state_dict()}
 
-    done = train_loop("ppo", one_step, total=cfg.steps, state=state, state_dict=resumable,
-                      eval_fn=lambda: eval_fn(policy), eval_every=cfg.eval_every, log=log, checkpoint=checkpoint,
-                      checkpoint_every=checkpoint_every, show_progress=show_progress, seconds_key="rl_seconds",
+    done = train_loop("ppo", one_step, ctx, total=cfg.steps if ctx.steps is None else ctx.steps,
+                      state_dict=resumable, eval_fn=lambda: eval_fn(policy), eval_every=cfg.eval_every,
+                      seconds_key="rl_seconds",
                       postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
     memory = {"policy": persistent_bytes(policy, opt), "critic": persistent_bytes(critic, critic_opt)}
     if ref_model is not None:
@@ -317,12 +318,10 @@ def ppo_stage(ctx: StageContext) -> StageResult:
     reward_fn = resolve_reward(spec, ctx.task)  # a bad rm:DIR fails here, with its reason
     sampling = torch.get_rng_state()
     critic = build_critic(ctx.model, ctx.task.tokenizer)
-    if ctx.state is not None:  # a resumed run loads the critic: its fresh head must not move the sampling RNG
+    if ctx.train.state is not None:  # a resumed run loads the critic: its fresh head must not move the sampling RNG
         torch.set_rng_state(sampling)
-    res = train_ppo(ctx.model, critic, ctx.task, ctx.cfg.ppo, reward_fn, generator=ctx.generator, log=ctx.log,
-                    state=ctx.state, reference_state=ctx.sft_weights, max_grad_norm=ctx.cfg.max_grad_norm,
-                    checkpoint=ctx.checkpoint, checkpoint_every=ctx.cfg.checkpoint_every,
-                    show_progress=ctx.show_progress, threads=None)
+    res = train_ppo(ctx.model, critic, ctx.task, ctx.cfg.ppo, reward_fn, ctx.train,
+                    generator=ctx.generator, reference_state=ctx.sft_weights)
     info = read_info(spec[len(REWARD_MODEL_PREFIX):]) if spec.startswith(REWARD_MODEL_PREFIX) else None
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"], summary={"memory": res["memory"]},
                        reward_model_info=info)

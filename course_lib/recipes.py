@@ -83,6 +83,7 @@ from course_lib.trainer import (
     StageContext,
     StageResult,
     StageStopped,
+    TrainContext,
     register_stage,
     trainers,
 )
@@ -313,8 +314,10 @@ def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_prog
     log = MetricsLog(out / "metrics.jsonl")
     start_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     nothing = lambda *args: None  # noqa: E731 - resumable at a stage boundary only: no checkpoint inside a stage
-    ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, state=None, log=log, checkpoint=nothing,
-                       sft_weights=start_weights, generator=gen, sft=None, say=say, show_progress=show_progress)
+    train = TrainContext(log=log, checkpoint=nothing, checkpoint_every=cfg.checkpoint_every,
+                         max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None)
+    ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, train=train,
+                       sft_weights=start_weights, generator=gen, sft=None, say=say)
     try:
         res = (STAGES[kind] if kind in STAGES else trainers()[kind]).stage(ctx)
     except ValueError as err:

@@ -67,7 +67,7 @@ from course_lib.runtime import (
     to_device,
 )
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
-from course_lib.trainer import StageContext, StageResult, register, train_offline
+from course_lib.trainer import StageContext, StageResult, TrainContext, register, train_offline
 from course_lib.utilisation import rm_run_flops
 
 FORMAT = "course_lib-reward-model-1"
@@ -148,21 +148,22 @@ def _oriented(data: dict, idx) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # ---- training and evaluation --------------------------------------------------------------------
-def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: torch.Generator, heldout: dict | None = None,
-                       max_grad_norm: float = 1.0, log: MetricsLog | None = None, state: dict | None = None,
-                       checkpoint=None, checkpoint_every: int = 10, show_progress: bool = False) -> list[dict]:
+def train_reward_model(rm, data: dict, cfg: RewardModelConfig, ctx: TrainContext | None = None, *,
+                       generator: torch.Generator, heldout: dict | None = None) -> list[dict]:
     """Minimise ``reward_model_loss`` on noisy-labelled pairs; returns per-step rows (``loss``,
     ``train_accuracy``, and for ``utilisation``'s FLOP count ``batch_pairs`` and ``sequence_length``:
     the mean real tokens, prompt included, of the step's chosen and rejected sequences).
 
-    ``state`` (a checkpoint: optimizer and generator; the caller loads the weights) resumes;
-    ``checkpoint(step, {"optimizer", "reward_model", "rm_generator"}, seconds)`` as ``train_loop``.
+    ``ctx.state`` (a checkpoint: optimizer and generator; the caller loads the weights) resumes;
+    ``ctx.checkpoint(step, {"optimizer", "reward_model", "rm_generator"}, seconds)`` as ``train_loop``
+    (default ``ctx``: no progress bar, torch's threads left alone).
     """
     device = next(rm.parameters()).device
     pad = rm.config.pad_token_id
-    if state is not None:
-        generator.set_state(state["rm_generator"])
-    log = log if log is not None else MetricsLog()
+    ctx = ctx if ctx is not None else TrainContext(show_progress=False, threads=None)
+    ctx = ctx if ctx.log is not None else ctx.replace(log=MetricsLog())
+    if ctx.state is not None:
+        generator.set_state(ctx.state["rm_generator"])
     n = data["n_pairs"]
 
     def batch_of(step: int) -> dict:
@@ -184,11 +185,10 @@ def train_reward_model(rm, data: dict, cfg: RewardModelConfig, *, generator: tor
         rm.train()
         return out
 
-    train_offline("rm", rm, None, cfg, batch_of, loss_of, log=log, state=state, max_grad_norm=max_grad_norm,
-                  checkpoint=checkpoint, checkpoint_every=checkpoint_every, show_progress=show_progress, threads=None,
+    train_offline("rm", rm, None, cfg, batch_of, loss_of, ctx,
                   held_out=held_out if heldout is not None else None, mixed_precision=False,
                   extra_state=lambda: {"reward_model": rm.state_dict(), "rm_generator": generator.get_state()})
-    return log.rows
+    return ctx.log.rows
 
 
 @torch.no_grad()
@@ -335,17 +335,19 @@ def load_reward(directory, task: AdditionTask) -> RewardModelScorer:
 
 
 # ---- the whole reward-model stage ------------------------------------------------------------------
-def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, *, seed: int = 0, log: MetricsLog | None = None,
-                     state: dict | None = None, checkpoint=None, checkpoint_every: int = 10, max_grad_norm: float = 1.0,
-                     show_progress: bool = False) -> dict:
+def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, ctx: TrainContext | None = None, *,
+                     seed: int = 0) -> dict:
     """Sample and label pairs from ``policy``, train a reward model, evaluate it on held-out pairs.
 
     Returns ``{"model", "train", "heldout", "log", "metrics"}``; ``metrics`` holds the numbers a
     passport needs (pairs, noise, held-out accuracy, ceiling, gold accuracy, ECE, seconds).
-    ``state`` (a checkpoint of this function: pairs, weights, optimizer, generator) resumes;
-    ``checkpoint(step, trainer_state, seconds)`` is called as ``train_loop`` says.
+    ``ctx.state`` (a checkpoint of this function: pairs, weights, optimizer, generator) resumes;
+    ``ctx.checkpoint(step, trainer_state, seconds)`` is called as ``train_loop`` says (default: no
+    progress bar, torch's threads left alone).
     """
     cfg.check()
+    ctx = ctx if ctx is not None else TrainContext(show_progress=False, threads=None)
+    state, checkpoint = ctx.state, ctx.checkpoint
     gen = torch.Generator().manual_seed(seed)
     if state is not None:
         train, heldout, data_seconds = state["rm_train"], state["rm_heldout"], state["rm_data_seconds"]
@@ -365,9 +367,7 @@ def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, *, seed
             checkpoint(step, {**trainer_state, "rm_train": train, "rm_heldout": heldout, "rm_data_seconds": data_seconds},
                        seconds)
     t0 = time.perf_counter()
-    rows = train_reward_model(rm, train, cfg, generator=gen, heldout=heldout, max_grad_norm=max_grad_norm, log=log,
-                              state=state, checkpoint=with_data, checkpoint_every=checkpoint_every,
-                              show_progress=show_progress)
+    rows = train_reward_model(rm, train, cfg, ctx.replace(checkpoint=with_data), generator=gen, heldout=heldout)
     train_seconds = time.perf_counter() - t0 + (state["seconds"] if state is not None else 0.0)
     acc = pairwise_accuracy(rm, heldout)
     cal = calibration(rm, heldout)
@@ -573,9 +573,7 @@ def rm_passport(cfg, info: dict) -> dict:
                     steps=20, batch_size=16, eval_every=10))
 def reward_model_stage(ctx: StageContext) -> StageResult:
     """``train rm``: the SFT policy writes the pairs and lends the reward model its transformer."""
-    fit = fit_reward_model(ctx.model, ctx.task, ctx.cfg.rm, seed=ctx.seed, log=ctx.log, state=ctx.state,
-                           checkpoint=ctx.checkpoint, checkpoint_every=ctx.cfg.checkpoint_every,
-                           max_grad_norm=ctx.cfg.max_grad_norm)
+    fit = fit_reward_model(ctx.model, ctx.task, ctx.cfg.rm, ctx.train.replace(show_progress=False), seed=ctx.seed)
     save_reward_model(fit["model"], ctx.task.tokenizer, ctx.out, task_config=ctx.cfg.task, cfg=ctx.cfg.rm,
                       metrics=fit["metrics"])
     m = fit["metrics"]

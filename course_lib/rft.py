@@ -37,15 +37,20 @@ from course_lib.model import completion_logprobs
 from course_lib.rewards import resolve_reward
 from course_lib.rollout import collect_rollouts
 from course_lib.runtime import (
-    DEFAULT_THREADS,
-    MetricsLog,
     autocast,
     make_optimizer,
     optimizer_step,
     set_threads,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, StageStopped, register_stage, train_loop
+from course_lib.trainer import (
+    StageContext,
+    StageResult,
+    StageStopped,
+    TrainContext,
+    register_stage,
+    train_loop,
+)
 
 WEIGHTINGS = ("filter", "reward")
 
@@ -76,32 +81,27 @@ def train_rft(
     model,
     task: AdditionTask,
     cfg: GRPOConfig,
+    ctx: TrainContext | None = None,
     *,
     generator: torch.Generator,
     weighting: str = "filter",
     threshold: float = 1.0,
-    log: MetricsLog | None = None,
-    state: dict | None = None,
-    max_grad_norm: float = 1.0,
-    steps: int | None = None,
-    checkpoint=None,
-    checkpoint_every: int = 10,
-    show_progress: bool = True,
     eval_fn=None,
-    threads: int | None = DEFAULT_THREADS,
 ) -> dict:
     """RFT on GRPO's rollouts: ``cfg`` is a ``GRPOConfig`` and is read exactly as GRPO reads it.
 
     Options that only shape GRPO's advantage or surrogate (``advantage``, ``unit``,
     ``epsilon*``, ``beta``) have no meaning here; ``num_iterations`` > 1 is refused, since a
     supervised step has no old policy to clip against. Logs the rollout statistics GRPO logs,
-    plus ``kept_fraction`` (share of completions with weight > 0) and the loss. ``state``,
-    ``checkpoint`` and ``checkpoint_every`` resume and checkpoint as in ``train_grpo``.
+    plus ``kept_fraction`` (share of completions with weight > 0) and the loss. ``ctx.state``,
+    ``checkpoint`` and ``ctx.checkpoint_every`` resume and checkpoint as in ``train_grpo``.
     """
+    ctx = ctx if ctx is not None else TrainContext()
     if cfg.num_iterations != 1:
         raise ValueError(f"RFT takes one supervised step per rollout; num_iterations must be 1, got {cfg.num_iterations}")
     rft_weights(torch.zeros(1), weighting=weighting, threshold=threshold)  # validate the options once
-    set_threads(threads)
+    state = ctx.state
+    set_threads(ctx.threads)
     reward_fn = resolve_reward(cfg.reward, task)
     device = next(model.parameters()).device
     opt = make_optimizer(model, cfg.learning_rate)
@@ -123,17 +123,16 @@ def train_rft(
                 model.train()
                 with autocast(device):
                     loss = rft_loss(model, batch, weights[kept], prompt_length=task.prompt_length)
-                optimizer_step(loss, max_grad_norm, (model, opt))
+                optimizer_step(loss, ctx.max_grad_norm, (model, opt))
                 model.eval()
                 upd = {"loss": loss.item(), "kept_fraction": float(kept.float().mean()), "skipped": 0}
         if device.type == "cuda":
             torch.cuda.synchronize()
         return {**stats, **upd, "update_seconds": time.perf_counter() - t1}
 
-    done = train_loop("rft", one_step, total=cfg.steps if steps is None else steps, state=state,
+    done = train_loop("rft", one_step, ctx, total=cfg.steps if ctx.steps is None else ctx.steps,
                       state_dict=lambda: {"optimizer": opt.state_dict()}, eval_fn=lambda: eval_fn(model),
-                      eval_every=cfg.eval_every, log=log, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                      show_progress=show_progress, desc=f"rft[{weighting}]", seconds_key="rl_seconds",
+                      eval_every=cfg.eval_every, desc=f"rft[{weighting}]", seconds_key="rl_seconds",
                       postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
     model.eval()
     return {"steps": done["steps"], "rl_seconds": done["seconds"]}
@@ -163,7 +162,5 @@ def rft_stage(ctx: StageContext) -> StageResult:
         n = g.batch_prompts * g.num_generations
         raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's {n} "
                            f"samples, so there is nothing to fine-tune on (train the policy further first)")
-    res = train_rft(ctx.model, ctx.task, g, generator=ctx.generator, log=ctx.log, max_grad_norm=ctx.cfg.max_grad_norm,
-                    checkpoint=ctx.checkpoint, checkpoint_every=ctx.cfg.checkpoint_every,
-                    show_progress=ctx.show_progress, threads=None)
+    res = train_rft(ctx.model, ctx.task, g, ctx.train, generator=ctx.generator)
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"])

@@ -44,6 +44,7 @@ import torch
 from course_lib import configs
 from course_lib._validate import number
 from course_lib.runtime import Interrupted, MetricsLog, stop_on_interrupt
+from course_lib.trainer import TrainContext
 from course_lib.verdicts import evaluation_noise, paired
 
 KINDS = ("sft", "dpo", "grpo")
@@ -190,17 +191,16 @@ def from_start(seed: int, *, kind: str, cfg: configs.RunConfig, steps: int | Non
         return {"start": start, "final": start, "steps": info["steps"], "rows": [], "rl_seconds": 0.0}
     sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     gen, log = rl_generator(seed), MetricsLog()
+    train = TrainContext(log=log, max_grad_norm=cfg.max_grad_norm, steps=steps, show_progress=False, threads=None)
     if kind == "grpo":
-        res = train_grpo(model, task, cfg.grpo, generator=gen, reference_state=sft_weights, log=log,
-                         max_grad_norm=cfg.max_grad_norm, steps=steps, show_progress=False, threads=None)
+        res = train_grpo(model, task, cfg.grpo, train, generator=gen, reference_state=sft_weights)
         rl_seconds = res["rl_seconds"]
     else:
         t0 = time.perf_counter()
         data = build_preference_pairs(model, task, cfg.dpo, generator=gen, show_progress=False)
         data.update(reference_logprobs(model, data, prompt_length=task.prompt_length))
         pair_seconds = time.perf_counter() - t0
-        res = train_dpo(model, task, cfg.dpo, data, generator=gen, log=log, max_grad_norm=cfg.max_grad_norm,
-                        steps=steps, show_progress=False, threads=None)
+        res = train_dpo(model, task, cfg.dpo, data, train, generator=gen)
         rl_seconds = res["rl_seconds"] + pair_seconds
     return {"start": start, "final": evaluate(model, task), "steps": res["steps"], "rows": log.rows,
             "rl_seconds": rl_seconds}
@@ -226,10 +226,10 @@ def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)
     if trainer == "grpo":
-        out = train_grpo(model, task, gcfg, generator=gen, log=log, reference_state=sft_weights,
-                         show_progress=show_progress, name=name)
+        out = train_grpo(model, task, gcfg, TrainContext(log=log, show_progress=show_progress), generator=gen,
+                         reference_state=sft_weights, name=name)
     else:
-        out = train_rft(model, task, gcfg, generator=gen, log=log, show_progress=show_progress)
+        out = train_rft(model, task, gcfg, TrainContext(log=log, show_progress=show_progress), generator=gen)
     return {**evaluate(model, task, max_completion_length=gcfg.max_completion_length), **out}, log.rows
 
 
@@ -262,8 +262,8 @@ def ppo_against(policy, task, scorer, sft_weights: dict, *, seed: int, beta: flo
     critic = build_critic(policy, task.tokenizer)
     log = MetricsLog()
     pcfg = PPOConfig(steps=steps, batch_prompts=prompts, kl_coef=beta, eval_every=steps)
-    train_ppo(policy, critic, task, pcfg, scorer, generator=torch.Generator().manual_seed(seed + 1), log=log,
-              show_progress=False, gold_fn=resolve_reward("strict", task), track_kl=True)
+    train_ppo(policy, critic, task, pcfg, scorer, TrainContext(log=log, show_progress=False),
+              generator=torch.Generator().manual_seed(seed + 1), gold_fn=resolve_reward("strict", task), track_kl=True)
     return [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"]}
             for r in log.rows]
 
@@ -283,8 +283,8 @@ def grpo_rloo_ppo(policy, task, gcfg, sft_weights: dict, *, seed: int) -> dict:
     for name, advantage in (("GRPO", "grpo"), ("RLOO", "rloo")):
         policy.load_state_dict(sft_weights)
         torch.manual_seed(seed)
-        res = train_grpo(policy, task, dataclasses.replace(gcfg, advantage=advantage),
-                         generator=torch.Generator().manual_seed(seed + 1), show_progress=False)
+        res = train_grpo(policy, task, dataclasses.replace(gcfg, advantage=advantage), TrainContext(show_progress=False),
+                         generator=torch.Generator().manual_seed(seed + 1))
         runs[name] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"],
                       "rl_seconds": res["rl_seconds"]}
     policy.load_state_dict(sft_weights)
@@ -292,8 +292,8 @@ def grpo_rloo_ppo(policy, task, gcfg, sft_weights: dict, *, seed: int) -> dict:
     critic = build_critic(policy, task.tokenizer)
     ppo_cfg = PPOConfig(steps=gcfg.steps, batch_prompts=gcfg.batch_prompts * gcfg.num_generations, eval_every=gcfg.steps)
     log = MetricsLog()
-    res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task),
-                    generator=torch.Generator().manual_seed(seed + 1), log=log, show_progress=False)
+    res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task), TrainContext(log=log, show_progress=False),
+                    generator=torch.Generator().manual_seed(seed + 1))
     runs["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"], "rl_seconds": res["rl_seconds"]}
     return {"runs": runs, "memory": res["memory"], "critic": critic, "ppo_rows": log.rows, "ppo_cfg": ppo_cfg}
 

@@ -20,12 +20,10 @@ from course_lib.evaluation import evaluate
 from course_lib.model import completion_logprobs
 from course_lib.policy_loss import aggregate
 from course_lib.runtime import (
-    DEFAULT_THREADS,
-    MetricsLog,
     to_device,
 )
 from course_lib.task import AdditionTask
-from course_lib.trainer import StageContext, StageResult, register, train_offline
+from course_lib.trainer import StageContext, StageResult, TrainContext, register, train_offline
 from course_lib.utilisation import supervised_run_flops
 
 
@@ -43,33 +41,27 @@ def train_sft(
     model,
     task: AdditionTask,
     cfg: SFTConfig,
+    ctx: TrainContext | None = None,
     *,
     seed: int = 0,
     generator: torch.Generator | None = None,
-    steps: int | None = None,
     time_budget: float | None = None,
-    max_grad_norm: float = 1.0,
-    log: MetricsLog | None = None,
-    state: dict | None = None,
-    checkpoint=None,
-    checkpoint_every: int = 10,
-    show_progress: bool = True,
     eval_at_end: bool = True,
     demos: tuple | None = None,
-    threads: int | None = DEFAULT_THREADS,
 ) -> dict:
     """Supervised fine-tuning on the task's (scarce, partly flawed) demonstrations.
 
-    Runs until ``steps`` optimizer steps in total (default ``cfg.steps``), or until
+    Runs until ``ctx.steps`` optimizer steps in total (default ``cfg.steps``), or until
     ``time_budget`` seconds have passed when given (the "same wall-clock on more SFT" control).
     Batches come from ``generator`` (default: a fresh one seeded with ``seed``). ``demos``
     replaces the demonstrations with other ``(input_ids, attention_mask, completion_mask)``.
-    ``state`` (``optimizer``, ``step``, ``seconds`` from a checkpoint) resumes; the caller
-    restores the generator. ``checkpoint(step, {"optimizer": …}, seconds)`` is called every
-    ``checkpoint_every`` steps, at the end, and before stopping on a requested stop (Ctrl-C).
+    ``ctx.state`` (``optimizer``, ``step``, ``seconds`` from a checkpoint) resumes; the caller
+    restores the generator. ``ctx.checkpoint(step, {"optimizer": …}, seconds)`` is called every
+    ``ctx.checkpoint_every`` steps, at the end, and before stopping on a requested stop (Ctrl-C).
     Returns ``{"steps", "seconds"}`` (training seconds, evaluations excluded) plus
     ``evaluate``'s accuracies when ``eval_at_end``.
     """
+    ctx = ctx if ctx is not None else TrainContext()
     device = next(model.parameters()).device
     ids, attn, cmask = (t.to(device) for t in demos) if demos is not None else task.demonstrations(device)
     gen = generator if generator is not None else torch.Generator().manual_seed(seed)
@@ -83,9 +75,7 @@ def train_sft(
                         validate=validate)
         return loss, {"loss": loss.item()}
 
-    done = train_offline("sft", model, task, cfg, batch_of, loss_of, log=log, state=state, max_grad_norm=max_grad_norm,
-                         steps=steps, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                         show_progress=show_progress, time_budget=time_budget, threads=threads)
+    done = train_offline("sft", model, task, cfg, batch_of, loss_of, ctx, time_budget=time_budget)
     result = {"steps": done["steps"], "seconds": done["rl_seconds"]}
     if eval_at_end:
         result.update(evaluate(model, task))
@@ -110,9 +100,7 @@ def sft_passport(cfg, info: dict) -> dict:
 
 def sft_from_context(ctx: StageContext, demos: tuple | None = None) -> StageResult:
     """``train_sft`` on the stage's model, data generator, log and checkpoints (``demos``: other demonstrations)."""
-    res = train_sft(ctx.model, ctx.task, ctx.cfg.sft, generator=ctx.generator, log=ctx.log,
-                    max_grad_norm=ctx.cfg.max_grad_norm, checkpoint=ctx.checkpoint,
-                    checkpoint_every=ctx.cfg.checkpoint_every, show_progress=ctx.show_progress, demos=demos, threads=None)
+    res = train_sft(ctx.model, ctx.task, ctx.cfg.sft, ctx.train, generator=ctx.generator, demos=demos)
     return StageResult(steps=res["steps"], rl_seconds=res["seconds"])
 
 

@@ -50,6 +50,7 @@ import course_lib
 from course_lib import configs
 from course_lib._validate import number
 from course_lib.device import DEVICES, resolve_device
+from course_lib.trainer import TrainContext
 
 # The modules whose code decides an SFT start's weights (the key hashes their source).
 SOURCES = ("configs", "evaluation", "model", "pipeline", "policy_loss", "rollout", "runtime", "sft", "starts", "task",
@@ -147,8 +148,8 @@ def sft_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None
         say(f"[course_lib] training the shared SFT start ({cfg.name!r} config, seed {seed}, {n_steps} steps); "
             f"it is saved to {folder} and later notebooks reuse it")
         t0 = time.perf_counter()
-        task, model, result = sft_policy(cfg, seed=seed, device=dev, steps=n_steps, show_progress=False,
-                                         max_grad_norm=cfg.max_grad_norm)
+        train = TrainContext(steps=n_steps, show_progress=False, max_grad_norm=cfg.max_grad_norm)
+        task, model, result = sft_policy(cfg, train, seed=seed, device=dev)
         info = {**evaluate(model, task), "sft_seconds": result["seconds"],
                 "build_seconds": time.perf_counter() - t0, "steps": n_steps, "built_on": dev.type}
         say(f"[course_lib] SFT start trained in {result['seconds']:.0f} s: held-out accuracy {info['accuracy']:.1%}")
@@ -229,8 +230,9 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
                 grown[name] = torch.cat([value, torch.zeros_like(grown[name][value.shape[0]:])])
         model.load_state_dict(grown)
         say(f"[course_lib] teaching the tool: {steps} SFT steps on demonstrations with {cfg.task.tool_demos} tool calls")
-        res = train_sft(model, task, cfg.sft, generator=torch.Generator().manual_seed(seed), steps=steps,
-                        max_grad_norm=cfg.max_grad_norm, show_progress=False, eval_at_end=False, threads=None)
+        res = train_sft(model, task, cfg.sft,
+                        TrainContext(steps=steps, max_grad_norm=cfg.max_grad_norm, show_progress=False, threads=None),
+                        generator=torch.Generator().manual_seed(seed), eval_at_end=False)
         return task, model, {**evaluate(model, task), "sft_seconds": res["seconds"], "steps": steps,
                              "built_on": dev.type}
 

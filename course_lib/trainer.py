@@ -7,7 +7,10 @@ metrics row per step (``MetricsLog``: memory and JSON lines), advance the progre
 every ``checkpoint_every`` steps and at the end, and honour a stop request (the first Ctrl-C,
 ``runtime.stop_on_interrupt``) at the next step boundary: checkpoint, then raise ``Interrupted``.
 ``train_offline`` is the offline trainers' step on top of it (SFT, the DPO family, KTO, ORPO,
-the reward model, the AI-feedback judge): a batch, a loss, one ``runtime.optimizer_step``.
+the reward model, the AI-feedback judge): a batch, a loss, one ``runtime.optimizer_step``. Every trainer
+is called as ``train_x(model, task, cfg, ctx)`` (its own data and options after): ``ctx`` is a
+``TrainContext``, the plumbing the same for all of them (log, resume state, checkpoint and its cadence,
+gradient clip, steps, progress bar, threads).
 
 ``register(kind, ConfigClass, …)`` adds a trainer to ``TRAINERS``: a stage function
 ``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy, its config
@@ -29,14 +32,16 @@ import contextlib
 import importlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from course_lib._validate import number
 from course_lib.runtime import (
     DEFAULT_THREADS,
     Interrupted,
     MetricsLog,
     StepFailed,
     autocast,
+    check_threads,
     make_optimizer,
     optimizer_step,
     progress,
@@ -45,19 +50,45 @@ from course_lib.runtime import (
 )
 
 
+@dataclass(frozen=True)
+class TrainContext:
+    """A trainer's plumbing, the same for every ``train_x(model, task, cfg, ctx)``: where it logs, resumes, checkpoints.
+
+    ``log``: the metrics rows (a fresh ``MetricsLog`` if None); ``state``: a checkpoint to resume;
+    ``checkpoint(step, trainer_state, seconds)`` every ``checkpoint_every`` steps and at the end;
+    ``max_grad_norm``: the gradient clip; ``steps``: the steps in total (None: the config's);
+    ``threads``: torch's CPU threads (None: leave torch's setting). Bad values: ValueError naming the field.
+    """
+
+    log: MetricsLog | None = None
+    state: dict | None = None
+    checkpoint: Callable | None = None
+    checkpoint_every: int = 10
+    max_grad_norm: float = 1.0
+    steps: int | None = None
+    show_progress: bool = True
+    threads: int | None = DEFAULT_THREADS
+
+    def __post_init__(self):
+        number(self.steps, "steps", integer=True, low=0, none="the config's steps")
+        number(self.checkpoint_every, "checkpoint_every", integer=True, low=1)
+        number(self.max_grad_norm, "max_grad_norm", low=0, low_open=True)
+        check_threads(self.threads)
+
+    def replace(self, **changes) -> TrainContext:
+        """A copy with ``changes`` (validated again)."""
+        return replace(self, **changes)
+
+
 def train_loop(
     name: str,
     step_fn: Callable[[int], dict],
+    ctx: TrainContext | None = None,
     *,
     total: int,
     state_dict: Callable[[], dict],
-    state: dict | None = None,
     eval_fn: Callable[[], dict] | None = None,
     eval_every: int = 1,
-    log: MetricsLog | None = None,
-    checkpoint=None,
-    checkpoint_every: int = 10,
-    show_progress: bool = True,
     time_budget: float | None = None,
     desc: str | None = None,
     postfix: Callable[[dict], dict] | None = None,
@@ -66,18 +97,21 @@ def train_loop(
     """Run ``step_fn`` until ``total`` steps in all (or for ``time_budget`` seconds); returns ``{"steps", "seconds"}``.
 
     ``step_fn(step)`` takes one optimiser step (``step`` counts those already taken) and returns
-    its metrics row without ``"step"``. ``state_dict()`` is what the trainer needs to resume
-    (optimizers, …); ``checkpoint(step, state_dict(), seconds)`` is called every
-    ``checkpoint_every`` steps, at the last step, before stopping on a stop request, and before
+    its metrics row without ``"step"``, appended to ``ctx.log``. ``state_dict()`` is what the trainer needs
+    to resume (optimizers, …); ``ctx.checkpoint(step, state_dict(), seconds)`` is called every
+    ``ctx.checkpoint_every`` steps, at the last step, before stopping on a stop request, and before
     re-raising a ``runtime.StepFailed`` from ``step_fn`` (a failure outside the trainer's state) or
     an ``Interrupted`` (a stop requested while ``step_fn`` waited: the completed steps are saved).
-    ``state`` (a checkpoint's ``step`` and ``seconds``) continues a run. ``eval_fn()`` is merged
+    ``ctx.state`` (a checkpoint's ``step`` and ``seconds``) continues a run (``ctx.steps``, ``threads`` and
+    ``max_grad_norm`` are the trainer's to use). ``eval_fn()`` is merged
     into the row every ``eval_every`` steps and at the last one (not under ``time_budget``);
     ``postfix(row)`` labels the bar then. ``seconds_key`` puts the elapsed seconds into each row.
     """
+    ctx = ctx if ctx is not None else TrainContext()
+    state, checkpoint = ctx.state, ctx.checkpoint
     step, seconds = (state["step"], state["seconds"]) if state is not None else (0, 0.0)
-    log = log if log is not None else MetricsLog()
-    bar = progress(total if time_budget is None else 0, desc or name, show_progress, initial=step)
+    log = ctx.log if ctx.log is not None else MetricsLog()
+    bar = progress(total if time_budget is None else 0, desc or name, ctx.show_progress, initial=step)
     start = time.perf_counter()
     while (step < total) if time_budget is None else (time.perf_counter() - start < time_budget):
         t0 = time.perf_counter()
@@ -104,7 +138,7 @@ def train_loop(
                 bar.set_postfix(**postfix(row))
         log.append(row)
         bar.update(1)
-        due = time_budget is None and (step % checkpoint_every == 0 or step == total)
+        due = time_budget is None and (step % ctx.checkpoint_every == 0 or step == total)
         if checkpoint is not None and (due or stop_requested()):
             checkpoint(step, state_dict(), seconds)
         if stop_requested():
@@ -114,10 +148,8 @@ def train_loop(
     return {"steps": step, "seconds": seconds}
 
 
-def train_offline(name: str, model, task, cfg, batch_of, loss_of, *, log: MetricsLog | None = None,
-                  state: dict | None = None, max_grad_norm: float = 1.0, steps: int | None = None, checkpoint=None,
-                  checkpoint_every: int = 10, show_progress: bool = True, time_budget: float | None = None,
-                  threads: int | None = DEFAULT_THREADS, held_out: Callable[[], dict] | None = None,
+def train_offline(name: str, model, task, cfg, batch_of, loss_of, ctx: TrainContext | None = None, *,
+                  time_budget: float | None = None, held_out: Callable[[], dict] | None = None,
                   extra_state: Callable[[], dict] | None = None, mixed_precision: bool = True) -> dict:
     """The one step loop of the offline trainers (SFT, DPO and its variants, KTO, ORPO, the reward model, the judge).
 
@@ -126,16 +158,18 @@ def train_offline(name: str, model, task, cfg, batch_of, loss_of, *, log: Metric
     step: the inputs are checked once; ``mixed_precision=False``: float32), and makes one clipped
     AdamW step at ``cfg.learning_rate`` (``runtime.optimizer_step``). Every ``cfg.eval_every``
     steps: ``held_out()``, by default the policy's held-out accuracy on ``task``
-    (``evaluation.evaluate``; ``task=None``: no evaluation). Runs until ``steps`` in total
-    (default ``cfg.steps``), or for ``time_budget`` seconds. ``state`` resumes optimizer, step
+    (``evaluation.evaluate``; ``task=None``: no evaluation). Runs until ``ctx.steps`` in total
+    (default ``cfg.steps``), or for ``time_budget`` seconds. ``ctx.state`` resumes optimizer, step
     and seconds (the caller restores the RNG and what ``extra_state()`` saved);
-    ``checkpoint(step, {"optimizer": …, **extra_state()}, seconds)`` is called every
-    ``checkpoint_every`` steps, at the end and before stopping on a requested stop (Ctrl-C).
+    ``ctx.checkpoint(step, {"optimizer": …, **extra_state()}, seconds)`` is called every
+    ``ctx.checkpoint_every`` steps, at the end and before stopping on a requested stop (Ctrl-C).
     Returns ``{"steps", "rl_seconds"}``.
     """
     from course_lib.evaluation import evaluate
 
-    set_threads(threads)
+    ctx = ctx if ctx is not None else TrainContext()
+    state = ctx.state
+    set_threads(ctx.threads)
     device = next(model.parameters()).device
     opt = make_optimizer(model, cfg.learning_rate)
     if state is not None:
@@ -148,7 +182,7 @@ def train_offline(name: str, model, task, cfg, batch_of, loss_of, *, log: Metric
         batch = batch_of(step)
         with autocast(device) if mixed_precision else contextlib.nullcontext():
             loss, stats = loss_of(batch, step == first)
-        optimizer_step(loss, max_grad_norm, (model, opt))
+        optimizer_step(loss, ctx.max_grad_norm, (model, opt))
         return {**stats, "update_seconds": time.perf_counter() - t0}
 
     def accuracy() -> dict:
@@ -157,10 +191,9 @@ def train_offline(name: str, model, task, cfg, batch_of, loss_of, *, log: Metric
         return out
 
     eval_fn = held_out if held_out is not None or task is None else accuracy
-    done = train_loop(name, one_step, total=cfg.steps if steps is None else steps, state=state,
+    done = train_loop(name, one_step, ctx, total=cfg.steps if ctx.steps is None else ctx.steps,
                       state_dict=lambda: {"optimizer": opt.state_dict(), **(extra_state() if extra_state else {})},
-                      eval_fn=eval_fn, eval_every=cfg.eval_every, log=log, checkpoint=checkpoint,
-                      checkpoint_every=checkpoint_every, show_progress=show_progress, time_budget=time_budget,
+                      eval_fn=eval_fn, eval_every=cfg.eval_every, time_budget=time_budget,
                       postfix=(lambda row: {"acc": f"{row['accuracy']:.2f}"}) if eval_fn is accuracy else None)
     model.eval()
     return {"steps": done["steps"], "rl_seconds": done["seconds"]}
@@ -183,14 +216,11 @@ class StageContext:
     model: object  # the policy, holding the SFT weights (or the resumed stage's)
     seed: int
     out: object  # the run folder (pathlib.Path)
-    state: dict | None  # this stage's checkpoint when resuming, else None
-    log: MetricsLog
-    checkpoint: Callable  # checkpoint(step, trainer_state, seconds)
+    train: TrainContext  # log, checkpoint, the stage's checkpoint when resuming (state), the run's clip and cadence
     sft_weights: dict  # the SFT policy's state dict (the reference)
     generator: object  # the stage's data generator (torch.Generator, seeded by the pipeline)
     sft: dict | None  # the pipeline's SFT stage: {"eval", "seconds", "steps"}; None in a recipe (no SFT provider)
     say: Callable = print
-    show_progress: bool = True
 
 
 @dataclass

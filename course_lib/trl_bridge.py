@@ -32,6 +32,7 @@ from transformers import TrainerCallback
 
 from course_lib.configs import RunConfig
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 from course_lib.trl_translate import KINDS, Bridged, Unmatched, translate  # noqa: F401 - re-exported: the table
 
 INSTALL_HINT = "TRL is not installed: pip install -e '.[trl]' (or make test, which installs it)"
@@ -460,7 +461,8 @@ def main(argv: list[str] | None = None) -> dict:
         setattr(cfg, section, dataclasses.replace(getattr(cfg, section), steps=args.steps))
     if args.kind == "rloo":
         cfg.grpo = dataclasses.replace(cfg.grpo, advantage="rloo")
-    task, model, _ = sft_policy(cfg, seed=args.seed, device="cpu", show_progress=False, threads=args.threads)
+    task, model, _ = sft_policy(cfg, TrainContext(show_progress=False, threads=args.threads), seed=args.seed,
+                                device="cpu")
     rl_generator(args.seed)  # the RL stage's torch seed, as a course run sets it
     length = (cfg.grpo if section == "grpo" else cfg.dpo).max_completion_length
     pairs = None

@@ -88,6 +88,7 @@ from course_lib.sft import train_sft
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on fewer pairs and steps (CI's quick check)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
@@ -253,8 +254,8 @@ display(predict("AdamW's first step: weight a has a gradient 1,000× larger than
 # %%
 # (6) the trainer's own first step, from the same weights with the same generator
 model.load_state_dict(sft_weights)
-train_dpo(model, task, dataclasses.replace(cfg.dpo, eval_every=10**6), data,
-          generator=torch.Generator().manual_seed(SEED + 2), steps=1, show_progress=False)
+train_dpo(model, task, dataclasses.replace(cfg.dpo, eval_every=10**6), data, TrainContext(steps=1, show_progress=False),
+          generator=torch.Generator().manual_seed(SEED + 2))
 step_diff = max(float((p.detach() - q).abs().max()) for p, q in zip(model.parameters(), by_hand_new))
 moved = torch.cat([(q - b).abs().flatten() for q, b in zip(by_hand_new, before_step)])
 g_all = torch.cat([g.abs().flatten() for g in grads])
@@ -286,7 +287,7 @@ def dpo_run(**overrides):
     model.load_state_dict(sft_weights)
     dcfg = dataclasses.replace(cfg.dpo, **overrides)
     log = MetricsLog()
-    train_dpo(model, task, dcfg, data, log=log, generator=torch.Generator().manual_seed(SEED + 2))
+    train_dpo(model, task, dcfg, data, TrainContext(log=log), generator=torch.Generator().manual_seed(SEED + 2))
     return evaluate(model, task), log.rows
 
 
@@ -299,7 +300,7 @@ model.load_state_dict(sft_weights)
 nll_cfg = dataclasses.replace(cfg.sft, steps=cfg.dpo.steps, learning_rate=cfg.dpo.learning_rate,
                               batch_size=cfg.dpo.batch_size, eval_every=cfg.dpo.eval_every)
 nll_log = MetricsLog()
-train_sft(model, task, nll_cfg, seed=SEED + 2, log=nll_log,
+train_sft(model, task, nll_cfg, TrainContext(log=nll_log), seed=SEED + 2,
           demos=(data["chosen_ids"], data["chosen_attention"], data["chosen_completion"]))
 results["NLL only"], logs["NLL only"] = evaluate(model, task), nll_log.rows
 top = max(r["accuracy"] for r in results.values())
@@ -384,7 +385,7 @@ kto_cfg = dataclasses.replace(cfg.kto, steps=cfg.dpo.steps, eval_every=cfg.dpo.e
 model.load_state_dict(sft_weights)  # the reference, then the start
 kto_data = kto_data_from_pairs(model, task, data, kto_cfg, generator=torch.Generator().manual_seed(SEED + 5))
 kto_log = MetricsLog()
-train_kto(model, task, kto_cfg, kto_data, log=kto_log, show_progress=False)
+train_kto(model, task, kto_cfg, kto_data, TrainContext(log=kto_log, show_progress=False))
 results_kto = evaluate(model, task)
 z0 = [row["kl"] for row in kto_log.rows]
 gap = results_kto["accuracy"] - results["DPO"]["accuracy"]
@@ -507,8 +508,9 @@ def style_run(**changes):
     log = MetricsLog()
     model.load_state_dict(sft_weights)
     run_cfg = dataclasses.replace(cfg.dpo, eval_every=10**6, **changes)
-    train_dpo(model, task, run_cfg, style_train, log=log, generator=torch.Generator().manual_seed(SEED + 4),
-              checkpoint=track_validation, checkpoint_every=max(1, run_cfg.steps // 10), show_progress=False)
+    every = max(1, run_cfg.steps // 10)
+    ctx = TrainContext(log=log, checkpoint=track_validation, checkpoint_every=every, show_progress=False)
+    train_dpo(model, task, run_cfg, style_train, ctx, generator=torch.Generator().manual_seed(SEED + 4))
     for row in log.rows:
         row.update(val_track.get(row["step"], {}))
     chosen, rejected = pair_logprobs()

@@ -91,6 +91,7 @@ from course_lib.policy_loss import clipped_surrogate, kl_estimate, kl_shaped_rew
 from course_lib.runtime import MetricsLog
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
+from course_lib.trainer import TrainContext
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # section 5's sweep with fewer GRPO steps (CI's quick check)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
@@ -572,7 +573,7 @@ def sweep_run(placement, beta, estimator):
                                kl_placement="loss" if placement == "none" else placement)
     log = MetricsLog()
     torch.manual_seed(SEED)
-    train_grpo(model, task, gcfg, generator=torch.Generator().manual_seed(SEED + 1), log=log,
+    train_grpo(model, task, gcfg, TrainContext(log=log), generator=torch.Generator().manual_seed(SEED + 1),
                reference_state=sft_weights)
     accuracy = evaluate(model, task, max_completion_length=gcfg.max_completion_length)["accuracy"]
     kl = reference_kl(model, reference, task, max_completion_length=gcfg.max_completion_length)

@@ -92,6 +92,7 @@ from course_lib.runtime import MetricsLog
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 cfg = experiment_config()  # the same with COURSE_FAST=1: this experiment is already small
 clock = Stopwatch("COURSE_FAST=1 (the same as the full)" if os.environ.get("COURSE_FAST") == "1" else "full")
@@ -169,7 +170,7 @@ def grpo_run(reward):
     model.load_state_dict(start_weights)
     log = MetricsLog()
     torch.manual_seed(SEED)
-    train_grpo(model, task, configs[reward], generator=torch.Generator().manual_seed(SEED + 1), log=log)
+    train_grpo(model, task, configs[reward], TrainContext(log=log), generator=torch.Generator().manual_seed(SEED + 1))
     torch.manual_seed(SEED)
     samples = sample_completions(model, task, task.heldout_pairs[:6], max_completion_length=L)
     return log.rows, evaluate(model, task, max_completion_length=L), samples

@@ -104,6 +104,7 @@ from course_lib.runtime import MetricsLog, set_threads
 from course_lib.sources import cite
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
+from course_lib.trainer import TrainContext
 from course_lib.verdicts import evaluation_noise
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lessons with fewer steps and smaller batches (CI)
@@ -220,8 +221,8 @@ def rl_run(**overrides):
     gcfg = dataclasses.replace(cfg.grpo, **overrides)
     log = MetricsLog()
     torch.manual_seed(SEED)
-    out = train_grpo(model, task, gcfg, generator=torch.Generator().manual_seed(SEED + 1), log=log,
-                     reference_state=sft_weights, show_progress=False)
+    out = train_grpo(model, task, gcfg, TrainContext(log=log, show_progress=False),
+                     generator=torch.Generator().manual_seed(SEED + 1), reference_state=sft_weights)
     return {**evaluate(model, task), **out, "rows": log.rows, "cfg": gcfg}
 
 

@@ -94,6 +94,7 @@ from course_lib.runtime import MetricsLog
 from course_lib.sources import cite
 from course_lib.starts import env_start, sft_start
 from course_lib.stopwatch import Stopwatch
+from course_lib.trainer import TrainContext
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson with fewer GRPO steps (CI's quick check)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
@@ -301,7 +302,7 @@ def grpo_run(model, task, weights=None, **overrides):
     log = MetricsLog()
     torch.manual_seed(SEED)
     out = train_grpo(model, task, dataclasses.replace(cfg.grpo, **overrides),
-                     generator=torch.Generator().manual_seed(SEED + 1), log=log, show_progress=False)
+                     TrainContext(log=log, show_progress=False), generator=torch.Generator().manual_seed(SEED + 1))
     return {**evaluate(model, task), "rl_seconds": out["rl_seconds"]}, log.rows
 
 

@@ -91,6 +91,7 @@ from course_lib.pipeline import rl_generator
 from course_lib.runtime import MetricsLog
 from course_lib.starts import sft_start
 from course_lib.stopwatch import Stopwatch
+from course_lib.trainer import TrainContext
 
 trl_bridge.quiet()  # TRL's progress bars and transformers' deprecation notices, nothing else
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same comparison with fewer steps (CI's quick check)
@@ -181,7 +182,8 @@ print(f"SFT held-out exact match {baseline['accuracy']:.1%}")
 # %%
 course_model = copy.deepcopy(sft_model)
 log = MetricsLog()
-course_out = train_grpo(course_model, task, cfg.grpo, generator=rl_generator(SEED), log=log, show_progress=False)
+course_out = train_grpo(course_model, task, cfg.grpo, TrainContext(log=log, show_progress=False),
+                        generator=rl_generator(SEED))
 course = {
     "final": evaluate(course_model, task, max_completion_length=L)["accuracy"],
     "reward": [row["reward_mean"] for row in log.rows],
@@ -264,7 +266,7 @@ print(f"{pairs['n_pairs']} pairs from {pairs['n_prompts']} prompts; first as TRL
 
 course_dpo = copy.deepcopy(sft_model)
 data = {**pairs, **reference_logprobs(course_dpo, pairs, prompt_length=task.prompt_length)}
-dpo_out = train_dpo(course_dpo, task, cfg.dpo, data, generator=rl_generator(SEED), show_progress=False)
+dpo_out = train_dpo(course_dpo, task, cfg.dpo, data, TrainContext(show_progress=False), generator=rl_generator(SEED))
 
 trl_dpo = copy.deepcopy(sft_model)
 dpo_trainer, _ = trl_bridge.make_trainer("dpo", trl_dpo, task, cfg, seed=SEED + 1, output_dir=OUT, pairs=pairs)

@@ -29,6 +29,7 @@ from course_lib.ai_feedback import (
 )
 from course_lib.configs import PPOConfig, get_config
 from course_lib.task import AdditionTask, TaskConfig
+from course_lib.trainer import TrainContext
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +188,7 @@ def tiny_run():
     from course_lib.pipeline import sft_policy
 
     cfg = get_config("test")
-    task, policy, _ = sft_policy(cfg, seed=0, device="cpu", show_progress=False)
+    task, policy, _ = sft_policy(cfg, TrainContext(show_progress=False), seed=0, device="cpu")
     jc = judge_config("test")
     fit = fit_judge(policy, task, jc, seed=0)
     fixed = fit_judge(policy, task, judge_config("test", principles=UNBIASED_POSITION), seed=0,

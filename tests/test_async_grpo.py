@@ -28,6 +28,7 @@ from course_lib.pipeline import rl_generator, run, sft_policy
 from course_lib.rollout import next_length_cap
 from course_lib.rollout_worker import RolloutWorkerError
 from course_lib.runtime import Interrupted, MetricsLog, stop_on_interrupt
+from course_lib.trainer import TrainContext
 
 TIMING = ("seconds", "per_second")
 
@@ -45,7 +46,7 @@ def no_process_left_behind():
 @pytest.fixture(scope="module")
 def sft():
     cfg = get_config("test")
-    task, model, _ = sft_policy(cfg, seed=0, device="cpu", show_progress=False)
+    task, model, _ = sft_policy(cfg, TrainContext(show_progress=False), seed=0, device="cpu")
     return cfg, task, {k: v.clone() for k, v in model.state_dict().items()}
 
 
@@ -67,8 +68,9 @@ def _grpo(sft, *, steps=4, log=None, saved=None, state=None, worker=None, start=
         saved.append((step, copy.deepcopy(trainer_state), seconds,
                       {k: v.clone() for k, v in model.state_dict().items()}))
 
-    res = train_grpo(model, task, g, generator=rl_generator(0), log=log, state=state, reference_state=weights,
-                     checkpoint=keep, checkpoint_every=2, show_progress=False, worker=worker)
+    res = train_grpo(model, task, g,
+                     TrainContext(log=log, state=state, checkpoint=keep, checkpoint_every=2, show_progress=False),
+                     generator=rl_generator(0), reference_state=weights, worker=worker)
     return log.rows, model, res
 
 

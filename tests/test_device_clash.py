@@ -21,6 +21,7 @@ from course_lib.configs import get_config
 from course_lib.model import build_model
 from course_lib.pipeline import KINDS, run, sft_policy
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 DEVICE = torch.device("cpu")  # the accelerator's stand-in: what resolve_device returns
 
@@ -103,7 +104,8 @@ def test_the_starts_evaluation_and_the_notebooks_direct_calls_on_one_device(tmp_
         reference = copy.deepcopy(model).eval().requires_grad_(False)
         torch.manual_seed(0)
         train_grpo(model, task, dataclasses.replace(cfg.grpo, beta=0.04, kl_estimator="k3"),
-                   generator=torch.Generator().manual_seed(1), reference_state=weights, show_progress=False)
+                   TrainContext(show_progress=False), generator=torch.Generator().manual_seed(1),
+                   reference_state=weights)
         reference_kl(model, reference, task, max_completion_length=4)
     assert clash.checked > 1000
 
@@ -127,14 +129,17 @@ def test_reward_model_best_of_n_and_the_judge_on_one_device():
 
     cfg = short(get_config("test"))
     with DeviceClash() as clash:
-        task, policy, _ = sft_policy(get_config("test"), seed=0, device=DEVICE, show_progress=False)  # it must answer
+        quiet = TrainContext(show_progress=False)
+        task, policy, _ = sft_policy(get_config("test"), quiet, seed=0, device=DEVICE)  # it must answer
         rm = fit_reward_model(policy, task, cfg.rm, seed=0)
         scorer = RewardModelScorer(rm["model"], task)
         proxy, gold, ids = best_of_n_scores(policy, task, task.heldout_pairs[:2], scorer, k=4, max_completion_length=4)
         best_of_n_curve(proxy, gold, [1, 2, 4], ids=ids)
         torch.manual_seed(0)
-        train_ppo(policy, build_critic(policy, task.tokenizer), task, PPOConfig(steps=1, batch_prompts=4, max_completion_length=4,
-                  eval_every=1), scorer, generator=torch.Generator().manual_seed(1), show_progress=False,
+        train_ppo(policy, build_critic(policy, task.tokenizer), task,
+                  PPOConfig(steps=1, batch_prompts=4, max_completion_length=4,
+                  eval_every=1), scorer,
+                  TrainContext(show_progress=False), generator=torch.Generator().manual_seed(1),
                   gold_fn=resolve_reward("strict", task), track_kl=True)
         jc = judge_config("test")  # its 20 steps: fewer leave the judge abstaining on every pair
         judge = fit_judge(policy, task, jc, seed=0)

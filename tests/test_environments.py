@@ -175,6 +175,7 @@ from course_lib.evaluation import evaluate  # noqa: E402
 from course_lib.model import build_model  # noqa: E402
 from course_lib.rollout import generate  # noqa: E402
 from course_lib.sft import train_sft  # noqa: E402
+from course_lib.trainer import TrainContext  # noqa: E402
 
 TEST = get_config("test")
 ENV_TASK_CONFIG = dataclasses.replace(TEST.task, env="calculator", tool_demos=10)
@@ -186,8 +187,8 @@ def tool_sft():
     task = EnvTask(ENV_TASK_CONFIG)
     torch.manual_seed(0)
     model = build_model(TEST.model, task.tokenizer)
-    train_sft(model, task, dataclasses.replace(TEST.sft, steps=150), generator=torch.Generator().manual_seed(0),
-              show_progress=False, eval_at_end=False, threads=None)
+    train_sft(model, task, dataclasses.replace(TEST.sft, steps=150), TrainContext(show_progress=False, threads=None),
+              generator=torch.Generator().manual_seed(0), eval_at_end=False)
     return task, model.eval()
 
 
@@ -373,12 +374,12 @@ def test_grpo_with_an_environment_that_is_never_called_is_todays_grpo(monkeypatc
     for name, task in tasks.items():
         torch.manual_seed(0)
         model = build_model(TEST.model, task.tokenizer)
-        train_sft(model, task, TEST.sft, generator=torch.Generator().manual_seed(0), show_progress=False,
-                  eval_at_end=False, threads=None)
+        train_sft(model, task, TEST.sft, TrainContext(show_progress=False, threads=None),
+                  generator=torch.Generator().manual_seed(0), eval_at_end=False)
         torch.manual_seed(1)
         logs[name] = MetricsLog()
-        train_grpo(model, task, TEST.grpo, generator=torch.Generator().manual_seed(1), log=logs[name],
-                   show_progress=False, threads=None)
+        train_grpo(model, task, TEST.grpo, TrainContext(log=logs[name], show_progress=False, threads=None),
+                   generator=torch.Generator().manual_seed(1))
         weights[name] = model.state_dict()
     timing = ("seconds", "per_second")
     for plain, env in zip(logs["none"].rows, logs["env"].rows, strict=True):

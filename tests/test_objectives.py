@@ -25,6 +25,7 @@ from course_lib.rewards import CheckerReward, OverlongShaped, overlong_penalty, 
 from course_lib.rollout import collect_rollouts
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 LR = 0.2  # large enough that the second inner epoch's ratios leave 1 and the clip or cap acts
 
@@ -36,7 +37,7 @@ def start():
     task = AdditionTask(cfg.task)
     torch.manual_seed(0)
     model = build_model(cfg.model, task.tokenizer)
-    train_sft(model, task, cfg.sft, seed=0, show_progress=False)
+    train_sft(model, task, cfg.sft, TrainContext(show_progress=False), seed=0)
     return cfg, task, model
 
 
@@ -54,8 +55,8 @@ def _run(start, monkeypatch, **options):
         return out
 
     monkeypatch.setattr(grpo_module, "policy_step", recording)
-    train_grpo(copy.deepcopy(model), task, g, generator=torch.Generator().manual_seed(0), show_progress=False,
-               eval_fn=lambda m: {"accuracy": 0.0})
+    train_grpo(copy.deepcopy(model), task, g, TrainContext(show_progress=False),
+               generator=torch.Generator().manual_seed(0), eval_fn=lambda m: {"accuracy": 0.0})
     return g, calls
 
 

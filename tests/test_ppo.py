@@ -22,6 +22,7 @@ from course_lib.ppo import (
 )
 from course_lib.runtime import MetricsLog
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 torch.set_num_threads(1)
 
@@ -124,8 +125,8 @@ def test_ppo_learns_a_simple_reward_and_measures_the_critic(tiny):
     pc = PPOConfig(steps=12, batch_prompts=32, max_completion_length=4, eval_every=6, learning_rate=3e-3,
                    critic_learning_rate=3e-3, kl_coef=0.05)
     log = MetricsLog()
-    res = train_ppo(policy, critic, task, pc, short, generator=torch.Generator().manual_seed(1), log=log, show_progress=False,
-                    gold_fn=short)
+    res = train_ppo(policy, critic, task, pc, short, TrainContext(log=log, show_progress=False),
+                    generator=torch.Generator().manual_seed(1), gold_fn=short)
     rows = log.rows
     assert all(r["gold_mean"] == r["reward_mean"] for r in rows)  # the gold opinion is taken on the very same samples
     first = sum(r["reward_mean"] for r in rows[:3]) / 3
@@ -207,7 +208,7 @@ def test_no_vf_coef_because_a_weight_on_the_separate_critics_loss_cancels(tiny, 
         critic = build_critic(pol, task.tokenizer)
         before = torch.cat([p.detach().flatten().clone() for p in critic.parameters()])
         train_ppo(pol, critic, task, pc, lambda pairs, c: (c[:, 0] == task.tokenizer.eos_token_id).float(),
-                  generator=torch.Generator().manual_seed(1), show_progress=False, max_grad_norm=1e9)
+                  TrainContext(show_progress=False, max_grad_norm=1e9), generator=torch.Generator().manual_seed(1))
         moves[weight] = torch.cat([p.detach().flatten() for p in critic.parameters()]) - before
     assert moves[1.0].abs().max() > 1e-5
     assert float((moves[10.0] - moves[1.0]).norm() / moves[1.0].norm()) < 0.02  # measured 0.8%; SGD: 900%

@@ -37,6 +37,7 @@ from course_lib.reward_model import (
 from course_lib.rewards import resolve_reward
 from course_lib.sft import train_sft
 from course_lib.task import AdditionTask, CharTokenizer
+from course_lib.trainer import TrainContext
 
 torch.set_num_threads(1)
 
@@ -47,7 +48,7 @@ def setup():
     task = AdditionTask(cfg.task)
     torch.manual_seed(0)
     policy = build_model(cfg.model, task.tokenizer)
-    train_sft(policy, task, cfg.sft, seed=0, steps=150, show_progress=False, eval_at_end=False)
+    train_sft(policy, task, cfg.sft, TrainContext(steps=150, show_progress=False), seed=0, eval_at_end=False)
     return cfg, task, policy
 
 

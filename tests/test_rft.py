@@ -17,6 +17,7 @@ from course_lib.rft import rft_loss, rft_weights, train_rft
 from course_lib.runtime import MetricsLog
 from course_lib.sft import sft_loss, train_sft
 from course_lib.task import AdditionTask
+from course_lib.trainer import TrainContext
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def setup():
     task = AdditionTask(cfg.task)
     torch.manual_seed(0)
     model = build_model(cfg.model, task.tokenizer)
-    train_sft(model, task, cfg.sft, seed=0, show_progress=False, eval_at_end=False)
+    train_sft(model, task, cfg.sft, TrainContext(show_progress=False), seed=0, eval_at_end=False)
     return cfg, task, {k: v.clone() for k, v in model.state_dict().items()}
 
 
@@ -81,16 +82,16 @@ def test_train_rft_runs_logs_and_refuses_mu_2(setup):
     model = build_model(cfg.model, task.tokenizer)
     model.load_state_dict(weights)
     log = MetricsLog()
-    out = train_rft(model, task, cfg.grpo, generator=torch.Generator().manual_seed(1), log=log, steps=3,
-                    show_progress=False)
+    out = train_rft(model, task, cfg.grpo, TrainContext(log=log, steps=3, show_progress=False),
+                    generator=torch.Generator().manual_seed(1))
     assert out["steps"] == 3 and len(log.rows) == 3
     for row in log.rows:
         assert 0 <= row["kept_fraction"] <= 1 and row["skipped"] in (0, 1)
         assert row["kept_fraction"] == 0 or row["reward_mean"] > 0  # something kept only if something was approved
     assert "accuracy" in log.rows[-1]
     with pytest.raises(ValueError, match="num_iterations"):
-        train_rft(model, task, dataclasses.replace(cfg.grpo, num_iterations=2), generator=torch.Generator(), steps=1,
-                  show_progress=False)
+        train_rft(model, task, dataclasses.replace(cfg.grpo, num_iterations=2),
+                  TrainContext(steps=1, show_progress=False), generator=torch.Generator())
 
 
 def _grpo(setup, steps=3, max_grad_norm=1.0, **overrides):
@@ -100,8 +101,8 @@ def _grpo(setup, steps=3, max_grad_norm=1.0, **overrides):
     log = MetricsLog()
     torch.manual_seed(0)
     gcfg = dataclasses.replace(cfg.grpo, eval_every=10**6, **overrides)
-    train_grpo(model, task, gcfg, generator=torch.Generator().manual_seed(1), log=log, steps=steps,
-               max_grad_norm=max_grad_norm, show_progress=False, eval_fn=lambda m: {"accuracy": 0.0})
+    train_grpo(model, task, gcfg, TrainContext(log=log, steps=steps, max_grad_norm=max_grad_norm, show_progress=False),
+               generator=torch.Generator().manual_seed(1), eval_fn=lambda m: {"accuracy": 0.0})
     return torch.cat([p.detach().flatten() for p in model.parameters()]), [r["reward_mean"] for r in log.rows]
 
 

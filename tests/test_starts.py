@@ -18,6 +18,7 @@ from course_lib import starts
 from course_lib.configs import get_config
 from course_lib.pipeline import sft_policy
 from course_lib.stopwatch import Stopwatch
+from course_lib.trainer import TrainContext
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def test_cached_start_is_the_pipelines_sft_policy(cache, capsys):
     task, model, info = starts.sft_start(cfg, seed=3, steps=20)
     assert "training the shared SFT start" in capsys.readouterr().out
     assert not info["cached"] and info["steps"] == 20 and info["sft_seconds"] > 0
-    _, expected, result = sft_policy(cfg, seed=3, device="cpu", steps=20, show_progress=False)
+    _, expected, result = sft_policy(cfg, TrainContext(steps=20, show_progress=False), seed=3, device="cpu")
     assert weights_equal(model, expected)
     assert info["accuracy"] == result["accuracy"]
     _, again, info2 = starts.sft_start(cfg, seed=3, steps=20)

@@ -18,6 +18,7 @@ from course_lib.rewards import resolve_reward
 from course_lib.rollout import collect_rollouts, completion_masks, generate
 from course_lib.runtime import make_optimizer
 from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
+from course_lib.trainer import TrainContext
 
 TINY = ModelConfig(n_layer=1, n_embd=32, n_head=2, n_positions=32)
 
@@ -796,8 +797,9 @@ def test_sft_steps_copy_their_batch_indices_without_a_sync(task, model, monkeypa
 
     def run(steps):
         cfg = SFTConfig(steps=steps, batch_size=4, eval_every=1000)
-        return _count_host_to_device(monkeypatch, lambda: train_sft(
-            model, task, cfg, show_progress=False, eval_at_end=False, threads=None))[0]
+        return _count_host_to_device(monkeypatch, lambda: train_sft(model, task, cfg,
+                                                                    TrainContext(show_progress=False, threads=None),
+                                                                    eval_at_end=False))[0]
 
     run(1)  # the first run may copy and cache the demonstrations
     two, five = run(2), run(5)

@@ -51,8 +51,8 @@ def toy_stage(ctx):
     cfg, model, task = ctx.cfg.toy, ctx.model, ctx.task
     ids, attn, cmask = task.demonstrations(next(model.parameters()).device)
     opt = make_optimizer(model, cfg.learning_rate)
-    if ctx.state is not None:
-        opt.load_state_dict(ctx.state["optimizer"])
+    if ctx.train.state is not None:
+        opt.load_state_dict(ctx.train.state["optimizer"])
 
     def step(i):
         idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=ctx.generator)
@@ -62,9 +62,8 @@ def toy_stage(ctx):
         opt.step()
         return {"loss": loss.item()}
 
-    done = train_loop("toy", step, total=cfg.steps, state=ctx.state, state_dict=lambda: {"optimizer": opt.state_dict()},
-                      log=ctx.log, checkpoint=ctx.checkpoint, checkpoint_every=ctx.cfg.checkpoint_every,
-                      show_progress=False)
+    done = train_loop("toy", step, ctx.train.replace(show_progress=False), total=cfg.steps,
+                      state_dict=lambda: {"optimizer": opt.state_dict()})
     return StageResult(steps=done["steps"], rl_seconds=done["seconds"])
 '''
 

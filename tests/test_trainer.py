@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 
 from course_lib import grpo, ppo, rft, runtime, trainer
 from course_lib.runtime import Interrupted, MetricsLog, load_checkpoint, request_stop
-from course_lib.trainer import train_loop
+from course_lib.trainer import TrainContext, train_loop
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_trainer_golden as golden  # noqa: E402
@@ -32,10 +34,10 @@ def counting_loop(total, *, state=None, stop_at=None, log=None, saved=None, eval
             request_stop()  # as the first Ctrl-C does, during the step
         return {"value": 10 * (step + 1)}
 
-    out = train_loop("count", step_fn, total=total, state=state, state_dict=lambda: {"calls": list(calls)},
-                     eval_fn=lambda: {"evaluated": True}, eval_every=eval_every, log=log,
-                     checkpoint=(lambda step, st, seconds: saved.append((step, st))) if saved is not None else None,
-                     checkpoint_every=3, show_progress=False, seconds_key="elapsed")
+    keep = (lambda step, st, seconds: saved.append((step, st))) if saved is not None else None
+    ctx = TrainContext(state=state, log=log, checkpoint=keep, checkpoint_every=3, show_progress=False)
+    out = train_loop("count", step_fn, ctx, total=total, state_dict=lambda: {"calls": list(calls)},
+                     eval_fn=lambda: {"evaluated": True}, eval_every=eval_every, seconds_key="elapsed")
     return out, calls
 
 
@@ -68,6 +70,38 @@ def test_every_trainer_is_registered_with_one_interface():
     assert all(callable(entry.stage) for entry in trainer.TRAINERS.values())
 
 
+
+PLUMBING = ("log", "state", "checkpoint", "checkpoint_every", "max_grad_norm", "steps", "show_progress", "threads")
+
+
+def test_every_trainer_takes_its_plumbing_as_one_train_context():
+    import inspect
+
+    from course_lib import ai_feedback, dpo, kto, orpo, reward_model, sft
+
+    fns = (sft.train_sft, dpo.train_dpo, kto.train_kto, orpo.train_orpo, grpo.train_grpo, ppo.train_ppo, rft.train_rft,
+           reward_model.train_reward_model, reward_model.fit_reward_model, ai_feedback.train_judge, train_loop,
+           trainer.train_offline)
+    for fn in fns:
+        params = inspect.signature(fn).parameters
+        assert params["ctx"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, fn.__name__
+        assert not set(PLUMBING) & set(params), fn.__name__  # one way to call a trainer
+    assert tuple(f.name for f in dataclasses.fields(TrainContext)) == PLUMBING
+
+
+@pytest.mark.parametrize("field, value, accepted", [
+    ("steps", -1, "None (the config's steps) or an integer >= 0"), ("steps", 2.5, "integer"),
+    ("checkpoint_every", 0, "an integer >= 1"), ("max_grad_norm", 0.0, "a finite number > 0"),
+    ("max_grad_norm", float("nan"), "a finite number > 0"), ("threads", 0, "an integer in [1, "),
+])
+def test_a_bad_train_context_value_is_refused_naming_the_field(field, value, accepted):
+    with pytest.raises(ValueError, match=rf"^{field} must be .*{re.escape(accepted)}"):
+        TrainContext(**{field: value})
+    with pytest.raises(ValueError, match=rf"^{field} must be"):
+        TrainContext().replace(**{field: value})
+    assert TrainContext(steps=0, threads=None).steps == 0
+
+
 STOPS = [("sft", "sft", "sft"), ("dpo", "dpo", "dpo"), ("grpo+rft", "grpo", "grpo"), ("grpo+rft", "grpo", "rft"),
          ("rm", "rm", "rm"), ("ppo", "ppo", "ppo"), ("kto", "kto", "kto"), ("orpo", "orpo", "orpo")]
 
@@ -84,14 +118,14 @@ def test_every_trainer_stops_on_the_first_request_and_resumes_to_the_same_number
 
     real_step = trainer.train_loop
 
-    def stopping_loop(name, step_fn, **kwargs):
+    def stopping_loop(name, step_fn, ctx, **kwargs):
         def step_then_stop(step):
             row = step_fn(step)
             if name == stop_in and step == 0:
                 request_stop()
             return row
 
-        return real_step(name, step_then_stop, **kwargs)
+        return real_step(name, step_then_stop, ctx, **kwargs)
 
     for module in (trainer, grpo, rft, ppo):  # sft, dpo, kto, orpo, rm: trainer.train_offline
         monkeypatch.setattr(module, "train_loop", stopping_loop)

@@ -18,6 +18,7 @@ from conftest import ROOT
 
 from course_lib import trl_bridge, trl_translate
 from course_lib.configs import get_config
+from course_lib.trainer import TrainContext
 
 NEEDS_TRL = pytest.mark.skipif(not trl_bridge.trl_available(), reason=trl_bridge.INSTALL_HINT)
 
@@ -261,7 +262,7 @@ def test_kto_through_trl_trains_the_course_batches_with_the_course_losses(tmp_pa
     pairs = _answer_pairs(task)
     course, log = _tiny_gpt(cfg, task), MetricsLog()
     data = kto_data_from_pairs(course, task, pairs, cfg.kto, generator=torch.Generator().manual_seed(9))
-    train_kto(course, task, cfg.kto, data, log=log, show_progress=False, threads=None)
+    train_kto(course, task, cfg.kto, data, TrainContext(log=log, show_progress=False, threads=None))
     trainer, bridged = trl_bridge.make_trainer("kto", _tiny_gpt(cfg, task), task, cfg, output_dir=str(tmp_path),
                                                pairs=pairs, generator=torch.Generator().manual_seed(9))
     assert bridged.trainer == "KTOTrainer" and len(trainer.train_dataset) == 16
