@@ -47,11 +47,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # Re-pair every lecture notebook from its py:percent source (the .py is the source of truth),
-# after refreshing each notebook's first cell from course_lib/colab.py (the Colab set-up cell);
-# then rewrite the course map in README.md and docs/ from course_lib/course_map.py, and the module map
+# after refreshing each notebook's first cell from course_lib/lesson/colab.py (the Colab set-up cell);
+# then rewrite the course map in README.md and docs/ from course_lib/lesson/course_map.py, and the module map
 # in docs/library.md from course_lib's docstrings.
 sync: $(STAMP)
-	$(PY) -m course_lib.colab notebooks/*.py
+	$(PY) -m course_lib.lesson.colab notebooks/*.py
 	$(BIN)/jupytext --sync notebooks/*.py
 	$(PY) -m tools.course_map
 	$(PY) -m tools.module_map

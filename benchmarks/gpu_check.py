@@ -20,7 +20,7 @@ notebooks run first and share ``NOTEBOOK_SHARE`` of the budget: one still runnin
 and one that would start with less than ``MIN_NOTEBOOK_SECONDS`` left is skipped (each reported so);
 ``--tiny`` skips them (their FAST runs on the CPU are tests/test_tinygpt_notebooks.py).
 
-MFU: ``course_lib.utilisation`` (FLOPs counted from the shapes run, against the dense peak of the
+MFU: ``course_lib.trainers.utilisation`` (FLOPs counted from the shapes run, against the dense peak of the
 exact device for the dtype the run's matmuls use there: the course's, but fp32 for rm, whose
 scores run in float32; rm's seconds are its training's, without sampling and labelling the pairs).
 
@@ -44,12 +44,12 @@ from pathlib import Path
 
 import torch
 
-from course_lib import runtime
 from course_lib._validate import number
-from course_lib.configs import get_config
-from course_lib.pipeline import run
-from course_lib.task import AdditionTask
-from course_lib.utilisation import compute_dtype, peak_flops, run_flops
+from course_lib.run.pipeline import run
+from course_lib.tinygpt import runtime
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.utilisation import compute_dtype, peak_flops, run_flops
 
 KINDS = ("sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo")  # every pipeline trainer (pipeline.KINDS)
 STOPPABLE = ("sft", "dpo", "grpo", "kto", "orpo")
@@ -107,7 +107,7 @@ def trainer_run(kind: str, cfg, out: Path, *, device: str, budget: float, peak: 
 
 def instruct_smoke(out: Path) -> dict:
     """The instruct recipe's smoke test: TRL's GRPOTrainer, 2 steps, on a tiny random chat model."""
-    from course_lib import trl_bridge
+    from course_lib.trl import trl_bridge
 
     trl_bridge.quiet()
     cfg = get_config("test")
@@ -184,8 +184,8 @@ def _timed(fn, repeats: int = 5) -> float:
 
 def levers(cfg) -> dict:
     """CUDA only: is the run launch-bound? Sampling tokens/s as B·G grows, and CUDA graphs on the update's forward."""
-    from course_lib.model import build_model, completion_logprobs
-    from course_lib.rollout import generate
+    from course_lib.tinygpt.model import build_model, completion_logprobs
+    from course_lib.tinygpt.rollout import generate
 
     task = AdditionTask(cfg.task)
     torch.manual_seed(0)

@@ -16,7 +16,7 @@ Where the numbers come from:
   per-operator cost on the 2 vCPUs of a Colab runtime;
 - a sync: 10–50 µs (the queue drains, then a device-to-host copy);
 - peak: the course trains in fp32 on a T4 (``runtime.precision``: sm_75 has no bf16 tensor cores),
-  8.1 TFLOP/s fp32 (``course_lib.utilisation.PEAK_TFLOPS``); 10–50% of it for these tiny matmuls;
+  8.1 TFLOP/s fp32 (``course_lib.trainers.utilisation.PEAK_TFLOPS``); 10–50% of it for these tiny matmuls;
 - host time: the CPU time between operators in the counted run (Python, autograd, reward checks,
   tokenisation: work that stays on the host on any device), less the counter's own cost per operator
   (calibrated on a loop of 1-element adds). It is this machine's CPU; a Colab runtime's 2 vCPUs
@@ -53,8 +53,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from course_lib.trainer import TrainContext
-from course_lib.utilisation import peak_flops
+from course_lib.trainers.trainer import TrainContext
+from course_lib.trainers.utilisation import peak_flops
 
 T4 = "Tesla T4"
 LAUNCH_US = (5.0, 20.0)  # per kernel launch (low, high)
@@ -184,24 +184,24 @@ def slope(make, n1: int, n2: int, overhead: float) -> dict:
 # ---- the units the notebooks run -------------------------------------------------------------------
 def measure_units(quick: bool = False, only: list[str] | None = None) -> dict:
     """Every trainer step and data builder the notebooks run, on the ``cpu`` config from its SFT start."""
-    from course_lib.configs import PPOConfig, RewardModelConfig, get_config
-    from course_lib.dpo import build_preference_pairs, reference_logprobs, train_dpo
-    from course_lib.evaluation import evaluate
-    from course_lib.grpo import train_grpo
-    from course_lib.hacking import MAX_COMPLETION_LENGTH, experiment_config
-    from course_lib.kto import kto_data_from_pairs, train_kto
-    from course_lib.ppo import build_critic, train_ppo
-    from course_lib.reward_model import (
+    from course_lib.run.hacking import MAX_COMPLETION_LENGTH, experiment_config
+    from course_lib.run.starts import sft_start
+    from course_lib.tinygpt.evaluation import evaluate
+    from course_lib.tinygpt.rewards import resolve_reward
+    from course_lib.tinygpt.runtime import set_threads
+    from course_lib.trainers.configs import PPOConfig, RewardModelConfig, get_config
+    from course_lib.trainers.dpo import build_preference_pairs, reference_logprobs, train_dpo
+    from course_lib.trainers.grpo import train_grpo
+    from course_lib.trainers.kto import kto_data_from_pairs, train_kto
+    from course_lib.trainers.ppo import build_critic, train_ppo
+    from course_lib.trainers.reward_model import (
         best_of_n_scores,
         build_reward_model,
         preference_data,
         train_reward_model,
     )
-    from course_lib.rewards import resolve_reward
-    from course_lib.rft import train_rft
-    from course_lib.runtime import set_threads
-    from course_lib.sft import train_sft
-    from course_lib.starts import sft_start
+    from course_lib.trainers.rft import train_rft
+    from course_lib.trainers.sft import train_sft
 
     set_threads(1)
     cfg = get_config("cpu")
@@ -226,7 +226,7 @@ def measure_units(quick: bool = False, only: list[str] | None = None) -> dict:
     rm = build_reward_model(cfg.model, task.tokenizer)
 
     def scorer(prompts, comps):
-        from course_lib.reward_model import scores, sequences
+        from course_lib.trainers.reward_model import scores, sequences
         ids, attn = sequences(task, prompts, comps)
         with torch.no_grad():
             return scores(rm, ids, attn)
@@ -289,9 +289,9 @@ def _evals(runs: int, steps: int, every: int, extra: int = 1) -> int:
 
 def notebook_work() -> dict:
     """Per notebook and budget, the units it runs (from the notebooks' own constants)."""
-    from course_lib.configs import get_config
-    from course_lib.hacking import RL_STEPS as HACK_STEPS
-    from course_lib.hacking import SFT_STEPS as HACK_SFT
+    from course_lib.run.hacking import RL_STEPS as HACK_STEPS
+    from course_lib.run.hacking import SFT_STEPS as HACK_SFT
+    from course_lib.trainers.configs import get_config
 
     cfg = get_config("cpu")
     sft_start = [("sft", cfg.sft.steps), ("eval", cfg.sft.steps // cfg.sft.eval_every + 1)]

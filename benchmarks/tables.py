@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))  # tools.doc_blocks, course_lib
 import goals  # noqa: E402
 
-from course_lib.verdicts import Verdict, paired  # noqa: E402  (the one maker of sentences over seeds)
+from course_lib.run.verdicts import Verdict, paired  # noqa: E402  (the one maker of sentences over seeds)
 from tools import doc_blocks  # noqa: E402
 
 # A seed whose SFT start is below this held-out accuracy is flagged as degenerate: almost every
@@ -55,7 +55,7 @@ def footer(data: dict) -> str:
 
 def by_seed(a: dict, b: dict, name_a: str, name_b: str, **how) -> Verdict | None:
     """A − B seed by seed over the seeds both ``{seed: value}`` hold (the same seed: the same start and
-    data), read by ``course_lib.verdicts.paired``; None when no seed has both."""
+    data), read by ``course_lib.run.verdicts.paired``; None when no seed has both."""
     seeds = sorted(set(a) & set(b))
     if not seeds:
         return None
@@ -143,7 +143,7 @@ def seed_starts(data: dict, setting: str) -> dict[int, float]:
 
 def verdicts(data: dict) -> list[str]:
     """What the family table supports: for each comparison, the paired (same-seed) differences read by
-    ``course_lib.verdicts.paired``. Seeds with a degenerate start are flagged and the paired reading is
+    ``course_lib.run.verdicts.paired``. Seeds with a degenerate start are flagged and the paired reading is
     repeated without them."""
     out = []
     summaries = {s: family_summary(data, s) for s in dict.fromkeys(r["setting"] for r in data["runs"])}
@@ -218,7 +218,7 @@ def grpo(results: Path = RESULTS) -> str:
 
 
 def seeds(results: Path = RESULTS) -> str:
-    """GRPO seeds side by side (``course_lib.seeds``): wall and CPU seconds for 1, 2, 4 seeds at once."""
+    """GRPO seeds side by side (``course_lib.run.seeds``): wall and CPU seconds for 1, 2, 4 seeds at once."""
     data = load("seeds", results)
     walls = {int(n): w for n, w in data["wall_seconds"].items()}
     one = walls.get(1)
@@ -634,7 +634,7 @@ def async_sweep(results: Path = RESULTS) -> str:
 
 
 def async_paired(data: dict) -> list[str]:
-    """Seed-by-seed differences (same seed: same start, same first batch), read by ``course_lib.verdicts.paired``:
+    """Seed-by-seed differences (same seed: same start, same first batch), read by ``course_lib.run.verdicts.paired``:
     what staleness costs against the synchronous run, and what the correction recovers against the same K without it."""
     acc = {(r["seed"], r["max_staleness"], r["max_staleness"] == 0 or r["correction"]): r["accuracy"] for r in data["runs"]}
     seeds = sorted({r["seed"] for r in data["runs"]})
@@ -705,8 +705,8 @@ def class_grading(results: Path = RESULTS) -> str:
 
 
 def trl_map(results: Path = RESULTS) -> str:
-    """The course ↔ TRL 1.16 table: ``course_lib.trl_translate.MAPPING``, the data the bridge's tests check (no JSON)."""
-    from course_lib.trl_translate import mapping_markdown
+    """The course ↔ TRL 1.16 table: ``course_lib.trl.trl_translate.MAPPING``, the data the bridge's tests check (no JSON)."""
+    from course_lib.trl.trl_translate import mapping_markdown
 
     return mapping_markdown()
 

@@ -1,8 +1,8 @@
 """AI feedback on the tiny GPT (notebook 17): a judge trained on written principles,
 measured against gold, a reward model on its labels and PPO against it; then one principle dropped.
 
-Per seed (``ai_feedback.seed_run``: the shared SFT start of that seed, ``course_lib.starts``; seeds side
-by side, ``course_lib.seeds``), at notebook 17's budget
+Per seed (``ai_feedback.seed_run``: the shared SFT start of that seed, ``course_lib.run.starts``; seeds side
+by side, ``course_lib.run.seeds``), at notebook 17's budget
 (``ai_feedback.notebook_budget``: ``fast`` is its ``COURSE_FAST=1`` budget, ``full`` its full one):
 
 - ``constitution``  the rules themselves on held-out pairs (no model): agreement, position bias (swap
@@ -26,8 +26,8 @@ import platform
 import sys
 from pathlib import Path
 
-from course_lib.ai_feedback import BUDGETS, notebook_budget, seed_run
-from course_lib.seeds import over_seeds
+from course_lib.run.ai_feedback import BUDGETS, notebook_budget, seed_run
+from course_lib.run.seeds import over_seeds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import RESULTS, record_start, save  # noqa: E402

@@ -1,14 +1,14 @@
 """Asynchronous GRPO on two cores: optimiser steps per second and accuracy, synchronous vs K steps stale (§11).
 
 For every seed the same SFT policy starts each setting: K = 0 (synchronous, one process) and each
-K in ``--staleness`` (a rollout worker process, ``course_lib.rollout_worker``), with the behaviour
+K in ``--staleness`` (a rollout worker process, ``course_lib.trainers.rollout_worker``), with the behaviour
 correction on and, with ``--without-correction``, off. Settings are interleaved within a seed, so a
 change in the machine's load hits them alike. Recorded per run: steps per wall-clock second of the
 steps (evaluation excluded), the trainer's and the worker's CPU seconds (evaluation excluded), the
 held-out accuracy at the end and every ``--eval-every`` steps (greedy evaluation draws no random
 number, so it changes no run), the means of the staleness, the mismatch KL, the effective sample size
 and the masked share, and the load average before and after. The SFT start of each seed is the shared
-cached one (``course_lib.starts.sft_start``: the same weights as ``pipeline.sft_policy``). The JSON is
+cached one (``course_lib.run.starts.sft_start``: the same weights as ``pipeline.sft_policy``). The JSON is
 rewritten after every run (``"complete": false`` until the last), so a cut-short sweep keeps what ran.
 
     python benchmarks/tinygpt_async.py                         # K in {1, 2, 4, 8} and K = 0, 3 seeds, 300 steps
@@ -32,15 +32,15 @@ from pathlib import Path
 
 import torch
 
-from course_lib.configs import get_config
-from course_lib.evaluation import evaluate
-from course_lib.grpo import train_grpo
-from course_lib.model import build_model
-from course_lib.pipeline import load_sft_checkpoint, rl_generator
-from course_lib.runtime import MetricsLog
-from course_lib.starts import sft_start
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.run.pipeline import load_sft_checkpoint, rl_generator
+from course_lib.run.starts import sft_start
+from course_lib.tinygpt.evaluation import evaluate
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import RESULTS, record_start, save  # noqa: E402

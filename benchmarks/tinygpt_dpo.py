@@ -7,9 +7,9 @@ term does by itself: SFT on the chosen answers of the same pairs (the DPO run's 
 generator, so the same pairs), with DPO's steps, batch size and learning rate; its seconds, like
 DPO's, count sampling the pairs.
 
-**KTO** (``course_lib.kto``) trains on the same pairs taken apart (each chosen answer desirable,
+**KTO** (``course_lib.trainers.kto``) trains on the same pairs taken apart (each chosen answer desirable,
 each rejected one undesirable), from the same SFT policy, for DPO's steps on as many answers per
-step as DPO has completions. **ORPO** (``course_lib.orpo``) trains on the same pairs from the *base*
+step as DPO has completions. **ORPO** (``course_lib.trainers.orpo``) trains on the same pairs from the *base*
 model in one stage, for SFT's + DPO's steps; its ``sft_accuracy`` is the SFT policy that sampled the
 pairs, and its seconds do not count that SFT stage (the pairs are its given dataset).
 Reuses ``runs/bench/grpo_s<seed>/sft.pt`` when the GRPO benchmark has written it.
@@ -26,13 +26,13 @@ import sys
 import time
 from pathlib import Path
 
-from course_lib.configs import get_config
-from course_lib.dpo import build_preference_pairs
-from course_lib.evaluation import evaluate
-from course_lib.pipeline import build_policy, rl_generator, run
-from course_lib.runtime import DEFAULT_THREADS, load_checkpoint, set_threads
-from course_lib.sft import train_sft
-from course_lib.trainer import TrainContext
+from course_lib.run.pipeline import build_policy, rl_generator, run
+from course_lib.tinygpt.evaluation import evaluate
+from course_lib.tinygpt.runtime import DEFAULT_THREADS, load_checkpoint, set_threads
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.dpo import build_preference_pairs
+from course_lib.trainers.sft import train_sft
+from course_lib.trainers.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import RESULTS, record_start, save  # noqa: E402

@@ -14,9 +14,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from course_lib.configs import get_config
-from course_lib.pipeline import run
-from course_lib.runtime import DEFAULT_THREADS
+from course_lib.run.pipeline import run
+from course_lib.tinygpt.runtime import DEFAULT_THREADS
+from course_lib.trainers.configs import get_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import record_start, save  # noqa: E402

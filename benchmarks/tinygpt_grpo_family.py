@@ -13,7 +13,7 @@ setting ``main`` (the ``cpu`` config: SFT 1,200 steps, binary strict checker)
 - ``mu=2``: two inner epochs per rollout, half the rollouts (same 300 optimiser steps);
 - ``mu=2 + clip-higher``: ε_high = 0.28 on top of μ = 2 (with μ = 1 the ratio is exactly 1,
   so clip-higher alone changes nothing; ``tests/test_rft.py`` checks that);
-- ``RFT``: supervised steps on the policy's own checker-approved samples (``course_lib.rft``);
+- ``RFT``: supervised steps on the policy's own checker-approved samples (``course_lib.trainers.rft``);
 - ``more SFT``: the same number of steps of SFT on the same flawed demonstrations;
 - ``mu=2 + GSPO``: one length-normalised ratio per completion (``importance_sampling_level=
   "sequence"``), beside ``mu=2``; ``mu=2 + CISPO``: the capped importance weight
@@ -46,15 +46,15 @@ from pathlib import Path
 
 import torch
 
-from course_lib.configs import get_config, validate
-from course_lib.evaluation import evaluate
-from course_lib.grpo import train_grpo
-from course_lib.model import build_model
-from course_lib.rft import train_rft
-from course_lib.runtime import MetricsLog
-from course_lib.sft import train_sft
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.tinygpt.evaluation import evaluate
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import get_config, validate
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.rft import train_rft
+from course_lib.trainers.sft import train_sft
+from course_lib.trainers.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import record  # noqa: E402

@@ -11,7 +11,7 @@ sweep in the notebook "The KL term", which shows seed 0). Rows:
   baseline (``kl_shaped_rewards``), as InstructGPT-style PPO and RLOO do.
 
 Each run reports greedy held-out accuracy and the sequence-level KL(π_θ‖π_ref) on the held-out
-prompts (``course_lib.evaluation.reference_kl``: 4 samples per prompt, the same measurement for every
+prompts (``course_lib.tinygpt.evaluation.reference_kl``: 4 samples per prompt, the same measurement for every
 run). Prints the frontier table and writes ``benchmarks/results/kl_frontier.json`` (every run and
 the command line). Finished runs are cached in ``--cache`` so an interrupted benchmark resumes.
 
@@ -32,14 +32,14 @@ from pathlib import Path
 
 import torch
 
-from course_lib.configs import get_config
-from course_lib.evaluation import evaluate, reference_kl
-from course_lib.grpo import train_grpo
-from course_lib.model import build_model
-from course_lib.runtime import MetricsLog, set_threads
-from course_lib.sft import train_sft
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.tinygpt.evaluation import evaluate, reference_kl
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.runtime import MetricsLog, set_threads
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.sft import train_sft
+from course_lib.trainers.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import record  # noqa: E402

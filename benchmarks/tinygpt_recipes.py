@@ -1,5 +1,5 @@
 """Recipes on the tiny GPT: DeepSeek-R1's stages, R1-Zero from the random initialisation and
-from a weak start, per stage (``course_lib.recipes``). What each stage adds, and what RL can amplify.
+from a weak start, per stage (``course_lib.run.recipes``). What each stage adds, and what RL can amplify.
 
 Variants, each over the seeds:
 
@@ -29,10 +29,10 @@ import platform
 import sys
 from pathlib import Path
 
-from course_lib.configs import CONFIGS, get_config
-from course_lib.pipeline import build_policy
-from course_lib.recipes import PASS_K, policy_numbers, run_recipe
-from course_lib.runtime import DEFAULT_THREADS, set_threads
+from course_lib.run.pipeline import build_policy
+from course_lib.run.recipes import PASS_K, policy_numbers, run_recipe
+from course_lib.tinygpt.runtime import DEFAULT_THREADS, set_threads
+from course_lib.trainers.configs import CONFIGS, get_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import RESULTS, record_start, save  # noqa: E402

@@ -1,10 +1,10 @@
 """Notebook 11_reward_hacking's experiment over seeds: the same GRPO against a loose and a strict checker.
 
-The notebook's experiment exactly (``course_lib.hacking.experiment_config``), at more seeds.
-For each seed: a weak SFT start (``course_lib.hacking.SFT_STEPS``), then two GRPO runs that
+The notebook's experiment exactly (``course_lib.run.hacking.experiment_config``), at more seeds.
+For each seed: a weak SFT start (``course_lib.run.hacking.SFT_STEPS``), then two GRPO runs that
 differ only in the checker. Records held-out strict and loose accuracy, completion length,
 truncation and entropy over steps, and the first step at which each of
-``course_lib.hacking.ALARMS`` fires, for both runs (an alarm that also fires in the strict
+``course_lib.run.hacking.ALARMS`` fires, for both runs (an alarm that also fires in the strict
 run is a false alarm). Writes ``benchmarks/results/reward_hacking.json``.
 
     python benchmarks/tinygpt_reward_hacking.py [--seeds 0 1 2] [--threads 1]
@@ -22,14 +22,14 @@ from pathlib import Path
 
 import torch
 
-from course_lib.evaluation import evaluate
-from course_lib.grpo import train_grpo
-from course_lib.hacking import SFT_STEPS, experiment_config, first_alarms
-from course_lib.model import build_model
-from course_lib.runtime import MetricsLog
-from course_lib.sft import train_sft
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.run.hacking import SFT_STEPS, experiment_config, first_alarms
+from course_lib.tinygpt.evaluation import evaluate
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.sft import train_sft
+from course_lib.trainers.trainer import TrainContext
 
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(RESULTS.parent))

@@ -44,23 +44,23 @@ from pathlib import Path
 
 import torch
 
-from course_lib.configs import PPOConfig, RewardModelConfig, get_config
-from course_lib.evaluation import evaluate
-from course_lib.grpo import train_grpo
-from course_lib.model import build_model
-from course_lib.ppo import build_critic, train_ppo
-from course_lib.reward_model import (
+from course_lib.tinygpt.evaluation import evaluate
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.rewards import resolve_reward
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import PPOConfig, RewardModelConfig, get_config
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.ppo import build_critic, train_ppo
+from course_lib.trainers.reward_model import (
     RewardModelScorer,
     best_of_n_curve,
     best_of_n_scores,
     fit_reward_model,
     over_optimisation,
 )
-from course_lib.rewards import resolve_reward
-from course_lib.runtime import MetricsLog
-from course_lib.sft import train_sft
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.trainers.sft import train_sft
+from course_lib.trainers.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import RESULTS, record_start, save  # noqa: E402

@@ -1,4 +1,4 @@
-"""KV-cached versus uncached rollout generation (§11), with ``course_lib.rollout.generate``.
+"""KV-cached versus uncached rollout generation (§11), with ``course_lib.tinygpt.rollout.generate``.
 
 One GRPO-sized batch: 32 prompts × 8 completions = 256 samples, on the default CPU model. The
 cached loop runs each prompt once and shares its keys/values with the G completions of its
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import torch
 
-from course_lib.configs import get_config
-from course_lib.model import build_model
-from course_lib.rollout import generate
-from course_lib.runtime import set_threads
-from course_lib.task import AdditionTask
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.rollout import generate
+from course_lib.tinygpt.runtime import set_threads
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import get_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import record_start, save  # noqa: E402

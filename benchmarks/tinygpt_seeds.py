@@ -1,6 +1,6 @@
 """Seeds side by side: GRPO on the `cpu` config for 1, 2 and 4 seeds at once, wall and CPU seconds.
 
-``course_lib.seeds.train_seeds`` runs each seed in its own process with one torch thread, as many at
+``course_lib.run.seeds.train_seeds`` runs each seed in its own process with one torch thread, as many at
 once as the machine has cores. Goal: 4 seeds in ≤ 2.2× the wall-clock of one on 2 cores
 (the bound there is 2×). The SFT starts are read from the cache, built before the clock starts
 (side by side too), so the seconds are GRPO's plus reading a start; evaluation is included.
@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from course_lib.configs import get_config
-from course_lib.seeds import cores, train_seeds
+from course_lib.run.seeds import cores, train_seeds
+from course_lib.trainers.configs import get_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import record_start, save  # noqa: E402

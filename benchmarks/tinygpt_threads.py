@@ -14,11 +14,11 @@ import statistics
 
 import torch
 
-from course_lib.configs import get_config
-from course_lib.grpo import train_grpo
-from course_lib.pipeline import build_policy, rl_generator
-from course_lib.sft import train_sft
-from course_lib.trainer import TrainContext
+from course_lib.run.pipeline import build_policy, rl_generator
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.sft import train_sft
+from course_lib.trainers.trainer import TrainContext
 
 
 def step_times(threads: int, sft_steps: int, grpo_steps: int, seed: int) -> tuple[float, float]:

@@ -1,5 +1,5 @@
 """Tools on the tiny GPT: GRPO with the calculator environment against GRPO without it, and
-the masking ablation, over seeds (``course_lib.environments``, notebook 15).
+the masking ablation, over seeds (``course_lib.tinygpt.environments``, notebook 15).
 
 Every row of a seed takes the same GRPO (the ``--config`` section, ``--steps`` steps) with the same prompts:
 
@@ -32,13 +32,13 @@ from pathlib import Path
 
 import torch
 
-from course_lib.configs import CONFIGS, get_config
-from course_lib.environments import TOOL_CALLS, tool_answer_probe
-from course_lib.evaluation import evaluate
-from course_lib.grpo import train_grpo
-from course_lib.runtime import MetricsLog, set_threads
-from course_lib.starts import env_start, sft_start
-from course_lib.trainer import TrainContext
+from course_lib.run.starts import env_start, sft_start
+from course_lib.tinygpt.environments import TOOL_CALLS, tool_answer_probe
+from course_lib.tinygpt.evaluation import evaluate
+from course_lib.tinygpt.runtime import MetricsLog, set_threads
+from course_lib.trainers.configs import CONFIGS, get_config
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.trainer import TrainContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import RESULTS, record_start, save  # noqa: E402

@@ -21,13 +21,13 @@ import time
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_lib.configs import get_config
-from course_lib.grpo import policy_step
-from course_lib.pipeline import rl_generator, sft_policy
-from course_lib.rewards import resolve_reward
-from course_lib.rollout import collect_rollouts
-from course_lib.runtime import make_optimizer, set_threads
-from course_lib.trainer import TrainContext
+from course_lib.run.pipeline import rl_generator, sft_policy
+from course_lib.tinygpt.rewards import resolve_reward
+from course_lib.tinygpt.rollout import collect_rollouts
+from course_lib.tinygpt.runtime import make_optimizer, set_threads
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.grpo import policy_step
+from course_lib.trainers.trainer import TrainContext
 
 
 def matmul_rate(m: int, k: int, n: int, repeats: int) -> float:

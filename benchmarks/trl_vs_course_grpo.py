@@ -11,7 +11,7 @@ goal is the course's CPU seconds per step at most half of TRL's with checkpointi
 off, at the same held-out accuracy; the summary line states the measured ratio.
 
 The known formula difference is reported, not hidden: TRL's ``scale_rewards="group"`` divides by
-the sample std + 1e-4, the course trainer by the population std (see course_lib.trl_bridge).
+the sample std + 1e-4, the course trainer by the population std (see course_lib.trl.trl_bridge).
 
     python benchmarks/trl_vs_course_grpo.py [--seeds 0 1 2] [--steps 300] [--threads 1]
 
@@ -31,13 +31,13 @@ from pathlib import Path
 
 import torch
 
-from course_lib import trl_bridge
-from course_lib.configs import get_config
-from course_lib.evaluation import evaluate
-from course_lib.grpo import train_grpo
-from course_lib.pipeline import rl_generator, sft_policy
-from course_lib.runtime import MetricsLog
-from course_lib.trainer import TrainContext
+from course_lib.run.pipeline import rl_generator, sft_policy
+from course_lib.tinygpt.evaluation import evaluate
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.trainer import TrainContext
+from course_lib.trl import trl_bridge
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from writer import record_start, save  # noqa: E402

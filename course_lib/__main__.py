@@ -1,12 +1,12 @@
 """The command line, ``python -m course_lib``: argument parsing only, the runs live elsewhere.
 
 Use the course's environment: ``.venv/bin/python -m course_lib …`` (or activate ``.venv``).
-The run itself is ``course_lib.pipeline.run``. Flags come in sections, shown by ``--help``
+The run itself is ``course_lib.run.pipeline.run``. Flags come in sections, shown by ``--help``
 with their choices and each named config's default:
 
 - run options: ``--config``, ``--out`` (refused if it holds a run, unless ``--overwrite``),
   ``--resume DIR``, ``--steps`` (the trainer's *total* steps), ``--seed`` (one seed, or several:
-  ``--seed 0 1 2`` runs them side by side, ``course_lib.seeds.run_seeds``), ``--device``,
+  ``--seed 0 1 2`` runs them side by side, ``course_lib.run.seeds.run_seeds``), ``--device``,
   ``--threads``, ``--control``, ``--sft-checkpoint``, ``--no-progress``;
 - the trainer's own options under their plain names (``--beta`` is GRPO's β in ``train grpo``
   and DPO's β in ``train dpo``); in a DPO or GRPO run the SFT stage's options are
@@ -33,11 +33,12 @@ import json
 import sys
 from pathlib import Path
 
-from course_lib import configs, recipes
-from course_lib.device import DEVICES
-from course_lib.pipeline import run
-from course_lib.rewards import SPEC_HELP
-from course_lib.runtime import (
+from course_lib.run import recipes
+from course_lib.run.pipeline import run
+from course_lib.run.seeds import cores, run_seeds, seed_folder
+from course_lib.tinygpt.device import DEVICES
+from course_lib.tinygpt.rewards import SPEC_HELP
+from course_lib.tinygpt.runtime import (
     DEFAULT_THREADS,
     Interrupted,
     StepFailed,
@@ -45,8 +46,8 @@ from course_lib.runtime import (
     resume_command,
     stop_on_interrupt,
 )
-from course_lib.seeds import cores, run_seeds, seed_folder
-from course_lib.trainer import entry, trainers
+from course_lib.trainers import configs
+from course_lib.trainers.trainer import entry, trainers
 
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
 HELP = {
@@ -179,7 +180,7 @@ def add_run_options(group, out_help: str, resume_help: str, several_seeds: bool 
 
 
 def _recipe_parser(sub) -> None:
-    """``train recipe`` (``course_lib.recipes``): stages chained, each from the last one's policy."""
+    """``train recipe`` (``course_lib.run.recipes``): stages chained, each from the last one's policy."""
     names = "; ".join(f"{k}: {v[1]}" for k, v in recipes.RECIPES.items())
     p = sub.add_parser("recipe", help="train a recipe: stages chained, each from the last one's policy",
                        description=f"Run a post-training recipe. Named recipes: {names}. "

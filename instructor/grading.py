@@ -15,7 +15,7 @@ instructor's Python (nbgrader's own process):
    for every answer, also for bad input (the reference raises ``ValueError`` -> the student must too).
 3. The probe sent to the kernel holds only the expressions, the inputs and a fresh nonce. It
    evaluates the expressions in the student's namespace and publishes one record of plain data
-   (course_lib/kernel_codec.py) as a display output of a private MIME type.
+   (course_lib/run/kernel_codec.py) as a display output of a private MIME type.
 4. ``decide`` reads that record (as data: JSON numbers, strings, lists), compares it with the
    expected values using this module's comparisons, and returns the verdict. A missing, duplicated,
    forged (wrong nonce) or malformed record scores 0 with that reason.
@@ -42,8 +42,8 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib import kernel_codec
-from course_lib.kernel_codec import decode, encode, raised
+from course_lib.run import kernel_codec
+from course_lib.run.kernel_codec import decode, encode, raised
 
 MIME = "application/vnd.course.grading-record+json"
 MAX_RECORD_BYTES = 4_000_000

@@ -2,12 +2,12 @@
 
 An assignment's checks module may name *driven* test cells (``DRIVEN = {grade_id: run}``, see
 instructor/checks/lab14.py). While ``SandboxedExecute`` grades such a notebook, right after the
-driven cell's probe has run, ``drive`` trains the tiny GPT with ``course_lib.lab_check``: the model,
+driven cell's probe has run, ``drive`` trains the tiny GPT with ``course_lib.run.lab_check``: the model,
 the data, sampling, rewards and held-out evaluation live in this process (nbgrader's), and each step
 sends one request to the student's kernel as a cell of plain data (a JSON literal) and reads one
 answer back as a display record carrying a fresh nonce (the same private MIME type as the probes).
 The kernel only evaluates the student's functions; what comes back is checked, compared with the
-configured objective and the run is decided here (``course_lib/lab_check.py`` explains the verdict).
+configured objective and the run is decided here (``course_lib/run/lab_check.py`` explains the verdict).
 
 The SFT baseline and the DPO pairs are prepared once per course in ``.lab-cache/`` (or
 ``$COURSE_LAB_CACHE``) by ``warm`` before the batch, so no student's time budget pays for them.
@@ -44,7 +44,7 @@ def warm(root: Path, assignment: str) -> str | None:
     """Prepare the SFT baseline and pairs for an assignment with driven cells; a line for the log."""
     if not driven_runs(assignment):
         return None
-    from course_lib import lab_check
+    from course_lib.run import lab_check
 
     start = time.time()
     setup = lab_check.prepare(lab_check.LabConfig(), cache_dir(root))
@@ -53,7 +53,7 @@ def warm(root: Path, assignment: str) -> str | None:
 
 
 def _define_adapter() -> str:
-    from course_lib.lab_check import KERNEL_ADAPTER
+    from course_lib.run.lab_check import KERNEL_ADAPTER
 
     # Defined in the student's namespace (its functions are looked up there by name) under a name
     # of our own; a student who rebinds it only changes the answers, which are then checked here.
@@ -92,7 +92,7 @@ def drive(grade_id: str, run: str, execute, root: Path | str = ".") -> grading.V
     ``execute(source) -> outputs`` runs one cell of source in the student's kernel (raising when the
     kernel died or the time ran out) and returns the cell's outputs.
     """
-    from course_lib import lab_check
+    from course_lib.run import lab_check
 
     def fail(reason: str) -> grading.Verdict:
         return grading.Verdict(grade_id, False, [f"training check ({run}): {reason}"], 1)

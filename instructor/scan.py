@@ -17,8 +17,8 @@ code cells do one of these things:
   NumPy's), or call ``__setattr__``/``__delattr__`` directly (``type.__setattr__(Publisher, ...)``
   patches a class the kernel uses to send results);
 - import the kernel's or the network's machinery (``ipykernel``, ``zmq``, ``socket``, ``urllib``, ...);
-- use the course library: import it, use ``course_lib`` as a name (``course_lib.preference.dpo_terms``)
-  or name it in a string (``importlib.import_module("course_lib.budgets")``). The assignment forbids
+- use the course library: import it, use ``course_lib`` as a name (``course_lib.formulas.preference.dpo_terms``)
+  or name it in a string (``importlib.import_module("course_lib.formulas.budgets")``). The assignment forbids
   it and the grading sandbox does not have it, so such an answer earns nothing; the flag tells the
   grader why (and that the written answers may be copied from the library too);
 - cannot be parsed at all.

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -66,12 +66,12 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # The cell below shows the map: every notebook, the sections of the lecture it follows and what you do
 # there, then when to do the graded assignment (questions Q1–Q5) and the coding lab. It comes from
-# `course_lib.course_map`, the one source of the course map in the README too.
+# `course_lib.lesson.course_map`, the one source of the course map in the README too.
 
 # %%
 from IPython.display import Markdown
 
-from course_lib.course_map import notebook_map
+from course_lib.lesson.course_map import notebook_map
 
 Markdown(notebook_map())
 
@@ -107,13 +107,13 @@ Markdown(notebook_map())
 # %% [markdown]
 # ## Environment check
 #
-# `course_lib.device.environment_report` collects versions and hardware in one dictionary. The device
+# `course_lib.tinygpt.device.environment_report` collects versions and hardware in one dictionary. The device
 # rule is the one every trainer in the course uses: CUDA when present, then Apple's MPS, else the CPU.
 
 # %%
 import torch
 
-from course_lib.device import environment_report, resolve_device
+from course_lib.tinygpt.device import environment_report, resolve_device
 
 report = environment_report()
 width = max(len(key) for key in report)
@@ -138,20 +138,20 @@ print(f"a matrix product on {device.type}: trace(XXᵀ)/‖X‖² = {checksum:.4
 #
 # | module | lecture § (pointer) | examples |
 # |---|---|---|
-# | `course_lib.preference` | §3, §5–§8 | `bt_probability`, `win_rate_to_gap`, `reward_model_loss`, `dpo_terms`, `ipo_loss`, `simpo_loss`, `orpo_loss`, `kto_loss` |
-# | `course_lib.advantages` | §9, §12 | `grpo_advantages`, `rloo_advantages`, `dr_grpo_advantages`, `zero_variance_groups`, `zero_variance_probability`, `baseline_gradient` |
-# | `course_lib.policy_loss` | §9, §12 | `clipped_surrogate`, `aggregate`, `kl_estimate` |
-# | `course_lib.budgets` | §10–§11 | `stage_memory_gib`, `rollout_generation_seconds`, `update_seconds` |
+# | `course_lib.formulas.preference` | §3, §5–§8 | `bt_probability`, `win_rate_to_gap`, `reward_model_loss`, `dpo_terms`, `ipo_loss`, `simpo_loss`, `orpo_loss`, `kto_loss` |
+# | `course_lib.formulas.advantages` | §9, §12 | `grpo_advantages`, `rloo_advantages`, `dr_grpo_advantages`, `zero_variance_groups`, `zero_variance_probability`, `baseline_gradient` |
+# | `course_lib.formulas.policy_loss` | §9, §12 | `clipped_surrogate`, `aggregate`, `kl_estimate` |
+# | `course_lib.formulas.budgets` | §10–§11 | `stage_memory_gib`, `rollout_generation_seconds`, `update_seconds` |
 #
-# `course_lib.explore` holds the widgets the notebooks share (the *Predict* questions and the explorers).
+# `course_lib.lesson.explore` holds the widgets the notebooks share (the *Predict* questions and the explorers).
 #
 # A first taste: each line below is one worked example, computed by the library; the notebook in brackets
 # derives it.
 
 # %%
-from course_lib.advantages import zero_variance_probability
-from course_lib.budgets import stage_memory_gib
-from course_lib.preference import bt_probability, dpo_terms
+from course_lib.formulas.advantages import zero_variance_probability
+from course_lib.formulas.budgets import stage_memory_gib
+from course_lib.formulas.preference import bt_probability, dpo_terms
 
 taste = {
     "P(win) for a score gap of 1 (Bradley–Terry)": f"{bt_probability(1.0):.3f}",

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -66,8 +66,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from course_lib.explore import predict, readout
-from course_lib.preference import bt_probability, reward_model_loss, win_rate_to_gap
+from course_lib.formulas.preference import bt_probability, reward_model_loss, win_rate_to_gap
+from course_lib.lesson.explore import predict, readout
 
 # %% [markdown]
 # ## 1. A score per item, a probability per pair

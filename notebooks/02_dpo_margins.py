@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -65,8 +65,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from course_lib.explore import figure_png, predict, readout
-from course_lib.preference import (
+from course_lib.formulas.preference import (
     dpo_terms,
     implicit_reward,
     ipo_loss,
@@ -75,6 +74,7 @@ from course_lib.preference import (
     orpo_loss,
     simpo_loss,
 )
+from course_lib.lesson.explore import figure_png, predict, readout
 
 # %% [markdown]
 # ## 1. From four log-probabilities to one margin
@@ -110,7 +110,7 @@ print(f"pair I:  z = {z_I:.3f}   loss = {loss_I:.4f}   slope |dL/dz| = {slope_I:
 
 terms = dpo_terms(policy_w, policy_l, ref_w, ref_l, beta=beta)
 assert np.allclose([terms.margin, terms.loss, terms.slope], [z_I, loss_I, slope_I])
-print(f"course_lib.preference.dpo_terms agrees: z = {terms.margin:.3f}, loss = {terms.loss:.4f}, slope = {terms.slope:.4f}")
+print(f"course_lib.formulas.preference.dpo_terms agrees: z = {terms.margin:.3f}, loss = {terms.loss:.4f}, slope = {terms.slope:.4f}")
 
 # %% [markdown]
 # Where do the four sums come from? A model returns one log-probability per **token**, for the prompt

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -69,10 +69,10 @@ import numpy as np
 import torch
 from IPython.display import display
 
-from course_lib.explore import figure_png, predict, readout
-from course_lib.kl import categorical_kl, kl_regularised_optimum, regularised_objective
-from course_lib.preference import bt_probability, dpo_terms
-from course_lib.stopwatch import Stopwatch
+from course_lib.formulas.kl import categorical_kl, kl_regularised_optimum, regularised_objective
+from course_lib.formulas.preference import bt_probability, dpo_terms
+from course_lib.lesson.explore import figure_png, predict, readout
+from course_lib.lesson.stopwatch import Stopwatch
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # nothing here trains: FAST only labels the timing
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -66,7 +66,7 @@ import numpy as np
 import torch
 from IPython.display import display
 
-from course_lib.advantages import (
+from course_lib.formulas.advantages import (
     baseline_gradient,
     dr_grpo_advantages,
     grpo_advantages,
@@ -74,7 +74,7 @@ from course_lib.advantages import (
     zero_variance_groups,
     zero_variance_probability,
 )
-from course_lib.explore import figure_png, predict, readout
+from course_lib.lesson.explore import figure_png, predict, readout
 
 # %% [markdown]
 # ## 1. A group of eight answers, scored by a verifier
@@ -207,7 +207,7 @@ def run(optimizer, baseline, max_norm=None):
     """θ after each step of exact expected updates; the gradient norm is clipped at ``max_norm`` if given."""
     theta = torch.tensor(THETA0, dtype=torch.float64, requires_grad=True)
     opt = (torch.optim.SGD([theta], lr=1.0) if optimizer == "SGD"
-           else torch.optim.AdamW([theta], lr=0.05, weight_decay=0.0))  # as course_lib.runtime.make_optimizer
+           else torch.optim.AdamW([theta], lr=0.05, weight_decay=0.0))  # as course_lib.tinygpt.runtime.make_optimizer
     path = [theta.detach().numpy().copy()]
     for _ in range(STEPS):
         theta.grad = torch.from_numpy(-expected_update(theta.detach().numpy(), baseline))

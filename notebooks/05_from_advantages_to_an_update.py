@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -68,14 +68,14 @@ import numpy as np
 import torch
 from IPython.display import display
 
-from course_lib.advantages import dr_grpo_advantages, grpo_advantages
-from course_lib.configs import GRPOConfig, get_config
-from course_lib.explore import predict, readout
-from course_lib.grpo import policy_step
-from course_lib.model import build_model, completion_logprobs
-from course_lib.policy_loss import aggregate, clipped_surrogate
-from course_lib.rollout import completion_masks
-from course_lib.task import AdditionTask
+from course_lib.formulas.advantages import dr_grpo_advantages, grpo_advantages
+from course_lib.formulas.policy_loss import aggregate, clipped_surrogate
+from course_lib.lesson.explore import predict, readout
+from course_lib.tinygpt.model import build_model, completion_logprobs
+from course_lib.tinygpt.rollout import completion_masks
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import GRPOConfig, get_config
+from course_lib.trainers.grpo import policy_step
 
 torch.set_num_threads(1)  # tiny tensors: one thread is fastest and never fights other jobs
 
@@ -217,9 +217,9 @@ length_bias_ratio = float(weights["sequence_mean"][2, 0] / weights["sequence_mea
 #
 # ## 4. One GRPO update, tensor by tensor
 #
-# Now the whole path on a real (tiny, untrained) GPT from `course_lib.model`: one prompt, a group of four
+# Now the whole path on a real (tiny, untrained) GPT from `course_lib.tinygpt.model`: one prompt, a group of four
 # completions written by hand so that the rewards are known, one optimiser step. Every tensor is printed;
-# at the end the same step is run by the trainer's own `course_lib.grpo.policy_step` on a copy of the
+# at the end the same step is run by the trainer's own `course_lib.trainers.grpo.policy_step` on a copy of the
 # model, and the parameters must agree.
 
 # %%

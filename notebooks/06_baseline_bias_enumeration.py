@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -63,9 +63,9 @@ import numpy as np
 import torch
 from IPython.display import Markdown, display
 
-from course_lib.advantages import baseline_gradient, conditional_advantage, grpo_advantages
-from course_lib.explore import predict, readout
-from course_lib.policy_loss import aggregate, clipped_surrogate
+from course_lib.formulas.advantages import baseline_gradient, conditional_advantage, grpo_advantages
+from course_lib.formulas.policy_loss import aggregate, clipped_surrogate
+from course_lib.lesson.explore import predict, readout
 
 # %% [markdown]
 # ## 1. A policy small enough to enumerate

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -62,14 +62,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from course_lib.budgets import (
+from course_lib.formulas.budgets import (
     BYTES_PER_PARAM,
     rollout_generation_seconds,
     rollout_tokens,
     stage_memory_gib,
     update_seconds,
 )
-from course_lib.explore import figure_png, predict, readout
+from course_lib.lesson.explore import figure_png, predict, readout
 
 # %% [markdown]
 # ## 1. Bytes per parameter
@@ -83,7 +83,7 @@ n_params = 8.03e9
 train_bytes = 2 + 2 + 4 + 4 + 4
 frozen_bytes = 2
 assert (train_bytes, frozen_bytes) == (BYTES_PER_PARAM["train"], BYTES_PER_PARAM["frozen_bf16"])
-trainable_gib = n_params * train_bytes / 2**30  # = course_lib.budgets.GIB
+trainable_gib = n_params * train_bytes / 2**30  # = course_lib.formulas.budgets.GIB
 frozen_gib = n_params * frozen_bytes / 2**30
 print(f"8.03B parameters: trainable copy {trainable_gib:.1f} GiB, frozen bf16 copy {frozen_gib:.2f} GiB")
 

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -54,7 +54,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 1. say what a *verifiable* task is and why this one was built with a flawed teacher;
 # 2. compute a completion's log-probability with the right alignment (position t − 1 scores token t);
 # 3. build **offline** preference pairs (collected once, before training) from a policy's own samples, cache the reference log-probs once,
-#    and train DPO with `course_lib.preference.dpo_terms` — the function [DPO margins](02_dpo_margins.ipynb) checked by hand;
+#    and train DPO with `course_lib.formulas.preference.dpo_terms` — the function [DPO margins](02_dpo_margins.ipynb) checked by hand;
 # 4. follow one DPO update tensor by tensor, from log-probs to the parameter change, and check it
 #    against the trainer's own step;
 # 5. attribute a gain honestly: how much came from the preference term and how much from the NLL term
@@ -74,21 +74,26 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from course_lib.configs import get_config
-from course_lib.dashboard import dashboard
-from course_lib.dpo import build_preference_pairs, dpo_batch_loss, reference_logprobs, train_dpo
-from course_lib.evaluation import evaluate, sample_completions
-from course_lib.explore import predict
-from course_lib.kto import kto_data_from_pairs, train_kto
-from course_lib.model import build_model, completion_logprobs, n_params
-from course_lib.preference import dpo_terms
-from course_lib.rollout import generate
-from course_lib.runtime import MetricsLog
-from course_lib.sft import train_sft
-from course_lib.starts import sft_start
-from course_lib.stopwatch import Stopwatch
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.formulas.preference import dpo_terms
+from course_lib.lesson.explore import predict
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run.dashboard import dashboard
+from course_lib.run.starts import sft_start
+from course_lib.tinygpt.evaluation import evaluate, sample_completions
+from course_lib.tinygpt.model import build_model, completion_logprobs, n_params
+from course_lib.tinygpt.rollout import generate
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.dpo import (
+    build_preference_pairs,
+    dpo_batch_loss,
+    reference_logprobs,
+    train_dpo,
+)
+from course_lib.trainers.kto import kto_data_from_pairs, train_kto
+from course_lib.trainers.sft import train_sft
+from course_lib.trainers.trainer import TrainContext
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on fewer pairs and steps (CI's quick check)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
@@ -371,7 +376,7 @@ if len({r["accuracy"] for r in results.values()}) > 1:
 # a reference point z0, pushing desirable answers above it and undesirable ones below. The method
 # defines z0 as KL(π_θ ‖ π_ref), estimated on each batch from *mismatched* pairs (every prompt with
 # another answer of the batch), clamped at 0 and detached: no gradient flows through it
-# (`course_lib.preference.kto_reference_point`). Here we take the section-4 pairs apart — every chosen
+# (`course_lib.formulas.preference.kto_reference_point`). Here we take the section-4 pairs apart — every chosen
 # answer becomes a desirable example, every rejected one an undesirable example — and train from the
 # same SFT policy for DPO's steps, on as many answers per step as DPO has completions.
 #

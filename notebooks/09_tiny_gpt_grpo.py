@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -50,7 +50,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) trained from fixed pairs. Here the policy writes its own training data every step:
 # B prompts × G completions, scored by the exact-answer checker, turned into group-relative
-# advantages with `course_lib.advantages`, and into an update with `course_lib.policy_loss` —
+# advantages with `course_lib.formulas.advantages`, and into an update with `course_lib.formulas.policy_loss` —
 # the functions [Group baselines](04_group_baselines.ipynb) checked by hand. After this notebook you will be able to
 #
 # 1. run one GRPO group by hand and check it against the library;
@@ -68,10 +68,10 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # computed from what is shown.
 #
 # **Seeds.** One run is one draw. This notebook walks through seed 0 in the kernel while seeds 1 and 2
-# run the same RL runs in background processes (`course_lib.seeds`, one CPU thread each), each from its
+# run the same RL runs in background processes (`course_lib.run.seeds`, one CPU thread each), each from its
 # own SFT start. The reveals say what happened *in this run* (seed 0); section 8 states each verdict
 # over the three seeds: per-seed numbers, the median and range of the paired difference, "on k of n
-# seeds", and "beyond the seed spread" only when every seed agrees (`course_lib.verdicts`).
+# seeds", and "beyond the seed spread" only when every seed agrees (`course_lib.run.verdicts`).
 
 # %%
 import copy
@@ -85,19 +85,19 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
-from course_lib.budgets import rollout_generation_seconds, update_seconds
-from course_lib.configs import get_config
-from course_lib.dashboard import dashboard
-from course_lib.evaluation import evaluate, sample_completions
-from course_lib.explore import predict
-from course_lib.model import n_params
-from course_lib.passport import format_passport, passport
-from course_lib.rollout import generate
-from course_lib.seeds import in_background, rl_from_sft, variants_from_start
-from course_lib.starts import sft_start
-from course_lib.stopwatch import Stopwatch
-from course_lib.verdicts import evaluation_noise, paired
+from course_lib.formulas.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
+from course_lib.formulas.budgets import rollout_generation_seconds, update_seconds
+from course_lib.lesson.explore import predict
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run.dashboard import dashboard
+from course_lib.run.passport import format_passport, passport
+from course_lib.run.seeds import in_background, rl_from_sft, variants_from_start
+from course_lib.run.starts import sft_start
+from course_lib.run.verdicts import evaluation_noise, paired
+from course_lib.tinygpt.evaluation import evaluate, sample_completions
+from course_lib.tinygpt.model import n_params
+from course_lib.tinygpt.rollout import generate
+from course_lib.trainers.configs import get_config
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson with fewer GRPO steps (CI's quick check)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
@@ -124,7 +124,7 @@ others = in_background(functools.partial(variants_from_start, cfg=cfg, variants=
 # *checking* is needed, never a new label.
 
 # %%
-task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)  # trained once per machine (course_lib.starts), then read from disk
+task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)  # trained once per machine (course_lib.run.starts), then read from disk
 print(f"{n_params(model):,} parameters, {cfg.task.digits}-digit addition, {cfg.sft.steps} SFT steps")
 baseline = evaluate(model, task)
 sft_weights = copy.deepcopy(model.state_dict())
@@ -364,7 +364,7 @@ else:
 # C = `soft_punish_cache` tokens, a completion of |y| tokens gets 0 added to its reward up to
 # L_max − C tokens, then a penalty that falls linearly to −1 at L_max (−1 beyond). A truncated
 # answer is cut off with no chance of being right; the ramp tells the policy that length itself
-# costs before the cliff (`course_lib.rewards.overlong_penalty`, TRL's
+# costs before the cliff (`course_lib.tinygpt.rewards.overlong_penalty`, TRL's
 # `get_soft_overlong_punishment`). Here L_max = 6 and the longest right answer plus `<eos>` is
 # 4 tokens, so C = 2: 5 tokens cost 0.5, 6 tokens cost 1. The DAPO run takes μ = 2 (so that
 # clip-higher can act) and half the rollouts: the same optimiser steps as GRPO.

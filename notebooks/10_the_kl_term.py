@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -75,23 +75,23 @@ import numpy as np
 import torch
 from IPython.display import display
 
-from course_lib.advantages import grpo_advantages, rloo_advantages
-from course_lib.configs import get_config, validate
-from course_lib.evaluation import evaluate, reference_kl
-from course_lib.explore import figure_png, predict, readout
-from course_lib.grpo import train_grpo
-from course_lib.kl import (
+from course_lib.formulas.advantages import grpo_advantages, rloo_advantages
+from course_lib.formulas.kl import (
     categorical_kl,
     expected_kl_gradient,
     forward_kl_regularised_optimum,
     kl_regularised_optimum,
 )
-from course_lib.passport import passport
-from course_lib.policy_loss import clipped_surrogate, kl_estimate, kl_shaped_rewards
-from course_lib.runtime import MetricsLog
-from course_lib.starts import sft_start
-from course_lib.stopwatch import Stopwatch
-from course_lib.trainer import TrainContext
+from course_lib.formulas.policy_loss import clipped_surrogate, kl_estimate, kl_shaped_rewards
+from course_lib.lesson.explore import figure_png, predict, readout
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run.passport import passport
+from course_lib.run.starts import sft_start
+from course_lib.tinygpt.evaluation import evaluate, reference_kl
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.trainers.configs import get_config, validate
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.trainer import TrainContext
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # section 5's sweep with fewer GRPO steps (CI's quick check)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
@@ -119,7 +119,7 @@ def softmax_rows(logits):
 # ## 1. k1, k2, k3 as *values*
 #
 # A trainer cannot sum over all answers; it sees answers sampled from π and estimates the KL from each
-# one, with log-ratio ℓ = log π_ref(y) − log π(y) (`course_lib.policy_loss.kl_estimate`):
+# one, with log-ratio ℓ = log π_ref(y) − log π(y) (`course_lib.formulas.policy_loss.kl_estimate`):
 #
 # k1 = −ℓ,  k2 = ℓ²/2,  k3 = (e^ℓ − 1) − ℓ.
 #
@@ -548,7 +548,7 @@ print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling �
 # TRL's choice) and k1 per completion **in the reward** (`kl_shaped_rewards`, before the baseline) — with
 # everything else fixed: same start, same prompts, same number of steps. For each run, measure
 # held-out accuracy (greedy) and the sequence-level KL(π_θ‖π_ref) on held-out prompts
-# (`course_lib.evaluation.reference_kl`: the same measurement for every run, whatever trained it).
+# (`course_lib.tinygpt.evaluation.reference_kl`: the same measurement for every run, whatever trained it).
 #
 # *Predict before running:* how much accuracy does the largest β cost here, where the reward is an exact
 # checker (nothing to over-optimise)? And which placement will move less at the same β?

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -83,16 +83,16 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from course_lib.dashboard import dashboard
-from course_lib.evaluation import evaluate, sample_completions
-from course_lib.explore import predict
-from course_lib.grpo import train_grpo
-from course_lib.hacking import ALARMS, SFT_STEPS, alarm_order, experiment_config, first_alarms
-from course_lib.runtime import MetricsLog
-from course_lib.starts import sft_start
-from course_lib.stopwatch import Stopwatch
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.lesson.explore import predict
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run.dashboard import dashboard
+from course_lib.run.hacking import ALARMS, SFT_STEPS, alarm_order, experiment_config, first_alarms
+from course_lib.run.starts import sft_start
+from course_lib.tinygpt.evaluation import evaluate, sample_completions
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.trainer import TrainContext
 
 cfg = experiment_config()  # the same with COURSE_FAST=1: this experiment is already small
 clock = Stopwatch("COURSE_FAST=1 (the same as the full)" if os.environ.get("COURSE_FAST") == "1" else "full")
@@ -137,7 +137,7 @@ for text, eos in candidates:
 # from a weak policy (SFT stopped early): honest addition is hard for it, writing more digits is easy.
 
 # %%
-_, model, _ = sft_start(cfg, seed=SEED, steps=SFT_STEPS, device=DEVICE)  # trained once per machine (course_lib.starts)
+_, model, _ = sft_start(cfg, seed=SEED, steps=SFT_STEPS, device=DEVICE)  # trained once per machine (course_lib.run.starts)
 start = evaluate(model, task, max_completion_length=L)
 start_weights = {k: v.clone() for k, v in model.state_dict().items()}
 print(f"start: strict held-out {start['accuracy']:.1%}, loose held-out {start['loose_accuracy']:.1%}")

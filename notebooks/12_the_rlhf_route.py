@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -70,11 +70,11 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # numbers are noisier, and the text below is computed from whichever ran.
 #
 # **Seeds.** One run is one draw. This notebook walks through seed 0 in the kernel while seeds 1 and 2
-# run the whole route in background processes (`course_lib.seeds`, one CPU thread each), each from its
+# run the whole route in background processes (`course_lib.run.seeds`, one CPU thread each), each from its
 # own SFT start with its own reward model. The reveals in sections 2–6 say what happened *in this run*
 # (seed 0); section 7 states each verdict over the three seeds: per-seed numbers, the median and range
 # of the paired difference, "on k of n seeds", and "beyond the seed spread" only when every seed agrees
-# (`course_lib.verdicts`).
+# (`course_lib.run.verdicts`).
 
 # %%
 import copy
@@ -90,13 +90,19 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from course_lib.advantages import gae
-from course_lib.budgets import stage_memory_gib
-from course_lib.configs import RewardModelConfig, get_config
-from course_lib.explore import predict
-from course_lib.policy_loss import clipped_value_loss
-from course_lib.preference import reward_model_loss
-from course_lib.reward_model import (
+from course_lib.formulas.advantages import gae
+from course_lib.formulas.budgets import stage_memory_gib
+from course_lib.formulas.policy_loss import clipped_value_loss
+from course_lib.formulas.preference import reward_model_loss
+from course_lib.lesson.explore import predict
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run.seeds import BETAS, grpo_rloo_ppo, in_background, ppo_against, rlhf_route
+from course_lib.run.starts import sft_start
+from course_lib.run.verdicts import evaluation_noise, paired
+from course_lib.tinygpt.rewards import resolve_reward
+from course_lib.tinygpt.rollout import sample_groups
+from course_lib.trainers.configs import RewardModelConfig, get_config
+from course_lib.trainers.reward_model import (
     RewardModelScorer,
     best_of_n_curve,
     best_of_n_scores,
@@ -104,12 +110,6 @@ from course_lib.reward_model import (
     over_optimisation,
     scores,
 )
-from course_lib.rewards import resolve_reward
-from course_lib.rollout import sample_groups
-from course_lib.seeds import BETAS, grpo_rloo_ppo, in_background, ppo_against, rlhf_route
-from course_lib.starts import sft_start
-from course_lib.stopwatch import Stopwatch
-from course_lib.verdicts import evaluation_noise, paired
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on smaller budgets (CI's quick check)
@@ -189,7 +189,7 @@ print(f"noise ceiling on the held-out pairs: {m['noise_ceiling']:.1%} (the share
 # last real token and outputs one number. It starts from the SFT policy's transformer (InstructGPT
 # does the same) with a fresh head, and is trained with the Bradley–Terry loss −log σ(r_chosen −
 # r_rejected) from [Bradley–Terry](01_bradley_terry.ipynb). By hand on four training pairs, against
-# `course_lib.preference.reward_model_loss`:
+# `course_lib.formulas.preference.reward_model_loss`:
 
 # %%
 rm = rm_run["model"]
@@ -230,7 +230,7 @@ print(f"held-out pairwise accuracy {m['heldout_accuracy']:.1%} = {m['of_ceiling'
 # underfit: 71.7% held-out pairwise accuracy after 400 steps on seed 0, with a larger step at that
 # batch doing worse, not better. It needed to see more pairs and to take larger steps, and the
 # larger step was safe with 256 pairs per step (why was not isolated; a likely reason is that the
-# gradient of a larger batch depends less on which few of its labels were flipped). (Each measurement is listed in `course_lib.reward_model`'s docstring;
+# gradient of a larger batch depends less on which few of its labels were flipped). (Each measurement is listed in `course_lib.trainers.reward_model`'s docstring;
 # the RLHF table in docs/results.md has the medians over seeds.) `COURSE_FAST=1` trains on fewer
 # pairs for fewer steps (section 2 printed how many pairs): expect a weaker model.
 #
@@ -260,7 +260,7 @@ print(f"expected calibration error {cal['ece']:.3f} over {sum(cal['count'])} pai
 # samples drawn for a prompt — 64 in the full run, 32 at `COURSE_FAST=1` — are the same string; the line
 # under the table counts them), so the KL here is computed exactly for each prompt's
 # empirical distribution of its samples, repeats counted and ties in the reward model's score handled
-# (`course_lib.reward_model.empirical_best_of_n_kl`), and the bound is printed beside it.
+# (`course_lib.trainers.reward_model.empirical_best_of_n_kl`), and the bound is printed beside it.
 #
 # **Predict first.** As N grows, the proxy score of the chosen answer rises (it is a maximum over
 # more samples). What does the *gold* accuracy do? (The samples are drawn and scored below; nothing
@@ -345,7 +345,7 @@ display(widgets.VBox([n_slider, prompt_slider,
 #
 # Now PPO (built in section 6) optimises the reward model's score directly, with the KL to the SFT
 # policy *in the reward* (InstructGPT): each token pays β times its k1 estimate. Two runs on this seed
-# (`course_lib.seeds.ppo_against`), β = 0 and β = 0.05; every step logs the proxy and the gold score **on the same samples**, and the
+# (`course_lib.run.seeds.ppo_against`), β = 0 and β = 0.05; every step logs the proxy and the gold score **on the same samples**, and the
 # sampled KL to the SFT policy.
 #
 # **Predict first**, in the two questions below the runs: will gold rise, rise then fall, or fall? And
@@ -433,7 +433,7 @@ if bench:
 # adds up the rewards actually seen.
 #
 # By hand for one answer of three tokens, reward 1 at the end, values 0.2, 0.5, 0.9 and γ = 1,
-# λ = 0.95, against `course_lib.advantages.gae`:
+# λ = 0.95, against `course_lib.formulas.advantages.gae`:
 
 # %%
 r_tok, v_tok = [0.0, 0.0, 1.0], [0.2, 0.5, 0.9]
@@ -531,8 +531,8 @@ print(f"critic share of PPO's model states: lecture stack {lecture_share:.0%}; m
 # ## 7. Over seeds: what holds
 #
 # Every number above was seed 0's. Seeds 1 and 2 ran the same route in the background
-# (`course_lib.seeds.rlhf_route`), each from its own SFT start with its own reward model. A verdict is
-# read over the three seeds by the course's one rule (`course_lib.verdicts`): the per-seed
+# (`course_lib.run.seeds.rlhf_route`), each from its own SFT start with its own reward model. A verdict is
+# read over the three seeds by the course's one rule (`course_lib.run.verdicts`): the per-seed
 # differences, "on k of n seeds", and "beyond the seed spread" only when the difference has the same
 # sign on every seed and its median exceeds a stated floor (for accuracies, the evaluation noise: two
 # standard errors of a difference of two accuracies on the prompts measured).
@@ -606,7 +606,7 @@ print(f"- PPO against the reward model raised the proxy in {len(rose)} of {len(e
 #
 # (a) 75%: the gold rule agrees with exactly the unflipped labels. (b) 0.25: it predicts 1 where the
 # observed win rate is 0.75 (and 0 where it is 0.25). (c) `math.log(16) - 15 / 16` = 1.8351, the value
-# `course_lib.reward_model.best_of_n_kl(16)` returns.
+# `course_lib.trainers.reward_model.best_of_n_kl(16)` returns.
 # </details>
 #
 # ## Check yourself

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -67,11 +67,11 @@ import ipywidgets as widgets
 import numpy as np
 from IPython.display import display
 
-from course_lib.advantages import zero_variance_probability
-from course_lib.configs import get_config
-from course_lib.explore import predict
-from course_lib.passport import format_passport, passport
-from course_lib.policy_loss import aggregate
+from course_lib.formulas.advantages import zero_variance_probability
+from course_lib.formulas.policy_loss import aggregate
+from course_lib.lesson.explore import predict
+from course_lib.run.passport import format_passport, passport
+from course_lib.trainers.configs import get_config
 
 # %% [markdown]
 # ## 1. Four groups of questions

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -93,19 +93,19 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import Markdown, display
 
-from course_lib.configs import get_config
-from course_lib.dashboard import dashboard
-from course_lib.evaluation import evaluate
-from course_lib.explore import predict
-from course_lib.grpo import train_grpo
-from course_lib.passport import passport
-from course_lib.rollout import generate
-from course_lib.runtime import MetricsLog, set_threads
-from course_lib.sources import cite
-from course_lib.starts import sft_start
-from course_lib.stopwatch import Stopwatch
-from course_lib.trainer import TrainContext
-from course_lib.verdicts import evaluation_noise
+from course_lib.lesson.explore import predict
+from course_lib.lesson.sources import cite
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run.dashboard import dashboard
+from course_lib.run.passport import passport
+from course_lib.run.starts import sft_start
+from course_lib.run.verdicts import evaluation_noise
+from course_lib.tinygpt.evaluation import evaluate
+from course_lib.tinygpt.rollout import generate
+from course_lib.tinygpt.runtime import MetricsLog, set_threads
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.trainer import TrainContext
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lessons with fewer steps and smaller batches (CI)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
@@ -114,7 +114,7 @@ STEPS = 8 if FAST else 40
 # held-out accuracy every 2 steps: greedy evaluation draws no random number, so it changes no run
 cfg.grpo = dataclasses.replace(cfg.grpo, steps=STEPS, batch_prompts=16 if FAST else 32, eval_every=2)
 SEED = 0
-task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)  # the shared SFT start of the training notebooks (course_lib.starts)
+task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)  # the shared SFT start of the training notebooks (course_lib.run.starts)
 sft_weights = copy.deepcopy(model.state_dict())
 baseline = evaluate(model, task)
 G, B, L_MAX = cfg.grpo.num_generations, cfg.grpo.batch_prompts, cfg.grpo.max_completion_length
@@ -200,7 +200,7 @@ print(f"the cache is {kv['speedup']:.1f}× cheaper; the samples are "
 # weight the band changed, capped or masked — in a sequence mode, every token of an outside completion —
 # and the ESS is taken over the weights the mode gives: n tokens, or n completions.
 #
-# The weights reach the worker through shared memory after every step (`course_lib.rollout_worker`); every
+# The weights reach the worker through shared memory after every step (`course_lib.trainers.rollout_worker`); every
 # batch carries the version that sampled it. The worker is a single-threaded process of its own.
 
 # %%
@@ -483,7 +483,7 @@ print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {ta
 # in their seed end at different numbers. Two configurations are compared *paired*: every seed runs both (the
 # same seed means the same SFT start, prompts and random streams), and the gain is read seed by seed, A − B.
 # The course decides from such a table with one rule, the one behind every verdict the notebooks print
-# (`course_lib.verdicts`; [the GRPO notebook](09_tiny_gpt_grpo.ipynb) states its gains with it, [the
+# (`course_lib.run.verdicts`; [the GRPO notebook](09_tiny_gpt_grpo.ipynb) states its gains with it, [the
 # AI-feedback notebook](17_ai_feedback.ipynb) whether a constitution change removed a bias): a gain is
 # **beyond the seed spread** when there are at least three seeds, the paired gain is non-zero with the same
 # sign on every seed, and its median's magnitude exceeds a stated margin (here the evaluation noise, below
@@ -646,7 +646,7 @@ plt.show()
 #
 # ## 6. The production engines' knobs, mapped to ours
 #
-# The next cell prints the table with its primary sources (`course_lib.sources`).
+# The next cell prints the table with its primary sources (`course_lib.lesson.sources`).
 
 # %%
 KNOBS = [  # (source, engine, knob, what it bounds, here)

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -77,24 +77,24 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import Markdown, display
 
-from course_lib.advantages import grpo_advantages
-from course_lib.configs import get_config
-from course_lib.dashboard import dashboard
-from course_lib.environments import (
+from course_lib.formulas.advantages import grpo_advantages
+from course_lib.lesson.explore import predict
+from course_lib.lesson.sources import cite
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run.dashboard import dashboard
+from course_lib.run.starts import env_start, sft_start
+from course_lib.tinygpt.environments import (
     CalculatorEnv,
     EnvTask,
     EpisodeLimits,
     process_advantages,
     run_episode,
 )
-from course_lib.evaluation import evaluate
-from course_lib.explore import predict
-from course_lib.grpo import train_grpo
-from course_lib.runtime import MetricsLog
-from course_lib.sources import cite
-from course_lib.starts import env_start, sft_start
-from course_lib.stopwatch import Stopwatch
-from course_lib.trainer import TrainContext
+from course_lib.tinygpt.evaluation import evaluate
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.trainer import TrainContext
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson with fewer GRPO steps (CI's quick check)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
@@ -177,7 +177,7 @@ print(f"reward {episode.reward}, {episode.turns} policy turns, {episode.policy_t
 #
 # In the trainers the same rules run inside the batched, KV-cached sampler: one environment per row;
 # after each sampled token the environment may take over and write its observation, token by token
-# (`EpisodeDriver` in `course_lib.environments`). Each episode gets one reward, so one advantage.
+# (`EpisodeDriver` in `course_lib.tinygpt.environments`). Each episode gets one reward, so one advantage.
 #
 # ### One reward per episode, or one per step
 #
@@ -583,7 +583,7 @@ display(Markdown(f"Sources: TRL {cite('trl')} (GRPO with `environment_factory`),
                  f"(environments as data, harness, tools and verifier), OpenEnv {cite('openenv')} (`reset()` / `step()`)."))
 
 # %% [markdown]
-# | here (`course_lib.environments`) | TRL | NeMo Gym / OpenEnv |
+# | here (`course_lib.tinygpt.environments`) | TRL | NeMo Gym / OpenEnv |
 # |---|---|---|
 # | `CalculatorEnv.reset(pair)` → the prompt | `environment_factory`: one environment per rollout; its `reset` may return text for the prompt | a resource server's episode start / OpenEnv `reset()` |
 # | `step(turn)` → `(observation, reward, done, info)` | the environment's public methods are the tools; the trainer parses tool calls from the chat template and appends the results | tool endpoints of the resource server / OpenEnv `step(action)` |

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -55,7 +55,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # After this notebook you will be able to
 #
-# 1. write a recipe as a list of stages (`course_lib.recipes`) and read what each stage added:
+# 1. write a recipe as a list of stages (`course_lib.run.recipes`) and read what each stage added:
 #    pass@1 (the share of held-out prompts answered right), pass@8 (the share with at least one right
 #    answer among 8 samples), the share of GRPO groups with no signal, the KL each stage moved;
 # 2. explain why rejection-sampling fine-tuning — R1's third stage — is SFT and RL at once (the
@@ -75,11 +75,11 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # number is computed from whichever budget ran.
 #
 # **Seeds.** One run is one draw. This notebook walks through seed 0 in the kernel while seeds 1 and 2
-# run the same recipes in background processes (`course_lib.seeds`, one CPU thread each), each from its
+# run the same recipes in background processes (`course_lib.run.seeds`, one CPU thread each), each from its
 # own initialisation, data and SFT start. The reveals in sections 2–4 say what happened *in this run*
 # (seed 0); section 5 states each verdict over the three seeds: per-seed numbers, the median and range
 # of the paired difference, "on k of n seeds", and "beyond the seed spread" only when every seed agrees
-# (`course_lib.verdicts`).
+# (`course_lib.run.verdicts`).
 
 # %%
 import dataclasses
@@ -94,20 +94,20 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import Markdown, display
 
-from course_lib import recipes
-from course_lib.configs import get_config
-from course_lib.explore import predict
-from course_lib.pipeline import build_policy
-from course_lib.rewards import resolve_reward
-from course_lib.rft import rft_loss, rft_weights
-from course_lib.rollout import collect_rollouts
-from course_lib.runtime import load_checkpoint
-from course_lib.seeds import in_background, recipe_starts
-from course_lib.sft import sft_loss
-from course_lib.sources import cite
-from course_lib.starts import sft_start
-from course_lib.stopwatch import Stopwatch
-from course_lib.verdicts import evaluation_noise, paired
+from course_lib.lesson.explore import predict
+from course_lib.lesson.sources import cite
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run import recipes
+from course_lib.run.pipeline import build_policy
+from course_lib.run.seeds import in_background, recipe_starts
+from course_lib.run.starts import sft_start
+from course_lib.run.verdicts import evaluation_noise, paired
+from course_lib.tinygpt.rewards import resolve_reward
+from course_lib.tinygpt.rollout import collect_rollouts
+from course_lib.tinygpt.runtime import load_checkpoint
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.rft import rft_loss, rft_weights
+from course_lib.trainers.sft import sft_loss
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on smaller budgets (CI's quick check)
@@ -129,7 +129,7 @@ others = in_background(functools.partial(recipe_starts, cfg=cfg, pretrain_steps=
 
 
 def stage_table(entries, names=None):
-    """One line per stage: the numbers `course_lib.recipes` measured."""
+    """One line per stage: the numbers `course_lib.run.recipes` measured."""
     print(f"{'stage':24} {'pass@1':>7} {'sampled':>8} {'pass@8':>7} {'no-signal':>10} {'accepted':>9} "
           f"{'KL start':>9} {'KL first':>9} {'length':>7} {'CPU s':>6}")
     for i, e in enumerate(entries):
@@ -154,7 +154,7 @@ def stage_table(entries, names=None):
 #
 # **R1-Zero** is the same RL with no SFT before it: straight from the pretrained base model.
 #
-# `course_lib.recipes` writes a recipe as a list of stages, each a trainer the course already has
+# `course_lib.run.recipes` writes a recipe as a list of stages, each a trainer the course already has
 # (`sft`, `grpo`, `rft`, `dpo`, `kto`, `ppo`, and `pretrain`, met in section 4), with its own
 # overrides. The named recipe `r1` scales R1's stages to the tiny GPT: a cold start on a tenth of the
 # demonstrations for a quarter of SFT's steps, GRPO, online rejection-sampling fine-tuning (RFT, as in
@@ -175,7 +175,7 @@ def stage_table(entries, names=None):
 #   policy the stage started from and to the recipe's first policy: how far each stage moved.
 
 # %%
-display(Markdown("Sources (`course_lib.sources`): " + ", ".join(cite(key) for key in ("deepseek_r1", "star", "yue2025",
+display(Markdown("Sources (`course_lib.lesson.sources`): " + ", ".join(cite(key) for key in ("deepseek_r1", "star", "yue2025",
                                                                                         "gandhi2025"))))
 for name in recipes.RECIPES:
     print(f"{name:8} {recipes.RECIPES[name][1]}")
@@ -366,7 +366,7 @@ print(("what it did learn is the form" if form else "it did not even learn the f
 #
 # And the strongest: the full SFT policy of [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) and
 # [the GRPO notebook](09_tiny_gpt_grpo.ipynb)
-# (all 2,000 demonstrations, 1,200 steps; read from the shared cache, `course_lib.starts`). Each
+# (all 2,000 demonstrations, 1,200 steps; read from the shared cache, `course_lib.run.starts`). Each
 # start gets the same GRPO budget as R1-Zero. Three documents of digit text:
 
 # %%
@@ -460,8 +460,8 @@ print(f"from the SFT start, pass@1 rose {'past' if past else 'towards'} the star
 # ## 5. Over seeds: what holds
 #
 # Every number above was seed 0's. Seeds 1 and 2 ran the same four recipes in the background
-# (`course_lib.seeds.recipe_starts`), each from its own initialisation, data and SFT start. A verdict
-# is read over the three seeds by the course's one rule (`course_lib.verdicts`): the per-seed
+# (`course_lib.run.seeds.recipe_starts`), each from its own initialisation, data and SFT start. A verdict
+# is read over the three seeds by the course's one rule (`course_lib.run.verdicts`): the per-seed
 # differences, "on k of n seeds", and "beyond the seed spread" only when the difference has the same
 # sign on every seed and its median exceeds the evaluation noise (two standard errors of a difference
 # of two held-out accuracies: a gap below it is one the held-out prompts cannot see).

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -70,10 +70,10 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # **Seeds.** One run is one draw: a statement about what training does is a statement about a
 # distribution of runs. This notebook walks through seed 0 in the kernel while seeds 1 and 2 run the same
-# steps in background processes (`course_lib.seeds`, one CPU thread each), each from its own SFT start;
+# steps in background processes (`course_lib.run.seeds`, one CPU thread each), each from its own SFT start;
 # the reveals below say what happened *in this run* (seed 0), and section 6 states every verdict over the
 # three seeds: per-seed numbers, the median and range of the paired difference, "on k of n seeds", and
-# "beyond the seed spread" only when every seed agrees (`course_lib.verdicts`).
+# "beyond the seed spread" only when every seed agrees (`course_lib.run.verdicts`).
 
 # %%
 import collections
@@ -86,7 +86,10 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import Markdown, display
 
-from course_lib.ai_feedback import (
+from course_lib.lesson.explore import predict
+from course_lib.lesson.sources import cite
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run.ai_feedback import (
     BIASED,
     CONSTITUTIONS,
     PRINCIPLES,
@@ -102,13 +105,10 @@ from course_lib.ai_feedback import (
     seed_run,
     seed_summary,
 )
-from course_lib.configs import get_config
-from course_lib.explore import predict
-from course_lib.seeds import in_background
-from course_lib.sources import cite
-from course_lib.starts import sft_start
-from course_lib.stopwatch import Stopwatch
-from course_lib.verdicts import paired
+from course_lib.run.seeds import in_background
+from course_lib.run.starts import sft_start
+from course_lib.run.verdicts import paired
+from course_lib.trainers.configs import get_config
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on smaller budgets (CI's quick check)
@@ -344,7 +344,7 @@ print(f"in this run (seed {SEED}), the reward model's held-out agreement with go
 #
 # A bias measured on one seed is a claim about that seed. Over seeds, read it as [notebook
 # 14](14_rl_as_a_system.ipynb) reads a gain (*The seed spread*): per seed, paired (the same seed runs both
-# constitutions), by the course's one rule (`course_lib.verdicts`: at least three seeds, the paired change
+# constitutions), by the course's one rule (`course_lib.run.verdicts`: at least three seeds, the paired change
 # non-zero with the same sign on every seed, its median above a stated margin). A change **removed** a bias
 # when the bias fell beyond the seed spread by that rule *and* what is left is within a threshold of 0 (here
 # |position bias| < 0.1); this section states its verdicts with that rule (margin 0) and counts the seeds

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -48,7 +48,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # Everything so far ran on `course_lib`, small enough to read in an afternoon. To train a real
 # model, on Colab or on several GPUs, people use [TRL](https://huggingface.co/docs/trl). This
-# notebook moves the course's recipes there without changing them: `course_lib.trl_bridge` turns a
+# notebook moves the course's recipes there without changing them: `course_lib.trl.trl_bridge` turns a
 # course config into TRL's config, datasets and reward function, and lists every option that has
 # no exact TRL equivalent. After this notebook you will be able to
 #
@@ -79,19 +79,19 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from course_lib import trl_bridge
-from course_lib.advantages import grpo_advantages
-from course_lib.configs import get_config
-from course_lib.dpo import build_preference_pairs, reference_logprobs, train_dpo
-from course_lib.evaluation import evaluate
-from course_lib.explore import predict
-from course_lib.grpo import train_grpo
-from course_lib.model import n_params
-from course_lib.pipeline import rl_generator
-from course_lib.runtime import MetricsLog
-from course_lib.starts import sft_start
-from course_lib.stopwatch import Stopwatch
-from course_lib.trainer import TrainContext
+from course_lib.formulas.advantages import grpo_advantages
+from course_lib.lesson.explore import predict
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run.pipeline import rl_generator
+from course_lib.run.starts import sft_start
+from course_lib.tinygpt.evaluation import evaluate
+from course_lib.tinygpt.model import n_params
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.dpo import build_preference_pairs, reference_logprobs, train_dpo
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.trainer import TrainContext
+from course_lib.trl import trl_bridge
 
 trl_bridge.quiet()  # TRL's progress bars and transformers' deprecation notices, nothing else
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same comparison with fewer steps (CI's quick check)
@@ -163,7 +163,7 @@ print(f"ratio TRL / course = {ratio:.4f}; sqrt((G-1)/G) = {((G - 1) / G) ** 0.5:
 #
 # ## 3. One SFT start for both
 #
-# The course's SFT stage, the start every tiny-GPT notebook shares (trained once per machine, `course_lib.starts`);
+# The course's SFT stage, the start every tiny-GPT notebook shares (trained once per machine, `course_lib.run.starts`);
 # both trainers start from copies of it.
 
 # %%
@@ -320,12 +320,12 @@ for kind, b in preference_bridges.items():
 # shuffled order and TRL walks them sequentially, so both trainers see the same batches
 # (`tests/test_trl_bridge.py` compares their logged losses step by step). ORPO's odds-ratio term is
 # TRL's, but TRL's NLL also counts the prompt tokens. The whole course ↔ TRL 1.16 table, the one
-# docs/trl.md shows, is data in `course_lib.trl_translate`:
+# docs/trl.md shows, is data in `course_lib.trl.trl_translate`:
 
 # %%
 from IPython.display import Markdown, display
 
-from course_lib.trl_translate import mapping_markdown
+from course_lib.trl.trl_translate import mapping_markdown
 
 display(Markdown(mapping_markdown()))
 
@@ -377,7 +377,7 @@ print(f"{type(chat_model).__name__}: mean strict reward per step {[round(x, 3) f
 #
 # ```bash
 # accelerate launch --config_file configs/accelerate/multi_gpu.yaml --num_processes 4 \
-#     -m course_lib.trl_bridge grpo --config gpu --out runs/trl_grpo
+#     -m course_lib.trl.trl_bridge grpo --config gpu --out runs/trl_grpo
 # ```
 #
 # CI runs the same file with `--num_processes 2` on the CPU (two processes, gloo) and checks that

@@ -36,7 +36,7 @@ if importlib.util.find_spec("course_lib") is None:
     subprocess.run([*pip, *extras], check=True, env=env)
     importlib.invalidate_caches()
 
-from course_lib.device import on_colab, resolve_device
+from course_lib.tinygpt.device import on_colab, resolve_device
 
 DEVICE = resolve_device("auto")
 print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
@@ -58,16 +58,16 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from course_lib.advantages import zero_variance_probability
-from course_lib.budgets import (
+from course_lib.formulas.advantages import zero_variance_probability
+from course_lib.formulas.budgets import (
     rollout_generation_seconds,
     rollout_tokens,
     stage_memory_gib,
     update_seconds,
 )
-from course_lib.explore import predict, readout
-from course_lib.preference import bt_probability, dpo_terms, win_rate_to_gap
-from course_lib.sources import SOURCES, cite, date, timeline
+from course_lib.formulas.preference import bt_probability, dpo_terms, win_rate_to_gap
+from course_lib.lesson.explore import predict, readout
+from course_lib.lesson.sources import SOURCES, cite, date, timeline
 
 # %% [markdown]
 # ## 1. How the pipeline came about

@@ -76,16 +76,16 @@ NOTEBOOK_SEEDS = (0, 1, 2)  # the seeds a training notebook reads its verdicts o
 
 @pytest.fixture(scope="session")
 def shared_sft_start():
-    """The SFT starts of the `cpu` config, seeds ``NOTEBOOK_SEEDS`` (``course_lib.starts``), built once per
-    test session side by side (``course_lib.seeds``); yields seed 0's.
+    """The SFT starts of the `cpu` config, seeds ``NOTEBOOK_SEEDS`` (``course_lib.run.starts``), built once per
+    test session side by side (``course_lib.run.seeds``); yields seed 0's.
 
     The tiny-GPT notebooks share them; ``COURSE_CACHE`` points their kernels (and the browser test's
     JupyterLab) at a folder of this session that both pytest-xdist workers see, and the cache's
     lock makes a second worker wait for the first and read its file.
     """
-    from course_lib.configs import get_config
-    from course_lib.seeds import train_seeds
-    from course_lib.starts import sft_start
+    from course_lib.run.seeds import train_seeds
+    from course_lib.run.starts import sft_start
+    from course_lib.trainers.configs import get_config
 
     run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"serial-{os.getpid()}"
     folder = ROOT / "test-artifacts" / "sft-starts" / run_id

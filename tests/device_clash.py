@@ -154,12 +154,12 @@ def run_notebook(source: str) -> int:
     import runpy
     from pathlib import Path
 
-    import course_lib.device
+    import course_lib.tinygpt.device
 
     os.environ.setdefault("COURSE_FAST", "1")
     os.environ.setdefault("MPLBACKEND", "Agg")
     device = torch.device("cpu")  # made here, outside the mode: the device the notebook is given
-    course_lib.device.resolve_device = lambda name="auto": device
+    course_lib.tinygpt.device.resolve_device = lambda name="auto": device
     path = Path(source).resolve()
     os.chdir(path.parent)
     with DeviceClash() as clash:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lecture import printed
 
-from course_lib.advantages import (
+from course_lib.formulas.advantages import (
     BASELINES,
     baseline_gradient,
     dr_grpo_advantages,
@@ -209,7 +209,7 @@ def test_validate_false_is_the_same_formula():
 def test_grpo_with_two_answers_is_the_exact_policy_gradient(p):
     """Wu et al. 2025: with G = 2 only a mixed pair moves the policy, with advantages ±1, so each
     update is ½(∇log π(y+) − ∇log π(y−)); in expectation that is p(1 − p), the true gradient."""
-    from course_lib.advantages import baseline_gradient
+    from course_lib.formulas.advantages import baseline_gradient
 
     assert baseline_gradient(p, 2, "group_mean_std") == pytest.approx(p * (1 - p), rel=1e-12)
     assert grpo_advantages([1.0, 0.0]).tolist() == [1.0, -1.0]
@@ -220,7 +220,7 @@ def test_grpo_with_two_answers_is_the_exact_policy_gradient(p):
 def test_the_group_relative_advantage_under_rates_hard_prompts_and_over_rates_easy_ones(baseline, g):
     """Yang et al. 2026: conditioned on the group carrying signal, a correct answer's advantage is
     too small on a hard prompt and too large on an easy one."""
-    from course_lib.advantages import conditional_advantage
+    from course_lib.formulas.advantages import conditional_advantage
 
     hard, easy = conditional_advantage(0.05, g, baseline), conditional_advantage(0.95, g, baseline)
     assert hard.estimate < hard.true
@@ -230,7 +230,7 @@ def test_the_group_relative_advantage_under_rates_hard_prompts_and_over_rates_ea
 def test_the_conditional_advantage_by_hand():
     """G = 2, mean baseline: a correct answer is in a mixed pair only with a wrong one, so its
     advantage is exactly 1/2 whatever p, against a true r − p."""
-    from course_lib.advantages import conditional_advantage
+    from course_lib.formulas.advantages import conditional_advantage
 
     assert conditional_advantage(0.3, 2, "group_mean") == pytest.approx((0.5, 0.7))
     assert conditional_advantage(0.3, 2, "group_mean", outcome=0) == pytest.approx((-0.5, -0.3))
@@ -247,7 +247,7 @@ def test_the_conditional_advantage_by_hand():
     ({"p": 0.5, "group_size": 8, "outcome": 2}, "outcome must be 0 or 1"),
 ])
 def test_conditional_advantage_refuses_bad_input(kwargs, match):
-    from course_lib.advantages import conditional_advantage
+    from course_lib.formulas.advantages import conditional_advantage
 
     with pytest.raises(ValueError, match=match):
         conditional_advantage(**kwargs)

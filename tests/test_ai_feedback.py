@@ -1,4 +1,4 @@
-"""AI feedback (course_lib.ai_feedback): principles on hand pairs, the swap test from both orders, config errors,
+"""AI feedback (course_lib.run.ai_feedback): principles on hand pairs, the swap test from both orders, config errors,
 and a tiny end-to-end run on the `test` config (judge → its labels → reward model → PPO)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.ai_feedback import (
+from course_lib.run.ai_feedback import (
     BIASED,
     PRINCIPLES,
     UNBIASED_POSITION,
@@ -27,9 +27,9 @@ from course_lib.ai_feedback import (
     swap_test,
     verdicts,
 )
-from course_lib.configs import PPOConfig, get_config
-from course_lib.task import AdditionTask, TaskConfig
-from course_lib.trainer import TrainContext
+from course_lib.tinygpt.task import AdditionTask, TaskConfig
+from course_lib.trainers.configs import PPOConfig, get_config
+from course_lib.trainers.trainer import TrainContext
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +185,7 @@ def test_notebook_budget_is_fast_or_full_and_fast_is_smaller():
 @pytest.fixture(scope="module")
 def tiny_run():
     """The `test` config end to end: SFT, the judge, the reward model on its labels, four PPO steps."""
-    from course_lib.pipeline import sft_policy
+    from course_lib.run.pipeline import sft_policy
 
     cfg = get_config("test")
     task, policy, _ = sft_policy(cfg, TrainContext(show_progress=False), seed=0, device="cpu")

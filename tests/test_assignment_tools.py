@@ -20,7 +20,7 @@ from conftest import ROOT
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from course_lib.kernel_codec import decode, encode, raised  # noqa: E402
+from course_lib.run.kernel_codec import decode, encode, raised  # noqa: E402
 from instructor import grading  # noqa: E402
 from instructor.grading import MIME, Plan, check, compare, decide  # noqa: E402
 from instructor.nbgrader_hooks import FeedbackFilter, is_test_cell  # noqa: E402
@@ -329,7 +329,7 @@ def test_hidden_inputs_change_from_run_to_run():
 
 def test_lecture_numbers_in_visible_tests_match_the_course_library():
     """The literals the students see are the lecture's numbers, as course_lib computes them."""
-    from course_lib import advantages, budgets, preference
+    from course_lib.formulas import advantages, budgets, preference
 
     assert abs(preference.win_rate_to_gap(0.9) - 2.1972) < 1e-4
     assert abs(preference.bt_probability(2 * preference.win_rate_to_gap(0.75)) - 0.9) < 1e-12  # a chain of two
@@ -429,12 +429,12 @@ def _scan(tmp_path, code: str) -> list[str]:
     ("import gc\n[o for o in gc.get_objects()]", "imports `gc`"),
     ("exec('x = 1')", "calls `exec()`"),
     ("class Liar:\n    def __eq__(self, other):\n        return True", "defines __eq__"),
-    ("from course_lib.preference import win_rate_to_gap", "imports the course library"),
-    ("from course_lib import preference\ndef bt_matrix(scores):\n    return preference.bt_probability(scores)",
+    ("from course_lib.formulas.preference import win_rate_to_gap", "imports the course library"),
+    ("from course_lib.formulas import preference\ndef bt_matrix(scores):\n    return preference.bt_probability(scores)",
      "imports the course library"),
-    ("import course_lib.preference as cp", "imports the course library"),
-    ("bt_probability = course_lib.preference.bt_probability", "uses the course library"),
-    ("import importlib\npref = importlib.import_module('course_lib.preference')", "names the course library"),
+    ("import course_lib.formulas.preference as cp", "imports the course library"),
+    ("bt_probability = course_lib.formulas.preference.bt_probability", "uses the course library"),
+    ("import importlib\npref = importlib.import_module('course_lib.formulas.preference')", "names the course library"),
     ("%load_ext autoreload\ndef broken(:\n", "cannot be parsed"),
     ("from ipykernel.zmqshell import ZMQDisplayPublisher as P\ntype.__setattr__(P, 'publish', print)",
      "uses attribute `__setattr__`"),
@@ -753,7 +753,7 @@ def _range_rule(reference: dict, name: str):
 
 @pytest.mark.parametrize("notebook, grade_id, name", SEED_VERDICTS)
 def test_systems14_a_range_rule_fails_every_draw_of_the_hidden_checks(notebook, grade_id, name):
-    """Q6c and Q8b ask for the course's rule over seeds (course_lib.verdicts: one sign on every seed, |median|
+    """Q6c and Q8b ask for the course's rule over seeds (course_lib.run.verdicts: one sign on every seed, |median|
     above the margin). An answer right in every value but deciding by a range rule fails the cell on every
     draw: each draw holds inputs where the two rules disagree, both ways."""
     reference = grading.reference_namespace(ROOT / "solutions" / "systems14" / f"{notebook}.ipynb")
@@ -767,9 +767,9 @@ def test_systems14_a_range_rule_fails_every_draw_of_the_hidden_checks(notebook, 
 
 @pytest.mark.parametrize("notebook, grade_id, name", SEED_VERDICTS)
 def test_systems14_seed_verdicts_are_course_lib_verdicts_rule(notebook, grade_id, name):
-    """On every input the checks draw, the reference's decision is course_lib.verdicts' ``beyond`` (Q8b: on
+    """On every input the checks draw, the reference's decision is course_lib.run.verdicts' ``beyond`` (Q8b: on
     the drops |before| − |after|, a positive median, and the median bias left under the threshold)."""
-    from course_lib.verdicts import paired
+    from course_lib.run.verdicts import paired
 
     reference = grading.reference_namespace(ROOT / "solutions" / "systems14" / f"{notebook}.ipynb")
     ref, seen = reference[name], []

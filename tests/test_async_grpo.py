@@ -1,4 +1,4 @@
-"""Asynchronous GRPO (course_lib.rollout_worker): equality at K = 0, versions, faults, resume, records.
+"""Asynchronous GRPO (course_lib.trainers.rollout_worker): equality at K = 0, versions, faults, resume, records.
 
 Every test runs the ``test`` config for a few steps from one shared SFT policy, and every test
 ends with no child process left behind (an autouse fixture checks it).
@@ -19,16 +19,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import rewards
 from course_lib.__main__ import main
-from course_lib.configs import get_config, validate
-from course_lib.grpo import train_grpo
-from course_lib.passport import passport
-from course_lib.pipeline import rl_generator, run, sft_policy
-from course_lib.rollout import next_length_cap
-from course_lib.rollout_worker import RolloutWorkerError
-from course_lib.runtime import Interrupted, MetricsLog, stop_on_interrupt
-from course_lib.trainer import TrainContext
+from course_lib.run.passport import passport
+from course_lib.run.pipeline import rl_generator, run, sft_policy
+from course_lib.tinygpt import rewards
+from course_lib.tinygpt.rollout import next_length_cap
+from course_lib.tinygpt.runtime import Interrupted, MetricsLog, stop_on_interrupt
+from course_lib.trainers.configs import get_config, validate
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.rollout_worker import RolloutWorkerError
+from course_lib.trainers.trainer import TrainContext
 
 TIMING = ("seconds", "per_second")
 
@@ -55,7 +55,7 @@ def _grpo(sft, *, steps=4, log=None, saved=None, state=None, worker=None, start=
 
     Each checkpoint is appended to ``saved`` as (step, trainer_state, seconds, model weights).
     """
-    from course_lib.model import build_model
+    from course_lib.tinygpt.model import build_model
 
     cfg, task, weights = sft
     g = dataclasses.replace(cfg.grpo, steps=steps, **options)
@@ -218,7 +218,7 @@ def test_train_grpo_with_a_stopped_worker_ends_on_the_first_ctrl_c_with_a_checkp
     import sys
     import time
 
-    from course_lib.runtime import load_checkpoint
+    from course_lib.tinygpt.runtime import load_checkpoint
 
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "course_lib", "train", "grpo", "--config", "test", "--out", str(out),
@@ -285,7 +285,7 @@ def test_pipeline_records_the_loop_and_resumes_an_async_run_exactly(tmp_path):
 
 
 def test_the_trl_bridge_names_what_trl_does_instead_of_a_fixed_lag():
-    from course_lib import trl_bridge
+    from course_lib.trl import trl_bridge
 
     cfg = get_config("test")
     assert "grpo.max_staleness" not in [u.option for u in trl_bridge.translate(cfg, "grpo").unmatched]
@@ -300,7 +300,7 @@ def test_the_dashboard_draws_staleness_mismatch_and_weights_from_async_rows():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from course_lib.dashboard import LABELS, dashboard
+    from course_lib.run.dashboard import LABELS, dashboard
 
     rows = [{"step": s, "staleness": min(s - 1, 2), "mismatch_kl": 1e-4 * s, "is_ess": 1 - 0.01 * s,
              "is_clipped_fraction": 0.01 * s, "gen_seconds": 0.1, "update_seconds": 0.2, "wait_seconds": 0.01}
@@ -410,7 +410,7 @@ def test_adaptive_length_off_is_todays_trainer_and_on_logs_its_cap(sft):
 
 
 def test_the_trl_bridge_says_trl_has_neither_new_knob():
-    from course_lib import trl_bridge
+    from course_lib.trl import trl_bridge
 
     cfg = get_config("test")
     options = [u.option for u in trl_bridge.translate(cfg, "grpo").unmatched]

@@ -1,4 +1,4 @@
-"""The behaviour correction π_old/π_behaviour (course_lib.behaviour): hand-made tensors, and TRL's own code.
+"""The behaviour correction π_old/π_behaviour (course_lib.formulas.behaviour): hand-made tensors, and TRL's own code.
 
 The cap and the mask do what they say on tensors whose ratios we chose; the ratio is exactly 1
 when sampler and trainer agree; bad bounds are refused by name; and on identical tensors the
@@ -15,7 +15,7 @@ import math
 import pytest
 import torch
 
-from course_lib.behaviour import IS_MODES, behaviour_weights, check_bounds, mismatch
+from course_lib.formulas.behaviour import IS_MODES, behaviour_weights, check_bounds, mismatch
 
 LN = math.log
 
@@ -113,10 +113,10 @@ G = 4
 @pytest.fixture(scope="module")
 def trl_setup(tmp_path_factory):
     pytest.importorskip("trl", reason="TRL is not installed: pip install -e '.[trl]'")
-    from course_lib import trl_bridge
-    from course_lib.configs import get_config
-    from course_lib.model import build_model
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.model import build_model
+    from course_lib.tinygpt.task import AdditionTask
+    from course_lib.trainers.configs import get_config
+    from course_lib.trl import trl_bridge
 
     trl_bridge.quiet()
     cfg = get_config("test")
@@ -133,7 +133,7 @@ def trl_setup(tmp_path_factory):
 
 def _trl_rollout(trainer, task, mode, clip_min, clip_max):
     """TRL's _generate_and_score_completions on completions and sampler log-probs we chose (vLLM's role)."""
-    from course_lib import trl_bridge
+    from course_lib.trl import trl_bridge
 
     gen = torch.Generator().manual_seed(3)
     pairs = task.sample_pairs(2, gen)
@@ -172,7 +172,7 @@ def test_weights_are_trl_vllm_importance_sampling_ratio(trl_setup, mode):
 
 def test_corrected_loss_is_trl_compute_loss_with_the_ratio(trl_setup):
     """w · min(ρA, clip(ρ)A), averaged per completion: TRL's loss_type='grpo' with importance_sampling_ratio."""
-    from course_lib.policy_loss import aggregate, clipped_surrogate
+    from course_lib.formulas.policy_loss import aggregate, clipped_surrogate
 
     trainer, task, model = trl_setup
     out = _trl_rollout(trainer, task, "token_truncate", 0.5, 2.0)

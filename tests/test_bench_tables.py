@@ -39,7 +39,7 @@ def test_the_check_catches_a_hand_edited_number(tmp_path):
 
 
 def test_the_check_reads_the_readme_and_every_docs_page_wherever_a_block_stands(tmp_path, capsys):
-    from course_lib.trl_translate import mapping_markdown
+    from course_lib.trl.trl_translate import mapping_markdown
 
     (tmp_path / "docs").mkdir()
     (tmp_path / "README.md").write_text("no tables here\n")
@@ -61,7 +61,7 @@ def test_medians_spread_and_verdicts(tmp_path):
     assert summary["GRPO"]["final"] == 0.95 and summary["GRPO"]["per_seed"] == [0.90, 0.95, 0.97]
     assert summary["RFT"]["lift"] == pytest.approx(0.33)
     (line,) = tables.verdicts(data)
-    # paired by seed (same start), read by course_lib.verdicts
+    # paired by seed (same start), read by course_lib.run.verdicts
     assert ("main start: GRPO − RFT: -1.0 / +2.0 / -2.0 pts (seeds 0 / 1 / 2); median -1.0, range -2.0 to +2.0; "
             "GRPO ahead on 1 of 3 seeds; within the seed spread") in line
     assert "degenerate" not in line
@@ -243,8 +243,8 @@ def test_recipes_compare_grpo_with_rft_and_the_cold_starts_per_seed():
 
 
 def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
-    """docs/trl.md's course ↔ TRL table comes from course_lib.trl_translate.MAPPING, results or not: a typed row is overwritten."""
-    from course_lib.trl_translate import mapping_markdown
+    """docs/trl.md's course ↔ TRL table comes from course_lib.trl.trl_translate.MAPPING, results or not: a typed row is overwritten."""
+    from course_lib.trl.trl_translate import mapping_markdown
 
     block = "<!-- bench:trl_map -->\n| hand | typed | row |\n<!-- /bench:trl_map -->"
     assert tables.render(block, tmp_path) == f"<!-- bench:trl_map -->\n{mapping_markdown()}<!-- /bench:trl_map -->"
@@ -418,7 +418,7 @@ def test_the_seeds_benchmark_reports_medians_of_interleaved_rounds(tmp_path, mon
     import tinygpt_seeds
     import writer
 
-    from course_lib.configs import get_config
+    from course_lib.trainers.configs import get_config
 
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(tinygpt_seeds, "get_config", lambda name: get_config("test"))

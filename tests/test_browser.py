@@ -33,7 +33,7 @@ import pytest
 from conftest import ROOT, report_line
 from jupyterlab_run import EXERCISE, LECTURES, SEEN, browse, close_notebook, open_notebook
 
-from course_lib.preference import bt_probability, dpo_terms, win_rate_to_gap
+from course_lib.formulas.preference import bt_probability, dpo_terms, win_rate_to_gap
 
 NOTEBOOKS = ROOT / "notebooks"
 LECTURE = NOTEBOOKS / "02_dpo_margins.ipynb"
@@ -41,8 +41,8 @@ LECTURE = NOTEBOOKS / "02_dpo_margins.ipynb"
 
 def _best_of_n_first_prompt() -> str:
     """08b's best-of-N explorer opens on held-out prompt 0: its text and its answer, from the task."""
-    from course_lib.configs import get_config
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.task import AdditionTask
+    from course_lib.trainers.configs import get_config
 
     task = AdditionTask(get_config("cpu").task)
     a, b = task.heldout_pairs[0]

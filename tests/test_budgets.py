@@ -1,7 +1,7 @@
 import pytest
 from lecture import printed
 
-from course_lib.budgets import (
+from course_lib.formulas.budgets import (
     rollout_generation_seconds,
     rollout_tokens,
     stage_memory_gib,

@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT, report_line
 from packaging.requirements import Requirement
 
-from course_lib import colab
+from course_lib.lesson import colab
 from tools import colab_check
 
 COURSE_NOTEBOOKS = [
@@ -40,11 +40,11 @@ def test_readme_links_every_notebook_with_an_open_in_colab_badge():
         path = colab.notebook_path(stem)
         assert f"]({path})" in section, f"the course map does not link {path}"
         assert f"[![Open in Colab][colab]]({colab.colab_url(path)})" in section, (
-            f"no Open in Colab badge for {path} (addresses come from course_lib.colab)"
+            f"no Open in Colab badge for {path} (addresses come from course_lib.lesson.colab)"
         )
     assert f"\n[colab]: {colab.BADGE}\n" in section, "the badge image's reference is not under the map"
     addresses = set(re.findall(r"colab\.research\.google\.com/github/([^/]+/[^/]+)/", readme))
-    assert addresses == {colab.REPO}, f"README points Colab at {addresses}, course_lib.colab at {colab.REPO}"
+    assert addresses == {colab.REPO}, f"README points Colab at {addresses}, course_lib.lesson.colab at {colab.REPO}"
 
 
 def test_setup_cell_defaults_to_the_repository_and_can_be_redirected():
@@ -116,9 +116,9 @@ def test_colab_check_rejects_an_unknown_notebook(capsys):
 
 KV_PROBE = """
 import torch, transformers
-from course_lib.model import ModelConfig, build_model, completion_logprobs, KV_CACHE_NAME
-from course_lib.rollout import generate
-from course_lib.task import AdditionTask
+from course_lib.tinygpt.model import ModelConfig, build_model, completion_logprobs, KV_CACHE_NAME
+from course_lib.tinygpt.rollout import generate
+from course_lib.tinygpt.task import AdditionTask
 torch.manual_seed(0)
 task = AdditionTask()
 model = build_model(ModelConfig(n_layer=1, n_embd=16, n_head=2), task.tokenizer)

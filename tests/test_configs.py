@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from course_lib.configs import (
+from course_lib.trainers.configs import (
     DPOConfig,
     GRPOConfig,
     PPOConfig,

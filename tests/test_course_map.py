@@ -1,4 +1,4 @@
-"""The course map has one source (``course_lib.course_map``): the README's map and
+"""The course map has one source (``course_lib.lesson.course_map``): the README's map and
 docs/course-map.md are generated from it (``tools/course_map.py --check``), notebook 00 displays
 it, and it lists every lecture notebook in order with links that resolve where each map is read."""
 
@@ -9,7 +9,7 @@ import re
 import pytest
 from conftest import ROOT
 
-from course_lib import colab, course_map
+from course_lib.lesson import colab, course_map
 from tools import course_map as generator
 from tools import doc_blocks
 

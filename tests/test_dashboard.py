@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from course_lib.dashboard import LABELS, PANELS, WIDTH, dashboard  # noqa: E402
+from course_lib.run.dashboard import LABELS, PANELS, WIDTH, dashboard  # noqa: E402
 
 
 def dpo_rows():

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from course_lib.device import environment_report, resolve_device
+from course_lib.tinygpt.device import environment_report, resolve_device
 
 
 def test_auto_picks_what_is_there():
@@ -41,7 +41,7 @@ def _fake_cuda(monkeypatch, capability):
 @pytest.mark.parametrize(("gpu", "course", "trl"), [("T4", "fp32", "fp16"), ("A100", "bf16", "bf16"), ("H100", "bf16", "bf16")])
 def test_precision_follows_the_compute_capability(monkeypatch, gpu, course, trl):
     """bf16 only with bf16 tensor cores (sm_80+); a T4 (sm_75) trains the tiny GPT in fp32, TRL in fp16."""
-    from course_lib import runtime
+    from course_lib.tinygpt import runtime
 
     _fake_cuda(monkeypatch, CAPABILITIES[gpu])
     cuda = torch.device("cuda")
@@ -56,7 +56,7 @@ def test_precision_follows_the_compute_capability(monkeypatch, gpu, course, trl)
 
 
 def test_precision_on_the_cpu_is_fp32_and_never_asks_cuda(monkeypatch):
-    from course_lib import runtime
+    from course_lib.tinygpt import runtime
 
     def no_cuda(device=None):
         raise AssertionError("the CPU path must not query a CUDA capability")
@@ -69,8 +69,8 @@ def test_precision_on_the_cpu_is_fp32_and_never_asks_cuda(monkeypatch):
 
 @pytest.mark.parametrize(("gpu", "bf16", "fp16"), [("T4", False, True), ("A100", True, False), ("H100", True, False)])
 def test_the_trl_bridge_sets_its_precision_flags_by_capability(monkeypatch, gpu, bf16, fp16):
-    from course_lib import trl_bridge
-    from course_lib.configs import get_config
+    from course_lib.trainers.configs import get_config
+    from course_lib.trl import trl_bridge
 
     _fake_cuda(monkeypatch, CAPABILITIES[gpu])
     c = trl_bridge.translate(get_config("test"), "grpo", cuda=True).config
@@ -81,8 +81,8 @@ def test_the_trl_bridge_sets_its_precision_flags_by_capability(monkeypatch, gpu,
 
 @pytest.mark.parametrize("gpu", ["T4", "H100"])
 def test_environment_report_and_passport_name_the_precision(monkeypatch, gpu):
-    from course_lib.configs import get_config
-    from course_lib.passport import format_passport, passport
+    from course_lib.run.passport import format_passport, passport
+    from course_lib.trainers.configs import get_config
 
     _fake_cuda(monkeypatch, CAPABILITIES[gpu])
     report = environment_report()
@@ -96,10 +96,10 @@ def test_environment_report_and_passport_name_the_precision(monkeypatch, gpu):
 
 def test_reward_scores_stay_fp32_inside_a_policy_autocast():
     """Roles: the reward model scores in float32 even when a caller holds a bf16 autocast."""
-    from course_lib.configs import get_config
-    from course_lib.reward_model import build_reward_model, scores
-    from course_lib.runtime import full_precision
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.runtime import full_precision
+    from course_lib.tinygpt.task import AdditionTask
+    from course_lib.trainers.configs import get_config
+    from course_lib.trainers.reward_model import build_reward_model, scores
 
     task = AdditionTask(get_config("test").task)
     torch.manual_seed(0)
@@ -119,7 +119,7 @@ def test_reward_scores_stay_fp32_inside_a_policy_autocast():
 
 def test_full_precision_turns_tf32_off_on_cuda_and_restores_it():
     """The flags are global torch settings, so this runs without a GPU: a caller's TF32 is off inside, back after."""
-    from course_lib.runtime import full_precision
+    from course_lib.tinygpt.runtime import full_precision
 
     matmul = torch.backends.cuda.matmul
     name, on, off = ("fp32_precision", "tf32", "ieee") if hasattr(matmul, "fp32_precision") else ("allow_tf32", True, False)
@@ -139,7 +139,7 @@ def test_the_instruct_model_loads_in_the_dtype_trl_trains_in(monkeypatch, gpu, d
     """A T4 gets float32 weights (TRL's fp16 autocast and GradScaler), not emulated bf16; notebook 18 asks the bridge."""
     from conftest import ROOT
 
-    from course_lib import trl_bridge
+    from course_lib.trl import trl_bridge
 
     _fake_cuda(monkeypatch, CAPABILITIES[gpu])
     assert trl_bridge.instruct_dtype(torch.device("cuda")) == dtype and trl_bridge.instruct_dtype("cpu") == torch.float32

@@ -17,11 +17,11 @@ import pytest
 import torch
 from device_clash import Clash, DeviceClash
 
-from course_lib.configs import get_config
-from course_lib.model import build_model
-from course_lib.pipeline import KINDS, run, sft_policy
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.run.pipeline import KINDS, run, sft_policy
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.trainer import TrainContext
 
 DEVICE = torch.device("cpu")  # the accelerator's stand-in: what resolve_device returns
 
@@ -86,9 +86,9 @@ def test_grpo_with_the_calculator_runs_on_one_device(tmp_path):
 def test_the_starts_evaluation_and_the_notebooks_direct_calls_on_one_device(tmp_path, monkeypatch):
     """As notebooks 09, 10 and 15 call them: the starts, evaluation, GRPO with a reference and a KL term, the KL
     to the reference."""
-    from course_lib.evaluation import evaluate, reference_kl, sample_completions
-    from course_lib.grpo import train_grpo
-    from course_lib.starts import env_start, sft_start
+    from course_lib.run.starts import env_start, sft_start
+    from course_lib.tinygpt.evaluation import evaluate, reference_kl, sample_completions
+    from course_lib.trainers.grpo import train_grpo
 
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path))
     cfg = short(get_config("test"))
@@ -111,21 +111,21 @@ def test_the_starts_evaluation_and_the_notebooks_direct_calls_on_one_device(tmp_
 
 
 def test_reward_model_best_of_n_and_the_judge_on_one_device():
-    from course_lib.ai_feedback import (
+    from course_lib.run.ai_feedback import (
         fit_judge,
         fit_reward_model_on_judge,
         judge_config,
         rl_against,
     )
-    from course_lib.configs import PPOConfig
-    from course_lib.ppo import build_critic, train_ppo
-    from course_lib.reward_model import (
+    from course_lib.tinygpt.rewards import resolve_reward
+    from course_lib.trainers.configs import PPOConfig
+    from course_lib.trainers.ppo import build_critic, train_ppo
+    from course_lib.trainers.reward_model import (
         RewardModelScorer,
         best_of_n_curve,
         best_of_n_scores,
         fit_reward_model,
     )
-    from course_lib.rewards import resolve_reward
 
     cfg = short(get_config("test"))
     with DeviceClash() as clash:
@@ -150,7 +150,7 @@ def test_reward_model_best_of_n_and_the_judge_on_one_device():
 
 
 def test_a_recipe_on_one_device(tmp_path):
-    from course_lib import recipes
+    from course_lib.run import recipes
 
     with DeviceClash() as clash:
         recipes.run_recipe("pretrain:steps=2,sft:steps=2,grpo:steps=1", get_config("test"), tmp_path, device=DEVICE,

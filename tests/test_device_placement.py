@@ -16,8 +16,8 @@ import pytest
 import torch
 from conftest import ROOT
 
-from course_lib import pipeline, starts
-from course_lib.configs import get_config
+from course_lib.run import pipeline, starts
+from course_lib.trainers.configs import get_config
 
 META = torch.device("meta")
 

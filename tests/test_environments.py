@@ -1,4 +1,4 @@
-"""Environments (course_lib.environments): the calculator episode, its rules, and the policy mask."""
+"""Environments (course_lib.tinygpt.environments): the calculator episode, its rules, and the policy mask."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.environments import (
+from course_lib.tinygpt.environments import (
     TOOL_CHARS,
     CalculatorEnv,
     EpisodeLimits,
     make_env,
     run_episode,
 )
-from course_lib.task import CHARS, AdditionTask, CharTokenizer, TaskConfig
+from course_lib.tinygpt.task import CHARS, AdditionTask, CharTokenizer, TaskConfig
 
 TOK = CharTokenizer(extra_chars=TOOL_CHARS)
 TASK = AdditionTask(TaskConfig(digits=2, n_demos=10, n_heldout=10), tokenizer=TOK)
@@ -122,7 +122,7 @@ def test_bad_input_is_refused_with_what_is_accepted(call, match):
 
 
 def test_episodes_batch_with_the_policy_mask_as_the_completion_mask():
-    from course_lib.environments import episode_batch
+    from course_lib.tinygpt.environments import episode_batch
 
     env = CalculatorEnv(TASK)
     with_tool = run_episode(env, (37, 45), scripted("[7+5]", "82<eos>"), TOK)
@@ -142,9 +142,9 @@ def test_episodes_batch_with_the_policy_mask_as_the_completion_mask():
 def test_a_model_plays_an_episode_within_the_limits():
     import torch
 
-    from course_lib.configs import get_config
-    from course_lib.environments import model_policy
-    from course_lib.model import build_model
+    from course_lib.tinygpt.environments import model_policy
+    from course_lib.tinygpt.model import build_model
+    from course_lib.trainers.configs import get_config
 
     torch.manual_seed(0)
     model = build_model(get_config("test").model, TOK)
@@ -162,8 +162,7 @@ import dataclasses  # noqa: E402
 
 import torch  # noqa: E402
 
-from course_lib.configs import get_config  # noqa: E402
-from course_lib.environments import (  # noqa: E402
+from course_lib.tinygpt.environments import (  # noqa: E402
     ENVIRONMENTS,
     EnvTask,
     EpisodeDriver,
@@ -171,11 +170,12 @@ from course_lib.environments import (  # noqa: E402
     episode_stats,
     model_policy,
 )
-from course_lib.evaluation import evaluate  # noqa: E402
-from course_lib.model import build_model  # noqa: E402
-from course_lib.rollout import generate  # noqa: E402
-from course_lib.sft import train_sft  # noqa: E402
-from course_lib.trainer import TrainContext  # noqa: E402
+from course_lib.tinygpt.evaluation import evaluate  # noqa: E402
+from course_lib.tinygpt.model import build_model  # noqa: E402
+from course_lib.tinygpt.rollout import generate  # noqa: E402
+from course_lib.trainers.configs import get_config  # noqa: E402
+from course_lib.trainers.sft import train_sft  # noqa: E402
+from course_lib.trainers.trainer import TrainContext  # noqa: E402
 
 TEST = get_config("test")
 ENV_TASK_CONFIG = dataclasses.replace(TEST.task, env="calculator", tool_demos=10)
@@ -284,8 +284,8 @@ def test_episode_stats_on_hand_made_episodes():
 
 
 def test_process_advantages_credit_each_turn_with_what_it_and_the_later_turns_earned():
-    from course_lib.advantages import grpo_advantages
-    from course_lib.environments import process_advantages
+    from course_lib.formulas.advantages import grpo_advantages
+    from course_lib.tinygpt.environments import process_advantages
 
     assert process_advantages([[0, 1], [1], [0, 0, 1]]) == [[0.0, 1.0], [1.0], [-1.0, 0.0, 1.0]]
     assert process_advantages([[0.5, 0.5], [0.5]]) == [[0.0, 0.0], [0.0]]  # no relative signal
@@ -303,15 +303,15 @@ def test_process_advantages_credit_each_turn_with_what_it_and_the_later_turns_ea
                                         ([[1.0], [float("nan")]], "finite"), ([[1.0], [True]], "finite"),
                                         ("01", "list")])
 def test_process_advantages_refuse_bad_input(bad, match):
-    from course_lib.environments import process_advantages
+    from course_lib.tinygpt.environments import process_advantages
 
     with pytest.raises(ValueError, match=match):
         process_advantages(bad)
 
 def _logit_grads(model, task, cfg, batch):
     """policy_step on ``batch``; the gradient of the loss with respect to the scored logits."""
-    from course_lib.grpo import policy_step
-    from course_lib.runtime import make_optimizer
+    from course_lib.tinygpt.runtime import make_optimizer
+    from course_lib.trainers.grpo import policy_step
 
     seen = []
 
@@ -334,7 +334,7 @@ def _logit_grads(model, task, cfg, batch):
 def test_environment_tokens_get_no_loss_and_no_kl(tool_sft, mask_env_tokens):
     import copy
 
-    from course_lib.grpo import episode_tokens
+    from course_lib.trainers.grpo import episode_tokens
 
     task, sft_model = tool_sft
     model = copy.deepcopy(sft_model)
@@ -360,8 +360,8 @@ def test_environment_tokens_get_no_loss_and_no_kl(tool_sft, mask_env_tokens):
 
 def test_grpo_with_an_environment_that_is_never_called_is_todays_grpo(monkeypatch):
     """Trainer level: same metrics, same weights, when the environment has no tool to call."""
-    from course_lib.grpo import train_grpo
-    from course_lib.runtime import MetricsLog
+    from course_lib.tinygpt.runtime import MetricsLog
+    from course_lib.trainers.grpo import train_grpo
 
     class AnswerOnly(CalculatorEnv):
         extra_chars, stops = "", ()
@@ -392,7 +392,7 @@ def test_grpo_with_an_environment_that_is_never_called_is_todays_grpo(monkeypatc
 
 def test_an_unknown_env_is_refused_with_the_list(tmp_path, capsys):
     from course_lib.__main__ import main
-    from course_lib.pipeline import run
+    from course_lib.run.pipeline import run
 
     with pytest.raises(SystemExit):
         main(["train", "grpo", "--config", "test", "--env", "browser", "--out", str(tmp_path)])
@@ -414,7 +414,7 @@ def test_an_unknown_env_is_refused_with_the_list(tmp_path, capsys):
 def test_train_grpo_with_the_calculator_end_to_end(tmp_path):
     import json
 
-    from course_lib.pipeline import run
+    from course_lib.run.pipeline import run
 
     cfg = get_config("test")
     cfg.task.env, cfg.task.tool_demos = "calculator", 10
@@ -434,7 +434,7 @@ def test_env_start_grows_the_shared_start_and_caches_it(tmp_path, monkeypatch):
     (steps=0), read back from the cache the second time; a config without an environment is refused."""
     import dataclasses
 
-    from course_lib.starts import env_start, sft_start
+    from course_lib.run.starts import env_start, sft_start
 
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path))
     cfg = get_config("test")
@@ -456,7 +456,7 @@ def test_env_start_grows_the_shared_start_and_caches_it(tmp_path, monkeypatch):
 
 def test_tool_demonstrations_can_ask_for_the_whole_sum_and_a_bad_call_is_refused(capsys):
     from course_lib.__main__ import main
-    from course_lib.configs import validate
+    from course_lib.trainers.configs import validate
 
     assert CalculatorEnv.demonstration((37, 45), "sum") == [("[37+45]", True), ("82", False), ("82", True)]
     assert CalculatorEnv.demonstration((37, 45)) == [("[7+5]", True), ("12", False), ("82", True)]
@@ -486,7 +486,7 @@ def test_tool_demonstrations_can_ask_for_the_whole_sum_and_a_bad_call_is_refused
 
 
 def test_the_tool_answer_probe_is_each_pairs_own_teacher_forced_log_prob(tool_sft):
-    from course_lib.environments import tool_answer_probe
+    from course_lib.tinygpt.environments import tool_answer_probe
 
     task, model = tool_sft
     pairs = [(7, 5), (3, 4), (9, 9), (1, 0)]  # the tool's answers have 2 and 1 digits: rows of two lengths

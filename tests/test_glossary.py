@@ -1,4 +1,4 @@
-"""The glossary (course_lib.glossary) read against the notebooks in course order: no notebook uses a term
+"""The glossary (course_lib.lesson.glossary) read against the notebooks in course order: no notebook uses a term
 before the notebook that defines it, and the defining notebook shows the term in bold."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import jupytext
 import pytest
 from conftest import ROOT
 
-from course_lib.glossary import GLOSSARY
+from course_lib.lesson.glossary import GLOSSARY
 
 NOTEBOOKS = ROOT / "notebooks"
 ORDER = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
@@ -52,7 +52,7 @@ def test_no_notebook_uses_a_term_before_its_definition(term, texts):
     home = ORDER.index(GLOSSARY[term].stem)
     early = [stem for stem in ORDER[:home] if _uses(term, texts[stem])]
     assert not early, (f"{term!r} is used in {early} before {GLOSSARY[term].stem} defines it: define it where "
-                       f"first used (and move its home in course_lib/glossary.py) or reword")
+                       f"first used (and move its home in course_lib/lesson/glossary.py) or reword")
 
 
 @pytest.mark.parametrize("term", sorted(GLOSSARY))

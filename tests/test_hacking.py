@@ -1,10 +1,10 @@
-"""Notebook 11_reward_hacking's alarm rules (course_lib.hacking) on hand-made metric rows."""
+"""Notebook 11_reward_hacking's alarm rules (course_lib.run.hacking) on hand-made metric rows."""
 
 from __future__ import annotations
 
 import pytest
 
-from course_lib.hacking import ALARMS, alarm_order, experiment_config, first_alarms
+from course_lib.run.hacking import ALARMS, alarm_order, experiment_config, first_alarms
 
 
 def row(step, length=3.0, trunc=0.0, ent=1.0, acc=None, loose=None):

@@ -138,9 +138,9 @@ def test_the_folders_graph_sees_every_kind_of_import():
     assert "benchmarks.tables" in g["benchmarks.writer"]
     assert "benchmarks.provenance" in g["benchmarks.gpu_check"]  # bare, inside a function
     assert "tools.doc_blocks" in g["benchmarks.tables"]  # from tools import doc_blocks
-    assert "course_lib.lab_check" in g["instructor.lab_grading"]  # across folders
+    assert "course_lib.run.lab_check" in g["instructor.lab_grading"]  # across folders
     assert "instructor.gradebook" in g["instructor.roster"]
-    assert "course_lib.verdicts" not in g["instructor.roster"]
+    assert "course_lib.run.verdicts" not in g["instructor.roster"]
 
 
 def test_course_lib_has_no_import_cycle():

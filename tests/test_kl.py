@@ -1,4 +1,4 @@
-"""course_lib.kl: the regularised optima, both KL directions, and the estimators' expected gradients.
+"""course_lib.formulas.kl: the regularised optima, both KL directions, and the estimators' expected gradients.
 
 Every identity is checked against an independent computation (autograd of the exact KL, the
 stationarity condition, random competitors), on random categorical examples from hypothesis.
@@ -14,14 +14,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.kl import (
+from course_lib.formulas.kl import (
     categorical_kl,
     expected_kl_gradient,
     forward_kl_regularised_optimum,
     kl_regularised_optimum,
     regularised_objective,
 )
-from course_lib.policy_loss import kl_estimate
+from course_lib.formulas.policy_loss import kl_estimate
 
 REF = np.array([0.20, 0.10, 0.45, 0.15, 0.10])
 REWARD = np.array([1.0, 0.8, -0.5, -0.2, 0.0])
@@ -144,10 +144,10 @@ def test_bad_input(call, match):
 
 
 def test_reference_kl_on_the_tiny_gpt():
-    from course_lib.configs import get_config
-    from course_lib.evaluation import reference_kl
-    from course_lib.model import build_model
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.evaluation import reference_kl
+    from course_lib.tinygpt.model import build_model
+    from course_lib.tinygpt.task import AdditionTask
+    from course_lib.trainers.configs import get_config
 
     cfg = get_config("test")
     task = AdditionTask(cfg.task)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.configs import KTOConfig, get_config
-from course_lib.kto import kto_batch_loss, kto_batches, label_balance, unpaired_examples
-from course_lib.model import build_model
-from course_lib.orpo import base_weights
-from course_lib.pipeline import build_policy
-from course_lib.preference import mismatched_order
-from course_lib.task import AdditionTask
+from course_lib.formulas.preference import mismatched_order
+from course_lib.run.pipeline import build_policy
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import KTOConfig, get_config
+from course_lib.trainers.kto import kto_batch_loss, kto_batches, label_balance, unpaired_examples
+from course_lib.trainers.orpo import base_weights
 
 P = 5  # prompt length of the 1-digit task
 

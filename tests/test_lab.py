@@ -19,8 +19,8 @@ import pytest
 import torch
 from conftest import ROOT, report_line
 
-from course_lib import lab_check
-from course_lib.lab_check import LabConfig, in_process_remote, one_step, pack, unpack
+from course_lib.run import lab_check
+from course_lib.run.lab_check import LabConfig, in_process_remote, one_step, pack, unpack
 
 SOLUTION = ROOT / "solutions" / "lab14" / "lab_training_loop.ipynb"
 RELEASE = ROOT / "exercises" / "lab14" / "lab_training_loop.ipynb"

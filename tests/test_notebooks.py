@@ -1,7 +1,7 @@
 """Lecture notebooks: Jupytext pairing, no committed outputs, and the exact ones (LECTURE) executed on fresh kernels.
 
 Every ``notebooks/*.ipynb`` (the tiny-GPT ones included) must be paired with its ``py:percent`` source, in sync,
-committed without outputs, and start with the Colab set-up cell from ``course_lib.colab``.
+committed without outputs, and start with the Colab set-up cell from ``course_lib.lesson.colab``.
 The notebooks in ``LECTURE`` (they train nothing) are executed here (restart and run all) with nbclient; a cell error, any
 stderr output or a printed ``...Warning`` fails the test, and the lecture's numbers are read back
 from the executed notebook's namespace (names or expressions evaluated after the last cell, some of
@@ -29,7 +29,7 @@ from conftest import ROOT, keep_executed, report_line
 from nbclient import NotebookClient
 from traitlets.config import Config
 
-from course_lib.colab import SETUP_CELL
+from course_lib.lesson.colab import SETUP_CELL
 
 NOTEBOOKS = ROOT / "notebooks"
 LECTURE = [
@@ -86,14 +86,15 @@ def test_first_cell_is_the_colab_setup_cell(name):
     first = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells[0]
     assert first.cell_type == "code"
     assert first.source.strip() == SETUP_CELL.strip(), (
-        f"{name}: the first cell must be course_lib.colab.SETUP_CELL (copy it, then `make sync`)"
+        f"{name}: the first cell must be course_lib.lesson.colab.SETUP_CELL (copy it, then `make sync`)"
     )
 
 
 def _library_names() -> set[str]:
     import inspect
 
-    from course_lib import advantages, budgets, device, kl, policy_loss, preference
+    from course_lib.formulas import advantages, budgets, kl, policy_loss, preference
+    from course_lib.tinygpt import device
 
     names = set()
     for mod in (preference, advantages, policy_loss, kl, budgets, device):
@@ -112,7 +113,7 @@ def test_lecture_notebook_has_the_teaching_shape(name):
     assert not forks, f"{name} redefines course_lib functions {forks}: import them instead"
     assert "widgets." in text and "display(" in text, "one ipywidgets explorer per notebook"
     assert "## Check yourself" in text and text.count("<details><summary>Answer</summary>") >= 3
-    assert "predict(" in text, "ask the student to predict before a key result (course_lib.explore.predict)"
+    assert "predict(" in text, "ask the student to predict before a key result (course_lib.lesson.explore.predict)"
     assert "## Your turn" in text and "# your code here" in text, "a short exercise with its answer"
 
 
@@ -131,7 +132,7 @@ def test_lecture_section_numbers_are_pointers_only(name):
 
 
 def test_predict_keeps_the_answer_until_reveal():
-    from course_lib.explore import predict
+    from course_lib.lesson.explore import predict
 
     box = predict("2 + 2?", ["3", "4"], "4", "Four.")
     _, choice, button, verdict = box.children
@@ -153,7 +154,7 @@ def test_predict_keeps_the_answer_until_reveal():
 # ---------------------------------------------------------------------------------------------
 # Predictions ask before they tell. The convention, checked statically on the py:percent
 # sources (all code cells read as one stream, in order; markdown cells and comments ignored):
-# - a *prediction* is a call ``predict(`` (``course_lib.explore.predict``, the course's one widget);
+# - a *prediction* is a call ``predict(`` (``course_lib.lesson.explore.predict``, the course's one widget);
 # - a *reveal* is what shows a result: ``print(``, ``plt.show(`` or ``display(`` of anything but a
 #   prediction;
 # - a *run* is a training call (``train_*(``, ``*trainer.train(``, or a notebook's run helper ``*_run(``);
@@ -385,16 +386,16 @@ def close(value, expected, digits):
 def check_00(ns, shown, widgets):
     import torch
 
-    from course_lib.device import resolve_device
+    from course_lib.tinygpt.device import resolve_device
 
     report = ns["report"]
     assert report["torch"] == torch.__version__
     assert report["device"] == resolve_device("auto").type
     assert report["colab"] == "no" and report["course_lib"] != "not installed"
     assert math.isclose(ns["checksum"], 1.0, rel_tol=1e-4)
-    from course_lib.course_map import notebook_map
+    from course_lib.lesson.course_map import notebook_map
 
-    assert notebook_map() in shown, "notebook 00 shows the course map from course_lib.course_map"
+    assert notebook_map() in shown, "notebook 00 shows the course map from course_lib.lesson.course_map"
 
 
 def check_01(ns, shown, widgets):
@@ -548,7 +549,7 @@ def check_09(ns, shown, widgets):
 
 
 def check_11(ns, shown, widgets):
-    from course_lib.sources import SOURCES
+    from course_lib.lesson.sources import SOURCES
 
     assert [key for _, key in ns["entries"]] and {key for _, key in ns["entries"]} == set(SOURCES)
     years = [date[0] for date, _ in ns["entries"]]

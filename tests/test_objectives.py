@@ -14,18 +14,28 @@ import dataclasses
 import pytest
 import torch
 
-from course_lib import grpo as grpo_module
 from course_lib.__main__ import apply_overrides, build_parser
-from course_lib.advantages import compute_advantages
-from course_lib.configs import get_config, validate
-from course_lib.grpo import train_grpo
-from course_lib.model import build_model, completion_logprobs
-from course_lib.policy_loss import aggregate, cispo_objective, clipped_surrogate, sequence_ratio
-from course_lib.rewards import CheckerReward, OverlongShaped, overlong_penalty, resolve_reward
-from course_lib.rollout import collect_rollouts
-from course_lib.sft import train_sft
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.formulas.advantages import compute_advantages
+from course_lib.formulas.policy_loss import (
+    aggregate,
+    cispo_objective,
+    clipped_surrogate,
+    sequence_ratio,
+)
+from course_lib.tinygpt.model import build_model, completion_logprobs
+from course_lib.tinygpt.rewards import (
+    CheckerReward,
+    OverlongShaped,
+    overlong_penalty,
+    resolve_reward,
+)
+from course_lib.tinygpt.rollout import collect_rollouts
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers import grpo as grpo_module
+from course_lib.trainers.configs import get_config, validate
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.sft import train_sft
+from course_lib.trainers.trainer import TrainContext
 
 LR = 0.2  # large enough that the second inner epoch's ratios leave 1 and the clip or cap acts
 
@@ -195,7 +205,7 @@ def test_verifier_failures_are_counted_per_step_and_drawn(start, matplotlib_read
     import matplotlib
 
     matplotlib.use("Agg")
-    from course_lib.dashboard import dashboard
+    from course_lib.run.dashboard import dashboard
 
     cfg, task, model = start
     g = dataclasses.replace(cfg.grpo, temperature=3.0)
@@ -214,7 +224,7 @@ def test_verifier_failures_are_counted_per_step_and_drawn(start, matplotlib_read
 
 
 def test_the_passport_discloses_the_objective_and_the_shaping():
-    from course_lib.passport import passport
+    from course_lib.run.passport import passport
 
     cfg = get_config("test")
     plain = passport(cfg, "grpo")

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.rewards import overlong_penalty
+from course_lib.tinygpt.rewards import overlong_penalty
 
 
 def test_the_penalty_at_the_documented_lengths():

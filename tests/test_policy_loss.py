@@ -4,7 +4,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib.policy_loss import aggregate, clipped_surrogate, kl_estimate, kl_shaped_rewards
+from course_lib.formulas.policy_loss import (
+    aggregate,
+    clipped_surrogate,
+    kl_estimate,
+    kl_shaped_rewards,
+)
 
 MASK = [[1, 0, 0], [1, 1, 1]]
 VALUES = [[2.0, 9.0, 9.0], [0.0, 0.0, 0.0]]  # 9.0 sits on padding and must never count
@@ -183,7 +188,7 @@ def test_kl_in_the_reward_is_a_detached_sequence_penalty():
 # --- GSPO's sequence ratio and CISPO's capped weight ------------------------------------------------
 
 def test_sequence_ratio_is_the_geometric_mean_of_the_real_tokens_ratios():
-    from course_lib.policy_loss import sequence_ratio
+    from course_lib.formulas.policy_loss import sequence_ratio
 
     logps = torch.log(torch.tensor([[0.5, 0.2, 0.9], [0.4, 0.4, 0.4], [0.3, 0.3, 0.3]], dtype=torch.float64))
     old = torch.log(torch.tensor([[0.25, 0.8, 0.1], [0.2, 0.4, 0.4], [0.6, 0.6, 0.6]], dtype=torch.float64))
@@ -196,7 +201,7 @@ def test_sequence_ratio_is_the_geometric_mean_of_the_real_tokens_ratios():
 @given(st.lists(st.floats(-2, 2), min_size=1, max_size=6), st.floats(-3, 3))
 def test_gspo_gradient_spreads_s_times_a_over_the_completions_tokens(deltas, adv):
     """Inside the clip band, ∂(s·A)/∂log π_t = s·A/|y| for every real token t."""
-    from course_lib.policy_loss import sequence_ratio
+    from course_lib.formulas.policy_loss import sequence_ratio
 
     n = len(deltas)
     lp = torch.tensor([deltas], dtype=torch.float64, requires_grad=True)
@@ -206,7 +211,7 @@ def test_gspo_gradient_spreads_s_times_a_over_the_completions_tokens(deltas, adv
 
 
 def test_cispo_keeps_a_gradient_where_the_ppo_clip_removes_it():
-    from course_lib.policy_loss import cispo_objective
+    from course_lib.formulas.policy_loss import cispo_objective
 
     lp = torch.log(torch.tensor([[0.9, 0.5, 0.2]], dtype=torch.float64)).requires_grad_()
     old = torch.log(torch.tensor([[0.3, 0.5, 0.4]], dtype=torch.float64))
@@ -228,7 +233,7 @@ def test_cispo_keeps_a_gradient_where_the_ppo_clip_removes_it():
     (lambda f: f["seq"]([0.0, 0.0], [0.0, 0.0], [1, 1]), r"\(N, T\) shape"),
 ])
 def test_gspo_and_cispo_refuse_bad_input(call, match):
-    from course_lib.policy_loss import cispo_objective, sequence_ratio
+    from course_lib.formulas.policy_loss import cispo_objective, sequence_ratio
 
     with pytest.raises(ValueError, match=match):
         call({"cispo": cispo_objective, "seq": sequence_ratio})

@@ -9,20 +9,20 @@ import json
 import pytest
 import torch
 
-from course_lib.advantages import gae, whiten
-from course_lib.configs import PPOConfig, get_config
-from course_lib.model import build_model
-from course_lib.policy_loss import clipped_value_loss
-from course_lib.ppo import (
+from course_lib.formulas.advantages import gae, whiten
+from course_lib.formulas.policy_loss import clipped_value_loss
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import PPOConfig, get_config
+from course_lib.trainers.ppo import (
     build_critic,
     critic_passport,
     persistent_bytes,
     token_values,
     train_ppo,
 )
-from course_lib.runtime import MetricsLog
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.trainers.trainer import TrainContext
 
 torch.set_num_threads(1)
 
@@ -190,7 +190,7 @@ def test_no_vf_coef_because_a_weight_on_the_separate_critics_loss_cancels(tiny, 
     critic_learning_rate. Checked: a 10× weight changes the critic's step by under 2% of its size."""
     import dataclasses as dc
 
-    from course_lib import ppo
+    from course_lib.trainers import ppo
 
     assert "vf_coef" not in {f.name for f in dc.fields(PPOConfig)}
     with pytest.raises(TypeError, match="vf_coef"):

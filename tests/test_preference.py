@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lecture import printed
 
-from course_lib.preference import (
+from course_lib.formulas.preference import (
     bt_probability,
     dpo_terms,
     implicit_reward,

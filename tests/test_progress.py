@@ -7,13 +7,13 @@ from conftest import ROOT
 from nbclient import NotebookClient
 from tqdm.notebook import tqdm as notebook_tqdm
 
-from course_lib.runtime import progress
+from course_lib.tinygpt.runtime import progress
 
 
 def test_an_executed_notebook_saves_the_finished_bar_not_its_first_frame():
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
-        "from course_lib.runtime import progress\n"
+        "from course_lib.tinygpt.runtime import progress\n"
         "bar = progress(5, 'demo')\n"
         "for _ in range(5):\n"
         "    bar.update(1)\n"
@@ -40,10 +40,10 @@ def test_a_grpo_progress_bar_names_the_run(capsys):
 
     import torch
 
-    from course_lib.configs import get_config
-    from course_lib.grpo import train_grpo
-    from course_lib.model import build_model
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.model import build_model
+    from course_lib.tinygpt.task import AdditionTask
+    from course_lib.trainers.configs import get_config
+    from course_lib.trainers.grpo import train_grpo
 
     cfg = get_config("test")
     task = AdditionTask(cfg.task)

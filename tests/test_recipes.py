@@ -1,4 +1,4 @@
-"""Recipes (course_lib.recipes): a recipe of one stage is that trainer's run, a recipe resumed at a
+"""Recipes (course_lib.run.recipes): a recipe of one stage is that trainer's run, a recipe resumed at a
 stage boundary is the uninterrupted one, bad stages are refused with the list, and a stage that cannot start
 stops the recipe with its reason and keeps the stages before it. Toy budgets on the ``test`` config (CPU)."""
 
@@ -9,13 +9,13 @@ import json
 import pytest
 import torch
 
-from course_lib import recipes
 from course_lib.__main__ import main
-from course_lib.configs import get_config
-from course_lib.evaluation import sampled_eval
-from course_lib.passport import passport
-from course_lib.pipeline import build_policy, run
-from course_lib.runtime import Interrupted, clear_stop, load_checkpoint, request_stop
+from course_lib.run import recipes
+from course_lib.run.passport import passport
+from course_lib.run.pipeline import build_policy, run
+from course_lib.tinygpt.evaluation import sampled_eval
+from course_lib.tinygpt.runtime import Interrupted, clear_stop, load_checkpoint, request_stop
+from course_lib.trainers.configs import get_config
 
 STAGES = "sft,grpo,rft:steps=2,grpo:steps=2:temperature=1.2"
 TIMES = ("seconds", "rl_seconds", "update_seconds", "gen_seconds", "other_seconds", "tokens_per_second", "cpu_seconds",
@@ -116,9 +116,9 @@ def test_a_stage_that_cannot_start_stops_the_recipe_and_keeps_the_stages_before_
 
 
 def test_a_failed_rollout_worker_ends_a_recipe_with_an_error_not_a_traceback(tmp_path, capsys, monkeypatch):
-    from course_lib import rollout
+    from course_lib.tinygpt import rollout
 
-    def boom(*args, **kwargs):  # the worker is forked: it imports this from course_lib.rollout
+    def boom(*args, **kwargs):  # the worker is forked: it imports this from course_lib.tinygpt.rollout
         raise RuntimeError("sampling exploded in the worker")
 
     monkeypatch.setattr(rollout, "collect_rollouts", boom)

@@ -14,10 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import GPT2ForSequenceClassification
 
-from course_lib.configs import RewardModelConfig, get_config
-from course_lib.model import build_model
-from course_lib.preference import reward_model_loss
-from course_lib.reward_model import (
+from course_lib.formulas.preference import reward_model_loss
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.rewards import resolve_reward
+from course_lib.tinygpt.task import AdditionTask, CharTokenizer
+from course_lib.trainers.configs import RewardModelConfig, get_config
+from course_lib.trainers.reward_model import (
     best_of_n_curve,
     best_of_n_exact_kl,
     best_of_n_kl,
@@ -34,10 +36,8 @@ from course_lib.reward_model import (
     sample_ids,
     save_reward_model,
 )
-from course_lib.rewards import resolve_reward
-from course_lib.sft import train_sft
-from course_lib.task import AdditionTask, CharTokenizer
-from course_lib.trainer import TrainContext
+from course_lib.trainers.sft import train_sft
+from course_lib.trainers.trainer import TrainContext
 
 torch.set_num_threads(1)
 
@@ -287,7 +287,7 @@ def test_bad_reward_model_options(field, value, match):
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.lists(st.booleans(), min_size=1, max_size=8), max_size=6), st.integers(1, 4))
 def test_one_pairing_rule_for_dpo_the_reward_model_and_the_lab(accepted, per_prompt):
-    from course_lib.dpo import select_pairs
+    from course_lib.trainers.dpo import select_pairs
 
     picked = select_pairs(accepted, per_prompt)
     for i, row in enumerate(accepted):

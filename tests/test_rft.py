@@ -9,15 +9,15 @@ import dataclasses
 import pytest
 import torch
 
-from course_lib.configs import get_config
-from course_lib.grpo import train_grpo
-from course_lib.model import build_model
-from course_lib.rewards import resolve_reward
-from course_lib.rft import rft_loss, rft_weights, train_rft
-from course_lib.runtime import MetricsLog
-from course_lib.sft import sft_loss, train_sft
-from course_lib.task import AdditionTask
-from course_lib.trainer import TrainContext
+from course_lib.tinygpt.model import build_model
+from course_lib.tinygpt.rewards import resolve_reward
+from course_lib.tinygpt.runtime import MetricsLog
+from course_lib.tinygpt.task import AdditionTask
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.grpo import train_grpo
+from course_lib.trainers.rft import rft_loss, rft_weights, train_rft
+from course_lib.trainers.sft import sft_loss, train_sft
+from course_lib.trainers.trainer import TrainContext
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def _adamw_step(advantages: torch.Tensor) -> torch.Tensor:
 
 
 def test_adamw_cancels_a_constant_factor_but_not_per_group_std():
-    from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
+    from course_lib.formulas.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages
 
     rewards = torch.tensor([[1.0, 0, 0, 0, 0, 0, 0, 0], [1.0, 1, 1, 1, 0, 0, 0, 0]])  # std 0.33 and 0.5
     step = {name: _adamw_step(fn(rewards)) for name, fn in
@@ -158,7 +158,7 @@ def test_cli_rft_control_end_to_end(tmp_path):
     import json
 
     from course_lib.__main__ import main
-    from course_lib.pipeline import run
+    from course_lib.run.pipeline import run
 
     out = tmp_path / "grpo"
     code = main(["train", "grpo", "--config", "test", "--out", str(out), "--steps", "2", "--control", "rft",

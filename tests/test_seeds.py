@@ -1,4 +1,4 @@
-"""course_lib.seeds: seeds side by side give the numbers each seed gives alone, from its cached start."""
+"""course_lib.run.seeds: seeds side by side give the numbers each seed gives alone, from its cached start."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import functools
 
 import pytest
 
-from course_lib.configs import get_config
-from course_lib.seeds import SeedFailed, in_background, over_seeds, train_seeds
-from course_lib.starts import cache_dir
+from course_lib.run.seeds import SeedFailed, in_background, over_seeds, train_seeds
+from course_lib.run.starts import cache_dir
+from course_lib.trainers.configs import get_config
 
 
 def _numbers(run: dict) -> dict:
@@ -80,8 +80,8 @@ def test_a_stale_grpo_is_refused():
 
 def test_a_notebooks_variants_on_a_background_seed_equal_the_kernels_own_runs(cache):
     """``variants_from_start`` (a background seed) and ``rl_from_sft`` (the notebook's seed in its kernel) agree."""
-    from course_lib.seeds import rl_from_sft, variants_from_start
-    from course_lib.starts import sft_start
+    from course_lib.run.seeds import rl_from_sft, variants_from_start
+    from course_lib.run.starts import sft_start
 
     cfg = get_config("test")
     variants = {"GRPO": ("grpo", {"steps": 3}), "RFT": ("rft", {"steps": 3})}

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import pytest
 from conftest import ROOT
 
-from course_lib.colab import BRANCH, REPO_URL
+from course_lib.lesson.colab import BRANCH, REPO_URL
 from tools.build_site import _link_pages, build_docs, doc_href, index_page, notebook_names
 
 

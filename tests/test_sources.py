@@ -13,7 +13,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from course_lib.sources import SOURCES, cite, date, timeline
+from course_lib.lesson.sources import SOURCES, cite, date, timeline
 
 ROOT = Path(__file__).resolve().parents[1]
 LECTURE_LIST = [
@@ -49,7 +49,7 @@ def test_every_paper_a_notebook_links_to_has_its_home_here():
     known = {s.url for s in SOURCES.values()}
     for py in sorted((ROOT / "notebooks").glob("*.py")):
         for url in re.findall(r"https://arxiv\.org/abs/[\d.]+", py.read_text(encoding="utf-8")):
-            assert url in known, f"{py.name} links to {url}, which course_lib.sources does not list"
+            assert url in known, f"{py.name} links to {url}, which course_lib.lesson.sources does not list"
 
 
 # A method's name as the notebooks write it -> the key of its primary source. Course order is the

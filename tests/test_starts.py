@@ -1,6 +1,6 @@
-"""The shared SFT start (``course_lib.starts``): the cached model is the pipeline's SFT policy, its key
+"""The shared SFT start (``course_lib.run.starts``): the cached model is the pipeline's SFT policy, its key
 changes with everything that decides its weights, two processes asking at once train it once, and
-the stopwatch the notebooks print their time with (``course_lib.stopwatch``)."""
+the stopwatch the notebooks print their time with (``course_lib.lesson.stopwatch``)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import pytest
 import torch
 from conftest import ROOT
 
-from course_lib import starts
-from course_lib.configs import get_config
-from course_lib.pipeline import sft_policy
-from course_lib.stopwatch import Stopwatch
-from course_lib.trainer import TrainContext
+from course_lib.lesson.stopwatch import Stopwatch
+from course_lib.run import starts
+from course_lib.run.pipeline import sft_policy
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.trainer import TrainContext
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_bad_arguments_name_the_argument(cache):
 
 
 def test_two_processes_at_once_train_it_once(tmp_path):
-    script = ("from course_lib.configs import get_config; from course_lib.starts import sft_start; "
+    script = ("from course_lib.trainers.configs import get_config; from course_lib.run.starts import sft_start; "
               "_, m, info = sft_start(get_config('test'), seed=5, steps=30); "
               "print('RESULT', info['cached'], sum(float(p.sum()) for p in m.parameters()))")
     env = {**os.environ, "COURSE_CACHE": str(tmp_path), "OMP_NUM_THREADS": "1"}

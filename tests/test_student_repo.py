@@ -18,7 +18,7 @@ from conftest import ROOT
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from course_lib import colab  # noqa: E402
+from course_lib.lesson import colab  # noqa: E402
 from tools import student_repo  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def test_no_instructor_file_and_one_commit(built):
         assert not (dest / "tests" / name).exists(), name
     assert (dest / "exercises" / "module14" / "q1_bradley_terry.ipynb").exists()
     assert (dest / "exercises" / "systems14" / "q6_stale_rollouts.ipynb").exists()  # the systems assignment, released
-    assert (dest / "course_lib" / "colab.py").exists() and (dest / "Makefile").exists()
+    assert (dest / "course_lib" / "lesson" / "colab.py").exists() and (dest / "Makefile").exists()
     log = subprocess.run(["git", "log", "--oneline"], cwd=dest, capture_output=True, text=True, check=True)
     assert len(log.stdout.splitlines()) == 1
     status = subprocess.run(["git", "status", "--porcelain"], cwd=dest, capture_output=True, text=True, check=True)
@@ -61,7 +61,7 @@ def test_every_remaining_test_runs_without_instructor_files(built):
 
 def test_colab_links_and_set_up_cells_point_at_the_students_repository(built):
     dest, _ = built
-    assert f'REPO = "{NEW_REPO}"' in (dest / "course_lib" / "colab.py").read_text()
+    assert f'REPO = "{NEW_REPO}"' in (dest / "course_lib" / "lesson" / "colab.py").read_text()
     assert f"colab.research.google.com/github/{NEW_REPO}/" in (dest / "README.md").read_text()
     assert f"git+https://github.com/{NEW_REPO}.git" in (dest / "notebooks" / "00_start_here.ipynb").read_text()
     assert colab.REPO not in (dest / "README.md").read_text()

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from course_lib.__main__ import main
-from course_lib.configs import get_config
-from course_lib.pipeline import run
-from course_lib.runtime import CHECKPOINT_FORMAT, load_checkpoint
+from course_lib.run.pipeline import run
+from course_lib.tinygpt.runtime import CHECKPOINT_FORMAT, load_checkpoint
+from course_lib.trainers.configs import get_config
 
 TIMING = ("seconds", "per_second")
 
@@ -163,7 +163,7 @@ def test_every_numeric_option_refuses_what_it_cannot_mean_by_name(kind, flag, na
                                                                    capsys, monkeypatch):
     """inf, -inf and nan for a float, an absurd negative for a count: refused before any training, naming the option."""
     from course_lib import __main__ as cli
-    from course_lib import pipeline, recipes
+    from course_lib.run import pipeline, recipes
 
     def trained(*args, **kwargs):
         raise AssertionError(f"{flag} reached training")
@@ -330,7 +330,7 @@ def test_resume_hint_is_the_whole_command_and_wall_seconds_span_both_processes(t
     """A stopped run prints the command to type; summary.json's wall_seconds counts the first process too."""
     import shlex
 
-    from course_lib import runtime
+    from course_lib.tinygpt import runtime
 
     out = tmp_path / "a run"
     run("grpo", get_config("test"), out, steps=1, show_progress=False, verbose=False)

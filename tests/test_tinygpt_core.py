@@ -9,16 +9,16 @@ import math
 import pytest
 import torch
 
-from course_lib.configs import DPOConfig, GRPOConfig, RunConfig, get_config, validate
-from course_lib.dpo import dpo_batch_loss
-from course_lib.grpo import policy_step
-from course_lib.model import ModelConfig, build_model, completion_logprobs
-from course_lib.passport import passport
-from course_lib.rewards import resolve_reward
-from course_lib.rollout import collect_rollouts, completion_masks, generate
-from course_lib.runtime import make_optimizer
-from course_lib.task import AdditionTask, CharTokenizer, TaskConfig
-from course_lib.trainer import TrainContext
+from course_lib.run.passport import passport
+from course_lib.tinygpt.model import ModelConfig, build_model, completion_logprobs
+from course_lib.tinygpt.rewards import resolve_reward
+from course_lib.tinygpt.rollout import collect_rollouts, completion_masks, generate
+from course_lib.tinygpt.runtime import make_optimizer
+from course_lib.tinygpt.task import AdditionTask, CharTokenizer, TaskConfig
+from course_lib.trainers.configs import DPOConfig, GRPOConfig, RunConfig, get_config, validate
+from course_lib.trainers.dpo import dpo_batch_loss
+from course_lib.trainers.grpo import policy_step
+from course_lib.trainers.trainer import TrainContext
 
 TINY = ModelConfig(n_layer=1, n_embd=32, n_head=2, n_positions=32)
 
@@ -153,7 +153,7 @@ def test_leaving_zero_variance_groups_out_of_the_update_changes_nothing(task, mo
     (``batch["informative"]``) gives the same loss, clip fraction and gradient (to float rounding),
     under μ = 2 with clipping, masked truncation and every averaging unit; and when every group is
     degenerate the AdamW step still happens, exactly as with the full batch (momentum moves)."""
-    from course_lib.advantages import zero_variance_groups
+    from course_lib.formulas.advantages import zero_variance_groups
 
     mixed = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
     flat = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
@@ -193,7 +193,7 @@ def test_leaving_zero_variance_groups_out_of_the_update_changes_nothing(task, mo
 def test_a_reference_kept_only_to_log_the_kl_does_not_stop_the_sparse_update(task, model):
     """β = 0 with a reference (the pipeline keeps one to log the KL): zero-variance rows still leave the
     update, and the logged KL, from the sampler's own log-probs, equals the full forward's."""
-    from course_lib.advantages import zero_variance_groups
+    from course_lib.formulas.advantages import zero_variance_groups
 
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
     prompts = task.encode_prompts(task.heldout_pairs[:3])
@@ -219,7 +219,7 @@ def test_a_reference_kept_only_to_log_the_kl_does_not_stop_the_sparse_update(tas
 def test_the_logged_kl_is_pi_olds_whatever_the_zero_variance_share_and_the_sampler(task, model):
     """``kl`` is KL(π_old‖ref) on every row: the same number whether zero-variance groups leave the update
     or not, even when the sampler was another policy (stale weights or another temperature)."""
-    from course_lib.advantages import zero_variance_groups
+    from course_lib.formulas.advantages import zero_variance_groups
 
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
     batch = _grpo_batch(task, model, rewards)
@@ -340,7 +340,7 @@ def test_passport_names_the_six_choices():
 @pytest.mark.parametrize("reward", ["strict", "loose", "partial"])
 def test_the_passport_names_every_checker_from_its_one_home(kind, reward):
     """A --reward partial run used to say "learned reward model loaded from tial" and "(binary)"."""
-    from course_lib.rewards import CHECKERS
+    from course_lib.tinygpt.rewards import CHECKERS
 
     cfg = get_config("test")
     getattr(cfg, kind).reward = reward
@@ -372,7 +372,7 @@ def test_gpu_config_scales_every_trainer_and_leaves_a_spare_token():
 
 def test_clipped_objective_gradient_changes_only_outside_the_interval():
     """As the trainer composes it: clipped_surrogate then aggregate, gradients w.r.t. log π."""
-    from course_lib.policy_loss import aggregate, clipped_surrogate
+    from course_lib.formulas.policy_loss import aggregate, clipped_surrogate
 
     old = torch.zeros(1, 6)
     logp = torch.log(torch.tensor([[0.9, 1.1, 1.5, 0.5, 1.5, 0.5]])).requires_grad_(True)
@@ -587,8 +587,8 @@ def test_the_update_without_zero_variance_rows_reads_no_tensor_on_the_host(task,
 def test_kl_in_the_reward_is_folded_in_before_the_baseline(task, model):
     """kl_placement='reward': equal checker rewards, yet each completion's KL penalty differs, so the
     gradient is the policy gradient of the KL-shaped rewards' group advantages (and nothing else)."""
-    from course_lib.advantages import grpo_advantages
-    from course_lib.policy_loss import aggregate, kl_shaped_rewards
+    from course_lib.formulas.advantages import grpo_advantages
+    from course_lib.formulas.policy_loss import aggregate, kl_shaped_rewards
 
     ref = copy.deepcopy(model)
     with torch.no_grad():
@@ -633,7 +633,7 @@ def test_kl_is_measured_with_a_reference_even_at_beta_zero(task, model):
 
 def test_mask_truncated_keeps_rows_in_the_denominator(task, model):
     """Truncated completions get a zero mask; the constant unit still divides by all rows × L_max (TRL)."""
-    from course_lib.policy_loss import aggregate
+    from course_lib.formulas.policy_loss import aggregate
 
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
     batch = _grpo_batch(task, model, rewards)
@@ -645,7 +645,7 @@ def test_mask_truncated_keeps_rows_in_the_denominator(task, model):
     model.zero_grad()
     args = (batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
     lp, mask = completion_logprobs(model, *args, start=task.prompt_length)
-    from course_lib.advantages import compute_advantages
+    from course_lib.formulas.advantages import compute_advantages
 
     adv = compute_advantages(rewards, "grpo").flatten()
     kept = (~batch["truncated"]).float()[:, None]
@@ -717,8 +717,8 @@ def test_checker_rewards_are_batched_on_lists(task):
     strict = resolve_reward("strict", task)([(7, 5), (7, 5)], comps)
     loose = resolve_reward("loose", task)([(7, 5), (7, 5)], comps)
     assert strict.dtype == torch.float32 and strict.tolist() == [1.0, 0.0] and loose.tolist() == [1.0, 1.0]
-    if importlib.util.find_spec("course_lib.reward_model") is None:  # until the reward-model module exists
-        with pytest.raises(ValueError, match="course_lib.reward_model"):
+    if importlib.util.find_spec("course_lib.trainers.reward_model") is None:  # until the reward-model module exists
+        with pytest.raises(ValueError, match="course_lib.trainers.reward_model"):
             resolve_reward("rm:/nowhere", task)
 
 
@@ -792,8 +792,8 @@ def test_zero_variance_keep_drop_and_resample_differ_as_documented(task, model, 
 def test_sft_steps_copy_their_batch_indices_without_a_sync(task, model, monkeypatch):
     """The CPU generator keeps the data order the same on every device; its indices reach the device
     through the non-blocking door, one copy per step."""
-    from course_lib.configs import SFTConfig
-    from course_lib.sft import train_sft
+    from course_lib.trainers.configs import SFTConfig
+    from course_lib.trainers.sft import train_sft
 
     def run(steps):
         cfg = SFTConfig(steps=steps, batch_size=4, eval_every=1000)
@@ -811,7 +811,7 @@ def test_sft_steps_copy_their_batch_indices_without_a_sync(task, model, monkeypa
 def test_right_padded_batches_need_no_attention_mask(task, model, monkeypatch, group_size):
     """Causal attention with no mask (SDPA's is_causal, fused) gives the scored positions exactly the
     dense (N, 1, L, L) pattern's log-probs, entropies and gradients; the hot path never builds it."""
-    import course_lib.model as model_module
+    import course_lib.tinygpt.model as model_module
 
     prompts = task.encode_prompts(task.heldout_pairs[:4])
     torch.manual_seed(1)
@@ -844,7 +844,7 @@ def test_right_padded_batches_need_no_attention_mask(task, model, monkeypatch, g
 def test_a_mask_that_is_not_right_padded_keeps_the_dense_pattern(task, model):
     """Left padding (a hole before the tokens) is detected when validating and masked densely: the
     scores equal those of the same row without its padding."""
-    from course_lib.model import right_padded
+    from course_lib.tinygpt.model import right_padded
 
     ids = torch.cat([task.encode_prompts([(3, 4)]), torch.tensor([[task.tokenizer.eos_token_id]])], dim=1)
     pad = torch.tensor([[task.tokenizer.pad_token_id]])
@@ -868,9 +868,9 @@ def test_a_ppo_update_reads_nothing_on_the_host_and_a_step_reads_its_numbers_onc
     a policy and a critic forward per epoch. Every read is attributed to where it happens."""
     import sys
 
-    from course_lib.configs import PPOConfig
-    from course_lib.ppo import build_critic, collect, ppo_update
-    from course_lib.runtime import read_metrics
+    from course_lib.tinygpt.runtime import read_metrics
+    from course_lib.trainers.configs import PPOConfig
+    from course_lib.trainers.ppo import build_critic, collect, ppo_update
 
     cfg = PPOConfig(batch_prompts=4, num_generations=2, max_completion_length=4, num_ppo_epochs=2)
     policy = copy.deepcopy(model)
@@ -901,6 +901,6 @@ def test_a_ppo_update_reads_nothing_on_the_host_and_a_step_reads_its_numbers_onc
         monkeypatch.undo()
     forwards = 3 + 2 * cfg.num_ppo_epochs
     assert update_reads == ["transformers.find_packed_sequence_indices"] * forwards, update_reads
-    assert len(readers) == 1 and readers[0].endswith("course_lib/runtime.py"), readers  # one tolist per step
+    assert len(readers) == 1 and readers[0].endswith("course_lib/tinygpt/runtime.py"), readers  # one tolist per step
     assert all(isinstance(v, float) for v in numbers.values() if v is not None)
     assert 0 <= numbers["clip_fraction"] <= 1 and numbers["gen_seconds"] == 0.5

@@ -10,7 +10,7 @@ with staleness and a mismatched sampler shows one at K = 0; R1-Zero from the ran
 initialisation has (almost) no group with signal while GRPO from the SFT start gains the most of four starts; a judge
 trained on principles shows their position and length biases, and dropping the position rule removes the first.
 
-The notebooks share the SFT starts of seeds 0, 1, 2 (``course_lib.starts``); ``shared_sft_start`` builds
+The notebooks share the SFT starts of seeds 0, 1, 2 (``course_lib.run.starts``); ``shared_sft_start`` builds
 them once per test session, side by side, in a folder both pytest-xdist workers see (the cache's lock
 makes a second worker wait for the first and read its file). Notebooks 09, 12, 16 and 17 read their verdicts
 over those three seeds; their thresholds come from the seeds' spread with a margin. No CPU kernel set is
@@ -405,7 +405,7 @@ def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
 
 
 def test_16_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_ready, shared_sft_start):
-    from course_lib.sources import cite
+    from course_lib.lesson.sources import cite
 
     names = ["r1", "zero", "digits", "full", "starts", "gain", "sft_start_numbers", "as_rft", "as_sft", "zero_rows",
              "below", "zero_answer", "RL_STEPS", "SEEDS", VERDICTS, "seed_gains", "zero_share", "sft_top", "stage_answer",

@@ -11,12 +11,12 @@ import textwrap
 
 import pytest
 
-from course_lib import trainer
 from course_lib.__main__ import main
-from course_lib.configs import from_dict, get_config, to_dict, validate
-from course_lib.passport import passport
-from course_lib.pipeline import run
-from course_lib.recipes import run_recipe
+from course_lib.run.passport import passport
+from course_lib.run.pipeline import run
+from course_lib.run.recipes import run_recipe
+from course_lib.trainers import trainer
+from course_lib.trainers.configs import from_dict, get_config, to_dict, validate
 
 TOY = '''
 """A toy trainer: SFT's loss at its own learning rate, through the one loop."""
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from course_lib.runtime import make_optimizer
-from course_lib.sft import sft_loss
-from course_lib.trainer import StageResult, register, train_loop
+from course_lib.tinygpt.runtime import make_optimizer
+from course_lib.trainers.sft import sft_loss
+from course_lib.trainers.trainer import StageResult, register, train_loop
 
 
 @dataclass

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import grpo, ppo, rft, runtime, trainer
-from course_lib.runtime import Interrupted, MetricsLog, load_checkpoint, request_stop
-from course_lib.trainer import TrainContext, train_loop
+from course_lib.tinygpt import runtime
+from course_lib.tinygpt.runtime import Interrupted, MetricsLog, load_checkpoint, request_stop
+from course_lib.trainers import grpo, ppo, rft, trainer
+from course_lib.trainers.trainer import TrainContext, train_loop
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_trainer_golden as golden  # noqa: E402
@@ -64,7 +65,7 @@ def test_the_first_stop_request_checkpoints_and_stops_at_the_step_boundary_then_
 
 
 def test_every_trainer_is_registered_with_one_interface():
-    import course_lib.pipeline as pipeline
+    import course_lib.run.pipeline as pipeline
 
     assert set(pipeline.KINDS) == {"sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo"} == set(trainer.TRAINERS)
     assert all(callable(entry.stage) for entry in trainer.TRAINERS.values())
@@ -77,7 +78,8 @@ PLUMBING = ("log", "state", "checkpoint", "checkpoint_every", "max_grad_norm", "
 def test_every_trainer_takes_its_plumbing_as_one_train_context():
     import inspect
 
-    from course_lib import ai_feedback, dpo, kto, orpo, reward_model, sft
+    from course_lib.run import ai_feedback
+    from course_lib.trainers import dpo, kto, orpo, reward_model, sft
 
     fns = (sft.train_sft, dpo.train_dpo, kto.train_kto, orpo.train_orpo, grpo.train_grpo, ppo.train_ppo, rft.train_rft,
            reward_model.train_reward_model, reward_model.fit_reward_model, ai_feedback.train_judge, train_loop,
@@ -113,8 +115,8 @@ def test_every_trainer_stops_on_the_first_request_and_resumes_to_the_same_number
                                                                                   stop_in):
     """The first stop request (Ctrl-C) after step 1 of ``stop_in`` saves a checkpoint and stops; ``resume``
     then finishes the run with exactly the numbers of the uninterrupted one (the recorded golden run)."""
-    from course_lib.configs import get_config
-    from course_lib.pipeline import run
+    from course_lib.run.pipeline import run
+    from course_lib.trainers.configs import get_config
 
     real_step = trainer.train_loop
 

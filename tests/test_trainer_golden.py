@@ -43,8 +43,8 @@ def _numbers(row: dict) -> dict:
 
 def record(tmp: Path) -> dict:
     """Run every trainer on the ``test`` config (seed 0, CPU, one thread) and keep its numbers."""
-    from course_lib.configs import get_config
-    from course_lib.pipeline import run
+    from course_lib.run.pipeline import run
+    from course_lib.trainers.configs import get_config
 
     out = {}
     for name, (kind, kwargs) in RUNS.items():

@@ -1,6 +1,6 @@
-"""course_lib.trl_bridge: course configs to TRL, with and without TRL installed.
+"""course_lib.trl.trl_bridge: course configs to TRL, with and without TRL installed.
 
-The translation table (``course_lib.trl_translate``) is tested on its own in test_trl_translate.py; the trainers, the chat-model recipe and
+The translation table (``course_lib.trl.trl_translate``) is tested on its own in test_trl_translate.py; the trainers, the chat-model recipe and
 the two-process ``accelerate launch`` run need TRL and skip with the reason without it.
 """
 
@@ -16,15 +16,15 @@ import pytest
 import torch
 from conftest import ROOT
 
-from course_lib import trl_bridge, trl_translate
-from course_lib.configs import get_config
-from course_lib.trainer import TrainContext
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.trainer import TrainContext
+from course_lib.trl import trl_bridge, trl_translate
 
 NEEDS_TRL = pytest.mark.skipif(not trl_bridge.trl_available(), reason=trl_bridge.INSTALL_HINT)
 
 
 def test_importing_course_lib_and_the_bridge_never_imports_trl():
-    code = "import sys, course_lib, course_lib.trl_bridge; print('trl' in sys.modules, 'datasets' in sys.modules)"
+    code = "import sys, course_lib, course_lib.trl.trl_bridge; print('trl' in sys.modules, 'datasets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     assert out.stdout.split() == ["False", "False"]
@@ -53,8 +53,8 @@ def test_text_checkers():
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sft", "rloo"])
 def test_bridged_trainers_train_the_tiny_gpt(kind, tmp_path):
-    from course_lib.model import build_model
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.model import build_model
+    from course_lib.tinygpt.task import AdditionTask
 
     trl_bridge.quiet()
     cfg = get_config("test")
@@ -78,8 +78,8 @@ def test_bridged_trainers_train_the_tiny_gpt(kind, tmp_path):
 @pytest.mark.slow
 def test_trl_samples_steps_rollouts_with_num_iterations(tmp_path, monkeypatch):
     """End to end: with μ = 2 and 2 course steps, TRL calls the reward twice (two rollouts) in 4 optimiser steps."""
-    from course_lib.model import build_model
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.model import build_model
+    from course_lib.tinygpt.task import AdditionTask
 
     trl_bridge.quiet()
     calls = []
@@ -117,7 +117,7 @@ def test_checkpointing_goes_under_the_name_the_installed_transformers_knows():
 @NEEDS_TRL
 @pytest.mark.slow
 def test_instruct_recipe_runs_on_a_tiny_random_chat_model(tmp_path):
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.task import AdditionTask
 
     trl_bridge.quiet()
     cfg = get_config("test")
@@ -139,7 +139,7 @@ def test_accelerate_launch_two_processes_on_cpu(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
            str(ROOT / "configs/accelerate/multi_gpu.yaml"), "--num_processes", "2",
-           "-m", "course_lib.trl_bridge", "grpo", "--config", "test", "--steps", "2", "--out", str(tmp_path)]
+           "-m", "course_lib.trl.trl_bridge", "grpo", "--config", "test", "--steps", "2", "--out", str(tmp_path)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -157,7 +157,7 @@ def test_gpu_check_script_runs_its_code_path_on_the_cpu(tmp_path):
     smoke test and writes the JSON; ``--max-seconds`` stops the stoppable trainers at a step boundary."""
     import importlib.util as util
 
-    from course_lib.pipeline import KINDS
+    from course_lib.run.pipeline import KINDS
 
     spec = util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
     gpu_check = util.module_from_spec(spec)
@@ -181,7 +181,7 @@ def test_gpu_check_budget_stops_a_trainer_at_a_step_boundary(tmp_path):
     """The --max-seconds guard: a trainer whose share is spent stops after its current step, with its rows."""
     import importlib.util as util
 
-    from course_lib import runtime
+    from course_lib.tinygpt import runtime
 
     spec = util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
     gpu_check = util.module_from_spec(spec)
@@ -196,8 +196,8 @@ def test_gpu_check_budget_stops_a_trainer_at_a_step_boundary(tmp_path):
 @NEEDS_TRL
 @pytest.mark.slow
 def test_overlong_shaping_reaches_trl_as_its_own_reward_function_summed_with_the_checker(tmp_path):
-    from course_lib.model import build_model
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.model import build_model
+    from course_lib.tinygpt.task import AdditionTask
 
     trl_bridge.quiet()
     cfg = get_config("test")
@@ -233,7 +233,7 @@ def _tiny_gpt(cfg, task):
     The course removes them in ``completion_logprobs``; TRL reads the model's own logits. With the bias
     both softmaxes are the course's, so what remains to compare is data, batches, loss and optimiser.
     """
-    from course_lib.model import NEVER_LOGIT, build_model
+    from course_lib.tinygpt.model import NEVER_LOGIT, build_model
 
     torch.manual_seed(0)
     model = build_model(cfg.model, task.tokenizer)
@@ -251,9 +251,9 @@ def test_kto_through_trl_trains_the_course_batches_with_the_course_losses(tmp_pa
     Step 1 is 0.5 for both (policy = reference); steps 2 and 3 follow one and two identical AdamW
     updates, and step 3 wraps around to the first batch (16 answers, batches of 8), as the course repeats them.
     """
-    from course_lib.kto import kto_data_from_pairs, train_kto
-    from course_lib.runtime import MetricsLog
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.runtime import MetricsLog
+    from course_lib.tinygpt.task import AdditionTask
+    from course_lib.trainers.kto import kto_data_from_pairs, train_kto
 
     trl_bridge.quiet()
     cfg = get_config("test")
@@ -280,9 +280,9 @@ def test_kto_through_trl_trains_the_course_batches_with_the_course_losses(tmp_pa
 def test_orpo_through_trl_is_the_course_penalty_with_trl_nll_over_the_prompt_too(tmp_path):
     """ORPOTrainer on DPO's pairs: the first step's logged loss, on the batch TRL drew, is the course's odds-ratio
     penalty plus the NLL over prompt *and* completion tokens; the course's own loss (completion only) is lower."""
-    from course_lib.model import completion_logprobs
-    from course_lib.orpo import PAIR_KEYS, orpo_batch_loss
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.model import completion_logprobs
+    from course_lib.tinygpt.task import AdditionTask
+    from course_lib.trainers.orpo import PAIR_KEYS, orpo_batch_loss
 
     trl_bridge.quiet()
     cfg = get_config("test")

@@ -4,12 +4,12 @@ Each test builds a real TRL trainer around the tiny GPT (float64, so 1e-6 relati
 about formulas, not rounding) and calls the method TRL itself trains with:
 
 - advantages: ``GRPOTrainer._generate_and_score_completions`` / ``RLOOTrainer``'s, with a reward
-  function that returns rewards we chose, against ``course_lib.advantages``;
+  function that returns rewards we chose, against ``course_lib.formulas.advantages``;
 - policy losses: ``GRPOTrainer._compute_loss`` on one batch with perturbed old log-probs (so the
   clip is active), against ``clipped_surrogate`` + ``aggregate`` (+ ``kl_estimate``) on TRL's
   own per-token log-probs — values and gradients;
 - preference losses: ``DPOTrainer._compute_loss`` on a batch from TRL's own collator, and
-  ``CPOTrainer.cpo_loss`` (SimPO), against ``course_lib.preference``.
+  ``CPOTrainer.cpo_loss`` (SimPO), against ``course_lib.formulas.preference``.
 
 Where the formulas are meant to agree they agree to 1e-6 relative; where they are not (the course
 trainer's population-std GRPO advantage) the test pins the exact relation instead. Skipped, with
@@ -25,18 +25,15 @@ import torch
 
 trl = pytest.importorskip("trl", reason="TRL is not installed: pip install -e '.[trl]' (make test installs it)")
 
-from course_lib import trl_bridge  # noqa: E402
-from course_lib.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages  # noqa: E402
-from course_lib.configs import get_config  # noqa: E402
-from course_lib.model import build_model  # noqa: E402
-from course_lib.policy_loss import (  # noqa: E402
+from course_lib.formulas.advantages import dr_grpo_advantages, grpo_advantages, rloo_advantages  # noqa: E402
+from course_lib.formulas.policy_loss import (  # noqa: E402
     aggregate,
     cispo_objective,
     clipped_surrogate,
     kl_estimate,
     sequence_ratio,
 )
-from course_lib.preference import (  # noqa: E402
+from course_lib.formulas.preference import (  # noqa: E402
     dpo_terms,
     ipo_loss,
     kto_loss,
@@ -45,7 +42,10 @@ from course_lib.preference import (  # noqa: E402
     odds_ratio_penalty,
     simpo_loss,
 )
-from course_lib.task import AdditionTask  # noqa: E402
+from course_lib.tinygpt.model import build_model  # noqa: E402
+from course_lib.tinygpt.task import AdditionTask  # noqa: E402
+from course_lib.trainers.configs import get_config  # noqa: E402
+from course_lib.trl import trl_bridge  # noqa: E402
 
 REL = 1e-6
 G = 4
@@ -368,7 +368,7 @@ def test_orpo_is_trl_orpo_trainer(setup):
     """ORPO = TRL's ``ORPOTrainer.get_batch_loss_metrics``: NLL + β · ``odds_ratio_penalty``, values and gradients.
 
     TRL's NLL counts the prompt tokens too (its comment: "computed over the full prompt and response"),
-    the course trainer's only the completion (course_lib.orpo's docstring); the penalty is the same.
+    the course trainer's only the completion (course_lib.trainers.orpo's docstring); the penalty is the same.
     TRL computes the odds in float32, hence 1e-5.
     """
     from datasets import Dataset

@@ -1,4 +1,4 @@
-"""course_lib.trl_translate: the course's recipes in TRL 1.16's names, tested without TRL.
+"""course_lib.trl.trl_translate: the course's recipes in TRL 1.16's names, tested without TRL.
 
 The table is pure data: importing it loads neither TRL nor transformers' trainer, and every
 mapping and every listed difference is asserted here, with or without TRL installed.
@@ -14,8 +14,8 @@ import sys
 import pytest
 from conftest import ROOT
 
-from course_lib.configs import get_config
-from course_lib.trl_translate import translate
+from course_lib.trainers.configs import get_config
+from course_lib.trl.trl_translate import translate
 
 
 def _cfg(**grpo):
@@ -29,7 +29,7 @@ def _unmatched(bridged) -> dict:
 
 
 def test_the_table_imports_neither_trl_nor_a_trainer():
-    code = ("import sys, course_lib.trl_translate; "
+    code = ("import sys, course_lib.trl.trl_translate; "
             "print(*(m in sys.modules for m in ('trl', 'datasets', 'transformers.trainer', 'transformers.trainer_callback')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
@@ -149,7 +149,7 @@ def test_overlong_shaping_is_trl_reward_function_and_listed_as_such():
 @pytest.mark.parametrize("kind", ["kto", "orpo"])
 def test_every_kto_and_orpo_option_is_a_trl_argument_or_listed(kind):
     """Nothing falls between the two: each field of the section has a TRL name (with its value) or an Unmatched entry."""
-    from course_lib.trl_translate import TRL_NAMES
+    from course_lib.trl.trl_translate import TRL_NAMES
 
     cfg = get_config("cpu")
     b = translate(cfg, kind)
@@ -211,7 +211,7 @@ def test_orpo_maps_to_experimental_orpo_trainer_and_lists_the_nll_difference():
 
 
 def test_the_mapping_table_names_each_2025_26_option_in_trl_116_words():
-    from course_lib.trl_translate import MAPPING, mapping_markdown
+    from course_lib.trl.trl_translate import MAPPING, mapping_markdown
 
     text = mapping_markdown()
     assert text.count("\n") == len(MAPPING) + 2 and all(len(row) == 3 and all(row) for row in MAPPING)

@@ -2,10 +2,10 @@
 
 import pytest
 
-from course_lib.configs import get_config
-from course_lib.model import ModelConfig
-from course_lib.task import TaskConfig
-from course_lib.utilisation import (
+from course_lib.tinygpt.model import ModelConfig
+from course_lib.tinygpt.task import TaskConfig
+from course_lib.trainers.configs import get_config
+from course_lib.trainers.utilisation import (
     body_flops,
     grpo_step_flops,
     mfu_entry,
@@ -83,8 +83,8 @@ def test_reward_model_rows_carry_what_the_count_needs():
 
     import torch
 
-    from course_lib.reward_model import build_reward_model, train_reward_model
-    from course_lib.task import AdditionTask
+    from course_lib.tinygpt.task import AdditionTask
+    from course_lib.trainers.reward_model import build_reward_model, train_reward_model
 
     cfg = get_config("test")
     task = AdditionTask(cfg.task)
@@ -168,7 +168,7 @@ def test_the_passport_entry_on_cuda_uses_the_dtype_the_run_used(monkeypatch, nam
     every pipeline trainer gets a number, the reward model against the fp32 peak."""
     import torch
 
-    from course_lib.passport import format_passport, passport
+    from course_lib.run.passport import format_passport, passport
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)

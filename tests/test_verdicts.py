@@ -1,4 +1,4 @@
-"""course_lib.verdicts: the sentence about an effect over seeds, its rule, and its refusals."""
+"""course_lib.run.verdicts: the sentence about an effect over seeds, its rule, and its refusals."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib.verdicts import MIN_SEEDS, evaluation_noise, paired
+from course_lib.run.verdicts import MIN_SEEDS, evaluation_noise, paired
 
 values = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 diffs = st.lists(values, min_size=1, max_size=9)

@@ -43,7 +43,7 @@ from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 from traitlets.config import Config
 
-from course_lib.colab import BRANCH, REPO_URL, colab_url, notebook_path
+from course_lib.lesson.colab import BRANCH, REPO_URL, colab_url, notebook_path
 from tools import cpu_kernels
 
 ROOT = Path(__file__).resolve().parents[1]

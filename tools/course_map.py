@@ -1,4 +1,4 @@
-"""Write the course map into README.md and docs/*.md from ``course_lib.course_map``.
+"""Write the course map into README.md and docs/*.md from ``course_lib.lesson.course_map``.
 
 ``python -m tools.course_map`` rewrites every ``<!-- map:NAME -->`` block (``course_map.BLOCKS``:
 ``table`` and ``assignments`` in the README, ``full`` in docs/course-map.md); ``--check`` only
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import sys
 
-from course_lib.course_map import BLOCKS
+from course_lib.lesson.course_map import BLOCKS
 from tools import doc_blocks
 
 
 def body(name: str) -> str:
     if name not in BLOCKS:
-        raise ValueError(f"a map block is named {name!r}; course_lib.course_map.BLOCKS has "
+        raise ValueError(f"a map block is named {name!r}; course_lib.lesson.course_map.BLOCKS has "
                          f"{sorted(BLOCKS)}")
     return BLOCKS[name]()
 

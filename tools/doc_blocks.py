@@ -3,7 +3,7 @@
 A block is the text between a ``<!-- KIND:NAME -->`` line and its ``<!-- /KIND:NAME -->``, wherever
 it stands in those pages; a generator gives the body for each name: ``benchmarks/tables.py`` the
 ``bench`` blocks (from the benchmarks' JSON), ``tools/course_map.py`` the ``map`` blocks (from
-``course_lib.course_map``). ``main`` rewrites every page's blocks of one kind, or with ``--check``
+``course_lib.lesson.course_map``). ``main`` rewrites every page's blocks of one kind, or with ``--check``
 only compares and exits 1 naming the stale pages (the tests run it).
 """
 

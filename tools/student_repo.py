@@ -11,7 +11,7 @@ This repository is the instructor's copy: it holds the solutions (``solutions/``
 
 The lecture notebooks, ``course_lib``, ``exercises/`` and the student side of ``instructor/`` (the
 Validate button's configuration, nbgrader_config.py's plug-ins) stay. ``--repo owner/name`` points the
-Colab badges and every notebook's set-up cell at the students' repository (course_lib/colab.py's
+Colab badges and every notebook's set-up cell at the students' repository (course_lib/lesson/colab.py's
 ``REPO``, rewritten everywhere it appears), so the notebooks install course_lib from there.
 
 Usage: python -m tools.student_repo DEST [--repo owner/name] [--source .]
@@ -54,7 +54,7 @@ def student_files(source: Path) -> list[str]:
 
 def build(source: Path, dest: Path, repo: str | None = None) -> list[str]:
     """Write the student repository at ``dest`` (must not exist or be empty); returns its files."""
-    from course_lib import colab
+    from course_lib.lesson import colab
 
     if repo is not None and not REPO_NAME.match(repo):
         raise ValueError(f"--repo must be owner/name on GitHub (e.g. my-school/post-training-2027), got {repo!r}")

@@ -8,7 +8,7 @@ results back to NumPy, so only plain data crosses the boundary.
 
 ``DRIVEN`` names the two training cells. Their probe only checks that the functions exist; the points
 are decided by instructor/lab_grading.py, which trains the tiny GPT through the student's kernel
-(course_lib/lab_check.py) while the notebook is being graded.
+(course_lib/run/lab_check.py) while the notebook is being graded.
 """
 
 from __future__ import annotations
