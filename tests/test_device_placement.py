@@ -51,9 +51,9 @@ def test_a_start_that_is_not_cached_is_trained_on_the_requested_device(cache, mo
     asked = []
     real = pipeline.sft_policy
 
-    def recording(cfg, *, device, **kwargs):
+    def recording(cfg, ctx=None, *, device, **kwargs):
         asked.append(device)
-        return real(cfg, device="cpu", **kwargs)
+        return real(cfg, ctx, device="cpu", **kwargs)
 
     monkeypatch.setattr(pipeline, "sft_policy", recording)
     _, _, info = starts.sft_start(get_config("test"), seed=2, steps=3, verbose=False, device=META)

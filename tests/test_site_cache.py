@@ -26,6 +26,7 @@ def course(tmp_path, monkeypatch):
     results.mkdir(parents=True)
     (results / "frontier.json").write_text('{"runs": [1]}\n')
     (tmp_path / "benchmarks" / "tables.py").write_text("def load(name): ...\n")
+    (tmp_path / "benchmarks" / "goals.py").write_text("GOAL = 1\n")
     nb = nbformat.read(notebooks / "01_a.ipynb", as_version=4)  # 01_a shows a benchmark's results, as 09 does
     nb.cells[1].source = 'from tables import load\nload("frontier.json")'
     nbformat.write(nb, notebooks / "01_a.ipynb")
