@@ -48,6 +48,7 @@ import os
 import queue
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -93,7 +94,7 @@ def _flat(model) -> torch.Tensor:
     return torch.nn.utils.parameters_to_vector([p.detach() for p in model.parameters()]).float().cpu()
 
 
-def _worker_main(spec: dict, ring, versions, published, cond, out_q, stop) -> None:
+def _worker_main(spec: dict, ring, versions, published, lock, wake, out_q, stop) -> None:
     """The worker process: wait for the version batch s needs, copy it, sample, send; repeat."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
@@ -111,11 +112,13 @@ def _worker_main(spec: dict, ring, versions, published, cond, out_q, stop) -> No
         s = spec["first"]
         while True:
             need = max(0, s - K)
-            with cond:
-                while published.value < need and not stop.is_set():
-                    cond.wait(POLL_SECONDS)
-                    if parent is not None and not parent.is_alive():
-                        return _quit(out_q)
+            while not stop.is_set():
+                with lock:
+                    if published.value >= need:
+                        break
+                wake.acquire(timeout=POLL_SECONDS)  # released by each publish
+                if parent is not None and not parent.is_alive():
+                    return _quit(out_q)
             if stop.is_set():
                 return _quit(out_q)
             slot = need % (K + 1)
@@ -138,6 +141,20 @@ def _worker_main(spec: dict, ring, versions, published, cond, out_q, stop) -> No
             s += 1
     except BaseException:  # noqa: BLE001 - everything goes to the trainer, which raises it
         out_q.put(("error", traceback.format_exc()))  # flushed before the process exits: the trainer reads it
+
+
+def _drain(source, inbox: queue.Queue) -> None:
+    """The trainer's reader thread: move the worker's messages into ``inbox`` as they arrive. Reading one
+    blocks until all of it is in, so a worker stopped halfway through writing a batch would hold whoever
+    reads, deaf to Ctrl-C and to the timeout; the trainer waits on ``inbox`` instead, with a timeout."""
+    try:
+        while True:
+            item = source.get()
+            inbox.put(item)
+            if item[0] in ("error", "closed"):
+                return
+    except BaseException:  # noqa: BLE001 - the queue closed under it, or a batch torn by a killed worker
+        return
 
 
 def _quit(out_q) -> None:
@@ -166,7 +183,9 @@ class RolloutWorker:
             self.versions.copy_(sampler["versions"])
             torch_rng, data_rng = sampler["rng"]["torch"], sampler["rng"]["data"]
         self.published = ctx.Value("q", first - 1, lock=False)
-        self.cond = ctx.Condition()
+        # a lock and a semaphore, not a Condition: notifying a Condition waits for each sleeper to wake, and a
+        # stopped worker never does; releasing a semaphore never waits
+        self.lock, self.wake = ctx.Lock(), ctx.Semaphore(0)
         self.stop = ctx.Event()
         self.queue = ctx.Queue(maxsize=max(self.K, 1))
         self.rng = {"torch": torch_rng.clone(), "data": data_rng.clone()}  # after the last consumed batch
@@ -175,9 +194,12 @@ class RolloutWorker:
         spec = {"grpo": grpo_cfg, "task": task, "model": copy.deepcopy(model).cpu().float(), "torch_rng": torch_rng,
                 "data_rng": data_rng, "first": first}
         self.process = ctx.Process(target=_worker_main, name="rollout-worker", daemon=True,
-                                   args=(spec, self.ring, self.versions, self.published, self.cond, self.queue,
+                                   args=(spec, self.ring, self.versions, self.published, self.lock, self.wake, self.queue,
                                          self.stop))
         self.process.start()
+        self.inbox: queue.Queue = queue.Queue()
+        self.reader = threading.Thread(target=_drain, args=(self.queue, self.inbox), name="rollout-reader", daemon=True)
+        self.reader.start()
 
     def publish(self, model, version: int) -> None:
         """Write ``model``'s weights as ``version`` into its ring slot and wake the worker."""
@@ -185,16 +207,16 @@ class RolloutWorker:
         self.ring[slot].copy_(_flat(model))
         self.versions[slot] = version
         deadline = time.monotonic() + self.timeout
-        while not self.cond.acquire(timeout=POLL_SECONDS):  # held by a worker that stopped inside it
+        while not self.lock.acquire(timeout=POLL_SECONDS):  # held by a worker that stopped inside it
             if stop_requested():  # Ctrl-C: this step stands; the trainer stops after it, and close() resumes
                 return            # the worker to see the stop
             if time.monotonic() > deadline:
                 raise RolloutWorkerError(self._silent())
         try:
             self.published.value = version
-            self.cond.notify_all()
         finally:
-            self.cond.release()
+            self.lock.release()
+        self.wake.release()
 
     def next_batch(self, step: int) -> dict:
         """The batch of ``step``, sampled with the weights of version max(0, step − K) (the worker's fixed lag)."""
@@ -211,7 +233,7 @@ class RolloutWorker:
         start = time.monotonic()
         while True:
             try:
-                kind, payload = self.queue.get(timeout=POLL_SECONDS)
+                kind, payload = self.inbox.get(timeout=POLL_SECONDS)
             except queue.Empty:
                 if stop_requested():  # Ctrl-C while waiting: the trainer stops with its completed steps
                     raise Interrupted("grpo", step) from None
@@ -220,7 +242,7 @@ class RolloutWorker:
                         raise RolloutWorkerError(self._silent()) from None
                     continue
                 try:  # its last words may have landed just after the timeout
-                    kind, payload = self.queue.get(timeout=POLL_SECONDS)
+                    kind, payload = self.inbox.get(timeout=POLL_SECONDS)
                 except queue.Empty:
                     raise RolloutWorkerError(f"the rollout worker died (exit code {self.process.exitcode}) "
                                              "without reporting an error") from None
@@ -239,9 +261,7 @@ class RolloutWorker:
         if hasattr(signal, "SIGCONT") and self.process.is_alive():  # a stopped worker resumes, to see the stop
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGCONT)
-        if self.cond.acquire(timeout=POLL_SECONDS):  # the worker polls the stop anyway: never wait on its lock
-            self.cond.notify_all()
-            self.cond.release()
+        self.wake.release()  # the worker also polls the stop: a release only wakes it sooner
         self.process.join(timeout=5)
         if self.process.is_alive():
             self.process.terminate()
@@ -249,6 +269,10 @@ class RolloutWorker:
         if self.process.is_alive():
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.join()
+        if self.reader.is_alive():  # wake the reader thread: it ends on this message
+            with contextlib.suppress(queue.Full):
+                self.queue.put(("closed", None), timeout=POLL_SECONDS)
+            self.reader.join(timeout=POLL_SECONDS)
         self.queue.cancel_join_thread()  # batches left in the queue are dropped, not flushed
         self.queue.close()
 
