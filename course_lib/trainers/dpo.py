@@ -234,7 +234,7 @@ def dpo_passport(cfg, info: dict) -> dict:
 def dpo_stage(ctx: StageContext) -> StageResult:
     """``train dpo``: pairs from the SFT policy (cached reference log-probs; kept in the checkpoint), then DPO."""
     if ctx.train.state is not None:
-        data = {k[5:]: v for k, v in ctx.train.state.items() if k.startswith("data_")}
+        data = ctx.train.saved_data()
     else:
         ctx.say("[course_lib] sampling preference pairs from the SFT policy, caching reference log-probs")
         t0 = time.perf_counter()
@@ -243,8 +243,7 @@ def dpo_stage(ctx: StageContext) -> StageResult:
         data.update(reference_logprobs(ctx.model, data, prompt_length=ctx.task.prompt_length))
         data["pair_seconds"] = time.perf_counter() - t0  # counted in rl_seconds: DPO's data cost
         ctx.say(f"[course_lib] {data['n_pairs']} pairs from {data['n_prompts']} prompts")
-    saved = {f"data_{k}": v for k, v in data.items()}
     res = train_dpo(ctx.model, ctx.task, ctx.cfg.dpo, data,
-                    ctx.train.replace(checkpoint=lambda step, st, seconds: ctx.train.checkpoint(step, {**st, **saved}, seconds)),
+                    ctx.train.keeping(data),
                     generator=ctx.generator)
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"] + data["pair_seconds"])

@@ -210,7 +210,7 @@ def kto_passport(cfg, info: dict) -> dict:
 def kto_stage(ctx: StageContext) -> StageResult:
     """``train kto``: DPO's pairs from the SFT policy taken apart, reference log-probs cached, then KTO."""
     if ctx.train.state is not None:
-        data = {k[5:]: v for k, v in ctx.train.state.items() if k.startswith("data_")}
+        data = ctx.train.saved_data()
     else:
         ctx.say("[course_lib] sampling DPO's preference pairs from the SFT policy, taking them apart for KTO")
         t0 = time.perf_counter()
@@ -220,8 +220,7 @@ def kto_stage(ctx: StageContext) -> StageResult:
         ctx.say(f"[course_lib] {data['n_desirable']} desirable + {data['n_undesirable']} undesirable answers from "
                 f"{data['n_pairs']} pairs; λ_D·n_D/(λ_U·n_U) = "
                 f"{label_balance(data['n_desirable'], data['n_undesirable'], ctx.cfg.kto):.2f} (the paper: 1 to 4/3)")
-    saved = {f"data_{k}": v for k, v in data.items()}
     res = train_kto(ctx.model, ctx.task, ctx.cfg.kto, data,
-                    ctx.train.replace(checkpoint=lambda step, st, seconds: ctx.train.checkpoint(step, {**st, **saved}, seconds)))
+                    ctx.train.keeping(data))
     summary = {"kto_data": {k: data[k] for k in ("n_pairs", "n_desirable", "n_undesirable", "n_batches", "batch_size")}}
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"] + data["pair_seconds"], summary=summary)

@@ -121,7 +121,7 @@ def orpo_passport(cfg, info: dict) -> dict:
 def orpo_stage(ctx: StageContext) -> StageResult:
     """``train orpo``: DPO's pairs from the SFT policy, then the policy reset to its base weights and ORPO."""
     if ctx.train.state is not None:
-        data = {k[5:]: v for k, v in ctx.train.state.items() if k.startswith("data_")}
+        data = ctx.train.saved_data()
     else:
         ctx.say("[course_lib] sampling DPO's preference pairs from the SFT policy; ORPO then starts from the base model")
         t0 = time.perf_counter()
@@ -132,9 +132,8 @@ def orpo_stage(ctx: StageContext) -> StageResult:
         data["base_accuracy"] = evaluate(ctx.model, ctx.task)["accuracy"]
         ctx.say(f"[course_lib] {data['n_pairs']} pairs from {data['n_prompts']} prompts; base model held-out accuracy "
                 f"{data['base_accuracy']:.3f}")
-    saved = {f"data_{k}": v for k, v in data.items()}
     res = train_orpo(ctx.model, ctx.task, ctx.cfg.orpo, data,
-                     ctx.train.replace(checkpoint=lambda step, st, seconds: ctx.train.checkpoint(step, {**st, **saved}, seconds)),
+                     ctx.train.keeping(data),
                      generator=ctx.generator)
     final = evaluate(ctx.model, ctx.task)
     line = (f"[course_lib] ORPO from the base model: held-out accuracy {data['base_accuracy']:.3f} -> "

@@ -49,6 +49,8 @@ from course_lib.tinygpt.runtime import (
     stop_requested,
 )
 
+DATA_PREFIX = "data_"  # how a stage's own data is named inside its checkpoint
+
 
 @dataclass(frozen=True)
 class TrainContext:
@@ -78,6 +80,16 @@ class TrainContext:
     def replace(self, **changes) -> TrainContext:
         """A copy with ``changes`` (validated again)."""
         return replace(self, **changes)
+
+    def keeping(self, data: dict) -> TrainContext:
+        """A copy whose checkpoints also hold ``data`` (a stage's sampled pairs): a resume reads them back with
+        ``saved_data`` instead of sampling again."""
+        saved = {DATA_PREFIX + k: v for k, v in data.items()}
+        return self.replace(checkpoint=lambda step, state, seconds: self.checkpoint(step, {**state, **saved}, seconds))
+
+    def saved_data(self) -> dict:
+        """The ``data`` a checkpoint written through ``keeping`` holds (``state`` must be a checkpoint)."""
+        return {k[len(DATA_PREFIX):]: v for k, v in self.state.items() if k.startswith(DATA_PREFIX)}
 
 
 def train_loop(
