@@ -28,7 +28,11 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))  # tools.doc_blocks, course_lib
 import goals  # noqa: E402
 
-from course_lib.run.verdicts import Verdict, paired  # noqa: E402  (the one maker of sentences over seeds)
+from course_lib.run.verdicts import (  # noqa: E402  (the one maker of sentences over seeds)
+    Verdict,
+    evaluation_noise,
+    paired,
+)
 from tools import doc_blocks  # noqa: E402
 
 # A seed whose SFT start is below this held-out accuracy is flagged as degenerate: almost every
@@ -183,6 +187,30 @@ def hacking_table(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def hacking_verdicts(data: dict) -> list[str]:
+    """What the reward-hacking runs support, seed by seed, in points of held-out accuracy (the floor: the
+    evaluation noise on the file's held-out prompts): what each run did to strict accuracy from its start, and
+    how far the loose run's proxy ends above the truth."""
+    by = {(r["seed"], r["reward"]): r for r in data["runs"]}
+    noise = evaluation_noise(data["n_heldout"])
+
+    def read(value, name_a, name_b, reward):
+        return by_seed(*({s: value(by[s, reward], side) for (s, w) in by if w == reward} for side in (0, 1)),
+                       name_a, name_b, margin=noise)
+
+    out = []
+    for reward in ("loose", "strict"):
+        got = read(lambda r, side: r["final" if side == 0 else "start"]["accuracy"], f"{reward}-checker run, strict "
+                   "held-out at the end", "at the start", reward)
+        if got:
+            out.append(f"- {got.sentence()}")
+    got = read(lambda r, side: r["final"]["loose_accuracy" if side == 0 else "accuracy"],
+               "loose-checker run at the end, loose held-out", "strict held-out", "loose")
+    if got:
+        out.append(f"- {got.sentence()}")
+    return out
+
+
 def reward_hacking(results: Path = RESULTS) -> str:
     data = load("reward_hacking", results)
     return (f"{hacking_table(data)}\n{source(data)}: "
@@ -207,6 +235,23 @@ def dpo(results: Path = RESULTS) -> str:
     """DPO, DPO + NLL and (when measured) NLL only: SFT on the chosen answers of the same pairs."""
     return _per_seed_table(load("dpo", results), [("SFT start", "sft_accuracy", pct), ("final", "final_accuracy", pct),
                                                   ("seconds (pairs + updates)", "rl_seconds", lambda x: f"{x:.0f}")])
+
+
+def dpo_verdicts(data: dict, n_heldout: int) -> list[str]:
+    """What the DPO table supports, seed by seed (the same seed: the same SFT start and pairs), in points of
+    held-out accuracy on ``n_heldout`` prompts (the floor: their evaluation noise): DPO against its SFT start,
+    what the preference term adds beside the NLL term (DPO + NLL − NLL only), what the NLL term adds to DPO, and
+    KTO (DPO's answers, unpaired) against DPO."""
+    acc: dict[str, dict[int, float]] = {}
+    for r in data["runs"]:
+        acc.setdefault(r["variant"], {})[r["seed"]] = r["final_accuracy"]
+        acc.setdefault("its SFT start", {})[r["seed"]] = r["sft_accuracy"]
+    out = []
+    for a, b in (("DPO", "its SFT start"), ("DPO + NLL", "NLL only"), ("DPO + NLL", "DPO"), ("KTO", "DPO")):
+        read = by_seed(acc.get(a, {}), acc.get(b, {}), a, b, margin=evaluation_noise(n_heldout))
+        if read:
+            out.append(f"- {read.sentence()}")
+    return out
 
 
 def grpo(results: Path = RESULTS) -> str:
@@ -374,6 +419,18 @@ def tools(results: Path = RESULTS) -> str:
         ("sampled call rate, carry: first quarter", "call_rate_carry_first", pct), ("last quarter", "call_rate_carry_last", pct),
         ("log-prob of the tool's answer", "tool_answer_logprob", two),
         ("GRPO CPU s", "grpo_cpu_seconds", lambda x: f"{x:.0f}")])
+    said = tools_verdicts(data)
+    setting = (f"{data['grpo_steps']} GRPO steps per row ({data['config']} config); the tool start: "
+               f"{data['tool_sft']} SFT steps in which the first {data['tool_demos']} carry demonstrations call the "
+               f"tool for {'the whole sum' if data['tool_call'] == 'sum' else 'the ones column'}")
+    return (f"*{setting}. CPU seconds of GRPO alone, on a shared machine.*\n\n"
+            + table + ("\n" + "\n".join(said) + "\n" if said else ""))
+
+
+def tools_verdicts(data: dict) -> list[str]:
+    """What the tools table supports, seed by seed: whether GRPO raised each start's sampled call rate on carry
+    prompts, and each tool start's held-out accuracy after GRPO against the start with the same extra SFT and no
+    tool demonstration."""
     by = {(r["variant"], r["seed"]): r for r in data["runs"]}
     variants = list(dict.fromkeys(r["variant"] for r in data["runs"]))
     said = []
@@ -389,11 +446,7 @@ def tools(results: Path = RESULTS) -> str:
                        v, control)
         if v.startswith("tool") and read:
             said.append("- held-out accuracy after GRPO: " + read.sentence() + ".")
-    setting = (f"{data['grpo_steps']} GRPO steps per row ({data['config']} config); the tool start: "
-               f"{data['tool_sft']} SFT steps in which the first {data['tool_demos']} carry demonstrations call the "
-               f"tool for {'the whole sum' if data['tool_call'] == 'sum' else 'the ones column'}")
-    return (f"*{setting}. CPU seconds of GRPO alone, on a shared machine.*\n\n"
-            + table + ("\n" + "\n".join(said) + "\n" if said else ""))
+    return said
 
 
 def rollout(results: Path = RESULTS) -> str:
@@ -419,6 +472,49 @@ def trl_vs_course_grpo(results: Path = RESULTS) -> str:
                    f"{' / '.join(f'{x:.2f}' for x in ratios)}); the goal is ≤ {goals.TRL_CPU_STEP_RATIO:g}: "
                    f"{'met' if r <= goals.TRL_CPU_STEP_RATIO else 'not met'}. {data['steps']} steps per run ({data['machine']}).\n")
     return table + summary
+
+
+def trl_verdicts(data: dict, n_heldout: int) -> list[str]:
+    """What the side-by-side runs support, seed by seed (the same seed: the same SFT start): each trainer's
+    held-out lift over its SFT start, and course_lib's against TRL's, in points on ``n_heldout`` prompts (the
+    floor: their evaluation noise)."""
+    course, trl = "course_lib `train_grpo`", "TRL `GRPOTrainer` (bridge)"
+    final = {v: {r["seed"]: r["final_accuracy"] for r in data["runs"] if r["variant"] == v} for v in (course, trl)}
+    start = {r["seed"]: r["baseline_accuracy"] for r in data["runs"] if r["variant"] == course}
+    noise = evaluation_noise(n_heldout)
+    reads = [by_seed(final[course], start, "course_lib", "its SFT start", margin=noise),
+             by_seed(final[trl], start, "TRL", "its SFT start", margin=noise),
+             by_seed(final[course], final[trl], "course_lib", "TRL", margin=noise)]
+    return [f"- {read.sentence()}" for read in reads if read]
+
+
+def kl_frontier_verdicts(data: dict, n_heldout: int) -> list[str]:
+    """What the frontier supports, seed by seed (the same seed: the same SFT start and prompts): for each
+    placement, the largest β against β = 0 in held-out accuracy (points on ``n_heldout`` prompts, the floor their
+    evaluation noise) and in KL(π‖π_ref) (nats; no floor), and the two placements' KL at the largest β."""
+    runs = {(r["placement"], r["beta"]): {} for r in data["runs"]}
+    for r in data["runs"]:
+        runs[r["placement"], r["beta"]][r["seed"]] = r
+    top = max(b for _, b in runs)
+    free = runs.get(("none", 0.0), {})
+
+    def values(key, setting):
+        return {s: r[key] for s, r in runs.get(setting, {}).items()}
+
+    nats = {"scale": 1.0, "unit": " nats", "digits": 3}
+    out = []
+    for placement in ("loss", "reward"):
+        name = f"KL in the {placement}, β = {top:g}"
+        for read in (by_seed(values("accuracy", (placement, top)), values("accuracy", ("none", 0.0)), name,
+                             "β = 0", margin=evaluation_noise(n_heldout)),
+                     by_seed(values("kl", (placement, top)), values("kl", ("none", 0.0)), name, "β = 0", **nats)):
+            if read and free:
+                out.append(f"- {'held-out accuracy' if read.unit == ' pts' else 'KL(π‖π_ref)'}: {read.sentence()}")
+    read = by_seed(values("kl", ("loss", top)), values("kl", ("reward", top)), f"k3 in the loss, β = {top:g}",
+                   f"k1 in the reward, β = {top:g}", **nats)
+    if read:
+        out.append(f"- KL(π‖π_ref): {read.sentence()}")
+    return out
 
 
 def kl_frontier(results: Path = RESULTS) -> str:

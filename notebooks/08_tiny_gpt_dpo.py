@@ -69,6 +69,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 import copy
 import dataclasses
 import os
+import sys
 
 import matplotlib.pyplot as plt
 import torch
@@ -79,6 +80,7 @@ from course_lib.lesson.explore import predict
 from course_lib.lesson.stopwatch import Stopwatch
 from course_lib.run.dashboard import dashboard
 from course_lib.run.starts import sft_start
+from course_lib.run.verdicts import committed_benchmarks
 from course_lib.tinygpt.evaluation import evaluate, sample_completions
 from course_lib.tinygpt.model import build_model, completion_logprobs, n_params
 from course_lib.tinygpt.rollout import generate
@@ -350,23 +352,43 @@ plt.show()
 # ## 8. Reading the numbers honestly
 #
 # The NLL term alone is rejection-sampling fine-tuning (RFT, [Yuan et al. 2023](https://arxiv.org/abs/2308.01825)): keep the answers the checker approves, train
-# on them. It uses the same information as the pairs' chosen side. The next cell compares the three
-# rows of this run and says what they support.
+# on them. It uses the same information as the pairs' chosen side, so **DPO + NLL − NLL only** is what the
+# preference term adds beside the NLL term.
+#
+# One run is one draw: runs that differ only in their seed (the initialisation, the order of the
+# demonstrations, the sampled pairs) end at different numbers. How far the seed alone moves a result is its
+# **seed spread**. Two methods are compared *paired*: each seed trains both from its own SFT start, and the
+# course reads the per-seed differences with one rule (`course_lib.run.verdicts`): a difference is **beyond
+# the seed spread** when, on at least three seeds, it has the same sign on every seed and its median exceeds
+# the evaluation noise (two standard errors of a difference of two held-out accuracies: a smaller gap is one
+# the held-out prompts cannot see). Anything else is within the seed spread. The rule asks for a consistent
+# direction, not significance: with no effect at all, three seeds share a sign one time in four, so every
+# verdict says on how many seeds it stands.
+#
+# This notebook trains one seed. The next cell prints this run's differences as numbers, then the verdicts of
+# the committed benchmark (`benchmarks/tinygpt_dpo.py`: the same runs at seeds 0, 1, 2 with the `cpu` config's
+# full DPO budget), read by that rule. The verdicts are the benchmark's, not this run's.
 
 # %%
 best = max(results, key=lambda k: results[k]["accuracy"])
 lift = {k: r["accuracy"] - baseline["accuracy"] for k, r in results.items()}
-print("lift over SFT: " + ", ".join(f"{k} {100 * v:+.1f} pts" for k, v in lift.items()))
-if len({r["accuracy"] for r in results.values()}) == 1:
-    print("all three rows tie in this run: it cannot rank them, nor attribute a gain")
-elif results["NLL only"]["accuracy"] >= results["DPO + NLL"]["accuracy"]:
-    print("NLL only matched or beat DPO + NLL: the gain of 'DPO + NLL' cannot be credited to the preference term.")
+diffs = {(a, b): results[a]["accuracy"] - results[b]["accuracy"]
+         for a, b in (("DPO + NLL", "NLL only"), ("DPO + NLL", "DPO"))}
+print("in this run (one seed): lift over SFT " + ", ".join(f"{k} {100 * v:+.1f} pts" for k, v in lift.items())
+      + "; " + ", ".join(f"{a} − {b} {100 * d:+.1f} pts" for (a, b), d in diffs.items())
+      + f"; highest: {', '.join(k for k, r in results.items() if r['accuracy'] == results[best]['accuracy'])}")
+BENCH = committed_benchmarks("dpo")  # the committed benchmark (`make bench`); None on Colab
+if BENCH:
+    sys.path.insert(0, str(BENCH))
+    from tables import dpo_verdicts, load
+
+    bench = load("dpo", BENCH / "results")
+    bench_lines = dpo_verdicts(bench, len(task.heldout_pairs))
+    print(f"\nover seeds (the committed benchmark, seeds {', '.join(map(str, bench['seeds']))}, the full budget; "
+          "held-out accuracy):\n" + "\n".join(bench_lines))
 else:
-    print(f"DPO + NLL beat NLL only by {100 * (results['DPO + NLL']['accuracy'] - results['NLL only']['accuracy']):.1f} "
-          "points in this run: the preference term added something here (one seed; the DPO table in docs/results.md has "
-          "the three rows over seeds).")
-if len({r["accuracy"] for r in results.values()}) > 1:
-    print(f"best row in this run: {best}")
+    bench_lines = []
+    print("benchmarks/results/dpo.json is not here (e.g. on Colab): see the DPO table in docs/results.md")
 
 # %% [markdown]
 # ## 8b. The same answers without the pairs: KTO
@@ -410,14 +432,14 @@ positive = [i + 1 for i, v in enumerate(z0) if v > 0]
 print(f"z0 at the first step {z0[0]:.3f} (policy = reference); above 0 on {len(positive)} of {len(z0)} steps"
       + (f" (largest {max(z0):.3f}, last at step {positive[-1]})" if positive else "")
       + f"; at the last step {z0[-1]:.3f}" + (" (the clamp at 0 holds it)" if z0[-1] == 0 else ""))
-if tie:
-    print("KTO tied DPO in this run: on these answers the pairing added nothing measurable.")
-else:
-    p_mean = (results_kto["accuracy"] + results["DPO"]["accuracy"]) / 2
-    se = 100 * (p_mean * (1 - p_mean) / len(task.heldout_pairs)) ** 0.5  # one accuracy's sampling error
-    print(f"KTO {'beat' if gap > 0 else 'trailed'} DPO by {100 * abs(gap):.1f} points in this run (one seed; each "
-          f"accuracy's own sampling error on {len(task.heldout_pairs)} held-out prompts is about {se:.1f} points); "
-          f"KTO {'lifted' if results_kto['accuracy'] > baseline['accuracy'] else 'did not lift'} the SFT policy.")
+p_mean = (results_kto["accuracy"] + results["DPO"]["accuracy"]) / 2
+se = 100 * (p_mean * (1 - p_mean) / len(task.heldout_pairs)) ** 0.5  # one accuracy's sampling error
+print(f"in this run (one seed): KTO − DPO {100 * gap:+.1f} pts, KTO − SFT "
+      f"{100 * (results_kto['accuracy'] - baseline['accuracy']):+.1f} pts (each accuracy's own sampling error on "
+      f"{len(task.heldout_pairs)} held-out prompts is about {se:.1f} points)")
+if bench_lines:
+    print("\n".join(["over seeds (the committed benchmark, section 8):",
+                     *(line for line in bench_lines if line.startswith("- KTO"))]))
 
 # %% [markdown]
 # z0 starts at 0: the policy *is* the reference, so every log-ratio is 0. It is an average log-ratio
@@ -587,7 +609,7 @@ print(f"{'SFT':12} {before_style[0]:11.1%} {before_style[1]:11.1%} {(ref_logp[0]
 for name, r in style.items():
     print(f"{name:12} {r['style'][0]:11.1%} {r['style'][1]:11.1%} {r['chosen_more_likely']:19.1%}")
 taught = [name for name, r in style.items() if r["style"][0] > 0.5]
-print("the style was taught (over half the held-out answers at fixed width) by: "
+print("in this run, the style was taught (over half the held-out answers at fixed width) by: "
       + (", ".join(taught) if taught else "neither run"))
 for name, r in style.items():
     change = r["style"][1] - before_style[1]

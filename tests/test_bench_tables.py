@@ -437,3 +437,40 @@ def test_the_seeds_benchmark_reports_medians_of_interleaved_rounds(tmp_path, mon
     text = tables.seeds(tmp_path)
     assert "medians of 3 rounds, the counts interleaved" in text
     assert f"| 2 | {data['wall_seconds']['2']:.1f} | " in text and f" | {data['cpu_seconds']['2']:.1f} | " in text
+
+
+def test_the_verdicts_one_seed_notebooks_print_read_each_benchmark_seed_by_seed(tmp_path):
+    dpo = [{"variant": v, "seed": s, "sft_accuracy": 0.5, "final_accuracy": f, "rl_seconds": 18.0}
+           for v, per_seed in (("DPO", (0.70, 0.72, 0.74)), ("DPO + NLL", (0.76, 0.71, 0.80)),
+                               ("NLL only", (0.80, 0.81, 0.84)), ("KTO", (0.71, 0.73, 0.75)))
+           for s, f in enumerate(per_seed)]
+    lines = tables.dpo_verdicts({"seeds": [0, 1, 2], "runs": dpo}, 500)
+    assert [line.split(":")[0] for line in lines] == ["- DPO − its SFT start", "- DPO + NLL − NLL only",
+                                                      "- DPO + NLL − DPO", "- KTO − DPO"]
+    assert lines[0].endswith("beyond the seed spread, by more than 6.3 pts: DPO ahead on every seed")  # +20, +22, +24
+    assert "-4.0 / -10.0 / -4.0 pts" in lines[1] and "ahead on 0 of 3 seeds; within the seed spread" in lines[1]
+    assert "ahead on 3 of 3 seeds; within the seed spread" in lines[3]  # +1 on every seed: below the noise
+    hacking = [{"seed": s, "reward": w, "start": {"accuracy": 0.3, "loose_accuracy": 0.35},
+                "final": {"accuracy": a, "loose_accuracy": la}}
+               for s in range(3) for w, a, la in (("loose", 0.1 + 0.01 * s, 0.6), ("strict", 0.31, 0.33))]
+    lines = tables.hacking_verdicts({"n_heldout": 200, "runs": hacking})
+    assert lines[0].startswith("- loose-checker run, strict held-out at the end − at the start: -20.0 / -19.0 / "
+                               "-18.0")
+    assert lines[0].endswith("beyond the seed spread, by more than 10.0 pts: at the start ahead on every seed")
+    assert "+1.0 / +1.0 / +1.0 pts" in lines[1] and lines[1].endswith("within the seed spread")
+    assert "+50.0 / +49.0 / +48.0 pts" in lines[2]
+    frontier = [{"seed": s, "placement": p, "beta": b, "accuracy": 0.8, "kl": kl}
+                for s in range(3) for p, b, kl in (("none", 0.0, 1.0), ("loss", 0.2, 0.5 + 0.1 * s),
+                                                   ("reward", 0.2, 0.6))]
+    lines = tables.kl_frontier_verdicts({"runs": frontier}, 500)
+    assert len(lines) == 5 and "+0.0 / +0.0 / +0.0 pts" in lines[0] and "(3 tied)" in lines[0]
+    assert "-0.500 / -0.400 / -0.300 nats" in lines[1] and "β = 0 ahead on every seed" in lines[1]
+    assert lines[4].startswith("- KL(π‖π_ref): k3 in the loss, β = 0.2 − k1 in the reward, β = 0.2: "
+                               "-0.100 / +0.000 / +0.100 nats")
+    trl = [{"seed": s, "variant": v, "baseline_accuracy": 0.5, "final_accuracy": f}
+           for v, finals in (("course_lib `train_grpo`", (0.9, 0.8, 0.85)),
+                             ("TRL `GRPOTrainer` (bridge)", (0.7, 0.95, 0.9)))
+           for s, f in enumerate(finals)]
+    lines = tables.trl_verdicts({"runs": trl}, 500)
+    assert lines[2] == ("- course_lib − TRL: +20.0 / -15.0 / -5.0 pts (seeds 0 / 1 / 2); median -5.0, range "
+                        "-15.0 to +20.0; course_lib ahead on 1 of 3 seeds; within the seed spread")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib.run.verdicts import MIN_SEEDS, evaluation_noise, paired
+from course_lib.run.verdicts import MIN_SEEDS, committed_benchmarks, evaluation_noise, paired
 
 values = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 diffs = st.lists(values, min_size=1, max_size=9)
@@ -87,3 +88,10 @@ def test_evaluation_noise_is_two_standard_errors_of_a_difference():
     assert evaluation_noise(500) == pytest.approx(0.0632, abs=1e-4) and evaluation_noise(2000) < evaluation_noise(500)
     with pytest.raises(ValueError, match="n_prompts must be an integer >= 1"):
         evaluation_noise(0)
+
+
+def test_committed_benchmarks_is_the_repository_folder_with_that_results_file(monkeypatch, tmp_path):
+    assert committed_benchmarks("dpo") == ROOT / "benchmarks"  # whatever the working directory
+    monkeypatch.chdir(tmp_path)
+    assert committed_benchmarks("dpo") == ROOT / "benchmarks"
+    assert committed_benchmarks("no_such_benchmark") is None  # a name without its results file: nothing to read

@@ -22,6 +22,10 @@ Simplifications, said out loud: the rule is a sign test, not a confidence interv
 all, n seeds share a sign with probability 2·0.5ⁿ (1 in 4 for 3 seeds, 1 in 16 for 5): "beyond the
 seed spread" on 3 seeds is a consistent direction on few draws, not a significant result, and the
 sentence always carries n so a reader can weigh it.
+
+A notebook that trains one seed prints the committed multi-seed benchmark's verdicts beside its own numbers;
+``committed_benchmarks`` finds that benchmark's folder in the repository this package was imported from (none
+where the package is installed without it, e.g. on Colab).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 MIN_SEEDS = 3  # fewer paired seeds than this: no judgement, only the numbers
 
@@ -147,3 +152,11 @@ def paired(a, b=None, *, name_a: str, name_b: str, seeds=None, margin: float = 0
         if not isinstance(text, str):
             raise ValueError(f"{name} must be a string; got {text!r}")
     return Verdict(name_a, name_b, seeds, tuple(diffs), float(margin), float(scale), unit, int(digits))
+
+
+def committed_benchmarks(name: str) -> Path | None:
+    """The folder ``benchmarks/`` of the repository this package was imported from when it holds the committed
+    results file ``results/<name>.json`` (whatever the working directory, e.g. a notebook run from a scratch
+    folder); None where the package is installed without its repository (Colab, a wheel)."""
+    folder = Path(__file__).resolve().parents[2] / "benchmarks"
+    return folder if (folder / "results" / f"{name}.json").is_file() and (folder / "tables.py").is_file() else None
