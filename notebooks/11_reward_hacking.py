@@ -75,9 +75,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 
 # %%
 import dataclasses
-import json
 import os
-from pathlib import Path
+import sys
 
 import matplotlib.pyplot as plt
 import torch
@@ -88,6 +87,7 @@ from course_lib.lesson.stopwatch import Stopwatch
 from course_lib.run.dashboard import dashboard
 from course_lib.run.hacking import ALARMS, SFT_STEPS, alarm_order, experiment_config, first_alarms
 from course_lib.run.starts import sft_start
+from course_lib.run.verdicts import committed_benchmarks
 from course_lib.tinygpt.evaluation import evaluate, sample_completions
 from course_lib.tinygpt.runtime import MetricsLog
 from course_lib.tinygpt.task import AdditionTask
@@ -236,7 +236,8 @@ gap = {r: final[r]["loose_accuracy"] - final[r]["accuracy"] for r in final}
 exploited = gap["loose"] > 0.10 and final["loose"]["accuracy"] < start["accuracy"]
 lines = []
 if exploited:
-    lines.append(f"The loose run was exploited: its proxy (loose held-out) ends {gap['loose']:.0%} above the "
+    lines.append(f"In this run (one seed) the loose run was exploited: its proxy (loose held-out) ends "
+                 f"{gap['loose']:.0%} above the "
                  f"truth (strict held-out {final['loose']['accuracy']:.1%}, from {start['accuracy']:.1%}).")
 else:
     lines.append(f"In this run the exploit did not take hold: loose minus strict held-out is {gap['loose']:.0%}.")
@@ -247,8 +248,8 @@ if order:
     lines.append(f"First alarm{'s' if len(firsts) > 1 else ''} on the loose run, at step {first_step}: "
                  f"{', '.join(firsts)}." + (f" Then: {later}." if later else ""))
 delta = final["strict"]["accuracy"] - start["accuracy"]
-verb = "improved" if delta > 0.02 else ("fell" if delta < -0.02 else "stayed within 2 points")
-lines.append(f"The strict run {verb}: {start['accuracy']:.1%} → {final['strict']['accuracy']:.1%}, completions "
+lines.append(f"The strict run, strict held-out: {start['accuracy']:.1%} → {final['strict']['accuracy']:.1%} "
+             f"({100 * delta:+.1f} points in this run; section 5 reads it over seeds), completions "
              f"{rows['strict'][-1]['completion_length']:.1f} tokens long at the end.")
 lines.append("Alarms that also fired on the strict run (false alarms): " + (", ".join(false_alarms) or "none") + ".")
 print("\n".join(lines))
@@ -266,7 +267,8 @@ print("\n".join(lines))
 # The strict run's only way to earn reward is to add correctly. Its completions stay short and end
 # with `<eos>` (compare the two "after" columns in section 2), so the exploit is gone. Whether it
 # also *learned* is a separate question: section 3's line says what its accuracy did in your run,
-# and section 5 counts the benchmark's seeds on which it moved by more than 2 points in 40 steps.
+# and section 5 counts the benchmark's seeds on which it moved by more than 2 points in 40 steps, then reads
+# the change seed by seed.
 # Tightening the verifier removes the exploit; it does not by itself teach the task ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)'s
 # longer runs from a stronger start do). A held-out test with the *strict* checker is how we knew the
 # loose run needed it.
@@ -276,14 +278,19 @@ print("\n".join(lines))
 # One seed is one draw. `benchmarks/tinygpt_reward_hacking.py` runs this very experiment at seeds
 # 0, 1, 2 and stores every curve in `benchmarks/results/reward_hacking.json`. The cell counts, from
 # that file, the seeds whose loose run was exploited (by the same rule as section 3) and the seeds
-# whose strict run moved by more than 2 points.
+# whose strict run moved by more than 2 points. Then it reads each change seed by seed with the rule of
+# [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb), section 8: beyond the seed spread only when every seed
+# agrees, by more than the evaluation noise (two standard errors of a difference of two held-out accuracies).
 # The cell reads that file when the repository is at hand (not on Colab, where only `course_lib` is
 # installed).
 
 # %%
-bench_path = Path("../benchmarks/results/reward_hacking.json")
-if bench_path.is_file():
-    bench = json.loads(bench_path.read_text())
+BENCH = committed_benchmarks("reward_hacking")  # the committed runs over three seeds (`make bench`); None on Colab
+if BENCH:
+    sys.path.insert(0, str(BENCH))
+    from tables import hacking_verdicts, load
+
+    bench = load("reward_hacking", BENCH / "results")
     print(f"{'seed':>4} {'checker':>8} {'strict start → end':>20} {'loose start → end':>19}  alarms in order")
     for run in bench["runs"]:
         s, f = run["start"], run["final"]
@@ -297,7 +304,10 @@ if bench_path.is_file():
              if abs(by[s, "strict"]["final"]["accuracy"] - by[s, "strict"]["start"]["accuracy"]) > 0.02 + 1e-9]
     print(f"\nloose run exploited on {len(hacked)} of {len(bench['seeds'])} seeds; strict run moved by more than 2 points "
           f"on {len(moved)} of {len(bench['seeds'])} ({bench['rl_steps']} steps)")
+    bench_lines = hacking_verdicts(bench)
+    print("\n".join(bench_lines))
 else:
+    bench_lines = []
     print("benchmarks/results/reward_hacking.json is not here (e.g. on Colab): see the table in docs/results.md")
 
 # %% [markdown]

@@ -72,6 +72,7 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 import copy
 import dataclasses
 import os
+import sys
 
 import matplotlib.pyplot as plt
 import torch
@@ -83,6 +84,7 @@ from course_lib.lesson.sources import cite
 from course_lib.lesson.stopwatch import Stopwatch
 from course_lib.run.dashboard import dashboard
 from course_lib.run.starts import env_start, sft_start
+from course_lib.run.verdicts import committed_benchmarks
 from course_lib.tinygpt.environments import (
     CalculatorEnv,
     EnvTask,
@@ -379,6 +381,8 @@ ctl = "no tool demo"
 best_name = max((n for n in tool_cfg if n != ctl), key=lambda n: runs[n]["accuracy"])
 best_tool = runs[best_name]["accuracy"]
 lines = [
+    f"In this run (one seed, {RL_STEPS} GRPO steps from each start):",
+    "",
     f"- Plain GRPO: {starts['plain']['accuracy']:.1%} → {runs['plain']['accuracy']:.1%} held-out "
     f"(carry {starts['plain']['accuracy_carry']:.1%} → {runs['plain']['accuracy_carry']:.1%}); from the control "
     f"(the same extra SFT, no tool demonstration) {starts[ctl]['accuracy']:.1%} → {runs[ctl]['accuracy']:.1%} "
@@ -403,6 +407,19 @@ lines = [
        if runs["every carry demo"]["tool_use_carry"] >= 0.5 else "GRPO did not keep the tool in this run."),
 ]
 display(Markdown("\n".join(lines)))
+BENCH = committed_benchmarks("tools")  # the same runs over three seeds (`make bench`); None on Colab
+if BENCH:
+    sys.path.insert(0, str(BENCH))
+    from tables import load, tools_verdicts
+
+    bench = load("tools", BENCH / "results")
+    bench_lines = tools_verdicts(bench)
+    print(f"Over seeds (the committed benchmark, benchmarks/tinygpt_tools.py: seeds "
+          f"{', '.join(map(str, bench['seeds']))}, {bench['grpo_steps']} GRPO steps from each start; 'tool, few demos' "
+          "is the start with 100 demos, 'no tool, same extra SFT' the control):\n" + "\n".join(bench_lines))
+else:
+    bench_lines = []
+    print("benchmarks/results/tools.json is not here (e.g. on Colab): see the tools table in docs/results.md")
 
 # %% [markdown]
 # ### Does a call pay?
@@ -445,7 +462,9 @@ print(
 # from the rarely-calling start here it did not (the lines above). A tool should win where the policy's own
 # answers stay wrong for longer than its calls take to become right: harder sums (3 or 4 digits, carry
 # chains), or a start that writes calls well but rarely. The runs here do not show such a setting; the
-# tools benchmark in docs/results.md repeats them over three seeds. To explore: `TaskConfig.tool_call="sum"` makes
+# benchmark's lines in section 3 read the same runs seed by seed, with the rule of
+# [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb), section 8 (beyond the seed spread only when every seed
+# agrees). To explore: `TaskConfig.tool_call="sum"` makes
 # the teacher call `[37+45]` for the whole sum (the policy then only copies the tool's answer), and
 # `env_start(..., steps=…)` sets how long SFT teaches the call; compare the two numbers above.
 #
