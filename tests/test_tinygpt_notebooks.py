@@ -13,7 +13,9 @@ trained on principles shows their position and length biases, and dropping the p
 The notebooks share the SFT starts of seeds 0, 1, 2 (``course_lib.run.starts``); ``shared_sft_start`` builds
 them once per test session, side by side, in a folder both pytest-xdist workers see (the cache's lock
 makes a second worker wait for the first and read its file). Notebooks 09, 12, 16 and 17 read their verdicts
-over those three seeds; their thresholds come from the seeds' spread with a margin. No CPU kernel set is
+over those three seeds; their thresholds come from the seeds' spread with a margin. Notebooks 08, 10, 11, 15 and 18
+train one seed: they print its differences as numbers of this run, and beside them the committed benchmark's verdicts
+over seeds, which the tests compare with the lines ``benchmarks/tables.py`` makes from its JSON. No CPU kernel set is
 pinned: the lessons hold on the kernels torch picks (CI runs 08, 09, 12 and 16 again under another set).
 """
 
