@@ -662,7 +662,8 @@ else:
 # several points; the lines "over seeds" are the committed benchmark (`benchmarks/tinygpt_kl_frontier.py`: the
 # same sweep, with the settings of this run as its seed 0, at seeds 0, 1, 2 and a longer budget), each difference
 # read seed by seed with the rule of [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) (section 8: beyond the seed
-# spread only when every seed agrees, by more than the evaluation noise for accuracy).
+# spread only when every seed agrees, by more than the evaluation noise for accuracy). In the KL lines, the side
+# "ahead" is the one farther from the reference.
 # What a sweep measures is how β trades distance from the reference against accuracy; neighbouring β values
 # (and their order on the frontier) are within the run-to-run spread, which is why
 # the printout compares only the strongest β with β = 0. Here the reward is an
