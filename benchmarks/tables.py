@@ -12,7 +12,8 @@ between markers, wherever a block stands (``tools/doc_blocks.py``)::
 when a table differs from what the JSON says (``tests/test_bench_tables.py`` runs it).
 Medians are over seeds; per-seed values are shown beside them. The goals a table judges a run
 against are in ``goals.py``; the results files are written by ``writer.py``. Rendering reads files
-and runs nothing (no git, no training).
+and runs nothing (no git, no training). The verdict lines over seeds (``*_verdicts``) are also what a notebook
+that trains one seed prints beside its own numbers (found through ``course_lib.run.verdicts.committed_benchmarks``).
 """
 
 from __future__ import annotations
