@@ -450,6 +450,23 @@ def tools_verdicts(data: dict) -> list[str]:
     return said
 
 
+def masking_verdicts(data: dict, n_heldout: int) -> list[str]:
+    """The masking ablation seed by seed (the same seed: the same tool start and prompts): with the environment's
+    tokens in the loss against masked, the log-prob of the tool's answer (nats; no floor) and held-out accuracy
+    (points on ``n_heldout`` prompts, the floor their evaluation noise)."""
+    masked, unmasked = "tool, every carry demo", "tool, every carry demo, env tokens in the loss"
+    rows = {v: {r["seed"]: r for r in data["runs"] if r["variant"] == v} for v in (masked, unmasked)}
+    nats, points = {"scale": 1.0, "unit": " nats", "digits": 2}, {"margin": evaluation_noise(n_heldout)}
+    out = []
+    for key, what, how in (("tool_answer_logprob", "log-prob of the tool's answer", nats),
+                           ("final_accuracy", "held-out accuracy after GRPO", points)):
+        values = ({s: r[key] for s, r in rows[v].items() if r.get(key) is not None} for v in (unmasked, masked))
+        read = by_seed(*values, "env tokens in the loss", "masked", **how)
+        if read:
+            out.append(f"- {what}: {read.sentence()}")
+    return out
+
+
 def rollout(results: Path = RESULTS) -> str:
     return _per_seed_table(load("rollout", results), [
         ("cached, s", "cached_seconds", lambda x: f"{x:.3f}"), ("uncached, s", "uncached_seconds", lambda x: f"{x:.3f}"),

@@ -552,6 +552,10 @@ print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling �
 # held-out accuracy (greedy) and the sequence-level KL(π_θ‖π_ref) on held-out prompts
 # (`course_lib.tinygpt.evaluation.reference_kl`: the same measurement for every run, whatever trained it).
 #
+# This sweep is one seed. The end of the section prints it beside the committed benchmark's sweep at three seeds,
+# each difference read seed by seed with the rule of [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb), section 8
+# (beyond the seed spread only when every seed agrees).
+#
 # *Predict before running:* how much accuracy does the largest β cost here, where the reward is an exact
 # checker (nothing to over-optimise)? And which placement will move less at the same β?
 
@@ -660,10 +664,8 @@ else:
 # %% [markdown]
 # Read the printout, not a slogan. The lines "in this run" are one seed, and on this task single runs move by
 # several points; the lines "over seeds" are the committed benchmark (`benchmarks/tinygpt_kl_frontier.py`: the
-# same sweep, with the settings of this run as its seed 0, at seeds 0, 1, 2 and a longer budget), each difference
-# read seed by seed with the rule of [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) (section 8: beyond the seed
-# spread only when every seed agrees, by more than the evaluation noise for accuracy). In the KL lines, the side
-# "ahead" is the one farther from the reference.
+# same sweep, with the settings of this run as its seed 0, at seeds 0, 1, 2 and a longer budget; for accuracy the
+# floor is the evaluation noise). In the KL lines, the side "ahead" is the one farther from the reference.
 # What a sweep measures is how β trades distance from the reference against accuracy; neighbouring β values
 # (and their order on the frontier) are within the run-to-run spread, which is why
 # the printout compares only the strongest β with β = 0. Here the reward is an

@@ -229,6 +229,13 @@ ax2.legend()
 plt.tight_layout()
 plt.show()
 
+# %% [markdown]
+# Two runs of one seed cannot rank the trainers: the next cell's "in this run" line is one draw. Its "over seeds"
+# lines are `benchmarks/trl_vs_course_grpo.py`, which repeats the comparison at three seeds (with TRL's gradient
+# checkpointing off and on; docs/trl.md reports its medians and speeds), each difference read seed by seed with
+# the rule of [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb), section 8: beyond the seed spread only when every
+# seed agrees, by more than the evaluation noise.
+
 # %%
 lift_course = course["final"] - baseline["accuracy"]
 lift_trl = trl["final"] - baseline["accuracy"]
@@ -258,12 +265,6 @@ else:
     print(f"A TRL step took {speed:.2f}× the course's here: no slower on this run.")
 
 # %% [markdown]
-# Two runs of one seed cannot rank the trainers: the "in this run" line is one draw. The "over seeds" lines
-# are `benchmarks/trl_vs_course_grpo.py`, which repeats the comparison at three seeds (with TRL's gradient
-# checkpointing off and on; docs/trl.md reports its medians and speeds), each difference read seed by seed with
-# the rule of [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb), section 8: beyond the seed spread only when every
-# seed agrees, by more than the evaluation noise.
-#
 # ## 5. DPO: `course_lib` beside TRL's `DPOTrainer`
 #
 # The same offline pairs (sampled once from the SFT policy, one accepted and one rejected answer

@@ -471,6 +471,12 @@ def test_the_verdicts_one_seed_notebooks_print_read_each_benchmark_seed_by_seed(
            for v, finals in (("course_lib `train_grpo`", (0.9, 0.8, 0.85)),
                              ("TRL `GRPOTrainer` (bridge)", (0.7, 0.95, 0.9)))
            for s, f in enumerate(finals)]
+    tools = [{"variant": v, "seed": s, "final_accuracy": 0.8 + d * s, "tool_answer_logprob": lp}
+             for s in range(3) for v, d, lp in (("tool, every carry demo", 0.0, -12.0),
+                                                ("tool, every carry demo, env tokens in the loss", 0.01, -3.0 + s))]
+    lines = tables.masking_verdicts({"runs": tools}, 500)
+    assert "+9.00 / +10.00 / +11.00 nats" in lines[0] and "env tokens in the loss ahead on every seed" in lines[0]
+    assert "+0.0 / +1.0 / +2.0 pts" in lines[1] and lines[1].endswith("(1 tied); within the seed spread")
     lines = tables.trl_verdicts({"runs": trl}, 500)
     assert lines[2] == ("- course_lib − TRL: +20.0 / -15.0 / -5.0 pts (seeds 0 / 1 / 2); median -5.0, range "
                         "-15.0 to +20.0; course_lib ahead on 1 of 3 seeds; within the seed spread")

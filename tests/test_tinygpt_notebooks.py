@@ -519,7 +519,7 @@ def test_16_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_re
 
 def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
     names = ["starts", "runs", "sampled", "probe", "proxy", "strict", "before", "episode.policy_mask", "RL_STEPS",
-             "pays", "bench_lines", "lines"]
+             "pays", "bench_lines", "lines", "masking_lines"]
     ns, shown = execute("15_environments_and_tools", names, FAST)
     assert_clean("15", shown)
     assert_no_generator_repr("15", shown)
@@ -562,6 +562,11 @@ def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
     assert_benchmark_verdicts(ns["bench_lines"], tables.tools_verdicts(tables.load("tools")), text,
                               ("tool, few demos, sampled call rate on carry prompts: last quarter of the steps "
                                "− first", "tool, every carry demo − no tool, same extra SFT"))
+    unmasked_gain = runs["env tokens in the loss"]["accuracy"] - runs["every carry demo"]["accuracy"]
+    assert f"accuracy moved {100 * unmasked_gain:+.1f} points (in this run)" in text
+    assert_benchmark_verdicts(ns["masking_lines"], tables.masking_verdicts(tables.load("tools"), 500), text,
+                              ("log-prob of the tool's answer: env tokens in the loss − masked",
+                               "held-out accuracy after GRPO: env tokens in the loss − masked"))
 
 
 def test_17_ai_feedback(matplotlib_ready, shared_sft_start):
