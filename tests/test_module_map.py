@@ -17,7 +17,8 @@ def test_every_module_and_package_of_course_lib_is_in_the_map_with_its_summary()
     files = [p for p in (ROOT / "course_lib").rglob("*.py") if "__pycache__" not in p.parts]
     names = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for p in files}
     assert set(rows) == names
-    assert rows["course_lib.formulas.preference" if "course_lib.formulas.preference" in rows else "course_lib.formulas.preference"] \
+    assert rows["course_lib.formulas.preference" if "course_lib.formulas.preference" in rows
+                else "course_lib.formulas.preference"] \
         .startswith("Pairwise preferences: Bradley–Terry")
 
 
