@@ -62,9 +62,9 @@ NOTEBOOKS = ("08_tiny_gpt_dpo", "09_tiny_gpt_grpo", "10_the_kl_term", "11_reward
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOK_SHARE = 0.5  # of --max-seconds
 MIN_NOTEBOOK_SECONDS = 30
+# the notebook, then its models' devices
 PROBE = ("import json, runpy, sys, torch; ns = runpy.run_path(sys.argv[1], run_name='__main__'); "
          "print('MODELS ' + json.dumps({k: str(next(v.parameters()).device) for k, v in ns.items() "
-         # the notebook, then its models' devices
          "if isinstance(v, torch.nn.Module) and any(True for _ in v.parameters())}))")
 
 

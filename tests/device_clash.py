@@ -42,8 +42,8 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 DEVICE, HOST = "device", "host"
 HOST_DEVICE = torch.device("cpu", 0)  # what .device of a host tensor reads as here ('cpu:0'; the device is 'cpu')
+# transfers, plumbing: no same-device rule
 MOVES = {"to", "cuda", "cpu", "mps", "copy_", "__deepcopy__", "__get__", "__set__", "set_", "pin_memory",
-         # transfers, plumbing: no same-device rule
          "share_memory_", "__setitem__", "_has_compatible_shallow_copy_type"}
 
 
