@@ -47,7 +47,8 @@ def test_a_stale_map_is_found_and_rewritten(tmp_path, capsys):
     ("", "it has none"),
     ('"""\nstarts on the second line.\n"""\n', "it has none"),
     ('"""A first sentence that runs\nonto a second line."""\n', "runs onto a second line"),
-    ('"""' + "x" * 98 + '."""\n', "at most 97 characters; it has 99"),
+    ('"""' + "x" * (module_map.LINE - 2) + '."""\n',
+     f"at most {module_map.LINE - 3} characters; it has {module_map.LINE - 1}"),
 ])
 def test_a_module_without_a_one_line_summary_stops_the_map(tmp_path, doc, problem):
     package = tmp_path / "pkg"

@@ -20,6 +20,8 @@ import re
 import shutil
 import tempfile
 import time
+import tomllib
+import unicodedata
 from datetime import datetime
 
 import jupytext
@@ -88,6 +90,22 @@ def test_first_cell_is_the_colab_setup_cell(name):
     assert first.source.strip() == SETUP_CELL.strip(), (
         f"{name}: the first cell must be course_lib.lesson.colab.SETUP_CELL (copy it, then `make sync`)"
     )
+
+
+def _display_width(line: str) -> int:
+    """A line's width as ruff's E501 counts it: East Asian wide characters 2, combining marks 0, the rest 1."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+@pytest.mark.parametrize("name", PAIRED)
+def test_only_markdown_table_rows_exceed_the_line_length(name):
+    """ruff skips E501 in notebooks/*.py (pyproject.toml) only because a markdown table row cannot wrap: code,
+    comments and prose keep to the project's line length."""
+    limit = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]["line-length"]
+    lines = (NOTEBOOKS / f"{name}.py").read_text(encoding="utf-8").splitlines()
+    over = [f"line {i}: {line[:50]}…" for i, line in enumerate(lines, 1)
+            if _display_width(line) > limit and not line.startswith("# |")]
+    assert not over, f"{name}.py has lines over {limit} characters that are not markdown table rows: {over}"
 
 
 def _library_names() -> set[str]:
