@@ -107,13 +107,11 @@ SYSTEMS14_CALLS = {
                          "    return list(range(n_batches))\n"),
     "behaviour_weights": ("def behaviour_weights(old_logps, sampler_logps, mode, clip_min=None, clip_max=3.0):\n"
                           + _PADDED
-                          + "    w, out = behaviour.behaviour_weights(pad(old_logps), pad(sampler_logps), mask, mode, "
-                            "clip_min,"
-                          " clip_max)\n    return w.tolist(), out.tolist()\n"),
+                          + "    w, out = behaviour.behaviour_weights(pad(old_logps), pad(sampler_logps), mask, mode,"
+                          " clip_min, clip_max)\n    return w.tolist(), out.tolist()\n"),
     "mismatch_stats": ("def mismatch_stats(old_logps, sampler_logps, mode, clip_min=None, clip_max=3.0):\n" + _PADDED
-                       + "    o, s, m = (behaviour.torch.tensor(x, dtype=behaviour.torch.float64) for x in "
-                         "(pad(old_logps),"
-                       " pad(sampler_logps), mask))\n"
+                       + "    o, s, m = (behaviour.torch.tensor(x, dtype=behaviour.torch.float64)"
+                       " for x in (pad(old_logps), pad(sampler_logps), mask))\n"
                        "    w, out = behaviour.behaviour_weights(o, s, m, mode, clip_min, clip_max)\n"
                        "    d = behaviour.mismatch(o, s, m, w, out)\n"
                        "    return {'masked_share': float(d['is_clipped_fraction']), 'ess': float(d['is_ess']),"

@@ -352,8 +352,8 @@ def test_a_mismatched_sampler_is_measured_and_corrected_at_k0(sft):
 @pytest.mark.parametrize(("field", "value", "match"), [
     ("sampler_temperature", 0.0, r"grpo.sampler_temperature must be None .* or a finite number > 0"),
     ("sampler_temperature", "hot", r"grpo.sampler_temperature must be None"),
-    ("adaptive_length_quantile", 0.0, r"grpo.adaptive_length_quantile must be None \(off\) or a finite number in \(0, "
-                                      r"1\]"),
+    ("adaptive_length_quantile", 0.0,
+     r"grpo.adaptive_length_quantile must be None \(off\) or a finite number in \(0, 1\]"),
     ("adaptive_length_quantile", 1.5, r"grpo.adaptive_length_quantile must be None"),
     ("adaptive_length_margin", -1, r"grpo.adaptive_length_margin must be an integer >= 0"),
     ("adaptive_length_margin", 1.5, r"grpo.adaptive_length_margin must be an integer >= 0"),

@@ -104,9 +104,9 @@ def test_validate_keeps_the_rules_that_tie_sections_together():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"task.digits": 100}, "grpo.max_completion_length (4) must leave room for the longest answer plus <eos>: at "
-                           "least task.digits + 2 = 102 tokens (raise grpo.max_completion_length or lower "
-                           "task.digits)"),
+    ({"task.digits": 100},
+     "grpo.max_completion_length (4) must leave room for the longest answer plus <eos>: at least task.digits + 2 = "
+     "102 tokens (raise grpo.max_completion_length or lower task.digits)"),
     ({"task.tool_demos": -5}, "task.tool_demos must be an integer >= 0"),  # refused with or without task.env
     ({"model.n_layer": 0}, "model.n_layer must be an integer >= 1; got 0"),
     ({"task.teacher_error_rate": float("nan")}, "task.teacher_error_rate must be a finite number in [0, 1]; got nan"),

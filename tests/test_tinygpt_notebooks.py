@@ -218,9 +218,9 @@ def test_11_reward_hacking_shows_the_exploit(matplotlib_ready, shared_sft_start)
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed: pip install -e '.[trl]'")
 def test_18_graduating_to_trl_runs(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("18_graduating_to_trl", ["baseline", "course", "trl", "dpo_results", "ratio", "chat_rewards",
-                                                 "bridged", "{k: b.trainer for k, b in preference_bridges.items()}"],
-                                                 FAST)
+    ns, shown = execute("18_graduating_to_trl",
+                        ["baseline", "course", "trl", "dpo_results", "ratio", "chat_rewards", "bridged",
+                         "{k: b.trainer for k, b in preference_bridges.items()}"], FAST)
     assert_clean("18", shown)
     assert ns["ratio"] == pytest.approx((7 / 8) ** 0.5, rel=1e-3)  # TRL's ddof=1 + 1e-4 over the population std
     for run in (ns["course"], ns["trl"]):
@@ -525,10 +525,8 @@ def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
 
 def test_17_ai_feedback(matplotlib_ready, shared_sft_start):
     ns, shown = execute("17_ai_feedback",
-                        ["shares", "top", "rules", "jm", "fm", "rm_biased", "rm_fixed", "rows_biased",
-                                           "rows_fixed", "curve_biased", "curve_fixed", "SEEDS", "seed_rows",
-                                           "top_first",
-                                           "gone_on", VERDICTS], FAST)
+                        ["shares", "top", "rules", "jm", "fm", "rm_biased", "rm_fixed", "rows_biased", "rows_fixed",
+                         "curve_biased", "curve_fixed", "SEEDS", "seed_rows", "top_first", "gone_on", VERDICTS], FAST)
     assert_clean("17", shown)
     text = "".join(t for _, t in shown)
     seeds, rows, verdicts = ns["SEEDS"], ns["seed_rows"], ns[VERDICTS]
