@@ -97,12 +97,13 @@ def main(argv: list[str] | None = None) -> int:
             run["speedup"] = round(runs[0]["seconds"] / run["seconds"], 2) if runs else 1.0
             runs.append(run)
             print(f"{args.students} students, --jobs {jobs}: {run['seconds']:.0f} s "
-                  f"({run['seconds_per_student']:.1f} s per student, {run['speedup']:.2f}x vs --jobs {runs[0]['jobs']}; "
-                  f"load {run['load_before']} -> {run['load_after']})", flush=True)
+                  f"({run['seconds_per_student']:.1f} s per student, {run['speedup']:.2f}x vs --jobs "
+                  f"{runs[0]['jobs']}; load {run['load_before']} -> {run['load_after']})", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if args.students >= 150:
-        print(f"measured: {args.students} students at --jobs {runs[-1]['jobs']} took {runs[-1]['seconds'] / 60:.1f} min")
+        print(f"measured: {args.students} students at --jobs {runs[-1]['jobs']} took {runs[-1]['seconds'] / 60:.1f} "
+              "min")
     else:
         goal = 150 * runs[-1]["seconds_per_student"] / 60
         print(f"extrapolated, not measured: 150 students at --jobs {runs[-1]['jobs']} would take about {goal:.0f} min")

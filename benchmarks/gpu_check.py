@@ -62,9 +62,10 @@ NOTEBOOKS = ("08_tiny_gpt_dpo", "09_tiny_gpt_grpo", "10_the_kl_term", "11_reward
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOK_SHARE = 0.5  # of --max-seconds
 MIN_NOTEBOOK_SECONDS = 30
+# the notebook, then its models' devices
 PROBE = ("import json, runpy, sys, torch; ns = runpy.run_path(sys.argv[1], run_name='__main__'); "
          "print('MODELS ' + json.dumps({k: str(next(v.parameters()).device) for k, v in ns.items() "
-         "if isinstance(v, torch.nn.Module) and any(True for _ in v.parameters())}))")  # the notebook, then its models' devices
+         "if isinstance(v, torch.nn.Module) and any(True for _ in v.parameters())}))")
 
 
 def _rows(out: Path) -> list[dict]:
@@ -126,7 +127,8 @@ def notebook_path(source: Path, out: Path, timeout: float) -> dict:
     Agg, a start cache under ``out``), killed after ``timeout`` seconds. Returns its exit status (None: killed),
     seconds, the device line its first cell printed, where each model it left in its namespace lives (``models``:
     name -> device) and the output's tail."""
-    root = str(Path(__file__).resolve().parents[1])  # course_lib from this checkout (the first cell then installs nothing)
+    # course_lib from this checkout (the first cell then installs nothing)
+    root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "COURSE_FAST": "1", "MPLBACKEND": "Agg", "COURSE_CACHE": str(out / "cache"),
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     start = time.perf_counter()
@@ -198,7 +200,8 @@ def levers(cfg) -> dict:
                   num_generations=g.num_generations)
         with runtime.autocast(prompts.device):
             sec = _timed(lambda p=prompts, k=kw: generate(model, p, task.tokenizer, **k), repeats=3)
-        out[f"sample_tokens_per_second_x{scale}"] = prompts.shape[0] * g.num_generations * g.max_completion_length / sec
+        sampled = prompts.shape[0] * g.num_generations * g.max_completion_length
+        out[f"sample_tokens_per_second_x{scale}"] = sampled / sec
     roll = generate(model, task.encode_prompts(pairs[: g.batch_prompts], "cuda"), task.tokenizer,
                     max_completion_length=g.max_completion_length, num_generations=g.num_generations)
     args = (roll.input_ids, roll.attention_mask, roll.completion_mask)
@@ -225,7 +228,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--jobs", type=int, default=max(1, min(4, (os.cpu_count() or 1) // 4)),
                         help="notebooks run at once (default: a quarter of the cores, at most 4)")
     parser.add_argument("--out", default="runs/gpu_check")
-    parser.add_argument("--save", action="store_true", help="also write benchmarks/results/gpu_check.json (the table in docs/results.md)")
+    parser.add_argument("--save", action="store_true",
+                        help="also write benchmarks/results/gpu_check.json (the table in docs/results.md)")
     args = parser.parse_args(argv)
     if args.max_seconds <= 0:
         parser.error(f"--max-seconds must be > 0; got {args.max_seconds}")
@@ -245,7 +249,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
 
     def peak_of(dtype):
-        return args.peak_tflops * 1e12 if args.peak_tflops else (peak_flops(name, dtype) if device.type == "cuda" else None)
+        return args.peak_tflops * 1e12 if args.peak_tflops else (peak_flops(name, dtype) if device.type == "cuda"
+                                                                 else None)
 
     peak = peak_of(runtime.precision(device))
     results = {"device": name, "precision": runtime.describe_precision(device), "peak_flops": peak,
@@ -258,9 +263,11 @@ def main(argv: list[str] | None = None) -> dict | None:
                                                    deadline, args.jobs)
         for nb in results["notebooks"]:
             state = nb.get("skipped") or ("passed" if nb["returncode"] == 0 else
-                                          "killed at the deadline" if nb["returncode"] is None else f"exit {nb['returncode']}")
+                                          "killed at the deadline" if nb["returncode"] is None
+                                          else f"exit {nb['returncode']}")
             print(f"notebook {nb['notebook']} (COURSE_FAST=1): {state}"
-                  + (f" in {nb['seconds']:.0f} s, {nb['device_line']}, models on {nb['models']}" if "seconds" in nb else "")
+                  + (f" in {nb['seconds']:.0f} s, {nb['device_line']}, models on {nb['models']}" if "seconds" in nb
+                     else "")
                   + ("" if "skipped" in nb or nb["returncode"] == 0 else f"\n{nb['tail']}"), flush=True)
     reserve = 0.15 * args.max_seconds  # for the smoke test, the rollout worker and the levers
     for i, kind in enumerate(KINDS):
@@ -297,7 +304,8 @@ def main(argv: list[str] | None = None) -> dict | None:
         from provenance import record
         from tables import RESULTS
 
-        results.update(command="python benchmarks/gpu_check.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        results.update(command="python benchmarks/gpu_check.py "
+                       + " ".join(argv if argv is not None else sys.argv[1:]),
                        **record())
         (RESULTS / "gpu_check.json").write_text(json.dumps(results, indent=1) + "\n")
     print(f"{name} ({results['precision']}): {results['wall_seconds']:.0f} s in all; wrote {out / 'gpu_check.json'}")

@@ -41,7 +41,8 @@ def sources(paths: tuple[str, ...] = SOURCES) -> str:
         return path not in left_out and not path.startswith("benchmarks/results/")
 
     try:
-        listing = [line for line in _git("ls-files", "-s", "--", *paths).splitlines() if _counts(line.split("\t", 1)[1])]
+        listing = [line for line in _git("ls-files", "-s", "--", *paths).splitlines()
+                   if _counts(line.split("\t", 1)[1])]
         dirty = [line for line in _git("status", "--porcelain", "--untracked-files=no", "--", *paths).splitlines()
                  if _counts(line[3:])]
     except (OSError, subprocess.CalledProcessError):

@@ -43,7 +43,8 @@ from tools import cpu_kernels  # noqa: E402
 
 RESULTS = HERE / "results"
 
-# results file -> (the command that writes it, CPU minutes it takes (approximate, from its last runs), needs an idle machine)
+# results file -> (the command that writes it, CPU minutes it takes (approximate, from its last runs), needs an idle
+# machine)
 PLAN: dict[str, tuple[list[str], int, bool]] = {
     "grpo": (["tinygpt_grpo.py"], 10, False),
     "seeds": (["tinygpt_seeds.py", "--steps", "50"], 12, True),
@@ -120,7 +121,8 @@ def mark_complete(name: str, wall: float, cpu: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help=f"benchmarks to run, current or not (any of: {', '.join([*PLAN, *DIAGNOSTICS])})")
+    parser.add_argument("names", nargs="*", help="benchmarks to run, current or not (any of: "
+                                                 f"{', '.join([*PLAN, *DIAGNOSTICS])})")
     parser.add_argument("--status", action="store_true", help="print each results file's state and stop")
     parser.add_argument("--diagnostics", action="store_true", help="also run the print-only diagnostics")
     args = parser.parse_args(argv)
@@ -139,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     if current["sources"].endswith("+changes"):
         parser.error("course_lib, configs or a benchmark script has uncommitted changes: commit them first, so the "
                      "results record the code they ran")
-    todo = args.names or [n for n, s in states.items() if s != "current"] + (list(DIAGNOSTICS) if args.diagnostics else [])
+    todo = args.names or [n for n, s in states.items() if s != "current"] + (list(DIAGNOSTICS) if args.diagnostics
+                                                                             else [])
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cpu_kernels.pin(env)
     for name in todo:

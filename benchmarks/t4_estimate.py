@@ -24,8 +24,8 @@ Where the numbers come from:
 Per step: launches, reads, FLOPs and CPU seconds are the slope between a run of ``n1`` and one of
 ``n2`` steps (setup cancels; a warm-up run first; the least CPU time of two plain runs, the machine
 being shared); host seconds, from one counted run each, likewise, or where noise makes that slope
-non-positive the mean over both runs' steps, setup included (an upper bound); at most the CPU seconds. Data building (DPO pairs, reward-model
-pairs, best-of-N) is per prompt, the same way.
+non-positive the mean over both runs' steps, setup included (an upper bound); at most the CPU seconds. Data building
+(DPO pairs, reward-model pairs, best-of-N) is per prompt, the same way.
 What is not modelled: notebook cells outside the trainers and their evaluations (plots, small
 tensors: milliseconds), the SFT start's disk cache (each fresh Colab runtime trains it once), model
 downloads and pip installs.
@@ -69,7 +69,8 @@ HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "numpy", "cp
 # element reads behind the host reads above launch nothing either
 NO_KERNEL = {ATEN.empty.memory_format, ATEN.empty_strided.default, ATEN.empty_like.default, ATEN.lift_fresh.default,
              ATEN.detach.default, ATEN.alias.default, ATEN.set_.source_Storage_storage_offset, ATEN.resize_.default,
-             ATEN.is_same_size.default, ATEN._has_compatible_shallow_copy_type.default, ATEN._local_scalar_dense.default}
+             ATEN.is_same_size.default, ATEN._has_compatible_shallow_copy_type.default,
+             ATEN._local_scalar_dense.default}
 
 
 class LaunchCounter(TorchDispatchMode):
@@ -126,7 +127,8 @@ class LaunchCounter(TorchDispatchMode):
         return out
 
     def host_seconds(self, overhead: float) -> float:
-        """CPU seconds of host work between operators, less ``overhead`` per dispatched operator (the counter's own)."""
+        """CPU seconds of host work between operators, less ``overhead`` per dispatched operator (the counter's
+        own)."""
         return max(0.0, self.gap_seconds - self.dispatched * overhead)
 
 
@@ -257,7 +259,8 @@ def measure_units(quick: bool = False, only: list[str] | None = None) -> dict:
         # data builders, per prompt
         "dpo_pairs": lambda n: lambda: build_preference_pairs(
             policy(), task, dataclasses.replace(cfg.dpo, pair_prompts=n), generator=gen(2)),
-        "rm_pairs": lambda n: lambda: preference_data(policy(), task, task.sample_pairs(n, gen(3)), RewardModelConfig(),
+        "rm_pairs": lambda n: lambda: preference_data(policy(), task, task.sample_pairs(n, gen(3)),
+                                                      RewardModelConfig(),
                                                       generator=gen(4)),
         "best_of_32": lambda n: lambda: best_of_n_scores(policy(), task, task.heldout_pairs[:n], scorer, k=32),
         # one held-out evaluation (500 prompts, greedy), and notebook 11's (200 prompts, 12 tokens)

@@ -72,7 +72,8 @@ def pct(x: float) -> str:
 
 
 def _rows(data: dict, setting: str, variant: str) -> list[dict]:
-    return sorted((r for r in data["runs"] if r["setting"] == setting and r["variant"] == variant), key=lambda r: r["seed"])
+    return sorted((r for r in data["runs"] if r["setting"] == setting and r["variant"] == variant),
+                  key=lambda r: r["seed"])
 
 
 def family_summary(data: dict, setting: str) -> dict[str, dict]:
@@ -110,8 +111,9 @@ def family_table(data: dict, setting: str) -> str:
     lines.append(f"| SFT start | {pct(base)} | | {' / '.join(pct(x) for x in starts)} | | | | |")
     for name, v in summary.items():
         lines.append(
-            f"| {name} | **{pct(v['final'])}** | {100 * v['lift']:+.1f} pts | {' / '.join(pct(x) for x in v['per_seed'])} "
-            f"| {pct(v['carry'])} | {v['optimizer_steps']:.0f} | {v['groups_sampled']:,.0f} | {v['rl_seconds']:.0f} |"
+            f"| {name} | **{pct(v['final'])}** | {100 * v['lift']:+.1f} pts | "
+            f"{' / '.join(pct(x) for x in v['per_seed'])} | {pct(v['carry'])} | {v['optimizer_steps']:.0f} | "
+            f"{v['groups_sampled']:,.0f} | {v['rl_seconds']:.0f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -129,7 +131,8 @@ def grpo_family(results: Path = RESULTS) -> str:
             + " / ".join(pct(x) for x in starts.values()))
         flags = [f"seed {s} starts at {pct(x)}" for s, x in starts.items() if x < DEGENERATE_START]
         flag = (f"\n\n**Degenerate start**: {', '.join(flags)}, below {pct(DEGENERATE_START)} — almost every group "
-                "scores all zero, so nothing learns from it; the verdicts below also read the seeds without it.") if flags else ""
+                "scores all zero, so nothing learns from it; the verdicts below also read the seeds without "
+                "it.") if flags else ""
         parts.append(f"*{title}; {steps}; the GRPO row is sequence mean*{flag}\n\n{family_table(data, setting)}")
     lines = verdicts(data)
     if lines:
@@ -143,7 +146,8 @@ def grpo_family(results: Path = RESULTS) -> str:
 
 def seed_starts(data: dict, setting: str) -> dict[int, float]:
     """seed -> held-out accuracy of the SFT start every row of that seed and setting shares."""
-    return {r["seed"]: r["baseline_accuracy"] for r in sorted(data["runs"], key=lambda r: r["seed"]) if r["setting"] == setting}
+    return {r["seed"]: r["baseline_accuracy"] for r in sorted(data["runs"], key=lambda r: r["seed"])
+            if r["setting"] == setting}
 
 
 def verdicts(data: dict) -> list[str]:
@@ -215,7 +219,8 @@ def hacking_verdicts(data: dict) -> list[str]:
 def reward_hacking(results: Path = RESULTS) -> str:
     data = load("reward_hacking", results)
     return (f"{hacking_table(data)}\n{source(data)}: "
-            f"{data['rl_steps']} GRPO steps from {data['sft_steps']} SFT steps, {data['n_heldout']} held-out prompts.\n")
+            f"{data['rl_steps']} GRPO steps from {data['sft_steps']} SFT steps, {data['n_heldout']} held-out "
+            "prompts.\n")
 
 
 def _per_seed_table(data: dict, columns: list[tuple[str, str, callable]]) -> str:
@@ -257,10 +262,11 @@ def dpo_verdicts(data: dict, n_heldout: int) -> list[str]:
 
 def grpo(results: Path = RESULTS) -> str:
     data = load("grpo", results)
-    return f"GRPO here: `unit={data['unit']}`, {data['steps']} steps — not the family table's GRPO row.\n\n" + _per_seed_table(data, [
+    return (f"GRPO here: `unit={data['unit']}`, {data['steps']} steps — not the family table's GRPO row.\n\n"
+            + _per_seed_table(data, [
         ("SFT start", "sft_accuracy", pct), ("GRPO", "final_accuracy", pct),
         ("same wall-clock on more SFT", "control_accuracy", pct), ("RL seconds", "rl_seconds", lambda x: f"{x:.0f}"),
-        ("generation share of a step", "generation_fraction", lambda x: f"{100 * x:.0f}%")])
+        ("generation share of a step", "generation_fraction", lambda x: f"{100 * x:.0f}%")]))
 
 
 def seeds(results: Path = RESULTS) -> str:
@@ -268,10 +274,12 @@ def seeds(results: Path = RESULTS) -> str:
     data = load("seeds", results)
     walls = {int(n): w for n, w in data["wall_seconds"].items()}
     one = walls.get(1)
-    lines = ["| seeds side by side | wall s | × the wall of one seed | CPU s, all processes | held-out accuracy after GRPO, per seed |",
+    lines = ["| seeds side by side | wall s | × the wall of one seed | CPU s, all processes | "
+             "held-out accuracy after GRPO, per seed |",
              "|---|---|---|---|---|"]
     for n, wall in walls.items():
-        rows = sorted((r for r in data["runs"] if r["n_seeds"] == n and r.get("round", 0) == 0), key=lambda r: r["seed"])
+        rows = sorted((r for r in data["runs"] if r["n_seeds"] == n and r.get("round", 0) == 0),
+                      key=lambda r: r["seed"])
         cpu = data["cpu_seconds"][str(n)] if "cpu_seconds" in data else sum(r["cpu_seconds"] for r in rows)
         ratio = f"{wall / one:.2f}×" if one else "—"
         lines.append(f"| {n} | {wall:.1f} | {ratio} | {cpu:.1f} | "
@@ -279,10 +287,11 @@ def seeds(results: Path = RESULTS) -> str:
     goal = ""
     if one and goals.SEEDS_SIDE_BY_SIDE in walls:
         r4 = walls[goals.SEEDS_SIDE_BY_SIDE] / one
-        goal = (f" Goal: {goals.SEEDS_SIDE_BY_SIDE} seeds in ≤ {goals.SEEDS_WALL_RATIO:g}× the wall of one on 2 cores: "
-                f"**{r4:.2f}×**, {'met' if r4 <= goals.SEEDS_WALL_RATIO else 'not met'} on this run's {data['cores']} core(s).")
-    return ("\n".join(lines) + f"\n\n{data['steps']} GRPO steps per seed on the `{data['config']}` config, each seed in its "
-            f"own process with one thread, from its cached SFT start."
+        goal = (f" Goal: {goals.SEEDS_SIDE_BY_SIDE} seeds in ≤ {goals.SEEDS_WALL_RATIO:g}× the wall of one on 2 "
+                f"cores: **{r4:.2f}×**, {'met' if r4 <= goals.SEEDS_WALL_RATIO else 'not met'} on this run's "
+                f"{data['cores']} core(s).")
+    return ("\n".join(lines) + f"\n\n{data['steps']} GRPO steps per seed on the `{data['config']}` config, each seed "
+            f"in its own process with one thread, from its cached SFT start."
             + (f" Wall and CPU seconds: medians of {data['repeats']} rounds, the counts interleaved."
                if data.get("repeats", 1) > 1 else "")
             + f"{goal} Wall-clock is evidence only on an otherwise idle machine. " + footer(data))
@@ -303,7 +312,8 @@ def _stage(data: dict, variant: str, stage: int) -> dict[int, dict]:
 
 
 def recipe_verdicts(data: dict) -> list[str]:
-    """What the recipes table supports, seed by seed: what each r1 stage added, and what GRPO amplified from each start."""
+    """What the recipes table supports, seed by seed: what each r1 stage added, and what GRPO amplified from each
+    start."""
 
     def spread(values, fmt):
         return f"median {fmt(statistics.median(values))} (per seed {' / '.join(fmt(v) for v in values)})"
@@ -326,10 +336,13 @@ def recipe_verdicts(data: dict) -> list[str]:
         added = by_seed(gain, {s: rft[s]["pass@1"] - grpo[s]["pass@1"] for s in seeds},
                         "GRPO's pass@1 gain (stage 2)", "RFT's (stage 3)")
         out.append(f"- r1: {added.sentence()}; the seed "
-                   f"whose cold start sampled the most right answers (seed {best}, pass@8 {pct(cold[best]['pass@8'])}) "
-                   + ("had GRPO's largest gain" if gain[best] == max(gain.values()) else "did not have GRPO's largest gain")
+                   f"whose cold start sampled the most right answers (seed {best}, pass@8 "
+                   f"{pct(cold[best]['pass@8'])}) "
+                   + ("had GRPO's largest gain" if gain[best] == max(gain.values())
+                      else "did not have GRPO's largest gain")
                    + f" ({points(gain[best])})")
-    starts = {"random init (R1-Zero)": ("r1-zero", 0, "r1-zero", 1), "digit-text base": ("digit base", 1, "digit base", 2),
+    starts = {"random init (R1-Zero)": ("r1-zero", 0, "r1-zero", 1),
+              "digit-text base": ("digit base", 1, "digit base", 2),
               "weak start": ("weak start", 1, "weak start", 2), "cold start (r1)": ("r1", 1, "r1", 2)}
     for name, (sv, si, gv, gi) in starts.items():
         start, rl = _stage(data, sv, si), _stage(data, gv, gi)
@@ -363,13 +376,15 @@ def recipes(results: Path = RESULTS) -> str:
 
     table = _per_seed_table(flat, [
         ("pass@1 (greedy)", "pass@1", pct), ("sampled pass@1", "sampled_pass@1", pct), ("pass@8", "pass@8", pct),
-        ("KL to the stage's start, nats", "kl_to_stage_start", two), ("zero-variance groups", "zero_variance_share", pct),
+        ("KL to the stage's start, nats", "kl_to_stage_start", two),
+        ("zero-variance groups", "zero_variance_share", pct),
         ("RFT acceptance", "acceptance_rate", pct), ("CPU s", "cpu_seconds", lambda x: f"{x:.0f}")])
     notes = "".join(f"\n{s}." for s in (*missing, *stopped))
     lines = recipe_verdicts(data)
     verdicts = ("\nWhat it supports, seed by seed (a seed fixes the random initialisation and the data draws; every "
                 "run is scored on the same held-out prompts; a difference "
-                f"within the seeds' spread is not a measured one, and {len(data['seeds'])} seeds are few):\n\n" + "\n".join(lines) + "\n"
+                f"within the seeds' spread is not a measured one, and {len(data['seeds'])} seeds are few):\n\n"
+                + "\n".join(lines) + "\n"
                 if lines else "")
     machine = f"\n{data['machine']}.\n" if data.get("machine") else ""
     return table + (notes + "\n" if notes else "") + verdicts + machine
@@ -386,7 +401,8 @@ def ai_feedback(results: Path = RESULTS) -> str:
         return f"{100 * x:+.1f} pts"
 
     table = _per_seed_table(data, [
-        ("rules: position bias", "rules_position_bias", signed), ("judge: agreement with gold", "judge_agreement", pct),
+        ("rules: position bias", "rules_position_bias", signed),
+        ("judge: agreement with gold", "judge_agreement", pct),
         ("judge: position bias", "judge_position_bias", signed), ("judge: length bias", "judge_length_bias", signed),
         ("RM on its labels: held-out agreement with gold", "rm_heldout_gold_accuracy", pct),
         ("RM: length bias", "rm_length_bias", signed), ("PPO: gold at the start", "ppo_gold_start", pct),
@@ -396,12 +412,14 @@ def ai_feedback(results: Path = RESULTS) -> str:
     for variant in dict.fromkeys(r["variant"] for r in data["runs"]):
         rows = [r for r in data["runs"] if r["variant"] == variant]
         n = len(rows)
-        out.append(f"- {variant}: the judge's |position bias| < 0.1 on {sum(abs(r['judge_position_bias']) < 0.1 for r in rows)} "
-                   f"of {n} seeds, length bias > 0.3 on {sum(r['judge_length_bias'] > 0.3 for r in rows)} of {n}; under PPO the "
-                   f"proxy rose on {sum(r['ppo_proxy_change'] > 0 for r in rows)} of {n} and gold fell on "
+        out.append(f"- {variant}: the judge's |position bias| < 0.1 on "
+                   f"{sum(abs(r['judge_position_bias']) < 0.1 for r in rows)} of {n} seeds, length bias > 0.3 on "
+                   f"{sum(r['judge_length_bias'] > 0.3 for r in rows)} of {n}; under PPO the proxy rose on "
+                   f"{sum(r['ppo_proxy_change'] > 0 for r in rows)} of {n} and gold fell on "
                    f"{sum(r['ppo_gold_change'] < 0 for r in rows)} of {n}")
     budget = (f"Notebook 17's `{data['budget']}` budget: the judge {data['judge_steps']} steps, the reward model "
-              f"{data['rm_steps']}, PPO {data['ppo_steps']} ({data['window']}-step moving means); each seed's own SFT start.")
+              f"{data['rm_steps']}, PPO {data['ppo_steps']} ({data['window']}-step moving means); each seed's own SFT "
+              "start.")
     return (table + "\n" + budget + " Seed by seed:\n\n" + "\n".join(out) + "\n"
             + (f"\n{data['machine']}.\n" if data.get("machine") else ""))
 
@@ -417,7 +435,8 @@ def tools(results: Path = RESULTS) -> str:
         ("start", "start_accuracy", pct), ("after GRPO", "final_accuracy", pct),
         ("carry prompts", "final_accuracy_carry", pct), ("no-carry prompts", "final_accuracy_no_carry", pct),
         ("greedy tool use, carry: start", "start_tool_use_carry", pct), ("end", "final_tool_use_carry", pct),
-        ("sampled call rate, carry: first quarter", "call_rate_carry_first", pct), ("last quarter", "call_rate_carry_last", pct),
+        ("sampled call rate, carry: first quarter", "call_rate_carry_first", pct),
+        ("last quarter", "call_rate_carry_last", pct),
         ("log-prob of the tool's answer", "tool_answer_logprob", two),
         ("GRPO CPU s", "grpo_cpu_seconds", lambda x: f"{x:.0f}")])
     said = tools_verdicts(data)
@@ -469,8 +488,10 @@ def masking_verdicts(data: dict, n_heldout: int) -> list[str]:
 
 def rollout(results: Path = RESULTS) -> str:
     return _per_seed_table(load("rollout", results), [
-        ("cached, s", "cached_seconds", lambda x: f"{x:.3f}"), ("uncached, s", "uncached_seconds", lambda x: f"{x:.3f}"),
-        ("speed-up", "speedup", lambda x: f"{x:.1f}×"), ("cached tokens/s", "cached_tokens_per_second", lambda x: f"{x:,.0f}")])
+        ("cached, s", "cached_seconds", lambda x: f"{x:.3f}"),
+        ("uncached, s", "uncached_seconds", lambda x: f"{x:.3f}"),
+        ("speed-up", "speedup", lambda x: f"{x:.1f}×"),
+        ("cached tokens/s", "cached_tokens_per_second", lambda x: f"{x:,.0f}")])
 
 
 def trl_vs_course_grpo(results: Path = RESULTS) -> str:
@@ -488,7 +509,8 @@ def trl_vs_course_grpo(results: Path = RESULTS) -> str:
         r = statistics.median(ratios)
         summary = (f"\nCourse ÷ TRL (checkpointing off), CPU seconds per step: median **{r:.2f}** (per seed "
                    f"{' / '.join(f'{x:.2f}' for x in ratios)}); the goal is ≤ {goals.TRL_CPU_STEP_RATIO:g}: "
-                   f"{'met' if r <= goals.TRL_CPU_STEP_RATIO else 'not met'}. {data['steps']} steps per run ({data['machine']}).\n")
+                   f"{'met' if r <= goals.TRL_CPU_STEP_RATIO else 'not met'}. {data['steps']} steps per run "
+                   f"({data['machine']}).\n")
     return table + summary
 
 
@@ -537,19 +559,21 @@ def kl_frontier_verdicts(data: dict, n_heldout: int) -> list[str]:
 
 def kl_frontier(results: Path = RESULTS) -> str:
     data = load("kl_frontier", results)
-    lines = ["| KL placement | β | estimator | held-out accuracy | KL(π‖π_ref) on held-out prompts |", "|---|---|---|---|---|"]
+    lines = ["| KL placement | β | estimator | held-out accuracy | KL(π‖π_ref) on held-out prompts |",
+             "|---|---|---|---|---|"]
     for row in data["table"]:
         acc = " / ".join(pct(v) for v in row["accuracy_per_seed"])
         kl = " / ".join(f"{v:.2f}" for v in row["kl_per_seed"])
         estimator = row["estimator"] if row["beta"] > 0 else "—"
         lines.append(f"| {row['placement']} | {row['beta']:g} | {estimator} | {pct(row['accuracy'])} ({acc}) | "
                      f"{row['kl']:.2f} ({kl}) |")
-    return ("\n".join(lines) + f"\n\nmedian (per seed {', '.join(map(str, data['seeds']))}), {data['steps']} GRPO steps; "
-            + footer(data))
+    return ("\n".join(lines) + f"\n\nmedian (per seed {', '.join(map(str, data['seeds']))}), "
+            f"{data['steps']} GRPO steps; " + footer(data))
 
 
 def rlhf(results: Path = RESULTS) -> str:
-    """The RLHF route (notebook 12_the_rlhf_route): one row per measure, the median over seeds and each seed's value."""
+    """The RLHF route (notebook 12_the_rlhf_route): one row per measure, the median over seeds and each seed's
+    value."""
     data = load("rlhf", results)
     runs = sorted(data["runs"], key=lambda r: r["seed"])
 
@@ -562,7 +586,8 @@ def rlhf(results: Path = RESULTS) -> str:
     rows = [("SFT held-out exact match", lambda r: r["sft_accuracy"], pct),
             ("reward model: held-out pairwise accuracy (noisy labels)", lambda r: r["rm"]["heldout_accuracy"], pct),
             ("noise ceiling (held-out labels not flipped)", lambda r: r["rm"]["noise_ceiling"], pct),
-            (f"**reward model / noise ceiling** (target ≥ {100 * goals.RM_OF_NOISE_CEILING:.0f}%)", lambda r: r["rm"]["of_ceiling"], pct),
+            (f"**reward model / noise ceiling** (target ≥ {100 * goals.RM_OF_NOISE_CEILING:.0f}%)",
+             lambda r: r["rm"]["of_ceiling"], pct),
             ("reward model against gold labels", lambda r: r["rm"]["heldout_gold_accuracy"], pct),
             ("reward model calibration error (ECE)", lambda r: r["rm"]["ece"], lambda x: f"{x:.3f}"),
             ("reward model training pairs", lambda r: r["rm"]["train_pairs"], lambda x: f"{x:,.0f}"),
@@ -571,7 +596,8 @@ def rlhf(results: Path = RESULTS) -> str:
             ("best-of-8 gold accuracy", bon(8), pct),
             ("**best-of-16** gold accuracy", bon(16), pct),
             ("best-of-64 gold accuracy", bon(64), pct),
-            ("best-of-N: the N with the highest gold", lambda r: max(r["bon"], key=lambda x: x["gold"])["n"], lambda x: f"{x:g}")]
+            ("best-of-N: the N with the highest gold", lambda r: max(r["bon"], key=lambda x: x["gold"])["n"],
+             lambda x: f"{x:g}")]
     rows += [("best-of-N: √KL at that N, exact (each prompt's 64 samples, repeats counted)",
               lambda r: max(r["bon"], key=lambda x: x["gold"])["kl"] ** 0.5, lambda x: f"{x:.2f}"),
              ("best-of-64: √KL exact / √(log N − (N − 1)/N), the bound",
@@ -581,10 +607,12 @@ def rlhf(results: Path = RESULTS) -> str:
             return lambda r: r["overopt"][i][key]
 
         head = f"PPO against the reward model, β = {o['beta']:g}, {o['steps']} steps × {o['batch_prompts']}"
-        rows += [(f"{head}: gold at start", get("gold_start"), pct), (f"{head}: gold at its peak", get("gold_peak"), pct),
+        rows += [(f"{head}: gold at start", get("gold_start"), pct),
+                 (f"{head}: gold at its peak", get("gold_peak"), pct),
                  (f"{head}: √KL at the gold peak", get("sqrt_kl_peak"), lambda x: f"{x:.2f}"),
                  (f"{head}: gold at the end", get("gold_end"), pct),
-                 (f"{head}: proxy at start → end", lambda r, i=i: r["overopt"][i]["proxy_end"] - r["overopt"][i]["proxy_start"],
+                 (f"{head}: proxy at start → end",
+                  lambda r, i=i: r["overopt"][i]["proxy_end"] - r["overopt"][i]["proxy_start"],
                   lambda x: f"{x:+.2f}"),
                  (f"{head}: √KL at the end", get("sqrt_kl_end"), lambda x: f"{x:.2f}")]
     n, per = data["rl_steps"], data["completions_per_step"]
@@ -592,8 +620,10 @@ def rlhf(results: Path = RESULTS) -> str:
     configured = {"GRPO": f"{n} optimiser steps, 32 prompts × 8", "RLOO": f"{n} optimiser steps, 32 prompts × 8",
                   "PPO": f"{2 * n} optimiser steps (2 epochs), 256 prompts × 1"}
     for k in ("GRPO", "RLOO", "PPO"):
-        rows.append((f"as configured: {k} held-out exact match ({steps}; {configured[k]})", lambda r, k=k: r["rl"][k]["accuracy"], pct))
-    rows += [("as configured: PPO − GRPO, points", lambda r: 100 * (r["rl"]["PPO"]["accuracy"] - r["rl"]["GRPO"]["accuracy"]),
+        rows.append((f"as configured: {k} held-out exact match ({steps}; {configured[k]})",
+                     lambda r, k=k: r["rl"][k]["accuracy"], pct))
+    rows += [("as configured: PPO − GRPO, points",
+              lambda r: 100 * (r["rl"]["PPO"]["accuracy"] - r["rl"]["GRPO"]["accuracy"]),
               lambda x: f"{x:+.1f}")]
     matched = ("GRPO, matched optimiser steps", "GRPO, PPO's wall-clock")
     for k in matched:
@@ -601,13 +631,16 @@ def rlhf(results: Path = RESULTS) -> str:
                 "GRPO, PPO's wall-clock": "μ = 1, as many steps as fit in PPO's RL seconds"}[k]
         rows += [(f"{k} ({what}): held-out exact match", lambda r, k=k: r["rl"][k]["accuracy"], pct),
                  (f"{k}: optimiser steps", lambda r, k=k: r["rl"][k]["optimizer_steps"], lambda x: f"{x:,.0f}"),
-                 (f"{k}: PPO − this GRPO, points", lambda r, k=k: 100 * (r["rl"]["PPO"]["accuracy"] - r["rl"][k]["accuracy"]),
+                 (f"{k}: PPO − this GRPO, points",
+                  lambda r, k=k: 100 * (r["rl"]["PPO"]["accuracy"] - r["rl"][k]["accuracy"]),
                   lambda x: f"{x:+.1f}")]
     for k in ("GRPO", "RLOO", "PPO", *matched):
         rows.append((f"{k} RL seconds", lambda r, k=k: r["rl"][k]["rl_seconds"], lambda x: f"{x:.0f}"))
-    rows += [("PPO time / GRPO time", lambda r: r["rl"]["PPO"]["rl_seconds"] / r["rl"]["GRPO"]["rl_seconds"], lambda x: f"{x:.2f}×"),
+    rows += [("PPO time / GRPO time", lambda r: r["rl"]["PPO"]["rl_seconds"] / r["rl"]["GRPO"]["rl_seconds"],
+              lambda x: f"{x:.2f}×"),
              ("critic: extra measured memory (weights, grads, AdamW)", lambda r: r["rl"]["PPO"]["critic_bytes"], mib),
-             ("critic share of PPO's trained-model states", lambda r: r["rl"]["PPO"]["critic_bytes"] / r["rl"]["PPO"]["bytes"], pct)]
+             ("critic share of PPO's trained-model states",
+              lambda r: r["rl"]["PPO"]["critic_bytes"] / r["rl"]["PPO"]["bytes"], pct)]
     lines = [f"| measure | median | per seed {' / '.join(str(r['seed']) for r in runs)} |", "|---|---|---|"]
     for name, f, fmt in rows:
         vals = [f(r) for r in runs]
@@ -615,12 +648,12 @@ def rlhf(results: Path = RESULTS) -> str:
     shapes = [f"seed {r['seed']}: " + ", ".join(f"β = {o['beta']:g} {o['shape']}" for o in r["overopt"]) for r in runs]
     peaked = [r for r in runs if 1 < max(r["bon"], key=lambda x: x["gold"])["n"] < r["bon"][-1]["n"]
               and r["bon"][-1]["gold"] < max(x["gold"] for x in r["bon"]) - 0.03]
-    return ("\n".join(lines) + f"\n\nBest-of-N: gold rises, peaks at an N between the ends and falls by more than 3 points "
-            f"by N = {runs[0]['bon'][-1]['n']} in {len(peaked)} of {len(runs)} seeds. "
+    return ("\n".join(lines) + "\n\nBest-of-N: gold rises, peaks at an N between the ends and falls by more than 3 "
+            f"points by N = {runs[0]['bon'][-1]['n']} in {len(peaked)} of {len(runs)} seeds. "
             "Gold under PPO against the reward model (5-step moving means, a move counts above 3 points): "
-            + "; ".join(shapes) + ". PPO's time covers its critic and two passes over each batch (GRPO and RLOO: one); "
-            "its 256 prompts per step are each sampled once, GRPO's 32 eight times. Seconds are wall time on a shared, "
-            "loaded machine.\n\n" + footer(data))
+            + "; ".join(shapes) + ". PPO's time covers its critic and two passes over each batch (GRPO and RLOO: "
+            "one); its 256 prompts per step are each sampled once, GRPO's 32 eight times. Seconds are wall time on a "
+            "shared, loaded machine.\n\n" + footer(data))
 
 
 def gpu_check(results: Path = RESULTS) -> str:
@@ -638,7 +671,8 @@ def gpu_check(results: Path = RESULTS) -> str:
         return "—" if x is None else format(x, fmt)
 
     lines = [f"`gpu` config on {data['device']} ({data['precision']}), one seed, {data['wall_seconds']:.0f} s in all:",
-             "", "| trainer | steps | seconds | held-out accuracy | sampled tokens/s | MFU |", "|---|---|---|---|---|---|"]
+             "", "| trainer | steps | seconds | held-out accuracy | sampled tokens/s | MFU |",
+             "|---|---|---|---|---|---|"]
     for r in data["trainers"]:
         if "skipped" in r:
             lines.append(f"| {r['kind']} | skipped: {r['skipped']} | | | | |")
@@ -654,7 +688,8 @@ def gpu_check(results: Path = RESULTS) -> str:
                                        f"killed at {n['seconds']:.0f} s" if n["returncode"] is None else
                                        f"FAILED (exit {n['returncode']})") for n in notebooks]
         lines += ["", "Training notebooks at `COURSE_FAST=1` on the device: " + "; ".join(runs) + "."]
-    lines += ["", f"Instruct recipe smoke test: {data['instruct_smoke']}. Levers: {data.get('levers', 'not measured')}.",
+    lines += ["", f"Instruct recipe smoke test: {data['instruct_smoke']}. Levers: "
+                  f"{data.get('levers', 'not measured')}.",
               "", f"{source(data)}.\n"]
     return "\n".join(lines)
 
@@ -679,8 +714,8 @@ def async_speed(results: Path = RESULTS) -> str:
     lines = ["| seed | synchronous: steps/s | K = 1: steps/s | ratio | CPU s, all processes (sync → K = 1) | "
              "held-out accuracy (sync → K = 1) |", "|---|---|---|---|---|---|"]
     for s in seeds:
-        lines.append(f"| {s} | {sync[s]['steps_per_second']:.2f} | {k1[s]['steps_per_second']:.2f} | {ratio[s]:.2f}× | "
-                     f"{sync[s]['cpu_seconds']:.1f} → {k1[s]['cpu_seconds']:.1f} | "
+        lines.append(f"| {s} | {sync[s]['steps_per_second']:.2f} | {k1[s]['steps_per_second']:.2f} | {ratio[s]:.2f}× "
+                     f"| {sync[s]['cpu_seconds']:.1f} → {k1[s]['cpu_seconds']:.1f} | "
                      f"{pct(sync[s]['accuracy'])} → {pct(k1[s]['accuracy'])} |")
 
     def med(rows, key):
@@ -688,25 +723,29 @@ def async_speed(results: Path = RESULTS) -> str:
 
     S, A = [sync[s] for s in seeds], [k1[s] for s in seeds]
     r_med = statistics.median(ratio.values())
-    lines.append(f"| **median** | {med(S, 'steps_per_second'):.2f} | {med(A, 'steps_per_second'):.2f} | **{r_med:.2f}×** | "
-                 f"{med(S, 'cpu_seconds'):.1f} → {med(A, 'cpu_seconds'):.1f} | {pct(med(S, 'accuracy'))} → "
-                 f"{pct(med(A, 'accuracy'))} |")
+    lines.append(f"| **median** | {med(S, 'steps_per_second'):.2f} | {med(A, 'steps_per_second'):.2f} | "
+                 f"**{r_med:.2f}×** | {med(S, 'cpu_seconds'):.1f} → {med(A, 'cpu_seconds'):.1f} | "
+                 f"{pct(med(S, 'accuracy'))} → {pct(med(A, 'accuracy'))} |")
     met = sum(ratio[s] >= goals.ASYNC_SPEEDUP for s in seeds)
     work = [k1[s]["cpu_seconds"] / sync[s]["cpu_seconds"] for s in seeds]
-    held_out = by_seed({s: k1[s]["accuracy"] for s in seeds}, {s: sync[s]["accuracy"] for s in seeds}, "K = 1", "synchronous")
-    return ("\n".join(lines) + f"\n\nMeasured on an otherwise idle machine (two cores: the trainer on one, the rollout "
-            f"worker on the other), {data['steps']} optimiser steps per run on the `{data['config']}` config, evaluation "
-            f"excluded from the seconds. Against the goal of ≥ {goals.ASYNC_SPEEDUP:g}× optimiser steps per wall-clock second: "
-            f"median **{r_med:.2f}×**, {'met' if r_med >= goals.ASYNC_SPEEDUP else 'not met'} on the median, reached by {met} of {len(seeds)} seeds "
-            f"(per seed {' / '.join(f'{ratio[s]:.2f}×' for s in seeds)}). Held-out accuracy, {held_out.sentence()}. The CPU column is the work done by both "
-            f"processes: K = 1 used {100 * min(work):.0f}–{100 * max(work):.0f}% of the synchronous run's CPU seconds, "
+    held_out = by_seed({s: k1[s]["accuracy"] for s in seeds}, {s: sync[s]["accuracy"] for s in seeds}, "K = 1",
+                       "synchronous")
+    return ("\n".join(lines) + "\n\nMeasured on an otherwise idle machine (two cores: the trainer on one, the "
+            f"rollout worker on the other), {data['steps']} optimiser steps per run on the `{data['config']}` config, "
+            f"evaluation excluded from the seconds. Against the goal of ≥ {goals.ASYNC_SPEEDUP:g}× optimiser steps "
+            f"per wall-clock second: median **{r_med:.2f}×**, {'met' if r_med >= goals.ASYNC_SPEEDUP else 'not met'} "
+            f"on the median, reached by {met} of {len(seeds)} seeds (per seed "
+            f"{' / '.join(f'{ratio[s]:.2f}×' for s in seeds)}). Held-out accuracy, {held_out.sentence()}. The CPU "
+            f"column is the work done by both processes: K = 1 used {100 * min(work):.0f}–{100 * max(work):.0f}% of "
+            "the synchronous run's CPU seconds, "
             + ("about the same work, spread over two cores. " if all(0.8 <= w <= 1.25 for w in work) else
                "a different amount of work, not only a different placement. ")
             + f"{source(data)}, {data['date']} ({data['machine']}).\n")
 
 
 def async_sweep(results: Path = RESULTS) -> str:
-    """The staleness sweep: K = 0, 1, 2, 4, 8, with and without the behaviour correction, medians and ranges over seeds."""
+    """The staleness sweep: K = 0, 1, 2, 4, 8, with and without the behaviour correction, medians and ranges over
+    seeds."""
     data = load("async", results)
     settings = dict.fromkeys((r["max_staleness"], r["max_staleness"] == 0 or r["correction"]) for r in data["runs"])
     lines = ["| K | correction | held-out accuracy: median (range) | per seed | mismatch KL per token | ESS | "
@@ -728,15 +767,16 @@ def async_sweep(results: Path = RESULTS) -> str:
     starts = {r["seed"]: r["sft_accuracy"] for r in data["runs"] if r.get("sft_accuracy") is not None}
     loads = [x for r in data["runs"] for x in (r.get("load_before"), r.get("load_after")) if x is not None]
     n_settings = len(settings)
-    budget = (f"{data['steps']} optimiser steps per run" + (f" (the config's {data['config_steps']}, cut to fit the time "
+    budget = (f"{data['steps']} optimiser steps per run"
+              + (f" (the config's {data['config_steps']}, cut to fit the time "
               "this sweep had)" if data.get("config_steps") and data["config_steps"] != data["steps"] else ""))
     text = ("\n".join(lines) + f"\n\nSeeds {', '.join(map(str, data['seeds']))}, {budget}, `{data['config']}` config"
             + (f"; SFT start per seed {' / '.join(pct(starts[s]) for s in sorted(starts))}" if starts else "")
             + (f" ({data['sft_start']})" if data.get("sft_start") else "")
-            + ". Mismatch KL is KL(π_behaviour ‖ π_old) per sampled token, ESS the behaviour weights' effective sample "
-            "size as a share, the masked share the tokens whose completion left the band [0, 3] (`sequence_mask`); "
-            "each is the mean over a run's steps, then the median over seeds. With the correction off they are "
-            "measured, not applied. **The machine was shared**"
+            + ". Mismatch KL is KL(π_behaviour ‖ π_old) per sampled token, ESS the behaviour weights' effective "
+            "sample size as a share, the masked share the tokens whose completion left the band [0, 3] "
+            "(`sequence_mask`); each is the mean over a run's steps, then the median over seeds. With the correction "
+            "off they are measured, not applied. **The machine was shared**"
             + (f" (load average {min(loads):.1f}–{max(loads):.1f} on 2 cores during the runs)" if loads else "")
             + ": accuracies, mismatch KL, ESS, masked share and CPU seconds reproduce on any machine; wall-clock "
             "does not, so none is shown (the speed table above is the idle-machine measurement).")
@@ -749,8 +789,10 @@ def async_sweep(results: Path = RESULTS) -> str:
 
 def async_paired(data: dict) -> list[str]:
     """Seed-by-seed differences (same seed: same start, same first batch), read by ``course_lib.run.verdicts.paired``:
-    what staleness costs against the synchronous run, and what the correction recovers against the same K without it."""
-    acc = {(r["seed"], r["max_staleness"], r["max_staleness"] == 0 or r["correction"]): r["accuracy"] for r in data["runs"]}
+    what staleness costs against the synchronous run, and what the correction recovers against the same K without
+    it."""
+    acc = {(r["seed"], r["max_staleness"], r["max_staleness"] == 0 or r["correction"]): r["accuracy"]
+           for r in data["runs"]}
     seeds = sorted({r["seed"] for r in data["runs"]})
     if sum((s, 0, True) in acc for s in seeds) < 2:
         return []
@@ -764,7 +806,8 @@ def async_paired(data: dict) -> list[str]:
         for a, b, name_a, name_b in (
                 (lambda s, K=K: (s, K, True), lambda s: (s, 0, True), f"K = {K} corrected", "synchronous"),
                 (lambda s, K=K: (s, K, False), lambda s: (s, 0, True), f"K = {K} uncorrected", "synchronous"),
-                (lambda s, K=K: (s, K, True), lambda s, K=K: (s, K, False), f"K = {K} with the correction", "without")):
+                (lambda s, K=K: (s, K, True), lambda s, K=K: (s, K, False), f"K = {K} with the correction",
+                 "without")):
             lines.append(f"- {read(a, b, name_a, name_b)}")
     return ["", *lines]
 
@@ -783,35 +826,40 @@ def t4_estimate(results: Path = RESULTS) -> str:
         return f"{_duration(lo)}–{_duration(hi)} (estimate)" if _duration(lo) != _duration(hi) else \
             f"{_duration(lo)} (estimate)"
 
-    lines = ["| notebook | what trains | FAST on the runtime's CPU | FAST on a T4 | full on the runtime's CPU | full on a T4 |",
+    lines = ["| notebook | what trains | FAST on the runtime's CPU | FAST on a T4 | "
+             "full on the runtime's CPU | full on a T4 |",
              "|---|---|---|---|---|---|"]
     for name, row in data["notebooks"].items():
         fast, full = row["fast"], row["full"]
-        lines.append(f"| {name} | {row['note']} | {_duration(fast['cpu_seconds'])} (estimate) | {span(fast['t4_seconds'])} | "
-                     f"{_duration(full['cpu_seconds'])} (estimate) | {span(full['t4_seconds'])} |")
-    return ("**Estimates, not measurements** (no run of the course has had a GPU). Method: each trainer's step was run "
-            f"here on the `cpu` config and its kernel launches, host reads and matmul FLOPs counted; a T4 step is taken "
-            f"to cost the step's host time between operators (Python, autograd, reward checks) + launches × {lat[0]:g}–{lat[1]:g} µs + host reads × {sync[0]:g}–"
-            f"{sync[1]:g} µs + FLOPs at {eff[1]:.0%}–{eff[0]:.0%} of the T4's fp32 peak (the course trains in fp32 "
-            "there), times the steps each notebook's code runs; the CPU columns are this machine's CPU seconds per "
-            "step × the same steps (training and evaluation only).\n\n" + "\n".join(lines)
+        lines.append(f"| {name} | {row['note']} | {_duration(fast['cpu_seconds'])} (estimate) | "
+                     f"{span(fast['t4_seconds'])} | {_duration(full['cpu_seconds'])} (estimate) | "
+                     f"{span(full['t4_seconds'])} |")
+    return ("**Estimates, not measurements** (no run of the course has had a GPU). Method: each trainer's step was "
+            "run here on the `cpu` config and its kernel launches, host reads and matmul FLOPs counted; a T4 step is "
+            "taken to cost the step's host time between operators (Python, autograd, reward checks) + launches × "
+            f"{lat[0]:g}–{lat[1]:g} µs + host reads × {sync[0]:g}–{sync[1]:g} µs + FLOPs at {eff[1]:.0%}–{eff[0]:.0%} "
+            "of the T4's fp32 peak (the course trains in fp32 there), times the steps each notebook's code runs; the "
+            "CPU columns are this machine's CPU seconds per step × the same steps (training and evaluation only).\n\n"
+            + "\n".join(lines)
             + "\n\n" + footer(data))
 
 
 def class_grading(results: Path = RESULTS) -> str:
     data = load("class_grading", results)
-    lines = ["| jobs | class | wall time | seconds per student | speed-up | load before → after |", "|---|---|---|---|---|---|"]
+    lines = ["| jobs | class | wall time | seconds per student | speed-up | load before → after |",
+             "|---|---|---|---|---|---|"]
     for run in data["runs"]:
-        lines.append(f"| {run['jobs']} | {run['students']} | {run['seconds']:.0f} s | {run['seconds_per_student']:.1f} | "
-                     f"{run['speedup']:.2f}× | {run['load_before']:g} → {run['load_after']:g} |")
+        lines.append(f"| {run['jobs']} | {run['students']} | {run['seconds']:.0f} s | "
+                     f"{run['seconds_per_student']:.1f} | {run['speedup']:.2f}× | {run['load_before']:g} → "
+                     f"{run['load_after']:g} |")
     last = min(data["runs"], key=lambda r: r["seconds"])  # the fastest setting: the jobs an instructor would pick
     size, goal = goals.CLASS_SIZE, goals.CLASS_MINUTES
     if data["class_size"] >= size:  # the goal's class size or more: the time was measured, not extrapolated
         per_class = size * last["seconds_per_student"] / 60
         return ("\n".join(lines) + f"\n\nMeasured on a class of {data['class_size']} ({data['assignment']}, all "
                 f"five notebooks each): with {last['jobs']} jobs it took {last['seconds'] / 60:.1f} min, "
-                f"{'within' if per_class <= goal else 'over'} the goal of ≤ {goal} min for {size} on 2 cores (measured, not "
-                f"extrapolated). " + footer(data))
+                f"{'within' if per_class <= goal else 'over'} the goal of ≤ {goal} min for {size} on 2 cores "
+                f"(measured, not extrapolated). " + footer(data))
     minutes = size * last["seconds_per_student"] / 60
     return ("\n".join(lines) + f"\n\nMeasured on a class of {data['class_size']} ({data['assignment']}, all five "
             f"notebooks each), not {size}: at this rate a class of {size} with {last['jobs']} jobs would take about "
@@ -819,7 +867,8 @@ def class_grading(results: Path = RESULTS) -> str:
 
 
 def trl_map(results: Path = RESULTS) -> str:
-    """The course ↔ TRL 1.16 table: ``course_lib.trl.trl_translate.MAPPING``, the data the bridge's tests check (no JSON)."""
+    """The course ↔ TRL 1.16 table: ``course_lib.trl.trl_translate.MAPPING``, the data the bridge's tests check (no
+    JSON)."""
     from course_lib.trl.trl_translate import mapping_markdown
 
     return mapping_markdown()
@@ -851,7 +900,8 @@ def provenance(results: Path = RESULTS) -> str:
     return f"{head} torch's CPU kernels: {kernels}.\n"
 
 
-RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4_estimate, "grpo_family": grpo_family, "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
+RENDERERS = {"provenance": provenance, "gpu_check": gpu_check, "t4_estimate": t4_estimate, "grpo_family": grpo_family,
+             "reward_hacking": reward_hacking, "dpo": dpo, "grpo": grpo, "rollout": rollout,
              "trl_vs_course_grpo": trl_vs_course_grpo, "kl_frontier": kl_frontier, "rlhf": rlhf,
              "class_grading": class_grading, "recipes": recipes, "ai_feedback": ai_feedback, "trl_map": trl_map,
              "async_speed": async_speed, "async_sweep": async_sweep, "tools": tools, "seeds": seeds}

@@ -42,16 +42,19 @@ def main(argv=None) -> None:
     parser.add_argument("--results", default=str(RESULTS), help="folder of the JSON (default: benchmarks/results)")
     args = parser.parse_args(argv)
     judge_cfg, rm_cfg, ppo_cfg, window = notebook_budget(args.budget)
-    runs = [row for r in over_seeds(functools.partial(seed_run, budget=args.budget), args.seeds, processes=args.processes)
+    runs = [row for r in over_seeds(functools.partial(seed_run, budget=args.budget), args.seeds,
+                                    processes=args.processes)
             for row in r["result"]]
     for run in runs:
         print(f"seed {run['seed']} {run['variant']}: judge agreement {run['judge_agreement']:.3f} on decided pairs "
               f"({run['judge_ties']:.1%} ties), position bias "
               f"{run['judge_position_bias']:+.2f}, length bias {run['judge_length_bias']:+.2f}; RM gold "
-              f"{run['rm_heldout_gold_accuracy']:.3f}; PPO gold {run['ppo_gold_start']:.3f} -> {run['ppo_gold_end']:.3f}, "
-              f"proxy {run['ppo_proxy_start']:+.2f} -> {run['ppo_proxy_end']:+.2f}; {run['cpu_seconds']:.0f} CPU s")
+              f"{run['rm_heldout_gold_accuracy']:.3f}; PPO gold {run['ppo_gold_start']:.3f} -> "
+              f"{run['ppo_gold_end']:.3f}, proxy {run['ppo_proxy_start']:+.2f} -> {run['ppo_proxy_end']:+.2f}; "
+              f"{run['cpu_seconds']:.0f} CPU s")
     save("ai_feedback", ["tinygpt_ai_feedback.py", *sys.argv[1:]], runs, results=Path(args.results),
-         budget=args.budget, ppo_steps=ppo_cfg.steps, judge_steps=judge_cfg.steps, rm_steps=rm_cfg.steps, window=window,
+         budget=args.budget, ppo_steps=ppo_cfg.steps, judge_steps=judge_cfg.steps, rm_steps=rm_cfg.steps,
+         window=window,
          machine=f"{platform.machine()}, seeds side by side, one thread each, on a CPU shared with other jobs "
                  f"({os.cpu_count()} cores): CPU seconds, not wall-clock, are the cost")
 

@@ -59,7 +59,8 @@ def sft_weights(cfg, seed: int, checkpoint: str | None) -> tuple[dict, float]:
     return model.state_dict(), info["accuracy"]
 
 
-def one_run(cfg, task, weights, seed: int, K: int, correction: bool, steps: int, eval_every: int | None = None) -> dict:
+def one_run(cfg, task, weights, seed: int, K: int, correction: bool, steps: int,
+            eval_every: int | None = None) -> dict:
     g = dataclasses.replace(cfg.grpo, max_staleness=K, vllm_importance_sampling_correction=correction,
                             eval_every=eval_every or 10**9)
     model = build_model(cfg.model, task.tokenizer)
@@ -109,14 +110,16 @@ def main(argv=None) -> None:
     parser.add_argument("--eval-every", type=int, default=None,
                         help="also record held-out accuracy every N steps (default: only at the end)")
     parser.add_argument("--without-correction", action="store_true", help="also run each K without the correction")
-    parser.add_argument("--sft-checkpoint", default=None, help="one SFT policy for every seed (default: each seed's shared start)")
+    parser.add_argument("--sft-checkpoint", default=None,
+                        help="one SFT policy for every seed (default: each seed's shared start)")
     parser.add_argument("--sft-seed", type=int, default=None,
                         help="the shared SFT start of this seed for every seed (the seeds then vary the RL runs only)")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
     cfg = get_config(args.config)
     steps = args.steps or cfg.grpo.steps
-    settings = [(0, True)] + [(K, c) for K in args.staleness for c in ((True, False) if args.without_correction else (True,))]
+    settings = [(0, True)] + [(K, c) for K in args.staleness
+                              for c in ((True, False) if args.without_correction else (True,))]
     out = Path(args.out)
     command = ["tinygpt_async.py", *(sys.argv[1:] if argv is None else argv)]
     meta = {"config": args.config, "steps": steps, "config_steps": cfg.grpo.steps, "torch": torch.__version__,

@@ -79,7 +79,8 @@ def main() -> None:
             cfg = get_config("cpu")
             cfg.dpo.rpo_alpha = alpha
             s = run("dpo", cfg, f"{args.out}/dpo{'_nll' if alpha else ''}_s{seed}", seed=seed,
-                    sft_checkpoint=str(sft) if sft.exists() else None, overwrite=True, threads=args.threads, show_progress=False, verbose=False)
+                    sft_checkpoint=str(sft) if sft.exists() else None, overwrite=True, threads=args.threads,
+                    show_progress=False, verbose=False)
             record(name, seed, s)
         for name, kind in (("KTO", "kto"), ("ORPO", "orpo")):
             s = run(kind, get_config("cpu"), f"{args.out}/{kind}_s{seed}", seed=seed,

@@ -43,7 +43,8 @@ def main() -> None:
                      split["generation_fraction"]))
         print(f"seed {seed}: SFT {s['sft_accuracy']:.3f} → GRPO {s['final_accuracy']:.3f} "
               f"(+{100 * (s['final_accuracy'] - s['sft_accuracy']):.1f} pts) in {s['rl_seconds']:.0f} s RL; "
-              f"same-time SFT control {s['control_accuracy']:.3f}; generation share {split['generation_fraction']:.0%}",
+              f"same-time SFT control {s['control_accuracy']:.3f}; generation share "
+              f"{split['generation_fraction']:.0%}",
               flush=True)
     med = [statistics.median(col) for col in zip(*rows)]
     print(f"\nmedian over {len(rows)} seeds: SFT {med[0]:.3f}, GRPO {med[1]:.3f} "

@@ -3,7 +3,8 @@
 Every row starts from the same SFT checkpoint of its seed, draws the same prompts (the data
 generator is seeded alike) and takes the same number of optimiser steps (``--steps``, 150 by
 default: half the ``cpu`` config's 300, so that three seeds of every row fit in about half
-an hour on an idle 2-core CPU, and rows still differ in how fast they learn). Rows (notebook 09_tiny_gpt_grpo shows this table):
+an hour on an idle 2-core CPU, and rows still differ in how fast they learn). Rows (notebook 09_tiny_gpt_grpo shows
+this table):
 
 setting ``main`` (the ``cpu`` config: SFT 1,200 steps, binary strict checker)
 - ``GRPO``: (r − mean)/std, the original response ("sequence") mean, μ = 1;

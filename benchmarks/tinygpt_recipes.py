@@ -88,10 +88,11 @@ def main(argv=None) -> None:
             for entry in entries:
                 runs.append({"variant": variant, "seed": seed, **{k: v for k, v in entry.items() if k != "overrides"},
                              "overrides": entry.get("overrides", {})})
-                print(f"seed {seed} {variant:>11} stage {entry['stage']} {entry['kind']:>8}: pass@1 {entry['pass@1']:.3f}"
-                      f", pass@{PASS_K} {entry[f'pass@{PASS_K}']:.3f}"
+                print(f"seed {seed} {variant:>11} stage {entry['stage']} {entry['kind']:>8}: pass@1 "
+                      f"{entry['pass@1']:.3f}, pass@{PASS_K} {entry[f'pass@{PASS_K}']:.3f}"
                       + (f", KL to start {entry['kl_to_stage_start']:.2f}" if "kl_to_stage_start" in entry else "")
-                      + (f", zero-variance {entry['zero_variance_share']:.0%}" if "zero_variance_share" in entry else "")
+                      + (f", zero-variance {entry['zero_variance_share']:.0%}" if "zero_variance_share" in entry
+                         else "")
                       + (f", acceptance {entry['acceptance_rate']:.2f}" if "acceptance_rate" in entry else "")
                       + (f"; {entry['cpu_seconds']:.0f} CPU s" if "cpu_seconds" in entry else ""), flush=True)
             if stopped:

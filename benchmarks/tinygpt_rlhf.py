@@ -86,12 +86,14 @@ def one_seed(seed: int, args) -> dict:
     strict = resolve_reward("strict", task)
 
     rm_cfg = RewardModelConfig()
-    rm_cfg = dataclasses.replace(rm_cfg, steps=args.rm_steps or rm_cfg.steps, pair_prompts=args.rm_prompts or rm_cfg.pair_prompts)
+    rm_cfg = dataclasses.replace(rm_cfg, steps=args.rm_steps or rm_cfg.steps,
+                                 pair_prompts=args.rm_prompts or rm_cfg.pair_prompts)
     rm = fit_reward_model(policy, task, rm_cfg, seed=seed)
     scorer = RewardModelScorer(rm["model"], task)
     torch.manual_seed(seed)
     proxy, gold, ids = best_of_n_scores(policy, task, task.heldout_pairs[: args.bon_prompts], scorer, k=max(NS))
-    out = {"seed": seed, "sft_accuracy": sft["accuracy"], "rm": rm["metrics"], "bon": best_of_n_curve(proxy, gold, NS, ids=ids),
+    out = {"seed": seed, "sft_accuracy": sft["accuracy"], "rm": rm["metrics"],
+           "bon": best_of_n_curve(proxy, gold, NS, ids=ids),
            "overopt": [], "rl": {}}
 
     for beta in args.overopt_beta:  # RL against the learned reward model, KL in the reward
@@ -99,11 +101,13 @@ def one_seed(seed: int, args) -> dict:
         torch.manual_seed(seed)
         critic = build_critic(policy, task.tokenizer)
         log = MetricsLog()
-        pcfg = PPOConfig(steps=args.overopt_steps, batch_prompts=args.overopt_prompts, kl_coef=beta, eval_every=args.overopt_steps)
+        pcfg = PPOConfig(steps=args.overopt_steps, batch_prompts=args.overopt_prompts, kl_coef=beta,
+                         eval_every=args.overopt_steps)
         t0 = time.perf_counter()
         train_ppo(policy, critic, task, pcfg, scorer, TrainContext(log=log, show_progress=False),
                   generator=torch.Generator().manual_seed(seed + 1), gold_fn=strict, track_kl=True)
-        rows = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"]} for r in log.rows]
+        rows = [{"step": r["step"], "proxy": r["reward_mean"], "gold": r["gold_mean"], "kl": r["kl_sequence"]}
+                for r in log.rows]
         out["overopt"].append({"beta": beta, "steps": args.overopt_steps, "batch_prompts": args.overopt_prompts,
                                "rows": rows, "heldout_accuracy": log.rows[-1]["accuracy"],
                                "seconds": time.perf_counter() - t0, **over_optimisation(rows)})
@@ -118,8 +122,10 @@ def one_seed(seed: int, args) -> dict:
         torch.manual_seed(seed)
         res = train_grpo(policy, task, gcfg, TrainContext(show_progress=False),
                          generator=torch.Generator().manual_seed(seed + 1))
-        return {"accuracy": evaluate(policy, task, max_completion_length=L)["accuracy"], "rl_seconds": res["rl_seconds"],
-                "steps": gcfg.steps, "optimizer_steps": gcfg.steps * gcfg.num_iterations, "samples": gcfg.steps * samples}
+        return {"accuracy": evaluate(policy, task, max_completion_length=L)["accuracy"],
+                "rl_seconds": res["rl_seconds"],
+                "steps": gcfg.steps, "optimizer_steps": gcfg.steps * gcfg.num_iterations,
+                "samples": gcfg.steps * samples}
 
     for name, advantage in (("GRPO", "grpo"), ("RLOO", "rloo")):
         out["rl"][name] = grpo_run(advantage=advantage)
@@ -131,8 +137,10 @@ def one_seed(seed: int, args) -> dict:
     res = train_ppo(policy, critic, task, ppo_cfg, strict, TrainContext(show_progress=False),
                     generator=torch.Generator().manual_seed(seed + 1))
     mem = res["memory"]
-    out["rl"]["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=L)["accuracy"], "rl_seconds": res["rl_seconds"],
-                        "bytes": mem["policy"]["total"] + mem["critic"]["total"], "critic_bytes": mem["critic"]["total"],
+    out["rl"]["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=L)["accuracy"],
+                        "rl_seconds": res["rl_seconds"],
+                        "bytes": mem["policy"]["total"] + mem["critic"]["total"],
+                        "critic_bytes": mem["critic"]["total"],
                         "policy_bytes": mem["policy"]["total"], "steps": args.rl_steps,
                         "optimizer_steps": args.rl_steps * ppo_cfg.num_ppo_epochs, "samples": args.rl_steps * samples}
     # matched: GRPO's two passes over each batch give PPO's optimiser steps on the same samples
@@ -149,12 +157,13 @@ def one_seed(seed: int, args) -> dict:
 def print_seed(r: dict) -> None:
     m, b, rl = r["rm"], {row["n"]: row for row in r["bon"]}, r["rl"]
     print(f"seed {r['seed']}: SFT {r['sft_accuracy']:.3f}; RM held-out {m['heldout_accuracy']:.3f} of ceiling "
-          f"{m['noise_ceiling']:.3f} = {m['of_ceiling']:.1%} (gold {m['heldout_gold_accuracy']:.3f}, ECE {m['ece']:.3f}, "
-          f"{m['train_pairs']} pairs, {m['train_seconds']:.0f} s); BoN gold " + " ".join(f"{n}:{b[n]['gold']:.3f}" for n in NS))
+          f"{m['noise_ceiling']:.3f} = {m['of_ceiling']:.1%} (gold {m['heldout_gold_accuracy']:.3f}, ECE "
+          f"{m['ece']:.3f}, {m['train_pairs']} pairs, {m['train_seconds']:.0f} s); BoN gold "
+          + " ".join(f"{n}:{b[n]['gold']:.3f}" for n in NS))
     for o in r["overopt"]:
-        print(f"  PPO vs RM, beta={o['beta']}: proxy {o['proxy_start']:+.2f} → {o['proxy_end']:+.2f}; gold {o['gold_start']:.3f} "
-              f"→ peak {o['gold_peak']:.3f} (step {o['peak_step']}, √KL {o['sqrt_kl_peak']:.2f}) → {o['gold_end']:.3f}; "
-              f"√KL end {o['sqrt_kl_end']:.2f}")
+        print(f"  PPO vs RM, beta={o['beta']}: proxy {o['proxy_start']:+.2f} → {o['proxy_end']:+.2f}; gold "
+              f"{o['gold_start']:.3f} → peak {o['gold_peak']:.3f} (step {o['peak_step']}, √KL "
+              f"{o['sqrt_kl_peak']:.2f}) → {o['gold_end']:.3f}; √KL end {o['sqrt_kl_end']:.2f}")
     print("  " + "; ".join(f"{k} {v['accuracy']:.3f} in {v['rl_seconds']:.0f} s" for k, v in rl.items())
           + f"; critic {rl['PPO']['critic_bytes'] / 2**20:.2f} MiB", flush=True)
 
@@ -169,7 +178,8 @@ def print_medians(results: list[dict]) -> None:
     bon = {n: med(lambda r, n=n: next(x["gold"] for x in r["bon"] if x["n"] == n)) for n in NS}
     print("best-of-N gold: " + ", ".join(f"N={n} {g:.3f}" for n, g in bon.items()))
     for k in results[0]["rl"]:
-        print(f"{k}: held-out {med(lambda r, k=k: r['rl'][k]['accuracy']):.3f} in {med(lambda r, k=k: r['rl'][k]['rl_seconds']):.0f} s")
+        print(f"{k}: held-out {med(lambda r, k=k: r['rl'][k]['accuracy']):.3f} in "
+              f"{med(lambda r, k=k: r['rl'][k]['rl_seconds']):.0f} s")
 
 
 def main() -> None:
@@ -179,13 +189,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rl-steps", type=int, default=50, help="GRPO/RLOO/PPO steps against the strict checker")
     parser.add_argument("--bon-prompts", type=int, default=200)
-    parser.add_argument("--overopt-beta", type=float, nargs="+", default=[0.05, 0.5], help="kl_coef of PPO against the RM")
+    parser.add_argument("--overopt-beta", type=float, nargs="+", default=[0.05, 0.5],
+                        help="kl_coef of PPO against the RM")
     parser.add_argument("--overopt-steps", type=int, default=60)
     parser.add_argument("--overopt-prompts", type=int, default=128)
     parser.add_argument("--sft-dir", default=None, help="cache the SFT policy of each seed here (reused when present)")
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT steps (default: the cpu config's)")
     parser.add_argument("--rm-steps", type=int, default=None, help="reward-model steps (default: RewardModelConfig's)")
-    parser.add_argument("--rm-prompts", type=int, default=None, help="reward-model pair prompts (default: RewardModelConfig's)")
+    parser.add_argument("--rm-prompts", type=int, default=None,
+                        help="reward-model pair prompts (default: RewardModelConfig's)")
     parser.add_argument("--results", default=str(RESULTS), help="folder for rlhf.json")
     args = parser.parse_args()
     if any(b <= 0 or not math.isfinite(b) for b in args.overopt_beta):
@@ -195,7 +207,8 @@ def main() -> None:
     for seed in args.seeds:
         results.append(one_seed(seed, args))
         print_seed(results[-1])
-        save("rlhf", ["tinygpt_rlhf.py", *sys.argv[1:]], results, Path(args.results), rl_steps=args.rl_steps, completions_per_step=256,
+        save("rlhf", ["tinygpt_rlhf.py", *sys.argv[1:]], results, Path(args.results), rl_steps=args.rl_steps,
+             completions_per_step=256,
              machine=f"{platform.machine()}, {args.threads} thread(s), shared 2-core CPU")
     print_medians(results)
 

@@ -127,10 +127,10 @@ def main(argv=None) -> None:
             runs.append(r)
             print(f"seed {seed} {variant:>46}: {r['start_accuracy']:.3f} -> {r['final_accuracy']:.3f} (carry "
                   f"{r['final_accuracy_carry']:.3f}), tool use on carry {r['start_tool_use_carry']} -> "
-                  f"{r['final_tool_use_carry']}, sampled on carry {r['call_rate_carry_first']} -> {r['call_rate_carry_last']}, "
-                  f"carry reward with / without a call {r['reward_carry_with_tool_first']} / "
-                  f"{r['reward_carry_without_tool_first']} -> {r['reward_carry_with_tool_last']} / "
-                  f"{r['reward_carry_without_tool_last']}, "
+                  f"{r['final_tool_use_carry']}, sampled on carry {r['call_rate_carry_first']} -> "
+                  f"{r['call_rate_carry_last']}, carry reward with / without a call "
+                  f"{r['reward_carry_with_tool_first']} / {r['reward_carry_without_tool_first']} -> "
+                  f"{r['reward_carry_with_tool_last']} / {r['reward_carry_without_tool_last']}, "
                   f"GRPO {r['grpo_cpu_seconds']:.0f} CPU s", flush=True)
             save("tools", ["tinygpt_tools.py", *sys.argv[1:]], runs, results=Path(args.results), config=args.config,
                  grpo_steps=args.steps, tool_call=args.tool_call, tool_demos=args.tool_demos, tool_sft=args.tool_sft,

@@ -81,7 +81,8 @@ def main() -> None:
     peak = matmul_rate(1024, 1024, 1024, args.repeats)
     shaped = matmul_rate(rows, width, 3 * width, args.repeats)
     n = batch["input_ids"].shape[0]
-    print(f"update of {n} completions ({tokens} completion tokens), {args.threads} thread(s), median of {args.repeats}:")
+    print(f"update of {n} completions ({tokens} completion tokens), {args.threads} thread(s), median of "
+          f"{args.repeats}:")
     print(f"  prompt forward shared per group: {t_shared * 1e3:.0f} ms, {shared_flops / 1e9:.2f} GFLOP "
           f"→ {shared_flops / t_shared / 1e9:.2f} GFLOP/s")
     print(f"  every row runs its prompt:       {t_full * 1e3:.0f} ms, {full_flops / 1e9:.2f} GFLOP "

@@ -91,7 +91,8 @@ def main() -> None:
 
     runs = {"course": [], "trl": [], "trl_checkpointing": []}
     for seed in args.seeds:
-        task, sft, _ = sft_policy(cfg, TrainContext(show_progress=False, threads=args.threads), seed=seed, device="cpu")
+        task, sft, _ = sft_policy(cfg, TrainContext(show_progress=False, threads=args.threads), seed=seed,
+                                  device="cpu")
         base = acc(sft)
         line = [f"seed {seed}: SFT {base:.3f}"]
         for name in runs:

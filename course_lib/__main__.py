@@ -63,8 +63,8 @@ HELP = {
     "loss_type": "GRPO: the objective (clipped surrogate, or CISPO's capped weight: set --epsilon-high, ε_max, >= 1); "
                  "TRL's unit names are --unit here. DPO: the pairwise loss",
     "importance_sampling_level": "sequence = GSPO (one length-normalised ratio per completion; needs --unit "
-                                 "sequence_mean). GSPO's paper and TRL's docs clip at --epsilon 3e-4 --epsilon-high 4e-4; "
-                                 "the defaults here are GRPO's 0.2, which a sequence ratio rarely reaches",
+                                 "sequence_mean). GSPO's paper and TRL's docs clip at --epsilon 3e-4 --epsilon-high "
+                                 "4e-4; the defaults here are GRPO's 0.2, which a sequence ratio rarely reaches",
     "soft_punish_cache": "DAPO overlong shaping: completions longer than max_completion_length minus this lose up to "
                          "1 reward (0 = off)",
     "max_staleness": "K >= 0: a rollout worker process samples batch s with the weights of step s-K (0: synchronous)",
@@ -140,7 +140,8 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
                        + ("; 'rft' fine-tunes on the policy's own checker-approved samples, same prompts and steps"
                           if "rft" in controls else ""))
         r.add_argument("--sft-checkpoint", default=None, metavar="FILE",
-                       help="start from this SFT policy (sft.pt, or a `train sft` checkpoint.pt) instead of training SFT")
+                       help="start from this SFT policy (sft.pt, or a `train sft` checkpoint.pt) "
+                            "instead of training SFT")
     for f in dataclasses.fields(configs.RunConfig):
         if f.name in RUN_FIELDS:
             _add_field(r, "run", f, "--" + f.name.replace("_", "-"))
@@ -188,8 +189,10 @@ def _recipe_parser(sub) -> None:
     p.add_argument("recipe", nargs="?", default=None,
                    help=f"a named recipe {tuple(recipes.RECIPES)} or stages 'sft:steps=300:task.n_demos=200,grpo'")
     p.add_argument("--stages", default=None, metavar="LIST|FILE",
-                   help="your own stages: 'sft,grpo:steps=100' or a JSON file with a list of {\"kind\": …, option: value}")
-    add_run_options(p, "recipe folder (default: runs/recipe-NAME)", "continue the recipe in DIR after its last finished stage")
+                   help="your own stages: 'sft,grpo:steps=100' or a JSON file with a list of {\"kind\": …, option: "
+                        "value}")
+    add_run_options(p, "recipe folder (default: runs/recipe-NAME)",
+                    "continue the recipe in DIR after its last finished stage")
     p.add_argument("--until", type=int, default=None, metavar="N", help="stop after stage N (--resume continues)")
 
 

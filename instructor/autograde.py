@@ -111,7 +111,8 @@ def probe_sandbox(root: Path) -> tuple[bool, str]:
         return False, f"the probe printed no result: {out.stdout[-200:]}"
     if sees_course or not set(top) <= set(allowed):
         return False, f"the sandbox shows more than the allow-list: {top}"
-    who = "under a user id of its own, no network (you are root)" if os.geteuid() == 0 else "in a user namespace, no network"
+    who = ("under a user id of its own, no network (you are root)" if os.geteuid() == 0
+           else "in a user namespace, no network")
     _, memory = sandbox_limits.cgroup_support()
     _, seccomp = sandbox_limits.seccomp_program()
     return True, f"bubblewrap {who}; {memory}; {seccomp}; the kernel sees only /{', /'.join(top)}"
@@ -471,8 +472,9 @@ def main(argv: list[str] | None = None) -> int:
                     book_of(state, args.assignment)["students"][student] = res
                 score = (f"{res['code_score']:g}/{res['max_code_score']:g} autograded"
                          if res["status"] != "FAILED" else "no score")
-                progress.write(f"[{number}/{len(todo)}] {student}: {res['status']}, {score}, {len(res['flags'])} flags, "
-                               f"{len(res['problems'])} problems ({res['wall_seconds']:.1f} s)", file=sys.stdout)
+                progress.write(f"[{number}/{len(todo)}] {student}: {res['status']}, {score}, {len(res['flags'])} "
+                               f"flags, {len(res['problems'])} problems ({res['wall_seconds']:.1f} s)",
+                               file=sys.stdout)
                 progress.update()
         with locked_state(root) as state:
             book = book_of(state, args.assignment)

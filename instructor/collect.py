@@ -14,8 +14,8 @@ name is what the student uploaded, with ``-1``, ``-2`` … appended by Canvas to
   the same notebook, the newest resubmission wins (the highest suffix, then the latest time); the
   others are skipped and logged. Canvas's LATE marker decides *whether* a file is late, the entry
   time *how* late: with a due date in deadlines.toml, a LATE file is at least one second past the
-  due date and an unmarked one at most on it (extensions are then applied by nbgrader's lateness). nbgrader writes the newest time
-  of a student's files to ``timestamp.txt``, from which autograde's late penalty is computed.
+  due date and an unmarked one at most on it (extensions are then applied by nbgrader's lateness). nbgrader writes the
+  newest time of a student's files to ``timestamp.txt``, from which autograde's late penalty is computed.
 
 What is expected in every collect is logged as information, not as a warning (``ExpectedAsInfo``):
 an older resubmission skipped (and nbgrader's own lines about that skip), and nbgrader's "Directory
@@ -116,7 +116,8 @@ class TimedExtractor(ExtractorPlugin):
 
         zone = tz.gettz(self.zip_timezone)
         if zone is None:
-            raise ValueError(f"TimedExtractor.zip_timezone {self.zip_timezone!r} is not a time zone (e.g. 'UTC', 'Europe/Berlin')")
+            raise ValueError(f"TimedExtractor.zip_timezone {self.zip_timezone!r} is not a time zone (e.g. 'UTC', "
+                             "'Europe/Berlin')")
         for folder, _, files in os.walk(archive_path):
             for name in sorted(files):
                 path = os.path.join(folder, name)

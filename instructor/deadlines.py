@@ -58,7 +58,8 @@ def load(root: Path, assignment: str) -> dict:
         raise ValueError(f"{path} [{assignment}]: penalty_per_day must be a number in [0, 1], got {rate!r}")
     for student, days in policy.get("extensions", {}).items():
         if not isinstance(days, (int, float)) or isinstance(days, bool) or days < 0:
-            raise ValueError(f"{path} [{assignment}.extensions]: {student} must be a number of days >= 0, got {days!r}")
+            raise ValueError(f"{path} [{assignment}.extensions]: {student} must be a number of days >= 0, got "
+                             f"{days!r}")
     return policy
 
 

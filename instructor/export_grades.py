@@ -13,7 +13,8 @@ Writes, in grades/<assignment>/ (next to that assignment's autograde report):
 - ``canvas.csv``: Canvas's gradebook import file (Grades → Import): Student, ID, SIS User ID,
   SIS Login ID, Section and one column with the final score, one row per roster student. The
   column is ``--canvas-column``, else the export's own column for the assignment as ``make roster``
-  read it (``module14 (4321)``: Canvas fills that column), else the assignment's name. A FAILED student's cell is left empty (Canvas keeps what it has; fix and regrade first).
+  read it (``module14 (4321)``: Canvas fills that column), else the assignment's name. A FAILED student's cell is left
+  empty (Canvas keeps what it has; fix and regrade first).
 
 status: one of instructor.gradebook.STATUSES, the same names as the report and docs/instructors.md; read live
 from the gradebook, so a written answer graded in the formgrader turns ``manual`` into ``ok``
@@ -86,7 +87,8 @@ def rows(root: Path, assignment: str) -> tuple[list[dict], list[str]]:
                     "final": f"{sub.score - late['late_penalty']:g}",
                     "manual_pending": "yes" if sub.needs_manual_grade else "no",
                 })
-                row["status"] = status_of(info.get("flags", []), info.get("problems", []), bool(sub.needs_manual_grade))
+                row["status"] = status_of(info.get("flags", []), info.get("problems", []),
+                                          bool(sub.needs_manual_grade))
                 if late["seconds_late"] > 0:
                     row["notes"] = " | ".join(x for x in (row["notes"], f"late: {late_text(late)}") if x)
             out.append(row)
@@ -109,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assignment", default="module14")
     parser.add_argument("--root", default=".")
-    parser.add_argument("--canvas-column", default="", help="the Canvas gradebook column (default: the export's column for the assignment, "
+    parser.add_argument("--canvas-column", default="",
+                        help="the Canvas gradebook column (default: the export's column for the assignment, "
                         "as make roster read it, else the assignment)")
     args = parser.parse_args(argv)
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])

@@ -102,7 +102,8 @@ def stored_seed(notebook: str) -> int | None:
     try:
         table = json.loads(raw if raw.startswith("{") else Path(raw).read_text())
     except (OSError, ValueError) as err:
-        raise ValueError(f"${SEEDS_ENV} must be a JSON object {{notebook: seed}} or a file holding one: {err}") from err
+        raise ValueError(f"${SEEDS_ENV} must be a JSON object {{notebook: seed}} or a file holding one: "
+                         f"{err}") from err
     seed = table.get(notebook) if isinstance(table, dict) else None
     if seed is not None and (type(seed) is not int or seed < 0):
         raise ValueError(f"${SEEDS_ENV}[{notebook!r}] must be a non-negative integer, got {seed!r}")

@@ -312,8 +312,8 @@ class SandboxedExecute(Execute):
                 reason = f"{type(err).__name__}: {err}"
                 self._discard_kernel()
                 if attempt == self.kernel_start_tries:
-                    raise RuntimeError(f"{sandbox_kernel.START_FAILED} {attempt} tries (the machine, not the submission; "
-                                       f"last: {reason})") from err
+                    raise RuntimeError(f"{sandbox_kernel.START_FAILED} {attempt} tries (the machine, not the "
+                                       f"submission; last: {reason})") from err
                 self.log.warning("the sandboxed kernel did not start (try %d of %d: %s); starting it again",
                                  attempt, self.kernel_start_tries, reason)
                 time.sleep(2 ** (attempt - 1))
@@ -553,7 +553,8 @@ class FeedbackFilter(Preprocessor):
                 seen_test = True
             elif seen_test and cell.outputs:
                 cell.outputs = [NotebookNode(output_type="stream", name="stdout",
-                                             text="(output not shown in feedback: this cell ran after hidden tests)\n")]
+                                             text="(output not shown in feedback: this cell ran after hidden "
+                                                  "tests)\n")]
         return nb, resources
 
 

@@ -99,7 +99,8 @@ class KernelCgroup:
     @classmethod
     def _create_v1(cls, root, own, name, memory, pids) -> KernelCgroup:
         parents = {c: os.path.join(root, c) + own.get(c, "/") for c in ("memory", "pids")}
-        missing = [c for c, p in parents.items() if c not in own or not os.path.exists(os.path.join(p, "cgroup.procs"))]
+        missing = [c for c, p in parents.items() if c not in own
+                   or not os.path.exists(os.path.join(p, "cgroup.procs"))]
         if missing:
             raise CgroupUnavailable(f"cgroup v1: no {' and no '.join(missing)} hierarchy under {root}")
         group = cls(1, [os.path.join(p, name) for p in parents.values()], memory, pids)

@@ -96,9 +96,9 @@ Markdown(notebook_map())
 #
 # **On Colab.** Use the "Open in Colab" links in the README, or *File → Open notebook → GitHub* and
 # paste the repository address. Choose *Runtime → Change runtime type → GPU* for the last section of
-# [Graduating to TRL](18_graduating_to_trl.ipynb), which trains a real instruct model; the tiny-GPT notebooks also put their model on the GPU
-# when there is one (tested on a CPU only: no GPU has run them yet). Then run the first cell: it installs `course_lib` without touching
-# Colab's own PyTorch build, and reports the device it found.
+# [Graduating to TRL](18_graduating_to_trl.ipynb), which trains a real instruct model; the tiny-GPT notebooks also put
+# their model on the GPU when there is one (tested on a CPU only: no GPU has run them yet). Then run the first cell: it
+# installs `course_lib` without touching Colab's own PyTorch build, and reports the device it found.
 #
 # **How the notebooks are stored.** Each notebook is a pair: a `.py` file in the "percent" format
 # (the source of truth, easy to diff and review) and the `.ipynb` you open. `make sync` rebuilds the

@@ -207,7 +207,8 @@ for k, n in ((3, 4), (30, 40), (4, 4)):
 # Without a penalty, 3 wins of 4 and 30 of 40 both give log 3 = 1.099, and 4 of 4 gives an infinite gap.
 # With λ = 1 every gap shrinks, the small sample most: the number a trained reward model reports
 # depends on its data and its regularisation, not only on how much people prefer one answer. The same
-# coordinate question returns in DPO ([Rafailov et al. 2023](https://arxiv.org/abs/2305.18290); [DPO margins](02_dpo_margins.ipynb)), where β sets the scale.
+# coordinate question returns in DPO ([Rafailov et al. 2023](https://arxiv.org/abs/2305.18290);
+# [DPO margins](02_dpo_margins.ipynb)), where β sets the scale.
 
 # %% [markdown]
 # ## 4. The reward-model loss on toy pairs
@@ -258,7 +259,8 @@ _written = {"gap": gap_slider.value, "rate": rate_slider.value}
 def _show():
     gap, rate = gap_slider.value, rate_slider.value
     explorer_line.value = readout(f"gap Δr = {gap:+.2f}  ↔  win rate {rate:.3f}  (σ({gap:.2f}) = "
-                                  f"{float(bt_probability(gap)):.4f}, logit({rate:.3f}) = {float(win_rate_to_gap(rate)):.4f})")
+                                  f"{float(bt_probability(gap)):.4f}, logit({rate:.3f}) = "
+                                  f"{float(win_rate_to_gap(rate)):.4f})")
 
 
 def _from_gap(change):

@@ -56,8 +56,10 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. read DPO's "implicit reward" for what it is;
 # 4. place IPO, SimPO, ORPO and KTO next to DPO by the data they need and the margin they push.
 #
-# **Sources.** DPO: [Rafailov et al. 2023](https://arxiv.org/abs/2305.18290). IPO: [Azar et al. 2023](https://arxiv.org/abs/2310.12036). SimPO: [Meng et al. 2024](https://arxiv.org/abs/2405.14734). ORPO: [Hong et al. 2024](https://arxiv.org/abs/2403.07691).
-# KTO: [Ethayarajh et al. 2024](https://arxiv.org/abs/2402.01306).
+# **Sources.** DPO: [Rafailov et al. 2023](https://arxiv.org/abs/2305.18290). IPO:
+# [Azar et al. 2023](https://arxiv.org/abs/2310.12036). SimPO: [Meng et al. 2024](https://arxiv.org/abs/2405.14734).
+# ORPO: [Hong et al. 2024](https://arxiv.org/abs/2403.07691). KTO:
+# [Ethayarajh et al. 2024](https://arxiv.org/abs/2402.01306).
 
 # %%
 import ipywidgets as widgets
@@ -79,8 +81,8 @@ from course_lib.lesson.explore import figure_png, predict, readout
 # %% [markdown]
 # ## 1. From four log-probabilities to one margin
 #
-# DPO (direct preference optimisation) compares how much the policy π_θ moved away from a frozen **reference model** π_ref (a copy of the
-# policy before this training) on the preferred answer
+# DPO (direct preference optimisation) compares how much the policy π_θ moved away from a frozen **reference model**
+# π_ref (a copy of the policy before this training) on the preferred answer
 # y_w and on the rejected answer y_l. Each log-probability is the **sum** of the answer's token
 # log-probabilities. Step by step, for the lecture's pair I:
 #
@@ -97,7 +99,8 @@ ref_w, ref_l = -13.0, -10.8
 ratio_w = policy_w - ref_w  # log π_θ(y_w)/π_ref(y_w): the policy likes y_w more than the reference did
 ratio_l = policy_l - ref_l  # and y_l less
 z_I = beta * (ratio_w - ratio_l)
-print(f"log-ratio chosen {ratio_w:+.1f}, rejected {ratio_l:+.1f}  →  z = β·({ratio_w:.1f} − ({ratio_l:.1f})) = {z_I:.3f}")
+print(f"log-ratio chosen {ratio_w:+.1f}, rejected {ratio_l:+.1f}  →  z = β·({ratio_w:.1f} − ({ratio_l:.1f})) = "
+      f"{z_I:.3f}")
 
 # %% [markdown]
 # The loss is the loss of [Bradley–Terry](01_bradley_terry.ipynb) applied to z: L = −log σ(z) = log(1 + e^(−z)).
@@ -110,7 +113,8 @@ print(f"pair I:  z = {z_I:.3f}   loss = {loss_I:.4f}   slope |dL/dz| = {slope_I:
 
 terms = dpo_terms(policy_w, policy_l, ref_w, ref_l, beta=beta)
 assert np.allclose([terms.margin, terms.loss, terms.slope], [z_I, loss_I, slope_I])
-print(f"course_lib.formulas.preference.dpo_terms agrees: z = {terms.margin:.3f}, loss = {terms.loss:.4f}, slope = {terms.slope:.4f}")
+print(f"course_lib.formulas.preference.dpo_terms agrees: z = {terms.margin:.3f}, loss = {terms.loss:.4f}, slope = "
+      f"{terms.slope:.4f}")
 
 # %% [markdown]
 # Where do the four sums come from? A model returns one log-probability per **token**, for the prompt
@@ -181,9 +185,9 @@ assert np.isclose(numeric, -0.5 * slope_beta05, atol=1e-6)
 # A lower loss and a smaller slope do **not** mean β = 0.5 trains more gently. The gradient with respect
 # to the model's parameters is −β·σ(−z)·∇(log-ratio gap): the extra factor β makes this pair's
 # parameter-level weight about three times *larger* here. What β really sets is the scale on which movement
-# away from the reference is judged — tune it while watching **KL drift** (how far, in KL, the policy has moved from π_ref; the Kullback–Leibler divergence
-# KL(π_θ‖π_ref) = Σ_y π_θ(y)·log(π_θ(y)/π_ref(y)) is zero when the two agree and grows as they part), answer quality and the spread
-# of pair margins.
+# away from the reference is judged — tune it while watching **KL drift** (how far, in KL, the policy has moved from
+# π_ref; the Kullback–Leibler divergence KL(π_θ‖π_ref) = Σ_y π_θ(y)·log(π_θ(y)/π_ref(y)) is zero when the two agree and
+# grows as they part), answer quality and the spread of pair margins.
 #
 # The figure shows, against the log-ratio gap h = z/β, the loss, the slope σ(−βh) and the weight that
 # reaches the parameters, β·σ(−βh), for several β; the dots are pair I (h = 1.7).
@@ -224,9 +228,9 @@ print(f"β·σ(−βh): β = 0.5 weighs a pair more than β = 0.1 while h < {h_c
 #
 # DPO's derivation (taken step by step in [The regularised objective](03_the_regularised_objective.ipynb))
 # shows that the best policy π* of the KL-regularised objective (maximise reward, pay β × the KL to π_ref) satisfies
-# r(x, y) = β log π*(y|x)/π_ref(y|x) + β log Z(x), where Z(x) is a normaliser that depends on the prompt only. It cancels in a pairwise
-# difference, so r̂(x, y) = β log π_θ(y|x)/π_ref(y|x) plays the role of a reward, and the margin z is
-# exactly the difference of two implicit rewards:
+# r(x, y) = β log π*(y|x)/π_ref(y|x) + β log Z(x), where Z(x) is a normaliser that depends on the prompt only. It
+# cancels in a pairwise difference, so r̂(x, y) = β log π_θ(y|x)/π_ref(y|x) plays the role of a reward, and the margin
+# z is exactly the difference of two implicit rewards:
 
 # %%
 reward_w = implicit_reward(policy_w, ref_w, beta=0.1)
@@ -292,12 +296,12 @@ plt.show()
 # bounded: each example is judged alone against the reference point, and the undesirable curve is the
 # desirable one mirrored.
 #
-# The curves put z0 at 0. In KTO ([Ethayarajh et al. 2024](https://arxiv.org/abs/2402.01306)) z0 is not a free constant: it estimates
-# KL(π_θ‖π_ref) on the batch itself. Each prompt is paired with *another* answer of the batch, the
-# policy's and the reference's log-probs of those mismatched pairs are averaged, the mean is clamped at
-# 0 (a KL is never negative) and no gradient flows through it (`kto_reference_point`, as TRL ([von Werra et al. 2020](https://github.com/huggingface/trl)) computes
-# it). An answer then counts as desirable-enough only when its log-ratio beats how far the policy has
-# drifted overall. Three mismatched pairs:
+# The curves put z0 at 0. In KTO ([Ethayarajh et al. 2024](https://arxiv.org/abs/2402.01306)) z0 is not a free
+# constant: it estimates KL(π_θ‖π_ref) on the batch itself. Each prompt is paired with *another* answer of the batch,
+# the policy's and the reference's log-probs of those mismatched pairs are averaged, the mean is clamped at
+# 0 (a KL is never negative) and no gradient flows through it (`kto_reference_point`, as TRL
+# ([von Werra et al. 2020](https://github.com/huggingface/trl)) computes it). An answer then counts as desirable-enough
+# only when its log-ratio beats how far the policy has drifted overall. Three mismatched pairs:
 
 # %%
 mismatched_policy = np.array([-3.1, -2.0, -4.2])  # log π_θ(y′|x): each prompt with another prompt's answer
@@ -320,7 +324,8 @@ beta_slider = widgets.FloatSlider(value=0.1, min=0.01, max=1.0, step=0.01, descr
 logp_sliders = {
     name: widgets.FloatSlider(value=value, min=-20.0, max=-5.0, step=0.05, description=name,
                               style={"description_width": "110px"})
-    for name, value in [("log π_θ(y_w)", -12.0), ("log π_θ(y_l)", -11.5), ("log π_ref(y_w)", -13.0), ("log π_ref(y_l)", -10.8)]
+    for name, value in [("log π_θ(y_w)", -12.0), ("log π_θ(y_l)", -11.5), ("log π_ref(y_w)", -13.0),
+                        ("log π_ref(y_l)", -10.8)]
 }
 
 
@@ -371,12 +376,14 @@ display(widgets.VBox([beta_slider, *logp_sliders.values(), explorer_text, explor
 #    <details><summary>Answer</summary>
 #    Slopes σ(−z): 0.182, 0.488, 0.690. The misordered pair (z = −0.8) pulls hardest, the well-ordered one (1.5) least.
 #    </details>
-# 2. You cache the reference log-probabilities of a fixed pair dataset, then re-tokenise the data. Is the cache still valid?
+# 2. You cache the reference log-probabilities of a fixed pair dataset, then re-tokenise the data. Is the cache still
+#    valid?
 #    <details><summary>Answer</summary>
-#    No. The cached numbers are sums over the old tokens; a new tokenisation (or a new reference checkpoint) needs them recomputed.
+#    No. The cached numbers are sums over the old tokens; a new tokenisation (or a new reference checkpoint) needs them
+#    recomputed.
 #    </details>
 # 3. Raising β from 0.1 to 0.5 lowered pair I's loss from 0.6118 to 0.356. Has training become weaker on this pair?
 #    <details><summary>Answer</summary>
-#    Not necessarily: the parameter gradient carries β·σ(−z), which rose from 0.046 to 0.150. β changes the scale of the
-#    comparison, not simply the strength of the update.
+#    Not necessarily: the parameter gradient carries β·σ(−z), which rose from 0.046 to 0.150. β changes the scale of
+#    the comparison, not simply the strength of the update.
 #    </details>

@@ -46,11 +46,13 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # *Pointer for readers of the Module 14 lecture: §4 and §6. Everything below stands on its own.*
 #
-# Every RLHF recipe (reinforcement learning from human feedback: [Christiano et al. 2017](https://arxiv.org/abs/1706.03741)) writes the same objective: maximise reward while staying close to a **reference
-# model** π_ref (a frozen copy of the starting policy, usually the SFT model: the one trained by supervised fine-tuning on good answers), with a KL penalty of
-# weight β. [DPO margins](02_dpo_margins.ipynb) used one consequence of it (the implicit reward) without
-# deriving it. Here the objective is solved exactly on a small example, DPO is derived from it step by
-# step, and the penalty's direction is taken apart. After this notebook you will be able to
+# Every RLHF recipe (reinforcement learning from human feedback:
+# [Christiano et al. 2017](https://arxiv.org/abs/1706.03741)) writes the same objective: maximise reward while staying
+# close to a **reference model** π_ref (a frozen copy of the starting policy, usually the SFT model: the one trained by
+# supervised fine-tuning on good answers), with a KL penalty of weight β. [DPO margins](02_dpo_margins.ipynb) used one
+# consequence of it (the implicit reward) without deriving it. Here the objective is solved exactly on a small example,
+# DPO is derived from it step by step, and the penalty's direction is taken apart.
+# After this notebook you will be able to
 #
 # 1. solve max E_π[r] − β·KL(π‖π_ref) in closed form, π* ∝ π_ref·exp(r/β), and check it numerically;
 # 2. derive the DPO loss from it, naming every assumption, including "replace π* by π_θ";
@@ -58,7 +60,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # Everything here is exact arithmetic and runs in seconds; what a KL penalty does inside a trainer
 # (its estimators, where it sits, and a β sweep on the tiny GPT) comes in
-# [The KL term](10_the_kl_term.ipynb), once the course has trained a model against a KL penalty. The last cell prints how long this run took.
+# [The KL term](10_the_kl_term.ipynb), once the course has trained a model against a KL penalty. The last cell prints
+# how long this run took.
 
 # %%
 import os
@@ -89,7 +92,8 @@ rng = np.random.default_rng(0)
 # Maximise over all distributions π (a Lagrange multiplier for Σπ = 1): the derivative
 # r(y) − β·log(π(y)/π_ref(y)) − β − λ must vanish for every y, so log π(y) = log π_ref(y) + r(y)/β + const:
 #
-# $$\pi^*(y) = \frac{\pi_{\mathrm{ref}}(y)\, e^{r(y)/\beta}}{Z}, \qquad Z = \sum_y \pi_{\mathrm{ref}}(y)\, e^{r(y)/\beta}.$$
+# $$\pi^*(y) = \frac{\pi_{\mathrm{ref}}(y)\, e^{r(y)/\beta}}{Z}, \qquad Z = \sum_y \pi_{\mathrm{ref}}(y)\,
+# e^{r(y)/\beta}.$$
 #
 # The reference is re-weighted by exp(r/β): β is the exchange rate between reward and log-probability.
 # The answers below: A has the best reward, C is the reference's favourite.
@@ -162,7 +166,8 @@ print(f"β·log(π*/π_ref) + β·log Z = {np.round(recovered, 6)}  (max error {
 # P(y_w ≻ y_l) = σ(r(y_w) − r(y_l)). Z depends on the prompt, not on the answer, so in the difference
 # the β·log Z terms cancel:
 #
-# $$P(y_w \succ y_l) = \sigma\!\left(\beta \log\frac{\pi^*(y_w)}{\pi_{\mathrm{ref}}(y_w)} - \beta \log\frac{\pi^*(y_l)}{\pi_{\mathrm{ref}}(y_l)}\right).$$
+# $$P(y_w \succ y_l) = \sigma\!\left(\beta \log\frac{\pi^*(y_w)}{\pi_{\mathrm{ref}}(y_w)} - \beta
+# \log\frac{\pi^*(y_l)}{\pi_{\mathrm{ref}}(y_l)}\right).$$
 #
 # Check on all 20 ordered pairs: the preference probability computed from the rewards and computed from
 # the two policies alone (no Z anywhere) agree.

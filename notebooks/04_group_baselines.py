@@ -54,10 +54,13 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. predict how often a group carries no signal at all, recognise one in floating point, and decide
 #    what to do with it.
 #
-# **Sources.** GRPO: [Shao et al. 2024](https://arxiv.org/abs/2402.03300). RLOO: [Ahmadian et al. 2024](https://arxiv.org/abs/2402.14740). Dr. GRPO: [Liu et al. 2025](https://arxiv.org/abs/2503.20783).
+# **Sources.** GRPO: [Shao et al. 2024](https://arxiv.org/abs/2402.03300). RLOO:
+# [Ahmadian et al. 2024](https://arxiv.org/abs/2402.14740). Dr. GRPO:
+# [Liu et al. 2025](https://arxiv.org/abs/2503.20783).
 #
 # What happens *after* the advantages — how they become one update, and how its tokens are averaged —
-# is [From advantages to an update](05_from_advantages_to_an_update.ipynb). Some cells ask you to **predict** first: pick an option, press *Reveal*, then read on.
+# is [From advantages to an update](05_from_advantages_to_an_update.ipynb). Some cells ask you to **predict** first:
+# pick an option, press *Reveal*, then read on.
 
 # %%
 import ipywidgets as widgets
@@ -108,11 +111,12 @@ assert np.allclose(adv, grpo_advantages(rewards))
 # %% [markdown]
 # The advantages sum to zero by construction (centring). That is an identity of the arithmetic, not
 # evidence that they estimate the true advantage without bias: each answer's reward sits inside the mean
-# and the std used to judge it. [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) measures the bias this causes.
+# and the std used to judge it. [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) measures the bias
+# this causes.
 #
-# **RLOO** (REINFORCE leave-one-out) judges answer i against the mean of the *other* G − 1 answers, b_i = (Σ_j r_j − r_i)/(G − 1).
-# Because that baseline does not contain r_i, the **REINFORCE** gradient (reward minus baseline, times ∇log π of
-# the sampled answer; [Williams 1992](https://doi.org/10.1007/BF00992696)) stays unbiased. **Dr. GRPO**
+# **RLOO** (REINFORCE leave-one-out) judges answer i against the mean of the *other* G − 1 answers, b_i = (Σ_j r_j −
+# r_i)/(G − 1). Because that baseline does not contain r_i, the **REINFORCE** gradient (reward minus baseline, times
+# ∇log π of the sampled answer; [Williams 1992](https://doi.org/10.1007/BF00992696)) stays unbiased. **Dr. GRPO**
 # keeps the centring but drops the division by std.
 
 # %%
@@ -182,10 +186,10 @@ predict("AdamW, two runs identical except that every advantage of the second is 
 # with probability p_j = σ(θ · x_j), features x_easy = (1, 1) and x_hard = (1, −1) (reward 1 if correct,
 # else 0). For one prompt, ∂log π(a)/∂θ = (a − p_j)·x_j, so the *expected* update of a group baseline
 # is `baseline_gradient(p_j, G, baseline)` × x_j — computed exactly by enumerating all 2⁸ groups (the
-# function [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) derives). No sampling noise: any difference between two runs comes from the
-# choice being compared. Each run takes 100 steps from θ = (−2, 1), i.e. p = (0.27, 0.05). Three
-# comparisons: RLOO against the full-mean baseline, 7/8 of RLOO (a constant); RLOO against GRPO's ÷ std
-# (a factor that differs from group to group); and the constant again under AdamW with the gradient
+# function [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb) derives). No sampling noise: any
+# difference between two runs comes from the choice being compared. Each run takes 100 steps from θ = (−2, 1), i.e. p =
+# (0.27, 0.05). Three comparisons: RLOO against the full-mean baseline, 7/8 of RLOO (a constant); RLOO against GRPO's ÷
+# std (a factor that differs from group to group); and the constant again under AdamW with the gradient
 # norm clipped, as the trainers clip it (`max_grad_norm`).
 
 # %%
@@ -286,8 +290,8 @@ assert constant_adam < 1e-6 < 0.01 < min(constant_sgd, std_adam, clipped_adam)
 #
 # ## 4. Groups that say nothing
 #
-# If all eight answers are right, or all wrong — a **zero-variance group** — every centred reward is 0 and GRPO's std is 0: the
-# advantage is 0/0. With Bernoulli(p) rewards the chance of that is pᴳ + (1 − p)ᴳ.
+# If all eight answers are right, or all wrong — a **zero-variance group** — every centred reward is 0 and GRPO's std
+# is 0: the advantage is 0/0. With Bernoulli(p) rewards the chance of that is pᴳ + (1 − p)ᴳ.
 
 # %%
 p_zero_var = 0.3**8 + 0.7**8
@@ -346,9 +350,10 @@ for p in (0.5, 0.9, 0.99):
 #
 # What to do with a zero-variance group is a decision, and it should be written down: skip the group
 # (the batch gets smaller, and a per-batch averaging denominator changes — a factor that varies from
-# step to step, which Adam does not cancel: section 3), resample until it has signal (DAPO's dynamic sampling, [Yu et al. 2025](https://arxiv.org/abs/2503.14476); costs rollouts), or give
-# it zero advantages (a KL term can still move the model). TRL adds ε = 10⁻⁴ to the std, which makes an
-# exactly-equal group's advantages zero without saying so: the "zeros" decision, made silently.
+# step to step, which Adam does not cancel: section 3), resample until it has signal (DAPO's dynamic sampling,
+# [Yu et al. 2025](https://arxiv.org/abs/2503.14476); costs rollouts), or give it zero advantages (a KL term can still
+# move the model). TRL adds ε = 10⁻⁴ to the std, which makes an exactly-equal group's advantages zero without saying
+# so: the "zeros" decision, made silently.
 #
 # ## 5. Groups of different sizes, and partial credit
 #
@@ -451,11 +456,13 @@ display(widgets.VBox([reward_box, ddof_choice, advantage_text, advantage_plot]))
 #
 # 1. A group of 8 has a single success. What are its GRPO advantages (ddof = 0)?
 #    <details><summary>Answer</summary>
-#    mean 0.125, std √(0.125·0.875) = 0.331: the success gets +2.646, each failure −0.378. Rare successes get large advantages.
+#    mean 0.125, std √(0.125·0.875) = 0.331: the success gets +2.646, each failure −0.378. Rare successes get large
+#    advantages.
 #    </details>
 # 2. At p = 0.9 and G = 8, how often is a group wasted? And at G = 16?
 #    <details><summary>Answer</summary>
-#    0.9⁸ + 0.1⁸ ≈ 0.430; 0.9¹⁶ + 0.1¹⁶ ≈ 0.185. Easy prompts waste many groups; bigger groups help, at the cost of more rollouts.
+#    0.9⁸ + 0.1⁸ ≈ 0.430; 0.9¹⁶ + 0.1¹⁶ ≈ 0.185. Easy prompts waste many groups; bigger groups help, at the cost of
+#    more rollouts.
 #    </details>
 # 3. You switch a GRPO run from ddof = 0 to ddof = 1 and keep AdamW and the learning rate. Does training change?
 #    <details><summary>Answer</summary>

@@ -45,7 +45,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # # 05 · From advantages to an update: clipping, averaging units, length bias
 #
 # *Pointer for readers of the Module 14 lecture: §9 ("turning an advantage into an update") and §12
-# (DAPO, Dr. GRPO). Everything below stands on its own; [Group baselines](04_group_baselines.ipynb) computed the advantages.*
+# (DAPO, Dr. GRPO). Everything below stands on its own; [Group baselines](04_group_baselines.ipynb) computed the
+# advantages.*
 #
 # After this notebook you will be able to
 #
@@ -56,8 +57,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. follow one full GRPO update on a tiny GPT, tensor by tensor: log-probs → ratio → clipped surrogate →
 #    aggregate → backward → parameter change, and check it against the trainer's own step.
 #
-# **Sources.** PPO's clipped objective: [Schulman et al. 2017](https://arxiv.org/abs/1707.06347). DAPO's clip-higher and token mean: [Yu et al. 2025](https://arxiv.org/abs/2503.14476).
-# Dr. GRPO's constant denominator: [Liu et al. 2025](https://arxiv.org/abs/2503.20783).
+# **Sources.** PPO's clipped objective: [Schulman et al. 2017](https://arxiv.org/abs/1707.06347). DAPO's clip-higher
+# and token mean: [Yu et al. 2025](https://arxiv.org/abs/2503.14476). Dr. GRPO's constant denominator:
+# [Liu et al. 2025](https://arxiv.org/abs/2503.20783).
 
 # %%
 import copy
@@ -82,10 +84,10 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest and never fights
 # %% [markdown]
 # ## 1. The clipped objective
 #
-# PPO's (proximal policy optimisation) **clipped objective** keeps one update close to the policy that sampled the batch.
-# The policy that sampled the answers is **π_old**; the policy being trained is π_θ. For each token, the
-# **importance ratio** ρ = π_θ(token)/π_old(token) says how much more likely the token has become. The per-token objective
-# to maximise is
+# PPO's (proximal policy optimisation) **clipped objective** keeps one update close to the policy that sampled the
+# batch. The policy that sampled the answers is **π_old**; the policy being trained is π_θ. For each token, the
+# **importance ratio** ρ = π_θ(token)/π_old(token) says how much more likely the token has become. The per-token
+# objective to maximise is
 #
 # q = min(ρA, clip(ρ, 1 − ε_low, 1 + ε_high)·A),
 #
@@ -132,7 +134,8 @@ plt.show()
 ratios = torch.tensor([0.7, 1.0, 1.5], requires_grad=True)
 objective, clipped = clipped_surrogate(ratios, torch.tensor(-1.0), eps_low=0.2, eps_high=0.2, return_clipped=True)
 objective.sum().backward()
-for r, q_value, grad, c in zip(ratios.tolist(), objective.tolist(), ratios.grad.tolist(), clipped.tolist(), strict=True):
+for r, q_value, grad, c in zip(ratios.tolist(), objective.tolist(), ratios.grad.tolist(), clipped.tolist(),
+                               strict=True):
     print(f"A = −1, ρ = {r:.1f}: objective {q_value:+.2f}, dq/dρ = {grad:+.1f}, clipped: {c}")
 clip_gradients = ratios.grad.tolist()
 
@@ -212,8 +215,8 @@ length_bias_ratio = float(weights["sequence_mean"][2, 0] / weights["sequence_mea
 # Dr. GRPO's constant, every token of every wrong answer gets the same push (ratio 1.0).
 #
 # The two differ in what they divide by: the token mean divides by the tokens in *this* batch (a
-# denominator that changes from step to step, which [Group baselines](04_group_baselines.ipynb) showed Adam does not cancel); the
-# constant divides by G·L_max, fixed for the whole run.
+# denominator that changes from step to step, which [Group baselines](04_group_baselines.ipynb) showed Adam does not
+# cancel); the constant divides by G·L_max, fixed for the whole run.
 #
 # ## 4. One GRPO update, tensor by tensor
 #
@@ -268,14 +271,14 @@ print("advantages:", adv_group.numpy().round(3))
 print("clipped surrogate per token (× mask):\n", (surrogate * token_mask_4).detach().numpy().round(3) + 0.0)
 
 # %% [markdown]
-# **Why multiplying by the mask is safe here, and when it is not.** [DPO margins](02_dpo_margins.ipynb) said *select* tokens with
-# the mask, do not multiply: `nan · 0` is `nan`. The prints above multiply, and the library's `aggregate`
+# **Why multiplying by the mask is safe here, and when it is not.** [DPO margins](02_dpo_margins.ipynb) said *select*
+# tokens with the mask, do not multiply: `nan · 0` is `nan`. The prints above multiply, and the library's `aggregate`
 # does too, because `completion_logprobs` returns exact zeros outside the completion: at a padding
 # position ρ = exp(0 − 0) = 1 and the surrogate is a finite number times 0. Log-probs taken at *every*
-# position are another matter (the coding lab's `(N, L − 1)` log-probs, after [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), are): after `<eos>` the padding is junk
-# the policy never chose, and a junk token can be one whose logit is masked to −∞ (a `<pad>` the
-# sampler may never emit). Its log-prob under the new and the old policy is then −∞ (or −1e9),
-# their difference is `nan` or a huge number.
+# position are another matter (the coding lab's `(N, L − 1)` log-probs, after
+# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), are): after `<eos>` the padding is junk the policy never chose,
+# and a junk token can be one whose logit is masked to −∞ (a `<pad>` the sampler may never emit). Its log-prob under
+# the new and the old policy is then −∞ (or −1e9), their difference is `nan` or a huge number.
 
 # %%
 predict("At a padding position, logp − old = 100 (junk). The loss multiplies the surrogate by the mask (0) "
@@ -283,8 +286,9 @@ predict("At a padding position, logp − old = 100 (junk). The loss multiplies t
         ["zero: the mask is 0 there", "nan: inf · 0 is nan, and nan spreads through the backward pass",
          "a large but finite number"],
         "nan: inf · 0 is nan, and nan spreads through the backward pass",
-        "exp(100) overflows float32 (largest ≈ 3.4e38 = exp(88.7)) to inf; the masked product inf · 0 is nan in the forward pass, and in the "
-        "backward pass the mask's 0 multiplies exp's inf derivative: nan. Selecting after exp does not help either.")
+        "exp(100) overflows float32 (largest ≈ 3.4e38 = exp(88.7)) to inf; the masked product inf · 0 is nan in the "
+        "forward pass, and in the backward pass the mask's 0 multiplies exp's inf derivative: nan. Selecting after "
+        "exp does not help either.")
 
 # %%
 junk = torch.tensor([[0.1, -0.2, 100.0]], requires_grad=True)  # logp − old; the last position is padding
@@ -363,7 +367,8 @@ batch = {"input_ids": input_ids, "attention_mask": attention_mask, "completion_m
 stats = policy_step(twin, None, trainer_optimizer, batch, grpo_config, prompt_length=prompt_length,
                     max_grad_norm=run_config.max_grad_norm)
 pairs = list(zip(model.parameters(), twin.parameters(), strict=True))
-grad_gap = max(float((p.grad - q.grad).abs().max()) for p, q in pairs) / max(float(p.grad.abs().max()) for p, _ in pairs)
+grad_gap = max(float((p.grad - q.grad).abs().max()) for p, q in pairs) / max(float(p.grad.abs().max())
+                                                                             for p, _ in pairs)
 clear = [p.grad.abs() > 1e-6 for p, _ in pairs]  # gradients well above Adam's ε
 trainer_gap = max(float(((p - q).detach().abs() * m).max()) for (p, q), m in zip(pairs, clear, strict=True))
 trainer_loss = float(stats["loss"])
@@ -409,7 +414,8 @@ def show_bias(_=None):
     logp = torch.zeros(4, grid, requires_grad=True)
     aggregate(advantages_dr[:, None] * logp, mask_now, unit=unit_choice.value, max_length=max(budget, grid)).backward()
     short, long = float(logp.grad[2, 0]), float(logp.grad[3, 0])
-    bias_text.value = readout([f"per-token push: 2-token wrong answer {short:+.5f}, {n_long}-token wrong answer {long:+.5f}",
+    bias_text.value = readout([f"per-token push: 2-token wrong answer {short:+.5f}, {n_long}-token wrong answer "
+                               f"{long:+.5f}",
                                f"ratio short/long: {short / long:.1f}"])
 
 
@@ -439,7 +445,8 @@ display(widgets.VBox([long_slider, unit_choice, bias_text]))
 #
 # 1. A = −1 and ρ = 0.7 with ε_low = 0.2. Does this token still contribute a gradient?
 #    <details><summary>Answer</summary>
-#    No. ρ < 1 − ε_low, so min(ρA, clip(ρ)A) = min(−0.7, −0.8) = −0.8, the clipped constant: no incentive to push ρ lower.
+#    No. ρ < 1 − ε_low, so min(ρA, clip(ρ)A) = min(−0.7, −0.8) = −0.8, the clipped constant: no incentive to push ρ
+#    lower.
 #    </details>
 # 2. A = −1 and ρ = 1.4. Clipped or not?
 #    <details><summary>Answer</summary>
@@ -448,7 +455,7 @@ display(widgets.VBox([long_slider, unit_choice, bias_text]))
 #    </details>
 # 3. Why does the per-response mean let wrong answers grow longer?
 #    <details><summary>Answer</summary>
-#    Each wrong answer gets the same total push, divided among its tokens: a 20-token mistake is pushed down 10× less per
-#    token than a 2-token one, so long mistakes lose probability slowest. Token mean and Dr. GRPO's constant give every
-#    token the same weight.
+#    Each wrong answer gets the same total push, divided among its tokens: a 20-token mistake is pushed down 10× less
+#    per token than a 2-token one, so long mistakes lose probability slowest. Token mean and Dr. GRPO's constant give
+#    every token the same weight.
 #    </details>

@@ -108,7 +108,8 @@ def group_gradient(actions, p, baseline):
 
 # %%
 predict("p = 0.3, G = 8, true gradient 0.21. What expected gradient does the full-group-mean baseline give?",
-        ["0.21: any baseline leaves the expectation unchanged", "0.18375 = 7/8 × 0.21", "0: the advantages sum to zero"],
+        ["0.21: any baseline leaves the expectation unchanged", "0.18375 = 7/8 × 0.21",
+         "0: the advantages sum to zero"],
         "0.18375 = 7/8 × 0.21",
         "The full mean contains the sample's own reward, so 1/G of each sample's signal is subtracted from itself; "
         "only a baseline independent of the sample (leave-one-out) keeps the expectation at 0.21.")
@@ -117,15 +118,18 @@ predict("p = 0.3, G = 8, true gradient 0.21. What expected gradient does the ful
 rows = []
 for actions in itertools.product((0, 1), repeat=G):
     k = sum(actions)
-    rows.append((actions, p**k * (1 - p) ** (G - k), *(group_gradient(actions, p, b) for b in ("none", "full mean", "leave-one-out"))))
+    rows.append((actions, p**k * (1 - p) ** (G - k),
+                 *(group_gradient(actions, p, b) for b in ("none", "full mean", "leave-one-out"))))
 print(f"{len(rows)} groups, total probability {sum(r[1] for r in rows):.6f}")
 print("first rows:   actions            probability  grad(none) grad(full mean) grad(LOO)")
 for actions, prob, g_none, g_mean, g_loo in rows[:4] + rows[-2:]:
-    print(f"              {''.join(map(str, actions))}           {prob:.6f}    {g_none:+.4f}    {g_mean:+.4f}        {g_loo:+.4f}")
+    print(f"              {''.join(map(str, actions))}           {prob:.6f}    {g_none:+.4f}    {g_mean:+.4f}        "
+          f"{g_loo:+.4f}")
 
 exact = {name: sum(r[1] * r[2 + i] for r in rows) for i, name in enumerate(("none", "full mean", "leave-one-out"))}
 full_mean_grad, loo_grad = exact["full mean"], exact["leave-one-out"]
-print(f"\nexpected gradient: no baseline {exact['none']:.4f}   full mean {full_mean_grad:.5f}   leave-one-out {loo_grad:.4f}")
+print(f"\nexpected gradient: no baseline {exact['none']:.4f}   full mean {full_mean_grad:.5f}   leave-one-out "
+      f"{loo_grad:.4f}")
 
 # %% [markdown]
 # Groups with the same number of successes k have the same gradient, so the 256 rows collapse into nine:
@@ -154,8 +158,8 @@ assert np.isclose(full_mean_grad, (G - 1) * p * (1 - p) / G)
 # %% [markdown]
 # The full-mean bias is a constant factor (G − 1)/G on the expected update, the same for every prompt.
 # Under plain SGD that is a smaller learning rate; under AdamW it cancels, within the conditions of
-# [Group baselines, section 3](04_group_baselines.ipynb). What this bias changes there is only how it combines with factors that are *not* constant,
-# such as GRPO's per-group std (section 4).
+# [Group baselines, section 3](04_group_baselines.ipynb). What this bias changes there is only how it combines with
+# factors that are *not* constant, such as GRPO's per-group std (section 4).
 #
 # ## 3. Monte-Carlo: simulation agrees, within its error bars
 #
@@ -172,7 +176,8 @@ fig, ax = plt.subplots(figsize=(8, 3.6))
 for i, (key, label) in enumerate((("group_mean", "full group mean"), ("leave_one_out", "leave-one-out"))):
     means = [est.mean for est in simulated[key]]
     errors = [2 * est.stderr for est in simulated[key]]
-    ax.errorbar(np.array(sizes) * (1 + 0.08 * i), means, yerr=errors, fmt="o", capsize=3, color=f"C{i}", label=f"simulated, {label} (±2 s.e.)")
+    ax.errorbar(np.array(sizes) * (1 + 0.08 * i), means, yerr=errors, fmt="o", capsize=3, color=f"C{i}",
+                label=f"simulated, {label} (±2 s.e.)")
 ax.axhline(full_mean_grad, color="C0", ls="--", label=f"exact {full_mean_grad:.5f}")
 ax.axhline(loo_grad, color="C1", ls="--", label=f"exact {loo_grad:.2f}")
 ax.set(xscale="log", xlabel="number of simulated groups", ylabel="estimated dJ/dθ", title="p = 0.3, G = 8")
@@ -181,7 +186,8 @@ ax.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 mc = simulated["group_mean"][-1], simulated["leave_one_out"][-1]
-print(f"100,000 groups: full mean {mc[0].mean:.4f} ± {mc[0].stderr:.4f}   leave-one-out {mc[1].mean:.4f} ± {mc[1].stderr:.4f}")
+print(f"100,000 groups: full mean {mc[0].mean:.4f} ± {mc[0].stderr:.4f}   leave-one-out {mc[1].mean:.4f} ± "
+      f"{mc[1].stderr:.4f}")
 bias_gap = loo_grad - full_mean_grad
 print(f"the bias to detect: {loo_grad:.2f} − {full_mean_grad:.5f} = {bias_gap:.5f}")
 stderr_of = {n: simulated["group_mean"][i].stderr for i, n in enumerate(sizes)}
@@ -211,9 +217,11 @@ print(f"p = 0.3, G = 8: with std normalisation the expected update is {grpo_grad
       f"{grpo_grad / true_grad:.2f} × the true gradient")
 
 grid = np.linspace(0.02, 0.98, 49)
-curves = {key: np.array([baseline_gradient(float(q), G, key) for q in grid]) for key in ("leave_one_out", "group_mean", "group_mean_std")}
+curves = {key: np.array([baseline_gradient(float(q), G, key) for q in grid])
+          for key in ("leave_one_out", "group_mean", "group_mean_std")}
 fig, (ax, ax_ratio) = plt.subplots(1, 2, figsize=(9.5, 3.6))
-for key, label in (("leave_one_out", "leave-one-out = true p(1−p)"), ("group_mean", "full mean"), ("group_mean_std", "full mean ÷ std (GRPO)")):
+for key, label in (("leave_one_out", "leave-one-out = true p(1−p)"), ("group_mean", "full mean"),
+                   ("group_mean_std", "full mean ÷ std (GRPO)")):
     ax.plot(grid, curves[key], label=label)
     ax_ratio.plot(grid, curves[key] / (grid * (1 - grid)), label=label)
 ax.set(xlabel="p", ylabel="expected update", title=f"exact expected update, G = {G}")
@@ -245,7 +253,8 @@ def show_bias(_=None):
     p, G = p_slider.value, g_slider.value
     true = p * (1 - p)
     lines = [f"true gradient p(1−p)        {true:.5f}"]
-    for key, label in (("group_mean", "full mean"), ("leave_one_out", "leave-one-out"), ("group_mean_std", "full mean ÷ std")):
+    for key, label in (("group_mean", "full mean"), ("leave_one_out", "leave-one-out"),
+                       ("group_mean_std", "full mean ÷ std")):
         value = baseline_gradient(p, G, key)
         lines.append(f"{label:<28}{value:.5f}   ({value / true:.3f} × true)")
     lines.append(f"(G−1)/G                     {(G - 1) / G:.5f}")
@@ -264,7 +273,8 @@ display(widgets.VBox([p_slider, g_slider, bias_text]))
 # it is mixed, and then GRPO's advantages are +1 for the right answer and −1 for the wrong one (mean ½,
 # population std ½). The update pushes log π(y⁺) up and log π(y⁻) down by the same amount: the shape of
 # DPO's gradient on a (chosen, rejected) pair, with a constant weight where DPO has β·σ(−z). Wu et al.
-# read GRPO this way ("It Takes Two: Your GRPO Is Secretly DPO", [Wu et al. 2025](https://arxiv.org/abs/2510.00977)). How much of the true gradient does it keep?
+# read GRPO this way ("It Takes Two: Your GRPO Is Secretly DPO", [Wu et al. 2025](https://arxiv.org/abs/2510.00977)).
+# How much of the true gradient does it keep?
 
 # %%
 predict("p = 0.3, G = 2. What fraction of the true gradient p(1 − p) does GRPO's expected update keep?",
@@ -281,8 +291,8 @@ for q in (0.1, 0.3, 0.5, 0.9):
 
 # %% [markdown]
 # The same identity on token sequences, by hand and then through the library's loss: two completions
-# with per-token log-probs, **on-policy** (sampled by the policy being trained: π_old = π_θ, so every ratio is 1 and no clip is active), averaged
-# per completion. The loss's gradient should be ½(∇ mean log π(y⁺) − ∇ mean log π(y⁻)):
+# with per-token log-probs, **on-policy** (sampled by the policy being trained: π_old = π_θ, so every ratio is 1 and no
+# clip is active), averaged per completion. The loss's gradient should be ½(∇ mean log π(y⁺) − ∇ mean log π(y⁻)):
 
 # %%
 logps = torch.log(torch.tensor([[0.6, 0.3, 0.8], [0.5, 0.9, 0.2]], dtype=torch.float64)).requires_grad_()
@@ -375,11 +385,12 @@ plt.show()
 
 # %%
 se_100, se_1000 = stderr_of[100], stderr_of[1_000]
+still_clear = " — still clear here" if bias_gap / se_100 > 3 else ", too few to be sure"
 display(Markdown(f"""3. This notebook's simulation with 1,000 groups gives the full-mean baseline a standard error of
    {se_1000:.4f}. Could a single such run tell the full-mean estimate (about 0.184) apart from 0.21?
    <details><summary>Answer</summary>
    Yes: the exact bias 0.21 − 0.18375 = {bias_gap:.4f} is {bias_gap / se_1000:.0f} times that standard error. With 100
-   groups (s.e. {se_100:.4f}) it is {bias_gap / se_100:.1f} times{" — still clear here" if bias_gap / se_100 > 3 else ", too few to be sure"}.
+   groups (s.e. {se_100:.4f}) it is {bias_gap / se_100:.1f} times{still_clear}.
    (Section 3's lines are another quantity: how far one run's noisy estimate landed from 0.21, in its s.e.)
    The standard error shrinks like 1/√n.
    </details>"""))

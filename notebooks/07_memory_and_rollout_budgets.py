@@ -91,9 +91,11 @@ parts = [("bf16 weights", 2), ("bf16 gradients", 2), ("fp32 master", 4), ("Adam 
 fig, ax = plt.subplots(figsize=(8, 2.6))
 left = 0
 for i, (label, nbytes) in enumerate(parts):
-    ax.barh(["trained", "frozen"], [nbytes, 2 if i == 0 else 0], left=[left, 0 if i == 0 else 2], color=f"C{i}", label=label)
+    ax.barh(["trained", "frozen"], [nbytes, 2 if i == 0 else 0], left=[left, 0 if i == 0 else 2], color=f"C{i}",
+            label=label)
     left += nbytes
-ax.set(xlabel="bytes per parameter", title=f"16 bytes → {trainable_gib:.1f} GiB, 2 bytes → {frozen_gib:.2f} GiB at 8.03B parameters")
+ax.set(xlabel="bytes per parameter",
+       title=f"16 bytes → {trainable_gib:.1f} GiB, 2 bytes → {frozen_gib:.2f} GiB at 8.03B parameters")
 ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.5))
 fig.tight_layout()
 plt.show()
@@ -101,8 +103,10 @@ plt.show()
 # %% [markdown]
 # ## 2. PPO needs twice DPO's model states
 #
-# Classical RLHF ([Christiano et al. 2017](https://arxiv.org/abs/1706.03741); [Ouyang et al. 2022](https://arxiv.org/abs/2203.02155)) with PPO ([Schulman et al. 2017](https://arxiv.org/abs/1707.06347)) has four roles: the policy and the critic are trained; the reference and the
-# reward model are frozen. DPO with a resident reference has two: the trained policy and the frozen
+# Classical RLHF ([Christiano et al. 2017](https://arxiv.org/abs/1706.03741);
+# [Ouyang et al. 2022](https://arxiv.org/abs/2203.02155)) with PPO
+# ([Schulman et al. 2017](https://arxiv.org/abs/1707.06347)) has four roles: the policy and the critic are trained; the
+# reference and the reward model are frozen. DPO with a resident reference has two: the trained policy and the frozen
 # reference.
 
 # %%
@@ -111,7 +115,8 @@ dpo_gib = trainable_gib + frozen_gib  # policy, reference
 ratio_mem = ppo_gib / dpo_gib
 critic_share = trainable_gib / ppo_gib
 print(f"PPO {ppo_gib:.1f} GiB   DPO {dpo_gib:.1f} GiB   ratio {ratio_mem:.2f}   critic = {critic_share:.0%} of PPO")
-assert np.isclose(ppo_gib, stage_memory_gib(n_params, "ppo")) and np.isclose(dpo_gib, stage_memory_gib(n_params, "dpo"))
+assert (np.isclose(ppo_gib, stage_memory_gib(n_params, "ppo"))
+        and np.isclose(dpo_gib, stage_memory_gib(n_params, "dpo")))
 
 # %%
 roles = {  # stage → [(role, GiB)] bottom to top
@@ -121,7 +126,8 @@ roles = {  # stage → [(role, GiB)] bottom to top
     "DPO, cached ref": [("policy (trained)", stage_memory_gib(n_params, "dpo_cached_ref"))],
     "SFT": [("policy (trained)", stage_memory_gib(n_params, "sft"))],
 }
-colors = {"policy (trained)": "C0", "critic (trained)": "C1", "reference (frozen)": "C2", "reward model (frozen)": "C3"}
+colors = {"policy (trained)": "C0", "critic (trained)": "C1", "reference (frozen)": "C2",
+          "reward model (frozen)": "C3"}
 fig, ax = plt.subplots(figsize=(8, 3.8))
 seen = set()
 for x, parts in enumerate(roles.values()):
@@ -138,20 +144,22 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# This is an anatomy diagram, not a cluster quote. It leaves out activations, the KV cache of rollouts (the attention keys and
-# values a sampler keeps for every token so far, so that it need not recompute them),
+# This is an anatomy diagram, not a cluster quote. It leaves out activations, the KV cache of rollouts (the attention
+# keys and values a sampler keeps for every token so far, so that it need not recompute them),
 # temporary buffers, sharding across devices, shared backbones, parameter-efficient fine-tuning and other
 # optimisers. A GRPO system drops the critic but may still hold a reference for the KL term, a sampling
-# snapshot and separate rollout workers (processes that only generate). With a fixed DPO dataset, reference log-probabilities can be
-# computed once and cached; the reference then leaves the training job and DPO's budget approaches SFT's.
+# snapshot and separate rollout workers (processes that only generate). With a fixed DPO dataset, reference
+# log-probabilities can be computed once and cached; the reference then leaves the training job and DPO's budget
+# approaches SFT's.
 #
 # ## 3. Rollout generation can dwarf the update
 #
-# One RLVR batch (reinforcement learning with verifiable rewards, named by Tülu 3: [Lambert et al. 2024](https://arxiv.org/abs/2411.15124)): 256 prompts, 8 completions each, 4,000
-# generated tokens per completion, on 8 devices. Generation decodes one token at a time at an assumed
-# 209.4 tokens/s per device; the update is one forward and backward pass over the same tokens, about
-# 6 FLOPs per parameter per token, at 990 TFLOP/s per device and 40% model-FLOP utilisation (MFU: the
-# fraction of the hardware's peak arithmetic a training job really achieves).
+# One RLVR batch (reinforcement learning with verifiable rewards, named by Tülu 3:
+# [Lambert et al. 2024](https://arxiv.org/abs/2411.15124)): 256 prompts, 8 completions each, 4,000 generated tokens per
+# completion, on 8 devices. Generation decodes one token at a time at an assumed 209.4 tokens/s per device; the update
+# is one forward and backward pass over the same tokens, about 6 FLOPs per parameter per token, at 990 TFLOP/s per
+# device and 40% model-FLOP utilisation (MFU: the fraction of the hardware's peak arithmetic a training job really
+# achieves).
 
 # %%
 predict("For this batch of an 8B model, how does the generation time compare with the update time?",
@@ -173,9 +181,11 @@ upd_s = update_flops / (devices * flops_per_device * mfu)
 gen_min, upd_min = gen_s / 60, upd_s / 60
 time_ratio = gen_s / upd_s  # computed before rounding either time
 print(f"rollout tokens {tokens:,}")
-print(f"generation {gen_s:.1f} s = {gen_min:.1f} min   update {upd_s:.1f} s = {upd_min:.6f} min   ratio {time_ratio:.4f}")
+print(f"generation {gen_s:.1f} s = {gen_min:.1f} min   update {upd_s:.1f} s = {upd_min:.6f} min   ratio "
+      f"{time_ratio:.4f}")
 assert tokens == rollout_tokens(prompts, per_prompt, tokens_per_completion)
-assert np.isclose(gen_s, rollout_generation_seconds(prompts, per_prompt, tokens_per_completion, tokens_per_second, devices))
+assert np.isclose(gen_s,
+                  rollout_generation_seconds(prompts, per_prompt, tokens_per_completion, tokens_per_second, devices))
 assert np.isclose(upd_s, update_seconds(n_params, tokens, flops_per_device, mfu, devices))
 
 # %%
@@ -256,7 +266,8 @@ size_slider = widgets.FloatSlider(value=8.03, min=0.5, max=70.0, step=0.01, desc
 length_slider = widgets.IntSlider(value=4_000, min=100, max=32_000, step=100, description="tokens per answer",
                                   style=wide, layout={"width": "560px"})
 throughput_slider = widgets.FloatSlider(value=209.4, min=20.0, max=2_000.0, step=0.1,
-                                        description="decode tokens/s per device", style=wide, layout={"width": "560px"})
+                                        description="decode tokens/s per device", style=wide,
+                                        layout={"width": "560px"})
 mfu_slider = widgets.FloatSlider(value=0.4, min=0.05, max=1.0, step=0.01, description="MFU (update)",
                                  style=wide, layout={"width": "560px"})
 coupled = widgets.Checkbox(value=False, description="decode slows with model size (throughput × 8.03B / size)",

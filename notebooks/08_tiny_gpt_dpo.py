@@ -53,8 +53,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # 1. say what a *verifiable* task is and why this one was built with a flawed teacher;
 # 2. compute a completion's log-probability with the right alignment (position t − 1 scores token t);
-# 3. build **offline** preference pairs (collected once, before training) from a policy's own samples, cache the reference log-probs once,
-#    and train DPO with `course_lib.formulas.preference.dpo_terms` — the function [DPO margins](02_dpo_margins.ipynb) checked by hand;
+# 3. build **offline** preference pairs (collected once, before training) from a policy's own samples, cache the
+#    reference log-probs once, and train DPO with `course_lib.formulas.preference.dpo_terms` — the function
+#    [DPO margins](02_dpo_margins.ipynb) checked by hand;
 # 4. follow one DPO update tensor by tensor, from log-probs to the parameter change, and check it
 #    against the trainer's own step;
 # 5. attribute a gain honestly: how much came from the preference term and how much from the NLL term
@@ -215,9 +216,10 @@ model.train()
 
 # (1) per-token log-probs of the chosen and rejected completions under the policy, shape (n, L − P)
 P = task.prompt_length  # score completion positions only, as the cached reference was
-tok_w, mask_w = completion_logprobs(model, batch["chosen_ids"], batch["chosen_attention"], batch["chosen_completion"], start=P)
-tok_l, mask_l = completion_logprobs(model, batch["rejected_ids"], batch["rejected_attention"], batch["rejected_completion"],
+tok_w, mask_w = completion_logprobs(model, batch["chosen_ids"], batch["chosen_attention"], batch["chosen_completion"],
                                     start=P)
+tok_l, mask_l = completion_logprobs(model, batch["rejected_ids"], batch["rejected_attention"],
+                                    batch["rejected_completion"], start=P)
 # (2) sequence log-probs, and log-ratios to the cached reference
 ratio_w = tok_w.sum(-1) - batch["ref_chosen_token_logps"].sum(-1)
 ratio_l = tok_l.sum(-1) - batch["ref_rejected_token_logps"].sum(-1)
@@ -252,8 +254,8 @@ print(f"gradient norm {float(norm):.4f} → clip factor {clip:.4f}")
 # Which one moves more, and by how much?
 
 # %%
-display(predict("AdamW's first step: weight a has a gradient 1,000× larger than weight b's (both well above ε = 1e-8). "
-                "How far does a move compared with b?",
+display(predict("AdamW's first step: weight a has a gradient 1,000× larger than weight b's (both well above ε = "
+                "1e-8). How far does a move compared with b?",
                 ["1,000× as far", "about √1000 ≈ 32× as far", "about as far: both by ≈ the learning rate"],
                 "about as far: both by ≈ the learning rate",
                 "On the first step m̂ = g and v̂ = g², so the step is lr·g/(|g| + ε) ≈ lr·sign(g), whatever |g|."))
@@ -261,7 +263,8 @@ display(predict("AdamW's first step: weight a has a gradient 1,000× larger than
 # %%
 # (6) the trainer's own first step, from the same weights with the same generator
 model.load_state_dict(sft_weights)
-train_dpo(model, task, dataclasses.replace(cfg.dpo, eval_every=10**6), data, TrainContext(steps=1, show_progress=False),
+train_dpo(model, task, dataclasses.replace(cfg.dpo, eval_every=10**6), data,
+          TrainContext(steps=1, show_progress=False),
           generator=torch.Generator().manual_seed(SEED + 2))
 step_diff = max(float((p.detach() - q).abs().max()) for p, q in zip(model.parameters(), by_hand_new))
 moved = torch.cat([(q - b).abs().flatten() for q, b in zip(by_hand_new, before_step)])
@@ -277,7 +280,8 @@ print(f"weights with |gradient| > 1e-3 moved by {float(moved[big].mean()):.2e} o
 # learning rate, whatever the gradient's size: the bias-corrected moments are m̂ = g and v̂ = g², so
 # the step is lr·g/(|g| + ε). Only weights whose gradient is comparable to ε = 1e-8 move less. Later
 # steps average over many gradients and differ from sign(g). (A constant factor on the *whole* loss
-# cancels under Adam, within the conditions of [Group baselines, section 3](04_group_baselines.ipynb); a factor on one term of a sum, such as
+# cancels under Adam, within the conditions of [Group baselines, section 3](04_group_baselines.ipynb); a factor on one
+# term of a sum, such as
 # `rpo_alpha` on the NLL term, changes the balance of the terms and does matter.)
 #
 # ## 6. Three runs from the same SFT checkpoint
@@ -337,8 +341,8 @@ for name, r in results.items():
 # log-ratios is the estimator [The KL term](10_the_kl_term.ipynb) calls k1). The
 # direction is set by who sampled the tokens: an average of log q − log p over samples from q
 # estimates KL(q ‖ p), and these tokens were sampled by the SFT policy, π_ref. GRPO's `kl` in
-# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) averages over the *policy's* samples, so it estimates KL(π_θ ‖ π_ref), the other
-# direction: the two numbers are not comparable. And the checker picked which samples became
+# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) averages over the *policy's* samples, so it estimates KL(π_θ ‖
+# π_ref), the other direction: the two numbers are not comparable. And the checker picked which samples became
 # pairs, so even this is a gauge of drift, not an exact KL.
 
 # %%
@@ -351,9 +355,9 @@ plt.show()
 # %% [markdown]
 # ## 8. Reading the numbers honestly
 #
-# The NLL term alone is rejection-sampling fine-tuning (RFT, [Yuan et al. 2023](https://arxiv.org/abs/2308.01825)): keep the answers the checker approves, train
-# on them. It uses the same information as the pairs' chosen side, so **DPO + NLL − NLL only** is what the
-# preference term adds beside the NLL term.
+# The NLL term alone is rejection-sampling fine-tuning (RFT, [Yuan et al. 2023](https://arxiv.org/abs/2308.01825)):
+# keep the answers the checker approves, train on them. It uses the same information as the pairs' chosen side,
+# so **DPO + NLL − NLL only** is what the preference term adds beside the NLL term.
 #
 # One run is one draw: runs that differ only in their seed (the initialisation, the order of the
 # demonstrations, the sampled pairs) end at different numbers. How far the seed alone moves a result is its
@@ -481,8 +485,10 @@ def style_pairs(prompts):
     """Chosen: the fixed-width answer; rejected: the plain one. Only sums that differ in the two styles."""
     keep = [(a, b) for a, b in prompts if len(str(a + b)) < width]
     out = {"n_pairs": len(keep)}
-    for name, answers in (("chosen", [fixed_width(a, b) for a, b in keep]), ("rejected", [str(a + b) for a, b in keep])):
-        out[f"{name}_ids"], out[f"{name}_attention"], out[f"{name}_completion"] = task.encode_pairs(keep, answers, DEVICE)
+    for name, answers in (("chosen", [fixed_width(a, b) for a, b in keep]),
+                          ("rejected", [str(a + b) for a, b in keep])):
+        (out[f"{name}_ids"], out[f"{name}_attention"],
+         out[f"{name}_completion"]) = task.encode_pairs(keep, answers, DEVICE)
     model.load_state_dict(sft_weights)  # the reference is the SFT policy
     out.update(reference_logprobs(model, out, prompt_length=task.prompt_length))
     return out, keep
@@ -514,7 +520,8 @@ def track_validation(step, opt, seconds):
 def style_report(prompts):
     """Greedy answers on held-out prompts: share at fixed width, share with the right value."""
     with torch.no_grad():
-        roll = generate(model, task.encode_prompts(prompts, DEVICE), tok, max_completion_length=task.answer_length, greedy=True)
+        roll = generate(model, task.encode_prompts(prompts, DEVICE), tok, max_completion_length=task.answer_length,
+                        greedy=True)
     texts = [task.completion_text(c)[0] for c in roll.completions]
     fixed = sum(len(t) == width and t.startswith("0") for t in texts) / len(texts)
     value = sum(t.isdigit() and int(t) == a + b for t, (a, b) in zip(texts, prompts)) / len(texts)
@@ -541,7 +548,8 @@ def style_run(**changes):
     for row in log.rows:
         row.update(val_track.get(row["step"], {}))
     chosen, rejected = pair_logprobs()
-    return {"rows": log.rows, "style": style_report(val_prompts), "logp": (chosen.mean().item(), rejected.mean().item()),
+    return {"rows": log.rows, "style": style_report(val_prompts),
+            "logp": (chosen.mean().item(), rejected.mean().item()),
             "chosen_more_likely": (chosen > rejected).float().mean().item()}
 
 
@@ -652,7 +660,8 @@ for name, r in style.items():
 #    The policy starts equal to the reference, so both log-ratios are 0, the margin z = 0 and
 #    −log σ(0) = log 2.
 #    </details>
-# 2. Why can the reference log-probs be computed once here, but not in GRPO ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb))?
+# 2. Why can the reference log-probs be computed once here, but not in GRPO
+#    ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb))?
 #    <details><summary>Answer</summary>
 #    DPO's pairs are fixed (offline), so π_ref(y|x) of each pair never changes. GRPO samples new
 #    completions every step, and each needs its own reference log-probs (when β > 0).

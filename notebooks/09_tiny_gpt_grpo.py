@@ -48,8 +48,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # time), §12 (what the variants fix), §15 (the checker is the reward). Everything needed here is
 # explained here.*
 #
-# [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) trained from fixed pairs. Here the policy writes its own training data every step:
-# B prompts × G completions, scored by the exact-answer checker, turned into group-relative
+# [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) trained from fixed pairs. Here the policy writes its own training
+# data every step: B prompts × G completions, scored by the exact-answer checker, turned into group-relative
 # advantages with `course_lib.formulas.advantages`, and into an update with `course_lib.formulas.policy_loss` —
 # the functions [Group baselines](04_group_baselines.ipynb) checked by hand. After this notebook you will be able to
 #
@@ -119,12 +119,13 @@ others = in_background(functools.partial(variants_from_start, cfg=cfg, variants=
 # %% [markdown]
 # ## 1. The starting point: an SFT policy that learned its teacher's mistake
 #
-# Same task as [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb): addition, demonstrations from a teacher who forgets the ones carry,
-# and a checker that knows the truth. RL can draw as many fresh prompts as it likes — only the
+# Same task as [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb): addition, demonstrations from a teacher who forgets the
+# ones carry, and a checker that knows the truth. RL can draw as many fresh prompts as it likes — only the
 # *checking* is needed, never a new label.
 
 # %%
-task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)  # trained once per machine (course_lib.run.starts), then read from disk
+# trained once per machine (course_lib.run.starts), then read from disk
+task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)
 print(f"{n_params(model):,} parameters, {cfg.task.digits}-digit addition, {cfg.sft.steps} SFT steps")
 baseline = evaluate(model, task)
 sft_weights = copy.deepcopy(model.state_dict())
@@ -166,10 +167,10 @@ else:
 # %% [markdown]
 # ## 3. GRPO, live
 #
-# B prompts × G completions per step, β = 0 (no KL term in the objective, as in DAPO; a frozen copy of the SFT policy is kept only
-# to measure the KL the dashboard shows), μ = 1 inner epoch, and the published GRPO objective: each completion's per-token terms are averaged over its
-# own tokens, then over completions (`unit="sequence_mean"`). Before training, the run prints its
-# passport: the choices a report must disclose for anyone to interpret the result.
+# B prompts × G completions per step, β = 0 (no KL term in the objective, as in DAPO; a frozen copy of the SFT policy
+# is kept only to measure the KL the dashboard shows), μ = 1 inner epoch, and the published GRPO objective: each
+# completion's per-token terms are averaged over its own tokens, then over completions (`unit="sequence_mean"`). Before
+# training, the run prints its passport: the choices a report must disclose for anyone to interpret the result.
 
 # %%
 print(format_passport(passport(cfg, "grpo", reference=True)))
@@ -188,7 +189,8 @@ runs["GRPO"], logs["GRPO"] = rl_run("GRPO")
 zv = [r["zero_variance_rate"] for r in logs["GRPO"]]
 k = max(1, len(zv) // 4)
 zv_first, zv_last = sum(zv[:k]) / k, sum(zv[-k:]) / k
-zv_answer = "it rises" if zv_last > zv_first + 0.02 else "it falls" if zv_last < zv_first - 0.02 else "it stays about the same"
+zv_answer = ("it rises" if zv_last > zv_first + 0.02 else "it falls" if zv_last < zv_first - 0.02
+             else "it stays about the same")
 
 # %% [markdown]
 # **Predict first.** The *zero-variance share* is the fraction of groups whose G answers all scored
@@ -206,7 +208,8 @@ grpo_gain = runs["GRPO"]["accuracy"] - baseline["accuracy"]
 print(f"GRPO: {baseline['accuracy']:.1%} → {runs['GRPO']['accuracy']:.1%} in {runs['GRPO']['rl_seconds']:.0f} s "
       f"({RL_STEPS} steps): " + (f"a gain of {100 * grpo_gain:.1f} points over SFT" if grpo_gain > 0
                                  else f"no gain over SFT ({100 * grpo_gain:+.1f} points)"))
-for line in sample_completions(model, task, task.heldout_pairs[:4], n=2, max_completion_length=cfg.grpo.max_completion_length):
+for line in sample_completions(model, task, task.heldout_pairs[:4], n=2,
+                               max_completion_length=cfg.grpo.max_completion_length):
     print(line)
 
 # %%
@@ -216,8 +219,8 @@ fig = dashboard(logs["GRPO"], title="GRPO on the tiny GPT", baseline_accuracy=ba
 plt.show()
 print(f"zero-variance rate: {zv_first:.2f} over the first {k} steps, {zv_last:.2f} over the last {k}")
 entropy = [r["entropy"] for r in logs["GRPO"]]
-print(f"policy entropy:     {sum(entropy[:k]) / k:.3f} over the first {k} steps, {sum(entropy[-k:]) / k:.3f} over the last {k} "
-      "(nats per token)")
+print(f"policy entropy:     {sum(entropy[:k]) / k:.3f} over the first {k} steps, {sum(entropy[-k:]) / k:.3f} over the "
+      f"last {k} (nats per token)")
 
 # %% [markdown]
 # Read it panel by panel. The **reward** is measured on the policy's own samples (temperature 1);
@@ -237,7 +240,8 @@ print(f"policy entropy:     {sum(entropy[:k]) / k:.3f} over the first {k} steps,
 # RLOO's advantage is Dr. GRPO's multiplied by the constant G/(G − 1); GRPO divides each group by its
 # own std, a factor that changes from group to group. On an exact run,
 # [Group baselines, section 3](04_group_baselines.ipynb) showed that AdamW cancels a constant factor
-# (within two conditions: β = 0, and no gradient clip that acts on some steps only) and not a per-group one. Here the same comparison runs on the tiny GPT, same averaging unit, same seed.
+# (within two conditions: β = 0, and no gradient clip that acts on some steps only) and not a per-group one. Here the
+# same comparison runs on the tiny GPT, same averaging unit, same seed.
 
 # %%
 runs["RLOO"], logs["RLOO"] = rl_run("RLOO")
@@ -258,20 +262,22 @@ print("RLOO and Dr. GRPO: " + ("identical at every step: AdamW cancelled the con
       f"they drift apart by up to {d_const:.3f} — gradient clipping (max norm 1) or Adam's ε broke exact invariance"))
 print("GRPO vs Dr. GRPO: " + ("identical reward curves in this short run: the per-group scale changed no sample"
                                if d_group == 0 else
-                               "different: dividing each group by its own std reweights groups, which no optimiser undoes"))
+                               "different: dividing each group by its own std reweights groups, which no optimiser "
+                               "undoes"))
 
 # %% [markdown]
-# In exact arithmetic, what survives Adam is the per-group std ([Group baselines, section 3](04_group_baselines.ipynb)): a group with one success in eight (std 0.33) is
-# weighted about 1.5× as much as a half-right group (std 0.5) — a difficulty reweighting. On a real
-# run the constant can survive too: the printed lines above say whether RLOO and Dr. GRPO stayed
-# together in this run. A clip on the gradient's norm acts on some steps and not others, and once one
-# sampled token differs the two runs draw different samples, so from there on the gap also holds
-# sampling noise. Compare the two gaps above before reading either as an effect of the advantage.
+# In exact arithmetic, what survives Adam is the per-group std
+# ([Group baselines, section 3](04_group_baselines.ipynb)): a group with one success in eight (std 0.33) is weighted
+# about 1.5× as much as a half-right group (std 0.5) — a difficulty reweighting. On a real run the constant can survive
+# too: the printed lines above say whether RLOO and Dr. GRPO stayed together in this run. A clip on the gradient's norm
+# acts on some steps and not others, and once one sampled token differs the two runs draw different samples, so from
+# there on the gap also holds sampling noise. Compare the two gaps above before reading either as an effect of the
+# advantage.
 #
 # ## 5. The honest control: fine-tuning on the policy's own approved samples (RFT)
 #
-# Section 3 printed what GRPO gained over SFT in this run. But GRPO also *samples* from the policy and *checks* with a checker that
-# knows the truth — information SFT on the flawed teacher never had. **Rejection-sampling
+# Section 3 printed what GRPO gained over SFT in this run. But GRPO also *samples* from the policy and *checks* with a
+# checker that knows the truth — information SFT on the flawed teacher never had. **Rejection-sampling
 # fine-tuning** (RFT) uses exactly that information and nothing else: the same prompts, samples,
 # checker, optimiser and number of steps, but each step is plain SFT on the completions the checker
 # approved. As a policy gradient, RFT is GRPO with advantage 1 for approved and 0 for rejected
@@ -287,7 +293,8 @@ rft_answer = ("within 5 points of GRPO" if abs(gap) <= 0.05 else
               "more than 5 points below GRPO" if gap > 0 else "more than 5 points above GRPO")
 display(predict("Same prompts, samples, checker and steps; RFT's held-out accuracy ends …",
                 ["more than 5 points below GRPO", "within 5 points of GRPO", "more than 5 points above GRPO"],
-                rft_answer, f"This seed: GRPO − RFT = {100 * gap:+.1f} points (one draw; section 8 reads three seeds)."))
+                rft_answer,
+                f"This seed: GRPO − RFT = {100 * gap:+.1f} points (one draw; section 8 reads three seeds)."))
 
 # %%
 print(f"{'run':14} {'held-out':>9} {'carry':>7} {'no carry':>9}")
@@ -309,7 +316,8 @@ plt.show()
 # every row at seeds 0, 1, 2 from the `cpu` config with 150 optimiser steps, in two settings: the
 # strong start above, and a **weak start** (SFT stopped at 300 steps, so fewer of the policy's
 # samples are right: the table's "SFT start" row says how many, per seed — a median can hide a seed
-# that starts near zero, which the table flags as degenerate) — with the binary checker and with **partial credit** (the share of digit places that are right,
+# that starts near zero, which the table flags as degenerate) — with the binary checker and with **partial credit**
+# (the share of digit places that are right,
 # `reward="partial"`). Partial credit is where a baseline should matter: without one
 # ("reward-weighted partial": SFT weighted by the reward), a half-right answer such as the teacher's
 # `55` for 65 is still pushed *up*; with GRPO's group mean subtracted, it is pushed down whenever
@@ -332,8 +340,8 @@ else:
 # %% [markdown]
 # Read the verdict lines, not the headline: each compares two rows seed by seed first (same SFT
 # start, same prompts), then without a degenerate start; a difference of medians smaller than the
-# spread between seeds is not a difference this benchmark can see. Where GRPO and RFT agree, the gain over SFT came from
-# sampling and checking — any method that trains on the checker's verdicts gets it — not from
+# spread between seeds is not a difference this benchmark can see. Where GRPO and RFT agree, the gain over SFT came
+# from sampling and checking — any method that trains on the checker's verdicts gets it — not from
 # GRPO's baseline and negative samples.
 #
 # ## 6. DAPO's options, one change at a time, then all four at once
@@ -341,10 +349,11 @@ else:
 # The benchmark's `main` table above has one row per change to the GRPO row, all from the same SFT
 # checkpoint, the same prompts and **the same 150 optimiser steps**. It also has the two rows run
 # live below, and two newer objectives beside μ = 2: GSPO
-# ([Zheng et al. 2025](https://arxiv.org/abs/2507.18071)) clips one ratio per completion — the geometric mean of its tokens' ratios,
+# ([Zheng et al. 2025](https://arxiv.org/abs/2507.18071)) clips one ratio per completion — the geometric mean of its
+# tokens' ratios,
 # `importance_sampling_level="sequence"` — instead of one per token; CISPO
-# ([MiniMax 2025](https://arxiv.org/abs/2506.13585)) caps the importance *weight* at ε_max and keeps it as a constant, so no token loses
-# its gradient (`loss_type="cispo"`). The one-change rows:
+# ([MiniMax 2025](https://arxiv.org/abs/2506.13585)) caps the importance *weight* at ε_max and keeps it as a constant,
+# so no token loses its gradient (`loss_type="cispo"`). The one-change rows:
 #
 # | row | the one change | generation budget |
 # |---|---|---|
@@ -402,7 +411,8 @@ display(predict("With the same optimiser steps, DAPO's held-out accuracy ends �
                 f"This seed: DAPO − GRPO = {100 * dapo_gap:+.1f} points; four mechanisms changed at once."))
 display(predict("Overlong shaping's average cost per sampled completion in the DAPO run is …",
                 ["under 0.01 reward: it almost never fires", "0.01 reward or more: it fires often"],
-                "under 0.01 reward: it almost never fires" if -penalty < 0.01 else "0.01 reward or more: it fires often",
+                "under 0.01 reward: it almost never fires" if -penalty < 0.01
+                else "0.01 reward or more: it fires often",
                 f"Measured: {-penalty:.4f}. The soft zone starts after the longest right answer."))
 
 # %%
@@ -442,8 +452,8 @@ plt.show()
 # from the sequence mean only through completion lengths: each token weighs 1/L_max instead of
 # 1/|y|, so under the sequence mean a 3-token answer's tokens (two digits and `<eos>`) weigh 4/3 as
 # much as a 4-token answer's, under the constant unit the same — and the overall scale 1/L_max is a
-# constant AdamW cancels ([Group baselines, section 3](04_group_baselines.ipynb)). Once one sampled token differs, the two runs draw different
-# samples, so the printed difference also holds sampling noise from there on.
+# constant AdamW cancels ([Group baselines, section 3](04_group_baselines.ipynb)). Once one sampled token differs, the
+# two runs draw different samples, so the printed difference also holds sampling noise from there on.
 #
 # Two things the figure draws differently from the table: its x axis counts rollouts, so DAPO's
 # curves end halfway (each of its rollouts gives μ = 2 optimiser steps: the same total as GRPO); and its
@@ -453,8 +463,8 @@ plt.show()
 # ## 7. Where the time goes
 #
 # Each metrics row records the seconds spent generating and the seconds spent updating. The
-# lecture's time model ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)) predicts generation ≈ 39× the update for an 8B model writing
-# 4,000-token answers.
+# lecture's time model ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)) predicts generation ≈ 39×
+# the update for an 8B model writing 4,000-token answers.
 
 # %%
 rows = logs["GRPO"]
@@ -467,7 +477,8 @@ print(f"measured: generation {gen_s:.1f} s, update {upd_s:.1f} s → generation 
 print(f"          {tok_per_s:,.0f} generated tokens/s, {mean_len:.1f} tokens per completion")
 lecture_gen = rollout_generation_seconds(256, 8, 4000, 209.4, 8)
 lecture_upd = update_seconds(8.03e9, 256 * 8 * 4000, 990e12, 0.4, 8)
-print(f"lecture's model: generation {lecture_gen:.1f} s vs update {lecture_upd:.1f} s → ratio {lecture_gen / lecture_upd:.1f}")
+print(f"lecture's model: generation {lecture_gen:.1f} s vs update {lecture_upd:.1f} s → ratio "
+      f"{lecture_gen / lecture_upd:.1f}")
 
 # %% [markdown]
 # Our split is nowhere near 39 : 1, and nothing in GRPO fixes the ratio. Our completions have a

@@ -48,11 +48,12 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # [The regularised objective](03_the_regularised_objective.ipynb) solved max E_π[r] − β·KL(π‖π_ref)
 # exactly: π* ∝ π_ref·exp(r/β), and the KL it names is the reverse one. A trainer never sees the exact
-# KL. It sees sampled answers, estimates the KL from each (three estimators, k1/k2/k3: [Schulman 2020](http://joschu.net/blog/kl-approx.html)), and puts the
-# estimate either in the reward or in the loss. Now that GRPO's advantages, PPO's clip and π_old
+# KL. It sees sampled answers, estimates the KL from each (three estimators, k1/k2/k3:
+# [Schulman 2020](http://joschu.net/blog/kl-approx.html)), and puts the estimate either in the reward or in the loss.
+# Now that GRPO's advantages, PPO's clip and π_old
 # ([From advantages to an update](05_from_advantages_to_an_update.ipynb)) and the tiny GPT's GRPO run
-# ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)) are known, this notebook asks what each choice
-# does. After this notebook you will be able to
+# ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)) are known, this notebook asks what each choice does.
+# After this notebook you will be able to
 #
 # 1. judge k1, k2, k3 twice — as *values* (bias, spread) and as *loss terms* (expected gradient) —
 #    and say what TRL's k3 penalty in the loss actually optimises;
@@ -182,7 +183,8 @@ for ax in (ax_b, ax_s):
     ax.legend()
 fig.tight_layout()
 plt.show()
-overtakes = path_kl[np.argmax(sd_curves["k3"] > sd_curves["k1"])] if (sd_curves["k3"] > sd_curves["k1"]).any() else None
+overtakes = (path_kl[np.argmax(sd_curves["k3"] > sd_curves["k1"])] if (sd_curves["k3"] > sd_curves["k1"]).any()
+             else None)
 print(f"at the far end (KL = {path_kl[-1]:.2f}): SD k1 {sd_curves['k1'][-1]:.3f}, k3 {sd_curves['k3'][-1]:.3f}; "
       f"bias of k2 {bias_curves['k2'][-1]:+.3f}")
 print("k3's spread stays below k1's along the whole path" if overtakes is None
@@ -303,9 +305,9 @@ for name, d in dynamics.items():
     print(f"{name:16} stops at {np.round(d['probs'], 4)}   KL(·‖π_ref) {d['kl'][-1]:.4f}   "
           f"max|Δ| to π* {d['to_reverse_opt']:.1e}, to forward optimum {d['to_forward_opt']:.1e}")
 
-print("max |π* − forward-KL optimum| by β:",
-      ", ".join(f"β={b}: {np.abs(kl_regularised_optimum(pi_ref, reward, b).probs - forward_kl_regularised_optimum(pi_ref, reward, b)).max():.3f}"
-                for b in (0.1, 0.5, 2.0, 10.0)))
+gap_by_beta = {b: np.abs(kl_regularised_optimum(pi_ref, reward, b).probs
+                         - forward_kl_regularised_optimum(pi_ref, reward, b)).max() for b in (0.1, 0.5, 2.0, 10.0)}
+print("max |π* − forward-KL optimum| by β:", ", ".join(f"β={b}: {gap:.3f}" for b, gap in gap_by_beta.items()))
 
 fig, ax = plt.subplots(figsize=(7, 3))
 for i, (name, d) in enumerate(dynamics.items()):
@@ -528,9 +530,11 @@ for ax in (ax_step, ax_ref):
     ax.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
-drift_no_ref, drift_with_ref = anchor_runs["β = 0 (π_old only)"][1][-1], anchor_runs[f"β = {beta} (π_old and π_ref)"][1][-1]
-print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling −log π_ref(A) = {-np.log(pi_ref[0]):.3f} is "
-      f"all mass on A); with β = {beta} it stops at {drift_with_ref:.4f} = KL(π*‖π_ref) {categorical_kl(pi_star, pi_ref):.4f}")
+drift_no_ref, drift_with_ref = (anchor_runs["β = 0 (π_old only)"][1][-1],
+                                anchor_runs[f"β = {beta} (π_old and π_ref)"][1][-1])
+print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling −log π_ref(A) = {-np.log(pi_ref[0]):.3f} "
+      f"is all mass on A); with β = {beta} it stops at {drift_with_ref:.4f} = KL(π*‖π_ref) "
+      f"{categorical_kl(pi_star, pi_ref):.4f}")
 
 # %% [markdown]
 # Both runs take steps of similar size — that is the clip against π_old at work, refreshed every batch:
@@ -563,7 +567,8 @@ print(f"without π_ref the policy walks to KL {drift_no_ref:.3f} (the ceiling �
 cfg = get_config("cpu")
 SWEEP_STEPS = 20 if FAST else 80  # the full budget is the benchmark's (benchmarks/tinygpt_kl_frontier.py)
 SEED = 0
-task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)  # the SFT policy every tiny-GPT notebook starts from, trained once per machine
+# the SFT policy every tiny-GPT notebook starts from, trained once per machine
+task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)
 sft_weights = copy.deepcopy(model.state_dict())
 reference = copy.deepcopy(model).eval().requires_grad_(False)
 baseline = evaluate(model, task)
@@ -616,7 +621,8 @@ for row in sweep[3::3]:  # the strongest β of each placement
 
 # %%
 fig, (ax_front, ax_curve) = plt.subplots(1, 2, figsize=(9.5, 3.8), layout="constrained")
-ax_front.scatter([0.0], [baseline["accuracy"]], color="black", marker="*", s=120, zorder=3, label="SFT (the reference)")
+ax_front.scatter([0.0], [baseline["accuracy"]], color="black", marker="*", s=120, zorder=3,
+                 label="SFT (the reference)")
 free = sweep[0]
 # β is shown by the marker's shape (its own legend), not by text labels, which pile up where runs land close together
 marker = dict(zip(sorted({r["beta"] for r in sweep}), "osD^vP"))
@@ -629,7 +635,8 @@ for i, placement in enumerate(("loss", "reward")):
 run_legend = ax_front.legend(fontsize=8, loc="lower right")
 ax_front.add_artist(run_legend)
 ax_front.legend([plt.Line2D([], [], ls="", marker=m, color="grey") for m in marker.values()],
-                [f"β = {b:g}" for b in marker], fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+                [f"β = {b:g}" for b in marker], fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5),
+                frameon=False)
 ax_front.set(xlabel="measured KL(π_θ‖π_ref) on held-out prompts (nats per completion)",
              ylabel="held-out accuracy", title="accuracy–KL frontier (one seed)")
 for i, row in enumerate(sweep):

@@ -66,7 +66,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #    the policy better), and what a held-out test with a better checker is for.
 #
 # **Source.** A proxy reward optimised past the point where it tracks the truth — over-optimisation,
-# measured for learned reward models by [Gao et al. 2022](https://arxiv.org/abs/2210.10760); here the proxy is a checker.
+# measured for learned reward models by [Gao et al. 2022](https://arxiv.org/abs/2210.10760); here the proxy is a
+# checker.
 #
 # Budget: the last cell prints how long this run took; `COURSE_FAST=1` (CI) runs the same experiment,
 # which is already small. Every sentence below that quotes a number is computed from the run you see.
@@ -137,7 +138,8 @@ for text, eos in candidates:
 # from a weak policy (SFT stopped early): honest addition is hard for it, writing more digits is easy.
 
 # %%
-_, model, _ = sft_start(cfg, seed=SEED, steps=SFT_STEPS, device=DEVICE)  # trained once per machine (course_lib.run.starts)
+# trained once per machine (course_lib.run.starts)
+_, model, _ = sft_start(cfg, seed=SEED, steps=SFT_STEPS, device=DEVICE)
 start = evaluate(model, task, max_completion_length=L)
 start_weights = {k: v.clone() for k, v in model.state_dict().items()}
 print(f"start: strict held-out {start['accuracy']:.1%}, loose held-out {start['loose_accuracy']:.1%}")
@@ -184,13 +186,16 @@ order = alarm_order(alarms["loose"])
 strict_gap = final["strict"]["accuracy"] - final["loose"]["accuracy"]
 display(predict("After 40 steps, which run has the higher strict held-out accuracy?",
                 ["the loose-checker run", "the strict-checker run", "they tie"],
-                "the strict-checker run" if strict_gap > 0 else "the loose-checker run" if strict_gap < 0 else "they tie",
-                f"Strict held-out: loose run {final['loose']['accuracy']:.1%}, strict run {final['strict']['accuracy']:.1%}."))
+                "the strict-checker run" if strict_gap > 0 else "the loose-checker run" if strict_gap < 0
+                else "they tie",
+                f"Strict held-out: loose run {final['loose']['accuracy']:.1%}, strict run "
+                f"{final['strict']['accuracy']:.1%}."))
 tied_first = [name for name, step in order if step == order[0][1]] if order else []
 display(predict("Which alarm fires first on the loose run?", [*ALARMS, "none fires"],
                 tied_first[0] if tied_first else "none fires",
-                (f"At step {order[0][1]}: {', '.join(tied_first)}" + (" (tied: any of them counts)" if len(tied_first) > 1
-                                                                     else "") + "." if order else "No alarm fired.")
+                (f"At step {order[0][1]}: {', '.join(tied_first)}"
+                 + (" (tied: any of them counts)" if len(tied_first) > 1
+                   else "") + "." if order else "No alarm fired.")
                 + " Section 3 prints every alarm's step."))
 
 # %%
@@ -269,9 +274,9 @@ print("\n".join(lines))
 # also *learned* is a separate question: section 3's line says what its accuracy did in your run,
 # and section 5 counts the benchmark's seeds on which it moved by more than 2 points in 40 steps, then reads
 # the change seed by seed.
-# Tightening the verifier removes the exploit; it does not by itself teach the task ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)'s
-# longer runs from a stronger start do). A held-out test with the *strict* checker is how we knew the
-# loose run needed it.
+# Tightening the verifier removes the exploit; it does not by itself teach the task
+# ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)'s longer runs from a stronger start do). A held-out test
+# with the *strict* checker is how we knew the loose run needed it.
 #
 # ## 5. Three seeds (`make bench`)
 #
@@ -298,11 +303,13 @@ if BENCH:
         print(f"{run['seed']:4d} {run['reward']:>8} {s['accuracy']:8.1%} → {f['accuracy']:6.1%} "
               f"{s['loose_accuracy']:8.1%} → {f['loose_accuracy']:6.1%}  {fired}")
     by = {(run["seed"], run["reward"]): run for run in bench["runs"]}
-    hacked = [s for s in bench["seeds"] if by[s, "loose"]["final"]["loose_accuracy"] - by[s, "loose"]["final"]["accuracy"] > 0.10
+    hacked = [s for s in bench["seeds"]
+              if by[s, "loose"]["final"]["loose_accuracy"] - by[s, "loose"]["final"]["accuracy"] > 0.10
               and by[s, "loose"]["final"]["accuracy"] < by[s, "loose"]["start"]["accuracy"]]
     moved = [s for s in bench["seeds"]  # 1e-9: 0.11 − 0.09 is 0.02 plus rounding, not a move above 2 points
              if abs(by[s, "strict"]["final"]["accuracy"] - by[s, "strict"]["start"]["accuracy"]) > 0.02 + 1e-9]
-    print(f"\nloose run exploited on {len(hacked)} of {len(bench['seeds'])} seeds; strict run moved by more than 2 points "
+    print(f"\nloose run exploited on {len(hacked)} of {len(bench['seeds'])} seeds; "
+          "strict run moved by more than 2 points "
           f"on {len(moved)} of {len(bench['seeds'])} ({bench['rl_steps']} steps)")
     bench_lines = hacking_verdicts(bench)
     print("\n".join(bench_lines))
@@ -336,9 +343,10 @@ else:
 # 2. Why did the policy not simply learn to add correctly, which the loose checker also rewards?
 #    <details><summary>Answer</summary>
 #    RL amplifies what the policy can already reach. Writing more digits is a small change to the
-#    starting policy; correct carries are not. From a strong SFT start ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)) the honest route
-#    is close, so the exploit should pay less there — a prediction: this course runs the loose checker
-#    only from the weak start (SFT stopped at `SFT_STEPS`); try it from 09's start to test it.
+#    starting policy; correct carries are not. From a strong SFT start
+#    ([Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)) the honest route is close, so the exploit should pay less
+#    there — a prediction: this course runs the loose checker only from the weak start (SFT stopped at `SFT_STEPS`);
+#    try it from 09's start to test it.
 #    </details>
 # 3. Why must the two runs differ only in the checker?
 #    <details><summary>Answer</summary>

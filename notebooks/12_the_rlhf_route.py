@@ -61,9 +61,11 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 4. compute GAE advantages by hand, and weigh PPO's learned critic against GRPO's and RLOO's group
 #    baselines in accuracy, time and memory.
 #
-# **Sources.** The pipeline: [Christiano et al. 2017](https://arxiv.org/abs/1706.03741); InstructGPT, [Ouyang et al. 2022](https://arxiv.org/abs/2203.02155). Best-of-N against
-# a reward model and its KL: [Stiennon et al. 2020](https://arxiv.org/abs/2009.01325). Over-optimisation: [Gao et al. 2022](https://arxiv.org/abs/2210.10760). PPO:
-# [Schulman et al. 2017](https://arxiv.org/abs/1707.06347); GAE: [Schulman et al. 2015](https://arxiv.org/abs/1506.02438).
+# **Sources.** The pipeline: [Christiano et al. 2017](https://arxiv.org/abs/1706.03741); InstructGPT,
+# [Ouyang et al. 2022](https://arxiv.org/abs/2203.02155). Best-of-N against a reward model and its KL:
+# [Stiennon et al. 2020](https://arxiv.org/abs/2009.01325). Over-optimisation:
+# [Gao et al. 2022](https://arxiv.org/abs/2210.10760). PPO: [Schulman et al. 2017](https://arxiv.org/abs/1707.06347);
+# GAE: [Schulman et al. 2015](https://arxiv.org/abs/1506.02438).
 #
 # Budget: the last cell prints how long this run took. `COURSE_FAST=1` (CI, the quick check) starts
 # from the same SFT policy and trains the reward model and the RL runs on smaller budgets — its
@@ -143,7 +145,8 @@ others = in_background(functools.partial(rlhf_route, cfg=cfg, rm_cfg=RM_CFG, bon
 # often forgets the carry.
 
 # %%
-task, policy, sft = sft_start(cfg, seed=SEED, device=DEVICE)  # every tiny-GPT notebook's SFT policy, trained once per machine
+# every tiny-GPT notebook's SFT policy, trained once per machine
+task, policy, sft = sft_start(cfg, seed=SEED, device=DEVICE)
 sft_weights = copy.deepcopy(policy.state_dict())
 print(f"SFT policy: held-out exact match {sft['accuracy']:.1%} "
       f"(carry prompts {sft['accuracy_carry']:.1%}, no carry {sft['accuracy_no_carry']:.1%})")
@@ -160,7 +163,8 @@ print(f"SFT policy: held-out exact match {sft['accuracy']:.1%} "
 # is scored against held-out pairs labelled the same noisy way. What pairwise accuracy does it get?
 
 # %%
-display(predict("A reward model that always agrees with the gold rule, scored against labels with 10% flipped, reaches …",
+display(predict("A reward model that always agrees with the gold rule, scored against labels with 10% flipped, "
+                "reaches …",
                 ["100%", "about 90%", "about 80%", "about 50%"], "about 90%",
                 "It disagrees exactly with the flipped labels: accuracy = 1 − (share flipped)."))
 
@@ -211,7 +215,8 @@ evals = [r for r in log if "heldout_accuracy" in r]
 fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9.5, 3))
 ax_loss.plot([r["step"] for r in log], [r["loss"] for r in log], lw=0.8)
 eps = RM_CFG.noise
-ax_loss.axhline(-(eps * math.log(eps) + (1 - eps) * math.log(1 - eps)), ls=":", c="k", label="entropy of the label noise")
+ax_loss.axhline(-(eps * math.log(eps) + (1 - eps) * math.log(1 - eps)), ls=":", c="k",
+                label="entropy of the label noise")
 ax_loss.set(xlabel="step", ylabel="loss", title="reward-model loss (training batches)")
 ax_loss.legend()
 ax_acc.plot([r["step"] for r in evals], [r["heldout_accuracy"] for r in evals], "o-", label="vs noisy labels")
@@ -230,9 +235,9 @@ print(f"held-out pairwise accuracy {m['heldout_accuracy']:.1%} = {m['of_ceiling'
 # underfit: 71.7% held-out pairwise accuracy after 400 steps on seed 0, with a larger step at that
 # batch doing worse, not better. It needed to see more pairs and to take larger steps, and the
 # larger step was safe with 256 pairs per step (why was not isolated; a likely reason is that the
-# gradient of a larger batch depends less on which few of its labels were flipped). (Each measurement is listed in `course_lib.trainers.reward_model`'s docstring;
-# the RLHF table in docs/results.md has the medians over seeds.) `COURSE_FAST=1` trains on fewer
-# pairs for fewer steps (section 2 printed how many pairs): expect a weaker model.
+# gradient of a larger batch depends less on which few of its labels were flipped). (Each measurement is listed in
+# `course_lib.trainers.reward_model`'s docstring; the RLHF table in docs/results.md has the medians over seeds.)
+# `COURSE_FAST=1` trains on fewer pairs for fewer steps (section 2 printed how many pairs): expect a weaker model.
 #
 # ### Calibration: do its Bradley–Terry probabilities mean what they say?
 #
@@ -345,8 +350,8 @@ display(widgets.VBox([n_slider, prompt_slider,
 #
 # Now PPO (built in section 6) optimises the reward model's score directly, with the KL to the SFT
 # policy *in the reward* (InstructGPT): each token pays β times its k1 estimate. Two runs on this seed
-# (`course_lib.run.seeds.ppo_against`), β = 0 and β = 0.05; every step logs the proxy and the gold score **on the same samples**, and the
-# sampled KL to the SFT policy.
+# (`course_lib.run.seeds.ppo_against`), β = 0 and β = 0.05; every step logs the proxy and the gold score **on the same
+# samples**, and the sampled KL to the SFT policy.
 #
 # **Predict first**, in the two questions below the runs: will gold rise, rise then fall, or fall? And
 # which β moves further in KL?
@@ -354,7 +359,8 @@ display(widgets.VBox([n_slider, prompt_slider,
 # %%
 over = {(SEED, beta): ppo_against(policy, task, scorer, sft_weights, seed=SEED, beta=beta, steps=OVEROPT_STEPS,
                                   prompts=OVEROPT_PROMPTS) for beta in BETAS}
-summary = [{"seed": seed, "beta": beta, **over_optimisation(rows, window=WINDOW)} for (seed, beta), rows in over.items()]
+summary = [{"seed": seed, "beta": beta, **over_optimisation(rows, window=WINDOW)}
+           for (seed, beta), rows in over.items()]
 proxy_up = [s for s in summary if s["proxy_end"] > s["proxy_start"]]
 end_kl = {beta: sorted(s["sqrt_kl_end"] for s in summary if s["beta"] == beta) for beta in BETAS}
 shapes = [s["shape"].replace("flat", "stays flat") for s in proxy_up]
@@ -362,7 +368,8 @@ common = max(sorted(set(shapes)), key=shapes.count) if shapes else None
 display(predict("Over the runs whose proxy reward rose, gold most often …",
                 ["rises then falls", "falls", "rises", "stays flat", "no shape is the majority"],
                 common if shapes and shapes.count(common) > len(shapes) / 2 else "no shape is the majority",
-                "Shapes of the runs whose proxy rose: " + (", ".join(shapes) or "none") + ". The next cell plots them."))
+                "Shapes of the runs whose proxy rose: " + (", ".join(shapes) or "none")
+                + ". The next cell plots them."))
 display(predict("Which β ends further from the SFT policy (√KL at the last step)?",
                 ["β = 0", "β = 0.05", "neither clearly"],
                 "β = 0" if min(end_kl[0.0]) > max(end_kl[0.05]) else "β = 0.05" if min(end_kl[0.05]) > max(end_kl[0.0])
@@ -388,13 +395,15 @@ plt.show()
 
 for s in summary:
     seed, beta = s["seed"], s["beta"]
-    print(f"seed {seed} β={beta}: proxy {s['proxy_start']:+.2f} → {s['proxy_end']:+.2f}; gold {s['gold_start']:.1%} → peak "
-          f"{s['gold_peak']:.1%} (step {s['peak_step']}, √KL {s['sqrt_kl_peak']:.2f}) → {s['gold_end']:.1%}; "
+    print(f"seed {seed} β={beta}: proxy {s['proxy_start']:+.2f} → {s['proxy_end']:+.2f}; gold {s['gold_start']:.1%} → "
+          f"peak {s['gold_peak']:.1%} (step {s['peak_step']}, √KL {s['sqrt_kl_peak']:.2f}) → {s['gold_end']:.1%}; "
           f"√KL at the end {s['sqrt_kl_end']:.2f}: gold {s['shape']}")
-print(f"\n({WINDOW}-step moving means; a move counts above 3 points.) Proxy rose in {len(proxy_up)} of {len(summary)} runs; "
-      f"of those, gold rose then fell in {sum(s['shape'] == 'rises then falls' for s in proxy_up)}, only fell in "
-      f"{sum(s['shape'] == 'falls' for s in proxy_up)}, only rose in {sum(s['shape'] == 'rises' for s in proxy_up)}")
-print("√KL at the end: " + "; ".join(f"β={beta}: " + ", ".join(f"{v:.2f}" for v in vals) for beta, vals in end_kl.items())
+print(f"\n({WINDOW}-step moving means; a move counts above 3 points.) Proxy rose in {len(proxy_up)} of {len(summary)} "
+      f"runs; of those, gold rose then fell in {sum(s['shape'] == 'rises then falls' for s in proxy_up)}, only fell "
+      f"in {sum(s['shape'] == 'falls' for s in proxy_up)}, only rose in "
+      f"{sum(s['shape'] == 'rises' for s in proxy_up)}")
+print("√KL at the end: "
+      + "; ".join(f"β={beta}: " + ", ".join(f"{v:.2f}" for v in vals) for beta, vals in end_kl.items())
       + " (section 7 reads β's effect over three seeds)")
 KL_FMT = {"scale": 1.0, "unit": "", "digits": 2}
 BENCH = Path("../benchmarks/results/rlhf.json")  # the committed multi-seed run (`make bench`); not on Colab
@@ -450,7 +459,8 @@ print("Â by hand       ", [round(a, 4) for a in adv_hand])
 print("Â course_lib.gae", [round(a, 4) for a in adv_lib[0].tolist()])
 assert torch.allclose(adv_lib, torch.tensor([adv_hand]))
 v_loss, was_clipped = clipped_value_loss(torch.tensor([0.5]), torch.tensor([0.0]), torch.tensor([1.0]), 0.2)
-print(f"clipped value loss: V_old 0, V 0.5, return 1, ε_v 0.2 → {float(v_loss):.2f} (clip active: {bool(was_clipped)})")
+print(f"clipped value loss: V_old 0, V 0.5, return 1, ε_v 0.2 → {float(v_loss):.2f} (clip active: "
+      f"{bool(was_clipped)})")
 
 # %% [markdown]
 # The critic's value loss is clipped like the policy's ratio, and like the ratio clip
@@ -484,7 +494,9 @@ ppo_answer = ("more than 10 points above GRPO" if gap > 0.10 else "within 10 poi
               else "more than 10 points below GRPO")
 display(predict(f"After {RL_STEPS} steps of 256 sampled answers each, PPO's held-out accuracy is …",
                 ["more than 10 points above GRPO", "within 10 points of GRPO", "more than 10 points below GRPO"],
-                ppo_answer, f"In this run PPO − GRPO = {100 * gap:+.1f} points; the critic's states are as large as the policy's."))
+                ppo_answer,
+                f"In this run PPO − GRPO = {100 * gap:+.1f} points; the critic's states are as large as "
+                "the policy's."))
 
 # %%
 mib = 2**20
@@ -492,14 +504,16 @@ for name, r in runs.items():
     extra = f"   + critic {memory['critic']['total'] / mib:.2f} MiB" if name == "PPO" else ""
     print(f"{name:5} held-out {r['accuracy']:.1%} (SFT {sft['accuracy']:.1%})   RL {r['rl_seconds']:.1f} s   "
           f"policy states {memory['policy']['total'] / mib:.2f} MiB{extra}")
-print(f"\nas configured, {RL_STEPS} steps × 256 sampled answers: GRPO {RL_STEPS * grpo_cfg.num_iterations} optimiser steps "
-      f"over {grpo_cfg.batch_prompts} prompts a step, PPO {RL_STEPS * ppo_cfg.num_ppo_epochs} over {ppo_cfg.batch_prompts}")
+print(f"\nas configured, {RL_STEPS} steps × 256 sampled answers: GRPO {RL_STEPS * grpo_cfg.num_iterations} optimiser "
+      f"steps over {grpo_cfg.batch_prompts} prompts a step, PPO {RL_STEPS * ppo_cfg.num_ppo_epochs} over "
+      f"{ppo_cfg.batch_prompts}")
 print(f"this run (seed 0): PPO − GRPO: {100 * gap:+.1f} points at {RL_STEPS} steps (section 7 reads it over three "
       f"seeds); PPO took {runs['PPO']['rl_seconds'] / runs['GRPO']['rl_seconds']:.2f}× GRPO's time (timings on a "
       "shared CPU are noisy)")
 if bench:
     print(f"the committed benchmark ({bench['rl_steps']} steps, the seeds' own SFT starts): held-out accuracy, "
-          + paired([r["rl"]["PPO"]["accuracy"] for r in bench["runs"]], [r["rl"]["GRPO"]["accuracy"] for r in bench["runs"]],
+          + paired([r["rl"]["PPO"]["accuracy"] for r in bench["runs"]],
+                   [r["rl"]["GRPO"]["accuracy"] for r in bench["runs"]],
                    name_a="PPO", name_b="GRPO", seeds=b_seeds).sentence())
 last = compared["ppo_rows"][-1]
 print(f"last step: value loss {last['value_loss']:.4f}, explained variance {last['explained_variance']:.2f}, "
@@ -577,7 +591,8 @@ everyone = [x for s in SEEDS for x in per_seed[s]["summary"]]
 rose = [x for x in everyone if x["proxy_end"] > x["proxy_start"]]
 print("per seed (" + " / ".join(map(str, SEEDS)) + "):")
 print("  SFT held-out accuracy       " + " / ".join(f"{per_seed[s]['sft']:.1%}" for s in SEEDS))
-print("  reward model, gold pairs    " + " / ".join(f"{per_seed[s]['rm']['heldout_gold_accuracy']:.1%}" for s in SEEDS))
+print("  reward model, gold pairs    "
+      + " / ".join(f"{per_seed[s]['rm']['heldout_gold_accuracy']:.1%}" for s in SEEDS))
 print("  best-of-N's gold peaks at N " + " / ".join(str(peaks[s]) for s in SEEDS))
 for verdict in verdicts.values():
     print("- " + verdict.sentence())

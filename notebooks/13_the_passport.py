@@ -44,7 +44,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # %% [markdown]
 # # 13 · Reading a post-training passport
 #
-# *Pointer for readers of the Module 14 lecture: §17 (the passport), with §1, §4, §9, §11, §12 and §16. Everything below stands on its own.*
+# *Pointer for readers of the Module 14 lecture: §17 (the passport), with §1, §4, §9, §11, §12 and §16. Everything
+# below stands on its own.*
 #
 # "We trained it with GRPO" names an estimator, not a training run. Two runs that both say GRPO can
 # differ in where their rewards come from, which models they keep, where the KL term sits, how they
@@ -116,7 +117,8 @@ from course_lib.trainers.configs import get_config
 
 # %%
 predict("Run A: where does its KL penalty sit?",
-        ["in the reward, before advantages are estimated", "in the loss, as a separate per-token term", "nowhere: no KL"],
+        ["in the reward, before advantages are estimated", "in the loss, as a separate per-token term",
+         "nowhere: no KL"],
         "in the reward, before advantages are estimated",
         "It 'subtracts 0.02 times the per-token log-ratio to the reference from the reward': the penalty is part "
         "of the reward that the critic and GAE turn into advantages, not a separate term in the loss.")
@@ -166,7 +168,8 @@ show("A")
 # - **Roles.** All five are present: the policy; the *old policy*, because each batch serves four
 #   epochs of clipped updates (the ratio's denominator is the snapshot that sampled it); the frozen
 #   *reference* of the KL term; the *critic* (value network); the *reward model*, kept and queried for
-#   every sample. This is classic RLHF's four-model contract (policy, reference, critic, reward model) plus the old-policy snapshot.
+#   every sample. This is classic RLHF's four-model contract (policy, reference, critic, reward model) plus the
+#   old-policy snapshot.
 # - **KL placement** is `in_reward`: the penalty is folded into each sample's reward *before* the
 #   critic and GAE turn rewards into advantages. In the loss it would be a separate term with its own
 #   gradient, untouched by advantage estimation.
@@ -177,8 +180,8 @@ show("A")
 # ## 3. Why the averaging unit and the zero-variance rule are not details
 #
 # Two runs that differ only in these fields optimise different objectives. The averaging unit first
-# ([From advantages to an update](05_from_advantages_to_an_update.ipynb) has the derivation): two completions of lengths 1 and 3, every token of the first
-# carrying the value 2 and every token of the second 0.
+# ([From advantages to an update](05_from_advantages_to_an_update.ipynb) has the derivation): two completions of
+# lengths 1 and 3, every token of the first carrying the value 2 and every token of the second 0.
 
 # %%
 values = np.array([[2.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
@@ -330,8 +333,8 @@ for name in ("B", "C", "D"):
 #
 # Could you recover those from the trained model? No — and here is an exact reason. The KL-regularised
 # objective max E[r] − β·KL(π ‖ π_ref) has the closed-form optimum π*(y) ∝ π_ref(y)·exp(r(y)/β)
-# ([The regularised objective](03_the_regularised_objective.ipynb) solves it, and derives DPO from it). Two different recipes — reward r with β, or reward 2r with 2β —
-# have the *same* optimum, so the same model can come out of both:
+# ([The regularised objective](03_the_regularised_objective.ipynb) solves it, and derives DPO from it). Two different
+# recipes — reward r with β, or reward 2r with 2β — have the *same* optimum, so the same model can come out of both:
 
 # %%
 pi_ref = np.array([0.5, 0.3, 0.2])
@@ -358,7 +361,8 @@ print("identical policies:", same_policy)
 # ## 6. The course's own passport
 #
 # Every tiny-GPT run prints and saves its passport. Here is the GRPO run of
-# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), straight from `course_lib` (no training needed: the passport is a function of the configuration):
+# [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb), straight from `course_lib` (no training needed: the passport is
+# a function of the configuration):
 
 # %%
 tiny = passport(get_config("cpu"), "grpo")
@@ -379,8 +383,8 @@ course_unit = tiny["optimisation"]["averaging_unit"]
 # > over each program's tokens first, then over programs. Each batch is used for two optimiser steps.
 # > The trainer waits for all 512 programs before updating.
 #
-# (k3 is one of three sampled estimators of the KL, [Schulman 2020](http://joschu.net/blog/kl-approx.html); what matters for the passport
-# is only where the term sits.)
+# (k3 is one of three sampled estimators of the KL, [Schulman 2020](http://joschu.net/blog/kl-approx.html); what
+# matters for the passport is only where the term sits.)
 
 # %%
 REPORTS["F"] = (

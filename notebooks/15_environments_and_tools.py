@@ -62,8 +62,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 3. say, from this run's numbers, when GRPO keeps a tool and when it drops it, and why: whether the episodes that
 #    call are right more often than those that do not;
 # 4. show what the policy learns when the environment's tokens stay in the loss;
-# 5. watch RL exploit a loose verifier in an environment, and map all of it to TRL's and NeMo Gym's ([NVIDIA 2026](https://docs.nvidia.com/nemo/gym))
-#    interfaces.
+# 5. watch RL exploit a loose verifier in an environment, and map all of it to TRL's and NeMo Gym's
+#    ([NVIDIA 2026](https://docs.nvidia.com/nemo/gym)) interfaces.
 #
 # Budget: the last cell prints how long this run took. `COURSE_FAST=1` runs the same starts and the
 # same runs with fewer GRPO steps; every sentence that quotes a number is computed from the run.
@@ -196,10 +196,10 @@ print(f"reward {episode.reward}, {episode.turns} policy turns, {episode.policy_t
 #
 # With one reward per episode (1 for A and B, 0 for the others), GRPO's advantage (r − mean) / std of
 # [notebook 04](04_group_baselines.ipynb) goes to every policy token of the episode: both turns of C share
-# one negative advantage. With a reward per step, DeepSeekMath's *process supervision* ([Shao et al. 2024](https://arxiv.org/abs/2402.03300))
-# normalises **all the step rewards of the group together** by their mean and std, and gives each turn the
-# sum of the normalised rewards from that turn to the end of its episode (`process_advantages`): a turn is
-# credited with what it and the later turns earned.
+# one negative advantage. With a reward per step, DeepSeekMath's *process supervision*
+# ([Shao et al. 2024](https://arxiv.org/abs/2402.03300)) normalises **all the step rewards of the group together** by
+# their mean and std, and gives each turn the sum of the normalised rewards from that turn to the end of its episode
+# (`process_advantages`): a turn is credited with what it and the later turns earned.
 #
 # **Predict first.** Scored per step, what happens to C's right call?
 
@@ -213,7 +213,8 @@ display(predict("Scored per step, C's right call (followed by a wrong answer) ge
                 ["negative, as with one reward per episode", "zero: its reward and its answer's cancel", "positive"],
                 "negative, as with one reward per episode" if c_call < -1e-9 else "positive" if c_call > 1e-9
                 else "zero: its reward and its answer's cancel",
-                f"Computed below: {c_call:+.2f} per step, against {float(outcome[2]):+.2f} with one reward per episode."))
+                f"Computed below: {c_call:+.2f} per step, against {float(outcome[2]):+.2f} with one reward per "
+                "episode."))
 
 # %%
 print(f"{'episode':8} {'turns':16} {'one reward per episode':>24} {'one reward per step':>22}")
@@ -265,7 +266,8 @@ print(f"{carry_demos} of {len(task.demo_pairs)} demonstrations carry; tool demon
 # %%
 _few = starts["100 demos"]["tool_use_carry"]
 display(predict("After SFT with 100 tool demonstrations, the greedy policy calls the tool on carry prompts …",
-                ["almost never (under 5%)", "about as often as the demonstrations (5–50%)", "almost always (over 50%)"],
+                ["almost never (under 5%)", "about as often as the demonstrations (5–50%)",
+                 "almost always (over 50%)"],
                 "almost never (under 5%)" if _few < 0.05 else "almost always (over 50%)" if _few > 0.5
                 else "about as often as the demonstrations (5–50%)",
                 f"Measured: {_few:.1%} of carry prompts. The table below has every start."))
@@ -334,18 +336,22 @@ def call_rate(rows, first):
 
 sampled = {name: (call_rate(logs[name], True), call_rate(logs[name], False)) for name in tool_cfg}
 # does a call pay? On carry prompts, over the first quarter of the steps: reward of episodes with a call, without one
-pays = {name: (quarter(logs[name], "reward_carry_with_tool", True), quarter(logs[name], "reward_carry_without_tool", True))
+pays = {name: (quarter(logs[name], "reward_carry_with_tool", True),
+               quarter(logs[name], "reward_carry_without_tool", True))
         for name in tool_cfg}
-k_first = max(1, len(logs["plain"]) // 4)  # the steps of the first quarter (as in quarter); the episodes behind each rate:
+# the steps of the first quarter (as in quarter); the episodes behind each rate:
+k_first = max(1, len(logs["plain"]) // 4)
 pays_n = {name: tuple(sum(r[key] for r in logs[name][:k_first]) for key in
                       ("episodes_carry_with_tool", "episodes_carry_without_tool")) for name in tool_cfg}
 few = "100 demos"
 dropped = runs[few]["tool_use_carry"] <= starts[few]["tool_use_carry"] and sampled[few][1] < sampled[few][0]
-display(predict(f"From the start with 100 tool demonstrations, {RL_STEPS} GRPO steps later the sampled tool-call rate has …",
+display(predict(f"From the start with 100 tool demonstrations, {RL_STEPS} GRPO steps later the sampled tool-call rate "
+                "has …",
                 ["risen: the tool pays on carry prompts", "fallen: GRPO found another way"],
                 "fallen: GRPO found another way" if sampled[few][1] < sampled[few][0] else
                 "risen: the tool pays on carry prompts",
-                f"In this run it went {sampled[few][0]:.3f} → {sampled[few][1]:.3f} (first vs last quarter of the steps)."))
+                f"In this run it went {sampled[few][0]:.3f} → {sampled[few][1]:.3f} (first vs last quarter of the "
+                "steps)."))
 
 # %% [markdown]
 # GRPO raises whatever scores above the other episodes of its group. The calculator is always right, so
@@ -372,7 +378,8 @@ for name, r in runs.items():
     print(row(f"GRPO, {name}", r))
 print()
 for name, (a, b) in sampled.items():
-    print(f"sampled tool-call rate, start {name:17}: {a:.3f} over the first quarter of the steps → {b:.3f} over the last")
+    print(f"sampled tool-call rate, start {name:17}: {a:.3f} over the first quarter of the steps → {b:.3f} over the "
+          "last")
 fig = dashboard([], title="GRPO with the calculator", runs={k: logs[k] for k in tool_cfg},
                 panels=["held-out accuracy (greedy)", "tool calls (sampled episodes)", "tool use (held-out, greedy)",
                         "reward by tool use (sampled)"])
@@ -397,8 +404,9 @@ lines = [
     f"- From 100 tool demonstrations, greedy tool use on carry prompts went {starts[few]['tool_use_carry']:.1%} → "
     f"{runs[few]['tool_use_carry']:.1%} and the sampled call rate {sampled[few][0]:.3f} → {sampled[few][1]:.3f}: "
     + ("GRPO is dropping the tool. It raised carry accuracy without it "
-       f"({starts[few]['accuracy_carry']:.1%} → {runs[few]['accuracy_carry']:.1%}): a carry is one more digit to learn, "
-       "and a call is rewarded only when the answer after it is right (the next section measures how often it was)."
+       f"({starts[few]['accuracy_carry']:.1%} → {runs[few]['accuracy_carry']:.1%}): a carry is one more digit to "
+       "learn, and a call is rewarded only when the answer after it is right (the next section measures how often it "
+       "was)."
        if dropped else
        "GRPO did not drop the tool in this run."),
     f"- From every carry demonstration, greedy tool use on carry prompts went "
@@ -417,8 +425,8 @@ if BENCH:
     bench = load("tools", BENCH / "results")
     bench_lines = tools_verdicts(bench)
     print(f"Over seeds (the committed benchmark, benchmarks/tinygpt_tools.py: seeds "
-          f"{', '.join(map(str, bench['seeds']))}, {bench['grpo_steps']} GRPO steps from each start; 'tool, few demos' "
-          "is the start with 100 demos, 'no tool, same extra SFT' the control):\n" + "\n".join(bench_lines))
+          f"{', '.join(map(str, bench['seeds']))}, {bench['grpo_steps']} GRPO steps from each start; "
+          "'tool, few demos' is the start with 100 demos, 'no tool, same extra SFT' the control):\n" + "\n".join(bench_lines))
 else:
     bench_lines = []
     print("benchmarks/results/tools.json is not here (e.g. on Colab): see the tools table in docs/results.md")
@@ -445,8 +453,8 @@ print(
     f"\nFrom 100 tool demonstrations, early in GRPO, the carry episodes that called were right {share(w)} of the time "
     f"({pays_n[few][0]} episodes) and those that did not {share(wo)} ({pays_n[few][1]} episodes). "
     + ("A call paid less than the policy's own answer, so GRPO had no reason to raise it: it raised the other path, "
-       f"learning the carry ({starts[few]['accuracy_carry']:.1%} → {runs[few]['accuracy_carry']:.1%} on held-out carry "
-       f"prompts), and the sampled call rate went {sampled[few][0]:.3f} → {sampled[few][1]:.3f}."
+       f"learning the carry ({starts[few]['accuracy_carry']:.1%} → {runs[few]['accuracy_carry']:.1%} on held-out "
+       f"carry prompts), and the sampled call rate went {sampled[few][0]:.3f} → {sampled[few][1]:.3f}."
        if calls_lost else
        f"A call paid at least as much as the policy's own answer; the sampled call rate went {sampled[few][0]:.3f} → "
        f"{sampled[few][1]:.3f}."))
@@ -455,8 +463,8 @@ print(
 # The honest reading: **RL raises what pays relative to the alternatives it samples, as the policy can do it
 # now.** A tool is one way to be right on carry prompts; learning the carry is another. From a start where
 # calls are rare, they are also a half-learned skill, and on this task the other path is short: the
-# carry is one more unit in one digit, which GRPO learns in the same run (the carry accuracy above). From a start where the
-# policy already calls on carry prompts and answers correctly after the call, the episodes that call are
+# carry is one more unit in one digit, which GRPO learns in the same run (the carry accuracy above). From a start where
+# the policy already calls on carry prompts and answers correctly after the call, the episodes that call are
 # the rewarded ones and the tool stays. Neither start gets a reward *for* calling: the verifier scores
 # only the final answer.
 #
@@ -521,16 +529,16 @@ for name, (lp, own) in probe.items():
     print(f"{name:30} log-prob of the tool's answer {lp:7.2f}   greedy writes it itself: {own:6.1%}")
 masked_lp, unmasked_lp = probe["GRPO, masked"][0], probe["GRPO, env tokens in the loss"][0]
 gap_acc = runs["env tokens in the loss"]["accuracy"] - runs["every carry demo"]["accuracy"]
-print(f"\nWith the environment's tokens in the loss the policy gives the tool's answer a log-prob of {unmasked_lp:.2f} "
-      f"instead of {masked_lp:.2f} (×{torch.tensor(unmasked_lp - masked_lp).exp():.3g} more likely), while held-out "
+print("\nWith the environment's tokens in the loss the policy gives the tool's answer a log-prob of "
+      f"{unmasked_lp:.2f} instead of {masked_lp:.2f} (×{torch.tensor(unmasked_lp - masked_lp).exp():.3g} more likely), while held-out "
       f"accuracy moved {100 * gap_acc:+.1f} points (in this run).")
 masking_lines = masking_verdicts(bench, len(task.heldout_pairs)) if BENCH else []
 if masking_lines:
     print("Over seeds (the committed benchmark, as in section 3):\n" + "\n".join(masking_lines))
 
 # %% [markdown]
-# Accuracy is a weak witness here (the line above gives the difference); what the policy *learned* is not. Trained on the tool's
-# tokens, the policy learns to write the tool's output itself: the probability it gives the calculator's
+# Accuracy is a weak witness here (the line above gives the difference); what the policy *learned* is not. Trained on
+# the tool's tokens, the policy learns to write the tool's output itself: the probability it gives the calculator's
 # answer grows, and the closer it gets, the less the call matters — on a real task, a model that
 # "hallucinates tool results" instead of waiting for them. Masked, the tool's answer stays something the
 # policy reads, never something it writes. This is why TRL masks tool results (`tool_mask`) and why
@@ -556,15 +564,16 @@ class TrustingCalculator(CalculatorEnv):
 
 
 mid_cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, env="calculator", tool_demos=300))
-mid_task, mid_model, _ = env_start(mid_cfg, seed=SEED, steps=TOOL_SFT_STEPS, device=DEVICE)  # 300 carry demos use the tool
+# 300 carry demos use the tool
+mid_task, mid_model, _ = env_start(mid_cfg, seed=SEED, steps=TOOL_SFT_STEPS, device=DEVICE)
 loose_task = EnvTask(mid_cfg.task, env_cls=TrustingCalculator)  # the same task and tool; only the verifier differs
 before = {"proxy": evaluate(mid_model, loose_task), "strict": evaluate(mid_model, mid_task)}
 runs["loose verifier"], logs["loose verifier"] = grpo_run(tool_model, loose_task, mid_model.state_dict())
 proxy = evaluate(tool_model, loose_task)  # what the loose verifier reports on the held-out prompts
 strict = evaluate(tool_model, mid_task)  # the same policy, scored by the strict verifier
 sampled["loose verifier"] = (call_rate(logs["loose verifier"], True), call_rate(logs["loose verifier"], False))
-display(predict(f"A start whose SFT saw 300 tool demonstrations, then {RL_STEPS} GRPO steps with the trusting verifier. "
-                "The sampled tool-call rate …",
+display(predict(f"A start whose SFT saw 300 tool demonstrations, then {RL_STEPS} GRPO steps with the trusting "
+                "verifier. The sampled tool-call rate …",
                 ["falls, as from the 100-demonstration start", "rises"],
                 "rises" if sampled["loose verifier"][1] > sampled["loose verifier"][0]
                 else "falls, as from the 100-demonstration start",
@@ -575,10 +584,12 @@ display(predict(f"A start whose SFT saw 300 tool demonstrations, then {RL_STEPS}
 print(f"sampled call rate: {sampled['loose verifier'][0]:.3f} over the first quarter of the steps → "
       f"{sampled['loose verifier'][1]:.3f} over the last")
 for name, r in [("start", before), (f"after {RL_STEPS} GRPO steps", {"proxy": proxy, "strict": strict})]:
-    print(f"{name:22} loose verifier's score {r['proxy']['accuracy']:6.1%}   strict accuracy {r['strict']['accuracy']:6.1%}"
-          f"   tool use: carry {r['strict']['tool_use_carry']:6.1%}, no carry {r['strict']['tool_use_no_carry']:6.1%}")
+    print(f"{name:22} loose verifier's score {r['proxy']['accuracy']:6.1%}   strict accuracy "
+          f"{r['strict']['accuracy']:6.1%}   tool use: carry {r['strict']['tool_use_carry']:6.1%}, no carry "
+          f"{r['strict']['tool_use_no_carry']:6.1%}")
 fig = dashboard(logs["loose verifier"], title="GRPO against the trusting verifier",
-                panels=["reward on the policy's samples", "tool calls (sampled episodes)", "reward by tool use (sampled)"])
+                panels=["reward on the policy's samples", "tool calls (sampled episodes)",
+                        "reward by tool use (sampled)"])
 plt.show()
 proxy_gain = proxy["accuracy"] - before["proxy"]["accuracy"]
 strict_gain = strict["accuracy"] - before["strict"]["accuracy"]
@@ -592,8 +603,8 @@ display(Markdown(
        "policy calls more: RL moves towards the call because the call is paid."
        if proxy_gain - strict_gain > 0.02 and sampled["loose verifier"][1] > sampled["loose verifier"][0] + 0.02 else
        f"In this budget RL did not visibly chase the loophole (the call rate and the gap barely moved); what the "
-       f"loose verifier does at once is over-report: {100 * (proxy['accuracy'] - strict['accuracy']):.1f} points of its "
-       "score are answers the strict checker rejects.")))
+       f"loose verifier does at once is over-report: {100 * (proxy['accuracy'] - strict['accuracy']):.1f} points of "
+       "its score are answers the strict checker rejects.")))
 
 # %% [markdown]
 # Two audits catch this, and both are cheap: score a sample of episodes with an independent strict
@@ -604,7 +615,8 @@ display(Markdown(
 
 # %%
 display(Markdown(f"Sources: TRL {cite('trl')} (GRPO with `environment_factory`), NeMo Gym {cite('nemo_gym')} "
-                 f"(environments as data, harness, tools and verifier), OpenEnv {cite('openenv')} (`reset()` / `step()`)."))
+                 f"(environments as data, harness, tools and verifier), OpenEnv {cite('openenv')} (`reset()` / "
+                 "`step()`)."))
 
 # %% [markdown]
 # | here (`course_lib.tinygpt.environments`) | TRL | NeMo Gym / OpenEnv |

@@ -67,8 +67,8 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 #
 # Budget: the last cell prints how long this run took. The full budget runs the recipes at the
 # `cpu` config's sizes: its r1, R1-Zero and digit-base runs are the recipes benchmark's seed 0 (the
-# recipes table in docs/results.md gives each stage's CPU seconds, over three seeds). `COURSE_FAST=1` (CI, the quick check) runs
-# the same stages shorter: the cold start trains 150 steps instead of 300, every GRPO start gets 20
+# recipes table in docs/results.md gives each stage's CPU seconds, over three seeds). `COURSE_FAST=1` (CI, the quick
+# check) runs the same stages shorter: the cold start trains 150 steps instead of 300, every GRPO start gets 20
 # steps instead of 300 (RFT and the last GRPO stage a third of that, as the recipe scales them),
 # the digit-text base pretrains 100 steps instead of 300, and each KL is estimated from one sample
 # per held-out prompt instead of four. Its numbers are noisier; every sentence below that quotes a
@@ -144,7 +144,8 @@ def stage_table(entries, names=None):
 # %% [markdown]
 # ## 1. A recipe is a list of stages
 #
-# DeepSeek-R1 ([Guo et al. 2025](https://arxiv.org/abs/2501.12948)) was trained in four stages, each from the last one's policy:
+# DeepSeek-R1 ([Guo et al. 2025](https://arxiv.org/abs/2501.12948)) was trained in four stages, each from the last
+# one's policy:
 #
 # 1. **cold start**: SFT on a few thousand long, readable demonstrations;
 # 2. **reasoning RL**: GRPO with verifiable rewards (a checker, as in [the GRPO notebook](09_tiny_gpt_grpo.ipynb));
@@ -175,8 +176,8 @@ def stage_table(entries, names=None):
 #   policy the stage started from and to the recipe's first policy: how far each stage moved.
 
 # %%
-display(Markdown("Sources (`course_lib.lesson.sources`): " + ", ".join(cite(key) for key in ("deepseek_r1", "star", "yue2025",
-                                                                                        "gandhi2025"))))
+display(Markdown("Sources (`course_lib.lesson.sources`): "
+                 + ", ".join(cite(key) for key in ("deepseek_r1", "star", "yue2025", "gandhi2025"))))
 for name in recipes.RECIPES:
     print(f"{name:8} {recipes.RECIPES[name][1]}")
     for stage in recipes.resolve(name, cfg)[1]:
@@ -208,8 +209,8 @@ zv_answer = ("under 25%" if grpo1["zero_variance_share"] < 0.25 else
 display(predict(f"Share of stage 2's GRPO groups with no signal (every prompt alike would give {uniform:.0%}) …",
                 ["under 25%", "25–75%", "over 75%"], zv_answer,
                 f"Measured {grpo1['zero_variance_share']:.0%}" + (
-                    ": prompts are not alike. The cold start answers a few prompts often and most never, so more groups "
-                    "are all wrong than one average p predicts." if grpo1["zero_variance_share"] > uniform else
+                    ": prompts are not alike. The cold start answers a few prompts often and most never, so more "
+                    "groups are all wrong than one average p predicts." if grpo1["zero_variance_share"] > uniform else
                     ", no more than one average p predicts: in this run the prompts behaved alike.")))
 
 # %% [markdown]
@@ -243,7 +244,8 @@ if (BENCH / "results" / "recipes.json").is_file():
     from tables import load, recipe_verdicts
 
     print("the committed benchmark (benchmarks/tinygpt_recipes.py, three seeds, the full budget), stage by stage:\n"
-          + "\n".join(line for line in recipe_verdicts(load("recipes", BENCH / "results")) if line.startswith("- r1, pass@1")))
+          + "\n".join(line for line in recipe_verdicts(load("recipes", BENCH / "results"))
+                      if line.startswith("- r1, pass@1")))
 else:
     print("benchmarks/results/recipes.json is not here (e.g. on Colab): see the README's recipes table")
 print("(section 5 reads each stage over the three seeds of this budget)")
@@ -265,9 +267,9 @@ print(f"pass@8 went {cold['pass@8']:.1%} → {grpo2['pass@8']:.1%} while pass@1 
 # ## 3. The porous boundary: R1's stage 3 is SFT on data RL wrote
 #
 # Stage 3 samples from the RL policy, keeps what the checker approves, and takes a supervised step
-# on it — as STaR ([Zelikman et al. 2022](https://arxiv.org/abs/2203.14465)) did before R1. Is that SFT or RL? Its **loss** is SFT's: the token-mean
-# negative log-likelihood of kept answers. Its **data** is RL's: written by the current policy and
-# scored by the reward, fresh every step. Written as a policy gradient it is GRPO's update with the
+# on it — as STaR ([Zelikman et al. 2022](https://arxiv.org/abs/2203.14465)) did before R1. Is that SFT or RL? Its
+# **loss** is SFT's: the token-mean negative log-likelihood of kept answers. Its **data** is RL's: written by the
+# current policy and scored by the reward, fresh every step. Written as a policy gradient it is GRPO's update with the
 # advantage replaced by 1[reward ≥ 1]: no baseline, no negative answers. The two losses on the same
 # kept answers, from the stage-2 policy:
 
@@ -324,7 +326,8 @@ zero = recipes.run_recipe("r1-zero", cfg, OUT / "r1-zero", **RUN)
 z = zero["finished"][0]
 zero_rows = [json.loads(line) for line in (recipes.stage_dir(OUT / "r1-zero", 0, "grpo") / "metrics.jsonl")
              .read_text().splitlines()]
-zero_answer = "under 50%" if z["zero_variance_share"] < 0.5 else "50–90%" if z["zero_variance_share"] <= 0.9 else "over 90%"
+zero_answer = ("under 50%" if z["zero_variance_share"] < 0.5 else "50–90%" if z["zero_variance_share"] <= 0.9
+               else "over 90%")
 display(predict("GRPO from the random initialisation: share of groups with no signal …",
                 ["under 50%", "50–90%", "over 90%"], zero_answer,
                 f"Measured {z['zero_variance_share']:.0%}" + (
@@ -342,8 +345,8 @@ def start_numbers(model):
 
 
 random_start = start_numbers(random_init)
-print(f"random initialisation: pass@1 {random_start['pass@1']:.1%}, sampled pass@1 {random_start['sampled_pass@1']:.2%}, "
-      f"pass@8 {random_start['pass@8']:.1%}")
+print(f"random initialisation: pass@1 {random_start['pass@1']:.1%}, sampled pass@1 "
+      f"{random_start['sampled_pass@1']:.2%}, pass@8 {random_start['pass@8']:.1%}")
 stage_table(zero["finished"], ["1. grpo (R1-Zero)"])
 print(f"\nR1-Zero on the tiny GPT: {z['zero_variance_share']:.1%} of groups without signal; pass@1 "
       f"{random_start['pass@1']:.1%} → {z['pass@1']:.1%}, pass@8 {random_start['pass@8']:.1%} → {z['pass@8']:.1%}")
@@ -438,24 +441,25 @@ print(f"the digit-text base: {base_rl['zero_variance_share']:.0%} of its groups 
       f"{sft_start_numbers['pass@1']:.1%} → {sft_rl['pass@1']:.1%}")
 past = sft_rl["pass@1"] > sft_start_numbers["pass@8"]
 print(f"from the SFT start, pass@1 rose {'past' if past else 'towards'} the start's pass@8 "
-      f"({sft_start_numbers['pass@8']:.1%}), and pass@8 itself went {sft_start_numbers['pass@8']:.1%} → {sft_rl['pass@8']:.1%}")
+      f"({sft_start_numbers['pass@8']:.1%}), and pass@8 itself went {sft_start_numbers['pass@8']:.1%} → "
+      f"{sft_rl['pass@8']:.1%}")
 
 # %% [markdown]
 # This is the lecture's claim that the base checkpoint decides what RL can amplify, measured here on
 # seed 0 (section 5 reads it over three seeds; the recipes table in docs/results.md repeats the random,
-# digit-text and cold starts over three seeds at the full budget). GRPO learns from groups with both right and wrong answers; a start whose pass@8
-# is near zero gives it almost none at this budget. Knowing digits and when an answer ends is not knowing addition:
-# the digit-text base writes answers of the right form, and right answers only by luck. Where the
-# start already answers many prompts *sometimes* (a high pass@8 over a lower pass@1), RL turns
+# digit-text and cold starts over three seeds at the full budget). GRPO learns from groups with both right and wrong
+# answers; a start whose pass@8 is near zero gives it almost none at this budget. Knowing digits and when an answer
+# ends is not knowing addition: the digit-text base writes answers of the right form, and right answers only by luck.
+# Where the start already answers many prompts *sometimes* (a high pass@8 over a lower pass@1), RL turns
 # "sometimes" into "usually": it raises pass@1 towards the pass@8 the start already had (the last line
 # above says whether, in this run, it went past it, and how far pass@8 itself moved).
-# [Yue et al. 2025](https://arxiv.org/abs/2504.13837) measured on large models that RL-trained models win at pass@1 while their base
-# models catch up at large k (hundreds of samples); this notebook measures only k = 8, where pass@8 can
-# still move with RL (the last line above says how far it did from the SFT start), and [Gandhi et al. 2025](https://arxiv.org/abs/2503.01307) found that whether RL self-improves
-# depends on behaviours the base model already shows. This table cannot say why R1-Zero worked for
-# DeepSeek; it is consistent with one reading — that a base pretrained on the web already answers many
-# problems *sometimes*, as the SFT start here does, unlike the random one — which a toy task
-# can illustrate but not establish.
+# [Yue et al. 2025](https://arxiv.org/abs/2504.13837) measured on large models that RL-trained models win at pass@1
+# while their base models catch up at large k (hundreds of samples); this notebook measures only k = 8, where pass@8
+# can still move with RL (the last line above says how far it did from the SFT start), and
+# [Gandhi et al. 2025](https://arxiv.org/abs/2503.01307) found that whether RL self-improves depends on behaviours the
+# base model already shows. This table cannot say why R1-Zero worked for DeepSeek; it is consistent with one reading —
+# that a base pretrained on the web already answers many problems *sometimes*, as the SFT start here does, unlike the
+# random one — which a toy task can illustrate but not establish.
 #
 # ## 5. Over seeds: what holds
 #
@@ -477,7 +481,8 @@ NOISE = evaluation_noise(len(task.heldout_pairs))
 STAGES = ("the cold start", "GRPO (stage 2)", "RFT (stage 3)", "GRPO again (stage 4)")
 verdicts = {STAGES[k]: paired([per_seed[s]["r1"][k]["pass@1"] for s in SEEDS],
                               [per_seed[s]["r1"][k - 1]["pass@1"] for s in SEEDS], name_a=STAGES[k],
-                              name_b=f"its start ({STAGES[k - 1]}), pass@1", seeds=SEEDS, margin=NOISE) for k in (1, 2, 3)}
+                              name_b=f"its start ({STAGES[k - 1]}), pass@1", seeds=SEEDS, margin=NOISE)
+            for k in (1, 2, 3)}
 seed_gains = {s: {name: rl["pass@1"] - before["pass@1"] for name, (before, rl) in starts_of(per_seed[s]).items()}
               for s in SEEDS}
 for other in ("random init", "digit-text base", "cold start"):

@@ -49,12 +49,12 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # again where they are used.*
 #
 # A **reward model** scores an answer; it is trained on pairs of answers labelled "this one is better".
-# Constitutional AI ([Bai et al. 2022](https://arxiv.org/abs/2212.08073)) and RLAIF ([Lee et al. 2023](https://arxiv.org/abs/2309.00267)) replace the people who
-# compare answers with a **judge**: a model that reads a prompt and two answers and says which is
-# better, guided by a short written list of **principles** (a *constitution*). Its labels train the
-# reward model; RL optimises that. Judges are known to have biases of their own — they favour the
-# answer shown first, or the longer one ([Zheng et al. 2023](https://arxiv.org/abs/2306.05685)). Here every step is measured against the gold
-# rule (the strict checker), which real AI feedback does not have.
+# Constitutional AI ([Bai et al. 2022](https://arxiv.org/abs/2212.08073)) and RLAIF
+# ([Lee et al. 2023](https://arxiv.org/abs/2309.00267)) replace the people who compare answers with a **judge**: a
+# model that reads a prompt and two answers and says which is better, guided by a short written list of **principles**
+# (a *constitution*). Its labels train the reward model; RL optimises that. Judges are known to have biases of their
+# own — they favour the answer shown first, or the longer one ([Zheng et al. 2023](https://arxiv.org/abs/2306.05685)).
+# Here every step is measured against the gold rule (the strict checker), which real AI feedback does not have.
 #
 # After this notebook you will be able to
 #
@@ -212,7 +212,8 @@ print(f"the constitution agrees with gold on {rules_agree:.1%} of them")
 # %%
 biased = fit_judge(policy, task, JUDGE, seed=SEED, data=train_pairs, heldout=heldout_pairs)
 jm, rules = biased["metrics"], biased["rules"]
-bias_answer = "above 0.5" if jm["position_bias"] > 0.5 else "between 0.1 and 0.5" if jm["position_bias"] > 0.1 else "about 0"
+bias_answer = ("above 0.5" if jm["position_bias"] > 0.5 else "between 0.1 and 0.5" if jm["position_bias"] > 0.1
+               else "about 0")
 display(predict("The trained judge's position bias P(first) − P(second) is …",
                 ["about 0", "between 0.1 and 0.5", "above 0.5"], bias_answer,
                 f"In this run {jm['position_bias']:+.2f} (the rules themselves: {rules['position_bias']:+.2f})."))
@@ -220,10 +221,11 @@ display(predict("The trained judge's position bias P(first) − P(second) is …
 # %%
 def describe(name, m):
     print(f"{name}: agreement with gold on the {m['decided']} pairs it decides {m['agreement']:.1%} (carry prompts "
-          f"{m['agreement_carry']:.1%}, no carry {m['agreement_no_carry']:.1%}; ties {m['ties']:.1%}); swap test P(first) {m['p_first']:.1%} → position bias "
-          f"{m['position_bias']:+.2f}, verdict flips with the order on {m['flip_rate']:.1%} of pairs; length: agreement "
-          f"{m['agreement_longer_right']:.0%} where the longer answer is right ({m['n_longer_right']} pairs), "
-          f"{m['agreement_longer_wrong']:.0%} where it is wrong ({m['n_longer_wrong']}) → length bias {m['length_bias']:+.2f}")
+          f"{m['agreement_carry']:.1%}, no carry {m['agreement_no_carry']:.1%}; ties {m['ties']:.1%}); swap test "
+          f"P(first) {m['p_first']:.1%} → position bias {m['position_bias']:+.2f}, verdict flips with the order on "
+          f"{m['flip_rate']:.1%} of pairs; length: agreement {m['agreement_longer_right']:.0%} where the longer "
+          f"answer is right ({m['n_longer_right']} pairs), {m['agreement_longer_wrong']:.0%} where it is wrong "
+          f"({m['n_longer_wrong']}) → length bias {m['length_bias']:+.2f}")
 
 
 describe("the constitution itself", rules)
@@ -273,12 +275,12 @@ display(predict("RL against the reward model trained on the judge's labels: gold
 def report(name, rm, rows, c):
     print(f"{name}: reward model on {rm['train_pairs']} judge-labelled pairs ({rm['judge_wrong']:.1%} of the labels "
           f"disagree with gold; the judge abstained on {rm['abstained']:.1%}); held-out agreement with gold "
-          f"{rm['heldout_gold_accuracy']:.1%}; it prefers the longer answer on {rm['rm_agreement_longer_right']:.0%} of "
-          f"the pairs where that is right ({rm['rm_n_longer_right']} pairs) and agrees with gold on "
-          f"{rm['rm_agreement_longer_wrong']:.0%} where the longer is wrong ({rm['rm_n_longer_wrong']} pairs): length bias "
-          f"{rm['rm_length_bias']:+.2f}")
-    print(f"  RL ({len(rows)} PPO steps, {WINDOW}-step moving means): proxy {c['proxy_start']:+.2f} → {c['proxy_end']:+.2f}; "
-          f"gold {c['gold_start']:.1%} → {c['gold_end']:.1%} ({c['shape']}); answer length "
+          f"{rm['heldout_gold_accuracy']:.1%}; it prefers the longer answer on {rm['rm_agreement_longer_right']:.0%} "
+          f"of the pairs where that is right ({rm['rm_n_longer_right']} pairs) and agrees with gold on "
+          f"{rm['rm_agreement_longer_wrong']:.0%} where the longer is wrong ({rm['rm_n_longer_wrong']} pairs): length "
+          f"bias {rm['rm_length_bias']:+.2f}")
+    print(f"  RL ({len(rows)} PPO steps, {WINDOW}-step moving means): proxy {c['proxy_start']:+.2f} → "
+          f"{c['proxy_end']:+.2f}; gold {c['gold_start']:.1%} → {c['gold_end']:.1%} ({c['shape']}); answer length "
           f"{rows[0]['length']:.2f} → {rows[-1]['length']:.2f} tokens")
 
 
@@ -293,7 +295,8 @@ report("biased judge", rm_biased, rows_biased, curve_biased)
 #
 # ## 5. One change to the principles: drop "prefer the answer shown first"
 #
-# Without the position rule, a pair no principle decides is a **tie** (target 0.5). RLAIF does the same in another way: it asks the judge in both orders and averages.
+# Without the position rule, a pair no principle decides is a **tie** (target 0.5). RLAIF does the same in another way:
+# it asks the judge in both orders and averages.
 #
 # **Predict first.** Trained on the new constitution, the judge's position bias will be …, and its
 # agreement with gold will …
@@ -312,15 +315,16 @@ display(predict("Without the position rule, the judge's position bias is …", [
 print("The new constitution:\n" + constitution_text(UNBIASED_POSITION) + "\n")
 describe("the constitution itself", fixed["rules"])
 describe("the trained judge     ", fm)
-print(f"\nposition bias of the trained judge: {jm['position_bias']:+.2f} with the position rule, {fm['position_bias']:+.2f} "
-      f"without it: {'gone' if gone else 'not gone'} (|bias| < 0.1); length bias {jm['length_bias']:+.2f} → "
-      f"{fm['length_bias']:+.2f}: the length rule is still there")
+print(f"\nposition bias of the trained judge: {jm['position_bias']:+.2f} with the position rule, "
+      f"{fm['position_bias']:+.2f} without it: {'gone' if gone else 'not gone'} (|bias| < 0.1); length bias "
+      f"{jm['length_bias']:+.2f} → {fm['length_bias']:+.2f}: the length rule is still there")
 
 # %%
 rm_fixed, rows_fixed, curve_fixed = run_feedback(fixed["judge_fn"])
 _gold_moved = rows_fixed[-1]["gold"] - rows_fixed[0]["gold"]
 display(predict("RL against the reward model trained on the judge without 'first': the policy's gold accuracy …",
-                ["rises", "falls or stays where it was"], "rises" if _gold_moved > 0 else "falls or stays where it was",
+                ["rises", "falls or stays where it was"],
+                "rises" if _gold_moved > 0 else "falls or stays where it was",
                 f"Measured: gold moved {100 * _gold_moved:+.1f} points over the PPO steps. Removing a bias adds no "
                 "information the principles lack: they still cannot see the carry."))
 
@@ -337,7 +341,8 @@ axes[0].legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 print(f"in this run (seed {SEED}), the reward model's held-out agreement with gold: "
-      f"{rm_biased['heldout_gold_accuracy']:.1%} → {rm_fixed['heldout_gold_accuracy']:.1%}; section 6 reads it over seeds")
+      f"{rm_biased['heldout_gold_accuracy']:.1%} → {rm_fixed['heldout_gold_accuracy']:.1%}; section 6 reads it over "
+      "seeds")
 
 # %% [markdown]
 # ## 6. Over seeds: what holds
@@ -372,7 +377,8 @@ def over(key, a, b, name_a, name_b, end="", **fmt):
 verdicts = {
     "position": over("judge_position_bias", with_first, without, "the judge's position bias with 'first'", "without",
                      **BIAS),
-    "agreement": over("judge_agreement", without, with_first, "the judge's agreement with gold without 'first'", "with"),
+    "agreement": over("judge_agreement", without, with_first, "the judge's agreement with gold without 'first'",
+                      "with"),
     "rm_gold": over("rm_heldout_gold_accuracy", without, with_first,
                     "the reward model's held-out agreement with gold, judge without 'first'", "with"),
     "proxy": over("ppo_proxy_end", with_first, with_first, "PPO's proxy at the end (judge with 'first')",
@@ -386,7 +392,8 @@ def every_seed(v):
     return v.beyond and v.median > 0
 
 
-removed = "removes the position bias on every seed" if every_seed(verdicts["position"]) else "does not remove it on every seed"
+removed = ("removes the position bias on every seed" if every_seed(verdicts["position"])
+           else "does not remove it on every seed")
 raised = ("raises the judge's agreement on every seed" if every_seed(verdicts["agreement"])
           else "does not raise the judge's agreement on every seed")
 display(predict("Dropping 'first', over three seeds, …",
@@ -406,8 +413,8 @@ print(f"without 'first', the judge's |position bias| < 0.1 on {gone_on} of {len(
 for name in ("position", "agreement", "rm_gold", "proxy", "gold"):
     print("- " + verdicts[name].sentence())
 print("the judge's length bias with 'first', per seed: "
-      + " / ".join(f"{by[with_first, s]['judge_length_bias']:+.2f} (from {by[with_first, s]['judge_n_longer_right']} and "
-                   f"{by[with_first, s]['judge_n_longer_wrong']} pairs)" for s in SEEDS))
+      + " / ".join(f"{by[with_first, s]['judge_length_bias']:+.2f} (from {by[with_first, s]['judge_n_longer_right']} "
+                   f"and {by[with_first, s]['judge_n_longer_wrong']} pairs)" for s in SEEDS))
 print("the reward model's length bias (judge with 'first'), per seed: "
       + " / ".join(f"{by[with_first, s]['rm_length_bias']:+.2f}" for s in SEEDS))
 

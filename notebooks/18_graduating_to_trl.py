@@ -157,9 +157,10 @@ print(f"ratio TRL / course = {ratio:.4f}; sqrt((G-1)/G) = {((G - 1) / G) ** 0.5:
 
 # %% [markdown]
 # The two differ by one constant factor per group, close to √((G−1)/G), which AdamW cancels within the
-# conditions of [Group baselines, section 3](04_group_baselines.ipynb). It is still a different number, and `tests/test_trl_parity.py` pins it by running TRL's
-# own advantage code. The same tests check, on identical tensors and to 1e-6, that the clipped
-# surrogate, the three averaging units (`grpo`, `dapo`/`bnpo`, `dr_grpo`), k3 in the loss,
+# conditions of [Group baselines, section 3](04_group_baselines.ipynb). It is still a different number, and
+# `tests/test_trl_parity.py` pins it by running TRL's own advantage code. The same tests check, on identical tensors
+# and to 1e-6, that the clipped surrogate, the three averaging units (`grpo`, `dapo`/`bnpo`, `dr_grpo`), k3 in the
+# loss,
 # `mask_truncated_completions`, DPO, IPO (length-normalised), DPO + NLL and SimPO agree.
 #
 # ## 3. One SFT start for both
@@ -373,8 +374,9 @@ chat_trainer, chat_bridged = trl_bridge.instruct_recipe(chat_model, chat_tokeniz
 chat_trainer.train()
 chat_rewards = [row["reward"] for row in chat_trainer.state.log_history if "reward" in row]
 chat_mean = sum(chat_rewards) / len(chat_rewards)
-display(predict(f"{type(chat_model).__name__}, {'a real instruct model' if DEVICE.type == 'cuda' else 'random weights'}: "
-                "its mean strict reward over the steps is …",
+display(predict(f"{type(chat_model).__name__}, "
+                f"{'a real instruct model' if DEVICE.type == 'cuda' else 'random weights'}: its mean strict reward "
+                "over the steps is …",
                 ["below 0.2", "between 0.2 and 0.8", "above 0.8"],
                 "below 0.2" if chat_mean < 0.2 else "above 0.8" if chat_mean > 0.8 else "between 0.2 and 0.8",
                 f"Measured: {chat_mean:.3f}. A random model's text is almost never the right number."))

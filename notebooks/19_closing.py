@@ -122,18 +122,23 @@ plt.show()
 # Read it as four waves:
 #
 # - **Reward models from comparisons** (2017–2022): a learned reward, then PPO under a KL term — the
-#   classical RLHF contract of [Bradley–Terry](01_bradley_terry.ipynb), [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb) and [The RLHF route](12_the_rlhf_route.ipynb); Constitutional AI
-#   let a judge taught by written principles label the pairs ([AI feedback](17_ai_feedback.ipynb)).
+#   classical RLHF contract of [Bradley–Terry](01_bradley_terry.ipynb), [Tiny GPT: SFT then DPO](08_tiny_gpt_dpo.ipynb)
+#   and [The RLHF route](12_the_rlhf_route.ipynb); Constitutional AI let a judge taught by written principles label the
+#   pairs ([AI feedback](17_ai_feedback.ipynb)).
 # - **Direct preference losses** (2023–2024): DPO turned the KL-regularised objective into a pairwise loss
-#   ([DPO margins](02_dpo_margins.ipynb) and [The regularised objective](03_the_regularised_objective.ipynb)); IPO, KTO, SimPO and ORPO changed the margin or the data each one needs.
+#   ([DPO margins](02_dpo_margins.ipynb) and [The regularised objective](03_the_regularised_objective.ipynb)); IPO,
+#   KTO, SimPO and ORPO changed the margin or the data each one needs.
 # - **Critic-free RL with verifiable rewards** (2024–2025): RLOO and GRPO build baselines from sibling
-#   answers ([Group baselines](04_group_baselines.ipynb), [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb),
-#   [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)), and DeepSeek-R1 trained a reasoning model this way at scale; DAPO and Dr. GRPO repair what GRPO's normalisation got
-#   wrong ([From advantages to an update](05_from_advantages_to_an_update.ipynb), [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)); GSPO and
-#   CISPO change what is clipped; [Recipes](16_recipes.ipynb) runs R1's stages on the tiny GPT.
+#   answers ([Group baselines](04_group_baselines.ipynb),
+#   [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb),
+#   [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)), and DeepSeek-R1 trained a reasoning model this way at scale;
+#   DAPO and Dr. GRPO repair what GRPO's normalisation got wrong
+#   ([From advantages to an update](05_from_advantages_to_an_update.ipynb),
+#   [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb)); GSPO and CISPO change what is clipped;
+#   [Recipes](16_recipes.ipynb) runs R1's stages on the tiny GPT.
 # - **RL as a system** (2025–2026): rollout workers, environments and freshness control (verl, NeMo RL,
-#   NeMo Gym) — where the optimiser is one stage of a data-generation pipeline ([RL as a system](14_rl_as_a_system.ipynb),
-#   [Environments and tools](15_environments_and_tools.ipynb)).
+#   NeMo Gym) — where the optimiser is one stage of a data-generation pipeline
+#   ([RL as a system](14_rl_as_a_system.ipynb), [Environments and tools](15_environments_and_tools.ipynb)).
 #
 # Every source, with its link:
 
@@ -160,8 +165,10 @@ takeaways = [
     ("GRPO: a group with no spread carries no signal; at p = 0.3, G = 8 it happens",
      f"{zero_variance_probability(0.3, 8):.4f} of the time", "04_group_baselines"),
     ("The frozen memory scenario: PPO vs DPO with a resident reference",
-     f"{stage_memory_gib(8.03e9, 'ppo'):.1f} vs {stage_memory_gib(8.03e9, 'dpo'):.1f} GiB", "07_memory_and_rollout_budgets"),
-    ("The frozen rollout scenario: generation vs one training pass", f"{gen_s / upd_s:.1f} ×", "07_memory_and_rollout_budgets"),
+     f"{stage_memory_gib(8.03e9, 'ppo'):.1f} vs {stage_memory_gib(8.03e9, 'dpo'):.1f} GiB",
+     "07_memory_and_rollout_budgets"),
+    ("The frozen rollout scenario: generation vs one training pass", f"{gen_s / upd_s:.1f} ×",
+     "07_memory_and_rollout_budgets"),
 ]
 for claim, value, notebook in takeaways:
     print(f"{claim:<78} {value:>22}   (notebook {notebook.split('_')[0]})")
@@ -176,15 +183,20 @@ for claim, value, notebook in takeaways:
 #   SimPO drops the reference and normalises by length, ORPO folds SFT and preference into one stage
 #   ([DPO margins](02_dpo_margins.ipynb)).
 # - **Group baselines have identifiable biases.** The full mean keeps (G − 1)/G of the gradient, the std turns
-#   it into a difficulty-dependent weight, and zero-variance groups carry nothing ([Group baselines](04_group_baselines.ipynb) and [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb)).
-# - **A verifier is still a target.** The tiny GPT found the loose checker's gap ([Reward hacking](11_reward_hacking.ipynb)); the proxy and
-#   the gold reward came apart against a learned reward model ([The RLHF route](12_the_rlhf_route.ipynb)). Held-out accuracy, length, entropy and
-#   the share of degenerate groups belong on the dashboard.
+#   it into a difficulty-dependent weight, and zero-variance groups carry nothing
+#   ([Group baselines](04_group_baselines.ipynb) and
+#   [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb)).
+# - **A verifier is still a target.** The tiny GPT found the loose checker's gap
+#   ([Reward hacking](11_reward_hacking.ipynb)); the proxy and the gold reward came apart against a learned reward
+#   model ([The RLHF route](12_the_rlhf_route.ipynb)). Held-out accuracy, length, entropy and the share of degenerate
+#   groups belong on the dashboard.
 # - **The scenarios are conditional.** 269.2 GiB and the 39× ratio follow from stated assumptions (model size,
-#   precision, throughput, utilisation); change one and the conclusion moves ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)'s calculators).
-# - **RL became a system.** At scale generation dominates a step ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)'s 39×;
-#   [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) measures the share on your CPU), so production stacks overlap it with
-#   updates and control how stale a rollout may be ([RL as a system](14_rl_as_a_system.ipynb)).
+#   precision, throughput, utilisation); change one and the conclusion moves
+#   ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)'s calculators).
+# - **RL became a system.** At scale generation dominates a step
+#   ([Memory and rollout budgets](07_memory_and_rollout_budgets.ipynb)'s 39×;
+#   [Tiny GPT: the GRPO family](09_tiny_gpt_grpo.ipynb) measures the share on your CPU), so production stacks overlap
+#   it with updates and control how stale a rollout may be ([RL as a system](14_rl_as_a_system.ipynb)).
 #
 # ## 3. Explorer: which contract fits your data?
 #
@@ -194,13 +206,16 @@ for claim, value, notebook in takeaways:
 
 # %%
 CONTRACTS = {
-    "demonstrations only": ("SFT (and rejection-sampling SFT once you have a checker)", ("08_tiny_gpt_dpo", "09_tiny_gpt_grpo"), ["instructgpt"]),
-    "pairs: chosen vs rejected": ("DPO, IPO, SimPO (offline); a Bradley–Terry reward model, then RL", ("01_bradley_terry", "02_dpo_margins", "08_tiny_gpt_dpo", "12_the_rlhf_route"),
+    "demonstrations only": ("SFT (and rejection-sampling SFT once you have a checker)",
+                            ("08_tiny_gpt_dpo", "09_tiny_gpt_grpo"), ["instructgpt"]),
+    "pairs: chosen vs rejected": ("DPO, IPO, SimPO (offline); a Bradley–Terry reward model, then RL",
+                                  ("01_bradley_terry", "02_dpo_margins", "08_tiny_gpt_dpo", "12_the_rlhf_route"),
                                   ["dpo", "ipo", "simpo"]),
     "single answers labelled good / bad": ("KTO (no pairs needed)", ("02_dpo_margins",), ["kto"]),
     "SFT data and pairs, one stage, no reference": ("ORPO", ("02_dpo_margins",), ["orpo"]),
-    "a program that checks answers": ("RLVR: GRPO, RLOO, DAPO, Dr. GRPO (online)", ("04_group_baselines", "05_from_advantages_to_an_update", "06_baseline_bias_enumeration",
-                                                                   "09_tiny_gpt_grpo", "11_reward_hacking"),
+    "a program that checks answers": ("RLVR: GRPO, RLOO, DAPO, Dr. GRPO (online)",
+                                      ("04_group_baselines", "05_from_advantages_to_an_update",
+                                       "06_baseline_bias_enumeration", "09_tiny_gpt_grpo", "11_reward_hacking"),
                                       ["deepseekmath", "rloo", "dapo", "dr_grpo"]),
     "a written list of principles": ("AI feedback: a judge labels pairs, then a reward model or DPO",
                                      (), ["constitutional_ai"]),
@@ -214,7 +229,10 @@ contract_text = widgets.HTML()
 def show_contract(_=None):
     methods, notebooks, keys = CONTRACTS[data_choice.value]
     authors = ", ".join(f"{SOURCES[k].authors} {date(k)[0]}" for k in keys)
-    contract_text.value = readout([f"use: {methods}", f"notebooks: {', '.join(s.split('_')[0] for s in notebooks) or 'none yet (next steps)'}", f"sources: {authors}"])
+    contract_text.value = readout([f"use: {methods}",
+                                   "notebooks: "
+                                   f"{', '.join(s.split('_')[0] for s in notebooks) or 'none yet (next steps)'}",
+                                   f"sources: {authors}"])
 
 
 data_choice.observe(show_contract, names="value")
@@ -224,7 +242,8 @@ display(widgets.VBox([data_choice, contract_text]))
 # %% [markdown]
 # ## 4. Where to go next
 #
-# - **Hugging Face TRL** — the trainers you met in [Graduating to TRL](18_graduating_to_trl.ipynb) (`GRPOTrainer`, `DPOTrainer`, `RLOOTrainer`,
+# - **Hugging Face TRL** — the trainers you met in [Graduating to TRL](18_graduating_to_trl.ipynb) (`GRPOTrainer`,
+#   `DPOTrainer`, `RLOOTrainer`,
 #   `KTOTrainer`, `PPOTrainer`), with the same option names this course uses; the first step to a real model.
 # - **Production RL stacks** — where rollout workers, asynchronous queues and environments are components:
 
@@ -250,7 +269,8 @@ display(Markdown("\n".join(f"- {cite(key)}: {SOURCES[key].idea}"
 # `[cite(k) for k, s in SOURCES.items() if s.lecture and date(k)[0] >= 2025]` gives DeepSeek-R1, DAPO,
 # Dr. GRPO, It Takes Two, Yang et al. and the three software stacks. The course implements DAPO's options
 # and Dr. GRPO's unit and advantages (`policy_loss`, `advantages`), and both analyses exactly
-# (`advantages.baseline_gradient`, `advantages.conditional_advantage`, [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb)).
+# (`advantages.baseline_gradient`, `advantages.conditional_advantage`,
+# [Baseline bias by enumeration](06_baseline_bias_enumeration.ipynb)).
 # </details>
 #
 # ## Check yourself
@@ -278,8 +298,9 @@ predict("A run report says 'GRPO, β = 0'. Which question does it leave open tha
         "direction, not just its size?",
         ["the learning rate", "whether the std normalisation was on", "the number of GPUs"],
         "whether the std normalisation was on",
-        "Dividing by the group's std reweights prompts by difficulty (group baselines, and GRPO on the tiny GPT); Adam cancels a constant "
-        "scale such as the learning rate's effect on the loss, and the device count changes nothing in the formula.")
+        "Dividing by the group's std reweights prompts by difficulty (group baselines, and GRPO on the tiny GPT); "
+        "Adam cancels a constant scale such as the learning rate's effect on the loss, and the device count changes "
+        "nothing in the formula.")
 
 # %%
 predict("Which method needs neither a reward model nor a reference model during training?",

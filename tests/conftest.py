@@ -33,8 +33,8 @@ def kernel_mismatch(golden: Path) -> str | None:
     if on is None:
         return f"{golden.name} records no torch version and CPU kernel set (verified_on): nothing to compare with"
     if on != here:
-        return (f"golden numbers of {golden.name} were verified on torch {on['torch']} with {on['cpu_kernels']} kernels; "
-                f"this is torch {here['torch']} with {here['cpu_kernels']} kernels, which round differently "
+        return (f"golden numbers of {golden.name} were verified on torch {on['torch']} with {on['cpu_kernels']} "
+                f"kernels; this is torch {here['torch']} with {here['cpu_kernels']} kernels, which round differently "
                 f"(run with ATEN_CPU_CAPABILITY={on['cpu_kernels'].lower()} on that torch to check them)")
     return None
 

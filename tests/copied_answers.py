@@ -60,13 +60,15 @@ MODULE14_CALLS = {
                       "    t = preference.dpo_terms(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta)\n"
                       "    return -t.slope, t.slope\n"),
     "grpo_advantages": ("def grpo_advantages(rewards, group_ids, on_zero_variance='raise'):\n"
-                        "    return np.asarray(advantages.grpo_advantages(rewards, on_degenerate=on_zero_variance))\n"),
+                        "    return np.asarray(advantages.grpo_advantages(rewards, "
+                        "on_degenerate=on_zero_variance))\n"),
     "rloo_advantages": ("def rloo_advantages(rewards, group_ids):\n"
                         "    return np.asarray(advantages.rloo_advantages(rewards))\n"),
     "zero_variance_probability": ("def zero_variance_probability(probs, G):\n"
                                   "    return float(advantages.zero_variance_probability(probs[0], G))\n"),
     "expected_gradient": ("def expected_gradient(p, G, baseline, wrong_reward=0.0):\n"
-                          "    return advantages.baseline_gradient(p, G, {'full_mean': 'group_mean'}.get(baseline, baseline))\n"),
+                          "    return advantages.baseline_gradient(p, G, {'full_mean': 'group_mean'}.get(baseline, "
+                          "baseline))\n"),
     "aggregate": ("def aggregate(token_values, unit):\n"
                   "    unit = {'response': 'sequence_mean', 'token': 'token_mean'}.get(unit, unit)\n"
                   "    width = max(len(v) for v in token_values)\n"
@@ -103,12 +105,13 @@ SYSTEMS14_CALLS = {
     "sampler_versions": ("def sampler_versions(n_batches, K):\n"
                          "    behaviour.check_bounds('token_mask', None, K)\n"
                          "    return list(range(n_batches))\n"),
-    "behaviour_weights": ("def behaviour_weights(old_logps, sampler_logps, mode, clip_min=None, clip_max=3.0):\n" + _PADDED
-                          + "    w, out = behaviour.behaviour_weights(pad(old_logps), pad(sampler_logps), mask, mode, clip_min,"
-                          " clip_max)\n    return w.tolist(), out.tolist()\n"),
+    "behaviour_weights": ("def behaviour_weights(old_logps, sampler_logps, mode, clip_min=None, clip_max=3.0):\n"
+                          + _PADDED
+                          + "    w, out = behaviour.behaviour_weights(pad(old_logps), pad(sampler_logps), mask, mode,"
+                          " clip_min, clip_max)\n    return w.tolist(), out.tolist()\n"),
     "mismatch_stats": ("def mismatch_stats(old_logps, sampler_logps, mode, clip_min=None, clip_max=3.0):\n" + _PADDED
-                       + "    o, s, m = (behaviour.torch.tensor(x, dtype=behaviour.torch.float64) for x in (pad(old_logps),"
-                       " pad(sampler_logps), mask))\n"
+                       + "    o, s, m = (behaviour.torch.tensor(x, dtype=behaviour.torch.float64)"
+                       " for x in (pad(old_logps), pad(sampler_logps), mask))\n"
                        "    w, out = behaviour.behaviour_weights(o, s, m, mode, clip_min, clip_max)\n"
                        "    d = behaviour.mismatch(o, s, m, w, out)\n"
                        "    return {'masked_share': float(d['is_clipped_fraction']), 'ess': float(d['is_ess']),"

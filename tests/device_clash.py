@@ -42,8 +42,9 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 DEVICE, HOST = "device", "host"
 HOST_DEVICE = torch.device("cpu", 0)  # what .device of a host tensor reads as here ('cpu:0'; the device is 'cpu')
+# transfers, plumbing: no same-device rule
 MOVES = {"to", "cuda", "cpu", "mps", "copy_", "__deepcopy__", "__get__", "__set__", "set_", "pin_memory",
-         "share_memory_", "__setitem__", "_has_compatible_shallow_copy_type"}  # transfers, plumbing: no same-device rule
+         "share_memory_", "__setitem__", "_has_compatible_shallow_copy_type"}
 
 
 class Clash(RuntimeError):
@@ -92,7 +93,8 @@ class DeviceClash(TorchFunctionMode):
 
     def _check(self, name, func, args, kwargs):
         tensors = _tensors(args, kwargs)
-        if name in ("numpy", "__array__") and self.tag(args[0]) == DEVICE:  # CUDA: "can't convert cuda tensor to numpy"
+        # CUDA: "can't convert cuda tensor to numpy"
+        if name in ("numpy", "__array__") and self.tag(args[0]) == DEVICE:
             raise Clash(f"{name}() of a device tensor {tuple(args[0].shape)}: move it with .cpu() first")
         if name == "__getitem__":  # a device tensor takes host indices; a host tensor no device index
             if self.tag(args[0]) == HOST and any(self.tag(t) == DEVICE for t in tensors[1:]):

@@ -297,7 +297,8 @@ def run_all(page, panel) -> None:
     page.wait_for_function(  # every cell ran, or one failed (Run All stops there); the kernel is idle
         r"""panel => {
             const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
-            const failed = panel.querySelector(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']");
+            const failed = panel.querySelector(
+                ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']");
             return prompts.length > 0 && (failed !== null || prompts.every(p => /\[\d+\]/.test(p.textContent)))
                 && panel.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") !== null;
         }""",

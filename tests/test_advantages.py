@@ -202,7 +202,8 @@ def test_validate_false_is_the_same_formula():
                        grpo_advantages(r, on_degenerate="zeros"))
 
 
-# --- Two 2025–26 analyses, exact on the Bernoulli policy (lecture §12; notebook 06_baseline_bias_enumeration) ---------------
+# --- Two 2025–26 analyses, exact on the Bernoulli policy (lecture §12; notebook 06_baseline_bias_enumeration)
+# ---------------
 
 @settings(max_examples=40, deadline=None)
 @given(st.floats(0.01, 0.99))

@@ -158,7 +158,8 @@ def test_judge_labels_abstain_and_mark_errors(task):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"principles": ("ones", "kindness")}, r"judge.principles holds unknown principles \['kindness'\]; accepted: .*'first'"),
+    ({"principles": ("ones", "kindness")},
+     r"judge.principles holds unknown principles \['kindness'\]; accepted: .*'first'"),
     ({"principles": ()}, "judge.principles must be a non-empty list"),
     ({"principles": "ones"}, "judge.principles must be a non-empty list"),
     ({"principles": ("ones", "ones")}, "names a principle twice"),

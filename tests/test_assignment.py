@@ -132,8 +132,10 @@ SHADOWING = {
     "shadow_assign": "float = lambda *a: 0.0\ntype = lambda *a: dict\nabs = lambda x: 0.0\nround = lambda *a: 0.0\n",
     "shadow_def": ("def float(*a):\n    return 0.0\n\ndef abs(x):\n    return 0.0\n\n"
                    "class type:\n    def __new__(cls, *a):\n        return dict\n"),
-    "shadow_globals": "globals()['float'] = lambda *a: 0.0\nglobals().update(abs=lambda x: 0.0, type=lambda *a: dict)\n",
-    "shadow_loop": "for _name in ('float', 'abs', 'type', 'isinstance', 'len'):\n    globals()[_name] = lambda *a, **k: 0.0\n",
+    "shadow_globals": "globals()['float'] = lambda *a: 0.0\n"
+                      "globals().update(abs=lambda x: 0.0, type=lambda *a: dict)\n",
+    "shadow_loop": "for _name in ('float', 'abs', 'type', 'isinstance', 'len'):\n"
+                   "    globals()[_name] = lambda *a, **k: 0.0\n",
     "star_import": ("import sys\nopen('helper_mod.py', 'w').write('float = lambda *a: 0.0\\nabs = lambda x: 0.0\\n"
                     "isinstance = lambda *a: True\\n__all__ = [\"float\", \"abs\", \"isinstance\"]\\n')\n"
                     "sys.path.insert(0, '.')\nfrom helper_mod import *\n"),
@@ -149,7 +151,8 @@ TRANSFORMERS = {
                             "        node.body = [ast.Pass()]\n        return node\n"
                             "quit._ip.ast_transformers.append(_Blank())\n"),
     "transformer_instance": ("from IPython.core.interactiveshell import InteractiveShell\n"
-                             "InteractiveShell.instance().input_transformers_cleanup.insert(0, lambda lines: ['pass\\n'])\n"),
+                             "InteractiveShell.instance().input_transformers_cleanup.insert(0, lambda lines: "
+                             "['pass\\n'])\n"),
     "transformer_gc": ("import gc\nfrom IPython.core.interactiveshell import InteractiveShell as _S\n"
                        "_shell = next(o for o in gc.get_objects() if isinstance(o, _S))\n"
                        "_shell.input_transformers_post.append(lambda lines: ['pass\\n'])\n"),
@@ -337,7 +340,8 @@ def _make_submissions(course: Path, elsewhere: Path, host_port: int) -> dict[str
     first_answer = {"q2_dpo_margins": "q2_functions", "q3_group_baselines": "q3_functions",
                     "q4_budgets": "q4_functions", "q5_passport": "q5_passport"}
     for notebook, code in zip(NOTEBOOKS, TRANSFORMERS.values()):
-        nb = dummy_q1(code) if notebook == Q1 else _with_code(_read(rel[notebook]), first_answer[notebook], prefix=code)
+        nb = dummy_q1(code) if notebook == Q1 else _with_code(_read(rel[notebook]), first_answer[notebook],
+                                                              prefix=code)
         put("x_transformers", notebook, nb)
     # answers that call course_lib (the sandbox cannot import it), or paste its source renamed
     for student, kind in (("x_course_lib", "calls"), ("x_copied_course_lib", "copies")):
@@ -348,9 +352,11 @@ def _make_submissions(course: Path, elsewhere: Path, host_port: int) -> dict[str
             put(student, notebook, nb)
     # a function that stores the hidden inputs, printed by a later cell: never in the feedback
     nb = _with_code(_read(rel[Q1]), "q1_functions", replace=SPY)
-    put("x_spy", Q1, _with_code(nb, "q1_answers", replace="print('SPIED', SEEN)\np_a_beats_c = p_a_beats_d = tournament_loss = 0.0"))
+    put("x_spy", Q1, _with_code(nb, "q1_answers",
+                                replace="print('SPIED', SEEN)\np_a_beats_c = p_a_beats_d = tournament_loss = 0.0"))
     # searches the whole filesystem (and two known places) for solutions, hidden tests, the gradebook
-    targets = [str(ROOT / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"), str(elsewhere / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
+    targets = [str(ROOT / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
+               str(elsewhere / "solutions" / ASSIGNMENT / f"{Q1}.ipynb"),
                str(course / "gradebook.db"), str(ROOT / "instructor" / "checks" / "module14.py")]
     put("x_search", Q1, dummy_q1(SEARCH.format(targets=targets, budget=TIMEOUT - 4)))
     # robustness, one student: an interruptible loop (Q1), os._exit (Q2), a loop that swallows
@@ -372,7 +378,8 @@ def _make_submissions(course: Path, elsewhere: Path, host_port: int) -> dict[str
     put("x_friends_numbers", Q1, _with_code(solution(Q1), "q1_answers", replace=friend))
     # a test cell stopped by the time limit
     put("x_slow_test", Q1, _with_code(solution(Q1), "q1_functions", replace=next(
-        c.source for c in sol[Q1].cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_functions") + SLOW_CHAIN))
+        c.source for c in sol[Q1].cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_functions")
+        + SLOW_CHAIN))
     # the sandbox's limits, then an honest student graded after them
     for n in NOTEBOOKS:
         nb = solution(n)
@@ -402,7 +409,8 @@ def graded(request):
     assert gen.returncode == 0, gen.stdout + gen.stderr
     timings["generate_assignment"] = time.time() - start
     sandboxed, why = probe_sandbox(course)
-    assert sandboxed, f"the grading sandbox does not work here ({why}); install bubblewrap (apt-get install bubblewrap)"
+    assert sandboxed, (f"the grading sandbox does not work here ({why}); install bubblewrap (apt-get install "
+                       "bubblewrap)")
     host = socket.socket()  # a port on the host that x_sandbox tries to see and reach
     host.bind(("127.0.0.1", 0))
     host.listen()
@@ -490,7 +498,8 @@ def test_autograde_report_progress_and_timing(graded, request):
                for sec in res["seconds"].values()]
     seconds.sort()
     median = seconds[len(seconds) // 2]
-    _say(request, f"autograde seconds per notebook: median {median:.2f}, max {seconds[-1]:.2f} (n={len(seconds)}, loaded machine)")
+    _say(request, f"autograde seconds per notebook: median {median:.2f}, max {seconds[-1]:.2f} (n={len(seconds)}, "
+                  "loaded machine)")
     assert graded["report"]["sandbox"].startswith("bubblewrap")
 
 
@@ -571,7 +580,8 @@ def test_incremental_grading_keeps_hand_grades(graded):
     with Gradebook(db) as gb:
         grade = gb.find_grade("q1_unit_answer", Q1, ASSIGNMENT, "alice_solutions")
         assert grade.manual_score == 2 and not grade.needs_manual_grade
-        assert gb.find_comment("q1_unit_answer", Q1, ASSIGNMENT, "alice_solutions").manual_comment == "Clear and right."
+        assert gb.find_comment("q1_unit_answer", Q1, ASSIGNMENT,
+                               "alice_solutions").manual_comment == "Clear and right."
         assert gb.find_submission(ASSIGNMENT, "bob_untouched").code_score == 0  # untouched by the reruns
 
 
@@ -606,7 +616,8 @@ def test_rewritten_and_forged_test_cells_score_zero_with_a_reason(graded):
     res = _student(graded, "x_transformers")
     for notebook, attack in zip(NOTEBOOKS, TRANSFORMERS):
         failed = _failed(res, notebook)
-        tests = [c.metadata.nbgrader["grade_id"] for c in _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb").cells
+        tests = [c.metadata.nbgrader["grade_id"]
+                 for c in _read(ROOT / "solutions" / ASSIGNMENT / f"{notebook}.ipynb").cells
                  if is_test_cell(c)]
         assert set(failed) == set(tests), (attack, failed)
         reason = "hidden test" if attack == "forged_record" else "no grading record"
@@ -654,7 +665,8 @@ def test_the_array_hole_is_closed(graded):
         res = _student(graded, student)
         assert res["code_score"] == 0 and res["status"] == "review", res["verdicts"]
         reasons = " ".join(_failed(res, Q1)["q1_test_probability"])
-        assert ("malformed array" in reasons) if student == "x_array_rewrite" else ("should be a NumPy array" in reasons)
+        assert (("malformed array" in reasons) if student == "x_array_rewrite"
+                else ("should be a NumPy array" in reasons))
         assert any(flag in f for f in res["flags"]), res["flags"]
     assert any("imports from `ipykernel.zmqshell`" in f for f in _student(graded, "x_array_rewrite")["flags"])
 
@@ -665,7 +677,8 @@ def test_numbers_copied_from_a_friend_miss_this_students_variant(graded):
     from instructor.grading import given_cells
 
     res = _student(graded, "x_friends_numbers")
-    assert res["notebooks"][Q1]["code_score"] == 8 - 2 and set(_failed(res, Q1)) == {"q1_test_answers"}, res["verdicts"]
+    assert (res["notebooks"][Q1]["code_score"] == 8 - 2
+            and set(_failed(res, Q1)) == {"q1_test_answers"}), res["verdicts"]
     for student in ("x_friends_numbers", "alice_solutions"):
         nb = _read(graded["course"] / "autograded" / student / ASSIGNMENT / f"{Q1}.ipynb")
         shown = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_given")

@@ -168,7 +168,8 @@ def test_given_numbers_are_drawn_per_student_and_the_reference_follows_them():
     alice, again, bob = (grading.given_cells(ASSIGNMENT, s) for s in ("alice", "alice", "bob"))
     assert alice == again != bob and set(alice) == {"q1_given", "q2_given", "q4_given"}
     assert grading.given_cells(ASSIGNMENT, "") == {}
-    released = next(c.source for c in _read(SOURCE).cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_given")
+    released = next(c.source for c in _read(SOURCE).cells
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == "q1_given")
     assert released.startswith(grading.GIVEN_HEADER) and alice["q1_given"].startswith(grading.GIVEN_HEADER)
     assert grading.reference_namespace(SOURCE)["p_a_beats_c"] == pytest.approx(0.9)  # the released numbers
     mine: dict = {}
@@ -252,7 +253,8 @@ def test_missing_forged_or_malformed_records_score_zero_with_a_reason(outputs, r
     }.get(outputs, outputs) if isinstance(outputs, str) else outputs
     verdict = decide(plan, outputs)
     assert not verdict.passed and reason in verdict.reasons[0], verdict.reasons
-    assert decide(plan, [_record(plan, right)], not_run="not run: the kernel died").reasons == ["not run: the kernel died"]
+    assert decide(plan, [_record(plan, right)],
+                  not_run="not run: the kernel died").reasons == ["not run: the kernel died"]
 
 
 def _run_probe(plan: Plan, student_code: str) -> list:
@@ -370,7 +372,8 @@ def test_rebuild_puts_back_deleted_drops_duplicated_and_repairs_metadata():
     release = _read(RELEASE)
     data = _solution_json()
     cells = data["cells"]
-    tests = [i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("grade_id") == "q1_test_probability"]
+    tests = [i for i, c in enumerate(cells)
+             if c["metadata"].get("nbgrader", {}).get("grade_id") == "q1_test_probability"]
     cells.insert(tests[0] + 1, json.loads(json.dumps(cells[tests[0]])))  # pasted twice
     cells[:] = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") != "q1_test_loss"]  # deleted
     answers = next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "q1_answers")
@@ -430,7 +433,8 @@ def _scan(tmp_path, code: str) -> list[str]:
     ("exec('x = 1')", "calls `exec()`"),
     ("class Liar:\n    def __eq__(self, other):\n        return True", "defines __eq__"),
     ("from course_lib.formulas.preference import win_rate_to_gap", "imports the course library"),
-    ("from course_lib.formulas import preference\ndef bt_matrix(scores):\n    return preference.bt_probability(scores)",
+    ("from course_lib.formulas import preference\ndef bt_matrix(scores):\n"
+     "    return preference.bt_probability(scores)",
      "imports the course library"),
     ("import course_lib.formulas.preference as cp", "imports the course library"),
     ("bt_probability = course_lib.formulas.preference.bt_probability", "uses the course library"),
@@ -456,7 +460,8 @@ def test_scan_accepts_honest_code(tmp_path):
         "import math\nimport numpy as np\n\n"
         "def bt_matrix(scores):\n    float = 3  # a local name shadows nothing outside\n"
         "    s = np.asarray(scores)\n    return 1 / (1 + np.exp(-(s[:, None] - s[None, :])))\n\n"
-        "def chain_win_rate(win_rates):\n    if not all(0 < p < 1 for p in win_rates):\n        raise ValueError('p')\n"
+        "def chain_win_rate(win_rates):\n    if not all(0 < p < 1 for p in win_rates):\n"
+        "        raise ValueError('p')\n"
         "    gap = sum(math.log(p / (1 - p)) for p in win_rates)\n    return 1 / (1 + math.exp(-gap))\n"
         "values = bt_matrix([0.0, 1.0, 2.0])\nprint(np.round(values, 3))\n"
     )
@@ -504,7 +509,8 @@ def test_parse_log_times_notebooks_and_keeps_the_exception_line():
 
 NAN_BLIND_MATRIX = ("def bt_matrix(scores):\n    s = np.asarray(scores, float)\n"
                     "    if s.ndim != 1 or s.size < 2:\n        raise ValueError('s')\n"
-                    "    with np.errstate(all='ignore'):\n        return 1 / (1 + np.exp(-(s[:, None] - s[None, :])))\n")
+                    "    with np.errstate(all='ignore'):\n"
+                    "        return 1 / (1 + np.exp(-(s[:, None] - s[None, :])))\n")
 NAIVE_CHAIN = ("def chain_win_rate(win_rates):\n    if not win_rates or not all(0 < p < 1 for p in win_rates):\n"
                "        raise ValueError('p')\n    gap = sum(math.log(p / (1 - p)) for p in win_rates)\n"
                "    return 1 / (1 + math.exp(-gap))\n")
@@ -512,8 +518,10 @@ NAIVE_LOSS = ("def pairwise_loss(scores, winners, losers):\n    s = np.asarray(s
               "    w, l = np.asarray(winners, int), np.asarray(losers, int)\n"
               "    if w.shape != l.shape or w.size == 0 or np.any(w >= s.size) or np.any(l >= s.size):\n"
               "        raise ValueError('x')\n"
-              "    with np.errstate(all='ignore'):\n        return float(np.mean(-np.log(1 / (1 + np.exp(-(s[w] - s[l]))))))\n")
-MULTIPLIED_MASK_DPO = ("def dpo_terms(pc, pr, rc, rr, mc, mr, beta=0.1):\n    if not beta > 0:\n        raise ValueError('beta')\n"
+              "    with np.errstate(all='ignore'):\n"
+              "        return float(np.mean(-np.log(1 / (1 + np.exp(-(s[w] - s[l]))))))\n")
+MULTIPLIED_MASK_DPO = ("def dpo_terms(pc, pr, rc, rr, mc, mr, beta=0.1):\n    if not beta > 0:\n"
+                       "        raise ValueError('beta')\n"
                        "    def seq(x, m):\n        with np.errstate(all='ignore'):\n"
                        "            return (np.asarray(x, float) * np.asarray(m, float)).sum(axis=-1)\n"
                        "    with np.errstate(all='ignore'):\n"
@@ -537,20 +545,26 @@ STD_TEST_GRPO = ("def grpo_advantages(rewards, group_ids, on_zero_variance='rais
                  + "        if x.std() == 0:\n            if on_zero_variance == 'zeros':\n                continue\n"
                  "            raise ValueError('zero variance')\n"
                  "        adv[g == label] = (x - x.mean()) / x.std()\n    return adv\n")
-ONE_GROUP_GRPO = ("def grpo_advantages(rewards, group_ids, on_zero_variance='raise'):\n    r = np.asarray(rewards, float)\n"
+ONE_GROUP_GRPO = ("def grpo_advantages(rewards, group_ids, on_zero_variance='raise'):\n"
+                  "    r = np.asarray(rewards, float)\n"
                   "    if not np.all(np.isfinite(r)) or np.all(r == r[0]):\n        raise ValueError('r')\n"
                   "    return (r - r.mean()) / r.std()\n")
-EMPTY_BLIND_AGG = ("def aggregate(token_values, unit):\n    if unit not in ('response', 'token'):\n        raise ValueError(unit)\n"
+EMPTY_BLIND_AGG = ("def aggregate(token_values, unit):\n    if unit not in ('response', 'token'):\n"
+                   "        raise ValueError(unit)\n"
                    "    with np.errstate(all='ignore'):\n"
-                   "        if unit == 'response':\n            return float(np.mean([np.mean(v) if len(v) else 0.0 for v in token_values]))\n"
+                   "        if unit == 'response':\n"
+                   "            return float(np.mean([np.mean(v) if len(v) else 0.0 for v in token_values]))\n"
                    "        return float(sum(map(sum, token_values)) / sum(map(len, token_values)))\n")
-BINARY_ONLY_ZERO_VARIANCE = "def zero_variance_probability(probs, G):\n    p = probs[0]\n    return p**G + (1 - p)**G\n"
+BINARY_ONLY_ZERO_VARIANCE = ("def zero_variance_probability(probs, G):\n    p = probs[0]\n"
+                             "    return p**G + (1 - p)**G\n")
 NAN_BLIND_MEMORY = ("def memory_gib(models):\n    if not models:\n        raise ValueError('x')\n"
                     "    return sum(2 * n + 14 * t for n, t in models) / 2**30\n")
 ROLE_MEMORY = ("def memory_gib(models):\n    if not models:\n        raise ValueError('x')\n"
                "    return sum(16 * n if t else 2 * n for n, t in models) / 2**30\n")
-NO_SCORING = ("def step_seconds(n_params, tokens, tokens_per_second, flops_per_device, mfu, devices, scorer_params=()):\n"
-              "    return tokens / (tokens_per_second * devices), 0.0, 6 * n_params * tokens / (flops_per_device * mfu * devices)\n")
+NO_SCORING = ("def step_seconds(n_params, tokens, tokens_per_second, flops_per_device, mfu, devices, "
+              "scorer_params=()):\n"
+              "    return tokens / (tokens_per_second * devices), 0.0, 6 * n_params * tokens / (flops_per_device * "
+              "mfu * devices)\n")
 
 
 @pytest.mark.parametrize("notebook, grade_id, code, says", [
@@ -601,7 +615,8 @@ def test_visible_tests_and_grader_accept_what_the_text_allows():
         exec(source, namespace)  # noqa: S102 - the instructor's solution
     reference = grading.reference_namespace(path)
     table = {c.expr: c for c in grading.load_checks(ASSIGNMENT, grading.new_rng())["q2_test_answers"]}
-    test_source = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "q2_test_answers")
+    test_source = next(c.source for c in nb.cells
+                       if c.metadata.get("nbgrader", {}).get("grade_id") == "q2_test_answers")
     for pair, reason in ((np.array(["A", "B", "C"])[2], np.int64(2)), ("C", 2.0)):
         exec(test_source, {**namespace, "hardest_pair": pair, "hardest_reason": reason})  # noqa: S102
         for name, value in (("hardest_pair", pair), ("hardest_reason", reason)):
@@ -720,7 +735,8 @@ def test_systems14_answers_from_the_course_library_earn_at_most_a_tenth_even_out
     from copied_answers import submission
 
     earned, total, passed, checks = _score_outside_the_sandbox(submission(kind, "systems14"), "systems14")
-    line = f"systems14, course_lib {kind} outside the sandbox: {earned}/30 ({passed or 'no cell'}); {checks} checks pass"
+    line = (f"systems14, course_lib {kind} outside the sandbox: {earned}/30 ({passed or 'no cell'}); {checks} checks "
+            "pass")
     capman = request.config.pluginmanager.getplugin("capturemanager")
     with capman.global_and_fixture_disabled():
         print("\n" + line)
@@ -728,7 +744,8 @@ def test_systems14_answers_from_the_course_library_earn_at_most_a_tenth_even_out
 
 # ------------------------------------------------------------------ systems14: the course's rule over seeds
 
-SEED_VERDICTS = [("q6_stale_rollouts", "q6_test_gain", "correction_gain"), ("q8_judge_audit", "q8_test_seeds", "bias_removed")]
+SEED_VERDICTS = [("q6_stale_rollouts", "q6_test_gain", "correction_gain"),
+                 ("q8_judge_audit", "q8_test_seeds", "bias_removed")]
 
 
 def _range_rule(reference: dict, name: str):
@@ -746,7 +763,8 @@ def _range_rule(reference: dict, name: str):
     def bias_removed(before, after, margin, threshold=0.1):
         drops, median, _ = ref(before, after, margin, threshold)
         mean_before, mean_after = (sum(t.values()) / len(t) for t in (before, after))
-        return drops, median, abs(mean_after) < threshold and abs(mean_before) - abs(mean_after) > spread(before, after)
+        return drops, median, (abs(mean_after) < threshold
+                               and abs(mean_before) - abs(mean_after) > spread(before, after))
 
     return {"correction_gain": correction_gain, "bias_removed": bias_removed}[name]
 

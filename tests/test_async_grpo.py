@@ -96,7 +96,8 @@ def test_every_reward_option_means_the_same_in_the_worker(sft, reward):
     sync_rows, _, _ = _grpo(sft, steps=2, reward=reward, soft_punish_cache=1)
     async_rows, _, _ = _grpo(sft, steps=2, reward=reward, soft_punish_cache=1, worker=True)
     assert all(r["overlong_penalty"] is not None for r in sync_rows)
-    assert [{k: b.get(k) for k in a} for a, b in zip(_plain(sync_rows), _plain(async_rows), strict=True)] == _plain(sync_rows)
+    assert [{k: b.get(k) for k in a}
+            for a, b in zip(_plain(sync_rows), _plain(async_rows), strict=True)] == _plain(sync_rows)
     stale_rows, _, _ = _grpo(sft, steps=2, reward=reward, soft_punish_cache=1, max_staleness=1)
     assert all(r.get("overlong_penalty") is not None for r in stale_rows)
 
@@ -118,7 +119,8 @@ def test_versions_staleness_and_the_mismatch_are_recorded(sft):
 
 
 def _exploding_reward(monkeypatch, at_call: int):
-    """A reward source that raises in the worker at its ``at_call``-th batch (the worker is forked: it inherits this)."""
+    """A reward source that raises in the worker at its ``at_call``-th batch (the worker is forked: it inherits
+    this)."""
     def loader(path, task):
         calls = {"n": 0}
         strict = rewards.resolve_reward("strict", task)
@@ -221,8 +223,8 @@ def test_train_grpo_with_a_stopped_worker_ends_on_the_first_ctrl_c_with_a_checkp
     from course_lib.tinygpt.runtime import load_checkpoint
 
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "course_lib", "train", "grpo", "--config", "test", "--out", str(out),
-                             "--max-staleness", "1", "--steps", "400", "--no-progress"],
+    proc = subprocess.Popen([sys.executable, "-m", "course_lib", "train", "grpo", "--config", "test",
+                             "--out", str(out), "--max-staleness", "1", "--steps", "400", "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline, metrics = time.time() + 120, out / "metrics.jsonl"
@@ -350,7 +352,8 @@ def test_a_mismatched_sampler_is_measured_and_corrected_at_k0(sft):
 @pytest.mark.parametrize(("field", "value", "match"), [
     ("sampler_temperature", 0.0, r"grpo.sampler_temperature must be None .* or a finite number > 0"),
     ("sampler_temperature", "hot", r"grpo.sampler_temperature must be None"),
-    ("adaptive_length_quantile", 0.0, r"grpo.adaptive_length_quantile must be None \(off\) or a finite number in \(0, 1\]"),
+    ("adaptive_length_quantile", 0.0,
+     r"grpo.adaptive_length_quantile must be None \(off\) or a finite number in \(0, 1\]"),
     ("adaptive_length_quantile", 1.5, r"grpo.adaptive_length_quantile must be None"),
     ("adaptive_length_margin", -1, r"grpo.adaptive_length_margin must be an integer >= 0"),
     ("adaptive_length_margin", 1.5, r"grpo.adaptive_length_margin must be an integer >= 0"),
@@ -422,7 +425,8 @@ def test_the_trl_bridge_says_trl_has_neither_new_knob():
 
 
 def test_the_benchmark_writes_what_the_readme_table_renders(tmp_path, monkeypatch):
-    """benchmarks/tinygpt_async.py on the test config: settings interleaved per seed, the JSON the sweep table reads."""
+    """benchmarks/tinygpt_async.py on the test config: settings interleaved per seed, the JSON the sweep table
+    reads."""
     from conftest import ROOT
 
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))

@@ -17,7 +17,8 @@ def family_json(tmp_path, finals, starts=(0.6, 0.6, 0.6)):
     runs = [{"setting": "main", "variant": v, "seed": s, "baseline_accuracy": starts[s], "final_accuracy": f,
              "final_accuracy_carry": f - 0.1, "optimizer_steps": 150, "groups_sampled": 4800, "rl_seconds": 40.0}
             for v, per_seed in finals.items() for s, f in enumerate(per_seed)]
-    (tmp_path / "grpo_family.json").write_text(json.dumps({"command": "x", "commit": "abc1234", "machine": "m", "grpo_steps": 150,
+    (tmp_path / "grpo_family.json").write_text(json.dumps({"command": "x", "commit": "abc1234", "machine": "m",
+                                                           "grpo_steps": 150,
                                                             "runs": runs}))
     return tmp_path
 
@@ -73,9 +74,10 @@ def test_per_seed_starts_and_a_degenerate_seed_is_flagged(tmp_path):
     assert "| SFT start | 30.0% | | 30.0% / 50.0% / 5.0% |" in text  # the median hides seed 2; the row does not
     assert "**Degenerate start**: seed 2 starts at 5.0%, below 10.0%" in text
     (line,) = tables.verdicts(tables.load("grpo_family", results))
-    assert "-1.0 / +2.0 / -4.0 pts (seeds 0 / 1 / 2); median -1.0, range -4.0 to +2.0; GRPO ahead on 1 of 3 seeds" in line
-    assert ("Without the degenerate start (seed 2): GRPO − RFT: -1.0 / +2.0 pts (seeds 0 / 1); median +0.5, range -1.0 "
-            "to +2.0; GRPO ahead on 1 of 2 seeds; too few seeds to judge") in line
+    assert ("-1.0 / +2.0 / -4.0 pts (seeds 0 / 1 / 2); median -1.0, range -4.0 to +2.0; GRPO ahead on 1 of 3 "
+            "seeds" in line)
+    assert ("Without the degenerate start (seed 2): GRPO − RFT: -1.0 / +2.0 pts (seeds 0 / 1); median +0.5, range "
+            "-1.0 to +2.0; GRPO ahead on 1 of 2 seeds; too few seeds to judge") in line
 
 
 def test_unknown_block_and_missing_results(tmp_path):
@@ -89,7 +91,8 @@ def test_trl_side_by_side_table_and_ratio_come_from_the_json(tmp_path):
     cpu = {"course_lib `train_grpo`": [0.1, 0.2, 0.3], "TRL `GRPOTrainer` (bridge)": [0.4, 0.3, 0.5]}
     runs = [{"seed": s, "variant": v, "baseline_accuracy": 0.6, "final_accuracy": f, "lift": f - 0.6,
              "step_seconds": 1.0 + s, "cpu_step_seconds": cpu[v][s], "rl_seconds": 60.0 * (1 + s)}
-            for v, finals in {"course_lib `train_grpo`": [0.9, 0.8, 0.85], "TRL `GRPOTrainer` (bridge)": [0.7, 0.95, 0.9]}.items()
+            for v, finals in {"course_lib `train_grpo`": [0.9, 0.8, 0.85],
+                              "TRL `GRPOTrainer` (bridge)": [0.7, 0.95, 0.9]}.items()
             for s, f in enumerate(finals)]
     (tmp_path / "trl_vs_course_grpo.json").write_text(json.dumps(
         {"command": "c", "commit": "abc", "steps": 60, "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
@@ -98,14 +101,16 @@ def test_trl_side_by_side_table_and_ratio_come_from_the_json(tmp_path):
     # per-seed ratios 0.25, 0.67, 0.60: the median 0.60 misses the goal
     assert "CPU seconds per step: median **0.60** (per seed 0.25 / 0.67 / 0.60)" in text and "not met" in text
     for r in runs:
-        r["cpu_step_seconds"] = r["cpu_step_seconds"] / 4 if r["variant"].startswith("course") else r["cpu_step_seconds"]
+        r["cpu_step_seconds"] = (r["cpu_step_seconds"] / 4 if r["variant"].startswith("course")
+                                 else r["cpu_step_seconds"])
     (tmp_path / "trl_vs_course_grpo.json").write_text(json.dumps(
         {"command": "c", "commit": "abc", "steps": 60, "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
     assert "≤ 0.5: met" in tables.trl_vs_course_grpo(tmp_path)
 
 
 def test_grpo_and_dpo_blocks_say_what_they_ran(tmp_path):
-    runs = [{"variant": "GRPO (cpu config)", "seed": 0, "sft_accuracy": 0.5, "final_accuracy": 0.9, "control_accuracy": 0.6,
+    runs = [{"variant": "GRPO (cpu config)", "seed": 0, "sft_accuracy": 0.5, "final_accuracy": 0.9,
+             "control_accuracy": 0.6,
              "rl_seconds": 50.0, "generation_fraction": 0.3}]
     (tmp_path / "grpo.json").write_text(json.dumps({"command": "c", "commit": "abc", "seeds": [0], "runs": runs,
                                                      "unit": "token_mean", "steps": 300}))
@@ -118,10 +123,12 @@ def test_grpo_and_dpo_blocks_say_what_they_ran(tmp_path):
 
 def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
     def run(seed, of_ceiling, bon1, bon16, grpo, ppo):
-        bon = [{"n": n, "gold": {1: bon1, 8: 0.5, 16: bon16, 64: 0.5}[n], "proxy": 0.0, "kl": n / 4, "kl_bound": float(n)}
+        bon = [{"n": n, "gold": {1: bon1, 8: 0.5, 16: bon16, 64: 0.5}[n], "proxy": 0.0, "kl": n / 4,
+                "kl_bound": float(n)}
                for n in (1, 8, 16, 64)]
         over = {"beta": 0.05, "steps": 60, "batch_prompts": 128, "gold_start": 0.5, "gold_peak": 0.6, "gold_end": 0.4,
-                "sqrt_kl_peak": 0.5, "sqrt_kl_end": 1.0, "proxy_start": 0.0, "proxy_end": 2.0, "shape": "rises then falls"}
+                "sqrt_kl_peak": 0.5, "sqrt_kl_end": 1.0, "proxy_start": 0.0, "proxy_end": 2.0,
+                "shape": "rises then falls"}
         rl = {"GRPO": {"accuracy": grpo, "rl_seconds": 100.0}, "RLOO": {"accuracy": grpo, "rl_seconds": 100.0},
               "PPO": {"accuracy": ppo, "rl_seconds": 150.0, "critic_bytes": 2**20, "bytes": 2**21},
               "GRPO, matched optimiser steps": {"accuracy": ppo - 0.02, "rl_seconds": 120.0, "optimizer_steps": 80},
@@ -131,13 +138,15 @@ def test_rlhf_block_shows_medians_and_each_seed(tmp_path):
         return {"seed": seed, "sft_accuracy": 0.58, "rm": rm, "bon": bon, "overopt": [over], "rl": rl}
 
     runs = [run(0, 0.95, 0.5, 0.7, 0.9, 0.8), run(1, 0.85, 0.6, 0.6, 0.9, 0.9), run(2, 0.91, 0.55, 0.65, 0.8, 0.9)]
-    (tmp_path / "rlhf.json").write_text(json.dumps({"command": "c", "commit": "abc", "rl_steps": 40, "completions_per_step": 256,
+    (tmp_path / "rlhf.json").write_text(json.dumps({"command": "c", "commit": "abc", "rl_steps": 40,
+                                                    "completions_per_step": 256,
                                                      "machine": "m", "seeds": [0, 1, 2], "runs": runs}))
     text = tables.rlhf(tmp_path)
     assert "| **reward model / noise ceiling** (target ≥ 90%) | 91.0% | 95.0% / 85.0% / 91.0% |" in text
     assert "| **best-of-16** gold accuracy | 65.0% | 70.0% / 60.0% / 65.0% |" in text
     assert "| as configured: PPO − GRPO, points | +0.0 | -10.0 / +0.0 / +10.0 |" in text
-    assert "| best-of-N: the N with the highest gold | 16 | 16 / 1 / 16 |" in text  # seed 1: best-of-1 = best-of-16 (first)
+    # seed 1: best-of-1 = best-of-16 (first)
+    assert "| best-of-N: the N with the highest gold | 16 | 16 / 1 / 16 |" in text
     assert "| critic: extra measured memory (weights, grads, AdamW) | 1.00 MiB |" in text
     assert "seed 2: β = 0.05 rises then falls" in text and "at commit abc" in text
     assert "falls by more than 3 points by N = 64 in 2 of 3 seeds" in text  # seed 1 peaks at N = 1
@@ -154,7 +163,8 @@ def test_the_readme_says_once_whether_every_result_ran_the_same_code(tmp_path):
     assert line.startswith("Every table below ran the same code: sources digest d1 (") and "at commit abc1234." in line
     assert line.endswith("torch's CPU kernels: AVX2: a, b.\n")
     # the same sources at two commits (e.g. a README edit between two benchmarks) is still one version of the code
-    (tmp_path / "b.json").write_text(json.dumps({"commit": "def5678", "sources": "d1", "cpu_kernels": "AVX2", "runs": []}))
+    (tmp_path / "b.json").write_text(json.dumps({"commit": "def5678", "sources": "d1", "cpu_kernels": "AVX2",
+                                                 "runs": []}))
     assert "at commits abc1234, def5678 (the same sources at each)." in tables.provenance(tmp_path)
     (tmp_path / "c.json").write_text(json.dumps({"runs": []}))  # an old file with no commit or kernel set recorded
     line = tables.provenance(tmp_path)
@@ -163,13 +173,15 @@ def test_the_readme_says_once_whether_every_result_ran_the_same_code(tmp_path):
     assert line.endswith("torch's CPU kernels: AVX2: a, b; not recorded: c.\n")
     # a run whose sources differed from its commit cannot vouch for its code
     for name in ("b", "c"):
-        (tmp_path / f"{name}.json").write_text(json.dumps({"commit": "x+changes", "sources": "d1+changes", "runs": []}))
+        (tmp_path / f"{name}.json").write_text(json.dumps({"commit": "x+changes", "sources": "d1+changes",
+                                                           "runs": []}))
     (tmp_path / "a.json").write_text(json.dumps({"commit": "x+changes", "sources": "d1+changes", "runs": []}))
     assert "**The tables below do not all come from one committed version" in tables.provenance(tmp_path)
 
 
 def test_gpu_table_says_unmeasured_until_a_run_fills_it(tmp_path):
-    """No gpu_check.json: the results page says plainly that nothing was measured; with one, the table holds its numbers."""
+    """No gpu_check.json: the results page says plainly that nothing was measured; with one, the table holds its
+    numbers."""
     import json
 
     import tables
@@ -214,11 +226,12 @@ def test_recipes_block_has_one_row_per_stage_and_names_a_stage_that_did_not_star
     assert "| random init (untrained) | 0.0% (0.0% / 0.0%) | 0.1% (0.1% / 0.1%) | 1.0% (1.0% / 1.0%) | — |" in text
     assert ("| r1: stage 1 sft (300 steps) | 50.0% (50.0% / 50.0%) | 25.0% (25.0% / 25.0%) | 75.0% (75.0% / 75.0%) "
             "| 0.25 (0.25 / 0.25) | — | — | 10 (10 / 10) |") in text
-    assert "| r1: stage 2 grpo (300 steps) | 60.0% (80.0% / 40.0%) |" in text and "| 50.0% (50.0% / 50.0%) | — |" in text
+    assert ("| r1: stage 2 grpo (300 steps) | 60.0% (80.0% / 40.0%) |" in text
+            and "| 50.0% (50.0% / 50.0%) | — |" in text)
     assert "r1-zero seed 1: stage 1 (grpo) did not start." in text and "weak start ran on seed(s) 0 only." in text
     # the verdicts are paired by seed: stage 2 over stage 1 is +30 and −10 points
-    assert ("r1, pass@1: GRPO (stage 2) − stage 1: +30.0 / -10.0 pts (seeds 0 / 1); median +10.0, range -10.0 to +30.0; "
-            "GRPO (stage 2) ahead on 1 of 2 seeds") in text
+    assert ("r1, pass@1: GRPO (stage 2) − stage 1: +30.0 / -10.0 pts (seeds 0 / 1); median +10.0, range -10.0 to "
+            "+30.0; GRPO (stage 2) ahead on 1 of 2 seeds") in text
     # GRPO from the random init reads its start from the untrained row of the same seed (seed 1 stopped: left out)
     assert ("GRPO from the random init (R1-Zero): start pass@1 median 0.0% (per seed 0.0%), pass@8 median 1.0% "
             "(per seed 1.0%); after GRPO pass@1 median 2.0% (per seed 2.0%)") in text
@@ -233,17 +246,18 @@ def test_recipes_compare_grpo_with_rft_and_the_cold_starts_per_seed():
     runs = [row(0, 1, "sft", 0.1, 0.2), row(1, 1, "sft", 0.1, 0.4), row(0, 2, "grpo", 0.5), row(1, 2, "grpo", 0.2),
             row(0, 3, "rft", 0.6), row(1, 3, "rft", 0.4)]
     lines = tables.recipe_verdicts({"seeds": [0, 1], "runs": runs})
-    assert ("- r1: GRPO's pass@1 gain (stage 2) − RFT's (stage 3): +30.0 / -10.0 pts (seeds 0 / 1); median +10.0, range "
-            "-10.0 to +30.0; GRPO's pass@1 gain (stage 2) ahead on 1 of 2 seeds; too few seeds to judge (2; a verdict "
-            "needs 3); the seed whose cold start sampled the most right answers (seed 1, pass@8 40.0%) did not have "
-            "GRPO's largest gain (+10.0 pts)") in lines
+    assert ("- r1: GRPO's pass@1 gain (stage 2) − RFT's (stage 3): +30.0 / -10.0 pts (seeds 0 / 1); median +10.0, "
+            "range -10.0 to +30.0; GRPO's pass@1 gain (stage 2) ahead on 1 of 2 seeds; too few seeds to judge (2; a "
+            "verdict needs 3); the seed whose cold start sampled the most right answers (seed 1, pass@8 40.0%) did "
+            "not have GRPO's largest gain (+10.0 pts)") in lines
     runs[3]["pass@1"] = 0.9  # now seed 1 gains the most from GRPO, and GRPO adds more than RFT on both seeds
     lines = tables.recipe_verdicts({"seeds": [0, 1], "runs": runs})
     assert any("ahead on 2 of 2 seeds" in line and "had GRPO's largest gain (+80.0 pts)" in line for line in lines)
 
 
 def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
-    """docs/trl.md's course ↔ TRL table comes from course_lib.trl.trl_translate.MAPPING, results or not: a typed row is overwritten."""
+    """docs/trl.md's course ↔ TRL table comes from course_lib.trl.trl_translate.MAPPING, results or not: a typed row is
+    overwritten."""
     from course_lib.trl.trl_translate import mapping_markdown
 
     block = "<!-- bench:trl_map -->\n| hand | typed | row |\n<!-- /bench:trl_map -->"
@@ -254,7 +268,8 @@ def test_the_trl_mapping_table_is_written_from_the_translation_table(tmp_path):
 
 def async_run(seed, K, correction, sps, acc, cpu, **extra):
     return {"seed": seed, "max_staleness": K, "correction": correction, "steps": 300, "steps_per_second": sps,
-            "cpu_seconds": cpu, "accuracy": acc, "mismatch_kl": None if K == 0 else 0.01 * K, "is_ess": None if K == 0 else 1 - 0.05 * K,
+            "cpu_seconds": cpu, "accuracy": acc, "mismatch_kl": None if K == 0 else 0.01 * K,
+            "is_ess": None if K == 0 else 1 - 0.05 * K,
             "is_clipped_fraction": None if K == 0 else 0.01 * K, **extra}
 
 
@@ -293,17 +308,20 @@ def test_async_sweep_table_medians_ranges_and_the_shared_machine(tmp_path):
     assert "| 4 | on | 60.0% (50.0%–70.0%) | 60.0% / 70.0% / 50.0% | 0.0400 | 0.80 | 4.0% | 44 |" in text
     assert "| 4 | off | 45.0% (40.0%–50.0%) |" in text
     lines = text.splitlines()
-    assert lines.index(next(x for x in lines if x.startswith("| 4 | on"))) < lines.index(next(x for x in lines if x.startswith("| 4 | off")))
+    on, off = (lines.index(next(x for x in lines if x.startswith(f"| 4 | {c}"))) for c in ("on", "off"))
+    assert on < off
     assert "100 optimiser steps per run (the config's 300, cut to fit the time this sweep had)" in text
     assert "SFT start per seed 50.0% / 51.0% / 52.0% (each seed's own shared start)" in text
     assert "**The machine was shared** (load average 3.0–6.0 on 2 cores during the runs)" in text
     assert "Incomplete" not in text
     # same seed, same start: staleness against the synchronous run, the correction against the same K without it
-    assert ("- K = 4 corrected − synchronous: -20.0 / -20.0 / -35.0 pts (seeds 0 / 1 / 2); median -20.0, range -35.0 to "
-            "-20.0; K = 4 corrected ahead on 0 of 3 seeds; beyond the seed spread: synchronous ahead on every seed") in text
-    assert ("- K = 4 with the correction − without: +20.0 / +25.0 / +0.0 pts (seeds 0 / 1 / 2); median +20.0, range +0.0 "
-            "to +25.0; K = 4 with the correction ahead on 2 of 3 seeds (1 tied); within the seed spread") in text
-    assert "- K = 1 corrected − synchronous: +1.0 / -1.0 / +1.0 pts" in text and "ahead on 2 of 3 seeds; within" in text
+    assert ("- K = 4 corrected − synchronous: -20.0 / -20.0 / -35.0 pts (seeds 0 / 1 / 2); median -20.0, range -35.0 "
+            "to -20.0; K = 4 corrected ahead on 0 of 3 seeds; beyond the seed spread: synchronous ahead on every "
+            "seed") in text
+    assert ("- K = 4 with the correction − without: +20.0 / +25.0 / +0.0 pts (seeds 0 / 1 / 2); median +20.0, range "
+            "+0.0 to +25.0; K = 4 with the correction ahead on 2 of 3 seeds (1 tied); within the seed spread") in text
+    assert ("- K = 1 corrected − synchronous: +1.0 / -1.0 / +1.0 pts" in text
+            and "ahead on 2 of 3 seeds; within" in text)
     data.update(complete=False, planned_runs=27)
     (tmp_path / "async.json").write_text(json.dumps(data))
     assert "**Incomplete**: 12 of 27 runs had finished when it stopped." in tables.async_sweep(tmp_path)
@@ -325,7 +343,8 @@ def test_ai_feedback_block_reads_both_constitutions_seed_by_seed(tmp_path):
     assert "| default | +0.80 (+0.80 / +0.80) | 50.0% (50.0% / 50.0%) | +0.80 (+0.79 / +0.81) |" in text
     assert "| without 'first' | +0.80 (+0.80 / +0.80) | 50.0% (50.0% / 50.0%) | +0.05 (-0.02 / +0.12) |" in text
     assert "- default: the judge's |position bias| < 0.1 on 0 of 2 seeds" in text and "gold fell on 1 of 2" in text
-    assert "- without 'first': the judge's |position bias| < 0.1 on 1 of 2 seeds" in text and "gold fell on 2 of 2" in text
+    assert ("- without 'first': the judge's |position bias| < 0.1 on 1 of 2 seeds" in text
+            and "gold fell on 2 of 2" in text)
     assert "`fast` budget: the judge 60 steps, the reward model 30, PPO 8 (3-step moving means)" in text
 
 
@@ -340,14 +359,16 @@ def test_tools_table_reads_medians_and_seeds_from_the_json(tmp_path):
                 "start_cpu_seconds": 10.0 if env and seed == 0 else None}
 
     runs = [run("no tool", s, f, env=False) for s, f in enumerate([0.8, 0.7, 0.9])]
-    runs += [{**run("no tool, same extra SFT", s, f), "call_rate_carry_first": None} for s, f in enumerate([0.9, 0.9, 0.9])]
+    runs += [{**run("no tool, same extra SFT", s, f), "call_rate_carry_first": None}
+             for s, f in enumerate([0.9, 0.9, 0.9])]
     runs += [run("tool", s, f) for s, f in enumerate([0.95, 0.9, 0.85])]
     runs[-1]["call_rate_carry_last"] = 0.01  # seed 2: the call rate fell
     (tmp_path / "tools.json").write_text(json.dumps(
         {"command": "tinygpt_tools.py", "commit": "abc", "config": "cpu", "grpo_steps": 60, "tool_call": "sum",
          "tool_demos": 50, "tool_sft": 150, "seeds": [0, 1, 2], "runs": runs}))
     text = tables.tools(tmp_path)
-    assert "60 GRPO steps per row (cpu config)" in text and "the first 50 carry demonstrations call the tool for the whole sum" in text
+    assert ("60 GRPO steps per row (cpu config)" in text
+            and "the first 50 carry demonstrations call the tool for the whole sum" in text)
     no_tool = next(line for line in text.splitlines() if line.startswith("| no tool |"))
     assert "80.0% (80.0% / 70.0% / 90.0%)" in no_tool and no_tool.count("| — ") == 5  # no tool columns without a tool
     tool = next(line for line in text.splitlines() if line.startswith("| tool |"))
@@ -356,8 +377,9 @@ def test_tools_table_reads_medians_and_seeds_from_the_json(tmp_path):
     assert "at commit abc" in text
     assert "- tool, sampled call rate on carry prompts: last quarter of the steps − first:" in text
     assert "last quarter of the steps ahead on 2 of 3 seeds" in text
-    assert ("- held-out accuracy after GRPO: tool − no tool, same extra SFT: +5.0 / +0.0 / -5.0 pts (seeds 0 / 1 / 2); "
-            "median +0.0, range -5.0 to +5.0; tool ahead on 1 of 3 seeds (1 tied); within the seed spread.") in text
+    assert ("- held-out accuracy after GRPO: tool − no tool, same extra SFT: +5.0 / +0.0 / -5.0 pts (seeds 0 / 1 / "
+            "2); median +0.0, range -5.0 to +5.0; tool ahead on 1 of 3 seeds (1 tied); within the seed "
+            "spread.") in text
     assert "- no tool:" not in text  # no call rate without a tool
 
 
@@ -378,7 +400,8 @@ def test_class_grading_says_measured_for_a_class_of_150_and_extrapolated_below(t
     assert "over the goal" in write(150, 2.5)  # 6.25 min
     small = write(8, 2.6)
     assert "Measured on a class of 8 (module14, all five notebooks each), not 150" in small
-    assert "would take about 6.5 min (an extrapolation; the goal is ≤ 6 min on 2 cores)" in small and "took" not in small
+    assert ("would take about 6.5 min (an extrapolation; the goal is ≤ 6 min on 2 cores)" in small
+            and "took" not in small)
 
 
 def test_seeds_side_by_side_table_and_its_goal(tmp_path):

@@ -50,8 +50,8 @@ def _best_of_n_first_prompt() -> str:
 
 
 # Each lecture notebook and the first readout of its explorer (the lesson's value), None without one.
-# The regularised objective's line is π* for the lesson's π_ref, r and β = 0.5 (test_tinygpt_notebooks checks it against the
-# closed form); 09's explorer starts with every field unanswered, none of run F's 8 matching.
+# The regularised objective's line is π* for the lesson's π_ref, r and β = 0.5 (test_tinygpt_notebooks checks it
+# against the closed form); 09's explorer starts with every field unanswered, none of run F's 8 matching.
 FIRST_READOUT = {
     "00_start_here": None,
     "01_bradley_terry": "gap Δr = +1.00  ↔  win rate 0.731",
@@ -180,7 +180,8 @@ def test_lecture_notebook_runs_in_jupyterlab_as_a_student_sees_it(name, lab, pag
         seen = browse(page, lab, shots, name, readout() if callable(readout) else readout, DRIVE.get(name))
         how = ""
     elif seen.failure is not None:
-        raise AssertionError(f"{name}: the run in JupyterLab (the lesson test's) failed: {seen.failure!r}") from seen.failure
+        raise AssertionError(f"{name}: the run in JupyterLab (the lesson test's) failed: "
+                             f"{seen.failure!r}") from seen.failure
     else:
         how = ", the lesson test's run"
     if seen.readout_error:

@@ -26,7 +26,8 @@ from tools import colab_check
 
 COURSE_NOTEBOOKS = [
     "00_start_here", "01_bradley_terry", "02_dpo_margins", "04_group_baselines",
-    "05_from_advantages_to_an_update", "06_baseline_bias_enumeration", "07_memory_and_rollout_budgets", "08_tiny_gpt_dpo",
+    "05_from_advantages_to_an_update", "06_baseline_bias_enumeration", "07_memory_and_rollout_budgets",
+    "08_tiny_gpt_dpo",
     "09_tiny_gpt_grpo", "11_reward_hacking",
     "12_the_rlhf_route", "14_rl_as_a_system", "16_recipes",
 ]
@@ -49,7 +50,8 @@ def test_readme_links_every_notebook_with_an_open_in_colab_badge():
 
 def test_setup_cell_defaults_to_the_repository_and_can_be_redirected():
     cell = colab.SETUP_CELL
-    assert f'os.environ.get(\n        "{colab.SOURCE_ENV}",\n        "git+{colab.REPO_URL}.git@{colab.BRANCH}",\n    )' in cell
+    assert (f'os.environ.get(\n        "{colab.SOURCE_ENV}",\n        "git+{colab.REPO_URL}.git@{colab.BRANCH}",\n'
+            '    )' in cell)
     assert "--no-deps" in cell and "torch" not in cell.split("import sys")[1].split("from course_lib")[0]
     compile(cell, "<setup cell>", "exec")
 
@@ -182,11 +184,13 @@ def test_floor_notebooks_run_on_colabs_versions_from_the_setup_cell(artifacts_di
 
 def test_update_replaces_only_the_rerun_rows():
     row = {"passed": True, "seconds": 1.0, "problems": [], "installed": [], "commit": "a"}
-    old = {"versions_sha256": "v", "date": "d0", "notebooks": [{**row, "notebook": "00"}, {**row, "notebook": "18", "passed": False}],
+    old = {"versions_sha256": "v", "date": "d0",
+           "notebooks": [{**row, "notebook": "00"}, {**row, "notebook": "18", "passed": False}],
            "passed": 1, "failed": 1}
     new = {"versions_sha256": "v", "date": "d1", "notebooks": [{**row, "notebook": "18", "commit": "b"}]}
     merged = colab_check.update(old, new)
-    assert [(r["notebook"], r["passed"], r["commit"]) for r in merged["notebooks"]] == [("00", True, "a"), ("18", True, "b")]
+    assert [(r["notebook"], r["passed"], r["commit"]) for r in merged["notebooks"]] == [("00", True, "a"),
+                                                                                        ("18", True, "b")]
     assert (merged["passed"], merged["failed"], merged["date"]) == (2, 0, "d1")
     with pytest.raises(ValueError, match="other Colab versions"):
         colab_check.update(old, {**new, "versions_sha256": "w"})

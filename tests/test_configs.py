@@ -30,11 +30,13 @@ BAD = [  # (section, field, bad value, the error: the field named, with what it 
     (GRPOConfig, "unit", "per_prompt",
      "grpo.unit must be one of ('sequence_mean', 'token_mean', 'constant'); got 'per_prompt'"),
     (GRPOConfig, "advantage", "ppo", "grpo.advantage must be one of ('grpo', 'rloo', 'dr_grpo'); got 'ppo'"),
-    (GRPOConfig, "zero_variance", "skip", "grpo.zero_variance must be one of ('keep', 'drop', 'resample'); got 'skip'"),
+    (GRPOConfig, "zero_variance", "skip",
+     "grpo.zero_variance must be one of ('keep', 'drop', 'resample'); got 'skip'"),
     (GRPOConfig, "kl_estimator", "k4", "grpo.kl_estimator must be one of ('k1', 'k2', 'k3'); got 'k4'"),
     (GRPOConfig, "kl_placement", "advantage", "grpo.kl_placement must be one of ('loss', 'reward'); got 'advantage'"),
     (GRPOConfig, "reward", "exact", "grpo.reward must be one of 'strict'"),
-    (GRPOConfig, "num_generations", 1, "grpo.num_generations must be an integer >= 2 (a group needs a baseline); got 1"),
+    (GRPOConfig, "num_generations", 1,
+     "grpo.num_generations must be an integer >= 2 (a group needs a baseline); got 1"),
     (GRPOConfig, "batch_prompts", 0, "grpo.batch_prompts must be an integer >= 1; got 0"),
     (GRPOConfig, "num_iterations", 0, "grpo.num_iterations must be an integer >= 1; got 0"),
     (GRPOConfig, "epsilon", -0.1, "grpo.epsilon must be a finite number >= 0"),
@@ -102,12 +104,14 @@ def test_validate_keeps_the_rules_that_tie_sections_together():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"task.digits": 100}, "grpo.max_completion_length (4) must leave room for the longest answer plus <eos>: at "
-                           "least task.digits + 2 = 102 tokens (raise grpo.max_completion_length or lower task.digits)"),
+    ({"task.digits": 100},
+     "grpo.max_completion_length (4) must leave room for the longest answer plus <eos>: at least task.digits + 2 = "
+     "102 tokens (raise grpo.max_completion_length or lower task.digits)"),
     ({"task.tool_demos": -5}, "task.tool_demos must be an integer >= 0"),  # refused with or without task.env
     ({"model.n_layer": 0}, "model.n_layer must be an integer >= 1; got 0"),
     ({"task.teacher_error_rate": float("nan")}, "task.teacher_error_rate must be a finite number in [0, 1]; got nan"),
-    ({"max_grad_norm": float("inf")}, "max_grad_norm must be a finite number > 0 (0 would zero every update); got inf"),
+    ({"max_grad_norm": float("inf")},
+     "max_grad_norm must be a finite number > 0 (0 would zero every update); got inf"),
 ])
 def test_the_run_wide_options_are_refused_by_name(overrides, message):
     run = get_config("test")

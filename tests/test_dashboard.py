@@ -76,16 +76,19 @@ def test_the_kl_panel_is_drawn_from_logged_kl_and_says_so_when_it_is_missing():
     assert list(line.get_ydata()) == pytest.approx([0.01 * s * s for s in range(1, 6)])
     plt.close(fig)
     # a run without a reference logs kl = None: the panel asked for is drawn, and says what is missing
-    fig = dashboard([{**r, "kl": None} for r in rows], panels=["reward on the policy's samples", "drift from the reference"])
+    fig = dashboard([{**r, "kl": None} for r in rows],
+                    panels=["reward on the policy's samples", "drift from the reference"])
     kl_ax = next(ax for ax in fig.axes if ax.get_title() == "drift from the reference")
     assert not kl_ax.get_lines() and "not logged in this run" in kl_ax.texts[0].get_text()
     # unasked, an empty panel is left out as before
-    assert "drift from the reference" not in {ax.get_title() for ax in dashboard([{**r, "kl": None} for r in rows]).axes}
+    assert "drift from the reference" not in {ax.get_title()
+                                              for ax in dashboard([{**r, "kl": None} for r in rows]).axes}
     plt.close("all")
 
 
 def test_panels_their_labels_and_legends_do_not_overlap():
-    rows = [{"step": s, "margin": 0.02 * s, "reward_chosen": 0.01 * s, "reward_rejected": -0.01 * s, "loss": 1.9 - 0.02 * s,
+    rows = [{"step": s, "margin": 0.02 * s, "reward_chosen": 0.01 * s, "reward_rejected": -0.01 * s,
+             "loss": 1.9 - 0.02 * s,
              "nll": 1.2 - 0.02 * s, "preference_accuracy": 0.2 * s, "kl_drift_offline": 0.001 * s,
              **({"accuracy": 0.0, "loose_accuracy": 0.0} if s % 2 == 0 else {})} for s in range(1, 5)]
     fig = dashboard(rows, runs={"DPO": rows, "DPO + NLL": rows}, baseline_accuracy=0.0,

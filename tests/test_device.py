@@ -38,7 +38,8 @@ def _fake_cuda(monkeypatch, capability):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # a T4 says True too (emulated)
 
 
-@pytest.mark.parametrize(("gpu", "course", "trl"), [("T4", "fp32", "fp16"), ("A100", "bf16", "bf16"), ("H100", "bf16", "bf16")])
+@pytest.mark.parametrize(("gpu", "course", "trl"),
+                         [("T4", "fp32", "fp16"), ("A100", "bf16", "bf16"), ("H100", "bf16", "bf16")])
 def test_precision_follows_the_compute_capability(monkeypatch, gpu, course, trl):
     """bf16 only with bf16 tensor cores (sm_80+); a T4 (sm_75) trains the tiny GPT in fp32, TRL in fp16."""
     from course_lib.tinygpt import runtime
@@ -122,7 +123,8 @@ def test_full_precision_turns_tf32_off_on_cuda_and_restores_it():
     from course_lib.tinygpt.runtime import full_precision
 
     matmul = torch.backends.cuda.matmul
-    name, on, off = ("fp32_precision", "tf32", "ieee") if hasattr(matmul, "fp32_precision") else ("allow_tf32", True, False)
+    name, on, off = (("fp32_precision", "tf32", "ieee") if hasattr(matmul, "fp32_precision")
+                     else ("allow_tf32", True, False))
     saved = getattr(matmul, name)
     setattr(matmul, name, on)
     try:
@@ -136,12 +138,14 @@ def test_full_precision_turns_tf32_off_on_cuda_and_restores_it():
 
 @pytest.mark.parametrize(("gpu", "dtype"), [("T4", torch.float32), ("A100", torch.bfloat16), ("H100", torch.bfloat16)])
 def test_the_instruct_model_loads_in_the_dtype_trl_trains_in(monkeypatch, gpu, dtype):
-    """A T4 gets float32 weights (TRL's fp16 autocast and GradScaler), not emulated bf16; notebook 18 asks the bridge."""
+    """A T4 gets float32 weights (TRL's fp16 autocast and GradScaler), not emulated bf16; notebook 18 asks the
+    bridge."""
     from conftest import ROOT
 
     from course_lib.trl import trl_bridge
 
     _fake_cuda(monkeypatch, CAPABILITIES[gpu])
-    assert trl_bridge.instruct_dtype(torch.device("cuda")) == dtype and trl_bridge.instruct_dtype("cpu") == torch.float32
+    assert (trl_bridge.instruct_dtype(torch.device("cuda")) == dtype
+            and trl_bridge.instruct_dtype("cpu") == torch.float32)
     source = (ROOT / "notebooks" / "18_graduating_to_trl.py").read_text()
     assert "dtype=trl_bridge.instruct_dtype(DEVICE)" in source and "dtype=torch.bfloat16" not in source

@@ -46,7 +46,8 @@ def test_the_checker_refuses_what_cuda_refuses():
         logits = model(input_ids=task.encode_prompts(task.heldout_pairs[:2], DEVICE)).logits  # moved: fine
         with pytest.raises(Clash):
             torch.cat([logits[:, 0], torch.zeros(2, logits.shape[-1])])  # a new host tensor beside a device one
-        assert float(logits.detach().sum() * torch.tensor(2.0)) == float(logits.detach().sum()) * 2  # a host scalar: allowed
+        # a host scalar: allowed
+        assert float(logits.detach().sum() * torch.tensor(2.0)) == float(logits.detach().sum()) * 2
         on_host = logits.cpu()
         with pytest.raises(Clash, match="numpy"):
             logits.detach().numpy()
@@ -143,7 +144,8 @@ def test_reward_model_best_of_n_and_the_judge_on_one_device():
                   gold_fn=resolve_reward("strict", task), track_kl=True)
         jc = judge_config("test")  # its 20 steps: fewer leave the judge abstaining on every pair
         judge = fit_judge(policy, task, jc, seed=0)
-        on_judge = fit_reward_model_on_judge(policy, task, judge["judge_fn"], cfg.rm, tie_margin=0.0, seed=0)  # no abstaining
+        # no abstaining
+        on_judge = fit_reward_model_on_judge(policy, task, judge["judge_fn"], cfg.rm, tie_margin=0.0, seed=0)
         rl_against(policy, task, on_judge["model"], PPOConfig(steps=1, batch_prompts=4, max_completion_length=4,
                                                               eval_every=1), seed=0)
     assert clash.checked > 1000

@@ -160,7 +160,8 @@ def test_gpu_check_runs_a_notebook_as_a_script(tmp_path):
     assert all((gpu_check.NOTEBOOK_DIR / f"{name}.py").is_file() for name in gpu_check.NOTEBOOKS)
     fake = tmp_path / "nb" / "fake.py"
     fake.parent.mkdir()
-    fake.write_text("import os\nimport torch\nprint('device: cpu · Colab: no')\nprint('fast', os.environ['COURSE_FAST'])\n"
+    fake.write_text("import os\nimport torch\nprint('device: cpu · Colab: no')\n"
+                    "print('fast', os.environ['COURSE_FAST'])\n"
                     "policy = torch.nn.Linear(2, 2).to('meta')\nhead = torch.nn.Linear(2, 1)\n")
     ran = gpu_check.notebook_path(fake, tmp_path / "out", timeout=120)
     assert ran["returncode"] == 0 and ran["device_line"] == "device: cpu · Colab: no" and "fast 1" in ran["tail"]

@@ -150,7 +150,8 @@ def test_a_model_plays_an_episode_within_the_limits():
     model = build_model(get_config("test").model, TOK)
     env = CalculatorEnv(TASK, EpisodeLimits(max_tool_calls=1, max_tokens=12))
     for seed in range(4):
-        episode = run_episode(env, (37, 45), model_policy(model, TOK, generator=torch.Generator().manual_seed(seed)), TOK)
+        episode = run_episode(env, (37, 45), model_policy(model, TOK, generator=torch.Generator().manual_seed(seed)),
+                              TOK)
         assert len(episode.ids) - TASK.prompt_length <= 12 and episode.turns >= 1
         assert all(m == 0 for m in episode.policy_mask[: TASK.prompt_length])
         written = [t for t, m in zip(episode.ids, episode.policy_mask) if m]
@@ -224,7 +225,8 @@ def test_the_batched_sampler_plays_the_same_episodes_as_run_episode(tool_sft):
         assert roll.completion_mask[row, :n].tolist() == one.policy_mask
         assert roll.attention_mask[row].sum() == n and roll.completion_mask[row, n:].sum() == 0
         got = roll.episodes[row]
-        assert (got["reward"], got["tool_calls"], got["turns"]) == (one.reward, one.info.get("tool_calls", 0), one.turns)
+        assert (got["reward"], got["tool_calls"], got["turns"]) == (one.reward, one.info.get("tool_calls", 0),
+                                                                    one.turns)
         calls += got["tool_calls"] > 0
     assert calls > 0, "the SFT policy calls the tool on some held-out prompts (else this test shows little)"
 
@@ -274,7 +276,8 @@ def test_episode_stats_on_hand_made_episodes():
 
     stats = episode_stats([ep(1.0, 1, 0, True, 2, 10), ep(0.0, 2, 1, True, 3, 14), ep(1.0, 0, 0, False),
                            ep(0.0, 0, 0, False)])
-    assert stats == {"tool_call_rate": 0.5, "tool_call_rate_carry": 1.0, "tool_call_rate_no_carry": 0.0, "tool_error_rate": 1 / 3, "turns_per_episode": 1.75,
+    assert stats == {"tool_call_rate": 0.5, "tool_call_rate_carry": 1.0, "tool_call_rate_no_carry": 0.0,
+                     "tool_error_rate": 1 / 3, "turns_per_episode": 1.75,
                      "tokens_per_episode": 8.0, "reward_with_tool": 0.5, "reward_without_tool": 0.5,
                      "reward_carry": 0.5, "reward_no_carry": 0.5, "reward_carry_with_tool": 0.5,
                      "reward_carry_without_tool": None, "episodes_carry_with_tool": 2,
@@ -449,7 +452,8 @@ def test_env_start_grows_the_shared_start_and_caches_it(tmp_path, monkeypatch):
     assert torch.equal(grown[: old.shape[0]], old) and not grown[old.shape[0]:].any()
     assert not info["cached"] and {"accuracy", "tool_use_carry", "tool_use_no_carry"} <= set(info)
     _, again, info2 = env_start(env_cfg, steps=0, verbose=False)
-    assert info2["cached"] and all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    assert info2["cached"] and all(torch.equal(a, b)
+                                   for a, b in zip(model.state_dict().values(), again.state_dict().values()))
     _, taught, info3 = env_start(env_cfg, steps=3, verbose=False)  # another key: trained, not read
     assert not info3["cached"] and not torch.equal(taught.transformer.wte.weight, grown)
 
@@ -481,7 +485,8 @@ def test_tool_demonstrations_can_ask_for_the_whole_sum_and_a_bad_call_is_refused
     with pytest.raises(ValueError, match="task.tool_call must be one of 'ones', 'sum'"):
         validate(cfg)
     with pytest.raises(SystemExit):
-        main(["train", "grpo", "--config", "test", "--env", "calculator", "--tool-call", "tens", "--out", "/nonexistent"])
+        main(["train", "grpo", "--config", "test", "--env", "calculator", "--tool-call", "tens",
+              "--out", "/nonexistent"])
     assert "invalid choice: 'tens' (choose from 'ones', 'sum')" in capsys.readouterr().err
 
 

@@ -103,7 +103,8 @@ def test_expected_gradients_of_the_three_estimators(logits, seed):
     """In the loss: E∇k1 = 0, E∇k2 = ∇KL(π‖π_ref), E∇k3 = ∇KL(π_ref‖π). In the reward: k1 gives ∇KL(π‖π_ref)."""
     ref = _softmax(np.random.default_rng(seed).normal(size=len(logits)))
     rev, fwd = _true_kl_gradients(logits, ref)
-    g = {(e, p): expected_kl_gradient(logits, np.log(ref), e, p) for e in ("k1", "k2", "k3") for p in ("loss", "reward")}
+    g = {(e, p): expected_kl_gradient(logits, np.log(ref), e, p) for e in ("k1", "k2", "k3")
+         for p in ("loss", "reward")}
     np.testing.assert_allclose(g["k1", "loss"], 0.0, atol=1e-12)
     np.testing.assert_allclose(g["k2", "loss"], rev, atol=1e-10)
     np.testing.assert_allclose(g["k3", "loss"], fwd, atol=1e-10)

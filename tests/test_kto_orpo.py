@@ -33,11 +33,13 @@ def test_pairs_taken_apart_and_batches_mismatched_as_trl_does():
     assert ex["label"].tolist() == [True] * 6 + [False] * 6
     assert ex["ids"][:, P].tolist() == list(range(100, 106)) + list(range(200, 206))
     data = kto_batches(ex, 4, prompt_length=P, generator=torch.Generator().manual_seed(0))
-    assert data["n_batches"] == 3 and data["ids"].shape[0] == 12 and (data["n_desirable"], data["n_undesirable"]) == (6, 6)
+    assert (data["n_batches"] == 3 and data["ids"].shape[0] == 12
+            and (data["n_desirable"], data["n_undesirable"]) == (6, 6))
     for s in range(3):
         rows = slice(4 * s, 4 * s + 4)
         assert torch.equal(data["kl_ids"][rows, :P], data["ids"][rows, :P])  # own prompt
-        assert data["kl_ids"][rows, P].tolist() == data["ids"][rows, P][mismatched_order(4)].tolist()  # row j-1's answer
+        # row j-1's answer
+        assert data["kl_ids"][rows, P].tolist() == data["ids"][rows, P][mismatched_order(4)].tolist()
 
 
 def test_imbalanced_subset_keeps_every_undesirable_answer():

@@ -29,7 +29,8 @@ MUTANTS = {
     "sign_dpo": ("z = beta * ((policy[:n]", "z = -beta * ((policy[:n]"),
     "sign_grpo": ("    return -aggregate(objective", "    return aggregate(objective"),
     "no_mask_logprobs": ("token_logps = torch.where(mask > 0, token_logps, torch.zeros_like(token_logps))", "pass"),
-    "unit_token_as_sequence": ("        return totals.sum() / lengths.sum()", "        return (totals / lengths).mean()"),
+    "unit_token_as_sequence": ("        return totals.sum() / lengths.sum()",
+                               "        return (totals / lengths).mean()"),
     "aggregate_ignores_mask": ("totals = (values * mask).sum(-1)", "totals = values.sum(-1)"),
 }
 # which run each bug enters (the other run never calls the broken line)
@@ -162,7 +163,8 @@ def test_a_loss_without_gradient_is_caught(solution):
 def test_both_runs_step_through_the_librarys_loop_on_a_tiny_budget(solution):
     """The full runs' path (library SFT, pairs, rollouts, train_loop, evaluation) in ~10 s: a tiny setup,
     not cached; no accuracy gain asked (min_gain < 0), only the verdict's shape and where a bug stops it."""
-    cfg = LabConfig(sft_steps=100, dpo_pair_prompts=128, dpo_steps=2, grpo_steps=1, grpo_batch_prompts=4, min_gain=-1.0)
+    cfg = LabConfig(sft_steps=100, dpo_pair_prompts=128, dpo_steps=2, grpo_steps=1, grpo_batch_prompts=4,
+                    min_gain=-1.0)
     setup = lab_check.prepare(cfg)
     assert setup.pairs["n_pairs"] >= cfg.dpo_batch_pairs // 4 and 0 <= setup.baseline_accuracy < 0.5
     for run, steps in (("dpo", cfg.dpo_steps), ("grpo", cfg.grpo_steps)):

@@ -2,8 +2,8 @@
 
 A scratch copy of the course under test-artifacts/ gets a batch of fake students: the solution, the
 untouched release, and one submission per classic bug (a sign flip, a log-prob that forgets the mask, a wrong
-averaging unit: the solution with one line edited, as in tests/test_lab.py). The training checks run in the sandboxed kernel's company, decided by
-instructor/lab_grading.py; the SFT baseline comes from the cache tests/test_lab.py fills.
+averaging unit: the solution with one line edited, as in tests/test_lab.py). The training checks run in the sandboxed
+kernel's company, decided by instructor/lab_grading.py; the SFT baseline comes from the cache tests/test_lab.py fills.
 """
 
 from __future__ import annotations

@@ -102,7 +102,8 @@ def test_a_saved_session_leaves_git_clean(lab, clone):
     assert _git(clone, "diff") == ""
     _git(clone, "config", "--unset", f"filter.{strip_outputs.FILTER}.clean")
     try:
-        assert f"notebooks/{NOTEBOOK}.ipynb" in _git(clone, "status", "--porcelain"), "without the filter git sees outputs"
+        assert f"notebooks/{NOTEBOOK}.ipynb" in _git(clone, "status",
+                                                     "--porcelain"), "without the filter git sees outputs"
     finally:
         strip_outputs.install(clone)
 

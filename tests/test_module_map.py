@@ -17,7 +17,8 @@ def test_every_module_and_package_of_course_lib_is_in_the_map_with_its_summary()
     files = [p for p in (ROOT / "course_lib").rglob("*.py") if "__pycache__" not in p.parts]
     names = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for p in files}
     assert set(rows) == names
-    assert rows["course_lib.formulas.preference" if "course_lib.formulas.preference" in rows else "course_lib.formulas.preference"] \
+    assert rows["course_lib.formulas.preference" if "course_lib.formulas.preference" in rows
+                else "course_lib.formulas.preference"] \
         .startswith("Pairwise preferences: Bradley–Terry")
 
 
@@ -46,7 +47,8 @@ def test_a_stale_map_is_found_and_rewritten(tmp_path, capsys):
     ("", "it has none"),
     ('"""\nstarts on the second line.\n"""\n', "it has none"),
     ('"""A first sentence that runs\nonto a second line."""\n', "runs onto a second line"),
-    ('"""' + "x" * 98 + '."""\n', "at most 97 characters; it has 99"),
+    ('"""' + "x" * (module_map.LINE - 2) + '."""\n',
+     f"at most {module_map.LINE - 3} characters; it has {module_map.LINE - 1}"),
 ])
 def test_a_module_without_a_one_line_summary_stops_the_map(tmp_path, doc, problem):
     package = tmp_path / "pkg"

@@ -2,8 +2,8 @@
 
 Every ``notebooks/*.ipynb`` (the tiny-GPT ones included) must be paired with its ``py:percent`` source, in sync,
 committed without outputs, and start with the Colab set-up cell from ``course_lib.lesson.colab``.
-The notebooks in ``LECTURE`` (they train nothing) are executed here (restart and run all) with nbclient; a cell error, any
-stderr output or a printed ``...Warning`` fails the test, and the lecture's numbers are read back
+The notebooks in ``LECTURE`` (they train nothing) are executed here (restart and run all) with nbclient; a cell error,
+any stderr output or a printed ``...Warning`` fails the test, and the lecture's numbers are read back
 from the executed notebook's namespace (names or expressions evaluated after the last cell, some of
 them acting on an explorer's widgets as a student would) and from what it displayed, widget state
 included. Every figure must be non-blank and at most ``MAX_FIGURE_PX`` wide, so that JupyterLab
@@ -20,6 +20,8 @@ import re
 import shutil
 import tempfile
 import time
+import tomllib
+import unicodedata
 from datetime import datetime
 
 import jupytext
@@ -90,6 +92,22 @@ def test_first_cell_is_the_colab_setup_cell(name):
     )
 
 
+def _display_width(line: str) -> int:
+    """A line's width as ruff's E501 counts it: East Asian wide characters 2, combining marks 0, the rest 1."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+@pytest.mark.parametrize("name", PAIRED)
+def test_only_markdown_table_rows_exceed_the_line_length(name):
+    """ruff skips E501 in notebooks/*.py (pyproject.toml) only because a markdown table row cannot wrap: code,
+    comments and prose keep to the project's line length."""
+    limit = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]["line-length"]
+    lines = (NOTEBOOKS / f"{name}.py").read_text(encoding="utf-8").splitlines()
+    over = [f"line {i}: {line[:50]}…" for i, line in enumerate(lines, 1)
+            if _display_width(line) > limit and not line.startswith("# |")]
+    assert not over, f"{name}.py has lines over {limit} characters that are not markdown table rows: {over}"
+
+
 def _library_names() -> set[str]:
     import inspect
 
@@ -108,7 +126,8 @@ def test_lecture_notebook_has_the_teaching_shape(name):
     """Goals, derivation checked against course_lib (never a fork of it), an explorer, check-yourself."""
     text = (NOTEBOOKS / f"{name}.py").read_text(encoding="utf-8")
     assert "After this notebook you will be able to" in text
-    assert re.search(r"^from course_lib\.[\w.]+ import", text, re.M), "the notebook must check itself against course_lib"
+    assert re.search(r"^from course_lib\.[\w.]+ import", text,
+                     re.M), "the notebook must check itself against course_lib"
     forks = {m for m in re.findall(r"^def (\w+)\(", text, re.M)} & _library_names()
     assert not forks, f"{name} redefines course_lib functions {forks}: import them instead"
     assert "widgets." in text and "display(" in text, "one ipywidgets explorer per notebook"
@@ -515,7 +534,8 @@ def check_04(ns, shown, widgets):
     assert "p = 0.3: GRPO at G = 2 → 0.2100   true p(1 − p) = 0.2100   full mean alone → 0.1050" in shown
     assert ns["float((library_grad - by_hand).abs().max())"] < 1e-12
     # §7: a correct answer's advantage, given an update: under-rated when hard, over-rated when easy
-    assert "p = 0.05: full mean +0.831 vs true +0.950" in shown and "p = 0.95: full mean +0.145 vs true +0.050" in shown
+    assert ("p = 0.05: full mean +0.831 vs true +0.950" in shown
+            and "p = 0.95: full mean +0.145 vs true +0.050" in shown)
 
 
 def check_05(ns, shown, widgets):

@@ -152,8 +152,8 @@ def test_overlong_shaping_reaches_the_rewards_the_trainer_learns_from(start):
     (dict(loss_type="cispo", epsilon_high=5.0, unit="constant"), "accepted unit='token_mean'; got unit='constant'"),
     (dict(loss_type="dr_grpo"), r"TRL's name for the averaging unit: set unit='constant'"),
     (dict(loss_type="sapo"), r"grpo.loss_type must be one of \('clipped', 'cispo'\)"),
-    (dict(soft_punish_cache=2), r"soft_punish_cache must be an integer in \[0, max_completion_length − \(digits \+ 2\)\] "
-                                r"= \[0, 1\].*got 2"),
+    (dict(soft_punish_cache=2),
+     r"soft_punish_cache must be an integer in \[0, max_completion_length − \(digits \+ 2\)\] = \[0, 1\].*got 2"),
     (dict(soft_punish_cache=-1), r"= \[0, 1\]"),
 ])
 def test_each_option_is_refused_where_it_has_no_meaning(options, match):

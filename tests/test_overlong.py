@@ -35,7 +35,8 @@ def test_the_penalty_never_rises_with_length_and_stays_in_minus_one_to_zero(max_
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"lengths": [3], "max_length": 0, "cache": 0}, "max_length must be an integer >= 1"),
-    ({"lengths": [3], "max_length": 4, "cache": 5}, r"cache must be an integer in \[0, 4\] \(the soft zone C, at most max_length\)"),
+    ({"lengths": [3], "max_length": 4, "cache": 5},
+     r"cache must be an integer in \[0, 4\] \(the soft zone C, at most max_length\)"),
     ({"lengths": [3], "max_length": 4, "cache": 1.5}, "cache must be an integer"),
     ({"lengths": [[3]], "max_length": 4, "cache": 1}, "lengths must be a 1-d sequence"),
     ({"lengths": [-1], "max_length": 4, "cache": 1}, "token counts >= 0"),

@@ -57,7 +57,8 @@ def test_every_install_route_installs_the_same_extras():
 
 
 def test_trl_extra_is_pinned_and_keeps_the_torch_pin():
-    extra = dict(_split(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["trl"])
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extra = dict(_split(r) for r in project["optional-dependencies"]["trl"])
     assert set(extra) == {"trl", "accelerate"} and all(v.startswith("==") for v in extra.values())
     # installing the extra must not let pip replace the CPU torch wheel: the pin rides along
     assert '-e ".[dev,lab,trl]" "$(TORCH_PIN)"' in (ROOT / "Makefile").read_text()
@@ -71,5 +72,6 @@ def test_the_library_alone_pulls_no_lab_tools():
     imported = set()
     for path in (ROOT / "course_lib").rglob("*.py"):
         imported |= set(re.findall(r"^\s*(?:from|import) ([A-Za-z_]\w*)", path.read_text(encoding="utf-8"), re.M))
-    lab = {_split(r)[0] for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["lab"]}
+    lab = {_split(r)[0]
+           for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["lab"]}
     assert not imported & {name.replace("-", "_") for name in lab}, "course_lib imports a lab-only package"

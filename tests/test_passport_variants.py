@@ -167,7 +167,8 @@ def test_the_release_shows_the_report_but_never_the_key(ns):
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in release.cells}
     assert cells["q5_report"].metadata["nbgrader"]["locked"] and "BANK = {" in cells["q5_report"].source
     assert "KEY" not in cells["q5_passport"].source and "passport_for" not in cells["q5_passport"].source
-    mappings = {f"{q}{field}{q}: {q}{value}{q}" for field, values in ALLOWED.items() for value in values for q in "\"'"}
+    mappings = {f"{q}{field}{q}: {q}{value}{q}" for field, values in ALLOWED.items() for value in values
+                for q in "\"'"}
     mappings |= {f"{q}roles{q}: [{q}{role}{q}]" for role in ROLES for q in "\"'"} | {"KEY = {", "passport_for("}
     for path in sorted((ROOT / "exercises").rglob("*")):
         if path.is_file():

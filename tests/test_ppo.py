@@ -165,17 +165,19 @@ def test_cli_train_rm_then_ppo_and_grpo_against_it(tmp_path, capsys):
     rm_entry = summary["passport"]["reward_model"]
     assert set(rm_entry) == {"data", "labelling_rule", "noise", "model", "accuracy"} and "0.2" in rm_entry["noise"]
     assert summary["reward_model"]["noise"] == 0.2 and 0 < summary["reward_model"]["noise_ceiling"] <= 1
-    assert main(["train", "ppo", "--config", "test", "--out", str(ppo_dir), "--no-progress", "--reward", f"rm:{rm_dir}",
-                 "--kl-coef", "0.05", "--sft-checkpoint", str(rm_dir / "sft.pt")]) == 0
+    assert main(["train", "ppo", "--config", "test", "--out", str(ppo_dir), "--no-progress",
+                 "--reward", f"rm:{rm_dir}", "--kl-coef", "0.05", "--sft-checkpoint", str(rm_dir / "sft.pt")]) == 0
     summary = json.loads((ppo_dir / "summary.json").read_text())
     assert summary["passport"]["reward_model"] == rm_entry  # the reward model's entry travels with the run
     assert "GAE(gamma=1.0, lambda=0.95)" in summary["passport"]["critic"]["advantages"]
     assert summary["memory"]["critic"]["total"] > 0 and len(_lines(ppo_dir / "metrics.jsonl")) == 4
-    assert main(["train", "grpo", "--config", "test", "--out", str(grpo_dir), "--no-progress", "--reward", f"rm:{rm_dir}",
-                 "--steps", "2", "--sft-checkpoint", str(rm_dir / "sft.pt")]) == 0
-    assert "learned reward model" in json.loads((grpo_dir / "summary.json").read_text())["passport"]["reward_contract"]["source"]
+    assert main(["train", "grpo", "--config", "test", "--out", str(grpo_dir), "--no-progress",
+                 "--reward", f"rm:{rm_dir}", "--steps", "2", "--sft-checkpoint", str(rm_dir / "sft.pt")]) == 0
+    passport = json.loads((grpo_dir / "summary.json").read_text())["passport"]
+    assert "learned reward model" in passport["reward_contract"]["source"]
     capsys.readouterr()
-    assert main(["train", "ppo", "--config", "test", "--out", str(tmp_path / "bad"), "--reward", f"rm:{tmp_path / 'nope'}"]) == 2
+    assert main(["train", "ppo", "--config", "test", "--out", str(tmp_path / "bad"),
+                 "--reward", f"rm:{tmp_path / 'nope'}"]) == 2
     assert "reward model directory" in capsys.readouterr().err
     assert not (tmp_path / "bad" / "sft.pt").exists()  # it failed before training anything
 

@@ -139,7 +139,8 @@ def test_kto_reference_point_is_detached():
 def test_odds_ratio_penalty_is_orpo_minus_the_chosen_nll():
     mw, ml = -10 / 5, -12 / 4
     log_odds = lambda m: m - math.log(1 - math.exp(m))  # noqa: E731
-    assert odds_ratio_penalty(-10.0, -12.0, 5, 4) == pytest.approx(math.log1p(math.exp(-(log_odds(mw) - log_odds(ml)))))
+    assert odds_ratio_penalty(-10.0, -12.0, 5,
+                              4) == pytest.approx(math.log1p(math.exp(-(log_odds(mw) - log_odds(ml)))))
     assert orpo_loss(-10.0, -12.0, 5, 4, beta=0.3) == pytest.approx(-mw + 0.3 * odds_ratio_penalty(-10.0, -12.0, 5, 4))
 
 

@@ -50,7 +50,8 @@ def _sources() -> list[Path]:
 
 
 def test_the_checker_finds_what_313_removed():
-    code = "import imp\nimport os.path\nfrom distutils.util import strtobool\nfrom typing import io, List\nimport cgi as c\n"
+    code = ("import imp\nimport os.path\nfrom distutils.util import strtobool\nfrom typing import io, List\n"
+            "import cgi as c\n")
     assert removed_in_313(code) == ["imp", "distutils.util", "typing.io", "cgi"]
     assert removed_in_313("import os, json\nfrom . import imp\n") == []
 

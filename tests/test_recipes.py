@@ -50,7 +50,8 @@ def test_a_recipe_runs_its_stages_and_writes_one_folder_and_passport_per_stage(f
         pp = json.loads((folder / "passport.json").read_text())
         assert pp["kind"] == kind and pp["recipe"]["stage"] == f"{i + 1} of 4"
     assert summary["finished"][3]["overrides"] == {"steps": 2, "temperature": 1.2}
-    assert json.loads((out / "stage_4_grpo" / "passport.json").read_text())["data_and_policy"]["generated_by"].endswith("1.2")
+    stage_4 = json.loads((out / "stage_4_grpo" / "passport.json").read_text())
+    assert stage_4["data_and_policy"]["generated_by"].endswith("1.2")
     rft = summary["finished"][2]
     kept = [r["kept_fraction"] for r in rows(out / "stage_3_rft" / "metrics.jsonl")]
     assert len(kept) == 2 and rft["acceptance_rate"] == pytest.approx(sum(kept) / 2)
@@ -58,7 +59,8 @@ def test_a_recipe_runs_its_stages_and_writes_one_folder_and_passport_per_stage(f
         assert 0 <= entry["sampled_pass@1"] <= entry["pass@8"] <= 1
         assert entry["entropy"] > 0 and 1 <= entry["completion_length"] <= 4
     first = summary["finished"][0]
-    assert first["kl_to_stage_start"] == first["kl_to_first_policy"]  # stage 1 starts at the first policy: one measurement
+    # stage 1 starts at the first policy: one measurement
+    assert first["kl_to_stage_start"] == first["kl_to_first_policy"]
     assert json.loads((out / "recipe.json").read_text()) == summary
 
 

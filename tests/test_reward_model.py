@@ -122,7 +122,8 @@ def test_training_lowers_the_reward_model_loss_and_beats_chance(setup):
     assert log[0]["loss"] > log[-1]["loss"]
     assert res["metrics"]["train_pairs"] > 0 and res["metrics"]["noise_ceiling"] == 1.0
     # the logged loss is the library's reward_model_loss (Bradley–Terry), checked on one batch
-    assert reward_model_loss(torch.tensor([2.0]), torch.tensor([0.0])).item() == pytest.approx(-math.log(1 / (1 + math.e**-2)))
+    assert reward_model_loss(torch.tensor([2.0]),
+                             torch.tensor([0.0])).item() == pytest.approx(-math.log(1 / (1 + math.e**-2)))
     assert 0 <= res["metrics"]["ece"] <= 1
     assert {"heldout_accuracy", "heldout_of_ceiling"} <= set(log[-1])
 
@@ -194,7 +195,9 @@ def test_empirical_best_of_n_kl_counts_repeated_samples():
     # base (3/4 on "12", 1/4 on "13"), "13" scores higher: exact KL of that two-outcome distribution
     assert empirical_best_of_n_kl(proxy, ids, 2) == pytest.approx(best_of_n_exact_kl([0.75, 0.25], [0.2, 0.9], 2))
     rows = best_of_n_curve(proxy, torch.ones(1, 4), [1, 2, 4], ids=ids)
-    assert [r["kl"] for r in rows] == pytest.approx([0.0] + [best_of_n_exact_kl([0.75, 0.25], [0.2, 0.9], n) for n in (2, 4)])
+    assert [r["kl"] for r in rows] == pytest.approx([0.0]
+                                                    + [best_of_n_exact_kl([0.75, 0.25], [0.2, 0.9], n)
+                                                       for n in (2, 4)])
     assert all(r["kl"] < r["kl_bound"] for r in rows[1:])
     with pytest.raises(ValueError, match="k must divide"):
         sample_ids(task, comps, 3)
@@ -207,12 +210,14 @@ def test_over_optimisation_reads_moving_means_and_names_the_shape():
     up_down = over_optimisation(rows([0.5, 0.5, 0.6, 0.7, 0.7, 0.6, 0.4, 0.3]), window=2)
     # moving means of 2: 0.5 0.55 0.65 0.7 0.65 0.5 0.35; peak 0.7 from steps 4–5 (reported at step 5)
     assert up_down["gold_start"] == pytest.approx(0.5) and up_down["gold_peak"] == pytest.approx(0.7)
-    assert up_down["gold_end"] == pytest.approx(0.35) and up_down["peak_step"] == 5 and up_down["shape"] == "rises then falls"
+    assert (up_down["gold_end"] == pytest.approx(0.35) and up_down["peak_step"] == 5
+            and up_down["shape"] == "rises then falls")
     assert up_down["sqrt_kl_peak"] == pytest.approx(math.sqrt((0.09 + 0.16) / 2))
     assert up_down["proxy_end"] - up_down["proxy_start"] == pytest.approx(0.6)
     assert over_optimisation(rows([0.6, 0.55, 0.5, 0.4]), window=1)["shape"] == "falls"
     assert over_optimisation(rows([0.4, 0.45, 0.5, 0.6]), window=1)["shape"] == "rises"
-    assert over_optimisation(rows([0.5, 0.51, 0.5, 0.49]), window=1)["shape"] == "flat"  # moves within tol do not count
+    # moves within tol do not count
+    assert over_optimisation(rows([0.5, 0.51, 0.5, 0.49]), window=1)["shape"] == "flat"
     with pytest.raises(ValueError, match="window"):
         over_optimisation(rows([0.5, 0.5]), window=3)
 
@@ -222,10 +227,12 @@ def test_save_load_roundtrip_and_batched_reward(setup, tmp_path):
     rcfg = RewardModelConfig(**RM_TEST)
     torch.manual_seed(1)
     rm = build_reward_model(cfg.model, task.tokenizer, policy)
-    save_reward_model(rm, task.tokenizer, tmp_path / "rm", task_config=task.config, cfg=rcfg, metrics={"heldout_accuracy": 0.5})
+    save_reward_model(rm, task.tokenizer, tmp_path / "rm", task_config=task.config, cfg=rcfg,
+                      metrics={"heldout_accuracy": 0.5})
     info = json.loads((tmp_path / "rm" / "reward_model.json").read_text())
     assert info["noise"] == rcfg.noise and "strict checker" in info["labelling_rule"]
-    metrics = {"train_pairs": 10, "train_prompts": 64, "heldout_pairs": 5, "train_flipped": 0.1, "heldout_accuracy": 0.8,
+    metrics = {"train_pairs": 10, "train_prompts": 64, "heldout_pairs": 5, "train_flipped": 0.1,
+               "heldout_accuracy": 0.8,
                "of_ceiling": 0.8 / 0.9, "noise_ceiling": 0.9, "heldout_gold_accuracy": 0.85, "ece": 0.05}
     entry = passport_fields({**info, "metrics": metrics})
     assert set(entry) == {"data", "labelling_rule", "noise", "model", "accuracy"}

@@ -20,9 +20,11 @@ from tools import cpu_kernels  # noqa: E402
 
 
 def test_the_plan_names_every_results_file_and_a_command_its_script_accepts():
-    results = {p.stem for p in (ROOT / "benchmarks" / "results").glob("*.json")} - {"gpu_check"}  # a GPU, not make bench
+    # a GPU, not make bench
+    results = {p.stem for p in (ROOT / "benchmarks" / "results").glob("*.json")} - {"gpu_check"}
     assert results <= set(run_all.PLAN), f"results files no plan entry writes: {sorted(results - set(run_all.PLAN))}"
-    for name, (argv, minutes, _) in {**run_all.PLAN, **{k: (v, 1, False) for k, v in run_all.DIAGNOSTICS.items()}}.items():
+    for name, (argv, minutes, _) in {**run_all.PLAN,
+                                     **{k: (v, 1, False) for k, v in run_all.DIAGNOSTICS.items()}}.items():
         script = ROOT / "benchmarks" / argv[0]
         assert script.is_file(), (name, argv[0])
         source = script.read_text()
@@ -40,7 +42,8 @@ def _results(tmp_path, monkeypatch, **files):
 def test_a_results_file_is_current_only_for_the_code_now_checked_out(tmp_path, monkeypatch):
     current = {"sources": "aaa", "class_grading": "ggg"}
     _results(tmp_path, monkeypatch, dpo={"sources": "aaa", "complete": True, "runs": []}, grpo={"runs": []},
-             rlhf={"sources": "aaa+changes"}, tools={"sources": "bbb"}, async_speed={"sources": "aaa", "complete": False},
+             rlhf={"sources": "aaa+changes"}, tools={"sources": "bbb"},
+             async_speed={"sources": "aaa", "complete": False},
              class_grading={"sources": "aaa", "extra_sources": "old", "complete": True},
              recipes={"sources": "aaa", "runs": [{"seed": 0}]})
     assert run_all.status("dpo", current) == "current"
@@ -55,7 +58,8 @@ def test_a_results_file_is_current_only_for_the_code_now_checked_out(tmp_path, m
     assert run_all.status("tools", current) == "stale (ran sources bbb, now aaa)"
     assert run_all.status("async_speed", current) == "stale (incomplete)"
     assert run_all.status("class_grading", current).startswith("stale (instructor")  # its second digest differs
-    (tmp_path / "class_grading.json").write_text(json.dumps({"sources": "aaa", "extra_sources": "ggg", "complete": True}))
+    (tmp_path / "class_grading.json").write_text(json.dumps({"sources": "aaa", "extra_sources": "ggg",
+                                                             "complete": True}))
     assert run_all.status("class_grading", current) == "current"
 
 
@@ -84,7 +88,8 @@ def test_the_sources_digest_follows_the_code_not_the_commit(tmp_path, monkeypatc
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
-    for path, text in (("course_lib/a.py", "A = 1\n"), ("benchmarks/tinygpt_x.py", "x\n"), ("benchmarks/tables.py", "t\n"),
+    for path, text in (("course_lib/a.py", "A = 1\n"), ("benchmarks/tinygpt_x.py", "x\n"),
+                       ("benchmarks/tables.py", "t\n"),
                        ("benchmarks/results/x.json", "{}\n"), ("README.md", "r\n"), ("docs/results.md", "d\n")):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
@@ -136,7 +141,8 @@ def test_save_writes_the_provenance_of_the_run(tmp_path):
     path = writer.save("class_grading", ["class_grading.py", "--students", "1"], [{"seed": 0}], results=tmp_path,
                        machine="m")
     data = json.loads(path.read_text())
-    assert data["sources"] == provenance.sources() and data["commit"].split("+")[0] == provenance.commit().split("+")[0]
+    assert (data["sources"] == provenance.sources()
+            and data["commit"].split("+")[0] == provenance.commit().split("+")[0])
     assert data["extra_sources"] == provenance.sources(provenance.EXTRA_SOURCES["class_grading"])
     assert data["torch"] == torch.__version__ and data["cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
     assert data["command"] == "class_grading.py --students 1" and data["machine"] == "m" and data["seeds"] == [0]

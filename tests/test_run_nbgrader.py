@@ -52,7 +52,8 @@ def test_the_launcher_runs_nbgrader_without_rfc3987_syntax_and_still_validates()
                              capture_output=True, text=True)
     import nbgrader
 
-    assert version.returncode == 0 and version.stdout.splitlines()[-1] == f"nbgrader version {nbgrader.__version__}", version.stderr
+    assert (version.returncode == 0
+            and version.stdout.splitlines()[-1] == f"nbgrader version {nbgrader.__version__}"), version.stderr
 
 
 def test_the_zygote_runs_nbgrader_as_a_new_process_would_from_many_threads(tmp_path):
@@ -70,7 +71,8 @@ def test_the_zygote_runs_nbgrader_as_a_new_process_would_from_many_threads(tmp_p
         with ThreadPoolExecutor(4) as pool:
             runs = list(pool.map(lambda i: zygote.run(["--version"], {**env, "MARK": str(i)}, str(tmp_path),
                                                       str(tmp_path / f"out{i}.log")), range(4)))
-        assert [(code, text.splitlines()[-1]) for code, text in runs] == [(0, f"nbgrader version {nbgrader.__version__}")] * 4
+        assert ([(code, text.splitlines()[-1]) for code, text in runs]
+                == [(0, f"nbgrader version {nbgrader.__version__}")] * 4)
         code, text = zygote.run(["autograde", "no-such-assignment", "--student=nobody"], env, str(tmp_path),
                                 str(tmp_path / "bad.log"))
         assert code != 0 and "no-such-assignment" in text, text

@@ -33,7 +33,8 @@ from instructor import sandbox_kernel, sandbox_limits  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-def _sandboxed(code: str, env: dict[str, str] | None = None, timeout: int = 300, **kwargs) -> subprocess.CompletedProcess:
+def _sandboxed(code: str, env: dict[str, str] | None = None, timeout: int = 300,
+               **kwargs) -> subprocess.CompletedProcess:
     """``python -c code`` in the sandbox, with the kernel's limits and seccomp filter (``sandbox_kernel.run``;
     ``kwargs``: its ``cgroup`` or ``seccomp=False``)."""
     old = {k: os.environ.get(k) for k in (env or {})}
@@ -323,7 +324,8 @@ def _filter(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
 
 def _header_numbers(path: str, prefixes: tuple[str, ...]) -> dict[str, int]:
     text = Path(path).read_text()
-    return {m.group(2): int(m.group(3)) for m in re.finditer(rf"#define __NR({'|'.join(prefixes)})_?(\w+)\s+(\d+)\b", text)}
+    return {m.group(2): int(m.group(3)) for m in re.finditer(r"#define "
+                                                             rf"__NR({'|'.join(prefixes)})_?(\w+)\s+(\d+)\b", text)}
 
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
@@ -334,7 +336,8 @@ def test_the_filter_refuses_the_deny_list_and_allows_the_rest(machine):
     assert machine in line and program is not None
     for name, numbers in sandbox_limits.DENIED.items():
         assert _filter(program, arch, numbers[column]) == eperm, name
-    ordinary = {"x86_64": [0, 1, 9, 257, 231, 202], "aarch64": [63, 64, 222, 56, 94, 98]}[machine]  # read, write, mmap, openat, exit_group, futex
+    # read, write, mmap, openat, exit_group, futex
+    ordinary = {"x86_64": [0, 1, 9, 257, 231, 202], "aarch64": [63, 64, 222, 56, 94, 98]}[machine]
     assert all(_filter(program, arch, nr) == allow for nr in ordinary)
     clone = sandbox_limits.CLONE[machine]
     assert _filter(program, arch, clone, 0x11) == allow  # fork: SIGCHLD as the exit signal
@@ -378,7 +381,8 @@ pid = os.fork()
 if pid == 0:
     os._exit(7)
 out["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-out["subprocess"] = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True).stdout.strip()
+out["subprocess"] = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True,
+                                   text=True).stdout.strip()
 print(json.dumps(out))
 '''
 
@@ -448,7 +452,8 @@ def test_a_kernel_that_dies_while_starting_is_started_again_with_the_reason_logg
     assert (tmp_path / "starts").read_text() == str(min(deaths + 1, 2))
 
 
-def test_the_next_notebooks_kernel_starts_ahead_fresh_and_every_kernel_is_stopped_with_its_cgroup(tmp_path, monkeypatch):
+def test_the_next_notebooks_kernel_starts_ahead_fresh_and_every_kernel_is_stopped_with_its_cgroup(tmp_path,
+                                                                                                  monkeypatch):
     """With ``$COURSE_NOTEBOOKS`` (``make autograde`` sets it), the first kernel starts as nbgrader
     begins and each notebook's kernel starts the next one's while it runs: the next notebook runs in
     that kernel (a process of its own, which never saw the previous notebook's code), and

@@ -67,7 +67,8 @@ DEEP_OUTPUT = '''
 _ip = get_ipython()
 _deep = '{"a": ' * 50000 + '1' + '}' * 50000
 _content = ('{"data": {"application/json": ' + _deep + '}, "metadata": {}, "transient": {}}').encode()
-_ip.kernel.session.send(_ip.kernel.iopub_socket, "display_data", content=_content, parent=_ip.kernel.get_parent("shell"))
+_ip.kernel.session.send(_ip.kernel.iopub_socket, "display_data", content=_content,
+                        parent=_ip.kernel.get_parent("shell"))
 print("DEEP sent")
 '''
 
@@ -124,7 +125,8 @@ def test_the_report_says_once_which_memory_cap_and_filter_applied(graded, monkey
     monkeypatch.setenv("COURSE_SANDBOX_KERNEL_MEM_MB", str(CAP_MB))  # as the run had it
     _, memory = sandbox_limits.cgroup_support()
     _, seccomp = sandbox_limits.seccomp_program()
-    assert memory in graded["report"]["sandbox"] and seccomp in graded["report"]["sandbox"], graded["report"]["sandbox"]
+    assert (memory in graded["report"]["sandbox"]
+            and seccomp in graded["report"]["sandbox"]), graded["report"]["sandbox"]
     text = (graded["course"] / "grades" / ASSIGNMENT / "report.md").read_text()
     assert text.count(memory) == 1 and text.count(seccomp) == 1
 
@@ -159,7 +161,8 @@ def test_crafted_nesting_scores_what_it_earns_never_failed(graded):
     deep = graded["students"]["x_deep_output"]
     assert deep["status"] != "FAILED" and deep["notebooks"][Q1]["code_score"] == 8, deep["problems"]
     assert _printed(graded, "x_deep_output", "DEEP") == "sent"
-    nb = nbformat.read(str(graded["course"] / "autograded" / "x_deep_output" / ASSIGNMENT / f"{Q1}.ipynb"), as_version=4)
+    nb = nbformat.read(str(graded["course"] / "autograded" / "x_deep_output" / ASSIGNMENT / f"{Q1}.ipynb"),
+                       as_version=4)
     assert any("nested more than 64 levels deep" in str(o.get("data", "")) for c in nb.cells if c.cell_type == "code"
                for o in c.outputs)
     file = graded["students"]["x_deep_file"]

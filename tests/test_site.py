@@ -151,4 +151,5 @@ def test_pages_render_in_chromium(site, artifacts_dir, request, pw_session):
     finally:
         browser.close()
     assert math > 0, "no formula was rendered anywhere on the site (the regularised objective notebook shows TeX)"
-    report_line(request.config, f"site: {len(list(site.glob('*.html')))} pages, {figures} figures and {math} formulas checked in Chromium")
+    report_line(request.config, f"site: {len(list(site.glob('*.html')))} pages, {figures} figures and {math} formulas "
+                                "checked in Chromium")

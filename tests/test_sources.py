@@ -79,7 +79,8 @@ def test_every_link_to_a_source_is_written_as_cite_writes_it():
         for text, url in LINK.findall(py.read_text(encoding="utf-8")):
             if url in key_of:
                 assert f"[{text}]({url})" == cite(key_of[url]), (
-                    f"{py.name}: [{text}]({url}) — write the link as cite({key_of[url]!r}) gives it: {cite(key_of[url])}")
+                    f"{py.name}: [{text}]({url}) — write the link as cite({key_of[url]!r}) gives it: "
+                    f"{cite(key_of[url])}")
 
 
 def test_each_method_cites_its_source_where_a_student_first_meets_it():
@@ -99,4 +100,5 @@ def test_each_method_cites_its_source_where_a_student_first_meets_it():
                 following = next((c.source for c in cells[i + 1:] if c.cell_type == "code"), "")
                 assert SOURCES[key].url in cell.source or "cite(" in following, (
                     f"{name}: first mention of {pattern!r} (cell {i}) without its source: add {cite(key)}")
-    assert {"bradley_terry", "dpo", "deepseekmath", "ppo", "dapo", "gao2022", "trl"} <= set(met), "the map lost a method"
+    assert {"bradley_terry", "dpo", "deepseekmath", "ppo", "dapo", "gao2022",
+            "trl"} <= set(met), "the map lost a method"

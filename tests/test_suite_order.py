@@ -68,7 +68,8 @@ def test_every_training_notebook_is_run_once_for_its_lesson_and_browser_tests():
     for name in LECTURES:
         assert conftest.group_of(BROWSER.format(name)) == (
             "test_browser.py" if name in LECTURE else conftest.group_of("tests/test_tinygpt_notebooks.py::t"))
-    assert conftest.group_of("tests/test_browser.py::test_exercise_shows_the_nbgrader_validate_button") == "test_browser.py"
+    assert (conftest.group_of("tests/test_browser.py::test_exercise_shows_the_nbgrader_validate_button")
+            == "test_browser.py")
 
 
 def test_in_a_group_the_lessons_run_before_the_browser_checks_and_the_site_comes_last():

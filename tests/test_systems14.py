@@ -240,7 +240,8 @@ def _make_submissions(course: Path) -> list[str]:
             put(student, n, nb)
     # the solution's functions, each validating its input and then returning a lying object; lying answers;
     # in Q7 the functions' true results, but every container of every record emptied in flight
-    answers = {gid: [c.expr for c in checks] for gid, checks in grading.load_checks(ASSIGNMENT, grading.new_rng(0)).items()
+    answers = {gid: [c.expr for c in checks]
+               for gid, checks in grading.load_checks(ASSIGNMENT, grading.new_rng(0)).items()
                if gid.endswith("_test_answers")}
     for n in NOTEBOOKS:
         nb = copy.deepcopy(sol[n])

@@ -86,6 +86,6 @@ def test_the_colab_table_labels_every_time_an_estimate(tmp_path):
             "efficiency": [0.5, 0.1], "notebooks": {"09_tiny_gpt_grpo": row}}
     (tmp_path / "t4_estimate.json").write_text(json.dumps(data))
     text = tables.render("<!-- bench:t4_estimate -->\n<!-- /bench:t4_estimate -->", tmp_path)
-    assert "| 09_tiny_gpt_grpo | GRPO | 48 s (estimate) | 6 s–20 s (estimate) | 10 min (estimate) | 60 s–3 min (estimate) |" \
-        in text
+    assert ("| 09_tiny_gpt_grpo | GRPO | 48 s (estimate) | 6 s–20 s (estimate) | "
+            "10 min (estimate) | 60 s–3 min (estimate) |") in text
     assert "**Estimates, not measurements**" in text and "5–20 µs" in text and "10%–50%" in text

@@ -36,7 +36,8 @@ def test_cli_grpo_end_to_end_with_control(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr and "warn" not in proc.stderr.lower()
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("sft_accuracy", "final_accuracy", "rl_seconds", "wall_seconds", "device", "passport", "control_accuracy"):
+    for key in ("sft_accuracy", "final_accuracy", "rl_seconds", "wall_seconds", "device", "passport",
+                "control_accuracy"):
         assert key in summary
     assert 0 <= summary["final_accuracy"] <= 1 and summary["device"] == "cpu"
     assert summary["passport"]["optimisation"]["advantage"].startswith("RLOO")
@@ -161,7 +162,8 @@ def parser():
 @pytest.mark.parametrize("kind, flag, name, kind_of_value", NUMERIC, ids=[f"{k}{f}" for k, f, *_ in NUMERIC])
 def test_every_numeric_option_refuses_what_it_cannot_mean_by_name(kind, flag, name, kind_of_value, parser, tmp_path,
                                                                    capsys, monkeypatch):
-    """inf, -inf and nan for a float, an absurd negative for a count: refused before any training, naming the option."""
+    """inf, -inf and nan for a float, an absurd negative for a count: refused before any training, naming the
+    option."""
     from course_lib import __main__ as cli
     from course_lib.run import pipeline, recipes
 
@@ -262,7 +264,8 @@ def test_flags_are_per_section_strict_and_documented(capsys):
     capsys.readouterr()
     assert _exit_code(["train", "grpo", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    for shown in ("{loss,reward}", "{grpo,rloo,dr_grpo}", "default: cpu 32 | gpu 128 | test 4", "TOTAL optimizer steps",
+    for shown in ("{loss,reward}", "{grpo,rloo,dr_grpo}", "default: cpu 32 | gpu 128 | test 4",
+                  "TOTAL optimizer steps",
                   "--no-mask-truncated", "--sft-learning-rate"):
         assert shown in text
 

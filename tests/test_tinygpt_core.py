@@ -183,7 +183,8 @@ def test_leaving_zero_variance_groups_out_of_the_update_changes_nothing(task, mo
         opt = make_optimizer(m, 1e-2)
         policy_step(m, None, opt, batch_for(mixed, False), cfg, prompt_length=task.prompt_length, max_grad_norm=1.0)
         before = torch.cat([p.detach().flatten() for p in m.parameters()])
-        out = policy_step(m, None, opt, batch_for(flat, skip), cfg, prompt_length=task.prompt_length, max_grad_norm=1.0)
+        out = policy_step(m, None, opt, batch_for(flat, skip), cfg, prompt_length=task.prompt_length,
+                          max_grad_norm=1.0)
         assert float(out["loss"]) == 0.0
         weights.append(torch.cat([p.detach().flatten() for p in m.parameters()]))
         assert not torch.equal(weights[-1], before), "AdamW's momentum still moves the weights"
@@ -199,7 +200,8 @@ def test_a_reference_kept_only_to_log_the_kl_does_not_stop_the_sparse_update(tas
     prompts = task.encode_prompts(task.heldout_pairs[:3])
     torch.manual_seed(1)
     roll = generate(model, prompts, task.tokenizer, max_completion_length=5, num_generations=4)
-    batch = {"input_ids": roll.input_ids, "attention_mask": roll.attention_mask, "completion_mask": roll.completion_mask,
+    batch = {"input_ids": roll.input_ids, "attention_mask": roll.attention_mask,
+             "completion_mask": roll.completion_mask,
              "truncated": roll.truncated, "rewards": rewards}
     ref = copy.deepcopy(model).requires_grad_(False)
     with torch.no_grad():
@@ -290,7 +292,8 @@ def test_clipping_changes_gradients_only_outside_the_interval(task, model):
     for eps, eps_high in ((1e-4, 1e-4), (0.99, 100.0)):
         m = copy.deepcopy(model)
         batch = _grpo_batch(task, m, rewards)
-        cfg = GRPOConfig(num_generations=4, num_iterations=2, epsilon=eps, epsilon_high=eps_high, max_completion_length=5,
+        cfg = GRPOConfig(num_generations=4, num_iterations=2, epsilon=eps, epsilon_high=eps_high,
+                         max_completion_length=5,
                          learning_rate=1e-2)
         opt = make_optimizer(m, 1e-2)
         results[eps] = policy_step(m, None, opt, batch, cfg, prompt_length=task.prompt_length, max_grad_norm=1e9)
@@ -306,7 +309,9 @@ def test_zero_variance_policies(task, model):
     assert keep["stats"]["zero_variance_rate"] == 1.0 and keep["batch"]["rewards"].shape == (4, 4)
     drop = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "drop"}), gen, STRICT(task))
     assert "batch" not in drop and drop["stats"]["groups_used"] == 0
-    res = collect_rollouts(model, task, GRPOConfig(**{**base.__dict__, "zero_variance": "resample", "max_resample_rounds": 2}), gen, STRICT(task))
+    res = collect_rollouts(model, task,
+                           GRPOConfig(**{**base.__dict__, "zero_variance": "resample", "max_resample_rounds": 2}), gen,
+                           STRICT(task))
     assert res["stats"]["groups_sampled"] == 12  # 1 + 2 extra rounds, still nothing informative
 
 
@@ -535,7 +540,8 @@ def test_the_hot_policy_step_makes_no_synchronous_host_to_device_copy(task, mode
     opt = make_optimizer(model, 1e-3)
 
     def step(b):
-        return policy_step(model, ref, opt, b, cfg, validate=False, prompt_length=task.prompt_length, max_grad_norm=1.0)
+        return policy_step(model, ref, opt, b, cfg, validate=False, prompt_length=task.prompt_length,
+                           max_grad_norm=1.0)
 
     skipping, _ = _count_host_to_device(monkeypatch, lambda: step(batch))
     assert skipping == {"host": 1 + log_kl, "sync": 0, "async": 1 + log_kl}
@@ -562,7 +568,8 @@ def test_the_samplers_entropy_is_the_policys_entropy_on_its_samples(task, model,
     the entropy ``completion_logprobs`` computes from a full forward on the same completions."""
     prompts = task.encode_prompts(task.heldout_pairs[:3])
     torch.manual_seed(2)
-    roll = generate(model, prompts, task.tokenizer, max_completion_length=5, num_generations=4, temperature=temperature)
+    roll = generate(model, prompts, task.tokenizer, max_completion_length=5, num_generations=4,
+                    temperature=temperature)
     _, mask, ent = completion_logprobs(model, roll.input_ids, roll.attention_mask, roll.completion_mask,
                                        with_entropy=True, temperature=temperature, start=task.prompt_length)
     assert torch.allclose(roll.entropy, ent, atol=1e-5) and float(ent.sum()) > 0
@@ -653,7 +660,8 @@ def test_mask_truncated_keeps_rows_in_the_denominator(task, model):
     expected = -per_token.sum() / (8 * 5)  # all 8 rows × L_max, never the 5 rows kept
     expected.backward()
     assert float(out["loss"]) == pytest.approx(float(expected.detach()), abs=1e-7)
-    assert float(expected.detach()) == pytest.approx(float(-aggregate(per_token.detach(), mask, "constant", 5)), abs=1e-7)
+    assert float(expected.detach()) == pytest.approx(float(-aggregate(per_token.detach(), mask, "constant", 5)),
+                                                     abs=1e-7)
     assert max(float((g - p.grad).abs().max()) for g, p in zip(got, model.parameters())) < 1e-6
 
 
@@ -729,7 +737,8 @@ def test_sharing_each_prompt_across_its_group_changes_nothing_but_the_work(task,
     out = {}
     for group in (1, 4):
         model.zero_grad()
-        lp, mask, ent = completion_logprobs(model, *args, start=task.prompt_length, group_size=group, with_entropy=True)
+        lp, mask, ent = completion_logprobs(model, *args, start=task.prompt_length, group_size=group,
+                                            with_entropy=True)
         lp.sum().backward()
         out[group] = (lp.detach(), ent, [p.grad.clone() for p in model.parameters()])
     assert torch.allclose(out[1][0], out[4][0], atol=1e-5) and torch.allclose(out[1][1], out[4][1], atol=1e-5)
@@ -748,7 +757,8 @@ def test_generation_respects_the_minimum_length_and_never_samples_pad_or_bos(tas
     assert not bool((roll.completions == tok.bos_token_id).any())
     ended = ~roll.truncated
     assert bool((roll.completion_mask.sum(-1)[ended] >= 4).all())
-    assert torch.equal(roll.input_ids[:, : task.prompt_length], task.encode_prompts(task.heldout_pairs[:8]).repeat_interleave(4, 0))
+    assert torch.equal(roll.input_ids[:, : task.prompt_length],
+                       task.encode_prompts(task.heldout_pairs[:8]).repeat_interleave(4, 0))
 
 
 @pytest.mark.parametrize("unit", ["sequence_mean", "token_mean", "constant"])
@@ -786,7 +796,8 @@ def test_zero_variance_keep_drop_and_resample_differ_as_documented(task, model, 
     else:
         scale = 3.0  # 12 rows → 4 rows
     assert scale > 1.5 and grads["keep"].abs().max() > 0
-    torch.testing.assert_close(grads["drop"], scale * grads["keep"], rtol=1e-4, atol=1e-6 * float(grads["drop"].abs().max()))
+    torch.testing.assert_close(grads["drop"], scale * grads["keep"], rtol=1e-4,
+                               atol=1e-6 * float(grads["drop"].abs().max()))
 
 
 def test_sft_steps_copy_their_batch_indices_without_a_sync(task, model, monkeypatch):
@@ -887,13 +898,15 @@ def test_a_ppo_update_reads_nothing_on_the_host_and_a_step_reads_its_numbers_onc
             frame = sys._getframe(1)
             while frame is not None and "/torch/" in frame.f_code.co_filename:
                 frame = frame.f_back
-            readers.append(f"transformers.{frame.f_code.co_name}" if frame and "/transformers/" in frame.f_code.co_filename
+            readers.append(f"transformers.{frame.f_code.co_name}" if frame
+                           and "/transformers/" in frame.f_code.co_filename
                            else (frame.f_code.co_filename if frame else "?"))
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(torch.Tensor, name, counted)
     try:
-        upd = ppo_update(policy, critic, ref, *opts, batch["roll"], batch["scores"], cfg, prompt_length=task.prompt_length)
+        upd = ppo_update(policy, critic, ref, *opts, batch["roll"], batch["scores"], cfg,
+                         prompt_length=task.prompt_length)
         update_reads = list(readers)
         readers.clear()
         numbers = read_metrics({**upd, "gen_seconds": 0.5})

@@ -1,4 +1,5 @@
-"""Tiny GPT notebooks (the DPO, GRPO, reward-hacking and RLHF-route runs, graduating to TRL, RL as a system, environments, recipes, AI feedback, and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
+"""Tiny GPT notebooks (the DPO, GRPO, reward-hacking and RLHF-route runs, graduating to TRL, RL as a system,
+environments, recipes, AI feedback, and the KL term's β sweep) executed on fresh kernels with ``COURSE_FAST=1``.
 
 ``COURSE_FAST=1`` is the same lesson at a smaller budget: the `cpu` config's task, model and SFT
 start, fewer RL steps. CI checks that every cell runs, that nothing is written to stderr or looks
@@ -56,7 +57,8 @@ def execute(name: str, names: list[str], env: dict[str, str]) -> tuple[dict, lis
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        client = NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
+        client = NotebookClient(nb, timeout=900, kernel_name="python3",
+                                resources={"metadata": {"path": str(NOTEBOOKS)}})
         if env.get("COURSE_FAST") == "1":
             keep_executed(client, name)  # the site is built from FAST runs
         client.execute()
@@ -164,11 +166,13 @@ def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
     text = "".join(t for _, t in shown)
     # this seed's sentence follows its numbers
     sft, grpo = ns["baseline"]["accuracy"], ns["runs"]["GRPO"]["accuracy"]
-    assert f"a gain of {100 * (grpo - sft):.1f} points over SFT" in text or f"no gain over SFT ({100 * (grpo - sft):+.1f}" in text
+    assert (f"a gain of {100 * (grpo - sft):.1f} points over SFT" in text
+            or f"no gain over SFT ({100 * (grpo - sft):+.1f}" in text)
     # the lesson, over seeds (each its own SFT start): SFT learned the task on every seed, and GRPO lifted it on
     # every seed beyond the evaluation noise, by >= 10 points at the median (FAST with AVX-512 kernels, seeds 0-2:
     # SFT 51.2 / 59.8 / 59.6%, GRPO +17.0 / +20.2 / +20.6 points; seed 0 with AVX2: SFT 56.6%)
-    seeds, verdicts, acc = ns["SEEDS"], ns[VERDICTS], ns["{s: {k: v['accuracy'] for k, v in r.items()} for s, r in per_seed.items()}"]
+    seeds, verdicts, acc = ns["SEEDS"], ns[VERDICTS], ns["{s: {k: v['accuracy'] for k, v in r.items()} for s, r in "
+                                                         "per_seed.items()}"]
     n = len(seeds)
     assert n >= 3 and sorted(map(int, acc)) == sorted(seeds)
     assert all(acc[str(s)]["SFT"] >= SFT_LEARNS for s in seeds), acc
@@ -180,7 +184,8 @@ def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
     assert "budget) took " in text  # the measured time of this budget
     # the predictions' answers are the run's: computed before the reveal, from the numbers shown after it
     zv_moved = ns["zv_last"] - ns["zv_first"]
-    assert ns["zv_answer"] == ("it rises" if zv_moved > 0.02 else "it falls" if zv_moved < -0.02 else "it stays about the same")
+    assert ns["zv_answer"] == ("it rises" if zv_moved > 0.02 else "it falls" if zv_moved < -0.02
+                               else "it stays about the same")
     assert ns["rft_answer"] == ("within 5 points of GRPO" if abs(ns["gap"]) <= 0.05 else
                                 "more than 5 points below GRPO" if ns["gap"] > 0 else "more than 5 points above GRPO")
     # the dashboard's KL panel has data: the GRPO runs log the KL to the SFT reference
@@ -192,15 +197,18 @@ def test_09_tiny_gpt_grpo_runs(matplotlib_ready, shared_sft_start):
     assert any("six choices" in t for _, t in shown)
     # DAPO with its four mechanisms and Dr. GRPO with its constant unit, live
     live, logs, runs = ns["live"], ns["logs"], ns["runs"]
-    assert (ns["DAPO"]["epsilon_high"], ns["DAPO"]["zero_variance"], ns["DAPO"]["unit"]) == (0.28, "resample", "token_mean")
+    assert (ns["DAPO"]["epsilon_high"], ns["DAPO"]["zero_variance"], ns["DAPO"]["unit"]) == (0.28, "resample",
+                                                                                             "token_mean")
     assert ns["DAPO"]["soft_punish_cache"] == 2 and ns["DAPO"]["num_iterations"] == 2
     assert live["DAPO"]["optimiser steps"] == live["GRPO"]["optimiser steps"]  # the same optimiser steps
     b, rounds = ns["cfg.grpo.batch_prompts"], ns["cfg.grpo.max_resample_rounds"]
     # dynamic sampling: every DAPO step filled its batch or spent every extra round
     assert all(r["groups_used"] == b or r["groups_sampled"] == b * (rounds + 1) for r in logs["DAPO"])
     assert ns["dapo_gap"] == pytest.approx(runs["DAPO"]["accuracy"] - runs["GRPO"]["accuracy"])
-    assert f"DAPO − GRPO = {100 * ns['dapo_gap']:+.1f} points" in text and f"{ns['dapo_cost']:.2f}× the generated" in text
-    assert all(r["overlong_penalty"] <= 0 for r in logs["DAPO"]) and not any("overlong_penalty" in r for r in logs["GRPO"])
+    assert (f"DAPO − GRPO = {100 * ns['dapo_gap']:+.1f} points" in text
+            and f"{ns['dapo_cost']:.2f}× the generated" in text)
+    assert all(r["overlong_penalty"] <= 0 for r in logs["DAPO"]) and not any("overlong_penalty" in r
+                                                                             for r in logs["GRPO"])
     assert ns["penalty"] == pytest.approx(sum(r["overlong_penalty"] for r in logs["DAPO"]) / len(logs["DAPO"]))
     assert ("it almost never fired" in text) == (-ns["penalty"] < 0.01)
     assert all(r["verifier_failures"] >= 0 for name in ("GRPO", "DAPO", "Dr. GRPO") for r in logs[name])
@@ -253,7 +261,8 @@ def test_18_graduating_to_trl_runs(matplotlib_ready, shared_sft_start):
     assert len(ns["chat_rewards"]) == 2 and all(0 <= r <= 1 for r in ns["chat_rewards"])
     assert any("no exact TRL equivalent" in text for _, text in shown)
     assert ns["{k: b.trainer for k, b in preference_bridges.items()}"] == {"kto": "KTOTrainer", "orpo": "ORPOTrainer"}
-    assert any("orpo NLL tokens" in text for _, text in shown) and any("kto.desirable_fraction" in text for _, text in shown)
+    assert any("orpo NLL tokens" in text for _, text in shown)
+    assert any("kto.desirable_fraction" in text for _, text in shown)
     # one seed's lifts are this run's numbers; the ranking of the trainers is the committed benchmark's, over seeds
     text, base = "".join(t for _, t in shown), ns["baseline"]["accuracy"]
     course, trl = ns["course"]["final"], ns["trl"]["final"]
@@ -346,8 +355,10 @@ def test_10_the_kl_term(matplotlib_ready, shared_sft_start):
 @pytest.mark.slow
 def test_12_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
     ns, shown = execute("12_the_rlhf_route", ["m", "bon", "summary", "runs", "memory", "adv_hand", "measured_share",
-                                              "float(v.grad)", "SEEDS", VERDICTS, "peaks", "bon_up", "rose", "everyone",
-                                              "{s: r['rm']['heldout_gold_accuracy'] for s, r in per_seed.items()}"], FAST)
+                                              "float(v.grad)", "SEEDS", VERDICTS, "peaks", "bon_up", "rose",
+                                              "everyone",
+                                              "{s: r['rm']['heldout_gold_accuracy'] for s, r in per_seed.items()}"],
+                                              FAST)
     assert_clean("08b", shown)
     m = ns["m"]
     assert 0.5 < m["noise_ceiling"] <= 1 and 0 <= m["heldout_accuracy"] <= 1
@@ -457,7 +468,8 @@ def test_16_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_re
     from course_lib.lesson.sources import cite
 
     names = ["r1", "zero", "digits", "full", "starts", "gain", "sft_start_numbers", "as_rft", "as_sft", "zero_rows",
-             "below", "zero_answer", "RL_STEPS", "SEEDS", VERDICTS, "seed_gains", "zero_share", "sft_top", "stage_answer",
+             "below", "zero_answer", "RL_STEPS", "SEEDS", VERDICTS, "seed_gains", "zero_share", "sft_top",
+             "stage_answer",
              "{s: [e['pass@1'] for e in r['r1']] for s, r in per_seed.items()}"]
     ns, shown = execute("16_recipes", names, FAST)
     assert_clean("16", shown)
@@ -553,7 +565,8 @@ def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
     # ... and RL chases the loophole: it calls more, and the reported score outruns the strict one
     loose, before = sampled["loose verifier"], ns["before"]
     assert loose[1] > loose[0] + 0.1, loose
-    gained = (ns["proxy"]["accuracy"] - before["proxy"]["accuracy"]) - (ns["strict"]["accuracy"] - before["strict"]["accuracy"])
+    gained = ((ns["proxy"]["accuracy"] - before["proxy"]["accuracy"])
+              - (ns["strict"]["accuracy"] - before["strict"]["accuracy"]))
     assert gained >= 0.1, (before, ns["proxy"], ns["strict"])
     assert "budget) took " in text
     # section 3's comparisons are this run's (one seed, said so); whether a tool start beats the control and whether
@@ -570,9 +583,9 @@ def test_15_environments_and_tools_runs(matplotlib_ready, shared_sft_start):
 
 
 def test_17_ai_feedback(matplotlib_ready, shared_sft_start):
-    ns, shown = execute("17_ai_feedback", ["shares", "top", "rules", "jm", "fm", "rm_biased", "rm_fixed", "rows_biased",
-                                           "rows_fixed", "curve_biased", "curve_fixed", "SEEDS", "seed_rows", "top_first",
-                                           "gone_on", VERDICTS], FAST)
+    ns, shown = execute("17_ai_feedback",
+                        ["shares", "top", "rules", "jm", "fm", "rm_biased", "rm_fixed", "rows_biased", "rows_fixed",
+                         "curve_biased", "curve_fixed", "SEEDS", "seed_rows", "top_first", "gone_on", VERDICTS], FAST)
     assert_clean("17", shown)
     text = "".join(t for _, t in shown)
     seeds, rows, verdicts = ns["SEEDS"], ns["seed_rows"], ns[VERDICTS]
@@ -595,7 +608,8 @@ def test_17_ai_feedback(matplotlib_ready, shared_sft_start):
     assert beyond and median > 0.5
     assert ns["gone_on"] >= n - 1 and all(abs(without[s]["judge_position_bias"]) < 0.25 for s in seeds), without
     gone = abs(ns["fm"]["position_bias"]) < 0.1
-    assert (f"without it: {'gone' if gone else 'not gone'} (|bias| < 0.1)") in text  # seed 0's line says what it measured
+    # seed 0's line says what it measured
+    assert (f"without it: {'gone' if gone else 'not gone'} (|bias| < 0.1)") in text
     # the length rule survives: in the judge with 'first' on every seed, and in the reward model on most
     assert all(first[s]["judge_length_bias"] > 0.5 for s in seeds)
     assert sum(first[s]["rm_length_bias"] > 0.3 for s in seeds) >= n - 1

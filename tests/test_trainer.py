@@ -111,7 +111,8 @@ STOPS = [("sft", "sft", "sft"), ("dpo", "dpo", "dpo"), ("grpo+rft", "grpo", "grp
 @pytest.mark.slow
 @pytest.mark.golden("tests/golden/trainers_test_config.json")
 @pytest.mark.parametrize("run_name, kind, stop_in", STOPS)
-def test_every_trainer_stops_on_the_first_request_and_resumes_to_the_same_numbers(tmp_path, monkeypatch, run_name, kind,
+def test_every_trainer_stops_on_the_first_request_and_resumes_to_the_same_numbers(tmp_path, monkeypatch, run_name,
+                                                                                  kind,
                                                                                   stop_in):
     """The first stop request (Ctrl-C) after step 1 of ``stop_in`` saves a checkpoint and stops; ``resume``
     then finishes the run with exactly the numbers of the uninterrupted one (the recorded golden run)."""

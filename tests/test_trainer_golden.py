@@ -2,11 +2,12 @@
 
 ``tests/golden/trainers_test_config.json`` holds, for each trainer (sft, dpo, grpo with the RFT
 control, rm, ppo), the run summary's accuracies and step count and every logged metric except
-timings, recorded from the code named in its ``recorded_from`` note. A refactor of the loops must reproduce them to the printed digits
-and beyond: relative 1e-5 (the reward model and critic now use the policy's GELU kernel, the same
-function with other rounding: it moved their losses in the 7th digit). Regenerate only on purpose: ``.venv/bin/python tests/test_trainer_golden.py --write``.
-The file records the torch version and CPU kernel set it was verified on (``verified_on``): elsewhere the
-test is skipped, saying why (``golden`` marker, tests/conftest.py), since other kernels round differently.
+timings, recorded from the code named in its ``recorded_from`` note. A refactor of the loops must reproduce them to the
+printed digits and beyond: relative 1e-5 (the reward model and critic now use the policy's GELU kernel, the same
+function with other rounding: it moved their losses in the 7th digit). Regenerate only on purpose: ``.venv/bin/python
+tests/test_trainer_golden.py --write``. The file records the torch version and CPU kernel set it was verified on
+(``verified_on``): elsewhere the test is skipped, saying why (``golden`` marker, tests/conftest.py), since other
+kernels round differently.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ RUNS = {  # name: (kind, run keyword arguments)
     "kto": ("kto", {}),  # recorded with the trainer skeleton
     "orpo": ("orpo", {}),
 }
-SUMMARY_KEYS = ("steps", "start_accuracy", "sft_accuracy", "final_accuracy", "final_loose_accuracy", "control_accuracy")
+SUMMARY_KEYS = ("steps", "start_accuracy", "sft_accuracy", "final_accuracy", "final_loose_accuracy",
+                "control_accuracy")
 
 
 def _timing(key: str) -> bool:
@@ -100,7 +102,8 @@ def test_golden_numbers_say_where_they_were_verified_and_are_skipped_elsewhere(t
     assert kernel_mismatch(path) is None
     path.write_text(json.dumps({"verified_on": {**here, "cpu_kernels": "NEON"}}))
     why = kernel_mismatch(path)
-    assert f"verified on torch {torch.__version__} with NEON kernels" in why and f"with {here['cpu_kernels']} kernels" in why
+    assert (f"verified on torch {torch.__version__} with NEON kernels" in why
+            and f"with {here['cpu_kernels']} kernels" in why)
     path.write_text(json.dumps({"verified_on": {**here, "torch": "1.0"}}))
     assert "torch 1.0" in kernel_mismatch(path)
     path.write_text(json.dumps({"runs": {}}))

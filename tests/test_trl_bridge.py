@@ -1,7 +1,7 @@
 """course_lib.trl.trl_bridge: course configs to TRL, with and without TRL installed.
 
-The translation table (``course_lib.trl.trl_translate``) is tested on its own in test_trl_translate.py; the trainers, the chat-model recipe and
-the two-process ``accelerate launch`` run need TRL and skip with the reason without it.
+The translation table (``course_lib.trl.trl_translate``) is tested on its own in test_trl_translate.py; the trainers,
+the chat-model recipe and the two-process ``accelerate launch`` run need TRL and skip with the reason without it.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def test_checkpointing_goes_under_the_name_the_installed_transformers_knows():
     config = {"gradient_checkpointing": None, "activation_checkpointing": True, "seed": 0}
     assert trl_bridge.for_installed_transformers(config, {"gradient_checkpointing", "seed"}) == {
         "gradient_checkpointing": True, "seed": 0}
-    assert trl_bridge.for_installed_transformers(config, {"activation_checkpointing", "gradient_checkpointing"}) == config
+    assert trl_bridge.for_installed_transformers(config,
+                                                 {"activation_checkpointing", "gradient_checkpointing"}) == config
 
 
 @NEEDS_TRL
@@ -123,9 +124,11 @@ def test_instruct_recipe_runs_on_a_tiny_random_chat_model(tmp_path):
     cfg = get_config("test")
     cfg.grpo = dataclasses.replace(cfg.grpo, steps=2, batch_prompts=2, num_generations=4, max_completion_length=8)
     model, tokenizer = trl_bridge.tiny_instruct_standin()
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 1 + 2?"}], add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 1 + 2?"}], add_generation_prompt=True,
+                                           tokenize=False)
     assert prompt.endswith("<|im_start|>assistant\n")
-    trainer, bridged = trl_bridge.instruct_recipe(model, tokenizer, AdditionTask(cfg.task), cfg, output_dir=str(tmp_path))
+    trainer, bridged = trl_bridge.instruct_recipe(model, tokenizer, AdditionTask(cfg.task), cfg,
+                                                  output_dir=str(tmp_path))
     assert bridged.config["activation_checkpointing"] is True
     trainer.train()
     rewards = [r["reward"] for r in trainer.state.log_history if "reward" in r]
@@ -166,7 +169,8 @@ def test_gpu_check_script_runs_its_code_path_on_the_cpu(tmp_path):
     saved = json.loads((tmp_path / "gpu_check.json").read_text())
     assert saved["device"] == "cpu" and saved["precision"].startswith("fp32") and saved["peak_flops"] is None
     trainers = {r["kind"]: r for r in saved["trainers"]}
-    assert list(trainers) == ["sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo"] and out["trainers"] == saved["trainers"]
+    assert list(trainers) == ["sft", "dpo", "grpo", "rm", "ppo", "kto",
+                              "orpo"] and out["trainers"] == saved["trainers"]
     assert set(trainers) == set(KINDS), "gpu_check runs every pipeline trainer"
     assert all(r["steps"] >= 1 and r["train_seconds"] > 0 for r in trainers.values())
     assert trainers["grpo"]["flops"] > 0 and trainers["grpo"]["generated_tokens_per_second"] > 0

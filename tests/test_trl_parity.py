@@ -280,7 +280,8 @@ def test_dpo_losses_are_trl_dpo_trainer(setup, loss_type, rpo_alpha):
     model = trainer.model
     batch = next(iter(trainer.get_train_dataloader()))
     theirs = trainer._compute_loss(model, batch, return_outputs=False)
-    seq, lengths, tok, mask = _sequence_logps(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    seq, lengths, tok, mask = _sequence_logps(model, batch["input_ids"], batch["attention_mask"],
+                                              batch["completion_mask"])
     n = seq.shape[0] // 2
     pw, pl, rw, rl = seq[:n], seq[n:], batch["ref_chosen_logps"], batch["ref_rejected_logps"]
     if loss_type == "sigmoid":
@@ -299,7 +300,8 @@ def test_simpo_is_trl_cpo_trainer_simpo(setup):
     trainer, cfg, bridged = _dpo_trainer(setup, loss_type="simpo", beta=2.0, simpo_gamma=0.5)
     assert bridged.trainer == "CPOTrainer" and trainer.cpo_alpha == 0
     gen = torch.Generator().manual_seed(9)
-    sums_w, sums_l = -5 * torch.rand(8, generator=gen, dtype=torch.float64), -5 * torch.rand(8, generator=gen, dtype=torch.float64)
+    sums_w, sums_l = -5 * torch.rand(8, generator=gen, dtype=torch.float64), -5 * torch.rand(8, generator=gen,
+                                                                                             dtype=torch.float64)
     len_w, len_l = torch.randint(1, 6, (8,), generator=gen).double(), torch.randint(1, 6, (8,), generator=gen).double()
     theirs, _, _ = trainer.cpo_loss(sums_w / len_w, sums_l / len_l)  # CPO averages log-probs for SimPO
     assert close(theirs, simpo_loss(sums_w, sums_l, len_w, len_l, beta=2.0, gamma=0.5))

@@ -30,7 +30,8 @@ def _unmatched(bridged) -> dict:
 
 def test_the_table_imports_neither_trl_nor_a_trainer():
     code = ("import sys, course_lib.trl.trl_translate; "
-            "print(*(m in sys.modules for m in ('trl', 'datasets', 'transformers.trainer', 'transformers.trainer_callback')))")
+            "print(*(m in sys.modules for m in ('trl', 'datasets', 'transformers.trainer', "
+            "'transformers.trainer_callback')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     assert out.stdout.split() == ["False"] * 4
@@ -48,7 +49,8 @@ def test_grpo_recipe_maps_to_trl_names_and_flags_the_std_difference():
     assert "ddof=1" in _unmatched(b)["grpo.advantage"].trl_does
 
 
-@pytest.mark.parametrize(("unit", "loss_type"), [("sequence_mean", "grpo"), ("token_mean", "dapo"), ("constant", "dr_grpo")])
+@pytest.mark.parametrize(("unit", "loss_type"),
+                         [("sequence_mean", "grpo"), ("token_mean", "dapo"), ("constant", "dr_grpo")])
 def test_units_and_dr_grpo_map_exactly(unit, loss_type):
     b = translate(_cfg(unit=unit, advantage="dr_grpo"), "grpo")
     assert b.config["loss_type"] == loss_type and b.config["scale_rewards"] == "none"
@@ -148,7 +150,8 @@ def test_overlong_shaping_is_trl_reward_function_and_listed_as_such():
 
 @pytest.mark.parametrize("kind", ["kto", "orpo"])
 def test_every_kto_and_orpo_option_is_a_trl_argument_or_listed(kind):
-    """Nothing falls between the two: each field of the section has a TRL name (with its value) or an Unmatched entry."""
+    """Nothing falls between the two: each field of the section has a TRL name (with its value) or an Unmatched
+    entry."""
     from course_lib.trl.trl_translate import TRL_NAMES
 
     cfg = get_config("cpu")
@@ -185,7 +188,8 @@ def test_kto_options_without_a_trl_counterpart_are_reported_with_their_values():
     cfg = get_config("cpu")
     cfg.kto = dataclasses.replace(cfg.kto, desirable_fraction=0.25, eval_every=7)
     missing = _unmatched(translate(cfg, "kto"))
-    assert missing["kto.desirable_fraction"].value == 0.25 and "no such option" in missing["kto.desirable_fraction"].trl_does
+    assert (missing["kto.desirable_fraction"].value == 0.25
+            and "no such option" in missing["kto.desirable_fraction"].trl_does)
     assert missing["kto.eval_every"].value == 7
     assert "appends <eos>" in missing["truncated answers (no <eos>)"].trl_does
     with pytest.raises(ValueError, match=r"kto.desirable_fraction must be a finite number in \(0, 1\]"):

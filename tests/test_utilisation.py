@@ -94,7 +94,8 @@ def test_reward_model_rows_carry_what_the_count_needs():
     data = {"a_ids": a_ids, "b_ids": b_ids, "label": torch.tensor([True, False, True]), "n_pairs": 3}
     torch.manual_seed(0)
     rm = build_reward_model(cfg.model, task.tokenizer)
-    rows = train_reward_model(rm, data, dataclasses.replace(cfg.rm, steps=2), generator=torch.Generator().manual_seed(0))
+    rows = train_reward_model(rm, data, dataclasses.replace(cfg.rm, steps=2),
+                              generator=torch.Generator().manual_seed(0))
     assert [(r["batch_pairs"], r["sequence_length"]) for r in rows] == [(3, 7.5), (3, 7.5)]
     assert run_flops("rm", cfg, rows, vocab=V) == 2 * reward_model_step_flops(cfg.model, sequence_length=7.5, pairs=3)
 

@@ -20,8 +20,10 @@ def test_a_known_case_reads_as_written():
     assert v.sentence() == ("GRPO − RFT: +2.4 / -1.6 / -2.4 pts (seeds 0 / 1 / 2); median -1.6, range -2.4 to +2.4; "
                             "GRPO ahead on 1 of 3 seeds; within the seed spread")
     w = paired([0.05, 0.02, 0.09], name_a="DPO", name_b="SFT", margin=0.01)
-    assert w.beyond and w.sentence().endswith("DPO ahead on 3 of 3 seeds; beyond the seed spread, by more than 1.0 pts: DPO ahead on every seed")
-    assert paired([-0.1, -0.2, -0.3], name_a="a", name_b="b").sentence().endswith("beyond the seed spread: b ahead on every seed")
+    assert w.beyond and w.sentence().endswith("DPO ahead on 3 of 3 seeds; beyond the seed spread, by more than 1.0 "
+                                              "pts: DPO ahead on every seed")
+    assert paired([-0.1, -0.2, -0.3], name_a="a",
+                  name_b="b").sentence().endswith("beyond the seed spread: b ahead on every seed")
     assert not paired([0.05, 0.02, 0.09], name_a="a", name_b="b", margin=0.06).beyond  # median 0.05 is under the floor
 
 

@@ -121,7 +121,8 @@ def build_runtime(folder: Path = RUNTIME, versions: Path = VERSIONS) -> Path:
     check = subprocess.run([*pip, "check"], capture_output=True, text=True).stdout.splitlines()
     broken = [line for line in check if line not in UNMET and "No broken requirements" not in line]
     if broken:
-        raise RuntimeError(f"{versions} leaves requirements unmet (add them at Colab's versions):\n" + "\n".join(broken))
+        raise RuntimeError(f"{versions} leaves requirements unmet (add them at Colab's versions):\n"
+                           + "\n".join(broken))
     subprocess.run([python_of(folder), "-m", "ipykernel", "install", "--prefix", str(folder),
                     "--name", KERNEL, "--display-name", "Colab's versions"], check=True, capture_output=True)
     (folder / "stamp.txt").write_text(stamp)
@@ -209,7 +210,8 @@ def commit() -> str:
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
     if head.returncode:
         return "unknown"
-    dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "course_lib", "notebooks", "tools"])
+    dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "course_lib", "notebooks",
+                            "tools"])
     return head.stdout.strip() + ("+dirty" if dirty.returncode else "")
 
 
@@ -272,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notebooks", nargs="+", metavar="NAME",
                         help="notebook names (default: every lecture notebook)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help=f"results JSON (default: {RESULTS.relative_to(ROOT)})")
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help=f"results JSON (default: {RESULTS.relative_to(ROOT)})")
     parser.add_argument("--update", action="store_true",
                         help="replace only these notebooks' rows in --out (each row records its commit)")
     args = parser.parse_args(argv)

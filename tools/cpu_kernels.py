@@ -26,7 +26,8 @@ def _flags() -> str | None:
 
 
 def other() -> str:
-    """The kernel set for a second run of the lessons: ``avx2`` where the CPU has AVX-512 and AVX2, else ``default``."""
+    """The kernel set for a second run of the lessons: ``avx2`` where the CPU has AVX-512 and AVX2, else
+    ``default``."""
     flags = _flags() or ""
     return "avx2" if " avx512f" in flags and " avx2" in flags else "default"
 
@@ -45,5 +46,6 @@ if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] != ["--other"]:
-        sys.exit("usage: python tools/cpu_kernels.py --other   (prints the kernel set for CI's second run of the lessons)")
+        sys.exit("usage: python tools/cpu_kernels.py --other   (prints the kernel set for CI's second run of the "
+                 "lessons)")
     print(other())

@@ -6,19 +6,21 @@ drift from it. ``python -m tools.module_map`` rewrites every ``<!-- modules:cour
 ``--check`` only compares and exits 1 when a page differs (``tests/test_module_map.py`` runs it).
 Docstrings are read with ``ast``, nothing is imported. A module without a one-line summary (no
 docstring, an empty first line, a first sentence wrapped onto a second line, or a first line over
-the 100-character line) stops the map with an error naming the module.
+the project's line length) stops the map with an error naming the module.
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+import tomllib
 from pathlib import Path
 
 from tools import doc_blocks
 
 PACKAGE = doc_blocks.ROOT / "course_lib"
-LINE = 100  # the project's line length: the summary fits on the docstring's first line with its quotes
+# the project's line length (ruff's, in pyproject.toml): the summary fits on the docstring's first line with its quotes
+LINE = tomllib.loads((doc_blocks.ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]["line-length"]
 
 
 def summary(path: Path) -> str:

@@ -70,10 +70,12 @@ def build(source: Path, dest: Path, repo: str | None = None) -> list[str]:
             text = target.read_text(encoding="utf-8", errors="surrogateescape")
             if colab.REPO in text:
                 target.write_text(text.replace(colab.REPO, repo), encoding="utf-8", errors="surrogateescape")
-    git = ["git", "-c", "user.name=Course staff", "-c", "user.email=staff@example.invalid", "-c", "commit.gpgsign=false"]
+    git = ["git", "-c", "user.name=Course staff", "-c", "user.email=staff@example.invalid",
+           "-c", "commit.gpgsign=false"]
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=dest, check=True)
     subprocess.run([*git, "add", "-A"], cwd=dest, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "Learning from Feedback: the course for students"], cwd=dest, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "Learning from Feedback: the course for students"], cwd=dest,
+                   check=True)
     return files
 
 

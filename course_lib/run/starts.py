@@ -89,7 +89,8 @@ def _source(name: str) -> bytes:
 def start_key(cfg: configs.RunConfig, *, seed: int = 0, steps: int | None = None) -> str:
     """The cache key of the SFT start of ``cfg`` after ``steps`` (default ``cfg.sft.steps``) with ``seed``."""
     sft = dataclasses.replace(cfg.sft, steps=cfg.sft.steps if steps is None else steps)
-    spec = {"task": dataclasses.asdict(cfg.task), "model": dataclasses.asdict(cfg.model), "sft": dataclasses.asdict(sft),
+    spec = {"task": dataclasses.asdict(cfg.task), "model": dataclasses.asdict(cfg.model),
+            "sft": dataclasses.asdict(sft),
             "max_grad_norm": cfg.max_grad_norm, "seed": seed, "code": code_version()}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
@@ -194,8 +195,8 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
     The shared start of ``cfg`` without the environment (``sft_start``), its embedding grown by the
     environment's characters (new rows zero), then ``steps`` SFT steps (``cfg.sft``'s batch size and
     learning rate, batches from ``Generator().manual_seed(seed)``) on the environment task's
-    demonstrations: the first ``cfg.task.tool_demos`` carry demonstrations use the tool (``cfg.task.tool_call``). ``info`` holds
-    the held-out evaluation (accuracy and tool use by carry) and ``sft_seconds`` of the extra steps.
+    demonstrations: the first ``cfg.task.tool_demos`` carry demonstrations use the tool (``cfg.task.tool_call``).
+    ``info`` holds the held-out evaluation (accuracy and tool use by carry) and ``sft_seconds`` of the extra steps.
     """
     from course_lib.run.pipeline import build_policy
     from course_lib.tinygpt.evaluation import evaluate
@@ -229,7 +230,8 @@ def env_start(cfg: configs.RunConfig, *, seed: int = 0, steps: int = 200, verbos
             else:
                 grown[name] = torch.cat([value, torch.zeros_like(grown[name][value.shape[0]:])])
         model.load_state_dict(grown)
-        say(f"[course_lib] teaching the tool: {steps} SFT steps on demonstrations with {cfg.task.tool_demos} tool calls")
+        say(f"[course_lib] teaching the tool: {steps} SFT steps on demonstrations with {cfg.task.tool_demos} tool "
+            "calls")
         res = train_sft(model, task, cfg.sft,
                         TrainContext(steps=steps, max_grad_norm=cfg.max_grad_norm, show_progress=False, threads=None),
                         generator=torch.Generator().manual_seed(seed), eval_at_end=False)

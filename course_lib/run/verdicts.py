@@ -15,8 +15,8 @@ the sharp reading), and from those
 The rule, stated once: an effect is **beyond the seed spread** when there are at least
 ``MIN_SEEDS`` (3) paired seeds, every difference is non-zero with the same sign, and the median's
 magnitude exceeds ``margin`` (a floor the caller states in the value's own units, e.g. the held-out
-evaluation's noise, ``evaluation_noise``; default 0). Anything else is "within the seed spread". With fewer than 3 seeds
-the sentence says so instead of judging.
+evaluation's noise, ``evaluation_noise``; default 0). Anything else is "within the seed spread". With fewer than 3
+seeds the sentence says so instead of judging.
 
 Simplifications, said out loud: the rule is a sign test, not a confidence interval. With no effect at
 all, n seeds share a sign with probability 2·0.5ⁿ (1 in 4 for 3 seeds, 1 in 16 for 5): "beyond the

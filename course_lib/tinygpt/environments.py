@@ -150,8 +150,8 @@ def check_env_name(name: str) -> None:
 def check_tool_call(call) -> None:
     """Refuse a tool-demonstration call other than ``TOOL_CALLS`` (``task.tool_call``), naming the accepted ones."""
     if call not in TOOL_CALLS:
-        raise ValueError(f"task.tool_call must be one of {', '.join(map(repr, TOOL_CALLS))} (what a tool demonstration "
-                         f"asks the calculator: the ones column or the whole sum); got {call!r}")
+        raise ValueError(f"task.tool_call must be one of {', '.join(map(repr, TOOL_CALLS))} (what a tool "
+                         f"demonstration asks the calculator: the ones column or the whole sum); got {call!r}")
 
 
 def make_env(name: str, task: AdditionTask, limits: EpisodeLimits | None = None):
@@ -321,7 +321,8 @@ class EpisodeDriver:
             reward = 0.0 if cut else self.reward[i]
             answer = self.info[i].get("answer")  # the final turn's text, when the episode reached one
             unreadable = cut or self.env_error[i] or answer is None or not (answer.isdigit() and answer.isascii())
-            out.append({"reward": reward, "verifier_failed": unreadable, "tool_calls": self.info[i].get("tool_calls", 0),
+            out.append({"reward": reward, "verifier_failed": unreadable,
+                        "tool_calls": self.info[i].get("tool_calls", 0),
                         "tool_errors": self.info[i].get("tool_errors", 0), "turns": turns, "tokens": self.tokens[i],
                         "carry": self.carry[i], "env_error": self.env_error[i], "truncated": bool(cut)})
         return out
@@ -375,11 +376,13 @@ def process_advantages(step_rewards) -> list[list[float]]:
     which does the normalising). Example: ``[[0, 1], [1], [0, 0, 1]]`` → ``[[0, 1], [1], [−1, 0, 1]]``.
     """
     if not isinstance(step_rewards, (list, tuple)) or len(step_rewards) < 2:
-        raise ValueError(f"step_rewards must be a list of at least 2 episodes' lists of step rewards; got {step_rewards!r}")
+        raise ValueError("step_rewards must be a list of at least 2 episodes' lists of step rewards; got "
+                         f"{step_rewards!r}")
     rows = []
     for i, row in enumerate(step_rewards):
         if not isinstance(row, (list, tuple)) or not row:
-            raise ValueError(f"step_rewards[{i}] must be a non-empty list of rewards (one per policy turn); got {row!r}")
+            raise ValueError(f"step_rewards[{i}] must be a non-empty list of rewards (one per policy turn); got "
+                             f"{row!r}")
         rows.append([float(number(r, f"step_rewards[{i}][{j}]")) for j, r in enumerate(row)])
     flat = grpo_advantages(torch.tensor([r for row in rows for r in row], dtype=torch.float64), on_degenerate="zeros")
     out, start = [], 0

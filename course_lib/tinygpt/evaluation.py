@@ -79,7 +79,8 @@ def sample_completions(model, task: AdditionTask, pairs, *, n: int = 1, max_comp
     """Readable samples ``'123+045=168'`` (``…`` marks a truncated completion)."""
     device = next(model.parameters()).device
     with autocast(device):
-        roll = generate(model, task.encode_prompts(pairs, device), task.tokenizer, max_completion_length=max_completion_length, num_generations=n)
+        roll = generate(model, task.encode_prompts(pairs, device), task.tokenizer,
+                        max_completion_length=max_completion_length, num_generations=n)
     out = []
     for i, comp in enumerate(roll.completions.tolist()):
         a, b = pairs[i // n]
@@ -110,7 +111,8 @@ def sampled_eval(model, task: AdditionTask, *, k: int = 8, max_completion_length
         for i in range(0, len(pairs), batch_size):
             chunk = pairs[i : i + batch_size]
             with autocast(device):
-                roll = generate(model, task.encode_prompts(chunk, device), task.tokenizer, max_completion_length=length,
+                roll = generate(model, task.encode_prompts(chunk, device), task.tokenizer,
+                                max_completion_length=length,
                                 num_generations=k, temperature=temperature)
             comps = roll.completions.tolist()
             ok = [task.strict_reward(chunk[j // k], c) for j, c in enumerate(comps)]

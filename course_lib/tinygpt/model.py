@@ -107,7 +107,8 @@ def build_scalar_model(config: ModelConfig, tokenizer: CharTokenizer, policy=Non
 
 # transformers 5.24 renamed the KV cache ``past_key_values`` -> ``cache``, both the output field and
 # the forward keyword; Colab ships 5.15. The installed version's output class says which name it uses.
-KV_CACHE_NAME = "cache" if "cache" in BaseModelOutputWithPastAndCrossAttentions.__dataclass_fields__ else "past_key_values"
+KV_CACHE_NAME = ("cache" if "cache" in BaseModelOutputWithPastAndCrossAttentions.__dataclass_fields__
+                 else "past_key_values")
 
 
 def kv_cache(output):

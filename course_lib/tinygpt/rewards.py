@@ -59,7 +59,8 @@ def check_reward_spec(spec) -> str:
     """Raise ValueError unless ``spec`` names a checker or ``rm:DIR``; return it."""
     if isinstance(spec, str) and (spec in CHECKERS or (spec.startswith(REWARD_MODEL_PREFIX) and len(spec) > 3)):
         return spec
-    raise ValueError(f"reward must be one of {', '.join(map(repr, CHECKERS))} or 'rm:DIR' (a saved reward model); got {spec!r}")
+    raise ValueError(f"reward must be one of {', '.join(map(repr, CHECKERS))} or 'rm:DIR' (a saved reward model); got "
+                     f"{spec!r}")
 
 
 class Scored(NamedTuple):

@@ -76,7 +76,8 @@ def precision(device: torch.device | str) -> str:
 
 
 def trl_precision(device: torch.device | str) -> str:
-    """TRL's mixed precision on ``device``: ``"bf16"`` on sm_80+, ``"fp16"`` (TRL's GradScaler) on older CUDA, else ``"fp32"``."""
+    """TRL's mixed precision on ``device``: ``"bf16"`` on sm_80+, ``"fp16"`` (TRL's GradScaler) on older CUDA,
+    else ``"fp32"``."""
     if cuda_capability(device) is None:
         return "fp32"
     return "bf16" if precision(device) == "bf16" else "fp16"

@@ -122,7 +122,8 @@ class TaskConfig:
     seed: int = 1234  # the task's own data seed (independent of the training seed)
     env: str = ""  # an environment with tools (course_lib.tinygpt.environments.ENVIRONMENTS); "" for none
     tool_demos: int = 100  # with an environment: carry demonstrations the teacher writes with the tool
-    tool_call: str = "ones"  # what those demonstrations ask the tool: "ones" (the ones column) or "sum" (the whole sum)
+    # what those demonstrations ask the tool: "ones" (the ones column) or "sum" (the whole sum)
+    tool_call: str = "ones"
 
     @property
     def prompt_length(self) -> int:
