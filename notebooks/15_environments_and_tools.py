@@ -531,7 +531,8 @@ for name, (lp, own) in probe.items():
 masked_lp, unmasked_lp = probe["GRPO, masked"][0], probe["GRPO, env tokens in the loss"][0]
 gap_acc = runs["env tokens in the loss"]["accuracy"] - runs["every carry demo"]["accuracy"]
 print("\nWith the environment's tokens in the loss the policy gives the tool's answer a log-prob of "
-      f"{unmasked_lp:.2f} instead of {masked_lp:.2f} (×{torch.tensor(unmasked_lp - masked_lp).exp():.3g} more likely), "
+      f"{unmasked_lp:.2f} instead of {masked_lp:.2f} "
+      f"(×{torch.tensor(unmasked_lp - masked_lp).exp():.3g} more likely), "
       "while held-out "
       f"accuracy moved {100 * gap_acc:+.1f} points (in this run).")
 masking_lines = masking_verdicts(bench, len(task.heldout_pairs)) if BENCH else []
