@@ -79,7 +79,6 @@ import dataclasses
 import functools
 import os
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
@@ -93,7 +92,7 @@ from course_lib.run.dashboard import dashboard
 from course_lib.run.passport import format_passport, passport
 from course_lib.run.seeds import in_background, rl_from_sft, variants_from_start
 from course_lib.run.starts import sft_start
-from course_lib.run.verdicts import evaluation_noise, paired
+from course_lib.run.verdicts import committed_benchmarks, evaluation_noise, paired
 from course_lib.tinygpt.evaluation import evaluate, sample_completions
 from course_lib.tinygpt.model import n_params
 from course_lib.tinygpt.rollout import generate
@@ -324,8 +323,8 @@ plt.show()
 # its group did better. The next cell prints the measured table and reads it.
 
 # %%
-bench_dir = Path("../benchmarks")
-if (bench_dir / "results" / "grpo_family.json").is_file():
+bench_dir = committed_benchmarks("grpo_family")  # the committed benchmark (`make bench`); None on Colab
+if bench_dir:
     sys.path.insert(0, str(bench_dir))
     from tables import family_table, load, verdicts
 

@@ -85,7 +85,6 @@ import functools
 import json
 import math
 import os
-from pathlib import Path
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -100,7 +99,7 @@ from course_lib.lesson.explore import predict
 from course_lib.lesson.stopwatch import Stopwatch
 from course_lib.run.seeds import BETAS, grpo_rloo_ppo, in_background, ppo_against, rlhf_route
 from course_lib.run.starts import sft_start
-from course_lib.run.verdicts import evaluation_noise, paired
+from course_lib.run.verdicts import committed_benchmarks, evaluation_noise, paired
 from course_lib.tinygpt.rewards import resolve_reward
 from course_lib.tinygpt.rollout import sample_groups
 from course_lib.trainers.configs import RewardModelConfig, get_config
@@ -406,8 +405,8 @@ print("√KL at the end: "
       + "; ".join(f"β={beta}: " + ", ".join(f"{v:.2f}" for v in vals) for beta, vals in end_kl.items())
       + " (section 7 reads β's effect over three seeds)")
 KL_FMT = {"scale": 1.0, "unit": "", "digits": 2}
-BENCH = Path("../benchmarks/results/rlhf.json")  # the committed multi-seed run (`make bench`); not on Colab
-bench = json.loads(BENCH.read_text()) if BENCH.is_file() else None
+BENCH = committed_benchmarks("rlhf")  # the committed multi-seed run (`make bench`); None on Colab
+bench = json.loads((BENCH / "results" / "rlhf.json").read_text()) if BENCH else None
 if bench:
     b_kl = {(r["seed"], o["beta"]): o["sqrt_kl_end"] for r in bench["runs"] for o in r["overopt"]}
     b_seeds = [r["seed"] for r in bench["runs"]]

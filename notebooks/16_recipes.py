@@ -101,7 +101,7 @@ from course_lib.run import recipes
 from course_lib.run.pipeline import build_policy
 from course_lib.run.seeds import in_background, recipe_starts
 from course_lib.run.starts import sft_start
-from course_lib.run.verdicts import evaluation_noise, paired
+from course_lib.run.verdicts import committed_benchmarks, evaluation_noise, paired
 from course_lib.tinygpt.rewards import resolve_reward
 from course_lib.tinygpt.rollout import collect_rollouts
 from course_lib.tinygpt.runtime import load_checkpoint
@@ -238,8 +238,8 @@ fig.tight_layout()
 plt.show()
 print(f"\nlive, this budget (one seed): the cold start reached pass@1 {cold['pass@1']:.1%} from the random "
       "initialisation; then " + ", ".join(f"{k} {PCT * v:+.1f} points" for k, v in gains.items()))
-BENCH = Path("../benchmarks")  # the committed multi-seed run at the full budget (`make bench`); not on Colab
-if (BENCH / "results" / "recipes.json").is_file():
+BENCH = committed_benchmarks("recipes")  # the committed run over seeds, full budget (`make bench`); None on Colab
+if BENCH:
     sys.path.insert(0, str(BENCH))
     from tables import load, recipe_verdicts
 
