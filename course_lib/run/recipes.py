@@ -79,26 +79,27 @@ from course_lib.tinygpt.runtime import (
 from course_lib.trainers import configs
 from course_lib.trainers.sft import sft_from_context
 from course_lib.trainers.trainer import (
-    STAGES,
     StageContext,
     StageResult,
     StageStopped,
     TrainContext,
     register_stage,
+    stage_entry,
+    stages,
     trainers,
 )
 
 
 def stage_kinds() -> tuple[str, ...]:
     """The kinds a recipe's stage can be: ``pretrain``, ``sft``, every registered trainer that can continue a
-    policy (``register(recipe_stage=True)``), ``rft``."""
+    policy (``register(recipe_stage=True)``), every other registered stage (``register_stage``: ``rft``)."""
     own = sorted(k for k, e in trainers().items() if e.recipe_stage is True and k != "sft")
-    return ("pretrain", "sft", *own, "rft")
+    return ("pretrain", "sft", *own, *sorted(k for k in stages() if k != "pretrain"))
 
 
 def _section(kind: str) -> str:
     """The config section a stage kind reads."""
-    return STAGES[kind].section if kind in STAGES else kind
+    return stages()[kind].section if kind in stages() else kind
 
 
 FIXED = ("model.", "task.digits", "task.n_heldout", "task.seed")  # shared by every stage of a recipe
@@ -249,11 +250,6 @@ def policy_numbers(model, task, cfg: configs.RunConfig, *, seed: int) -> dict:
             "completion_length": sampled["completion_length"], "entropy": sampled["entropy"]}
 
 
-def _mean(rows, key):
-    values = [r[key] for r in rows if r.get(key) is not None]
-    return sum(values) / len(values) if values else None
-
-
 # ---- the pretraining text ----------------------------------------------------------------------------
 def digit_text(task, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``n`` documents of plain digit text, as ``(input_ids, attention_mask, loss_mask)`` like ``task.demonstrations()``.
@@ -319,7 +315,7 @@ def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_prog
     ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, train=train,
                        sft_weights=start_weights, generator=gen, sft=None, say=say)
     try:
-        res = (STAGES[kind] if kind in STAGES else trainers()[kind]).stage(ctx)
+        res = stage_entry(kind).stage(ctx)
     except ValueError as err:
         if log.rows:  # it had started: a real error
             raise
@@ -454,12 +450,9 @@ def run_recipe(
         rows = res["rows"]
         entry = {"stage": index + 1, "kind": kind, "overrides": {k: v for k, v in stage.items() if k != "kind"},
                  "steps": res["steps"], "seconds": res["seconds"], "cpu_seconds": cpu, **numbers}
-        if kind == "rft":
-            entry["acceptance_rate"] = _mean(rows, "kept_fraction")
-        if kind in ("grpo", "rft"):
-            entry["zero_variance_share"] = _mean(rows, "zero_variance_rate")
-            entry["reward_mean_first"] = rows[0]["reward_mean"] if rows else None
-            entry["reward_mean_last"] = rows[-1]["reward_mean"] if rows else None
+        numbers = stage_entry(kind).recipe_numbers  # e.g. GRPO's and RFT's rewards
+        if numbers is not None:
+            entry.update(numbers(rows))
         pp = stage_passport(scfg, kind, index, stages, dev.type, summary.get("starts_from", "the random initialisation"))
         save_checkpoint(folder / "policy.pt", {"kind": "recipe", "stage": index + 1, "model": model.state_dict()})
         (folder / "summary.json").write_text(json.dumps({**entry, "passport": pp}, indent=2))

@@ -103,8 +103,13 @@ from course_lib.trainers.trainer import (
     StageContext,
     StageResult,
     TrainContext,
+    TRLRecipe,
+    TRLRow,
+    Unmatched,
     register,
+    row_mean,
     train_loop,
+    trl_per_device,
 )
 from course_lib.trainers.utilisation import grpo_run_flops
 
@@ -520,7 +525,143 @@ def grpo_passport(cfg, info: dict) -> dict:
     )
 
 
-@register("grpo", GRPOConfig, passport=grpo_passport, flops=grpo_run_flops, env=True, controls=("sft", "rft"), completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
+# ---- the GRPO family in TRL 1.16's words (the bridge's rows: course_lib.trl) ----------------------------------
+VLLM_IS = tuple(f"vllm_importance_sampling_{x}" for x in ("correction", "mode", "clip_min", "clip_max"))
+
+
+def _online_trl(cfg, num_processes: int) -> tuple[dict, list[Unmatched]]:
+    """What GRPOTrainer and RLOOTrainer share: the rollout's shape and sampling, and the options neither has."""
+    g = cfg.grpo
+    per_device = trl_per_device(g.batch_prompts * g.num_generations, num_processes, "batch_prompts × num_generations")
+    config = dict(
+        # TRL counts optimiser steps and samples anew every steps_per_generation · num_iterations of
+        # them; a course step is one rollout and μ optimiser steps on it: steps rollouts need steps·μ
+        max_steps=g.steps * g.num_iterations,
+        per_device_train_batch_size=per_device,
+        num_generations=g.num_generations,
+        steps_per_generation=1,  # one optimiser step per rollout batch, as the course does
+        max_completion_length=g.max_completion_length,
+        num_iterations=g.num_iterations,
+        epsilon=g.epsilon,
+        epsilon_high=g.epsilon_high,
+        beta=g.beta,
+        temperature=g.temperature,
+        top_k=0,
+        top_p=1.0,
+        mask_truncated_completions=g.mask_truncated,
+        shuffle_dataset=False,  # prompts are already fresh random draws
+    )
+    unmatched = [
+        Unmatched("grpo.eval_every", g.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback, "
+                  f"counted in TRL optimiser steps (num_iterations={g.num_iterations} per course step)"),
+        Unmatched("model: <pad>/<bos> removed from the softmax", True,
+                  "TRL samples and scores over the full vocabulary (after SFT these two tokens carry ~0 mass)"),
+    ]
+    if g.max_staleness > 0:
+        unmatched.append(Unmatched(
+            "grpo.max_staleness", g.max_staleness,
+            "GRPOTrainer samples synchronously; TRL's asynchronous trainer is experimental.async_grpo."
+            "AsyncGRPOTrainer (a vLLM server) with AsyncGRPOConfig.max_staleness, which drops samples older than "
+            "K instead of sampling at a fixed lag; vllm_importance_sampling_* act only with use_vllm=True"))
+    if g.sampler_temperature is not None and g.sampler_temperature != g.temperature:
+        unmatched.append(Unmatched(
+            "grpo.sampler_temperature", g.sampler_temperature,
+            "a deliberate fault with no TRL option: TRL samples at temperature and scores at the same one; its "
+            "vllm_importance_sampling_* correct the small sampler/trainer gap of a vLLM server"))
+    if g.adaptive_length_quantile is not None:
+        unmatched.append(Unmatched(
+            "grpo.adaptive_length_quantile", g.adaptive_length_quantile,
+            f"no TRL option: GRPOTrainer generates up to max_completion_length={g.max_completion_length} every "
+            "step"))
+    if g.zero_variance != "keep":
+        unmatched.append(Unmatched("grpo.zero_variance", g.zero_variance,
+                                   "TRL keeps zero-variance groups (zero advantage); no drop or dynamic resampling"))
+    return config, unmatched
+
+
+def _overlong_unmatched(g) -> list[Unmatched]:
+    if g.soft_punish_cache <= 0:
+        return []
+    return [Unmatched(
+        "grpo.soft_punish_cache", g.soft_punish_cache,
+        "not a GRPOConfig option: TRL's reward function trl.rewards.get_soft_overlong_punishment("
+        f"max_completion_len={g.max_completion_length}, soft_punish_cache={g.soft_punish_cache}), which "
+        "make_trainer adds to reward_funcs (summed with weight 1, as the course adds it)")]
+
+
+def grpo_trl(cfg, num_processes: int) -> TRLRecipe:
+    """The GRPO family (GRPO, Dr. GRPO, DAPO's unit, GSPO, CISPO) as TRL's ``GRPOTrainer`` (``TRLRow.translate``)."""
+    g = cfg.grpo
+    if g.advantage == "rloo":
+        raise ValueError("grpo.advantage='rloo' is TRL's RLOOTrainer: translate(cfg, 'rloo')")
+    config, unmatched = _online_trl(cfg, num_processes)
+    if g.beta > 0 and g.kl_placement != "loss":
+        unmatched.append(Unmatched("grpo.kl_placement", g.kl_placement,
+                                   "GRPOTrainer puts the KL in the loss only (RLOOTrainer puts k1 in the reward)"))
+    elif g.beta > 0 and g.kl_estimator != "k3":
+        unmatched.append(Unmatched("grpo.kl_estimator", g.kl_estimator, "GRPOTrainer always puts k3 in the loss"))
+    unmatched += _overlong_unmatched(g)
+    scale = {"grpo": "group", "dr_grpo": "none"}[g.advantage]
+    # TRL's loss_type is the averaging unit, except cispo (its own objective, token-normalised)
+    unit = {"sequence_mean": "grpo", "token_mean": "dapo", "constant": "dr_grpo"}[g.unit]
+    config |= dict(scale_rewards=scale, loss_type="cispo" if g.loss_type == "cispo" else unit,
+                   importance_sampling_level=g.importance_sampling_level)
+    # the behaviour correction under TRL's own names; TRL applies it to a vLLM sampler's log-probs
+    # (use_vllm=True), the course to a stale rollout worker's (max_staleness > 0)
+    config |= {name: getattr(g, name) for name in VLLM_IS}
+    if g.beta > 0:
+        # TRL 1.16 multiplies k3 by the importance ratio by default (DeepSeek-V3.2's unbiased
+        # reverse-KL gradient); the course's plain k3 in the loss is use_bias_correction_kl=False
+        config["use_bias_correction_kl"] = False
+    if g.advantage == "grpo":
+        unmatched.append(Unmatched(
+            "grpo.advantage", "grpo",
+            "scale_rewards='group' divides by the sample std (ddof=1) + 1e-4; the course trainer uses the "
+            "population std (ddof=0) and no epsilon: grpo_advantages(ddof=1, epsilon=1e-4) is TRL's form, "
+            "so TRL's advantages are sqrt((G-1)/G) of ours",
+        ))
+    return TRLRecipe("GRPOTrainer", "GRPOConfig", config, unmatched)
+
+
+def rloo_trl(cfg, num_processes: int) -> TRLRecipe:
+    """GRPO's section with ``advantage="rloo"`` as TRL's ``RLOOTrainer`` (``TRLRow.translate``)."""
+    g = cfg.grpo
+    config, unmatched = _online_trl(cfg, num_processes)
+    unmatched += _overlong_unmatched(g)
+    config |= dict(normalize_advantages=False)
+    if g.loss_type != "clipped" or g.importance_sampling_level != "token":
+        unmatched.append(Unmatched(
+            "grpo.loss_type / importance_sampling_level", (g.loss_type, g.importance_sampling_level),
+            "RLOOTrainer has one objective: a clipped ratio per sequence (the sum of its token log-ratios, not "
+            "GSPO's mean), no CISPO; translate(cfg, 'grpo') with advantage='grpo' or 'dr_grpo' has both"))
+    unmatched.append(Unmatched(
+        "grpo.unit", g.unit,
+        "RLOOTrainer's ratio is per sequence (sum of token log-ratios) and its loss a mean over completions; "
+        "the course clips per token and averages with the unit (the gradients agree only at μ=1 with "
+        "unit='constant', max_length=1)",
+    ))
+    if g.beta > 0 and (g.kl_placement, g.kl_estimator) != ("reward", "k1"):
+        unmatched.append(Unmatched(
+            "grpo.kl_placement / kl_estimator", (g.kl_placement, g.kl_estimator),
+            "RLOOTrainer puts k1 in the reward before the baseline (policy_loss.kl_shaped_rewards): "
+            "kl_placement='reward', kl_estimator='k1' is its form",
+        ))
+    return TRLRecipe("RLOOTrainer", "RLOOConfig", config, unmatched)
+
+
+def rollout_numbers(rows: list[dict]) -> dict:
+    """What a recipe records of an online stage's rollouts (GRPO's, RFT's): the share of zero-variance groups and
+    the mean reward of the first and the last rollout."""
+    return {"zero_variance_share": row_mean(rows, "zero_variance_rate"),
+            "reward_mean_first": rows[0]["reward_mean"] if rows else None,
+            "reward_mean_last": rows[-1]["reward_mean"] if rows else None}
+
+
+GRPO_TRL = {"grpo": TRLRow(grpo_trl, data="prompts"),
+            "rloo": TRLRow(rloo_trl, data="prompts", requires={"advantage": "rloo"})}
+
+
+@register("grpo", GRPOConfig, passport=grpo_passport, trl=GRPO_TRL, recipe_numbers=rollout_numbers, flops=grpo_run_flops, env=True, controls=("sft", "rft"), completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
           gpu=dict(steps=200, batch_prompts=128, num_generations=8, max_completion_length=7, eval_every=20),
           test=dict(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2))
 def grpo_stage(ctx: StageContext) -> StageResult:

@@ -41,13 +41,21 @@ from course_lib.tinygpt.model import completion_logprobs
 from course_lib.tinygpt.rewards import reward_source
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import KTOConfig
-from course_lib.trainers.dpo import build_preference_pairs, reference_logprobs
+from course_lib.trainers.dpo import (
+    build_preference_pairs,
+    pairs_unmatched_in_trl,
+    reference_logprobs,
+)
 from course_lib.trainers.trainer import (
     StageContext,
     StageResult,
     TrainContext,
+    TRLRecipe,
+    TRLRow,
+    Unmatched,
     register,
     train_offline,
+    trl_per_device,
 )
 from course_lib.trainers.utilisation import kto_run_flops
 
@@ -205,7 +213,41 @@ def kto_passport(cfg, info: dict) -> dict:
     )
 
 
-@register("kto", KTOConfig, passport=kto_passport, flops=kto_run_flops, gpu=dict(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
+def kto_trl(cfg, num_processes: int) -> TRLRecipe:
+    """KTO as TRL's ``KTOTrainer``, on the course's batches (``TRLRow.translate``)."""
+    k = cfg.kto
+    config = dict(
+        per_device_train_batch_size=trl_per_device(k.batch_size, num_processes, "kto.batch_size"),
+        loss_type="kto", beta=k.beta, desirable_weight=k.desirable_weight, undesirable_weight=k.undesirable_weight,
+        # the course's batches: answers shuffled once (the bridge hands them over in that order), cut into
+        # batch_size, a last incomplete batch dropped, the same batches every epoch; z0 from each batch's
+        # rotated prompt-completion pairs, which TRL's collator builds the same way
+        train_sampling_strategy="sequential", dataloader_drop_last=True,
+        precompute_ref_log_probs=True,  # the course caches the reference log-probs of answers and mismatched pairs
+        max_length=cfg.task.prompt_length + cfg.dpo.max_completion_length,
+    )
+    unmatched = [
+        Unmatched("kto.desirable_fraction", k.desirable_fraction,
+                  "course-side data: the share of desirable answers kept (kto.unpaired_examples) before TRL sees "
+                  "the dataset; KTOConfig has no such option (desirable_weight / undesirable_weight reweight "
+                  "instead)"),
+        Unmatched("kto.eval_every", k.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        *pairs_unmatched_in_trl("KTO", cfg),
+    ]
+    if num_processes > 1:
+        unmatched.append(Unmatched(
+            "num_processes", num_processes,
+            "each process pairs prompts with completions within its own kto.batch_size/num_processes answers and z0 "
+            "is the mean over processes; the course estimates z0 on the whole batch"))
+    return TRLRecipe("KTOTrainer", "KTOConfig", config, unmatched)
+
+
+KTO_TRL = TRLRow(kto_trl, data="answers", prepare=kto_answers, names={
+    "steps": "max_steps", "learning_rate": "learning_rate", "batch_size": "per_device_train_batch_size",
+    "beta": "beta", "desirable_weight": "desirable_weight", "undesirable_weight": "undesirable_weight"})
+
+
+@register("kto", KTOConfig, passport=kto_passport, flops=kto_run_flops, trl=KTO_TRL, gpu=dict(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
           test=dict(steps=4, batch_size=8, eval_every=2))
 def kto_stage(ctx: StageContext) -> StageResult:
     """``train kto``: DPO's pairs from the SFT policy taken apart, reference log-probs cached, then KTO."""

@@ -311,6 +311,7 @@ def ppo_passport(cfg, info: dict) -> dict:
 
 
 @register("ppo", PPOConfig, passport=ppo_passport, flops=ppo_run_flops,
+          trl="no TRL row: TRL 1.16 ships no PPO trainer (its online trainers are GRPO and RLOO, critic-free)",
           env="PPO's critic and GAE (course_lib.trainers.ppo) read every completion position as a policy state, one contiguous "
               "run from the prompt; an episode interleaves the environment's tokens, whose values and advantages would "
               "have to be skipped (GAE over the policy's tokens only, the critic bootstrapping across each "

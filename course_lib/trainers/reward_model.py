@@ -582,7 +582,10 @@ def rm_passport(cfg, info: dict) -> dict:
     return out
 
 
-@register("rm", RewardModelConfig, passport=rm_passport, flops=rm_run_flops, trains_policy=False, recipe_stage="a reward model trains no policy",
+@register("rm", RewardModelConfig, passport=rm_passport, flops=rm_run_flops,
+          trl="no TRL row: TRL's RewardTrainer trains a sequence classifier on a preference dataset; the bridge "
+              "does not translate the course's reward model (a head on the SFT policy's transformer)",
+          trains_policy=False, recipe_stage="a reward model trains no policy",
           # the same one spare token past the longest answer + <eos> (digits + 2) as the policy trainers
           gpu=dict(pair_prompts=16384, heldout_prompts=1000, steps=500, batch_size=512, max_completion_length=7),
           test=dict(pair_prompts=64, heldout_prompts=30, samples_per_prompt=8, max_completion_length=4, temperature=1.5,
@@ -597,8 +600,10 @@ def reward_model_stage(ctx: StageContext) -> StageResult:
             f"= {m['of_ceiling']:.1%} of the noise ceiling {m['noise_ceiling']:.3f} (gold {m['heldout_gold_accuracy']:.3f})")
     line = (f"[course_lib] reward model held-out pairwise accuracy {m['heldout_accuracy']:.3f} = {m['of_ceiling']:.1%} "
             f"of the noise ceiling; use it with --reward rm:{ctx.out}")
+    # the counted FLOPs are the reward model's training, without sampling and labelling its pairs
     return StageResult(steps=ctx.cfg.rm.steps, rl_seconds=m["data_seconds"] + m["train_seconds"],
-                       summary={"reward_model": m}, reward_model_info=read_info(ctx.out), line=line)
+                       summary={"reward_model": m}, reward_model_info=read_info(ctx.out), line=line,
+                       flop_seconds=m["train_seconds"])
 
 
 register_source(REWARD_MODEL_PREFIX, load_reward)

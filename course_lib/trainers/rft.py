@@ -42,13 +42,14 @@ from course_lib.tinygpt.runtime import (
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.trainers.configs import GRPOConfig
-from course_lib.trainers.grpo import grpo_passport
+from course_lib.trainers.grpo import grpo_passport, rollout_numbers
 from course_lib.trainers.trainer import (
     StageContext,
     StageResult,
     StageStopped,
     TrainContext,
     register_stage,
+    row_mean,
     train_loop,
 )
 
@@ -149,18 +150,25 @@ def rft_passport(cfg, info: dict) -> dict:
     return out
 
 
-@register_stage("rft", "grpo", passport=rft_passport)
+def rft_numbers(rows: list[dict]) -> dict:
+    """What a recipe records of an RFT stage: the share of samples accepted, then GRPO's rollout numbers."""
+    return {"acceptance_rate": row_mean(rows, "kept_fraction"), **rollout_numbers(rows)}
+
+
+@register_stage("rft", "grpo", passport=rft_passport, control=True, recipe_numbers=rft_numbers)
 def rft_stage(ctx: StageContext) -> StageResult:
-    """A recipe's RFT stage from the previous stage's policy, refused (``StageStopped``) when the first rollout,
-    the very one its first step draws, has nothing to fine-tune on."""
+    """RFT from the stage's policy: a run's control (``ctx.sft`` set: from the SFT policy, GRPO's prompts and
+    steps), or a recipe's stage, refused there (``StageStopped``) when the first rollout, the very one its first
+    step draws, has nothing to fine-tune on."""
     g = ctx.cfg.grpo
-    state = ctx.generator.get_state()
-    with torch.random.fork_rng(devices=[]):
-        rollout = collect_rollouts(ctx.model, ctx.task, g, ctx.generator, resolve_reward(g.reward, ctx.task))
-    ctx.generator.set_state(state)
-    if rollout["stats"]["reward_mean"] <= 0:
-        n = g.batch_prompts * g.num_generations
-        raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's {n} "
-                           f"samples, so there is nothing to fine-tune on (train the policy further first)")
+    if ctx.sft is None:  # a recipe's stage: look at the first rollout without drawing it
+        state = ctx.generator.get_state()
+        with torch.random.fork_rng(devices=[]):
+            rollout = collect_rollouts(ctx.model, ctx.task, g, ctx.generator, resolve_reward(g.reward, ctx.task))
+        ctx.generator.set_state(state)
+        if rollout["stats"]["reward_mean"] <= 0:
+            n = g.batch_prompts * g.num_generations
+            raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's "
+                               f"{n} samples, so there is nothing to fine-tune on (train the policy further first)")
     res = train_rft(ctx.model, ctx.task, g, ctx.train, generator=ctx.generator)
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"])
