@@ -308,3 +308,16 @@ def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: 
     unclipped_sq = (values - returns) ** 2
     clipped_sq = (v_clipped - returns) ** 2
     return 0.5 * torch.maximum(unclipped_sq, clipped_sq), clipped_sq > unclipped_sq
+
+
+def logged_kl(logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor, *,
+              validate: bool = True) -> torch.Tensor:
+    """The KL a GRPO step logs (``kl``): token-mean k3 of π_old's log-probs against the reference's, over ``mask``.
+
+    Always π_old's, on every row of the batch (the first inner epoch's log-probs, with the
+    left-out zero-variance rows' from a forward without gradient), never the sampler's, whatever
+    estimator and placement the objective uses: one quantity under one name, whatever the share
+    of zero-variance groups, the staleness or the sampler's temperature.
+    """
+    return aggregate(kl_estimate(logps, ref_logps, "k3", validate=validate), mask, unit="token_mean",
+                     validate=validate)

@@ -80,6 +80,7 @@ from course_lib.formulas.policy_loss import (
     aggregate,
     kl_estimate,
     kl_shaped_rewards,
+    logged_kl,
     surrogate,
 )
 from course_lib.tinygpt.evaluation import evaluate
@@ -148,17 +149,6 @@ def sparse_rows(batch: dict, cfg: GRPOConfig, ref_model, device) -> torch.Tensor
 def restore_rows(values: torch.Tensor, rows: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """``values`` of the ``sparse_rows`` put back in their places in a tensor shaped ``like``, zeros elsewhere."""
     return torch.zeros_like(like, dtype=values.dtype).index_copy(0, rows, values)
-
-
-def logged_kl(logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
-    """The KL a step logs (``kl``): token-mean k3 of π_old's log-probs against the reference's, over ``mask``.
-
-    Always π_old's, on every row of the batch (the first inner epoch's log-probs, with the
-    left-out zero-variance rows' from a forward without gradient), never the sampler's, whatever
-    estimator and placement the objective uses: one quantity under one name, whatever the share
-    of zero-variance groups, the staleness or the sampler's temperature.
-    """
-    return aggregate(kl_estimate(logps, ref_logps, "k3", validate=validate), mask, unit="token_mean", validate=validate)
 
 
 def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_length: int, max_grad_norm: float,

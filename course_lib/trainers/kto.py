@@ -15,7 +15,7 @@ Data with only one label kind is **accepted**, not refused: the loss is a sum of
 each defined against z0, which is estimated from the batch's own answers whatever their labels;
 nothing in the method pairs a desirable with an undesirable answer (the paper trains with up to
 90% of the desirable data discarded; TRL's ``KTOTrainer`` only warns when the weighted label
-counts are unbalanced). ``label_balance`` reports λ_D·n_D / (λ_U·n_U), which the paper advises to
+counts are unbalanced). ``preference.label_balance`` reports λ_D·n_D / (λ_U·n_U), which the paper advises to
 keep in [1, 4/3]. Refused: fewer than two answers, since z0 needs a batch of at least two to
 mismatch prompts and completions.
 
@@ -36,7 +36,12 @@ import time
 
 import torch
 
-from course_lib.formulas.preference import kto_loss, kto_reference_point, mismatched_order
+from course_lib.formulas.preference import (
+    kto_loss,
+    kto_reference_point,
+    label_balance,
+    mismatched_order,
+)
 from course_lib.tinygpt.model import completion_logprobs
 from course_lib.tinygpt.rewards import reward_source
 from course_lib.tinygpt.task import AdditionTask
@@ -103,12 +108,6 @@ def kto_batches(examples: dict, batch_size: int, *, prompt_length: int, generato
     n_desirable = int(labels.sum())
     return {**rows, "kl_ids": kl_ids, "kl_attention": kl_attn, "kl_completion": kl_comp, "n_batches": n_batches,
             "batch_size": b, "n_desirable": n_desirable, "n_undesirable": n - n_desirable}
-
-
-def label_balance(n_desirable: int, n_undesirable: int, cfg: KTOConfig) -> float:
-    """λ_D·n_D / (λ_U·n_U): the paper advises [1, 4/3]; ``inf`` with no undesirable answer."""
-    den = cfg.undesirable_weight * n_undesirable
-    return cfg.desirable_weight * n_desirable / den if den > 0 else float("inf")
 
 
 def kto_batch_loss(model, batch: dict, cfg: KTOConfig, *, prompt_length: int = 1,
@@ -259,9 +258,12 @@ def kto_stage(ctx: StageContext) -> StageResult:
         data = build_kto_data(ctx.model, ctx.task, ctx.cfg, generator=ctx.generator,
                               show_progress=ctx.train.show_progress)
         data["pair_seconds"] = time.perf_counter() - t0  # counted in rl_seconds: KTO's data cost
+        k = ctx.cfg.kto
+        balance = label_balance(data["n_desirable"], data["n_undesirable"], desirable_weight=k.desirable_weight,
+                                undesirable_weight=k.undesirable_weight)
         ctx.say(f"[course_lib] {data['n_desirable']} desirable + {data['n_undesirable']} undesirable answers from "
                 f"{data['n_pairs']} pairs; λ_D·n_D/(λ_U·n_U) = "
-                f"{label_balance(data['n_desirable'], data['n_undesirable'], ctx.cfg.kto):.2f} (the paper: 1 to 4/3)")
+                f"{balance:.2f} (the paper: 1 to 4/3)")
     res = train_kto(ctx.model, ctx.task, ctx.cfg.kto, data,
                     ctx.train.keeping(data))
     summary = {"kto_data": {k: data[k] for k in ("n_pairs", "n_desirable", "n_undesirable", "n_batches", "batch_size")}}

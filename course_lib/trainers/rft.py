@@ -29,6 +29,7 @@ import time
 
 import torch
 
+from course_lib.formulas.advantages import rft_weights
 from course_lib.tinygpt.evaluation import evaluate
 from course_lib.tinygpt.model import completion_logprobs
 from course_lib.tinygpt.rewards import resolve_reward
@@ -52,19 +53,6 @@ from course_lib.trainers.trainer import (
     row_mean,
     train_loop,
 )
-
-WEIGHTINGS = ("filter", "reward")
-
-
-def rft_weights(rewards: torch.Tensor, *, weighting: str = "filter", threshold: float = 1.0) -> torch.Tensor:
-    """Per-completion weights of the supervised step: ``1[r ≥ threshold]`` or ``r`` itself."""
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"weighting must be one of {WEIGHTINGS}; got {weighting!r}")
-    if weighting == "filter":
-        return (rewards >= threshold).to(torch.float32)
-    if bool((rewards < 0).any()):
-        raise ValueError("weighting='reward' needs rewards >= 0 (they are used as sample weights)")
-    return rewards.to(torch.float32)
 
 
 def rft_loss(model, batch: dict, weights: torch.Tensor, *, prompt_length: int = 1) -> torch.Tensor:
