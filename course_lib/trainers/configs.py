@@ -132,6 +132,11 @@ def choices_for(section: str, name: str):
 
 MAX_STALENESS = 32  # K's upper bound: the worker's ring holds K + 1 copies of the weights (see check_staleness)
 COUNT = {"integer": True, "low": 1}  # rules of ``_validate.number`` shared by many options
+# Upper bounds on the sizes, with room above the ``gpu`` config (6 layers of 256 in 8 heads, 64 positions, a 4-digit
+# task with 5000 prompts): past them a run fails at allocation, or 10^digits overflows torch's int64 sampler.
+SIZE = " (the tiny GPT's sizes; the gpu config is far inside)"
+SIZES = {"model": {"n_layer": 48, "n_embd": 4096, "n_head": 64, "n_positions": 4096},
+         "task": {"digits": 18, "n_demos": 1_000_000, "n_heldout": 100_000}}
 STEPS = {"integer": True, "low": 0}
 POSITIVE = {"low": 0, "low_open": True}
 NON_NEGATIVE = {"low": 0}
@@ -548,12 +553,14 @@ def validate(cfg: RunConfig) -> RunConfig:
     for section in cfg.sections.values():
         section.check()
     g, t, m = cfg.grpo, cfg.task, cfg.model
-    _numbers("task", t, {"digits": COUNT, "n_demos": COUNT,
-                         "n_heldout": {**COUNT, "why": " (accuracy needs held-out prompts)"},
+    _numbers("task", t, {"digits": {**COUNT, "high": SIZES["task"]["digits"], "why": " (10^digits fits in int64)"},
+                         "n_demos": {**COUNT, "high": SIZES["task"]["n_demos"], "why": SIZE},
+                         "n_heldout": {**COUNT, "high": SIZES["task"]["n_heldout"],
+                                       "why": " (accuracy needs held-out prompts)"},
                          "teacher_error_rate": {"low": 0, "high": 1}, "seed": {"integer": True},
                          "tool_demos": {**STEPS, "why": " (carry demonstrations the teacher writes with the tool, with "
                                                         "task.env)"}})
-    _numbers("model", m, {"n_layer": COUNT, "n_embd": COUNT, "n_head": COUNT, "n_positions": COUNT})
+    _numbers("model", m, {name: {**COUNT, "high": high, "why": SIZE} for name, high in SIZES["model"].items()})
     _numbers("", cfg, {"max_grad_norm": {**POSITIVE, "why": " (0 would zero every update)"}, "checkpoint_every": COUNT})
     _refuse([(m.n_embd % m.n_head == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})")])
     answer = t.answer_length  # the longest answer plus <eos>
