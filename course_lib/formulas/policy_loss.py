@@ -298,7 +298,8 @@ def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: 
 
     The clip removes the gradient, it does not bound the move: where V has moved more than ε_v
     from the value the rollout was scored with and the clipped term is the larger, the loss has no
-    gradient in V, but one step can still carry V past ε_v (as PPO's ratio clip, notebook 05_from_advantages_to_an_update).
+    gradient in V, but one step can still carry V past ε_v (as PPO's ratio clip, notebook
+    05_from_advantages_to_an_update).
     Taking the max makes it pessimistic (as TRL and OpenAI's PPO do).
     Returns ``(per_token_loss, clipped)`` where ``clipped`` marks tokens whose clipped term is larger.
     """

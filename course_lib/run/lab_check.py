@@ -534,11 +534,12 @@ def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -
             wrong = task.encode_pairs(carry, [task.flawed_teacher(a, b) for a, b in carry])
             ids, attn, cmask = (torch.cat([x, y]) for x, y in zip(right, wrong))
             with torch.no_grad():
-                ref = completion_logprobs(model, ids, attn, cmask)[0] + 0.5 * torch.randn(ids.shape[0], 1, generator=gen)
+                noise = 0.5 * torch.randn(ids.shape[0], 1, generator=gen)
+                ref = completion_logprobs(model, ids, attn, cmask)[0] + noise
                 ref = ref * cmask[:, 1:]
             logits = _suppressed(_forward(model, ids, attn), model.config)
-            _exchange(remote, "dpo", _dpo_payload(logits, ids, cmask, ref, cfg.dpo.beta), logits, cfg=cfg, reference_loss=lambda x:
-                      reference_dpo_loss(x, ids, cmask, ref, cfg.dpo.beta, model.config))
+            _exchange(remote, "dpo", _dpo_payload(logits, ids, cmask, ref, cfg.dpo.beta), logits, cfg=cfg,
+                      reference_loss=lambda x: reference_dpo_loss(x, ids, cmask, ref, cfg.dpo.beta, model.config))
         else:
             G = cfg.grpo.num_generations
             prompts = [p for p in task.sample_pairs(4, gen) for _ in range(G)]
@@ -552,8 +553,9 @@ def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -
                 old = (old + 0.3 * torch.randn(old.shape, generator=gen)) * cmask[:, 1:]
             ref_adv = reference_advantages(rewards, G, cfg.grpo.advantage)
             logits = _suppressed(_forward(model, ids, attn), model.config)
-            _exchange(remote, "grpo", _grpo_payload(logits, ids, cmask, old, rewards, cfg), logits, cfg=cfg, reference_adv=ref_adv, reference_loss=lambda x:
-                      reference_grpo_loss(x, ids, cmask, old, ref_adv, cfg, model.config))
+            _exchange(remote, "grpo", _grpo_payload(logits, ids, cmask, old, rewards, cfg), logits, cfg=cfg,
+                      reference_adv=ref_adv,
+                      reference_loss=lambda x: reference_grpo_loss(x, ids, cmask, old, ref_adv, cfg, model.config))
     except Deviation as dev:
         return str(dev)
     return None

@@ -87,7 +87,8 @@ def train_rft(
     """
     ctx = ctx if ctx is not None else TrainContext()
     if cfg.num_iterations != 1:
-        raise ValueError(f"RFT takes one supervised step per rollout; num_iterations must be 1, got {cfg.num_iterations}")
+        raise ValueError(f"RFT takes one supervised step per rollout; num_iterations must be 1, got "
+                         f"{cfg.num_iterations}")
     rft_weights(torch.zeros(1), weighting=weighting, threshold=threshold)  # validate the options once
     state = ctx.state
     set_threads(ctx.threads)
@@ -131,7 +132,8 @@ def rft_passport(cfg, info: dict) -> dict:
     """RFT's passport sections: GRPO's rollouts, a supervised step on the accepted samples."""
     out = grpo_passport(cfg, info)
     out.pop("six_choices")
-    out["data_and_policy"]["reuse"] = "each rollout used for one supervised step on its accepted samples, then discarded"
+    out["data_and_policy"]["reuse"] = ("each rollout used for one supervised step on its accepted samples, then "
+                                       "discarded")
     out["optimisation"] = {"algorithm": "online rejection-sampling fine-tuning (RFT), on-policy",
                            "advantage": "none: weight 1[reward >= 1] per completion (no baseline, no negatives)",
                            "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean (NLL of accepted samples)"}

@@ -104,7 +104,8 @@ def sft_passport(cfg, info: dict) -> dict:
                          "reuse": "sampled with replacement every step",
                          "overlap": "held-out prompts excluded from the demonstrations"},
         reward_contract={"source": "none (imitation of demonstrations)", "granularity": "per token (NLL)"},
-        optimisation={"algorithm": "supervised, offline", "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean"},
+        optimisation={"algorithm": "supervised, offline", "roles": ["policy"], "kl": "none",
+                      "averaging_unit": "token_mean"},
     )
 
 
@@ -130,7 +131,8 @@ def sft_trl(cfg, num_processes: int) -> TRLRecipe:
 
 
 @register("sft", SFTConfig, passport=sft_passport, env=True, trl=TRLRow(sft_trl, data="demonstrations"),
-          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=cfg.sft.batch_size),
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"],
+                                                              sequences=cfg.sft.batch_size),
           gpu=dict(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
           test=dict(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30))
 def sft_stage(ctx: StageContext) -> StageResult:

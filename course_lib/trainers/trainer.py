@@ -31,9 +31,9 @@ no section of the run config, it has no passport or recipe stage, and it is meas
 gold labels, not held-out accuracy: ``pipeline.run`` has nothing to give it or take from it.
 
 Simplifications, said out loud: one process (GRPO's asynchronous mode adds a rollout worker
-process, ``course_lib.trainers.rollout_worker``; the loop itself runs in the trainer's); a step's seconds are its wall time without the
-evaluation; the trainer restores its own parts of a checkpoint (optimizers, extra models, data),
-the loop only the step counter and the elapsed seconds.
+process, ``course_lib.trainers.rollout_worker``; the loop itself runs in the trainer's); a step's
+seconds are its wall time without the evaluation; the trainer restores its own parts of a checkpoint
+(optimizers, extra models, data), the loop only the step counter and the elapsed seconds.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ DATA_PREFIX = "data_"  # how a stage's own data is named inside its checkpoint
 
 @dataclass(frozen=True)
 class TrainContext:
-    """A trainer's plumbing, the same for every ``train_x(model, task, cfg, ctx)``: where it logs, resumes, checkpoints.
+    """A trainer's plumbing, the same for every ``train_x(model, task, cfg, ctx)``: where it logs, resumes,
+    checkpoints.
 
     ``log``: the metrics rows (a fresh ``MetricsLog`` if None); ``state``: a checkpoint to resume;
     ``checkpoint(step, trainer_state, seconds)`` every ``checkpoint_every`` steps and at the end;
@@ -335,7 +336,7 @@ class Registered:
     gpu: dict = field(default_factory=dict)  # the section's options in the ``gpu`` config, over the class defaults
     test: dict = field(default_factory=dict)  # … and in the ``test`` config
     passport: Callable | None = None  # passport(cfg, info) -> its passport sections (``course_lib.run.passport``)
-    flops: Callable | None = None  # flops(cfg, rows, vocab, reference) -> the run's FLOPs (``course_lib.trainers.utilisation``)
+    flops: Callable | None = None  # flops(cfg, rows, vocab, reference) -> the run's FLOPs (trainers.utilisation)
     recipe_stage: bool | str = True  # can continue a previous stage's policy in a recipe; a str says why not
     env: bool | str = False  # runs episodes with an environment (task.env); a str says why not
     controls: tuple = ("sft",)  # the controls (pipeline.run's control=) it can be compared with

@@ -406,8 +406,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     Trains the course's SFT start (deterministic on a CPU: every process trains the same one),
     then the bridged TRL recipe (every TRL row but SFT's: DPO, KTO and ORPO on DPO's pairs sampled
-    from it; ORPO, as the course's stage, from the base initialisation: its row's ``start``), and writes ``summary.json`` (held-out accuracy before and after,
-    seconds, number of processes) from the main process. Runs unchanged under
+    from it; ORPO, as the course's stage, from the base initialisation: its row's ``start``), and
+    writes ``summary.json`` (held-out accuracy before and after, seconds, number of processes) from
+    the main process. Runs unchanged under
     ``accelerate launch --num_processes N`` (see ``configs/accelerate/multi_gpu.yaml``).
     """
     import argparse
@@ -422,7 +423,8 @@ def main(argv: list[str] | None = None) -> dict:
     from course_lib.trainers.configs import get_config
     from course_lib.trainers.dpo import build_preference_pairs
 
-    parser = argparse.ArgumentParser(prog="python -m course_lib.trl.trl_bridge", description=main.__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_lib.trl.trl_bridge",
+                                     description=main.__doc__.splitlines()[0])
     parser.add_argument("kind", choices=tuple(k for k in kinds() if row(k).data != "demonstrations"))
     parser.add_argument("--config", default="cpu")
     parser.add_argument("--steps", type=int, default=None)
@@ -465,7 +467,8 @@ def main(argv: list[str] | None = None) -> dict:
         "per_device_train_batch_size": bridged.config["per_device_train_batch_size"],
         "steps": trainer.state.global_step, "train_seconds": seconds,
         "baseline_accuracy": before,
-        "final_accuracy": evaluate(trainer.accelerator.unwrap_model(trainer.model), task, max_completion_length=length)["accuracy"],
+        "final_accuracy": evaluate(trainer.accelerator.unwrap_model(trainer.model), task,
+                                   max_completion_length=length)["accuracy"],
         "unmatched": [str(u) for u in bridged.unmatched],
     }
     Path(args.out).mkdir(parents=True, exist_ok=True)

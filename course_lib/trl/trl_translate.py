@@ -10,10 +10,11 @@ what TRL does instead. What each trainer knows is its registry row, in the train
 here without editing this module; a trainer without one says why (``Registered.trl``, e.g. PPO).
 This module adds what every recipe shares (precision, steps, clipping, logging). A row's ``names``
 says which course option becomes which TRL argument (KTO's, ORPO's: every other option is listed
-unmatched, ``tests/test_trl_translate.py``); ``MAPPING`` is the course ↔ TRL table docs/trl.md shows (``mapping_markdown``), one row
-per option or formula, with how closely the two agree. Pure data: it needs neither TRL nor ``transformers``' trainer, so it is
-tested on its own (``tests/test_trl_translate.py``); ``course_lib.trl.trl_bridge`` builds the TRL
-objects from it (config, datasets, callbacks, trainers, the instruct recipe, the CLI).
+unmatched, ``tests/test_trl_translate.py``); ``MAPPING`` is the course ↔ TRL table docs/trl.md
+shows (``mapping_markdown``), one row per option or formula, with how closely the two agree. Pure
+data: it needs neither TRL nor ``transformers``' trainer, so it is tested on its own
+(``tests/test_trl_translate.py``); ``course_lib.trl.trl_bridge`` builds the TRL objects from it
+(config, datasets, callbacks, trainers, the instruct recipe, the CLI).
 
 Simplifications, said out loud:
 - Precision and memory: TRL 1.x defaults to ``bf16=True`` and gradient checkpointing on; the
@@ -142,7 +143,8 @@ MAPPING: tuple[tuple[str, str, str], ...] = (
     ("`grpo_advantages(ddof=1, epsilon=1e-4)`", '`scale_rewards="group"`',
      "exact (1e-6 relative), zero-variance groups included"),
     ('the trainer\'s `advantage="grpo"` (population std, ddof = 0, no epsilon)', '`scale_rewards="group"`',
-     "**not exact**: TRL's advantage is ours × std₀ / (std₁ + 1e-4) ≈ √((G−1)/G) per group (the test pins the factor)"),
+     "**not exact**: TRL's advantage is ours × std₀ / (std₁ + 1e-4) ≈ √((G−1)/G) per group (the test pins the "
+     "factor)"),
     ("`dr_grpo_advantages` / `rloo_advantages`",
      '`scale_rewards="none"` / `RLOOTrainer` (`normalize_advantages=False`, β = 0)', "exact"),
     ("`clipped_surrogate(ε_low, ε_high)` + `aggregate` unit `sequence_mean` / `token_mean` / `constant` "
@@ -157,8 +159,9 @@ MAPPING: tuple[tuple[str, str, str], ...] = (
     ('CISPO: `cispo_objective`, unit `token_mean` (the trainer\'s `loss_type="cispo"`)',
      '`loss_type="cispo"`, `epsilon_high` = ε_max', "exact"),
     ("DAPO's overlong shaping: `overlong_penalty` (the trainer's `soft_punish_cache` = C)",
-     "not a `GRPOConfig` option: the reward function `trl.rewards.get_soft_overlong_punishment(max_completion_len=L_max, "
-     "soft_punish_cache=C)`, which the bridge adds to `reward_funcs`", "exact (`tests/test_overlong.py`)"),
+     "not a `GRPOConfig` option: the reward function "
+     "`trl.rewards.get_soft_overlong_punishment(max_completion_len=L_max, soft_punish_cache=C)`, which the bridge "
+     "adds to `reward_funcs`", "exact (`tests/test_overlong.py`)"),
     ("`behaviour_weights`: π_old/π_behaviour of stale rollouts (`vllm_importance_sampling_correction`, `_mode`, "
      "`_clip_min`, `_clip_max`)", "`GRPOConfig.vllm_importance_sampling_*`, same names (TRL corrects a vLLM "
      "sampler's log-probs, `use_vllm=True`)", "exact (`tests/test_behaviour.py` runs TRL's own code)"),
@@ -181,7 +184,8 @@ MAPPING: tuple[tuple[str, str, str], ...] = (
     ("`kto.desirable_fraction` (imbalanced data)", "— (a dataset choice)", "course-side data (listed)"),
     ("ORPO: `odds_ratio_penalty` with λ = `orpo.beta`", "`trl.experimental.orpo.ORPOTrainer`, `ORPOConfig.beta`",
      "exact, penalty and gradients"),
-    ("ORPO's NLL: token mean over the chosen completion", "`ORPOTrainer`: token mean over prompt and chosen completion",
+    ("ORPO's NLL: token mean over the chosen completion",
+     "`ORPOTrainer`: token mean over prompt and chosen completion",
      "**not exact** (the test pins both)"),
     ("RLOO's loss: per-token ratio, clipped, averaged with the unit",
      "`RLOOTrainer`: one ratio per sequence, mean over completions", "not exact (listed by the bridge)"),
