@@ -99,7 +99,8 @@ def load_sft_checkpoint(path, cfg: configs.RunConfig) -> dict:
         raise ValueError(f"{path} holds a {state.get('stage')!r} stage checkpoint, not an SFT policy")
     saved = configs.from_dict(json.loads(state["config"]))
     if state["step"] < saved.sft.steps:
-        raise ValueError(f"{path} is an unfinished SFT stage (step {state['step']} of {saved.sft.steps}); resume it first")
+        raise ValueError(f"{path} is an unfinished SFT stage (step {state['step']} of {saved.sft.steps}); resume it "
+                         f"first")
     for section in ("task", "model"):
         mine, theirs = configs.to_dict(cfg)[section], configs.to_dict(saved)[section]
         if mine != theirs:
@@ -202,7 +203,8 @@ def run(
     try:
         return _stages(kind, cfg, out, task, model, state, common, control, show_progress, say, wall_start)
     except Interrupted as stop:
-        say(f"[course_lib] stopped: {stop.stage} step {stop.step} is saved; continue with: {resume_command(kind, out)}")
+        say(f"[course_lib] stopped: {stop.stage} step {stop.step} is saved; continue with: "
+            f"{resume_command(kind, out)}")
         raise
     except StepFailed:
         say(f"[course_lib] failed: the completed steps are saved; continue with: {resume_command(kind, out)}")
@@ -222,8 +224,8 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, 
     if state is not None and state["stage"] != "sft":  # resuming a later stage: the finished SFT policy
         saved = load_checkpoint(sft_path, kind="sft")
         model.load_state_dict(saved["model"])
-        return {"eval": saved["sft_eval"], "seconds": saved["seconds"], "steps": saved["step"], "start_eval": start_eval,
-                "log": None}
+        return {"eval": saved["sft_eval"], "seconds": saved["seconds"], "steps": saved["step"],
+                "start_eval": start_eval, "log": None}
     if state is None and common["sft_checkpoint"]:  # a finished SFT policy from elsewhere
         saved = load_sft_checkpoint(common["sft_checkpoint"], cfg)
         cfg.sft = configs.from_dict(json.loads(saved["config"])).sft
@@ -245,8 +247,8 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, 
         say(f"[course_lib] SFT stage: {cfg.sft.steps} steps")
 
     def checkpoint(step, trainer_state, seconds):
-        save_checkpoint(ckpt_path, {**common, "stage": "sft", "model": model.state_dict(), **trainer_state, "step": step,
-                                    "seconds": seconds, "rng": rng_state(gen), "metrics": log.rows,
+        save_checkpoint(ckpt_path, {**common, "stage": "sft", "model": model.state_dict(), **trainer_state,
+                                    "step": step, "seconds": seconds, "rng": rng_state(gen), "metrics": log.rows,
                                     "start_eval": start_eval, "wall_seconds": time.perf_counter() - wall_start})
 
     train = TrainContext(state=state, log=log, checkpoint=checkpoint, checkpoint_every=cfg.checkpoint_every,
@@ -254,7 +256,8 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, 
     res = train_sft(model, task, cfg.sft, train, generator=gen)
     sft_eval = {k: res[k] for k in (*ACCURACY_KEYS, "tool_use_carry", "tool_use_no_carry") if k in res}
     save_checkpoint(sft_path, {**common, "kind": "sft", "stage": "sft", "model": model.state_dict(),
-                               "sft_eval": sft_eval, "step": res["steps"], "seconds": res["seconds"], "metrics": log.rows})
+                               "sft_eval": sft_eval, "step": res["steps"], "seconds": res["seconds"],
+                               "metrics": log.rows})
     return {"eval": sft_eval, "seconds": res["seconds"], "steps": res["steps"], "start_eval": start_eval, "log": log}
 
 
@@ -338,8 +341,10 @@ def write_outputs(kind, cfg, out, model, common, registered, result, sft, final,
     rl_seconds = result.rl_seconds
     gen_s = sum(r.get("gen_seconds", 0.0) for r in rows)
     upd_s = sum(r.get("update_seconds", 0.0) for r in rows)
-    split = {"generation_seconds": gen_s, "update_seconds": upd_s,
-             "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if registered.time_split else None
+    split = None
+    if registered.time_split:
+        split = {"generation_seconds": gen_s, "update_seconds": upd_s,
+                 "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0}
     dev = next(model.parameters()).device
     seconds = rl_seconds if result.flop_seconds is None else result.flop_seconds  # the counted FLOPs' seconds
     mfu = mfu_entry(kind, cfg, rows, seconds, dev, vocab=model.config.vocab_size)

@@ -1,10 +1,10 @@
 """Recipes, not algorithms: post-training as an ordered list of stages (lecture §16, §15, §12).
 
-DeepSeek-R1 (Guo et al. 2025, https://arxiv.org/abs/2501.12948, ``sources.SOURCES["deepseek_r1"]``) is a recipe: a cold start of a few thousand long
-demonstrations (SFT), reasoning RL with verifiable rewards (GRPO), rejection sampling on the RL
-policy's verified outputs followed by another SFT, then RL again; R1-Zero is the same RL with no
-SFT before it. Each piece exists here already (``train_sft``, GRPO, RFT, DPO, PPO); a recipe
-chains them, each stage starting from the previous stage's policy:
+DeepSeek-R1 (Guo et al. 2025, https://arxiv.org/abs/2501.12948, ``sources.SOURCES["deepseek_r1"]``)
+is a recipe: a cold start of a few thousand long demonstrations (SFT), reasoning RL with
+verifiable rewards (GRPO), rejection sampling on the RL policy's verified outputs followed by
+another SFT, then RL again; R1-Zero is the same RL with no SFT before it. Each piece exists here
+already (``train_sft``, GRPO, RFT, DPO, PPO); a recipe chains them, each stage starting from the previous stage's policy:
 
 - ``r1``       cold-start SFT on a tenth of the demonstrations, for a quarter of the SFT steps →
                GRPO → RFT on the RL policy's own checker-approved samples (R1's stage 3, and the
@@ -252,7 +252,8 @@ def policy_numbers(model, task, cfg: configs.RunConfig, *, seed: int) -> dict:
 
 # ---- the pretraining text ----------------------------------------------------------------------------
 def digit_text(task, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``n`` documents of plain digit text, as ``(input_ids, attention_mask, loss_mask)`` like ``task.demonstrations()``.
+    """``n`` documents of plain digit text, as ``(input_ids, attention_mask, loss_mask)`` like
+    ``task.demonstrations()``.
 
     A document is ``<bos>``, a string of uniformly random digits of uniformly random length (1 to
     the demonstrations' width − 2), then ``<eos>``, right-padded to that width: no ``+``, no ``=``,
@@ -294,7 +295,8 @@ def pretrain_passport(cfg, info: dict) -> dict:
 # ---- one stage ---------------------------------------------------------------------------------------
 @register_stage("pretrain", "sft", passport=pretrain_passport)
 def pretrain_stage(ctx: StageContext) -> StageResult:
-    """The SFT loop on ``digit_text``: ``steps × batch_size`` documents, drawn before training with the stage's generator."""
+    """The SFT loop on ``digit_text``: ``steps × batch_size`` documents, drawn before training with the stage's
+    generator."""
     s = ctx.cfg.sft
     return sft_from_context(ctx, demos=digit_text(ctx.task, max(1, s.steps * s.batch_size), ctx.generator))
 
@@ -442,7 +444,8 @@ def run_recipe(
             say(f"[course_lib] stage {index + 1} ({kind}) stopped: {stop}; stages 1-{index} are kept in {out}")
             return summary
         except (Interrupted, StepFailed):
-            say(f"[course_lib] stage {index + 1} stopped midway; this reruns it from its start: {resume_command('recipe', out)}")
+            say(f"[course_lib] stage {index + 1} stopped midway; this reruns it from its start: "
+                f"{resume_command('recipe', out)}")
             raise
         cpu = time.process_time() - cpu0
         model.eval()
@@ -453,7 +456,8 @@ def run_recipe(
         numbers = stage_entry(kind).recipe_numbers  # e.g. GRPO's and RFT's rewards
         if numbers is not None:
             entry.update(numbers(rows))
-        pp = stage_passport(scfg, kind, index, stages, dev.type, summary.get("starts_from", "the random initialisation"))
+        pp = stage_passport(scfg, kind, index, stages, dev.type,
+                            summary.get("starts_from", "the random initialisation"))
         save_checkpoint(folder / "policy.pt", {"kind": "recipe", "stage": index + 1, "model": model.state_dict()})
         (folder / "summary.json").write_text(json.dumps({**entry, "passport": pp}, indent=2))
         (folder / "passport.json").write_text(json.dumps(pp, indent=2))

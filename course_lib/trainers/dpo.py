@@ -221,13 +221,17 @@ def dpo_passport(cfg, info: dict) -> dict:
     d = cfg.dpo
     loss = {"sigmoid": "DPO", "ipo": "IPO", "simpo": "SimPO"}[d.loss_type]
     return dict(
-        data_and_policy={"examples": f"preference pairs from {d.pair_prompts} prompts × {d.samples_per_prompt} samples",
+        data_and_policy={"examples": f"preference pairs from {d.pair_prompts} prompts × {d.samples_per_prompt} "
+                                     f"samples",
                          "generated_by": "the SFT checkpoint, once, before training (offline)",
                          "reuse": "pairs reused for every step", "overlap": "held-out prompts excluded"},
         reward_contract={"source": reward_source("strict") + ", used only to label chosen vs rejected",
-                         "granularity": "once per completion", "truncation": "a truncated sample is a rejected answer"},
-        optimisation={"algorithm": f"offline {loss}, beta={d.beta}" + (f", + rpo_alpha={d.rpo_alpha} × NLL(chosen)" if d.rpo_alpha else ""),
-                      "roles": ["policy", "reference (log-probs cached once)"] if d.loss_type != "simpo" else ["policy"],
+                         "granularity": "once per completion",
+                         "truncation": "a truncated sample is a rejected answer"},
+        optimisation={"algorithm": f"offline {loss}, beta={d.beta}"
+                                   + (f", + rpo_alpha={d.rpo_alpha} × NLL(chosen)" if d.rpo_alpha else ""),
+                      "roles": (["policy", "reference (log-probs cached once)"] if d.loss_type != "simpo"
+                                else ["policy"]),
                       "kl": "implicit, through beta and the reference ratio", "averaging_unit": "mean over pairs"},
     )
 
@@ -291,8 +295,11 @@ def dpo_trl(cfg, num_processes: int) -> TRLRecipe:
 
 
 @register("dpo", DPOConfig, passport=dpo_passport, trl=TRLRow(dpo_trl, data="pairs"),
-          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=2 * cfg.dpo.batch_size), gpu=dict(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
-          test=dict(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4, eval_every=2))
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"],
+                                                              sequences=2 * cfg.dpo.batch_size),
+          gpu=dict(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
+          test=dict(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4,
+                    eval_every=2))
 def dpo_stage(ctx: StageContext) -> StageResult:
     """``train dpo``: pairs from the SFT policy (cached reference log-probs; kept in the checkpoint), then DPO."""
     if ctx.train.state is not None:

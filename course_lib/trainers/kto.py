@@ -67,7 +67,8 @@ from course_lib.trainers.utilisation import kto_run_flops
 FIELDS = ("ids", "attention", "completion")
 
 
-def unpaired_examples(pairs: dict, *, desirable_fraction: float = 1.0, generator: torch.Generator | None = None) -> dict:
+def unpaired_examples(pairs: dict, *, desirable_fraction: float = 1.0,
+                      generator: torch.Generator | None = None) -> dict:
     """DPO's pairs taken apart: ``{"ids", "attention", "completion", "label"}`` (label True = desirable).
 
     Every rejected answer is kept; with ``desirable_fraction < 1`` a random share of the chosen
@@ -246,7 +247,8 @@ KTO_TRL = TRLRow(kto_trl, data="answers", prepare=kto_answers, names={
     "beta": "beta", "desirable_weight": "desirable_weight", "undesirable_weight": "undesirable_weight"})
 
 
-@register("kto", KTOConfig, passport=kto_passport, flops=kto_run_flops, trl=KTO_TRL, gpu=dict(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
+@register("kto", KTOConfig, passport=kto_passport, flops=kto_run_flops, trl=KTO_TRL,
+          gpu=dict(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
           test=dict(steps=4, batch_size=8, eval_every=2))
 def kto_stage(ctx: StageContext) -> StageResult:
     """``train kto``: DPO's pairs from the SFT policy taken apart, reference log-probs cached, then KTO."""
@@ -266,5 +268,6 @@ def kto_stage(ctx: StageContext) -> StageResult:
                 f"{balance:.2f} (the paper: 1 to 4/3)")
     res = train_kto(ctx.model, ctx.task, ctx.cfg.kto, data,
                     ctx.train.keeping(data))
-    summary = {"kto_data": {k: data[k] for k in ("n_pairs", "n_desirable", "n_undesirable", "n_batches", "batch_size")}}
+    kept = ("n_pairs", "n_desirable", "n_undesirable", "n_batches", "batch_size")
+    summary = {"kto_data": {k: data[k] for k in kept}}
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"] + data["pair_seconds"], summary=summary)

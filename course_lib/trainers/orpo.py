@@ -110,7 +110,8 @@ def orpo_passport(cfg, info: dict) -> dict:
                          "generated_by": "the SFT checkpoint, once (offline); the policy restarts from the base model",
                          "reuse": "pairs sampled with replacement every step", "overlap": "held-out prompts excluded"},
         reward_contract={"source": reward_source("strict") + ", used only to label chosen vs rejected",
-                         "granularity": "once per completion", "truncation": "a truncated sample is a rejected answer"},
+                         "granularity": "once per completion",
+                         "truncation": "a truncated sample is a rejected answer"},
         optimisation={"algorithm": f"ORPO, one stage from the base model: NLL(chosen) + beta={o.beta} × odds-ratio "
                                    "penalty", "roles": ["policy"], "kl": "none (no reference model)",
                       "averaging_unit": "NLL: token mean over chosen completions; penalty: mean over pairs"},
@@ -148,8 +149,11 @@ ORPO_TRL = TRLRow(orpo_trl, data="pairs", start=base_weights, names={
     "beta": "beta"})
 
 
-@register("orpo", ORPOConfig, passport=orpo_passport, trl=ORPO_TRL,  # chosen and rejected, forward + backward; no reference
-          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=2 * cfg.orpo.batch_size), gpu=dict(steps=1800, batch_size=128, eval_every=150),  # SFT's + DPO's steps
+@register("orpo", ORPOConfig, passport=orpo_passport, trl=ORPO_TRL,
+          # chosen and rejected, forward + backward; no reference
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"],
+                                                              sequences=2 * cfg.orpo.batch_size),
+          gpu=dict(steps=1800, batch_size=128, eval_every=150),  # SFT's + DPO's steps
           test=dict(steps=4, batch_size=8, eval_every=2),
           recipe_stage="ORPO starts from the base model by definition (SFT and preference in one stage), so it "
                        "cannot continue a previous stage's policy: run `train orpo` on its own")
@@ -158,7 +162,8 @@ def orpo_stage(ctx: StageContext) -> StageResult:
     if ctx.train.state is not None:
         data = ctx.train.saved_data()
     else:
-        ctx.say("[course_lib] sampling DPO's preference pairs from the SFT policy; ORPO then starts from the base model")
+        ctx.say("[course_lib] sampling DPO's preference pairs from the SFT policy; ORPO then starts from the base "
+                "model")
         t0 = time.perf_counter()
         data = build_preference_pairs(ctx.model, ctx.task, ctx.cfg.dpo, generator=ctx.generator,
                                       show_progress=ctx.train.show_progress)
