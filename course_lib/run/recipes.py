@@ -4,7 +4,8 @@ DeepSeek-R1 (Guo et al. 2025, https://arxiv.org/abs/2501.12948, ``sources.SOURCE
 is a recipe: a cold start of a few thousand long demonstrations (SFT), reasoning RL with
 verifiable rewards (GRPO), rejection sampling on the RL policy's verified outputs followed by
 another SFT, then RL again; R1-Zero is the same RL with no SFT before it. Each piece exists here
-already (``train_sft``, GRPO, RFT, DPO, PPO); a recipe chains them, each stage starting from the previous stage's policy:
+already (``train_sft``, GRPO, RFT, DPO, PPO); a recipe chains them, each stage starting from the
+previous stage's policy:
 
 - ``r1``       cold-start SFT on a tenth of the demonstrations, for a quarter of the SFT steps →
                GRPO → RFT on the RL policy's own checker-approved samples (R1's stage 3, and the
