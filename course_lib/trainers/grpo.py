@@ -156,8 +156,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
     """μ inner epochs of the clipped, optionally KL-regularised surrogate on one batch of groups.
 
     ``batch`` is ``collect_rollouts``'s: ``input_ids``, ``attention_mask``, ``completion_mask``,
-    ``truncated`` (N,), ``rewards`` (n_groups, G) (dropped groups are not in it). With ``ref_model`` the KL to the reference
-    is measured every step (k3 on the sampled tokens, per token) and, when ``cfg.beta > 0``,
+    ``truncated`` (N,), ``rewards`` (n_groups, G) (dropped groups are not in it). With ``ref_model`` the KL to
+    the reference is measured every step (k3 on the sampled tokens, per token) and, when ``cfg.beta > 0``,
     enters either the loss (``kl_placement="loss"``: −β·k per token, differentiated) or the
     reward (``"reward"``: ``kl_shaped_rewards`` before the baseline). With ``mask_truncated``
     truncated completions keep their row and get a zero mask, so ``sequence_mean`` and
@@ -242,7 +242,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                     sampler_logps = sel(batch["sampler_logps"].to(device))
                     weights, outside = behaviour_weights(
                         old_logps, sampler_logps, mask, cfg.vllm_importance_sampling_mode,
-                        cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max, validate=validate)
+                        cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max,
+                        validate=validate)
                     diagnostics = mismatch(old_logps, sampler_logps, mask, weights, outside)
                     weights = weights if correct else None
             objective, clipped = surrogate(logps, old_logps, adv, mask, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
@@ -353,7 +354,8 @@ def train_grpo(
 
     def one_step(step: int) -> dict:
         t0, c0 = time.perf_counter(), time.process_time()
-        rollout = collect_rollouts(model, task, cfg, generator, reward_fn, max_length=cap["next"] if adaptive else None)
+        rollout = collect_rollouts(model, task, cfg, generator, reward_fn,
+                                   max_length=cap["next"] if adaptive else None)
         stats = rollout["stats"]
         if adaptive:  # the cap of the next step, from this step's lengths (never below the longest right answer)
             cap["next"] = next_length_cap(rollout["lengths"], quantile=cfg.adaptive_length_quantile,
@@ -404,7 +406,8 @@ def train_grpo(
     try:
         done = train_loop("grpo", one_async_step if sampler is not None else one_step, ctx, total=total,
                           state_dict=state_dict, eval_fn=lambda: eval_fn(model), eval_every=cfg.eval_every,
-                          desc=(name or f"grpo[{cfg.advantage}]") + (f" K={cfg.max_staleness}" if asynchronous else ""),
+                          desc=(name or f"grpo[{cfg.advantage}]")
+                          + (f" K={cfg.max_staleness}" if asynchronous else ""),
                           seconds_key="rl_seconds",
                           postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
     finally:
@@ -431,7 +434,8 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
     seen = [r["staleness"] for r in rows if r.get("staleness") is not None]
     if cfg.vllm_importance_sampling_correction:
         correction = (f"behaviour correction pi_old/pi_behaviour: {cfg.vllm_importance_sampling_mode}, "
-                      f"clip_min={cfg.vllm_importance_sampling_clip_min}, clip_max={cfg.vllm_importance_sampling_clip_max}")
+                      f"clip_min={cfg.vllm_importance_sampling_clip_min}, "
+                      f"clip_max={cfg.vllm_importance_sampling_clip_max}")
     else:
         correction = "no behaviour correction (vllm_importance_sampling_correction=False)"
     return {"placement": "two processes: a rollout worker (1 CPU thread) samples, the trainer updates; "
@@ -439,7 +443,8 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
             "loop": f"asynchronous: batch s sampled with the weights of step max(0, s-{K}) (max_staleness={K}), "
                     f"through a queue of at most {max(K, 1)} batch(es)",
             "staleness": (f"rollouts {min(seen) if seen else 0}-{max(seen) if seen else 0} steps old "
-                          f"(mean {sum(seen) / max(len(seen), 1):.2f} over this run's {len(seen)} steps); {correction}"),
+                          f"(mean {sum(seen) / max(len(seen), 1):.2f} over this run's {len(seen)} steps); "
+                          f"{correction}"),
             "max_staleness": K, "staleness_per_step": seen,
             "trainer_cpu_seconds": trainer_cpu_seconds, "worker_cpu_seconds": worker_cpu_seconds, **extra}
 
@@ -453,8 +458,10 @@ def grpo_passport(cfg, info: dict) -> dict:
     """
     g, systems = cfg.grpo, info["systems"]
     zv = {"keep": "kept with zero advantage", "drop": "dropped from the batch",
-          "resample": f"dropped and refilled with fresh prompts (DAPO dynamic sampling, ≤{g.max_resample_rounds} extra rounds)"}[g.zero_variance]
-    adv = {"grpo": "GRPO (r − mean)/std, population std", "rloo": "RLOO leave-one-out", "dr_grpo": "Dr. GRPO r − mean, no std"}[g.advantage]
+          "resample": f"dropped and refilled with fresh prompts (DAPO dynamic sampling, ≤{g.max_resample_rounds} "
+                      f"extra rounds)"}[g.zero_variance]
+    adv = {"grpo": "GRPO (r − mean)/std, population std", "rloo": "RLOO leave-one-out",
+           "dr_grpo": "Dr. GRPO r − mean, no std"}[g.advantage]
     reference = g.beta > 0 if info["reference"] is None else info["reference"] or g.beta > 0
     if g.beta > 0 and g.kl_placement == "loss":
         kl = f"in the loss, per token (differentiated), beta={g.beta}, estimator {g.kl_estimator}"
@@ -464,13 +471,15 @@ def grpo_passport(cfg, info: dict) -> dict:
     else:
         kl = "none in the objective (beta=0)"
     kl += "; KL to the reference logged every step (k3, per token)" if reference else "; no reference model kept"
-    trunc = "truncated completions masked out of the loss" if g.mask_truncated else "truncated completions get the checker's reward (strict: 0)"
+    trunc = ("truncated completions masked out of the loss" if g.mask_truncated
+             else "truncated completions get the checker's reward (strict: 0)")
     if g.soft_punish_cache:  # DAPO's overlong shaping is part of the reward: disclosed with it
         trunc += (f"; overlong shaping (DAPO): a penalty falling from 0 to −1 over the last {g.soft_punish_cache} "
                   f"token(s) up to {g.max_completion_length}, added to the reward")
     clip = f"epsilon={g.epsilon}, epsilon_high={g.epsilon_high}"
     if g.loss_type == "cispo":
-        clip = f"CISPO: importance weight capped at epsilon_high={g.epsilon_high} (constant), no token loses its gradient"
+        clip = (f"CISPO: importance weight capped at epsilon_high={g.epsilon_high} (constant), no token loses its "
+                f"gradient")
     elif g.importance_sampling_level == "sequence":
         clip = f"GSPO: one length-normalised ratio per completion, clipped; {clip}"
         if (g.epsilon, g.epsilon_high) != GSPO_PAPER_EPSILONS:
@@ -487,16 +496,21 @@ def grpo_passport(cfg, info: dict) -> dict:
     systems["sampler"] = sampler_entry(g)
     info["environment_tokens_in_loss"] = not g.mask_env_tokens
     return dict(
-        data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} completions per step",
-                         "generated_by": (f"the current actor, temperature {g.temperature}" if g.max_staleness == 0 else
-                                          f"the actor of {g.max_staleness} optimiser steps ago (a rollout worker), "
-                                          f"temperature {g.temperature}"), "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
+        data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} "
+                                     f"completions per step",
+                         "generated_by": (f"the current actor, temperature {g.temperature}" if g.max_staleness == 0
+                                          else f"the actor of {g.max_staleness} optimiser steps ago (a rollout "
+                                               f"worker), temperature {g.temperature}"),
+                         "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
                          "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
-        reward_contract={"source": reward_source(g.reward), "granularity": reward_granularity(g.reward), "truncation": trunc,
-                         "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 11_reward_hacking"},
+        reward_contract={"source": reward_source(g.reward), "granularity": reward_granularity(g.reward),
+                         "truncation": trunc,
+                         "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook "
+                                              "11_reward_hacking"},
         optimisation={"algorithm": "on-policy" if g.max_staleness == 0 else
                       f"off-policy by up to {g.max_staleness} step(s), clipped ratio pi_theta/pi_old kept apart from "
-                      f"the behaviour correction pi_old/pi_behaviour", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
+                      f"the behaviour correction pi_old/pi_behaviour", "advantage": adv, "roles": roles, "kl": kl,
+                      "kl_placement": g.kl_placement,
                       "kl_estimator": g.kl_estimator, "beta": g.beta, "averaging_unit": g.unit,
                       "clip": clip, "zero_variance_groups": zv},
         systems=systems,
@@ -507,10 +521,12 @@ def grpo_passport(cfg, info: dict) -> dict:
             "kl_placement_and_coefficient": kl,
             "rollout_freshness": (f"fresh every step; mu={g.num_iterations}" if g.max_staleness == 0 else
                                   f"sampled max_staleness={g.max_staleness} steps behind; mu={g.num_iterations}"),
-            "prompt_difficulty_and_length": f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); max_completion_length={g.max_completion_length}"
-                                            + ("" if g.adaptive_length_quantile is None else
-                                               f"; adaptive cap: the {g.adaptive_length_quantile} quantile of the last "
-                                               f"step's lengths + {g.adaptive_length_margin}"),
+            "prompt_difficulty_and_length": (
+                f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); "
+                f"max_completion_length={g.max_completion_length}"
+                + ("" if g.adaptive_length_quantile is None else
+                   f"; adaptive cap: the {g.adaptive_length_quantile} quantile of the last step's lengths + "
+                   f"{g.adaptive_length_margin}")),
         },
     )
 
@@ -651,7 +667,9 @@ GRPO_TRL = {"grpo": TRLRow(grpo_trl, data="prompts"),
             "rloo": TRLRow(rloo_trl, data="prompts", requires={"advantage": "rloo"})}
 
 
-@register("grpo", GRPOConfig, passport=grpo_passport, trl=GRPO_TRL, recipe_numbers=rollout_numbers, flops=grpo_run_flops, env=True, controls=("sft", "rft"), completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
+@register("grpo", GRPOConfig, passport=grpo_passport, trl=GRPO_TRL, recipe_numbers=rollout_numbers,
+          flops=grpo_run_flops, env=True, controls=("sft", "rft"),
+          completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
           gpu=dict(steps=200, batch_prompts=128, num_generations=8, max_completion_length=7, eval_every=20),
           test=dict(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2))
 def grpo_stage(ctx: StageContext) -> StageResult:
