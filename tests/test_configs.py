@@ -113,7 +113,8 @@ def test_validate_keeps_the_rules_that_tie_sections_together():
     ({"task.digits": 19}, "task.digits must be an integer in [1, 18] (10^digits fits in int64); got 19"),
     ({"task.n_demos": 10**7}, "task.n_demos must be an integer in [1, 1000000]"),
     ({"task.teacher_error_rate": float("nan")}, "task.teacher_error_rate must be a finite number in [0, 1]; got nan"),
-    ({"max_grad_norm": float("inf")}, "max_grad_norm must be a finite number > 0 (0 would zero every update); got inf"),
+    ({"max_grad_norm": float("inf")},
+     "max_grad_norm must be a finite number > 0 (0 would zero every update); got inf"),
 ])
 def test_the_run_wide_options_are_refused_by_name(overrides, message):
     run = get_config("test")

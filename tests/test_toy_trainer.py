@@ -111,7 +111,8 @@ def _help(*argv) -> str:
 
 def test_a_toy_trainer_in_one_file_has_a_config_section_a_flag_and_a_passport(toy):
     cfg = get_config("test")
-    assert (cfg.toy.steps, cfg.toy.batch_size, get_config("cpu").toy.steps) == (2, 4, 3)  # its test values, its defaults
+    # its test values, its defaults
+    assert (cfg.toy.steps, cfg.toy.batch_size, get_config("cpu").toy.steps) == (2, 4, 3)
     assert from_dict(json.loads(json.dumps(to_dict(cfg)))) == cfg
     cfg.toy.toy_knob = 0.0
     with pytest.raises(ValueError, match="toy.toy_knob must be > 0"):

@@ -148,7 +148,8 @@ def test_overlong_shaping_is_trl_reward_function_and_listed_as_such():
 
 @pytest.mark.parametrize("kind", ["kto", "orpo"])
 def test_every_kto_and_orpo_option_is_a_trl_argument_or_listed(kind):
-    """Nothing falls between the two: each field of the section has a TRL name (with its value) or an Unmatched entry."""
+    """Nothing falls between the two: each field of the section has a TRL name (with its value) or an Unmatched
+    entry (the row's ``names``, ``register(trl=TRLRow(..., names=...))``)."""
     from course_lib.trl.trl_translate import row
 
     names = row(kind).names
