@@ -170,6 +170,16 @@ def test_a_toy_trainer_with_a_trl_row_is_translated_and_built_by_the_bridge(toy,
     assert type(built).__name__ == "SFTTrainer" and len(built.train_dataset) == cfg.task.n_demos
 
 
+def test_a_bad_trl_row_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"data must be one of \('demonstrations', 'pairs', 'answers', 'prompts'\)"):
+        trainer.TRLRow(lambda cfg, n: None, data="tokens")
+    with pytest.raises(ValueError, match="data='answers' needs prepare"):
+        trainer.TRLRow(lambda cfg, n: None, data="answers")
+    with pytest.raises(ValueError, match="trl must be a TRLRow, a dict of them or a str saying why none; got 42"):
+        trainer.register("bad", object, trl=42)
+    assert "bad" not in trainer.TRAINERS
+
+
 def test_a_trainer_without_a_trl_row_says_why_and_is_refused_by_the_bridge():
     from course_lib.trl.trl_translate import kinds, translate
 

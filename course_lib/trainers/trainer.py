@@ -295,10 +295,10 @@ class TRLRow:
     """How the TRL bridge (``course_lib.trl``) hands a trainer's recipe to TRL (``register(trl=)``).
 
     ``translate(cfg, num_processes) -> TRLRecipe`` reads the run config (``trl_per_device`` divides a
-    batch among ``accelerate launch``'s processes). ``data``: what TRL
-    trains on, which the bridge builds: ``"demonstrations"`` (the task's), ``"pairs"`` (DPO's
-    preference pairs), ``"answers"`` (those pairs made into the trainer's own data by ``prepare(task,
-    pairs, section, generator)``), ``"prompts"`` (fresh prompts scored by the section's ``reward``).
+    batch among ``accelerate launch``'s processes). ``data``: what TRL trains on, which the bridge
+    builds: ``"demonstrations"`` (the task's), ``"pairs"`` (DPO's preference pairs), ``"answers"``
+    (those pairs made into the trainer's own data by ``prepare(task, pairs, section, generator)``),
+    ``"prompts"`` (fresh prompts scored by the section's ``reward``).
     ``section``: the config section it reads (default: the trainer's own); ``requires``: options
     of that section the row needs (RLOO's ``advantage="rloo"``; the bridge's CLI sets them);
     ``names``: course option -> TRL argument where every option maps by name or is listed
