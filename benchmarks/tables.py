@@ -278,9 +278,8 @@ def seeds(results: Path = RESULTS) -> str:
              "held-out accuracy after GRPO, per seed |",
              "|---|---|---|---|---|"]
     for n, wall in walls.items():
-        rows = sorted((r for r in data["runs"] if r["n_seeds"] == n and r.get("round", 0) == 0),
-                      key=lambda r: r["seed"])
-        cpu = data["cpu_seconds"][str(n)] if "cpu_seconds" in data else sum(r["cpu_seconds"] for r in rows)
+        rows = sorted((r for r in data["runs"] if r["n_seeds"] == n and r["round"] == 0), key=lambda r: r["seed"])
+        cpu = data["cpu_seconds"][str(n)]
         ratio = f"{wall / one:.2f}×" if one else "—"
         lines.append(f"| {n} | {wall:.1f} | {ratio} | {cpu:.1f} | "
                      f"{' / '.join(pct(r['final_accuracy']) for r in rows)} |")
@@ -293,7 +292,7 @@ def seeds(results: Path = RESULTS) -> str:
     return ("\n".join(lines) + f"\n\n{data['steps']} GRPO steps per seed on the `{data['config']}` config, each seed "
             f"in its own process with one thread, from its cached SFT start."
             + (f" Wall and CPU seconds: medians of {data['repeats']} rounds, the counts interleaved."
-               if data.get("repeats", 1) > 1 else "")
+               if data["repeats"] > 1 else "")
             + f"{goal} Wall-clock is evidence only on an otherwise idle machine. " + footer(data))
 
 

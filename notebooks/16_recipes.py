@@ -94,6 +94,7 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import Markdown, display
 
+from course_lib.formulas.advantages import rft_weights
 from course_lib.lesson.explore import predict
 from course_lib.lesson.sources import cite
 from course_lib.lesson.stopwatch import Stopwatch
@@ -106,7 +107,7 @@ from course_lib.tinygpt.rewards import resolve_reward
 from course_lib.tinygpt.rollout import collect_rollouts
 from course_lib.tinygpt.runtime import load_checkpoint
 from course_lib.trainers.configs import get_config
-from course_lib.trainers.rft import rft_loss, rft_weights
+from course_lib.trainers.rft import rft_loss
 from course_lib.trainers.sft import sft_loss
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU

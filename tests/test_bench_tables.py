@@ -405,14 +405,16 @@ def test_class_grading_says_measured_for_a_class_of_150_and_extrapolated_below(t
 
 
 def test_seeds_side_by_side_table_and_its_goal(tmp_path):
-    runs = [{"n_seeds": n, "seed": s, "final_accuracy": 0.5 + s / 10, "cpu_seconds": 10.0, "wall_seconds": 11.0}
-            for n in (1, 2, 4) for s in range(n)]
-    data = {"command": "tinygpt_seeds.py", "commit": "abc", "config": "cpu", "cores": 2, "steps": 300,
-            "wall_seconds": {"1": 10.0, "2": 11.0, "4": 23.0}, "runs": runs}
+    runs = [{"n_seeds": n, "seed": s, "round": r, "final_accuracy": 0.5 + s / 10 + r / 100}
+            for r in (0, 1) for n in (1, 2, 4) for s in range(n)]  # the per-seed accuracies: round 0's
+    data = {"command": "tinygpt_seeds.py", "commit": "abc", "config": "cpu", "cores": 2, "steps": 300, "repeats": 2,
+            "wall_seconds": {"1": 10.0, "2": 11.0, "4": 23.0}, "cpu_seconds": {"1": 10.0, "2": 20.0, "4": 40.0},
+            "runs": runs}
     (tmp_path / "seeds.json").write_text(json.dumps(data))
     text = tables.seeds(tmp_path)
     assert "| 4 | 23.0 | 2.30× | 40.0 | 50.0% / 60.0% / 70.0% / 80.0% |" in text
     assert "**2.30×**, not met on this run's 2 core(s)" in text and "300 GRPO steps per seed" in text
+    assert "medians of 2 rounds" in text
     data["wall_seconds"]["4"] = 21.0
     (tmp_path / "seeds.json").write_text(json.dumps(data))
     assert "**2.10×**, met" in tables.seeds(tmp_path)

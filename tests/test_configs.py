@@ -104,11 +104,16 @@ def test_validate_keeps_the_rules_that_tie_sections_together():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"task.digits": 100},
-     "grpo.max_completion_length (4) must leave room for the longest answer plus <eos>: at least task.digits + 2 = "
-     "102 tokens (raise grpo.max_completion_length or lower task.digits)"),
+    ({"task.digits": 5}, "grpo.max_completion_length (4) must leave room for the longest answer plus <eos>: at "
+                         "least task.digits + 2 = 7 tokens (raise grpo.max_completion_length or lower task.digits)"),
     ({"task.tool_demos": -5}, "task.tool_demos must be an integer >= 0"),  # refused with or without task.env
-    ({"model.n_layer": 0}, "model.n_layer must be an integer >= 1; got 0"),
+    ({"model.n_layer": 0}, "model.n_layer must be an integer in [1, 48] (the tiny GPT's sizes; the gpu config is far "
+                           "inside); got 0"),
+    ({"model.n_embd": 10**9}, "model.n_embd must be an integer in [1, 4096] (the tiny GPT's sizes"),
+    ({"model.n_head": 65}, "model.n_head must be an integer in [1, 64]"),
+    ({"model.n_positions": 10**6}, "model.n_positions must be an integer in [1, 4096]"),
+    ({"task.digits": 19}, "task.digits must be an integer in [1, 18] (10^digits fits in int64); got 19"),
+    ({"task.n_demos": 10**7}, "task.n_demos must be an integer in [1, 1000000]"),
     ({"task.teacher_error_rate": float("nan")}, "task.teacher_error_rate must be a finite number in [0, 1]; got nan"),
     ({"max_grad_norm": float("inf")},
      "max_grad_norm must be a finite number > 0 (0 would zero every update); got inf"),

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.formulas.preference import mismatched_order
+from course_lib.formulas.preference import label_balance, mismatched_order
 from course_lib.run.pipeline import build_policy
 from course_lib.tinygpt.model import build_model
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import KTOConfig, get_config
-from course_lib.trainers.kto import kto_batch_loss, kto_batches, label_balance, unpaired_examples
+from course_lib.trainers.kto import kto_batch_loss, kto_batches, unpaired_examples
 from course_lib.trainers.orpo import base_weights
 
 P = 5  # prompt length of the 1-digit task
@@ -45,8 +45,10 @@ def test_pairs_taken_apart_and_batches_mismatched_as_trl_does():
 def test_imbalanced_subset_keeps_every_undesirable_answer():
     ex = unpaired_examples(_pairs(), desirable_fraction=0.34, generator=torch.Generator().manual_seed(1))
     assert int(ex["label"].sum()) == 2 and int((~ex["label"]).sum()) == 6
-    assert label_balance(2, 6, KTOConfig()) == pytest.approx(1 / 3)
-    assert label_balance(2, 0, KTOConfig()) == float("inf")
+    k = KTOConfig()
+    assert label_balance(2, 6, desirable_weight=k.desirable_weight,
+                         undesirable_weight=k.undesirable_weight) == pytest.approx(1 / 3)
+    assert label_balance(2, 0) == float("inf")
 
 
 def test_kto_trains_on_desirable_answers_only_and_refuses_a_single_answer():

@@ -13,6 +13,7 @@ import json
 import math
 import re
 import time
+from dataclasses import replace
 
 import nbformat
 import pytest
@@ -160,14 +161,27 @@ def test_a_loss_without_gradient_is_caught(solution):
     assert why is not None and "gradient differs" in why
 
 
+def test_the_lab_runs_are_the_librarys_sections_with_the_labs_values(solution):
+    """One home: a lab value is set once, in its library section; the lab's rules apply on top."""
+    lab = LabConfig()
+    assert (lab.sft.steps, lab.dpo.beta, lab.grpo.num_iterations, lab.scale) == (600, 1.0, 2, "group")
+    short = LabConfig(max_completion_length=5, sft=replace(lab.sft, steps=7))
+    assert short.dpo.max_completion_length == short.grpo.max_completion_length == 5 and short.sft.eval_every == 7
+    dr = LabConfig(grpo=replace(lab.grpo, advantage="dr_grpo"))
+    assert dr.scale == "none" and one_step("grpo", in_process_remote(solution), dr) is None
+    with pytest.raises(ValueError, match=r"grpo.advantage must be one of \('grpo', 'dr_grpo'\)"):
+        LabConfig(grpo=replace(lab.grpo, advantage="rloo"))
+
+
 def test_both_runs_step_through_the_librarys_loop_on_a_tiny_budget(solution):
     """The full runs' path (library SFT, pairs, rollouts, train_loop, evaluation) in ~10 s: a tiny setup,
     not cached; no accuracy gain asked (min_gain < 0), only the verdict's shape and where a bug stops it."""
-    cfg = LabConfig(sft_steps=100, dpo_pair_prompts=128, dpo_steps=2, grpo_steps=1, grpo_batch_prompts=4,
-                    min_gain=-1.0)
+    lab = LabConfig()
+    cfg = LabConfig(sft=replace(lab.sft, steps=100), dpo=replace(lab.dpo, pair_prompts=128, steps=2),
+                    grpo=replace(lab.grpo, steps=1, batch_prompts=4), min_gain=-1.0)
     setup = lab_check.prepare(cfg)
-    assert setup.pairs["n_pairs"] >= cfg.dpo_batch_pairs // 4 and 0 <= setup.baseline_accuracy < 0.5
-    for run, steps in (("dpo", cfg.dpo_steps), ("grpo", cfg.grpo_steps)):
+    assert setup.pairs["n_pairs"] >= cfg.dpo.batch_size // 4 and 0 <= setup.baseline_accuracy < 0.5
+    for run, steps in (("dpo", cfg.dpo.steps), ("grpo", cfg.grpo.steps)):
         verdict = lab_check.RUNS[run](in_process_remote(solution), setup)
         assert verdict["passed"] and verdict["steps"] == steps, verdict
         assert verdict["accuracy_before"] == setup.baseline_accuracy and verdict["accuracy_after"] is not None
@@ -196,12 +210,12 @@ def test_lab_text_states_the_configured_runs():
     """The notebook's description of the two runs is LabConfig's, not a second copy that drifts."""
     cfg = LabConfig()
     intro = nbformat.read(str(SOLUTION), as_version=4).cells[0].source
-    for fragment in (f"{cfg.dpo_steps} steps of {cfg.dpo_batch_pairs} offline pairs",
-                     f"β = {cfg.dpo_beta:g}",
-                     f"{cfg.grpo_steps} steps of {cfg.grpo_batch_prompts} prompts × G = {cfg.grpo_num_generations}",
-                     f"μ = {cfg.grpo_num_iterations} inner epochs",
-                     f"ε_low = {cfg.grpo_epsilon}", f"ε_high = {cfg.grpo_epsilon_high}",
-                     f"unit `{cfg.grpo_unit}`", f'`scale="{cfg.grpo_scale}"`',
+    for fragment in (f"{cfg.dpo.steps} steps of {cfg.dpo.batch_size} offline pairs",
+                     f"β = {cfg.dpo.beta:g}",
+                     f"{cfg.grpo.steps} steps of {cfg.grpo.batch_prompts} prompts × G = {cfg.grpo.num_generations}",
+                     f"μ = {cfg.grpo.num_iterations} inner epochs",
+                     f"ε_low = {cfg.grpo.epsilon}", f"ε_high = {cfg.grpo.epsilon_high}",
+                     f"unit `{cfg.grpo.unit}`", f'`scale="{cfg.scale}"`',
                      f"L_max = {cfg.max_completion_length}",
                      f"at least {cfg.min_gain * 100:.0f} points"):
         assert fragment in intro, fragment

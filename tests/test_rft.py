@@ -9,13 +9,14 @@ import dataclasses
 import pytest
 import torch
 
+from course_lib.formulas.advantages import rft_weights
 from course_lib.tinygpt.model import build_model
 from course_lib.tinygpt.rewards import resolve_reward
 from course_lib.tinygpt.runtime import MetricsLog
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import get_config
 from course_lib.trainers.grpo import train_grpo
-from course_lib.trainers.rft import rft_loss, rft_weights, train_rft
+from course_lib.trainers.rft import rft_loss, train_rft
 from course_lib.trainers.sft import sft_loss, train_sft
 from course_lib.trainers.trainer import TrainContext
 

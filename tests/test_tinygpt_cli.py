@@ -187,8 +187,10 @@ def test_every_numeric_option_refuses_what_it_cannot_mean_by_name(kind, flag, na
     (["--max-staleness", "1000000"], "grpo.max_staleness must be an integer in [0, 32]"),
     (["--threads", "100000"], "threads must be None (keep torch's setting) or an integer in [1, "),
     (["--tool-demos", "-5"], "task.tool_demos must be an integer >= 0"),
-    (["--digits", "100"], "grpo.max_completion_length (4) must leave room for the longest answer plus <eos>: at least "
-                          "task.digits + 2 = 102 tokens"),
+    (["--digits", "100"], "task.digits must be an integer in [1, 18] (10^digits fits in int64); got 100"),
+    (["--digits", "5"], "grpo.max_completion_length (4) must leave room for the longest answer plus <eos>: at least "
+                        "task.digits + 2 = 7 tokens"),
+    (["--n-embd", "1000000000"], "model.n_embd must be an integer in [1, 4096] (the tiny GPT's sizes"),
     (["--max-completion-length", "0"], "grpo.max_completion_length must be an integer >= 1; got 0"),
     (["--learning-rate", "1e309"], "grpo.learning_rate must be a finite number > 0; got inf"),
 ])

@@ -1,5 +1,6 @@
 """A new trainer is one file: a toy trainer in a temporary module, touching no file of the repository, trains
-through ``pipeline.run``, resumes from its checkpoint, and shows in the CLI, the passport and a recipe."""
+through ``pipeline.run``, resumes from its checkpoint, and shows in the CLI, the passport, a recipe and the TRL
+bridge."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ import torch
 
 from course_lib.tinygpt.runtime import make_optimizer
 from course_lib.trainers.sft import sft_loss
-from course_lib.trainers.trainer import StageResult, register, train_loop
+from course_lib.trainers.trainer import (StageResult, TRLRecipe, TRLRow, Unmatched, register, register_stage,
+                                        train_loop)
 
 
 @dataclass
@@ -46,7 +48,17 @@ def toy_passport(cfg, info):
     return {"optimisation": {"algorithm": f"toy, knob={cfg.toy.toy_knob}"}}
 
 
-@register("toy", ToyConfig, test={"steps": 2, "batch_size": 4}, passport=toy_passport)
+def toy_trl(cfg, num_processes):
+    unmatched = [Unmatched("toy.toy_knob", cfg.toy.toy_knob, "SFTTrainer has no loss scale")]
+    return TRLRecipe("SFTTrainer", "SFTConfig", {"per_device_train_batch_size": cfg.toy.batch_size}, unmatched)
+
+
+def toy_numbers(rows):
+    return {"toy_loss_last": rows[-1]["loss"] if rows else None}
+
+
+@register("toy", ToyConfig, test={"steps": 2, "batch_size": 4}, passport=toy_passport,
+          trl=TRLRow(toy_trl, data="demonstrations"), controls=("sft", "toyctl"), recipe_numbers=toy_numbers)
 def toy_stage(ctx):
     cfg, model, task = ctx.cfg.toy, ctx.model, ctx.task
     ids, attn, cmask = task.demonstrations(next(model.parameters()).device)
@@ -62,9 +74,19 @@ def toy_stage(ctx):
         opt.step()
         return {"loss": loss.item()}
 
-    done = train_loop("toy", step, ctx.train.replace(show_progress=False), total=cfg.steps,
+    total = cfg.steps if ctx.train.steps is None else ctx.train.steps
+    done = train_loop("toy", step, ctx.train.replace(show_progress=False), total=total,
                       state_dict=lambda: {"optimizer": opt.state_dict()})
     return StageResult(steps=done["steps"], rl_seconds=done["seconds"])
+
+
+CONTROL_CALLS = []
+
+
+@register_stage("toyctl", "toy", passport=toy_passport, control=True)
+def toy_control(ctx):
+    CONTROL_CALLS.append((ctx.train.steps, ctx.sft is not None))
+    return toy_stage(ctx)
 '''
 
 
@@ -76,6 +98,7 @@ def toy(tmp_path, monkeypatch):
     __import__("toy_trainer")
     yield sys.modules["toy_trainer"]
     trainer.TRAINERS.pop("toy", None)
+    trainer.STAGES.pop("toyctl", None)
     sys.modules.pop("toy_trainer", None)
 
 
@@ -88,7 +111,8 @@ def _help(*argv) -> str:
 
 def test_a_toy_trainer_in_one_file_has_a_config_section_a_flag_and_a_passport(toy):
     cfg = get_config("test")
-    assert (cfg.toy.steps, cfg.toy.batch_size, get_config("cpu").toy.steps) == (2, 4, 3)  # its test values, its defaults
+    # its test values, its defaults
+    assert (cfg.toy.steps, cfg.toy.batch_size, get_config("cpu").toy.steps) == (2, 4, 3)
     assert from_dict(json.loads(json.dumps(to_dict(cfg)))) == cfg
     cfg.toy.toy_knob = 0.0
     with pytest.raises(ValueError, match="toy.toy_knob must be > 0"):
@@ -115,3 +139,51 @@ def test_a_toy_trainer_trains_resumes_and_runs_as_a_recipe_stage(toy, tmp_path):
     assert recipe["stopped"] is None and [(s["kind"], s["steps"]) for s in recipe["finished"]] == [("toy", 2)]
     stage = json.loads((tmp_path / "recipe" / "stage_1_toy" / "passport.json").read_text())
     assert stage["optimisation"] == {"algorithm": "toy, knob=0.5"}
+    assert recipe["finished"][0]["toy_loss_last"] > 0  # register(recipe_numbers=) in the stage's entry
+
+
+def test_a_stage_registered_as_a_control_runs_as_the_toy_trainers_control(toy, tmp_path):
+    summary = run("toy", get_config("test"), tmp_path / "run", steps=1, control="toyctl", threads=1,
+                  show_progress=False, verbose=False)
+    assert toy.CONTROL_CALLS == [(1, True)]  # the trainer's steps, from the SFT policy
+    assert summary["control"] == "toyctl" and 0 <= summary["control_accuracy"] <= 1
+    with pytest.raises(ValueError, match=r"control='toyctl' is TOY's control"):
+        run("dpo", get_config("test"), tmp_path / "dpo", control="toyctl", verbose=False)
+
+
+def test_a_toy_trainer_with_a_trl_row_is_translated_and_built_by_the_bridge(toy, tmp_path):
+    from course_lib.trl import trl_translate
+
+    cfg = get_config("test")
+    assert "toy" in trl_translate.kinds()
+    bridged = trl_translate.translate(cfg, "toy")
+    assert (bridged.trainer, bridged.config_class, bridged.module) == ("SFTTrainer", "SFTConfig", "trl")
+    assert bridged.config["max_steps"] == 2 and bridged.config["per_device_train_batch_size"] == 4  # its section
+    assert bridged.config["learning_rate"] == 1e-3 and bridged.config["use_cpu"] is True  # the shared options
+    assert [u.option for u in bridged.unmatched] == ["toy.toy_knob"]
+    trl_bridge = pytest.importorskip("course_lib.trl.trl_bridge")
+    pytest.importorskip("trl")
+    from course_lib.run.pipeline import build_policy
+
+    task, model = build_policy(cfg, device="cpu")
+    built, _ = trl_bridge.make_trainer("toy", model, task, cfg, output_dir=str(tmp_path))
+    assert type(built).__name__ == "SFTTrainer" and len(built.train_dataset) == cfg.task.n_demos
+
+
+def test_a_bad_trl_row_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"data must be one of \('demonstrations', 'pairs', 'answers', 'prompts'\)"):
+        trainer.TRLRow(lambda cfg, n: None, data="tokens")
+    with pytest.raises(ValueError, match="data='answers' needs prepare"):
+        trainer.TRLRow(lambda cfg, n: None, data="answers")
+    with pytest.raises(ValueError, match="trl must be a TRLRow, a dict of them or a str saying why none; got 42"):
+        trainer.register("bad", object, trl=42)
+    assert "bad" not in trainer.TRAINERS
+
+
+def test_a_trainer_without_a_trl_row_says_why_and_is_refused_by_the_bridge():
+    from course_lib.trl.trl_translate import kinds, translate
+
+    assert trainer.entry("ppo").trl.startswith("no TRL row: TRL 1.16 ships no PPO trainer")
+    assert "ppo" not in kinds() and "rm" not in kinds()
+    with pytest.raises(ValueError, match=r"kind must be one of \('sft', 'dpo', 'grpo', 'rloo', 'kto', 'orpo'\)"):
+        translate(get_config("test"), "ppo")

@@ -71,6 +71,25 @@ def test_every_trainer_is_registered_with_one_interface():
     assert all(callable(entry.stage) for entry in trainer.TRAINERS.values())
 
 
+def test_the_counted_flops_seconds_are_each_trainers_own(monkeypatch, tmp_path):
+    """``StageResult.flop_seconds``: the MFU divides SFT's FLOPs by its SFT seconds and the reward model's by its
+    training seconds (not sampling and labelling its pairs); a trainer that says nothing, by its rl_seconds."""
+    import course_lib.run.pipeline as pipeline
+    from course_lib.trainers.configs import get_config
+
+    seen = []
+    monkeypatch.setattr(pipeline, "mfu_entry", lambda kind, cfg, rows, seconds, *a, **k: seen.append((kind, seconds)))
+    kw = {"threads": 1, "show_progress": False, "verbose": False}
+    cfg = get_config("test")
+    cfg.sft.steps = 2
+    sft = pipeline.run("sft", cfg, tmp_path / "sft", **kw)
+    rm = pipeline.run("rm", cfg, tmp_path / "rm", steps=2, **kw)
+    dpo = pipeline.run("dpo", cfg, tmp_path / "dpo", steps=1, **kw)
+    assert seen == [("sft", sft["sft_seconds"]), ("rm", rm["reward_model"]["train_seconds"]),
+                    ("dpo", dpo["rl_seconds"])]
+    assert rm["reward_model"]["train_seconds"] < rm["rl_seconds"]  # its pairs' sampling is not counted
+
+
 
 PLUMBING = ("log", "state", "checkpoint", "checkpoint_every", "max_grad_norm", "steps", "show_progress", "threads")
 

@@ -151,16 +151,17 @@ def test_overlong_shaping_is_trl_reward_function_and_listed_as_such():
 @pytest.mark.parametrize("kind", ["kto", "orpo"])
 def test_every_kto_and_orpo_option_is_a_trl_argument_or_listed(kind):
     """Nothing falls between the two: each field of the section has a TRL name (with its value) or an Unmatched
-    entry."""
-    from course_lib.trl.trl_translate import TRL_NAMES
+    entry (the row's ``names``, ``register(trl=TRLRow(..., names=...))``)."""
+    from course_lib.trl.trl_translate import row
 
+    names = row(kind).names
     cfg = get_config("cpu")
     b = translate(cfg, kind)
     section = getattr(cfg, kind)
     listed = {u.option for u in b.unmatched}
     for f in dataclasses.fields(section):
-        if f.name in TRL_NAMES[kind]:
-            assert b.config[TRL_NAMES[kind][f.name]] == getattr(section, f.name), f.name
+        if f.name in names:
+            assert b.config[names[f.name]] == getattr(section, f.name), f.name
             assert f"{kind}.{f.name}" not in listed
         else:
             assert f"{kind}.{f.name}" in listed, f"{kind}.{f.name} is neither a TRL argument nor listed"

@@ -1,7 +1,8 @@
 """Advantages: group baselines (GRPO, Dr. GRPO, RLOO), PPO's GAE, zero-variance groups, bias.
 
 Lecture §3 (REINFORCE with a baseline), §9 (RLOO and GRPO), §12 (Dr. GRPO and the exact
-bias example); ``gae`` and ``whiten`` are PPO's per-token advantages from a critic's values.
+bias example); ``gae`` and ``whiten`` are PPO's per-token advantages from a critic's values;
+``rft_weights`` is rejection sampling's indicator, an advantage without a baseline.
 Rewards are laid out with the group on the **last axis**: shape ``(G,)``
 for one prompt or ``(n_groups, G)`` for a batch.
 
@@ -309,3 +310,18 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
     mean = (x * m).sum() / n
     var = (((x - mean) * m) ** 2).sum() / n
     return (x - mean) * torch.rsqrt(var + eps) * m
+
+
+WEIGHTINGS = ("filter", "reward")
+
+
+def rft_weights(rewards: torch.Tensor, *, weighting: str = "filter", threshold: float = 1.0) -> torch.Tensor:
+    """RFT's per-completion weights of the supervised step: ``1[r ≥ threshold]`` (``"filter"``) or ``r`` itself
+    (``"reward"``, reward-weighted SFT) — the policy gradient's advantage with no baseline and no negatives."""
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}; got {weighting!r}")
+    if weighting == "filter":
+        return (rewards >= threshold).to(torch.float32)
+    if bool((rewards < 0).any()):
+        raise ValueError("weighting='reward' needs rewards >= 0 (they are used as sample weights)")
+    return rewards.to(torch.float32)

@@ -132,7 +132,8 @@ def mismatched_sampler(cfg) -> bool:
 
 
 def sampler_entry(cfg) -> str:
-    """The passport's ``systems.sampler``: does the sampler draw from the distribution the trainer's log-probs assume?"""
+    """The passport's ``systems.sampler``: does the sampler draw from the distribution the trainer's log-probs
+    assume?"""
     if mismatched_sampler(cfg):
         fix = (f"corrected by pi_old/pi_behaviour ({cfg.vllm_importance_sampling_mode})"
                if cfg.vllm_importance_sampling_correction else "not corrected")

@@ -32,7 +32,8 @@ DIRECTIONS = ("reverse", "forward")
 def _probs(x, name: str) -> tuple[torch.Tensor, bool]:
     p, as_tensor = finite_tensor(x, name)
     if p.ndim == 0 or p.shape[-1] < 2:
-        raise ValueError(f"{name} must be a probability vector over at least 2 answers (last axis); got shape {tuple(p.shape)}")
+        raise ValueError(f"{name} must be a probability vector over at least 2 answers (last axis); got shape "
+                         f"{tuple(p.shape)}")
     if not bool((p.detach() >= 0).all()):
         raise ValueError(f"{name} must be non-negative (a probability vector)")
     sums = p.detach().double().sum(-1)

@@ -298,7 +298,8 @@ def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: 
 
     The clip removes the gradient, it does not bound the move: where V has moved more than ε_v
     from the value the rollout was scored with and the clipped term is the larger, the loss has no
-    gradient in V, but one step can still carry V past ε_v (as PPO's ratio clip, notebook 05_from_advantages_to_an_update).
+    gradient in V, but one step can still carry V past ε_v (as PPO's ratio clip, notebook
+    05_from_advantages_to_an_update).
     Taking the max makes it pessimistic (as TRL and OpenAI's PPO do).
     Returns ``(per_token_loss, clipped)`` where ``clipped`` marks tokens whose clipped term is larger.
     """
@@ -308,3 +309,16 @@ def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: 
     unclipped_sq = (values - returns) ** 2
     clipped_sq = (v_clipped - returns) ** 2
     return 0.5 * torch.maximum(unclipped_sq, clipped_sq), clipped_sq > unclipped_sq
+
+
+def logged_kl(logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor, *,
+              validate: bool = True) -> torch.Tensor:
+    """The KL a GRPO step logs (``kl``): token-mean k3 of π_old's log-probs against the reference's, over ``mask``.
+
+    Always π_old's, on every row of the batch (the first inner epoch's log-probs, with the
+    left-out zero-variance rows' from a forward without gradient), never the sampler's, whatever
+    estimator and placement the objective uses: one quantity under one name, whatever the share
+    of zero-variance groups, the staleness or the sampler's temperature.
+    """
+    return aggregate(kl_estimate(logps, ref_logps, "k3", validate=validate), mask, unit="token_mean",
+                     validate=validate)

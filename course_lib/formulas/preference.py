@@ -286,3 +286,10 @@ def kto_reference_point(policy_kl_logps, ref_kl_logps):
     """
     (p, r), as_tensor = tensors(policy_kl_logps=policy_kl_logps, ref_kl_logps=ref_kl_logps)
     return output((p - r).mean().detach().clamp(min=0), as_tensor)
+
+
+def label_balance(n_desirable: int, n_undesirable: int, *, desirable_weight: float = 1.0,
+                  undesirable_weight: float = 1.0) -> float:
+    """KTO's label balance λ_D·n_D / (λ_U·n_U): the paper advises [1, 4/3]; ``inf`` with no undesirable answer."""
+    den = undesirable_weight * n_undesirable
+    return desirable_weight * n_desirable / den if den > 0 else float("inf")

@@ -96,8 +96,10 @@ PRINCIPLES = {
     "finished": Principle("Prefer an answer that ends over one that is cut off.", lambda s, a, b: _prefer(a[1], b[1])),
     "ones": Principle("Prefer the answer whose last digit is the last digit of the sum.",
                       lambda s, a, b: _prefer(a[0][-1:] == s[-1], b[0][-1:] == s[-1])),
-    "longer": Principle("Prefer the longer answer.", lambda s, a, b: _prefer(len(a[0]) > len(b[0]), len(b[0]) > len(a[0]))),
-    "shorter": Principle("Prefer the shorter answer.", lambda s, a, b: _prefer(len(a[0]) < len(b[0]), len(b[0]) < len(a[0]))),
+    "longer": Principle("Prefer the longer answer.",
+                        lambda s, a, b: _prefer(len(a[0]) > len(b[0]), len(b[0]) > len(a[0]))),
+    "shorter": Principle("Prefer the shorter answer.",
+                         lambda s, a, b: _prefer(len(a[0]) < len(b[0]), len(b[0]) < len(a[0]))),
     "first": Principle("If still undecided, prefer the answer shown first.", lambda s, a, b: 1),
 }
 BIASED = ("finished", "ones", "longer", "first")  # the default constitution: a cheap judge's
@@ -107,7 +109,8 @@ UNBIASED_POSITION = ("finished", "ones", "longer")  # the one change: no "first"
 def check_principles(principles, field: str = "principles") -> tuple[str, ...]:
     """A constitution: a non-empty list of distinct known principle names; returns it as a tuple."""
     if isinstance(principles, str) or not principles:
-        raise ValueError(f"{field} must be a non-empty list of principle names from {tuple(PRINCIPLES)}; got {principles!r}")
+        raise ValueError(f"{field} must be a non-empty list of principle names from {tuple(PRINCIPLES)}; got "
+                         f"{principles!r}")
     unknown = [p for p in principles if p not in PRINCIPLES]
     if unknown:
         raise ValueError(f"{field} holds unknown principles {unknown}; accepted: {tuple(PRINCIPLES)}")
@@ -169,8 +172,9 @@ class JudgeConfig:
         """Raise ValueError naming the first bad option and its accepted values."""
         self.principles = check_principles(self.principles, "judge.principles")
         count, positive = {"integer": True, "low": 1}, {"low": 0, "low_open": True}
-        for name, rule in {"pair_prompts": count, "heldout_prompts": count, "samples_per_prompt": {"integer": True, "low": 2},
-                           "pairs_per_prompt": count, "temperature": positive, "max_completion_length": count,
+        for name, rule in {"pair_prompts": count, "heldout_prompts": count,
+                           "samples_per_prompt": {"integer": True, "low": 2}, "pairs_per_prompt": count,
+                           "temperature": positive, "max_completion_length": count,
                            "steps": {"integer": True, "low": 0}, "batch_size": count, "learning_rate": positive,
                            "eval_every": count, "tie_margin": {"low": 0, "high": 0.5, "high_open": True}}.items():
             number(getattr(self, name), f"judge.{name}", **rule)
@@ -181,7 +185,8 @@ class JudgeConfig:
         """The reward model's pair sampler with these sampling options and no label noise."""
         return RewardModelConfig(pair_prompts=prompts, heldout_prompts=self.heldout_prompts,
                                  samples_per_prompt=self.samples_per_prompt, pairs_per_prompt=self.pairs_per_prompt,
-                                 temperature=self.temperature, max_completion_length=self.max_completion_length, noise=0.0)
+                                 temperature=self.temperature, max_completion_length=self.max_completion_length,
+                                 noise=0.0)
 
 
 def judge_config(name: str = "cpu", **overrides) -> JudgeConfig:
@@ -223,7 +228,8 @@ def judge_inputs(task: AdditionTask, a_ids: torch.Tensor, b_ids: torch.Tensor, s
     it), B's in another, then ``<eos>``: A and B always sit at the same positions."""
     p, pad, eos = task.prompt_length, task.tokenizer.pad_token_id, task.tokenizer.eos_token_id
     if a_ids.ndim != 2 or b_ids.ndim != 2 or a_ids.shape[0] != b_ids.shape[0]:
-        raise ValueError(f"a_ids and b_ids must be (N, L) rows of one batch; got {tuple(a_ids.shape)}, {tuple(b_ids.shape)}")
+        raise ValueError(f"a_ids and b_ids must be (N, L) rows of one batch; got {tuple(a_ids.shape)}, "
+                         f"{tuple(b_ids.shape)}")
     if max(a_ids.shape[1], b_ids.shape[1]) > p + slot:
         raise ValueError(f"completions longer than the judge's slot of {slot} tokens: widths {a_ids.shape[1] - p}, "
                          f"{b_ids.shape[1] - p}")
@@ -321,7 +327,8 @@ def swap_test(judge_fn, data: dict, tie_margin: float = 0.0) -> dict:
     p_ab = torch.as_tensor(judge_fn(data["a_ids"], data["b_ids"]), dtype=torch.float32)
     p_ba = torch.as_tensor(judge_fn(data["b_ids"], data["a_ids"]), dtype=torch.float32)
     if p_ab.shape != p_ba.shape or p_ab.ndim != 1:
-        raise ValueError(f"judge_fn must return one probability per pair; got shapes {tuple(p_ab.shape)}, {tuple(p_ba.shape)}")
+        raise ValueError(f"judge_fn must return one probability per pair; got shapes {tuple(p_ab.shape)}, "
+                         f"{tuple(p_ba.shape)}")
     p_first = float(torch.cat([p_ab, p_ba]).mean())
     flips = verdicts(p_ab, tie_margin) != -verdicts(p_ba, tie_margin)  # swapped, A is shown second
     return {"p_first": p_first, "position_bias": 2 * p_first - 1, "flip_rate": float(flips.float().mean()),
@@ -387,13 +394,14 @@ def judge_labels(judge_fn, data: dict, tie_margin: float) -> dict:
     verdict = verdicts(p, tie_margin)
     keep = verdict != 0
     if not keep.any():
-        raise ValueError(f"the judge abstained on every pair (|P − 0.5| <= tie_margin={tie_margin}): nothing to learn from")
+        raise ValueError(f"the judge abstained on every pair (|P − 0.5| <= tie_margin={tie_margin}): nothing to "
+                         f"learn from")
     label = verdict[keep] == 1
     idx = keep.nonzero().squeeze(-1)
     gold = data["gold"][idx]
     return {"a_ids": data["a_ids"][idx], "b_ids": data["b_ids"][idx], "gold": gold, "label": label,
-            "flipped": label != gold, "pairs": [data["pairs"][i] for i in idx.tolist()], "n_prompts": data["n_prompts"],
-            "n_pairs": int(keep.sum()), "abstained": float(1 - keep.float().mean())}
+            "flipped": label != gold, "pairs": [data["pairs"][i] for i in idx.tolist()],
+            "n_prompts": data["n_prompts"], "n_pairs": int(keep.sum()), "abstained": float(1 - keep.float().mean())}
 
 
 def fit_judge(policy, task: AdditionTask, cfg: JudgeConfig, *, seed: int = 0, data: dict | None = None,
@@ -408,8 +416,8 @@ def fit_judge(policy, task: AdditionTask, cfg: JudgeConfig, *, seed: int = 0, da
     cfg.check()
     gen = torch.Generator().manual_seed(seed)
     if data is None:
-        data = preference_data(policy, task, task.sample_pairs(cfg.pair_prompts, gen), cfg.pair_config(cfg.pair_prompts),
-                               generator=gen)
+        data = preference_data(policy, task, task.sample_pairs(cfg.pair_prompts, gen),
+                               cfg.pair_config(cfg.pair_prompts), generator=gen)
     if heldout is None:
         heldout = preference_data(policy, task, task.heldout_pairs[: cfg.heldout_prompts],
                                   cfg.pair_config(cfg.pair_prompts), generator=gen)
@@ -474,7 +482,8 @@ def rl_against(policy, task: AdditionTask, rm, ppo_cfg: PPOConfig, *, seed: int 
 # ---- one seed of notebook 17, end to end (the notebook's other seeds and its benchmark) --------------------------
 
 CONSTITUTIONS = {"default (first as the fallback)": BIASED, "without 'first'": UNBIASED_POSITION}
-KEEP = ("agreement", "position_bias", "flip_rate", "length_bias", "ties", "decided", "n_longer_right", "n_longer_wrong")
+KEEP = ("agreement", "position_bias", "flip_rate", "length_bias", "ties", "decided", "n_longer_right",
+        "n_longer_wrong")
 
 
 def judge_pairs(policy, task: AdditionTask, cfg: JudgeConfig, *, seed: int = 0) -> tuple[dict, dict]:
@@ -488,7 +497,8 @@ def judge_pairs(policy, task: AdditionTask, cfg: JudgeConfig, *, seed: int = 0) 
 
 def feedback_run(policy, task: AdditionTask, judge_fn, rm_cfg: RewardModelConfig, ppo_cfg: PPOConfig, window: int, *,
                  tie_margin: float, seed: int = 0) -> tuple[dict, list[dict], dict]:
-    """A reward model on the judge's labels, then PPO against it: ``(rm metrics, PPO rows, over-optimisation curve)``."""
+    """A reward model on the judge's labels, then PPO against it: ``(rm metrics, PPO rows, over-optimisation
+    curve)``."""
     rm = fit_reward_model_on_judge(policy, task, judge_fn, rm_cfg, tie_margin=tie_margin, seed=seed)
     rows, _ = rl_against(policy, task, rm["model"], ppo_cfg, seed=seed)
     return rm["metrics"], rows, over_optimisation(rows, window=window)
@@ -496,7 +506,8 @@ def feedback_run(policy, task: AdditionTask, judge_fn, rm_cfg: RewardModelConfig
 
 def seed_summary(seed: int, variant: str, judged: dict, rm: dict, rows: list[dict], curve: dict) -> dict:
     """One constitution on one seed as flat numbers (the notebook's verdicts over seeds and the benchmark's rows)."""
-    shares = {k: judged["decided_by"].count(k) / len(judged["decided_by"]) for k in dict.fromkeys(judged["decided_by"])}
+    decided = judged["decided_by"]
+    shares = {k: decided.count(k) / len(decided) for k in dict.fromkeys(decided)}
     return {"variant": variant, "seed": seed, "pairs": judged["metrics"]["pairs"],
             "top_principle": max(shares, key=shares.get), "decided_by": shares,
             **{f"rules_{k}": judged["rules"][k] for k in KEEP}, **{f"judge_{k}": judged["metrics"][k] for k in KEEP},

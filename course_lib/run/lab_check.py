@@ -45,7 +45,7 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
@@ -73,33 +73,40 @@ from course_lib.trainers.dpo import build_preference_pairs, reference_logprobs
 from course_lib.trainers.sft import train_sft
 from course_lib.trainers.trainer import TrainContext, train_loop
 
+SCALE_OF_ADVANTAGE = {"grpo": "group", "dr_grpo": "none"}  # GRPOConfig.advantage → the lab's ``scale`` argument
+
+
+def _sft() -> SFTConfig:  # the SFT baseline (trained once, cached)
+    return SFTConfig(steps=600, batch_size=64, learning_rate=1e-3)
+
+
+def _dpo() -> DPOConfig:  # DPO on offline pairs (3e-4 lowers held-out accuracy on the trainer's held-out draw)
+    return DPOConfig(steps=30, batch_size=32, learning_rate=1e-4, beta=1.0, pair_prompts=1024, samples_per_prompt=8)
+
+
+def _grpo() -> GRPOConfig:  # GRPO, online: strict checker, groups kept, β = 0
+    return GRPOConfig(steps=16, batch_prompts=16, num_generations=8, learning_rate=3e-4, num_iterations=2,
+                      epsilon=0.2, epsilon_high=0.28, unit="token_mean", advantage="grpo", zero_variance="keep",
+                      reward="strict")
+
 
 @dataclass(frozen=True)
 class LabConfig:
+    """The lab's one setting: the library's own SFT, DPO and GRPO sections with the lab's values (every other
+    option the library's default), and the verdicts' tolerances.
+
+    ``max_completion_length`` is the one length of DPO's pairs, GRPO's rollouts and the held-out
+    evaluation (it overrides the sections'); the SFT baseline evaluates once, at its end. The
+    GRPO section's ``advantage`` (``grpo`` or ``dr_grpo``) is what the lab calls ``scale``
+    (``"group"`` or ``"none"``).
+    """
+
     seed: int = 0
     threads: int = 1
-    # the SFT baseline (trained once, cached)
-    sft_steps: int = 600
-    sft_batch_size: int = 64
-    sft_learning_rate: float = 1e-3
     max_completion_length: int = 6
-    # DPO on offline pairs
-    dpo_pair_prompts: int = 1024
-    dpo_samples_per_prompt: int = 8
-    dpo_steps: int = 30
-    dpo_batch_pairs: int = 32
-    dpo_learning_rate: float = 1e-4  # 3e-4 lowers held-out accuracy on the trainer's held-out draw
-    dpo_beta: float = 1.0
-    # GRPO, online
-    grpo_steps: int = 16
-    grpo_batch_prompts: int = 16
-    grpo_num_generations: int = 8
-    grpo_learning_rate: float = 3e-4
-    grpo_num_iterations: int = 2
-    grpo_epsilon: float = 0.2
-    grpo_epsilon_high: float = 0.28
-    grpo_unit: str = "token_mean"
-    grpo_scale: str = "group"
+    sft: SFTConfig = field(default_factory=_sft)
+    dpo: DPOConfig = field(default_factory=_dpo)
+    grpo: GRPOConfig = field(default_factory=_grpo)
     # verdicts
     # Held-out accuracy must rise by at least this much. Verdict (1) already makes a passing run the
     # library's own run, so this only asks that it trained: set well below honest runs' gains
@@ -107,6 +114,20 @@ class LabConfig:
     min_gain: float = 0.02
     rtol: float = 1e-3  # relative agreement of loss and gradient with course_lib's
     max_grad_norm: float = 1.0
+
+    def __post_init__(self):
+        if self.grpo.advantage not in SCALE_OF_ADVANTAGE:
+            raise ValueError(f"grpo.advantage must be one of {tuple(SCALE_OF_ADVANTAGE)} (the lab's scale "
+                             f"'group' or 'none'); got {self.grpo.advantage!r}")
+        length = {"max_completion_length": self.max_completion_length}
+        object.__setattr__(self, "sft", dataclasses.replace(self.sft, eval_every=max(self.sft.steps, 1)))
+        object.__setattr__(self, "dpo", dataclasses.replace(self.dpo, **length))
+        object.__setattr__(self, "grpo", dataclasses.replace(self.grpo, **length))
+
+    @property
+    def scale(self) -> str:
+        """The GRPO section's advantage in the lab's words: ``"group"`` (GRPO's std) or ``"none"`` (Dr. GRPO)."""
+        return SCALE_OF_ADVANTAGE[self.grpo.advantage]
 
 
 OPS = ("dpo", "grpo")
@@ -216,32 +237,6 @@ def _model(task: AdditionTask) -> torch.nn.Module:
     return build_model(ModelConfig(), task.tokenizer)
 
 
-def sft_config(cfg: LabConfig) -> SFTConfig:
-    """The lab's SFT baseline as the library's SFT configuration (one evaluation, at the end)."""
-    return SFTConfig(steps=cfg.sft_steps, batch_size=cfg.sft_batch_size, learning_rate=cfg.sft_learning_rate,
-                     eval_every=max(cfg.sft_steps, 1))
-
-
-def dpo_config(cfg: LabConfig) -> DPOConfig:
-    """The lab's DPO run as the library's DPO configuration (pairs, steps, β, learning rate)."""
-    return DPOConfig(steps=cfg.dpo_steps, beta=cfg.dpo_beta, learning_rate=cfg.dpo_learning_rate,
-                     batch_size=cfg.dpo_batch_pairs, pair_prompts=cfg.dpo_pair_prompts,
-                     samples_per_prompt=cfg.dpo_samples_per_prompt, max_completion_length=cfg.max_completion_length)
-
-
-def grpo_config(cfg: LabConfig) -> GRPOConfig:
-    """The lab's GRPO run as the library's GRPO configuration (strict checker, groups kept, β = 0)."""
-    return GRPOConfig(steps=cfg.grpo_steps, batch_prompts=cfg.grpo_batch_prompts,
-                      num_generations=cfg.grpo_num_generations, learning_rate=cfg.grpo_learning_rate,
-                      num_iterations=cfg.grpo_num_iterations, epsilon=cfg.grpo_epsilon,
-                      epsilon_high=cfg.grpo_epsilon_high, unit=cfg.grpo_unit, zero_variance="keep",
-                      advantage=ADVANTAGE_OF_SCALE[cfg.grpo_scale], max_completion_length=cfg.max_completion_length,
-                      reward="strict")
-
-
-ADVANTAGE_OF_SCALE = {"group": "grpo", "none": "dr_grpo"}  # the lab's ``scale`` → GRPOConfig.advantage
-
-
 def heldout_accuracy(model, task: AdditionTask, max_completion_length: int) -> float:
     """Greedy exact match (strict checker) on the task's held-out prompts (``evaluation.evaluate``)."""
     return evaluate(model, task, max_completion_length=max_completion_length)["accuracy"]
@@ -251,7 +246,7 @@ def _sft(task: AdditionTask, cfg: LabConfig) -> dict:
     """The SFT baseline, trained by the library's one SFT loop (``sft.train_sft``)."""
     torch.manual_seed(cfg.seed)
     model = _model(task)
-    train_sft(model, task, sft_config(cfg),
+    train_sft(model, task, cfg.sft,
               TrainContext(max_grad_norm=cfg.max_grad_norm, show_progress=False, threads=cfg.threads), seed=cfg.seed,
               eval_at_end=False)
     return model.state_dict()
@@ -262,7 +257,7 @@ def _pairs(model, task: AdditionTask, cfg: LabConfig) -> dict:
     with the reference's per-token log-probs aligned as the logits sent to the student (``start=1``)."""
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     torch.manual_seed(cfg.seed + 1)
-    out = build_preference_pairs(model, task, dpo_config(cfg), generator=gen, chunk=cfg.dpo_pair_prompts)
+    out = build_preference_pairs(model, task, cfg.dpo, generator=gen, chunk=cfg.dpo.pair_prompts)
     out.update(reference_logprobs(model, out, prompt_length=1))
     return out
 
@@ -330,16 +325,16 @@ def reference_dpo_loss(logits, ids, cmask, ref_token_logps, beta: float, model_c
     return dpo_terms(seq[:n], seq[n:], ref[:n], ref[n:], beta=beta).loss.mean()
 
 
-def reference_advantages(rewards: torch.Tensor, group_size: int, scale: str) -> torch.Tensor:
+def reference_advantages(rewards: torch.Tensor, group_size: int, advantage: str) -> torch.Tensor:
     """The configured baseline's advantages (``advantages.compute_advantages``: zero-variance groups give zeros)."""
-    return compute_advantages(rewards.view(-1, group_size), ADVANTAGE_OF_SCALE[scale]).flatten()
+    return compute_advantages(rewards.view(-1, group_size), advantage).flatten()
 
 
 def reference_grpo_loss(logits, ids, cmask, old_token_logps, advantages, cfg: LabConfig, model_config):
     logps, mask = _reference_logps(logits, ids, cmask, model_config)
     ratio = torch.exp(logps - old_token_logps)
-    objective = clipped_surrogate(ratio, advantages, eps_low=cfg.grpo_epsilon, eps_high=cfg.grpo_epsilon_high)
-    return -aggregate(objective, mask, unit=cfg.grpo_unit, max_length=cfg.max_completion_length)
+    objective = clipped_surrogate(ratio, advantages, eps_low=cfg.grpo.epsilon, eps_high=cfg.grpo.epsilon_high)
+    return -aggregate(objective, mask, unit=cfg.grpo.unit, max_length=cfg.max_completion_length)
 
 
 # ---- one step through the door ---------------------------------------------------------------
@@ -445,34 +440,34 @@ def _dpo_payload(logits, ids, cmask, ref, beta: float) -> dict:
 
 def _grpo_payload(logits, ids, cmask, old, rewards, cfg: LabConfig) -> dict:
     return {"logits": pack(logits), "input_ids": pack(ids), "completion_mask": pack(cmask),
-            "old_token_logps": pack(old), "rewards": pack(rewards.float()), "group_size": cfg.grpo_num_generations,
-            "scale": cfg.grpo_scale, "epsilon_low": cfg.grpo_epsilon, "epsilon_high": cfg.grpo_epsilon_high,
-            "unit": cfg.grpo_unit, "max_length": cfg.max_completion_length}
+            "old_token_logps": pack(old), "rewards": pack(rewards.float()), "group_size": cfg.grpo.num_generations,
+            "scale": cfg.scale, "epsilon_low": cfg.grpo.epsilon, "epsilon_high": cfg.grpo.epsilon_high,
+            "unit": cfg.grpo.unit, "max_length": cfg.max_completion_length}
 
 
 def dpo_run(remote, setup: LabSetup) -> dict:
     """Offline DPO on the cached pairs, every loss and gradient from the student's side."""
     cfg = setup.config
     model = _policy(setup)
-    opt = make_optimizer(model, cfg.dpo_learning_rate)
+    opt = make_optimizer(model, cfg.dpo.learning_rate)
     data, n = setup.pairs, setup.pairs["n_pairs"]
     gen = torch.Generator().manual_seed(cfg.seed + 2)
 
     def update(step: int) -> float:
-        idx = torch.randperm(n, generator=gen)[: cfg.dpo_batch_pairs]
+        idx = torch.randperm(n, generator=gen)[: cfg.dpo.batch_size]
         ids, attn, cmask, ref = (torch.cat([data[k.format("chosen")][idx], data[k.format("rejected")][idx]])
                                  for k in ("{}_ids", "{}_attention", "{}_completion", "ref_{}_token_logps"))
         model.train()
         logits = _suppressed(_forward(model, ids, attn), model.config)
         opt.zero_grad(set_to_none=True)
-        loss = _exchange(remote, "dpo", _dpo_payload(logits, ids, cmask, ref, cfg.dpo_beta), logits, cfg=cfg,
+        loss = _exchange(remote, "dpo", _dpo_payload(logits, ids, cmask, ref, cfg.dpo.beta), logits, cfg=cfg,
                          reference_loss=partial(reference_dpo_loss, ids=ids, cmask=cmask, ref_token_logps=ref,
-                                                beta=cfg.dpo_beta, model_config=model.config))
+                                                beta=cfg.dpo.beta, model_config=model.config))
         clip_gradients(model, cfg.max_grad_norm)
         opt.step()
         return loss
 
-    return _train("dpo", setup, model, cfg.dpo_steps, update)
+    return _train("dpo", setup, model, cfg.dpo.steps, update)
 
 
 def grpo_run(remote, setup: LabSetup) -> dict:
@@ -482,11 +477,11 @@ def grpo_run(remote, setup: LabSetup) -> dict:
     only the update goes through the door."""
     cfg, task = setup.config, setup.task
     model = _policy(setup)
-    opt = make_optimizer(model, cfg.grpo_learning_rate)
+    opt = make_optimizer(model, cfg.grpo.learning_rate)
     gen = torch.Generator().manual_seed(cfg.seed + 3)
     torch.manual_seed(cfg.seed + 3)
-    gcfg, reward_fn = grpo_config(cfg), resolve_reward("strict", task)
-    G = cfg.grpo_num_generations
+    gcfg, reward_fn = cfg.grpo, resolve_reward(cfg.grpo.reward, task)
+    G = cfg.grpo.num_generations
 
     def update(step: int) -> float:
         model.eval()
@@ -494,10 +489,10 @@ def grpo_run(remote, setup: LabSetup) -> dict:
         ids, attn, cmask = batch["input_ids"], batch["attention_mask"], batch["completion_mask"]
         rewards = batch["rewards"].flatten()
         old = sequence_logprobs(model, batch, prompt_length=1)
-        ref_adv = reference_advantages(rewards, G, cfg.grpo_scale)
+        ref_adv = reference_advantages(rewards, G, cfg.grpo.advantage)
         model.train()
         losses = []
-        for _ in range(cfg.grpo_num_iterations):
+        for _ in range(cfg.grpo.num_iterations):
             logits = _suppressed(_forward(model, ids, attn), model.config)
             opt.zero_grad(set_to_none=True)
             losses.append(_exchange(
@@ -509,7 +504,7 @@ def grpo_run(remote, setup: LabSetup) -> dict:
             opt.step()
         return sum(losses) / len(losses)
 
-    return _train("grpo", setup, model, cfg.grpo_steps, update)
+    return _train("grpo", setup, model, cfg.grpo.steps, update)
 
 
 RUNS = {"dpo": dpo_run, "grpo": grpo_run}
@@ -539,13 +534,14 @@ def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -
             wrong = task.encode_pairs(carry, [task.flawed_teacher(a, b) for a, b in carry])
             ids, attn, cmask = (torch.cat([x, y]) for x, y in zip(right, wrong))
             with torch.no_grad():
-                ref = completion_logprobs(model, ids, attn, cmask)[0] + 0.5 * torch.randn(ids.shape[0], 1, generator=gen)
+                noise = 0.5 * torch.randn(ids.shape[0], 1, generator=gen)
+                ref = completion_logprobs(model, ids, attn, cmask)[0] + noise
                 ref = ref * cmask[:, 1:]
             logits = _suppressed(_forward(model, ids, attn), model.config)
-            _exchange(remote, "dpo", _dpo_payload(logits, ids, cmask, ref, cfg.dpo_beta), logits, cfg=cfg, reference_loss=lambda x:
-                      reference_dpo_loss(x, ids, cmask, ref, cfg.dpo_beta, model.config))
+            _exchange(remote, "dpo", _dpo_payload(logits, ids, cmask, ref, cfg.dpo.beta), logits, cfg=cfg,
+                      reference_loss=lambda x: reference_dpo_loss(x, ids, cmask, ref, cfg.dpo.beta, model.config))
         else:
-            G = cfg.grpo_num_generations
+            G = cfg.grpo.num_generations
             prompts = [p for p in task.sample_pairs(4, gen) for _ in range(G)]
             lengths = torch.randint(1, task.answer_length, (len(prompts),), generator=gen).tolist()
             answers = ["".join(str(d) for d in torch.randint(0, 10, (k,), generator=gen).tolist()) for k in lengths]
@@ -555,10 +551,11 @@ def one_step(run: str, remote, config: LabConfig | None = None, seed: int = 0) -
             with torch.no_grad():
                 old = completion_logprobs(model, ids, attn, cmask)[0]
                 old = (old + 0.3 * torch.randn(old.shape, generator=gen)) * cmask[:, 1:]
-            ref_adv = reference_advantages(rewards, G, cfg.grpo_scale)
+            ref_adv = reference_advantages(rewards, G, cfg.grpo.advantage)
             logits = _suppressed(_forward(model, ids, attn), model.config)
-            _exchange(remote, "grpo", _grpo_payload(logits, ids, cmask, old, rewards, cfg), logits, cfg=cfg, reference_adv=ref_adv, reference_loss=lambda x:
-                      reference_grpo_loss(x, ids, cmask, old, ref_adv, cfg, model.config))
+            _exchange(remote, "grpo", _grpo_payload(logits, ids, cmask, old, rewards, cfg), logits, cfg=cfg,
+                      reference_adv=ref_adv,
+                      reference_loss=lambda x: reference_grpo_loss(x, ids, cmask, old, ref_adv, cfg, model.config))
     except Deviation as dev:
         return str(dev)
     return None

@@ -57,8 +57,8 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
             "tools": "a calculator: the policy writes [a+b], the environment writes the sum",
             "sft_demonstrations": f"{cfg.task.tool_demos} carry demonstrations rewritten to call the tool "
                                   + ("for the ones column" if cfg.task.tool_call == "ones" else "for the whole sum"),
-            "limits": f"{limits.max_tool_calls} tool calls, {limits.max_tokens} tokens per episode (policy + environment; "
-                      f"replaces max_completion_length)",
+            "limits": f"{limits.max_tool_calls} tool calls, {limits.max_tokens} tokens per episode (policy + "
+                      f"environment; replaces max_completion_length)",
             "verifier": "exact answer after the last turn; malformed call -> error observation '!'",
             "environment_tokens": "in the loss (ablation: mask_env_tokens=False)" if info["environment_tokens_in_loss"]
                                   else "context only: no log-prob, loss or KL",

@@ -50,16 +50,20 @@ from course_lib.tinygpt.runtime import (
     set_threads,
 )
 from course_lib.trainers import configs
-from course_lib.trainers.rft import train_rft
 from course_lib.trainers.sft import train_sft
-from course_lib.trainers.trainer import StageContext, TrainContext, entry, trainers
+from course_lib.trainers.trainer import StageContext, TrainContext, entry, stages, trainers
 from course_lib.trainers.utilisation import mfu_entry
 
 KINDS = tuple(trainers())  # the course's own trainers; a trainer registered later is in trainers()
-CONTROLS = ("sft", "rft")  # the same wall-clock on more SFT | RFT on GRPO's prompts (course_lib.trainers.rft)
 RUN_FILES = ("checkpoint.pt", "checkpoint.pt.tmp", "sft.pt", "sft.pt.tmp", "metrics.jsonl", "sft_metrics.jsonl",
              "summary.json", "passport.json", "dashboard.png", "reward_model.json")
 ACCURACY_KEYS = ("accuracy", "loose_accuracy", "accuracy_carry", "accuracy_no_carry")
+
+
+def controls() -> tuple[str, ...]:
+    """The controls a run can add: the same wall-clock on more SFT, and every stage registered as a control
+    (``register_stage(control=True)``: RFT on GRPO's prompts, ``course_lib.trainers.rft``)."""
+    return ("sft", *(k for k, s in stages().items() if s.control))
 
 
 def build_policy(cfg: configs.RunConfig, *, seed: int = 0, device: str | torch.device = "auto"):
@@ -95,7 +99,8 @@ def load_sft_checkpoint(path, cfg: configs.RunConfig) -> dict:
         raise ValueError(f"{path} holds a {state.get('stage')!r} stage checkpoint, not an SFT policy")
     saved = configs.from_dict(json.loads(state["config"]))
     if state["step"] < saved.sft.steps:
-        raise ValueError(f"{path} is an unfinished SFT stage (step {state['step']} of {saved.sft.steps}); resume it first")
+        raise ValueError(f"{path} is an unfinished SFT stage (step {state['step']} of {saved.sft.steps}); resume it "
+                         f"first")
     for section in ("task", "model"):
         mine, theirs = configs.to_dict(cfg)[section], configs.to_dict(saved)[section]
         if mine != theirs:
@@ -142,11 +147,12 @@ def run(
     """
     registered = entry(kind)  # a ValueError names the registered trainers
     control = "sft" if control is True else (control or None)
-    if control is not None and control not in CONTROLS:
-        raise ValueError(f"control must be one of {CONTROLS} (or True for 'sft'); got {control!r}")
-    if control == "rft" and "rft" not in registered.controls:
-        owners = "/".join(k.upper() for k, e in trainers().items() if "rft" in e.controls)
-        raise ValueError(f"control='rft' is {owners}'s control (same prompts, samples and steps); kind is {kind!r}")
+    if control is not None and control not in controls():
+        raise ValueError(f"control must be one of {controls()} (or True for 'sft'); got {control!r}")
+    if control not in (None, "sft") and control not in registered.controls:
+        owners = "/".join(k.upper() for k, e in trainers().items() if control in e.controls)
+        raise ValueError(f"control={control!r} is {owners}'s control (same prompts, samples and steps); "
+                         f"kind is {kind!r}")
     if cfg is not None and cfg.task.env and (registered.env is not True or control):
         episodes = " and ".join(k for k, e in trainers().items() if e.env is True)
         raise ValueError(f"task.env (--env) runs with {episodes} and no control; got kind {kind!r}"
@@ -197,7 +203,8 @@ def run(
     try:
         return _stages(kind, cfg, out, task, model, state, common, control, show_progress, say, wall_start)
     except Interrupted as stop:
-        say(f"[course_lib] stopped: {stop.stage} step {stop.step} is saved; continue with: {resume_command(kind, out)}")
+        say(f"[course_lib] stopped: {stop.stage} step {stop.step} is saved; continue with: "
+            f"{resume_command(kind, out)}")
         raise
     except StepFailed:
         say(f"[course_lib] failed: the completed steps are saved; continue with: {resume_command(kind, out)}")
@@ -217,8 +224,8 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, 
     if state is not None and state["stage"] != "sft":  # resuming a later stage: the finished SFT policy
         saved = load_checkpoint(sft_path, kind="sft")
         model.load_state_dict(saved["model"])
-        return {"eval": saved["sft_eval"], "seconds": saved["seconds"], "steps": saved["step"], "start_eval": start_eval,
-                "log": None}
+        return {"eval": saved["sft_eval"], "seconds": saved["seconds"], "steps": saved["step"],
+                "start_eval": start_eval, "log": None}
     if state is None and common["sft_checkpoint"]:  # a finished SFT policy from elsewhere
         saved = load_sft_checkpoint(common["sft_checkpoint"], cfg)
         cfg.sft = configs.from_dict(json.loads(saved["config"])).sft
@@ -240,8 +247,8 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, 
         say(f"[course_lib] SFT stage: {cfg.sft.steps} steps")
 
     def checkpoint(step, trainer_state, seconds):
-        save_checkpoint(ckpt_path, {**common, "stage": "sft", "model": model.state_dict(), **trainer_state, "step": step,
-                                    "seconds": seconds, "rng": rng_state(gen), "metrics": log.rows,
+        save_checkpoint(ckpt_path, {**common, "stage": "sft", "model": model.state_dict(), **trainer_state,
+                                    "step": step, "seconds": seconds, "rng": rng_state(gen), "metrics": log.rows,
                                     "start_eval": start_eval, "wall_seconds": time.perf_counter() - wall_start})
 
     train = TrainContext(state=state, log=log, checkpoint=checkpoint, checkpoint_every=cfg.checkpoint_every,
@@ -249,7 +256,8 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, 
     res = train_sft(model, task, cfg.sft, train, generator=gen)
     sft_eval = {k: res[k] for k in (*ACCURACY_KEYS, "tool_use_carry", "tool_use_no_carry") if k in res}
     save_checkpoint(sft_path, {**common, "kind": "sft", "stage": "sft", "model": model.state_dict(),
-                               "sft_eval": sft_eval, "step": res["steps"], "seconds": res["seconds"], "metrics": log.rows})
+                               "sft_eval": sft_eval, "step": res["steps"], "seconds": res["seconds"],
+                               "metrics": log.rows})
     return {"eval": sft_eval, "seconds": res["seconds"], "steps": res["steps"], "start_eval": start_eval, "log": log}
 
 
@@ -282,19 +290,27 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
     result = registered.stage(ctx)
     final = result.final
     if final is None:
-        length = registered.completion_length(cfg) if registered.completion_length else None
+        length = eval_length(kind, cfg)
         final = evaluate(model, task, max_completion_length=length) if registered.trains_policy else sft["eval"]
     control_accuracy = None
     if control and kind != "sft":
         control_accuracy = run_control(control, cfg, out, task, next(model.parameters()).device, sft_weights,
                                        seed=seed, steps=result.steps, rl_seconds=result.rl_seconds,
-                                       show_progress=show_progress, say=say)
+                                       show_progress=show_progress, say=say, sft=sft)
     return write_outputs(kind, cfg, out, model, common, registered, result, sft, final, control, control_accuracy,
                          log.rows, say, wall_start)
 
 
-def run_control(control, cfg, out, task, device, sft_weights, *, seed, steps, rl_seconds, show_progress, say):
-    """The control's held-out accuracy: RFT on GRPO's prompts for the same steps, or more SFT for the same seconds.
+def eval_length(kind: str, cfg: configs.RunConfig) -> int | None:
+    """The completion length ``kind``'s policy is evaluated with (``register(completion_length=)``; None: the
+    task's default)."""
+    length = entry(kind).completion_length
+    return length(cfg) if length is not None else None
+
+
+def run_control(control, cfg, out, task, device, sft_weights, *, seed, steps, rl_seconds, show_progress, say, sft):
+    """The control's held-out accuracy: a stage registered as a control (``register_stage(control=True)``: RFT)
+    on its section's prompts for the same steps, or more SFT for the same seconds.
 
     Both start from the SFT weights; a stop request (Ctrl-C) stops them at a step boundary, and a
     resumed run runs the control again from its start (it is deterministic on a CPU).
@@ -304,12 +320,14 @@ def run_control(control, cfg, out, task, device, sft_weights, *, seed, steps, rl
         return previous["control_accuracy"]  # a resumed, already finished run
     ctrl = build_model(cfg.model, task.tokenizer).to(device)
     ctrl.load_state_dict(sft_weights)
-    if control == "rft":
-        say(f"[course_lib] control: RFT on GRPO's prompts for {cfg.grpo.steps} steps")
-        train_rft(ctrl, task, cfg.grpo,
-                  TrainContext(max_grad_norm=cfg.max_grad_norm, steps=steps, show_progress=show_progress, threads=None),
-                  generator=rl_generator(seed))
-        return evaluate(ctrl, task, max_completion_length=cfg.grpo.max_completion_length)["accuracy"]
+    if control != "sft":
+        section = stages()[control].section
+        say(f"[course_lib] control: {control.upper()} on {section.upper()}'s prompts for "
+            f"{getattr(cfg, section).steps} steps")
+        train = TrainContext(max_grad_norm=cfg.max_grad_norm, steps=steps, show_progress=show_progress, threads=None)
+        stages()[control].stage(StageContext(cfg=cfg, task=task, model=ctrl, seed=seed, out=out, train=train,
+                                             sft_weights=sft_weights, generator=rl_generator(seed), sft=sft, say=say))
+        return evaluate(ctrl, task, max_completion_length=eval_length(section, cfg))["accuracy"]
     say(f"[course_lib] control: continuing SFT for {rl_seconds:.1f} s")
     res = train_sft(ctrl, task, cfg.sft,
                     TrainContext(max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None),
@@ -323,12 +341,13 @@ def write_outputs(kind, cfg, out, model, common, registered, result, sft, final,
     rl_seconds = result.rl_seconds
     gen_s = sum(r.get("gen_seconds", 0.0) for r in rows)
     upd_s = sum(r.get("update_seconds", 0.0) for r in rows)
-    split = {"generation_seconds": gen_s, "update_seconds": upd_s,
-             "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0} if registered.time_split else None
+    split = None
+    if registered.time_split:
+        split = {"generation_seconds": gen_s, "update_seconds": upd_s,
+                 "generation_fraction": gen_s / (gen_s + upd_s) if gen_s + upd_s > 0 else 0.0}
     dev = next(model.parameters()).device
-    # the seconds the counted FLOPs ran in: the reward model's training, without sampling and labelling its pairs
-    seconds = {"sft": sft["seconds"], "rm": result.summary.get("reward_model", {}).get("train_seconds")}.get(kind)
-    mfu = mfu_entry(kind, cfg, rows, rl_seconds if seconds is None else seconds, dev, vocab=model.config.vocab_size)
+    seconds = rl_seconds if result.flop_seconds is None else result.flop_seconds  # the counted FLOPs' seconds
+    mfu = mfu_entry(kind, cfg, rows, seconds, dev, vocab=model.config.vocab_size)
     pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True,
                   reward_model_info=result.reward_model_info, memory=result.summary.get("memory"), utilisation=mfu,
                   loop=result.summary.get("loop"))
@@ -367,7 +386,7 @@ def write_outputs(kind, cfg, out, model, common, registered, result, sft, final,
     line = result.line or f"[course_lib] held-out accuracy {start_accuracy:.3f} -> {final['accuracy']:.3f}"
     line += f" in {rl_seconds:.1f} s" if kind != "sft" else f" in {sft['seconds']:.1f} s of SFT"
     if control_accuracy is not None:
-        line += f"; {'RFT' if control == 'rft' else 'same-time SFT'} control {control_accuracy:.3f}"
+        line += f"; {'same-time SFT' if control == 'sft' else control.upper()} control {control_accuracy:.3f}"
     say(line)
     say(f"[course_lib] wrote {out / 'summary.json'}, metrics.jsonl, dashboard.png")
     return summary

@@ -1,10 +1,11 @@
 """Recipes, not algorithms: post-training as an ordered list of stages (lecture §16, §15, §12).
 
-DeepSeek-R1 (Guo et al. 2025, https://arxiv.org/abs/2501.12948, ``sources.SOURCES["deepseek_r1"]``) is a recipe: a cold start of a few thousand long
-demonstrations (SFT), reasoning RL with verifiable rewards (GRPO), rejection sampling on the RL
-policy's verified outputs followed by another SFT, then RL again; R1-Zero is the same RL with no
-SFT before it. Each piece exists here already (``train_sft``, GRPO, RFT, DPO, PPO); a recipe
-chains them, each stage starting from the previous stage's policy:
+DeepSeek-R1 (Guo et al. 2025, https://arxiv.org/abs/2501.12948, ``sources.SOURCES["deepseek_r1"]``)
+is a recipe: a cold start of a few thousand long demonstrations (SFT), reasoning RL with
+verifiable rewards (GRPO), rejection sampling on the RL policy's verified outputs followed by
+another SFT, then RL again; R1-Zero is the same RL with no SFT before it. Each piece exists here
+already (``train_sft``, GRPO, RFT, DPO, PPO); a recipe chains them, each stage starting from the
+previous stage's policy:
 
 - ``r1``       cold-start SFT on a tenth of the demonstrations, for a quarter of the SFT steps →
                GRPO → RFT on the RL policy's own checker-approved samples (R1's stage 3, and the
@@ -79,26 +80,27 @@ from course_lib.tinygpt.runtime import (
 from course_lib.trainers import configs
 from course_lib.trainers.sft import sft_from_context
 from course_lib.trainers.trainer import (
-    STAGES,
     StageContext,
     StageResult,
     StageStopped,
     TrainContext,
     register_stage,
+    stage_entry,
+    stages,
     trainers,
 )
 
 
 def stage_kinds() -> tuple[str, ...]:
     """The kinds a recipe's stage can be: ``pretrain``, ``sft``, every registered trainer that can continue a
-    policy (``register(recipe_stage=True)``), ``rft``."""
+    policy (``register(recipe_stage=True)``), every other registered stage (``register_stage``: ``rft``)."""
     own = sorted(k for k, e in trainers().items() if e.recipe_stage is True and k != "sft")
-    return ("pretrain", "sft", *own, "rft")
+    return ("pretrain", "sft", *own, *sorted(k for k in stages() if k != "pretrain"))
 
 
 def _section(kind: str) -> str:
     """The config section a stage kind reads."""
-    return STAGES[kind].section if kind in STAGES else kind
+    return stages()[kind].section if kind in stages() else kind
 
 
 FIXED = ("model.", "task.digits", "task.n_heldout", "task.seed")  # shared by every stage of a recipe
@@ -249,14 +251,10 @@ def policy_numbers(model, task, cfg: configs.RunConfig, *, seed: int) -> dict:
             "completion_length": sampled["completion_length"], "entropy": sampled["entropy"]}
 
 
-def _mean(rows, key):
-    values = [r[key] for r in rows if r.get(key) is not None]
-    return sum(values) / len(values) if values else None
-
-
 # ---- the pretraining text ----------------------------------------------------------------------------
 def digit_text(task, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``n`` documents of plain digit text, as ``(input_ids, attention_mask, loss_mask)`` like ``task.demonstrations()``.
+    """``n`` documents of plain digit text, as ``(input_ids, attention_mask, loss_mask)`` like
+    ``task.demonstrations()``.
 
     A document is ``<bos>``, a string of uniformly random digits of uniformly random length (1 to
     the demonstrations' width − 2), then ``<eos>``, right-padded to that width: no ``+``, no ``=``,
@@ -298,7 +296,8 @@ def pretrain_passport(cfg, info: dict) -> dict:
 # ---- one stage ---------------------------------------------------------------------------------------
 @register_stage("pretrain", "sft", passport=pretrain_passport)
 def pretrain_stage(ctx: StageContext) -> StageResult:
-    """The SFT loop on ``digit_text``: ``steps × batch_size`` documents, drawn before training with the stage's generator."""
+    """The SFT loop on ``digit_text``: ``steps × batch_size`` documents, drawn before training with the stage's
+    generator."""
     s = ctx.cfg.sft
     return sft_from_context(ctx, demos=digit_text(ctx.task, max(1, s.steps * s.batch_size), ctx.generator))
 
@@ -319,7 +318,7 @@ def run_stage(index: int, stage: dict, cfg, task, model, *, seed, out, show_prog
     ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, train=train,
                        sft_weights=start_weights, generator=gen, sft=None, say=say)
     try:
-        res = (STAGES[kind] if kind in STAGES else trainers()[kind]).stage(ctx)
+        res = stage_entry(kind).stage(ctx)
     except ValueError as err:
         if log.rows:  # it had started: a real error
             raise
@@ -446,7 +445,8 @@ def run_recipe(
             say(f"[course_lib] stage {index + 1} ({kind}) stopped: {stop}; stages 1-{index} are kept in {out}")
             return summary
         except (Interrupted, StepFailed):
-            say(f"[course_lib] stage {index + 1} stopped midway; this reruns it from its start: {resume_command('recipe', out)}")
+            say(f"[course_lib] stage {index + 1} stopped midway; this reruns it from its start: "
+                f"{resume_command('recipe', out)}")
             raise
         cpu = time.process_time() - cpu0
         model.eval()
@@ -454,13 +454,11 @@ def run_recipe(
         rows = res["rows"]
         entry = {"stage": index + 1, "kind": kind, "overrides": {k: v for k, v in stage.items() if k != "kind"},
                  "steps": res["steps"], "seconds": res["seconds"], "cpu_seconds": cpu, **numbers}
-        if kind == "rft":
-            entry["acceptance_rate"] = _mean(rows, "kept_fraction")
-        if kind in ("grpo", "rft"):
-            entry["zero_variance_share"] = _mean(rows, "zero_variance_rate")
-            entry["reward_mean_first"] = rows[0]["reward_mean"] if rows else None
-            entry["reward_mean_last"] = rows[-1]["reward_mean"] if rows else None
-        pp = stage_passport(scfg, kind, index, stages, dev.type, summary.get("starts_from", "the random initialisation"))
+        numbers = stage_entry(kind).recipe_numbers  # e.g. GRPO's and RFT's rewards
+        if numbers is not None:
+            entry.update(numbers(rows))
+        pp = stage_passport(scfg, kind, index, stages, dev.type,
+                            summary.get("starts_from", "the random initialisation"))
         save_checkpoint(folder / "policy.pt", {"kind": "recipe", "stage": index + 1, "model": model.state_dict()})
         (folder / "summary.json").write_text(json.dumps({**entry, "passport": pp}, indent=2))
         (folder / "passport.json").write_text(json.dumps(pp, indent=2))

@@ -98,7 +98,8 @@ ADVANTAGES = ("grpo", "rloo", "dr_grpo")
 ZERO_VARIANCE = ("keep", "drop", "resample")
 KL_PLACEMENTS = ("loss", "reward")
 # Which KL estimators pull towards the reference in each placement (exact expected gradients on a
-# categorical policy: course_lib.formulas.kl.expected_kl_gradient, tests/test_kl.py, notebook 10_the_kl_term section 3b).
+# categorical policy: course_lib.formulas.kl.expected_kl_gradient, tests/test_kl.py, notebook 10_the_kl_term
+# section 3b).
 KL_ESTIMATORS_BY_PLACEMENT = {
     "loss": (("k2", "k3"), "in the loss k1 has zero expected gradient on on-policy samples (E[∇k1] = 0): it adds "
                            "noise and no pull towards the reference; k2 gives ∇KL(π‖π_ref), k3 ∇KL(π_ref‖π)"),
@@ -132,6 +133,11 @@ def choices_for(section: str, name: str):
 
 MAX_STALENESS = 32  # K's upper bound: the worker's ring holds K + 1 copies of the weights (see check_staleness)
 COUNT = {"integer": True, "low": 1}  # rules of ``_validate.number`` shared by many options
+# Upper bounds on the sizes, with room above the ``gpu`` config (6 layers of 256 in 8 heads, 64 positions, a 4-digit
+# task with 5000 prompts): past them a run fails at allocation, or 10^digits overflows torch's int64 sampler.
+SIZE = " (the tiny GPT's sizes; the gpu config is far inside)"
+SIZES = {"model": {"n_layer": 48, "n_embd": 4096, "n_head": 64, "n_positions": 4096},
+         "task": {"digits": 18, "n_demos": 1_000_000, "n_heldout": 100_000}}
 STEPS = {"integer": True, "low": 0}
 POSITIVE = {"low": 0, "low_open": True}
 NON_NEGATIVE = {"low": 0}
@@ -145,7 +151,8 @@ def _refuse(checks) -> None:
 
 
 def _numbers(label: str, section, rules: dict) -> None:
-    """``_validate.number`` on each ``name: rule`` of ``rules``, named ``label.name``, in order (the first bad one raises)."""
+    """``_validate.number`` on each ``name: rule`` of ``rules``, named ``label.name``, in order (the first bad one
+    raises)."""
     for name, rule in rules.items():
         number(getattr(section, name), f"{label}.{name}" if label else name, **rule)
 
@@ -163,7 +170,8 @@ def _check_trainer(label: str, section) -> None:
 
 
 def _check_reward(label: str, spec) -> None:
-    """``spec`` names a checker or ``rm:DIR`` (``rewards.check_reward_spec``), else ValueError naming ``label.reward``."""
+    """``spec`` names a checker or ``rm:DIR`` (``rewards.check_reward_spec``), else ValueError naming
+    ``label.reward``."""
     try:
         check_reward_spec(spec)
     except ValueError as err:
@@ -238,11 +246,13 @@ class GRPOConfig:
     share_prompt: bool = True  # run each group's prompt once in the update (same numbers, less work)
     mask_env_tokens: bool = True  # with --env: environment tokens out of the loss (False: the ablation)
     eval_every: int = 20
-    # RL as a system (course_lib.trainers.rollout_worker, course_lib.formulas.behaviour): TRL's AsyncGRPOConfig / GRPOConfig names
+    # RL as a system (course_lib.trainers.rollout_worker, course_lib.formulas.behaviour): TRL's AsyncGRPOConfig /
+    # GRPOConfig names
     max_staleness: int = 0  # K: 0 synchronous; K >= 1 a rollout worker samples batch s with the weights of step s-K
-    worker_timeout: float = 600.0  # seconds the trainer waits for the rollout worker's next batch before failing the run
-    vllm_importance_sampling_correction: bool = True  # reweight by π_old/π_behaviour when the sampler's weights are stale
-    vllm_importance_sampling_mode: str = "sequence_mask"  # token_truncate | token_mask | sequence_truncate | sequence_mask
+    worker_timeout: float = 600.0  # seconds the trainer waits for the rollout worker's next batch, then fails the run
+    vllm_importance_sampling_correction: bool = True  # reweight by π_old/π_behaviour when the sampler's weights lag
+    # token_truncate | token_mask | sequence_truncate | sequence_mask
+    vllm_importance_sampling_mode: str = "sequence_mask"
     vllm_importance_sampling_clip_min: float | None = None  # C_min (None: no lower bound)
     vllm_importance_sampling_clip_max: float | None = 3.0  # C_max (None: no upper bound)
     # A deliberately mismatched sampler (no TRL name): sample at this temperature while the trainer's
@@ -260,8 +270,8 @@ class GRPOConfig:
     def check(self) -> None:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
         if self.loss_type in GRPO_LOSS_TYPE_UNITS:  # TRL's name for an averaging unit, not an objective
-            raise ValueError(f"grpo.loss_type must be one of {GRPO_LOSS_TYPES}; got {self.loss_type!r}, which is TRL's "
-                             f"name for the averaging unit: set unit={GRPO_LOSS_TYPE_UNITS[self.loss_type]!r} "
+            raise ValueError(f"grpo.loss_type must be one of {GRPO_LOSS_TYPES}; got {self.loss_type!r}, which is "
+                             f"TRL's name for the averaging unit: set unit={GRPO_LOSS_TYPE_UNITS[self.loss_type]!r} "
                              f"(loss_type='clipped')")
         _check_trainer("grpo", self)
         _check_reward("grpo", self.reward)
@@ -271,7 +281,7 @@ class GRPOConfig:
             "epsilon": {**NON_NEGATIVE, "why": " (>= 1 means no lower clip, as in TRL)"},
             "epsilon_high": NON_NEGATIVE, "beta": NON_NEGATIVE,
             "temperature": {**POSITIVE, "why": " (0 would divide the logits by zero)"},
-            "num_iterations": COUNT, "max_completion_length": COUNT})  # soft_punish_cache: validate (it needs the task)
+            "num_iterations": COUNT, "max_completion_length": COUNT})  # soft_punish_cache: validate (needs the task)
         _refuse([_kl_pair_check(self)])
         check_staleness(self)
 
@@ -313,7 +323,7 @@ class PPOConfig:
     batch_prompts: int = 256  # prompts per step
     num_generations: int = 1  # completions per prompt: 256 × 1 = GRPO's 32 × 8 sampled completions
     learning_rate: float = 3e-4  # policy
-    critic_learning_rate: float = 3e-4  # the critic's own AdamW; TRL's vf_coef has no effect here (see course_lib.trainers.ppo)
+    critic_learning_rate: float = 3e-4  # the critic's own AdamW; TRL's vf_coef has no effect here (see trainers.ppo)
     num_ppo_epochs: int = 2  # passes over each batch (the value clip needs >= 2 to act)
     cliprange: float = 0.2  # ε of the policy's clipped surrogate
     cliprange_value: float = 0.2  # ε_v of the clipped value loss
@@ -332,7 +342,8 @@ class PPOConfig:
         """Raise ValueError naming the first bad option (also run by ``validate`` after overrides)."""
         _check_trainer("ppo", self)
         _numbers("ppo", self, {
-            "batch_prompts": COUNT, "num_generations": COUNT, "critic_learning_rate": POSITIVE, "num_ppo_epochs": COUNT,
+            "batch_prompts": COUNT, "num_generations": COUNT, "critic_learning_rate": POSITIVE,
+            "num_ppo_epochs": COUNT,
             "cliprange": {"low": 0, "high": 1, "high_open": True}, "cliprange_value": POSITIVE,
             "gamma": {"low": 0, "high": 1}, "lam": {"low": 0, "high": 1}, "kl_coef": NON_NEGATIVE,
             "max_completion_length": COUNT, "temperature": POSITIVE})
@@ -341,7 +352,8 @@ class PPOConfig:
 
 @dataclass
 class KTOConfig:
-    """KTO (``course_lib.trainers.kto``), TRL ``KTOConfig`` names: unpaired answers from DPO's pairs, a cached reference.
+    """KTO (``course_lib.trainers.kto``), TRL ``KTOConfig`` names: unpaired answers from DPO's pairs, a cached
+    reference.
 
     The data are DPO's preference pairs (``dpo.pair_prompts``, ``dpo.samples_per_prompt``,
     ``dpo.max_completion_length``) taken apart: each chosen answer is a desirable example, each
@@ -367,9 +379,11 @@ class KTOConfig:
         _check_trainer("kto", self)
         _numbers("kto", self, {
             "beta": POSITIVE, "desirable_weight": POSITIVE, "undesirable_weight": POSITIVE,
-            "desirable_fraction": {"low": 0, "high": 1, "low_open": True, "why": " (the share of desirable answers kept)"},
-            "batch_size": {"integer": True, "low": 2, "why": ": z0 is estimated by pairing each prompt with another answer "
-                                                             "of the batch (with 1 it is the answer's own log-ratio)"}})
+            "desirable_fraction": {"low": 0, "high": 1, "low_open": True,
+                                   "why": " (the share of desirable answers kept)"},
+            "batch_size": {"integer": True, "low": 2,
+                           "why": ": z0 is estimated by pairing each prompt with another answer of the batch (with 1 "
+                                  "it is the answer's own log-ratio)"}})
 
 
 @dataclass
@@ -458,8 +472,8 @@ def _cpu() -> RunConfig:
 
 
 def _gpu() -> RunConfig:
-    return _named("gpu", TaskConfig(digits=4, n_demos=4000, n_heldout=1000), ModelConfig(n_layer=6, n_embd=256, n_head=8),
-                  checkpoint_every=50)
+    return _named("gpu", TaskConfig(digits=4, n_demos=4000, n_heldout=1000),
+                  ModelConfig(n_layer=6, n_embd=256, n_head=8), checkpoint_every=50)
 
 
 def _test() -> RunConfig:
@@ -520,8 +534,8 @@ def check_staleness(g: GRPOConfig) -> None:
     K = g.max_staleness
     _numbers("grpo", g, {
         "max_staleness": {"integer": True, "low": 0, "high": MAX_STALENESS,
-                          "why": " (0: synchronous; K: rollouts sampled with the weights of K optimiser steps ago; the "
-                                 "worker keeps K + 1 copies of the weights in shared memory)"},
+                          "why": " (0: synchronous; K: rollouts sampled with the weights of K optimiser steps ago; "
+                                 "the worker keeps K + 1 copies of the weights in shared memory)"},
         "worker_timeout": {**POSITIVE, "why": " (seconds the trainer waits for the rollout worker's next batch)"},
         "sampler_temperature": {**POSITIVE, "none": "sample at grpo.temperature"},
         "adaptive_length_quantile": {"low": 0, "high": 1, "low_open": True, "none": "off",
@@ -534,8 +548,8 @@ def check_staleness(g: GRPOConfig) -> None:
                  g.vllm_importance_sampling_clip_max, prefix="grpo.")
     q = g.adaptive_length_quantile
     if q is not None and K > 0:
-        raise ValueError(f"grpo.adaptive_length_quantile needs the synchronous loop (grpo.max_staleness=0): the rollout "
-                         f"worker samples ahead of the lengths it would read; got max_staleness={K}")
+        raise ValueError(f"grpo.adaptive_length_quantile needs the synchronous loop (grpo.max_staleness=0): the "
+                         f"rollout worker samples ahead of the lengths it would read; got max_staleness={K}")
 
 
 def validate(cfg: RunConfig) -> RunConfig:
@@ -548,16 +562,21 @@ def validate(cfg: RunConfig) -> RunConfig:
     for section in cfg.sections.values():
         section.check()
     g, t, m = cfg.grpo, cfg.task, cfg.model
-    _numbers("task", t, {"digits": COUNT, "n_demos": COUNT,
-                         "n_heldout": {**COUNT, "why": " (accuracy needs held-out prompts)"},
+    _numbers("task", t, {"digits": {**COUNT, "high": SIZES["task"]["digits"], "why": " (10^digits fits in int64)"},
+                         "n_demos": {**COUNT, "high": SIZES["task"]["n_demos"], "why": SIZE},
+                         "n_heldout": {**COUNT, "high": SIZES["task"]["n_heldout"],
+                                       "why": " (accuracy needs held-out prompts)"},
                          "teacher_error_rate": {"low": 0, "high": 1}, "seed": {"integer": True},
-                         "tool_demos": {**STEPS, "why": " (carry demonstrations the teacher writes with the tool, with "
-                                                        "task.env)"}})
-    _numbers("model", m, {"n_layer": COUNT, "n_embd": COUNT, "n_head": COUNT, "n_positions": COUNT})
-    _numbers("", cfg, {"max_grad_norm": {**POSITIVE, "why": " (0 would zero every update)"}, "checkpoint_every": COUNT})
-    _refuse([(m.n_embd % m.n_head == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})")])
+                         "tool_demos": {**STEPS, "why": " (carry demonstrations the teacher writes with the tool, "
+                                                        "with task.env)"}})
+    _numbers("model", m, {name: {**COUNT, "high": high, "why": SIZE} for name, high in SIZES["model"].items()})
+    _numbers("", cfg, {"max_grad_norm": {**POSITIVE, "why": " (0 would zero every update)"},
+                       "checkpoint_every": COUNT})
+    _refuse([(m.n_embd % m.n_head == 0,
+              f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})")])
     answer = t.answer_length  # the longest answer plus <eos>
-    sampled = {label: s.max_completion_length for label, s in cfg.sections.items() if hasattr(s, "max_completion_length")}
+    sampled = {label: s.max_completion_length for label, s in cfg.sections.items()
+               if hasattr(s, "max_completion_length")}
     short = [f"{label}.max_completion_length ({length}) must leave room for the longest answer plus <eos>: at least "
              f"task.digits + 2 = {answer} tokens (raise {label}.max_completion_length or lower task.digits)"
              for label, length in sampled.items() if length < answer]

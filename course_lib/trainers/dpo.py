@@ -36,8 +36,12 @@ from course_lib.trainers.trainer import (
     StageContext,
     StageResult,
     TrainContext,
+    TRLRecipe,
+    TRLRow,
+    Unmatched,
     register,
     train_offline,
+    trl_per_device,
 )
 from course_lib.trainers.utilisation import supervised_run_flops
 
@@ -217,20 +221,85 @@ def dpo_passport(cfg, info: dict) -> dict:
     d = cfg.dpo
     loss = {"sigmoid": "DPO", "ipo": "IPO", "simpo": "SimPO"}[d.loss_type]
     return dict(
-        data_and_policy={"examples": f"preference pairs from {d.pair_prompts} prompts × {d.samples_per_prompt} samples",
+        data_and_policy={"examples": f"preference pairs from {d.pair_prompts} prompts × {d.samples_per_prompt} "
+                                     f"samples",
                          "generated_by": "the SFT checkpoint, once, before training (offline)",
                          "reuse": "pairs reused for every step", "overlap": "held-out prompts excluded"},
         reward_contract={"source": reward_source("strict") + ", used only to label chosen vs rejected",
-                         "granularity": "once per completion", "truncation": "a truncated sample is a rejected answer"},
-        optimisation={"algorithm": f"offline {loss}, beta={d.beta}" + (f", + rpo_alpha={d.rpo_alpha} × NLL(chosen)" if d.rpo_alpha else ""),
-                      "roles": ["policy", "reference (log-probs cached once)"] if d.loss_type != "simpo" else ["policy"],
+                         "granularity": "once per completion",
+                         "truncation": "a truncated sample is a rejected answer"},
+        optimisation={"algorithm": f"offline {loss}, beta={d.beta}"
+                                   + (f", + rpo_alpha={d.rpo_alpha} × NLL(chosen)" if d.rpo_alpha else ""),
+                      "roles": (["policy", "reference (log-probs cached once)"] if d.loss_type != "simpo"
+                                else ["policy"]),
                       "kl": "implicit, through beta and the reference ratio", "averaging_unit": "mean over pairs"},
     )
 
 
-@register("dpo", DPOConfig, passport=dpo_passport,
-          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=2 * cfg.dpo.batch_size), gpu=dict(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
-          test=dict(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4, eval_every=2))
+TRL_TRUNCATED = Unmatched(
+    "truncated answers (no <eos>)", "scored as sampled",
+    "TRL appends <eos> to every completion that lacks one; the course's pairs keep a truncated answer as it was "
+    "sampled (identical data when every answer ends in <eos>)")
+TRL_VOCABULARY = Unmatched("model: <pad>/<bos> removed from the softmax", True,
+                           "TRL's log-probs use the full vocabulary (after SFT these two tokens carry ~0 mass)")
+
+
+def pairs_unmatched_in_trl(label: str, cfg) -> list[Unmatched]:
+    """What TRL does differently with DPO's pairs when ``label`` (KTO, ORPO) trains on them."""
+    d = cfg.dpo
+    return [
+        Unmatched("dpo.pair_prompts / samples_per_prompt", (d.pair_prompts, d.samples_per_prompt),
+                  f"course-side data: {label}'s answers are DPO's pairs, built before training "
+                  "(dpo.build_preference_pairs); TRL trains on a finished dataset"),
+        TRL_TRUNCATED,
+        TRL_VOCABULARY,
+    ]
+
+
+def dpo_trl(cfg, num_processes: int) -> TRLRecipe:
+    """The DPO family as TRL's ``DPOTrainer`` (SimPO: ``CPOTrainer``) (``TRLRow.translate``)."""
+    d = cfg.dpo
+    batch = trl_per_device(d.batch_size, num_processes, "dpo.batch_size")
+    length = cfg.task.prompt_length + d.max_completion_length
+    unmatched = [
+        Unmatched("dpo.pair_prompts / samples_per_prompt", (d.pair_prompts, d.samples_per_prompt),
+                  "course-side data: pairs are built before training (preference_dataset); TRL trains on a "
+                  "finished dataset"),
+        Unmatched("dpo data order", "with replacement", "TRL walks shuffled epochs over the pairs"),
+        Unmatched("dpo.eval_every", d.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        TRL_TRUNCATED,
+        TRL_VOCABULARY,
+    ]
+    if d.loss_type == "simpo":
+        config = dict(
+            per_device_train_batch_size=batch, loss_type="simpo", beta=d.beta, simpo_gamma=d.simpo_gamma,
+            cpo_alpha=d.rpo_alpha,  # CPO's NLL weight on chosen; 0 = pure SimPO
+            max_length=length,
+        )
+        return TRLRecipe("CPOTrainer", "CPOConfig", config, unmatched, module="trl.experimental.cpo")
+    loss_type, weights = [d.loss_type], [1.0]
+    if d.rpo_alpha > 0:  # DPO + NLL: TRL 1.x spells rpo_alpha as a weighted "sft" term
+        loss_type, weights = [d.loss_type, "sft"], [1.0, d.rpo_alpha]
+    config = dict(
+        per_device_train_batch_size=batch, loss_type=loss_type, loss_weights=weights, beta=d.beta,
+        precompute_ref_log_probs=True,  # the course caches reference log-probs once (§6)
+        max_length=length,
+    )
+    if d.loss_type == "ipo":
+        unmatched.append(Unmatched(
+            "dpo.loss_type", "ipo",
+            "TRL's ipo averages each completion's log-ratio over its tokens; the course trainer sums them "
+            "(preference.ipo_loss(chosen_lengths=..., rejected_lengths=...) is TRL's form)",
+        ))
+    return TRLRecipe("DPOTrainer", "DPOConfig", config, unmatched)
+
+
+@register("dpo", DPOConfig, passport=dpo_passport, trl=TRLRow(dpo_trl, data="pairs"),
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"],
+                                                              sequences=2 * cfg.dpo.batch_size),
+          gpu=dict(steps=300, batch_size=128, pair_prompts=4096, max_completion_length=7),
+          test=dict(steps=4, batch_size=8, pair_prompts=32, samples_per_prompt=4, max_completion_length=4,
+                    eval_every=2))
 def dpo_stage(ctx: StageContext) -> StageResult:
     """``train dpo``: pairs from the SFT policy (cached reference log-probs; kept in the checkpoint), then DPO."""
     if ctx.train.state is not None:

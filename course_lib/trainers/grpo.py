@@ -80,6 +80,7 @@ from course_lib.formulas.policy_loss import (
     aggregate,
     kl_estimate,
     kl_shaped_rewards,
+    logged_kl,
     surrogate,
 )
 from course_lib.tinygpt.evaluation import evaluate
@@ -103,8 +104,13 @@ from course_lib.trainers.trainer import (
     StageContext,
     StageResult,
     TrainContext,
+    TRLRecipe,
+    TRLRow,
+    Unmatched,
     register,
+    row_mean,
     train_loop,
+    trl_per_device,
 )
 from course_lib.trainers.utilisation import grpo_run_flops
 
@@ -145,24 +151,13 @@ def restore_rows(values: torch.Tensor, rows: torch.Tensor, like: torch.Tensor) -
     return torch.zeros_like(like, dtype=values.dtype).index_copy(0, rows, values)
 
 
-def logged_kl(logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
-    """The KL a step logs (``kl``): token-mean k3 of π_old's log-probs against the reference's, over ``mask``.
-
-    Always π_old's, on every row of the batch (the first inner epoch's log-probs, with the
-    left-out zero-variance rows' from a forward without gradient), never the sampler's, whatever
-    estimator and placement the objective uses: one quantity under one name, whatever the share
-    of zero-variance groups, the staleness or the sampler's temperature.
-    """
-    return aggregate(kl_estimate(logps, ref_logps, "k3", validate=validate), mask, unit="token_mean", validate=validate)
-
-
 def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_length: int, max_grad_norm: float,
                 validate: bool = True) -> dict:
     """μ inner epochs of the clipped, optionally KL-regularised surrogate on one batch of groups.
 
     ``batch`` is ``collect_rollouts``'s: ``input_ids``, ``attention_mask``, ``completion_mask``,
-    ``truncated`` (N,), ``rewards`` (n_groups, G) (dropped groups are not in it). With ``ref_model`` the KL to the reference
-    is measured every step (k3 on the sampled tokens, per token) and, when ``cfg.beta > 0``,
+    ``truncated`` (N,), ``rewards`` (n_groups, G) (dropped groups are not in it). With ``ref_model`` the KL to
+    the reference is measured every step (k3 on the sampled tokens, per token) and, when ``cfg.beta > 0``,
     enters either the loss (``kl_placement="loss"``: −β·k per token, differentiated) or the
     reward (``"reward"``: ``kl_shaped_rewards`` before the baseline). With ``mask_truncated``
     truncated completions keep their row and get a zero mask, so ``sequence_mean`` and
@@ -247,7 +242,8 @@ def policy_step(model, ref_model, opt, batch: dict, cfg: GRPOConfig, *, prompt_l
                     sampler_logps = sel(batch["sampler_logps"].to(device))
                     weights, outside = behaviour_weights(
                         old_logps, sampler_logps, mask, cfg.vllm_importance_sampling_mode,
-                        cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max, validate=validate)
+                        cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max,
+                        validate=validate)
                     diagnostics = mismatch(old_logps, sampler_logps, mask, weights, outside)
                     weights = weights if correct else None
             objective, clipped = surrogate(logps, old_logps, adv, mask, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
@@ -358,7 +354,8 @@ def train_grpo(
 
     def one_step(step: int) -> dict:
         t0, c0 = time.perf_counter(), time.process_time()
-        rollout = collect_rollouts(model, task, cfg, generator, reward_fn, max_length=cap["next"] if adaptive else None)
+        rollout = collect_rollouts(model, task, cfg, generator, reward_fn,
+                                   max_length=cap["next"] if adaptive else None)
         stats = rollout["stats"]
         if adaptive:  # the cap of the next step, from this step's lengths (never below the longest right answer)
             cap["next"] = next_length_cap(rollout["lengths"], quantile=cfg.adaptive_length_quantile,
@@ -409,7 +406,8 @@ def train_grpo(
     try:
         done = train_loop("grpo", one_async_step if sampler is not None else one_step, ctx, total=total,
                           state_dict=state_dict, eval_fn=lambda: eval_fn(model), eval_every=cfg.eval_every,
-                          desc=(name or f"grpo[{cfg.advantage}]") + (f" K={cfg.max_staleness}" if asynchronous else ""),
+                          desc=(name or f"grpo[{cfg.advantage}]")
+                          + (f" K={cfg.max_staleness}" if asynchronous else ""),
                           seconds_key="rl_seconds",
                           postfix=lambda row: {"acc": f"{row['accuracy']:.2f}", "reward": f"{row['reward_mean']:.2f}"})
     finally:
@@ -436,7 +434,8 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
     seen = [r["staleness"] for r in rows if r.get("staleness") is not None]
     if cfg.vllm_importance_sampling_correction:
         correction = (f"behaviour correction pi_old/pi_behaviour: {cfg.vllm_importance_sampling_mode}, "
-                      f"clip_min={cfg.vllm_importance_sampling_clip_min}, clip_max={cfg.vllm_importance_sampling_clip_max}")
+                      f"clip_min={cfg.vllm_importance_sampling_clip_min}, "
+                      f"clip_max={cfg.vllm_importance_sampling_clip_max}")
     else:
         correction = "no behaviour correction (vllm_importance_sampling_correction=False)"
     return {"placement": "two processes: a rollout worker (1 CPU thread) samples, the trainer updates; "
@@ -444,7 +443,8 @@ def loop_entry(cfg: GRPOConfig, asynchronous: bool, rows: list[dict], *, trainer
             "loop": f"asynchronous: batch s sampled with the weights of step max(0, s-{K}) (max_staleness={K}), "
                     f"through a queue of at most {max(K, 1)} batch(es)",
             "staleness": (f"rollouts {min(seen) if seen else 0}-{max(seen) if seen else 0} steps old "
-                          f"(mean {sum(seen) / max(len(seen), 1):.2f} over this run's {len(seen)} steps); {correction}"),
+                          f"(mean {sum(seen) / max(len(seen), 1):.2f} over this run's {len(seen)} steps); "
+                          f"{correction}"),
             "max_staleness": K, "staleness_per_step": seen,
             "trainer_cpu_seconds": trainer_cpu_seconds, "worker_cpu_seconds": worker_cpu_seconds, **extra}
 
@@ -458,8 +458,10 @@ def grpo_passport(cfg, info: dict) -> dict:
     """
     g, systems = cfg.grpo, info["systems"]
     zv = {"keep": "kept with zero advantage", "drop": "dropped from the batch",
-          "resample": f"dropped and refilled with fresh prompts (DAPO dynamic sampling, ≤{g.max_resample_rounds} extra rounds)"}[g.zero_variance]
-    adv = {"grpo": "GRPO (r − mean)/std, population std", "rloo": "RLOO leave-one-out", "dr_grpo": "Dr. GRPO r − mean, no std"}[g.advantage]
+          "resample": f"dropped and refilled with fresh prompts (DAPO dynamic sampling, ≤{g.max_resample_rounds} "
+                      f"extra rounds)"}[g.zero_variance]
+    adv = {"grpo": "GRPO (r − mean)/std, population std", "rloo": "RLOO leave-one-out",
+           "dr_grpo": "Dr. GRPO r − mean, no std"}[g.advantage]
     reference = g.beta > 0 if info["reference"] is None else info["reference"] or g.beta > 0
     if g.beta > 0 and g.kl_placement == "loss":
         kl = f"in the loss, per token (differentiated), beta={g.beta}, estimator {g.kl_estimator}"
@@ -469,13 +471,15 @@ def grpo_passport(cfg, info: dict) -> dict:
     else:
         kl = "none in the objective (beta=0)"
     kl += "; KL to the reference logged every step (k3, per token)" if reference else "; no reference model kept"
-    trunc = "truncated completions masked out of the loss" if g.mask_truncated else "truncated completions get the checker's reward (strict: 0)"
+    trunc = ("truncated completions masked out of the loss" if g.mask_truncated
+             else "truncated completions get the checker's reward (strict: 0)")
     if g.soft_punish_cache:  # DAPO's overlong shaping is part of the reward: disclosed with it
         trunc += (f"; overlong shaping (DAPO): a penalty falling from 0 to −1 over the last {g.soft_punish_cache} "
                   f"token(s) up to {g.max_completion_length}, added to the reward")
     clip = f"epsilon={g.epsilon}, epsilon_high={g.epsilon_high}"
     if g.loss_type == "cispo":
-        clip = f"CISPO: importance weight capped at epsilon_high={g.epsilon_high} (constant), no token loses its gradient"
+        clip = (f"CISPO: importance weight capped at epsilon_high={g.epsilon_high} (constant), no token loses its "
+                f"gradient")
     elif g.importance_sampling_level == "sequence":
         clip = f"GSPO: one length-normalised ratio per completion, clipped; {clip}"
         if (g.epsilon, g.epsilon_high) != GSPO_PAPER_EPSILONS:
@@ -492,16 +496,21 @@ def grpo_passport(cfg, info: dict) -> dict:
     systems["sampler"] = sampler_entry(g)
     info["environment_tokens_in_loss"] = not g.mask_env_tokens
     return dict(
-        data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} completions per step",
-                         "generated_by": (f"the current actor, temperature {g.temperature}" if g.max_staleness == 0 else
-                                          f"the actor of {g.max_staleness} optimiser steps ago (a rollout worker), "
-                                          f"temperature {g.temperature}"), "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
+        data_and_policy={"examples": f"online trajectories: {g.batch_prompts} prompts × {g.num_generations} "
+                                     f"completions per step",
+                         "generated_by": (f"the current actor, temperature {g.temperature}" if g.max_staleness == 0
+                                          else f"the actor of {g.max_staleness} optimiser steps ago (a rollout "
+                                               f"worker), temperature {g.temperature}"),
+                         "reuse": f"each rollout used for mu={g.num_iterations} inner epoch(s), then discarded",
                          "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
-        reward_contract={"source": reward_source(g.reward), "granularity": reward_granularity(g.reward), "truncation": trunc,
-                         "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook 11_reward_hacking"},
+        reward_contract={"source": reward_source(g.reward), "granularity": reward_granularity(g.reward),
+                         "truncation": trunc,
+                         "verifier_evidence": "unit tests of the checker; loose vs strict compared in notebook "
+                                              "11_reward_hacking"},
         optimisation={"algorithm": "on-policy" if g.max_staleness == 0 else
                       f"off-policy by up to {g.max_staleness} step(s), clipped ratio pi_theta/pi_old kept apart from "
-                      f"the behaviour correction pi_old/pi_behaviour", "advantage": adv, "roles": roles, "kl": kl, "kl_placement": g.kl_placement,
+                      f"the behaviour correction pi_old/pi_behaviour", "advantage": adv, "roles": roles, "kl": kl,
+                      "kl_placement": g.kl_placement,
                       "kl_estimator": g.kl_estimator, "beta": g.beta, "averaging_unit": g.unit,
                       "clip": clip, "zero_variance_groups": zv},
         systems=systems,
@@ -512,15 +521,155 @@ def grpo_passport(cfg, info: dict) -> dict:
             "kl_placement_and_coefficient": kl,
             "rollout_freshness": (f"fresh every step; mu={g.num_iterations}" if g.max_staleness == 0 else
                                   f"sampled max_staleness={g.max_staleness} steps behind; mu={g.num_iterations}"),
-            "prompt_difficulty_and_length": f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); max_completion_length={g.max_completion_length}"
-                                            + ("" if g.adaptive_length_quantile is None else
-                                               f"; adaptive cap: the {g.adaptive_length_quantile} quantile of the last "
-                                               f"step's lengths + {g.adaptive_length_margin}"),
+            "prompt_difficulty_and_length": (
+                f"uniform {cfg.task.digits}-digit prompts (fixed difficulty); "
+                f"max_completion_length={g.max_completion_length}"
+                + ("" if g.adaptive_length_quantile is None else
+                   f"; adaptive cap: the {g.adaptive_length_quantile} quantile of the last step's lengths + "
+                   f"{g.adaptive_length_margin}")),
         },
     )
 
 
-@register("grpo", GRPOConfig, passport=grpo_passport, flops=grpo_run_flops, env=True, controls=("sft", "rft"), completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
+# ---- the GRPO family in TRL 1.16's words (the bridge's rows: course_lib.trl) ----------------------------------
+VLLM_IS = tuple(f"vllm_importance_sampling_{x}" for x in ("correction", "mode", "clip_min", "clip_max"))
+
+
+def _online_trl(cfg, num_processes: int) -> tuple[dict, list[Unmatched]]:
+    """What GRPOTrainer and RLOOTrainer share: the rollout's shape and sampling, and the options neither has."""
+    g = cfg.grpo
+    per_device = trl_per_device(g.batch_prompts * g.num_generations, num_processes, "batch_prompts × num_generations")
+    config = dict(
+        # TRL counts optimiser steps and samples anew every steps_per_generation · num_iterations of
+        # them; a course step is one rollout and μ optimiser steps on it: steps rollouts need steps·μ
+        max_steps=g.steps * g.num_iterations,
+        per_device_train_batch_size=per_device,
+        num_generations=g.num_generations,
+        steps_per_generation=1,  # one optimiser step per rollout batch, as the course does
+        max_completion_length=g.max_completion_length,
+        num_iterations=g.num_iterations,
+        epsilon=g.epsilon,
+        epsilon_high=g.epsilon_high,
+        beta=g.beta,
+        temperature=g.temperature,
+        top_k=0,
+        top_p=1.0,
+        mask_truncated_completions=g.mask_truncated,
+        shuffle_dataset=False,  # prompts are already fresh random draws
+    )
+    unmatched = [
+        Unmatched("grpo.eval_every", g.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback, "
+                  f"counted in TRL optimiser steps (num_iterations={g.num_iterations} per course step)"),
+        Unmatched("model: <pad>/<bos> removed from the softmax", True,
+                  "TRL samples and scores over the full vocabulary (after SFT these two tokens carry ~0 mass)"),
+    ]
+    if g.max_staleness > 0:
+        unmatched.append(Unmatched(
+            "grpo.max_staleness", g.max_staleness,
+            "GRPOTrainer samples synchronously; TRL's asynchronous trainer is experimental.async_grpo."
+            "AsyncGRPOTrainer (a vLLM server) with AsyncGRPOConfig.max_staleness, which drops samples older than "
+            "K instead of sampling at a fixed lag; vllm_importance_sampling_* act only with use_vllm=True"))
+    if g.sampler_temperature is not None and g.sampler_temperature != g.temperature:
+        unmatched.append(Unmatched(
+            "grpo.sampler_temperature", g.sampler_temperature,
+            "a deliberate fault with no TRL option: TRL samples at temperature and scores at the same one; its "
+            "vllm_importance_sampling_* correct the small sampler/trainer gap of a vLLM server"))
+    if g.adaptive_length_quantile is not None:
+        unmatched.append(Unmatched(
+            "grpo.adaptive_length_quantile", g.adaptive_length_quantile,
+            f"no TRL option: GRPOTrainer generates up to max_completion_length={g.max_completion_length} every "
+            "step"))
+    if g.zero_variance != "keep":
+        unmatched.append(Unmatched("grpo.zero_variance", g.zero_variance,
+                                   "TRL keeps zero-variance groups (zero advantage); no drop or dynamic resampling"))
+    return config, unmatched
+
+
+def _overlong_unmatched(g) -> list[Unmatched]:
+    if g.soft_punish_cache <= 0:
+        return []
+    return [Unmatched(
+        "grpo.soft_punish_cache", g.soft_punish_cache,
+        "not a GRPOConfig option: TRL's reward function trl.rewards.get_soft_overlong_punishment("
+        f"max_completion_len={g.max_completion_length}, soft_punish_cache={g.soft_punish_cache}), which "
+        "make_trainer adds to reward_funcs (summed with weight 1, as the course adds it)")]
+
+
+def grpo_trl(cfg, num_processes: int) -> TRLRecipe:
+    """The GRPO family (GRPO, Dr. GRPO, DAPO's unit, GSPO, CISPO) as TRL's ``GRPOTrainer`` (``TRLRow.translate``)."""
+    g = cfg.grpo
+    if g.advantage == "rloo":
+        raise ValueError("grpo.advantage='rloo' is TRL's RLOOTrainer: translate(cfg, 'rloo')")
+    config, unmatched = _online_trl(cfg, num_processes)
+    if g.beta > 0 and g.kl_placement != "loss":
+        unmatched.append(Unmatched("grpo.kl_placement", g.kl_placement,
+                                   "GRPOTrainer puts the KL in the loss only (RLOOTrainer puts k1 in the reward)"))
+    elif g.beta > 0 and g.kl_estimator != "k3":
+        unmatched.append(Unmatched("grpo.kl_estimator", g.kl_estimator, "GRPOTrainer always puts k3 in the loss"))
+    unmatched += _overlong_unmatched(g)
+    scale = {"grpo": "group", "dr_grpo": "none"}[g.advantage]
+    # TRL's loss_type is the averaging unit, except cispo (its own objective, token-normalised)
+    unit = {"sequence_mean": "grpo", "token_mean": "dapo", "constant": "dr_grpo"}[g.unit]
+    config |= dict(scale_rewards=scale, loss_type="cispo" if g.loss_type == "cispo" else unit,
+                   importance_sampling_level=g.importance_sampling_level)
+    # the behaviour correction under TRL's own names; TRL applies it to a vLLM sampler's log-probs
+    # (use_vllm=True), the course to a stale rollout worker's (max_staleness > 0)
+    config |= {name: getattr(g, name) for name in VLLM_IS}
+    if g.beta > 0:
+        # TRL 1.16 multiplies k3 by the importance ratio by default (DeepSeek-V3.2's unbiased
+        # reverse-KL gradient); the course's plain k3 in the loss is use_bias_correction_kl=False
+        config["use_bias_correction_kl"] = False
+    if g.advantage == "grpo":
+        unmatched.append(Unmatched(
+            "grpo.advantage", "grpo",
+            "scale_rewards='group' divides by the sample std (ddof=1) + 1e-4; the course trainer uses the "
+            "population std (ddof=0) and no epsilon: grpo_advantages(ddof=1, epsilon=1e-4) is TRL's form, "
+            "so TRL's advantages are sqrt((G-1)/G) of ours",
+        ))
+    return TRLRecipe("GRPOTrainer", "GRPOConfig", config, unmatched)
+
+
+def rloo_trl(cfg, num_processes: int) -> TRLRecipe:
+    """GRPO's section with ``advantage="rloo"`` as TRL's ``RLOOTrainer`` (``TRLRow.translate``)."""
+    g = cfg.grpo
+    config, unmatched = _online_trl(cfg, num_processes)
+    unmatched += _overlong_unmatched(g)
+    config |= dict(normalize_advantages=False)
+    if g.loss_type != "clipped" or g.importance_sampling_level != "token":
+        unmatched.append(Unmatched(
+            "grpo.loss_type / importance_sampling_level", (g.loss_type, g.importance_sampling_level),
+            "RLOOTrainer has one objective: a clipped ratio per sequence (the sum of its token log-ratios, not "
+            "GSPO's mean), no CISPO; translate(cfg, 'grpo') with advantage='grpo' or 'dr_grpo' has both"))
+    unmatched.append(Unmatched(
+        "grpo.unit", g.unit,
+        "RLOOTrainer's ratio is per sequence (sum of token log-ratios) and its loss a mean over completions; "
+        "the course clips per token and averages with the unit (the gradients agree only at μ=1 with "
+        "unit='constant', max_length=1)",
+    ))
+    if g.beta > 0 and (g.kl_placement, g.kl_estimator) != ("reward", "k1"):
+        unmatched.append(Unmatched(
+            "grpo.kl_placement / kl_estimator", (g.kl_placement, g.kl_estimator),
+            "RLOOTrainer puts k1 in the reward before the baseline (policy_loss.kl_shaped_rewards): "
+            "kl_placement='reward', kl_estimator='k1' is its form",
+        ))
+    return TRLRecipe("RLOOTrainer", "RLOOConfig", config, unmatched)
+
+
+def rollout_numbers(rows: list[dict]) -> dict:
+    """What a recipe records of an online stage's rollouts (GRPO's, RFT's): the share of zero-variance groups and
+    the mean reward of the first and the last rollout."""
+    return {"zero_variance_share": row_mean(rows, "zero_variance_rate"),
+            "reward_mean_first": rows[0]["reward_mean"] if rows else None,
+            "reward_mean_last": rows[-1]["reward_mean"] if rows else None}
+
+
+GRPO_TRL = {"grpo": TRLRow(grpo_trl, data="prompts"),
+            "rloo": TRLRow(rloo_trl, data="prompts", requires={"advantage": "rloo"})}
+
+
+@register("grpo", GRPOConfig, passport=grpo_passport, trl=GRPO_TRL, recipe_numbers=rollout_numbers,
+          flops=grpo_run_flops, env=True, controls=("sft", "rft"),
+          completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
           gpu=dict(steps=200, batch_prompts=128, num_generations=8, max_completion_length=7, eval_every=20),
           test=dict(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2))
 def grpo_stage(ctx: StageContext) -> StageResult:

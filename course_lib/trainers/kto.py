@@ -15,7 +15,7 @@ Data with only one label kind is **accepted**, not refused: the loss is a sum of
 each defined against z0, which is estimated from the batch's own answers whatever their labels;
 nothing in the method pairs a desirable with an undesirable answer (the paper trains with up to
 90% of the desirable data discarded; TRL's ``KTOTrainer`` only warns when the weighted label
-counts are unbalanced). ``label_balance`` reports λ_D·n_D / (λ_U·n_U), which the paper advises to
+counts are unbalanced). ``preference.label_balance`` reports λ_D·n_D / (λ_U·n_U), which the paper advises to
 keep in [1, 4/3]. Refused: fewer than two answers, since z0 needs a batch of at least two to
 mismatch prompts and completions.
 
@@ -36,25 +36,39 @@ import time
 
 import torch
 
-from course_lib.formulas.preference import kto_loss, kto_reference_point, mismatched_order
+from course_lib.formulas.preference import (
+    kto_loss,
+    kto_reference_point,
+    label_balance,
+    mismatched_order,
+)
 from course_lib.tinygpt.model import completion_logprobs
 from course_lib.tinygpt.rewards import reward_source
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import KTOConfig
-from course_lib.trainers.dpo import build_preference_pairs, reference_logprobs
+from course_lib.trainers.dpo import (
+    build_preference_pairs,
+    pairs_unmatched_in_trl,
+    reference_logprobs,
+)
 from course_lib.trainers.trainer import (
     StageContext,
     StageResult,
     TrainContext,
+    TRLRecipe,
+    TRLRow,
+    Unmatched,
     register,
     train_offline,
+    trl_per_device,
 )
 from course_lib.trainers.utilisation import kto_run_flops
 
 FIELDS = ("ids", "attention", "completion")
 
 
-def unpaired_examples(pairs: dict, *, desirable_fraction: float = 1.0, generator: torch.Generator | None = None) -> dict:
+def unpaired_examples(pairs: dict, *, desirable_fraction: float = 1.0,
+                      generator: torch.Generator | None = None) -> dict:
     """DPO's pairs taken apart: ``{"ids", "attention", "completion", "label"}`` (label True = desirable).
 
     Every rejected answer is kept; with ``desirable_fraction < 1`` a random share of the chosen
@@ -95,12 +109,6 @@ def kto_batches(examples: dict, batch_size: int, *, prompt_length: int, generato
     n_desirable = int(labels.sum())
     return {**rows, "kl_ids": kl_ids, "kl_attention": kl_attn, "kl_completion": kl_comp, "n_batches": n_batches,
             "batch_size": b, "n_desirable": n_desirable, "n_undesirable": n - n_desirable}
-
-
-def label_balance(n_desirable: int, n_undesirable: int, cfg: KTOConfig) -> float:
-    """λ_D·n_D / (λ_U·n_U): the paper advises [1, 4/3]; ``inf`` with no undesirable answer."""
-    den = cfg.undesirable_weight * n_undesirable
-    return cfg.desirable_weight * n_desirable / den if den > 0 else float("inf")
 
 
 def kto_batch_loss(model, batch: dict, cfg: KTOConfig, *, prompt_length: int = 1,
@@ -205,7 +213,42 @@ def kto_passport(cfg, info: dict) -> dict:
     )
 
 
-@register("kto", KTOConfig, passport=kto_passport, flops=kto_run_flops, gpu=dict(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
+def kto_trl(cfg, num_processes: int) -> TRLRecipe:
+    """KTO as TRL's ``KTOTrainer``, on the course's batches (``TRLRow.translate``)."""
+    k = cfg.kto
+    config = dict(
+        per_device_train_batch_size=trl_per_device(k.batch_size, num_processes, "kto.batch_size"),
+        loss_type="kto", beta=k.beta, desirable_weight=k.desirable_weight, undesirable_weight=k.undesirable_weight,
+        # the course's batches: answers shuffled once (the bridge hands them over in that order), cut into
+        # batch_size, a last incomplete batch dropped, the same batches every epoch; z0 from each batch's
+        # rotated prompt-completion pairs, which TRL's collator builds the same way
+        train_sampling_strategy="sequential", dataloader_drop_last=True,
+        precompute_ref_log_probs=True,  # the course caches the reference log-probs of answers and mismatched pairs
+        max_length=cfg.task.prompt_length + cfg.dpo.max_completion_length,
+    )
+    unmatched = [
+        Unmatched("kto.desirable_fraction", k.desirable_fraction,
+                  "course-side data: the share of desirable answers kept (kto.unpaired_examples) before TRL sees "
+                  "the dataset; KTOConfig has no such option (desirable_weight / undesirable_weight reweight "
+                  "instead)"),
+        Unmatched("kto.eval_every", k.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        *pairs_unmatched_in_trl("KTO", cfg),
+    ]
+    if num_processes > 1:
+        unmatched.append(Unmatched(
+            "num_processes", num_processes,
+            "each process pairs prompts with completions within its own kto.batch_size/num_processes answers and z0 "
+            "is the mean over processes; the course estimates z0 on the whole batch"))
+    return TRLRecipe("KTOTrainer", "KTOConfig", config, unmatched)
+
+
+KTO_TRL = TRLRow(kto_trl, data="answers", prepare=kto_answers, names={
+    "steps": "max_steps", "learning_rate": "learning_rate", "batch_size": "per_device_train_batch_size",
+    "beta": "beta", "desirable_weight": "desirable_weight", "undesirable_weight": "undesirable_weight"})
+
+
+@register("kto", KTOConfig, passport=kto_passport, flops=kto_run_flops, trl=KTO_TRL,
+          gpu=dict(steps=300, batch_size=256),  # DPO's 128 pairs, taken apart
           test=dict(steps=4, batch_size=8, eval_every=2))
 def kto_stage(ctx: StageContext) -> StageResult:
     """``train kto``: DPO's pairs from the SFT policy taken apart, reference log-probs cached, then KTO."""
@@ -217,10 +260,14 @@ def kto_stage(ctx: StageContext) -> StageResult:
         data = build_kto_data(ctx.model, ctx.task, ctx.cfg, generator=ctx.generator,
                               show_progress=ctx.train.show_progress)
         data["pair_seconds"] = time.perf_counter() - t0  # counted in rl_seconds: KTO's data cost
+        k = ctx.cfg.kto
+        balance = label_balance(data["n_desirable"], data["n_undesirable"], desirable_weight=k.desirable_weight,
+                                undesirable_weight=k.undesirable_weight)
         ctx.say(f"[course_lib] {data['n_desirable']} desirable + {data['n_undesirable']} undesirable answers from "
                 f"{data['n_pairs']} pairs; λ_D·n_D/(λ_U·n_U) = "
-                f"{label_balance(data['n_desirable'], data['n_undesirable'], ctx.cfg.kto):.2f} (the paper: 1 to 4/3)")
+                f"{balance:.2f} (the paper: 1 to 4/3)")
     res = train_kto(ctx.model, ctx.task, ctx.cfg.kto, data,
                     ctx.train.keeping(data))
-    summary = {"kto_data": {k: data[k] for k in ("n_pairs", "n_desirable", "n_undesirable", "n_batches", "batch_size")}}
+    kept = ("n_pairs", "n_desirable", "n_undesirable", "n_batches", "batch_size")
+    summary = {"kto_data": {k: data[k] for k in kept}}
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"] + data["pair_seconds"], summary=summary)

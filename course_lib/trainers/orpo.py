@@ -36,13 +36,17 @@ from course_lib.tinygpt.model import build_model, completion_logprobs
 from course_lib.tinygpt.rewards import reward_source
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import ORPOConfig
-from course_lib.trainers.dpo import build_preference_pairs, random_pairs
+from course_lib.trainers.dpo import build_preference_pairs, pairs_unmatched_in_trl, random_pairs
 from course_lib.trainers.trainer import (
     StageContext,
     StageResult,
     TrainContext,
+    TRLRecipe,
+    TRLRow,
+    Unmatched,
     register,
     train_offline,
+    trl_per_device,
 )
 from course_lib.trainers.utilisation import supervised_run_flops
 
@@ -106,15 +110,50 @@ def orpo_passport(cfg, info: dict) -> dict:
                          "generated_by": "the SFT checkpoint, once (offline); the policy restarts from the base model",
                          "reuse": "pairs sampled with replacement every step", "overlap": "held-out prompts excluded"},
         reward_contract={"source": reward_source("strict") + ", used only to label chosen vs rejected",
-                         "granularity": "once per completion", "truncation": "a truncated sample is a rejected answer"},
+                         "granularity": "once per completion",
+                         "truncation": "a truncated sample is a rejected answer"},
         optimisation={"algorithm": f"ORPO, one stage from the base model: NLL(chosen) + beta={o.beta} × odds-ratio "
                                    "penalty", "roles": ["policy"], "kl": "none (no reference model)",
                       "averaging_unit": "NLL: token mean over chosen completions; penalty: mean over pairs"},
     )
 
 
-@register("orpo", ORPOConfig, passport=orpo_passport,  # chosen and rejected, forward + backward; no reference
-          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=2 * cfg.orpo.batch_size), gpu=dict(steps=1800, batch_size=128, eval_every=150),  # SFT's + DPO's steps
+def orpo_trl(cfg, num_processes: int) -> TRLRecipe:
+    """ORPO as TRL's ``ORPOTrainer``, which TRL 1.16 keeps in ``trl.experimental.orpo`` (``TRLRow.translate``)."""
+    o = cfg.orpo
+    config = dict(
+        per_device_train_batch_size=trl_per_device(o.batch_size, num_processes, "orpo.batch_size"),
+        beta=o.beta,  # λ, the odds-ratio term's weight (the paper's λ, TRL's beta)
+        max_length=cfg.task.prompt_length + cfg.dpo.max_completion_length,
+    )
+    unmatched = [
+        Unmatched("orpo NLL tokens", "completion only",
+                  "ORPOTrainer's NLL averages over the prompt and the chosen completion tokens; the course's over "
+                  "the completion only, as SFT (tests/test_trl_parity.py pins both; the odds-ratio term is the "
+                  "same)"),
+        Unmatched("orpo start", "base initialisation",
+                  "course-side: the ORPO stage resets the policy to its pre-SFT weights (orpo.base_weights); TRL "
+                  "trains the model it is given, so hand it the base model"),
+        Unmatched("orpo certain answers", "mean log-prob clamped at orpo.CERTAIN = -1e-6",
+                  "TRL computes log(1 − p) unclamped: a completion the model is certain of gives an infinite "
+                  "log-odds"),
+        Unmatched("orpo data order", "with replacement", "TRL walks shuffled epochs over the pairs"),
+        Unmatched("orpo.eval_every", o.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+        *pairs_unmatched_in_trl("ORPO", cfg),
+    ]
+    return TRLRecipe("ORPOTrainer", "ORPOConfig", config, unmatched, module="trl.experimental.orpo")
+
+
+ORPO_TRL = TRLRow(orpo_trl, data="pairs", start=base_weights, names={
+    "steps": "max_steps", "learning_rate": "learning_rate", "batch_size": "per_device_train_batch_size",
+    "beta": "beta"})
+
+
+@register("orpo", ORPOConfig, passport=orpo_passport, trl=ORPO_TRL,
+          # chosen and rejected, forward + backward; no reference
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"],
+                                                              sequences=2 * cfg.orpo.batch_size),
+          gpu=dict(steps=1800, batch_size=128, eval_every=150),  # SFT's + DPO's steps
           test=dict(steps=4, batch_size=8, eval_every=2),
           recipe_stage="ORPO starts from the base model by definition (SFT and preference in one stage), so it "
                        "cannot continue a previous stage's policy: run `train orpo` on its own")
@@ -123,7 +162,8 @@ def orpo_stage(ctx: StageContext) -> StageResult:
     if ctx.train.state is not None:
         data = ctx.train.saved_data()
     else:
-        ctx.say("[course_lib] sampling DPO's preference pairs from the SFT policy; ORPO then starts from the base model")
+        ctx.say("[course_lib] sampling DPO's preference pairs from the SFT policy; ORPO then starts from the base "
+                "model")
         t0 = time.perf_counter()
         data = build_preference_pairs(ctx.model, ctx.task, ctx.cfg.dpo, generator=ctx.generator,
                                       show_progress=ctx.train.show_progress)

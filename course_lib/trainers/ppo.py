@@ -108,7 +108,8 @@ def token_values(critic, input_ids, attention_mask, *, validate: bool = True) ->
     at padding positions are not meaningful (right-padded rows run with no mask:
     ``model.attention_pattern``); ``validate=False`` assumes right padding (no host read).
     """
-    hidden = critic.transformer(input_ids=input_ids, attention_mask=attention_pattern(attention_mask, validate=validate),
+    hidden = critic.transformer(input_ids=input_ids,
+                                attention_mask=attention_pattern(attention_mask, validate=validate),
                                 position_ids=position_ids(attention_mask), use_cache=False).last_hidden_state
     return critic.score(hidden).squeeze(-1)[:, :-1].float()
 
@@ -128,8 +129,8 @@ def persistent_bytes(module: torch.nn.Module, optimizer: torch.optim.Optimizer |
 def collect(policy, task: AdditionTask, cfg: PPOConfig, reward_fn, generator: torch.Generator, gold_fn=None) -> dict:
     device = next(policy.parameters()).device
     pairs = task.sample_pairs(cfg.batch_prompts, generator)
-    roll = sample_groups(policy, task, pairs, num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
-                         temperature=cfg.temperature)
+    roll = sample_groups(policy, task, pairs, num_generations=cfg.num_generations,
+                         max_completion_length=cfg.max_completion_length, temperature=cfg.temperature)
     repeated = [p for p in pairs for _ in range(cfg.num_generations)]
     t0 = time.perf_counter()
     scores = to_device(reward_fn(repeated, roll.completions).float(), device)
@@ -139,8 +140,8 @@ def collect(policy, task: AdditionTask, cfg: PPOConfig, reward_fn, generator: to
     return out
 
 
-def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.Tensor, cfg: PPOConfig, *, prompt_length: int,
-               max_grad_norm: float = 1.0) -> dict:
+def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.Tensor, cfg: PPOConfig, *,
+               prompt_length: int, max_grad_norm: float = 1.0) -> dict:
     """Advantages from GAE on one rollout, then ``num_ppo_epochs`` clipped updates of policy and critic."""
     device = next(policy.parameters()).device
     ids, attn, cmask = roll.input_ids, roll.attention_mask, roll.completion_mask
@@ -155,7 +156,8 @@ def ppo_update(policy, critic, ref_model, opt, critic_opt, roll, scores: torch.T
         rewards[torch.arange(len(last), device=device), last] = scores
         kl_tok = None
         if ref_model is not None:
-            ref_logps = completion_logprobs(ref_model, ids, attn, cmask, temperature=T, validate=False)[0][:, sl].float()
+            ref_logps = completion_logprobs(ref_model, ids, attn, cmask, temperature=T,
+                                            validate=False)[0][:, sl].float()
             kl_tok = kl_estimate(old_logps, ref_logps, estimator="k1", validate=False) * mask
             if cfg.kl_coef > 0:
                 rewards = rewards - cfg.kl_coef * kl_tok
@@ -261,7 +263,8 @@ def train_ppo(
                              "update_seconds": time.perf_counter() - t1})
 
     def resumable() -> dict:
-        return {"optimizer": opt.state_dict(), "critic": critic.state_dict(), "critic_optimizer": critic_opt.state_dict()}
+        return {"optimizer": opt.state_dict(), "critic": critic.state_dict(),
+                "critic_optimizer": critic_opt.state_dict()}
 
     done = train_loop("ppo", one_step, ctx, total=cfg.steps if ctx.steps is None else ctx.steps,
                       state_dict=resumable, eval_fn=lambda: eval_fn(policy), eval_every=cfg.eval_every,
@@ -280,11 +283,13 @@ def critic_passport(cfg: PPOConfig, memory: dict | None = None) -> dict:
                  "transformer initialised from the SFT policy, fresh head",
         "advantages": f"GAE(gamma={cfg.gamma}, lambda={cfg.lam}) on per-token rewards, whitened over the batch",
         "value_loss": f"clipped, cliprange_value={cfg.cliprange_value}, own AdamW lr={cfg.critic_learning_rate}",
-        "kl": f"in the reward, per token, k1, kl_coef={cfg.kl_coef}" if cfg.kl_coef > 0 else "none (kl_coef=0, no reference model)",
+        "kl": (f"in the reward, per token, k1, kl_coef={cfg.kl_coef}" if cfg.kl_coef > 0
+               else "none (kl_coef=0, no reference model)"),
     }
     if memory is not None:
         c, p = memory["critic"]["total"], memory["policy"]["total"]
-        out["memory"] = f"critic {c / 2**20:.2f} MiB measured (weights, grads, AdamW) next to the policy's {p / 2**20:.2f} MiB"
+        out["memory"] = (f"critic {c / 2**20:.2f} MiB measured (weights, grads, AdamW) next to the policy's "
+                         f"{p / 2**20:.2f} MiB")
     return out
 
 
@@ -293,16 +298,22 @@ def ppo_passport(cfg, info: dict) -> dict:
     p = cfg.ppo
     info["systems"]["staleness"] = ONLINE_STALENESS
     out = dict(
-        data_and_policy={"examples": f"online trajectories: {p.batch_prompts} prompts × {p.num_generations} completion(s) per step",
+        data_and_policy={"examples": f"online trajectories: {p.batch_prompts} prompts × {p.num_generations} "
+                                     f"completion(s) per step",
                          "generated_by": f"the current actor, temperature {p.temperature}",
                          "reuse": f"each rollout used for {p.num_ppo_epochs} PPO epoch(s), then discarded",
                          "overlap": "training prompts drawn fresh; held-out prompts never drawn"},
-        reward_contract={"source": reward_source(p.reward), "granularity": reward_granularity(p.reward) + ", on its last token",
+        reward_contract={"source": reward_source(p.reward),
+                         "granularity": reward_granularity(p.reward) + ", on its last token",
                          "truncation": "a truncated completion gets what the reward says (strict: 0)"},
-        optimisation={"algorithm": "PPO, on-policy, learned critic", "advantage": f"GAE(gamma={p.gamma}, lambda={p.lam})",
-                      "roles": ["policy", "critic (trained)"] + (["reference (frozen SFT copy)"] if p.kl_coef > 0 else []),
-                      "kl": (f"in the reward, per token, k1, kl_coef={p.kl_coef}" if p.kl_coef > 0 else "none (kl_coef=0)"),
-                      "averaging_unit": "token_mean", "clip": f"cliprange={p.cliprange}, cliprange_value={p.cliprange_value}"},
+        optimisation={"algorithm": "PPO, on-policy, learned critic",
+                      "advantage": f"GAE(gamma={p.gamma}, lambda={p.lam})",
+                      "roles": ["policy", "critic (trained)"]
+                      + (["reference (frozen SFT copy)"] if p.kl_coef > 0 else []),
+                      "kl": (f"in the reward, per token, k1, kl_coef={p.kl_coef}" if p.kl_coef > 0
+                             else "none (kl_coef=0)"),
+                      "averaging_unit": "token_mean",
+                      "clip": f"cliprange={p.cliprange}, cliprange_value={p.cliprange_value}"},
         critic=critic_passport(p, info["memory"]),
     )
     if info["reward_model_info"] is not None:
@@ -311,10 +322,12 @@ def ppo_passport(cfg, info: dict) -> dict:
 
 
 @register("ppo", PPOConfig, passport=ppo_passport, flops=ppo_run_flops,
-          env="PPO's critic and GAE (course_lib.trainers.ppo) read every completion position as a policy state, one contiguous "
-              "run from the prompt; an episode interleaves the environment's tokens, whose values and advantages would "
-              "have to be skipped (GAE over the policy's tokens only, the critic bootstrapping across each "
-              "observation). Not implemented: use grpo with --env", completion_length=lambda cfg: cfg.ppo.max_completion_length,
+          trl="no TRL row: TRL 1.16 ships no PPO trainer (its online trainers are GRPO and RLOO, critic-free)",
+          env="PPO's critic and GAE (course_lib.trainers.ppo) read every completion position as a policy state, one "
+              "contiguous run from the prompt; an episode interleaves the environment's tokens, whose values and "
+              "advantages would have to be skipped (GAE over the policy's tokens only, the critic bootstrapping "
+              "across each observation). Not implemented: use grpo with --env",
+          completion_length=lambda cfg: cfg.ppo.max_completion_length,
           gpu=dict(steps=200, batch_prompts=1024, max_completion_length=7, eval_every=20),  # 1024 × 1 = GRPO's 128 × 8
           test=dict(steps=4, batch_prompts=16, max_completion_length=4, eval_every=2))
 def ppo_stage(ctx: StageContext) -> StageResult:

@@ -120,12 +120,14 @@ def scores(rm, ids: torch.Tensor, attention: torch.Tensor, *, validate: bool = T
     the reward ranks close completions, and its numbers must not depend on who calls it.
     """
     with full_precision(ids.device):
-        return rm(input_ids=ids, attention_mask=attention_pattern(attention, validate=validate)).logits.squeeze(-1).float()
+        mask = attention_pattern(attention, validate=validate)
+        return rm(input_ids=ids, attention_mask=mask).logits.squeeze(-1).float()
 
 
 # ---- preference data --------------------------------------------------------------------------
 @torch.no_grad()
-def preference_data(policy, task: AdditionTask, prompts, cfg: RewardModelConfig, *, generator: torch.Generator) -> dict:
+def preference_data(policy, task: AdditionTask, prompts, cfg: RewardModelConfig, *,
+                    generator: torch.Generator) -> dict:
     """Pairs from ``policy``'s samples, gold-labelled by the strict checker, then noised.
 
     Returns tensors ``a_ids``/``b_ids`` (prompt + completion, right-padded), ``gold`` (1 where
@@ -134,8 +136,8 @@ def preference_data(policy, task: AdditionTask, prompts, cfg: RewardModelConfig,
     """
     device = next(policy.parameters()).device
     k = cfg.samples_per_prompt
-    roll = generate(policy, task.encode_prompts(prompts, device), task.tokenizer, max_completion_length=cfg.max_completion_length,
-                    num_generations=k, temperature=cfg.temperature)
+    roll = generate(policy, task.encode_prompts(prompts, device), task.tokenizer,
+                    max_completion_length=cfg.max_completion_length, num_generations=k, temperature=cfg.temperature)
     comps = roll.completions.cpu()
     good_rows, bad_rows, used = [], [], []
     accepted = [[bool(task.strict_reward(pair, comps[i * k + j])) for j in range(k)] for i, pair in enumerate(prompts)]
@@ -160,7 +162,8 @@ def preference_data(policy, task: AdditionTask, prompts, cfg: RewardModelConfig,
 def _oriented(data: dict, idx) -> tuple[torch.Tensor, torch.Tensor]:
     """(chosen, rejected) ids according to the noisy label."""
     lab = data["label"][idx][:, None]
-    return torch.where(lab, data["a_ids"][idx], data["b_ids"][idx]), torch.where(lab, data["b_ids"][idx], data["a_ids"][idx])
+    a, b = data["a_ids"][idx], data["b_ids"][idx]
+    return torch.where(lab, a, b), torch.where(lab, b, a)
 
 
 # ---- training and evaluation --------------------------------------------------------------------
@@ -283,8 +286,9 @@ def save_reward_model(rm, tokenizer: CharTokenizer, directory, *, task_config: T
     with _quiet():
         rm.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
-    info = {"format": FORMAT, "labelling_rule": LABELLING_RULE, "gold": "strict checker (course_lib.tinygpt.task.strict_reward)",
-            "noise": cfg.noise, "task": asdict(task_config), "config": asdict(cfg), "metrics": metrics}
+    info = {"format": FORMAT, "labelling_rule": LABELLING_RULE,
+            "gold": "strict checker (course_lib.tinygpt.task.strict_reward)", "noise": cfg.noise,
+            "task": asdict(task_config), "config": asdict(cfg), "metrics": metrics}
     (directory / INFO_FILE).write_text(json.dumps(info, indent=2))
     return directory
 
@@ -380,15 +384,16 @@ def fit_reward_model(policy, task: AdditionTask, cfg: RewardModelConfig, ctx: Tr
     with_data = None
     if checkpoint is not None:
         def with_data(step, trainer_state, seconds):
-            checkpoint(step, {**trainer_state, "rm_train": train, "rm_heldout": heldout, "rm_data_seconds": data_seconds},
-                       seconds)
+            checkpoint(step, {**trainer_state, "rm_train": train, "rm_heldout": heldout,
+                              "rm_data_seconds": data_seconds}, seconds)
     t0 = time.perf_counter()
     rows = train_reward_model(rm, train, cfg, ctx.replace(checkpoint=with_data), generator=gen, heldout=heldout)
     train_seconds = time.perf_counter() - t0 + (state["seconds"] if state is not None else 0.0)
     acc = pairwise_accuracy(rm, heldout)
     cal = calibration(rm, heldout)
-    metrics = {"train_pairs": train["n_pairs"], "train_prompts": train["n_prompts"], "heldout_pairs": heldout["n_pairs"],
-               "noise": cfg.noise, "train_flipped": float(train["flipped"].float().mean()),
+    metrics = {"train_pairs": train["n_pairs"], "train_prompts": train["n_prompts"],
+               "heldout_pairs": heldout["n_pairs"], "noise": cfg.noise,
+               "train_flipped": float(train["flipped"].float().mean()),
                "heldout_accuracy": acc["accuracy"], "heldout_gold_accuracy": acc["gold_accuracy"],
                "noise_ceiling": acc["ceiling"], "of_ceiling": acc["of_ceiling"], "ece": cal["ece"],
                "data_seconds": data_seconds, "train_seconds": train_seconds}
@@ -423,7 +428,8 @@ def best_of_n_exact_kl(probs, rewards, n: int) -> float:
     probs = torch.as_tensor(probs, dtype=torch.float64).flatten()
     rewards = torch.as_tensor(rewards, dtype=torch.float64).flatten()
     if probs.shape != rewards.shape or probs.numel() == 0:
-        raise ValueError(f"probs and rewards must be non-empty and the same length; got {probs.numel()}, {rewards.numel()}")
+        raise ValueError(f"probs and rewards must be non-empty and the same length; got {probs.numel()}, "
+                         f"{rewards.numel()}")
     if (probs < 0).any() or abs(float(probs.sum()) - 1) > 1e-6:
         raise ValueError(f"probs must be non-negative and sum to 1; got sum {float(probs.sum())}")
     levels, cls = torch.unique(rewards, return_inverse=True)  # sorted reward levels, class of each outcome
@@ -454,7 +460,8 @@ def empirical_best_of_n_kl(proxy: torch.Tensor, ids: torch.Tensor, n: int) -> fl
     """
     proxy, ids = torch.as_tensor(proxy), torch.as_tensor(ids)
     if proxy.ndim != 2 or proxy.shape != ids.shape:
-        raise ValueError(f"proxy and ids must both have shape (prompts, samples); got {tuple(proxy.shape)}, {tuple(ids.shape)}")
+        raise ValueError(f"proxy and ids must both have shape (prompts, samples); got {tuple(proxy.shape)}, "
+                         f"{tuple(ids.shape)}")
     total = 0.0
     for p_row, i_row in zip(proxy, ids):
         outcomes, first, counts = [], {}, {}
@@ -479,7 +486,8 @@ def best_of_n_curve(proxy: torch.Tensor, gold: torch.Tensor, ns, ids: torch.Tens
     """
     proxy, gold = torch.as_tensor(proxy, dtype=torch.float32), torch.as_tensor(gold, dtype=torch.float32)
     if proxy.ndim != 2 or proxy.shape != gold.shape:
-        raise ValueError(f"proxy and gold must both have shape (prompts, samples); got {tuple(proxy.shape)}, {tuple(gold.shape)}")
+        raise ValueError(f"proxy and gold must both have shape (prompts, samples); got {tuple(proxy.shape)}, "
+                         f"{tuple(gold.shape)}")
     k = proxy.shape[1]
     rows = []
     for n in ns:
@@ -500,12 +508,12 @@ def best_of_n_scores(policy, task: AdditionTask, pairs, proxy, *, k: int = 64, m
     """Sample ``k`` completions per prompt; return proxy and gold (strict checker) scores and the
     samples' ids (``sample_ids``: equal ids, equal completions), each ``(P, k)``."""
     device = next(policy.parameters()).device
-    roll = generate(policy, task.encode_prompts(pairs, device), task.tokenizer, max_completion_length=max_completion_length,
-                    num_generations=k, temperature=temperature)
+    roll = generate(policy, task.encode_prompts(pairs, device), task.tokenizer,
+                    max_completion_length=max_completion_length, num_generations=k, temperature=temperature)
     repeated = [p for p in pairs for _ in range(k)]
     comps = roll.completions
-    return (proxy(repeated, comps).view(len(pairs), k).cpu(), resolve_reward("strict", task)(repeated, comps).view(len(pairs), k),
-            sample_ids(task, comps, k))
+    gold = resolve_reward("strict", task)(repeated, comps).view(len(pairs), k)
+    return proxy(repeated, comps).view(len(pairs), k).cpu(), gold, sample_ids(task, comps, k)
 
 
 def over_optimisation(rows, window: int = 5, tol: float = 0.03) -> dict:
@@ -546,12 +554,13 @@ def passport_fields(info: dict) -> dict:
     """The reward model's passport entry (§17): data, labelling rule, noise, accuracy, from ``reward_model.json``."""
     c, m = info["config"], info["metrics"]
     return {
-        "data": (f"{m['train_pairs']} pairs from {m['train_prompts']} prompts, {c['samples_per_prompt']} SFT samples per "
-                 f"prompt at temperature {c['temperature']} (one round, never refreshed); "
+        "data": (f"{m['train_pairs']} pairs from {m['train_prompts']} prompts, {c['samples_per_prompt']} SFT samples "
+                 f"per prompt at temperature {c['temperature']} (one round, never refreshed); "
                  f"{m['heldout_pairs']} held-out pairs from the task's held-out prompts"),
         "labelling_rule": info["labelling_rule"],
         "noise": f"each label flipped with probability {info['noise']} ({m['train_flipped']:.1%} of training labels)",
-        "model": f"GPT2ForSequenceClassification(num_labels=1), initialised from {'the SFT policy' if c['init'] == 'sft' else 'scratch'}",
+        "model": "GPT2ForSequenceClassification(num_labels=1), initialised from "
+                 + ("the SFT policy" if c["init"] == "sft" else "scratch"),
         "accuracy": (f"held-out pairwise {m['heldout_accuracy']:.1%} = {m['of_ceiling']:.1%} of the noise ceiling "
                      f"{m['noise_ceiling']:.1%}; against gold {m['heldout_gold_accuracy']:.1%}; ECE {m['ece']:.3f}"),
     }
@@ -566,8 +575,8 @@ def rm_passport(cfg, info: dict) -> dict:
     """The reward model's passport sections (``course_lib.run.passport``)."""
     r = cfg.rm
     out = dict(
-        data_and_policy={"examples": f"preference pairs from {r.pair_prompts} prompts × {r.samples_per_prompt} SFT samples "
-                                     f"(≤ {r.pairs_per_prompt} pairs per prompt)",
+        data_and_policy={"examples": f"preference pairs from {r.pair_prompts} prompts × {r.samples_per_prompt} SFT "
+                                     f"samples (≤ {r.pairs_per_prompt} pairs per prompt)",
                          "generated_by": f"the SFT checkpoint, once, temperature {r.temperature} (offline)",
                          "reuse": "pairs sampled with replacement every step",
                          "overlap": "held-out pairs come from the task's held-out prompts only"},
@@ -582,23 +591,29 @@ def rm_passport(cfg, info: dict) -> dict:
     return out
 
 
-@register("rm", RewardModelConfig, passport=rm_passport, flops=rm_run_flops, trains_policy=False, recipe_stage="a reward model trains no policy",
+@register("rm", RewardModelConfig, passport=rm_passport, flops=rm_run_flops,
+          trl="no TRL row: TRL's RewardTrainer trains a sequence classifier on a preference dataset; the bridge "
+              "does not translate the course's reward model (a head on the SFT policy's transformer)",
+          trains_policy=False, recipe_stage="a reward model trains no policy",
           # the same one spare token past the longest answer + <eos> (digits + 2) as the policy trainers
           gpu=dict(pair_prompts=16384, heldout_prompts=1000, steps=500, batch_size=512, max_completion_length=7),
-          test=dict(pair_prompts=64, heldout_prompts=30, samples_per_prompt=8, max_completion_length=4, temperature=1.5,
-                    steps=20, batch_size=16, eval_every=10))
+          test=dict(pair_prompts=64, heldout_prompts=30, samples_per_prompt=8, max_completion_length=4,
+                    temperature=1.5, steps=20, batch_size=16, eval_every=10))
 def reward_model_stage(ctx: StageContext) -> StageResult:
     """``train rm``: the SFT policy writes the pairs and lends the reward model its transformer."""
     fit = fit_reward_model(ctx.model, ctx.task, ctx.cfg.rm, ctx.train.replace(show_progress=False), seed=ctx.seed)
     save_reward_model(fit["model"], ctx.task.tokenizer, ctx.out, task_config=ctx.cfg.task, cfg=ctx.cfg.rm,
                       metrics=fit["metrics"])
     m = fit["metrics"]
-    ctx.say(f"[course_lib] reward model: {m['train_pairs']} pairs, held-out pairwise accuracy {m['heldout_accuracy']:.3f} "
-            f"= {m['of_ceiling']:.1%} of the noise ceiling {m['noise_ceiling']:.3f} (gold {m['heldout_gold_accuracy']:.3f})")
-    line = (f"[course_lib] reward model held-out pairwise accuracy {m['heldout_accuracy']:.3f} = {m['of_ceiling']:.1%} "
-            f"of the noise ceiling; use it with --reward rm:{ctx.out}")
+    ctx.say(f"[course_lib] reward model: {m['train_pairs']} pairs, held-out pairwise accuracy "
+            f"{m['heldout_accuracy']:.3f} = {m['of_ceiling']:.1%} of the noise ceiling {m['noise_ceiling']:.3f} "
+            f"(gold {m['heldout_gold_accuracy']:.3f})")
+    line = (f"[course_lib] reward model held-out pairwise accuracy {m['heldout_accuracy']:.3f} = "
+            f"{m['of_ceiling']:.1%} of the noise ceiling; use it with --reward rm:{ctx.out}")
+    # the counted FLOPs are the reward model's training, without sampling and labelling its pairs
     return StageResult(steps=ctx.cfg.rm.steps, rl_seconds=m["data_seconds"] + m["train_seconds"],
-                       summary={"reward_model": m}, reward_model_info=read_info(ctx.out), line=line)
+                       summary={"reward_model": m}, reward_model_info=read_info(ctx.out), line=line,
+                       flop_seconds=m["train_seconds"])
 
 
 register_source(REWARD_MODEL_PREFIX, load_reward)

@@ -29,6 +29,7 @@ import time
 
 import torch
 
+from course_lib.formulas.advantages import rft_weights
 from course_lib.tinygpt.evaluation import evaluate
 from course_lib.tinygpt.model import completion_logprobs
 from course_lib.tinygpt.rewards import resolve_reward
@@ -42,28 +43,16 @@ from course_lib.tinygpt.runtime import (
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.trainers.configs import GRPOConfig
-from course_lib.trainers.grpo import grpo_passport
+from course_lib.trainers.grpo import grpo_passport, rollout_numbers
 from course_lib.trainers.trainer import (
     StageContext,
     StageResult,
     StageStopped,
     TrainContext,
     register_stage,
+    row_mean,
     train_loop,
 )
-
-WEIGHTINGS = ("filter", "reward")
-
-
-def rft_weights(rewards: torch.Tensor, *, weighting: str = "filter", threshold: float = 1.0) -> torch.Tensor:
-    """Per-completion weights of the supervised step: ``1[r ≥ threshold]`` or ``r`` itself."""
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"weighting must be one of {WEIGHTINGS}; got {weighting!r}")
-    if weighting == "filter":
-        return (rewards >= threshold).to(torch.float32)
-    if bool((rewards < 0).any()):
-        raise ValueError("weighting='reward' needs rewards >= 0 (they are used as sample weights)")
-    return rewards.to(torch.float32)
 
 
 def rft_loss(model, batch: dict, weights: torch.Tensor, *, prompt_length: int = 1) -> torch.Tensor:
@@ -98,7 +87,8 @@ def train_rft(
     """
     ctx = ctx if ctx is not None else TrainContext()
     if cfg.num_iterations != 1:
-        raise ValueError(f"RFT takes one supervised step per rollout; num_iterations must be 1, got {cfg.num_iterations}")
+        raise ValueError(f"RFT takes one supervised step per rollout; num_iterations must be 1, got "
+                         f"{cfg.num_iterations}")
     rft_weights(torch.zeros(1), weighting=weighting, threshold=threshold)  # validate the options once
     state = ctx.state
     set_threads(ctx.threads)
@@ -142,25 +132,33 @@ def rft_passport(cfg, info: dict) -> dict:
     """RFT's passport sections: GRPO's rollouts, a supervised step on the accepted samples."""
     out = grpo_passport(cfg, info)
     out.pop("six_choices")
-    out["data_and_policy"]["reuse"] = "each rollout used for one supervised step on its accepted samples, then discarded"
+    out["data_and_policy"]["reuse"] = ("each rollout used for one supervised step on its accepted samples, then "
+                                       "discarded")
     out["optimisation"] = {"algorithm": "online rejection-sampling fine-tuning (RFT), on-policy",
                            "advantage": "none: weight 1[reward >= 1] per completion (no baseline, no negatives)",
                            "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean (NLL of accepted samples)"}
     return out
 
 
-@register_stage("rft", "grpo", passport=rft_passport)
+def rft_numbers(rows: list[dict]) -> dict:
+    """What a recipe records of an RFT stage: the share of samples accepted, then GRPO's rollout numbers."""
+    return {"acceptance_rate": row_mean(rows, "kept_fraction"), **rollout_numbers(rows)}
+
+
+@register_stage("rft", "grpo", passport=rft_passport, control=True, recipe_numbers=rft_numbers)
 def rft_stage(ctx: StageContext) -> StageResult:
-    """A recipe's RFT stage from the previous stage's policy, refused (``StageStopped``) when the first rollout,
-    the very one its first step draws, has nothing to fine-tune on."""
+    """RFT from the stage's policy: a run's control (``ctx.sft`` set: from the SFT policy, GRPO's prompts and
+    steps), or a recipe's stage, refused there (``StageStopped``) when the first rollout, the very one its first
+    step draws, has nothing to fine-tune on."""
     g = ctx.cfg.grpo
-    state = ctx.generator.get_state()
-    with torch.random.fork_rng(devices=[]):
-        rollout = collect_rollouts(ctx.model, ctx.task, g, ctx.generator, resolve_reward(g.reward, ctx.task))
-    ctx.generator.set_state(state)
-    if rollout["stats"]["reward_mean"] <= 0:
-        n = g.batch_prompts * g.num_generations
-        raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's {n} "
-                           f"samples, so there is nothing to fine-tune on (train the policy further first)")
+    if ctx.sft is None:  # a recipe's stage: look at the first rollout without drawing it
+        state = ctx.generator.get_state()
+        with torch.random.fork_rng(devices=[]):
+            rollout = collect_rollouts(ctx.model, ctx.task, g, ctx.generator, resolve_reward(g.reward, ctx.task))
+        ctx.generator.set_state(state)
+        if rollout["stats"]["reward_mean"] <= 0:
+            n = g.batch_prompts * g.num_generations
+            raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's "
+                               f"{n} samples, so there is nothing to fine-tune on (train the policy further first)")
     res = train_rft(ctx.model, ctx.task, g, ctx.train, generator=ctx.generator)
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"])

@@ -7,8 +7,8 @@ overlaps optimisation and the staleness of the sampler's weights is an explicit 
 
 - the worker is a second process (one torch thread: its own core) running
   ``rollout.collect_rollouts`` — the same sampling, reward (``rewards.grpo_reward``) and
-  zero-variance policy as the synchronous trainer — and sends each batch through a bounded queue, tagged with the weight
-  *version* (optimiser steps taken) that sampled it;
+  zero-variance policy as the synchronous trainer — and sends each batch through a bounded queue,
+  tagged with the weight *version* (optimiser steps taken) that sampled it;
 - the weights reach it without a file: the trainer writes each new version into a ring of K + 1
   flat float32 slots in shared memory (``share_memory_``); the worker copies one slot into its
   own model before each batch;
@@ -166,9 +166,10 @@ class RolloutWorker:
     """The trainer's handle on the worker: start, ``publish`` weights, ``next_batch``, ``close``.
 
     ``task`` and ``grpo_cfg`` are the trainer's (``collect_rollouts`` runs with them in the worker,
-    which gets a CPU copy of ``model``). ``model`` holds the weights of version ``first`` (the trainer's current step); ``sampler`` is
-    a checkpoint's ``state()`` to resume from, else ``torch_rng``/``data_rng`` are the random
-    states the synchronous trainer would sample with. A context manager: ``close`` always runs.
+    which gets a CPU copy of ``model``). ``model`` holds the weights of version ``first`` (the
+    trainer's current step); ``sampler`` is a checkpoint's ``state()`` to resume from, else
+    ``torch_rng``/``data_rng`` are the random states the synchronous trainer would sample with. A
+    context manager: ``close`` always runs.
     """
 
     def __init__(self, model, task, grpo_cfg, *, torch_rng: torch.Tensor, data_rng: torch.Tensor, first: int = 0,
@@ -194,11 +195,12 @@ class RolloutWorker:
         spec = {"grpo": grpo_cfg, "task": task, "model": copy.deepcopy(model).cpu().float(), "torch_rng": torch_rng,
                 "data_rng": data_rng, "first": first}
         self.process = ctx.Process(target=_worker_main, name="rollout-worker", daemon=True,
-                                   args=(spec, self.ring, self.versions, self.published, self.lock, self.wake, self.queue,
-                                         self.stop))
+                                   args=(spec, self.ring, self.versions, self.published, self.lock, self.wake,
+                                         self.queue, self.stop))
         self.process.start()
         self.inbox: queue.Queue = queue.Queue()
-        self.reader = threading.Thread(target=_drain, args=(self.queue, self.inbox), name="rollout-reader", daemon=True)
+        self.reader = threading.Thread(target=_drain, args=(self.queue, self.inbox), name="rollout-reader",
+                                       daemon=True)
         self.reader.start()
 
     def publish(self, model, version: int) -> None:
@@ -226,8 +228,9 @@ class RolloutWorker:
         return msg
 
     def _silent(self) -> str:
-        return (f"the rollout worker (pid {self.process.pid}) sent no batch for {self.timeout:g} s (grpo.worker_timeout): "
-                f"it is stopped or hung (raise --worker-timeout if one batch really takes longer)")
+        return (f"the rollout worker (pid {self.process.pid}) sent no batch for {self.timeout:g} s "
+                f"(grpo.worker_timeout): it is stopped or hung (raise --worker-timeout if one batch really takes "
+                f"longer)")
 
     def _receive(self, step: int) -> dict:
         start = time.monotonic()

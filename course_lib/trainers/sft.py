@@ -27,8 +27,12 @@ from course_lib.trainers.trainer import (
     StageContext,
     StageResult,
     TrainContext,
+    TRLRecipe,
+    TRLRow,
+    Unmatched,
     register,
     train_offline,
+    trl_per_device,
 )
 from course_lib.trainers.utilisation import supervised_run_flops
 
@@ -100,7 +104,8 @@ def sft_passport(cfg, info: dict) -> dict:
                          "reuse": "sampled with replacement every step",
                          "overlap": "held-out prompts excluded from the demonstrations"},
         reward_contract={"source": "none (imitation of demonstrations)", "granularity": "per token (NLL)"},
-        optimisation={"algorithm": "supervised, offline", "roles": ["policy"], "kl": "none", "averaging_unit": "token_mean"},
+        optimisation={"algorithm": "supervised, offline", "roles": ["policy"], "kl": "none",
+                      "averaging_unit": "token_mean"},
     )
 
 
@@ -110,8 +115,24 @@ def sft_from_context(ctx: StageContext, demos: tuple | None = None) -> StageResu
     return StageResult(steps=res["steps"], rl_seconds=res["seconds"])
 
 
-@register("sft", SFTConfig, passport=sft_passport, env=True,
-          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"], sequences=cfg.sft.batch_size),
+def sft_trl(cfg, num_processes: int) -> TRLRecipe:
+    """SFT as TRL's ``SFTTrainer`` (``TRLRow.translate``)."""
+    s = cfg.sft
+    config = dict(
+        per_device_train_batch_size=trl_per_device(s.batch_size, num_processes, "sft.batch_size"),
+        completion_only_loss=True,  # token-mean NLL of the completion tokens, as train.sft_loss
+        max_length=cfg.task.prompt_length + cfg.task.answer_length,
+    )
+    unmatched = [
+        Unmatched("sft data order", "with replacement", "TRL walks shuffled epochs over the demonstrations"),
+        Unmatched("sft.eval_every", s.eval_every, "not a TRL option: HeldoutAccuracy(task, every=...) callback"),
+    ]
+    return TRLRecipe("SFTTrainer", "SFTConfig", config, unmatched)
+
+
+@register("sft", SFTConfig, passport=sft_passport, env=True, trl=TRLRow(sft_trl, data="demonstrations"),
+          flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"],
+                                                              sequences=cfg.sft.batch_size),
           gpu=dict(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
           test=dict(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30))
 def sft_stage(ctx: StageContext) -> StageResult:
@@ -119,4 +140,4 @@ def sft_stage(ctx: StageContext) -> StageResult:
     recipe (``ctx.sft`` None) train it here."""
     if ctx.sft is None:
         return sft_from_context(ctx)
-    return StageResult(steps=ctx.sft["steps"], rl_seconds=0.0, final=ctx.sft["eval"])
+    return StageResult(steps=ctx.sft["steps"], rl_seconds=0.0, final=ctx.sft["eval"], flop_seconds=ctx.sft["seconds"])

@@ -14,16 +14,26 @@ gradient clip, steps, progress bar, threads).
 
 ``register(kind, ConfigClass, …)`` adds a trainer to ``TRAINERS``: a stage function
 ``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy, its config
-section with the named configs' values, its passport sections, its FLOP count and whether it can
-be a recipe's stage. Everything that names trainers loops over this table: ``configs.RunConfig``,
-``validate`` and ``from_dict``, the CLI, ``pipeline.run``, the passport, the recipes' stages. A
-new trainer is one file: its config, its loop (through ``train_loop``) and its registered stage.
-The course's own trainers are imported the first time the table is read (``trainers()``).
+section with the named configs' values, its passport sections, its FLOP count, whether it can
+be a recipe's stage and what a recipe records of it, and its row in the TRL bridge (``TRLRow``:
+TRL's trainer and config, the translation of its section, the data it trains on; or why it has
+none). ``register_stage`` adds a stage that reads another trainer's section (RFT, GRPO's control;
+the recipes' pretraining). Everything that names trainers loops over these tables:
+``configs.RunConfig``, ``validate`` and ``from_dict``, the CLI, ``pipeline.run`` and its controls,
+the passport, the recipes' stages, ``course_lib.trl``. A new trainer is one file: its config, its
+loop (through ``train_loop``) and its registered stage. The course's own trainers are imported
+the first time the table is read (``trainers()``).
+
+Not registered: the AI-feedback judge (``course_lib.run.ai_feedback.train_judge``). It trains
+through ``train_offline`` like the others, but it is not a run's trainer: it learns a pairwise
+verdict from a constitution's labels on sampled pairs, trains no policy, its ``JudgeConfig`` is
+no section of the run config, it has no passport or recipe stage, and it is measured against
+gold labels, not held-out accuracy: ``pipeline.run`` has nothing to give it or take from it.
 
 Simplifications, said out loud: one process (GRPO's asynchronous mode adds a rollout worker
-process, ``course_lib.trainers.rollout_worker``; the loop itself runs in the trainer's); a step's seconds are its wall time without the
-evaluation; the trainer restores its own parts of a checkpoint (optimizers, extra models, data),
-the loop only the step counter and the elapsed seconds.
+process, ``course_lib.trainers.rollout_worker``; the loop itself runs in the trainer's); a step's
+seconds are its wall time without the evaluation; the trainer restores its own parts of a checkpoint
+(optimizers, extra models, data), the loop only the step counter and the elapsed seconds.
 """
 
 from __future__ import annotations
@@ -54,7 +64,8 @@ DATA_PREFIX = "data_"  # how a stage's own data is named inside its checkpoint
 
 @dataclass(frozen=True)
 class TrainContext:
-    """A trainer's plumbing, the same for every ``train_x(model, task, cfg, ctx)``: where it logs, resumes, checkpoints.
+    """A trainer's plumbing, the same for every ``train_x(model, task, cfg, ctx)``: where it logs, resumes,
+    checkpoints.
 
     ``log``: the metrics rows (a fresh ``MetricsLog`` if None); ``state``: a checkpoint to resume;
     ``checkpoint(step, trainer_state, seconds)`` every ``checkpoint_every`` steps and at the end;
@@ -243,6 +254,77 @@ class StageResult:
     summary: dict = field(default_factory=dict)  # extra summary entries (reward_model, memory, …)
     reward_model_info: dict | None = None  # a reward model's passport entry
     line: str | None = None  # the closing line, when the held-out accuracy is not the headline
+    flop_seconds: float | None = None  # the seconds its counted FLOPs ran in, when not rl_seconds
+
+
+# ---- a trainer's row in the TRL bridge: pure data (course_lib.trl translates and builds it; no TRL here) ----
+@dataclass
+class Unmatched:
+    """A course option TRL has no exact equivalent for, and what TRL does instead."""
+
+    option: str
+    value: object
+    trl_does: str
+
+    def __str__(self) -> str:
+        return f"{self.option}={self.value!r}: {self.trl_does}"
+
+
+@dataclass
+class TRLRecipe:
+    """A trainer's recipe in TRL 1.16's words (what a ``TRLRow``'s ``translate`` returns).
+
+    ``trainer`` and ``config_class``: TRL's class names, found in ``module``; ``config``: the config's keyword
+    arguments beyond those every recipe shares (``course_lib.trl.trl_translate`` adds precision, steps, learning
+    rate, clipping, logging); ``unmatched``: the course options without an exact TRL equivalent.
+    """
+
+    trainer: str
+    config_class: str
+    config: dict
+    unmatched: list[Unmatched]
+    module: str = "trl"
+
+
+TRL_DATA = ("demonstrations", "pairs", "answers", "prompts")  # what a TRL trainer trains on (TRLRow.data)
+NO_TRL_ROW = "no TRL row: the TRL bridge does not translate this trainer"
+
+
+@dataclass(frozen=True)
+class TRLRow:
+    """How the TRL bridge (``course_lib.trl``) hands a trainer's recipe to TRL (``register(trl=)``).
+
+    ``translate(cfg, num_processes) -> TRLRecipe`` reads the run config (``trl_per_device`` divides a
+    batch among ``accelerate launch``'s processes). ``data``: what TRL trains on, which the bridge
+    builds: ``"demonstrations"`` (the task's), ``"pairs"`` (DPO's preference pairs), ``"answers"``
+    (those pairs made into the trainer's own data by ``prepare(task, pairs, section, generator)``),
+    ``"prompts"`` (fresh prompts scored by the section's ``reward``).
+    ``section``: the config section it reads (default: the trainer's own); ``requires``: options
+    of that section the row needs (RLOO's ``advantage="rloo"``; the bridge's CLI sets them);
+    ``names``: course option -> TRL argument where every option maps by name or is listed
+    unmatched; ``start(cfg, task, seed)``: the weights TRL trains when not the SFT policy.
+    """
+
+    translate: Callable
+    data: str
+    section: str = ""
+    requires: dict = field(default_factory=dict)
+    names: dict = field(default_factory=dict)
+    prepare: Callable | None = None
+    start: Callable | None = None
+
+    def __post_init__(self):
+        if self.data not in TRL_DATA:
+            raise ValueError(f"data must be one of {TRL_DATA}; got {self.data!r}")
+        if self.data == "answers" and self.prepare is None:
+            raise ValueError("data='answers' needs prepare(task, pairs, section, generator): the pairs made answers")
+
+
+def trl_per_device(total: int, num_processes: int, what: str) -> int:
+    """``total`` (the option ``what``, e.g. ``dpo.batch_size``) per process: one step still sees the course's batch."""
+    if total % num_processes:
+        raise ValueError(f"{what} ({total}) must be divisible by num_processes ({num_processes})")
+    return total // num_processes
 
 
 @dataclass
@@ -254,35 +336,49 @@ class Registered:
     gpu: dict = field(default_factory=dict)  # the section's options in the ``gpu`` config, over the class defaults
     test: dict = field(default_factory=dict)  # … and in the ``test`` config
     passport: Callable | None = None  # passport(cfg, info) -> its passport sections (``course_lib.run.passport``)
-    flops: Callable | None = None  # flops(cfg, rows, vocab, reference) -> the run's FLOPs (``course_lib.trainers.utilisation``)
+    flops: Callable | None = None  # flops(cfg, rows, vocab, reference) -> the run's FLOPs (trainers.utilisation)
     recipe_stage: bool | str = True  # can continue a previous stage's policy in a recipe; a str says why not
     env: bool | str = False  # runs episodes with an environment (task.env); a str says why not
     controls: tuple = ("sft",)  # the controls (pipeline.run's control=) it can be compared with
     trains_policy: bool = True  # False: the policy is unchanged (a reward model)
     completion_length: Callable | None = None  # cfg -> max_completion_length of the final evaluation
     time_split: bool = False  # report generation vs update seconds (an online trainer's rows carry them)
+    trl: dict | str = NO_TRL_ROW  # {TRL kind: TRLRow} (course_lib.trl), or why it has none
+    recipe_numbers: Callable | None = None  # rows -> the numbers a recipe's stage adds from its metrics rows
 
 
 TRAINERS: dict[str, Registered] = {}
 # The course's own trainers, imported (so registered) the first time the registry is read: ``trainers()``.
-BUILTIN = ("course_lib.trainers.sft", "course_lib.trainers.dpo", "course_lib.trainers.grpo", "course_lib.trainers.reward_model", "course_lib.trainers.ppo",
-           "course_lib.trainers.kto", "course_lib.trainers.orpo")
+BUILTIN = ("course_lib.trainers.sft", "course_lib.trainers.dpo", "course_lib.trainers.grpo",
+           "course_lib.trainers.reward_model", "course_lib.trainers.ppo", "course_lib.trainers.kto",
+           "course_lib.trainers.orpo", "course_lib.trainers.rft")  # rft: a stage (register_stage), GRPO's control
 _loading: list[bool] = []
 
 
 def register(kind: str, config: type, *, gpu: dict | None = None,
              test: dict | None = None, passport: Callable | None = None, flops: Callable | None = None,
              recipe_stage: bool | str = True, env: bool | str = False, controls: tuple = ("sft",),
-             trains_policy: bool = True, completion_length=None, time_split: bool = False):
+             trains_policy: bool = True, completion_length=None, time_split: bool = False,
+             trl: TRLRow | dict | str = NO_TRL_ROW, recipe_numbers: Callable | None = None):
     """Add ``stage(ctx) -> StageResult`` to ``TRAINERS`` under ``kind`` (a decorator): a new trainer is this one line.
 
     ``config`` is its section of ``configs.RunConfig`` (named ``kind``), with the ``gpu`` and
     ``test`` configs' values over its defaults; the CLI's flags, ``validate`` and ``from_dict``
-    follow from it.
+    follow from it. ``trl``: its row in the TRL bridge (a ``TRLRow``, named ``kind``, or
+    ``{TRL kind: TRLRow}`` for several), or a sentence saying why it has none. ``recipe_numbers(rows)``:
+    what a recipe records of its stage beyond the held-out numbers (e.g. GRPO's rewards).
     """
+    if isinstance(trl, TRLRow):
+        trl = {kind: trl}
+    if isinstance(trl, dict):
+        trl = {name: replace(row, section=row.section or kind) for name, row in trl.items()}
+    elif not isinstance(trl, str):
+        raise ValueError(f"trl must be a TRLRow, a dict of them or a str saying why none; got {trl!r}")
+
     def add(stage):
         TRAINERS[kind] = Registered(stage, config, dict(gpu or {}), dict(test or {}), passport, flops,
-                                    recipe_stage, env, tuple(controls), trains_policy, completion_length, time_split)
+                                    recipe_stage, env, tuple(controls), trains_policy, completion_length, time_split,
+                                    trl, recipe_numbers)
         return stage
 
     return add
@@ -294,30 +390,53 @@ class StageStopped(Exception):
 
 @dataclass
 class Stage:
-    """A recipe stage that is not a trainer of its own: it reads another trainer's config ``section``."""
+    """A stage that is not a trainer of its own (``register_stage``'s arguments): it reads another trainer's config
+    ``section``; ``control``: it can also be a run's control (``pipeline.run(control=kind)``), trained from the SFT
+    policy on that section's prompts for the trainer's steps; ``recipe_numbers`` as ``Registered``'s."""
 
     stage: Callable[[StageContext], StageResult]
     section: str
     passport: Callable
+    control: bool = False
+    recipe_numbers: Callable | None = None
 
 
 STAGES: dict[str, Stage] = {}  # rft (course_lib.trainers.rft), pretrain (course_lib.run.recipes)
 
 
-def register_stage(kind: str, section: str, *, passport: Callable):
-    """Add a recipe-only stage ``stage(ctx) -> StageResult`` to ``STAGES`` (a decorator), reading ``section``."""
+def register_stage(kind: str, section: str, *, passport: Callable, control: bool = False,
+                   recipe_numbers: Callable | None = None):
+    """Add a stage ``stage(ctx) -> StageResult`` to ``STAGES`` (a decorator), reading ``section``: a recipe's
+    stage, and with ``control=True`` a run's control (the trainers that offer it list it in ``controls``)."""
     def add(stage):
-        STAGES[kind] = Stage(stage, section, passport)
+        STAGES[kind] = Stage(stage, section, passport, control, recipe_numbers)
         return stage
 
     return add
+
+
+def stages() -> dict[str, Stage]:
+    """The registered stages (the course's own imported first, as ``trainers()`` does)."""
+    trainers()
+    return dict(STAGES)
+
+
+def stage_entry(kind: str) -> Registered | Stage:
+    """What a recipe's stage ``kind`` runs: a registered stage, else the registered trainer (ValueError if neither)."""
+    return stages()[kind] if kind in stages() else entry(kind)
+
+
+def row_mean(rows: list[dict], key: str) -> float | None:
+    """The mean of ``key`` over the metrics rows that have it; None if none does."""
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return sum(values) / len(values) if values else None
 
 
 def passport_sections(kind: str) -> Callable:
     """The function that writes ``kind``'s own passport sections (``register(passport=)`` or ``register_stage``)."""
     if kind in trainers() and trainers()[kind].passport is not None:
         return trainers()[kind].passport
-    if kind in STAGES:
+    if kind in stages():
         return STAGES[kind].passport
     known = tuple(k for k, e in TRAINERS.items() if e.passport) + tuple(STAGES)
     raise ValueError(f"kind must be one of {known} (a kind with a passport); got {kind!r}")
@@ -341,6 +460,11 @@ def trainers() -> dict[str, Registered]:
 def sections() -> dict[str, type]:
     """The trainer sections of ``configs.RunConfig``: ``{name: config class}``, in ``trainers()``' order."""
     return {kind: e.config for kind, e in trainers().items()}
+
+
+def trl_rows() -> dict[str, TRLRow]:
+    """Every TRL kind the bridge translates: ``{TRL kind: TRLRow}``, in ``trainers()``' order."""
+    return {name: row for e in trainers().values() if isinstance(e.trl, dict) for name, row in e.trl.items()}
 
 
 def entry(kind: str) -> Registered:

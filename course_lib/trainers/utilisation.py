@@ -73,13 +73,13 @@ def head_flops(model: ModelConfig, vocab: int, positions: float) -> float:
 def scored_forward(model: ModelConfig, vocab: int, prompt_length: int, completion: float, *, share: int = 1) -> float:
     """Forward FLOPs of one completion scored after its prompt; the prompt's share is 1/``share``
     (G completions of one prompt run it once)."""
-    return (body_flops(model, 0, prompt_length) / share + body_flops(model, prompt_length, prompt_length + completion - 1)
-            + head_flops(model, vocab, completion))
+    return (body_flops(model, 0, prompt_length) / share
+            + body_flops(model, prompt_length, prompt_length + completion - 1) + head_flops(model, vocab, completion))
 
 
-def grpo_step_flops(model: ModelConfig, vocab: int, *, prompt_length: int, completion_length: float, groups_sampled: int,
-                    batch_groups: int, update_groups: int, num_generations: int, num_iterations: int = 1,
-                    reference: bool = True) -> float:
+def grpo_step_flops(model: ModelConfig, vocab: int, *, prompt_length: int, completion_length: float,
+                    groups_sampled: int, batch_groups: int, update_groups: int, num_generations: int,
+                    num_iterations: int = 1, reference: bool = True) -> float:
     """FLOPs one GRPO step needs: sampling ``groups_sampled`` groups; the reference forward (if kept)
     on the ``batch_groups`` groups of the batch; μ updates (forward + backward = 3 forwards) on the
     ``update_groups`` groups the update keeps. ``completion_length``: mean real tokens per completion."""

@@ -25,6 +25,7 @@ Simplifications, said out loud (the translation's own are in ``course_lib.trl.tr
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
 import torch
@@ -33,7 +34,7 @@ from transformers import TrainerCallback
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import RunConfig
 from course_lib.trainers.trainer import TrainContext
-from course_lib.trl.trl_translate import KINDS, Bridged, Unmatched, translate  # noqa: F401 - re-exported: the table
+from course_lib.trl.trl_translate import Bridged, Unmatched, kinds, row, translate  # noqa: F401 - re-exported
 
 INSTALL_HINT = "TRL is not installed: pip install -e '.[trl]' (or make test, which installs it)"
 
@@ -88,17 +89,9 @@ def for_installed_transformers(config: dict, fields=None) -> dict:
 
 def trl_config(bridged: Bridged):
     """Instantiate the TRL config object (``trl.GRPOConfig(**bridged.config)``, ...)."""
-    trl = require_trl()
-    config = for_installed_transformers(bridged.config)
-    if bridged.config_class == "CPOConfig":
-        from trl.experimental.cpo import CPOConfig
-
-        return CPOConfig(**config)
-    if bridged.config_class == "ORPOConfig":  # TRL 1.16 keeps ORPO in trl.experimental
-        from trl.experimental.orpo import ORPOConfig
-
-        return ORPOConfig(**config)
-    return getattr(trl, bridged.config_class)(**config)
+    require_trl()
+    config_class = getattr(importlib.import_module(bridged.module), bridged.config_class)
+    return config_class(**for_installed_transformers(bridged.config))
 
 
 # ---- data and rewards in TRL's formats --------------------------------------------------------
@@ -263,36 +256,30 @@ def _build_trainer(kind, model, task, cfg, *, seed, output_dir, checkpointing, p
     cuda = next(model.parameters()).device.type == "cuda"
     bridged = translate(cfg, kind, output_dir=output_dir, seed=seed, cuda=cuda,
                         checkpointing=checkpointing, num_processes=num_processes)
-    args = trl_config(bridged)
-    common = dict(model=model, args=args, processing_class=task.tokenizer, callbacks=callbacks)
-    if kind == "sft":
-        from trl import SFTTrainer
-
-        return SFTTrainer(train_dataset=sft_dataset(task), **common), bridged
-    if kind in ("dpo", "kto", "orpo") and pairs is None:
+    r = row(kind)
+    if r.data in PAIRED and pairs is None:
         raise ValueError(f"pairs is required for kind={kind!r} (dpo.build_preference_pairs)")
-    if kind == "kto":
-        from trl import KTOTrainer
-
-        from course_lib.trainers.kto import kto_answers
-
+    args = trl_config(bridged)
+    section = getattr(cfg, r.section)
+    if r.data == "demonstrations":
+        data = dict(train_dataset=sft_dataset(task))
+    elif r.data == "pairs":
+        data = dict(train_dataset=preference_dataset(task, pairs))
+    elif r.data == "answers":
         generator = generator if generator is not None else torch.Generator().manual_seed(seed)
-        answers = kto_answers(task, pairs, cfg.kto, generator=generator)
-        return KTOTrainer(train_dataset=kto_dataset(task, answers), **common), bridged
-    if kind == "orpo":
-        from trl.experimental.orpo import ORPOTrainer
+        data = dict(train_dataset=kto_dataset(task, r.prepare(task, pairs, section, generator=generator)))
+    else:
+        data = _online_data(model, task, section, seed=seed, output_dir=output_dir)
+    trainer_class = getattr(importlib.import_module(bridged.module), bridged.trainer)
+    return trainer_class(model=model, args=args, processing_class=task.tokenizer, callbacks=callbacks,
+                         **data), bridged
 
-        return ORPOTrainer(train_dataset=preference_dataset(task, pairs), **common), bridged
-    if kind == "dpo":
-        data = preference_dataset(task, pairs)
-        if bridged.trainer == "CPOTrainer":
-            from trl.experimental.cpo import CPOTrainer
 
-            return CPOTrainer(train_dataset=data, **common), bridged
-        from trl import DPOTrainer
+PAIRED = ("pairs", "answers")  # the TRLRow data built from DPO's preference pairs
 
-        return DPOTrainer(train_dataset=data, **common), bridged
-    g = cfg.grpo
+
+def _online_data(model, task: AdditionTask, g, *, seed: int, output_dir: str) -> dict:
+    """A ``"prompts"`` row's trainer arguments: ``steps × batch_prompts`` fresh prompts and the section's reward."""
     if g.beta > 0:  # TRL builds its frozen reference by loading the policy's checkpoint path
         _save_reference(model, task, f"{output_dir}/reference")
     prompts = prompt_dataset(task, g.steps * g.batch_prompts, torch.Generator().manual_seed(seed))
@@ -301,13 +288,7 @@ def _build_trainer(kind, model, task, cfg, *, seed, output_dir, checkpointing, p
         from trl.rewards import get_soft_overlong_punishment
 
         reward = [reward, get_soft_overlong_punishment(g.max_completion_length, g.soft_punish_cache)]
-    if kind == "rloo":
-        from trl import RLOOTrainer
-
-        return RLOOTrainer(reward_funcs=reward, train_dataset=prompts, **common), bridged
-    from trl import GRPOTrainer
-
-    return GRPOTrainer(reward_funcs=reward, train_dataset=prompts, **common), bridged
+    return dict(reward_funcs=reward, train_dataset=prompts)
 
 
 # ---- the same recipe on a chat model ------------------------------------------------------------
@@ -421,12 +402,13 @@ def tiny_instruct_standin(seed: int = 0):
 
 # ---- command line: one recipe, one or many processes -------------------------------------------
 def main(argv: list[str] | None = None) -> dict:
-    """``python -m course_lib.trl.trl_bridge {grpo,rloo,dpo,kto,orpo} [--config test] [--steps N] [--out DIR]``.
+    """``python -m course_lib.trl.trl_bridge {dpo,grpo,rloo,kto,orpo} [--config test] [--steps N] [--out DIR]``.
 
     Trains the course's SFT start (deterministic on a CPU: every process trains the same one),
-    then the bridged TRL recipe (DPO, KTO and ORPO on DPO's pairs sampled from it; ORPO, as the
-    course's stage, from the base initialisation), and writes ``summary.json`` (held-out accuracy before and after,
-    seconds, number of processes) from the main process. Runs unchanged under
+    then the bridged TRL recipe (every TRL row but SFT's: DPO, KTO and ORPO on DPO's pairs sampled
+    from it; ORPO, as the course's stage, from the base initialisation: its row's ``start``), and
+    writes ``summary.json`` (held-out accuracy before and after, seconds, number of processes) from
+    the main process. Runs unchanged under
     ``accelerate launch --num_processes N`` (see ``configs/accelerate/multi_gpu.yaml``).
     """
     import argparse
@@ -440,10 +422,10 @@ def main(argv: list[str] | None = None) -> dict:
     from course_lib.tinygpt.evaluation import evaluate
     from course_lib.trainers.configs import get_config
     from course_lib.trainers.dpo import build_preference_pairs
-    from course_lib.trainers.orpo import base_weights
 
-    parser = argparse.ArgumentParser(prog="python -m course_lib.trl.trl_bridge", description=main.__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("grpo", "rloo", "dpo", "kto", "orpo"))
+    parser = argparse.ArgumentParser(prog="python -m course_lib.trl.trl_bridge",
+                                     description=main.__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=tuple(k for k in kinds() if row(k).data != "demonstrations"))
     parser.add_argument("--config", default="cpu")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
@@ -456,20 +438,19 @@ def main(argv: list[str] | None = None) -> dict:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     main_process = int(os.environ.get("RANK", "0")) == 0
     cfg = get_config(args.config)
-    section = "grpo" if args.kind == "rloo" else args.kind
-    if args.steps is not None:
-        setattr(cfg, section, dataclasses.replace(getattr(cfg, section), steps=args.steps))
-    if args.kind == "rloo":
-        cfg.grpo = dataclasses.replace(cfg.grpo, advantage="rloo")
+    r = row(args.kind)
+    steps = {} if args.steps is None else {"steps": args.steps}
+    setattr(cfg, r.section, dataclasses.replace(getattr(cfg, r.section), **steps, **r.requires))
     task, model, _ = sft_policy(cfg, TrainContext(show_progress=False, threads=args.threads), seed=args.seed,
                                 device="cpu")
     rl_generator(args.seed)  # the RL stage's torch seed, as a course run sets it
-    length = (cfg.grpo if section == "grpo" else cfg.dpo).max_completion_length
+    # the length the completions were sampled with: DPO's pairs', or the online section's own
+    length = (cfg.dpo if r.data in PAIRED else getattr(cfg, r.section)).max_completion_length
     pairs = None
-    if args.kind in ("dpo", "kto", "orpo"):
+    if r.data in PAIRED:
         pairs = build_preference_pairs(model, task, cfg.dpo, generator=torch.Generator().manual_seed(args.seed + 1))
-    if args.kind == "orpo":  # one stage from the base model, as the course's ORPO stage
-        model.load_state_dict(base_weights(cfg, task, args.seed))
+    if r.start is not None:  # e.g. ORPO: one stage from the base model, as the course's ORPO stage
+        model.load_state_dict(r.start(cfg, task, args.seed))
     before = evaluate(model, task, max_completion_length=length)["accuracy"]
     trainer, bridged = make_trainer(args.kind, model, task, cfg, seed=args.seed, output_dir=args.out,
                                     pairs=pairs, num_processes=world)
@@ -486,7 +467,8 @@ def main(argv: list[str] | None = None) -> dict:
         "per_device_train_batch_size": bridged.config["per_device_train_batch_size"],
         "steps": trainer.state.global_step, "train_seconds": seconds,
         "baseline_accuracy": before,
-        "final_accuracy": evaluate(trainer.accelerator.unwrap_model(trainer.model), task, max_completion_length=length)["accuracy"],
+        "final_accuracy": evaluate(trainer.accelerator.unwrap_model(trainer.model), task,
+                                   max_completion_length=length)["accuracy"],
         "unmatched": [str(u) for u in bridged.unmatched],
     }
     Path(args.out).mkdir(parents=True, exist_ok=True)
