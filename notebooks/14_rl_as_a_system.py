@@ -103,7 +103,14 @@ from course_lib.lesson.sources import cite
 from course_lib.lesson.stopwatch import Stopwatch
 from course_lib.run.dashboard import dashboard
 from course_lib.run.passport import passport
-from course_lib.run.seeds import HOT, in_background, rl_from_sft, staleness_runs, staleness_variants
+from course_lib.run.seeds import (
+    HOT,
+    cores,
+    in_background,
+    rl_from_sft,
+    staleness_runs,
+    staleness_variants,
+)
 from course_lib.run.starts import sft_start
 from course_lib.run.verdicts import evaluation_noise, paired
 from course_lib.tinygpt.evaluation import evaluate
@@ -120,7 +127,8 @@ cfg.grpo = dataclasses.replace(cfg.grpo, steps=STEPS, batch_prompts=16 if FAST e
 SEEDS = (0, 1, 2)
 SEED = SEEDS[0]  # the seed this notebook walks through; the others run in the background
 VARIANTS = staleness_variants(cfg)  # every GRPO run below, by name: (trainer, the GRPO options it changes)
-others = in_background(functools.partial(staleness_runs, cfg=cfg), SEEDS[1:])
+# the background seeds one at a time where the machine has two cores: the kernel keeps the other one
+others = in_background(functools.partial(staleness_runs, cfg=cfg), SEEDS[1:], processes=max(1, cores() - 1))
 # the shared SFT start of the training notebooks (course_lib.run.starts)
 task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)
 sft_weights = copy.deepcopy(model.state_dict())
