@@ -82,6 +82,7 @@ def test_a_notebooks_variants_on_a_background_seed_equal_the_kernels_own_runs(ca
     """``variants_from_start`` (a background seed) and ``rl_from_sft`` (the notebook's seed in its kernel) agree."""
     from course_lib.run.seeds import rl_from_sft, variants_from_start
     from course_lib.run.starts import sft_start
+    from course_lib.tinygpt.evaluation import evaluate
 
     cfg = get_config("test")
     variants = {"GRPO": ("grpo", {"steps": 3}), "RFT": ("rft", {"steps": 3})}
@@ -93,6 +94,9 @@ def test_a_notebooks_variants_on_a_background_seed_equal_the_kernels_own_runs(ca
         final, rows = rl_from_sft(model, task, dataclasses.replace(cfg.grpo, **overrides), sft_weights=weights, seed=1,
                                   trainer=trainer, show_progress=False)
         assert bg[name]["final"]["accuracy"] == final["accuracy"] and len(rows) == 3
+        # the final evaluation (the trainer's own at its last step) is that of the final weights
+        fresh = evaluate(model, task, max_completion_length=cfg.grpo.max_completion_length)
+        assert {k: final[k] for k in fresh} == fresh
         assert [r["reward_mean"] for r in bg[name]["rows"]] == [r["reward_mean"] for r in rows]
     with pytest.raises(ValueError, match="trainer must be 'grpo' or 'rft'"):
         rl_from_sft(model, task, cfg.grpo, sft_weights=weights, seed=1, trainer="ppo")

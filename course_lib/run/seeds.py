@@ -216,7 +216,8 @@ def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str
     ``model`` is reset to ``sft_weights``; torch is seeded with ``seed`` (sampling) and the data generator
     with ``seed + 1``; ``trainer`` is ``"grpo"`` (the SFT weights kept as the reference, to log the KL)
     or ``"rft"`` (``course_lib.trainers.rft``, GRPO's control). ``gcfg`` is the GRPO section to run; a progress bar
-    (labelled ``name``) unless ``show_progress`` is False.
+    (labelled ``name``) unless ``show_progress`` is False. The held-out evaluation is the trainer's own at its
+    last step (the training loop evaluates there), not a second one of the same weights.
     """
     from course_lib.tinygpt.evaluation import evaluate
     from course_lib.trainers.grpo import train_grpo
@@ -228,12 +229,20 @@ def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str
     log = MetricsLog()
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)
+    last: dict = {}
+
+    def held_out(m) -> dict:
+        last["evaluation"] = evaluate(m, task, max_completion_length=gcfg.max_completion_length)
+        return last["evaluation"]
+
+    ctx = TrainContext(log=log, show_progress=show_progress)
     if trainer == "grpo":
-        out = train_grpo(model, task, gcfg, TrainContext(log=log, show_progress=show_progress), generator=gen,
-                         reference_state=sft_weights, name=name)
+        out = train_grpo(model, task, gcfg, ctx, generator=gen, reference_state=sft_weights, name=name,
+                         eval_fn=held_out)
     else:
-        out = train_rft(model, task, gcfg, TrainContext(log=log, show_progress=show_progress), generator=gen)
-    return {**evaluate(model, task, max_completion_length=gcfg.max_completion_length), **out}, log.rows
+        out = train_rft(model, task, gcfg, ctx, generator=gen, eval_fn=held_out)
+    evaluated_last = bool(log.rows) and log.rows[-1].get("accuracy") is not None  # the final weights' evaluation
+    return {**(last["evaluation"] if evaluated_last else held_out(model)), **out}, log.rows
 
 
 def variants_from_start(seed: int, *, cfg: configs.RunConfig, variants: dict) -> dict:
