@@ -395,9 +395,9 @@ plt.show()
 #
 # Seeds 1 and 2 are running this notebook's runs in the background (`course_lib.run.seeds.staleness_runs`,
 # each from its own SFT start); section 7 reads every gap over the three seeds, beside the committed benchmark
-# at the full budget. What one run does show is the mechanism, in the table's columns: whether the mismatch KL
-# grew with K and the effective sample size fell, and how many completions the correction masked because
-# their ratio left the band.
+# (`make bench`: more steps, three seeds). What one run does show is the mechanism, in the table's columns:
+# whether the mismatch KL grew with K and the effective sample size fell, and how many completions the
+# correction masked because their ratio left the band.
 #
 # ### Step by step: what a delayed signal does
 #
@@ -729,7 +729,7 @@ if (BENCH / "results" / "async.json").is_file():
     from tables import async_paired, load
 
     sweep = load("async", BENCH / "results")
-    print(f"the committed benchmark, the full budget (benchmarks/tinygpt_async.py, {sweep['steps']} steps, seeds "
+    print(f"the committed benchmark (benchmarks/tinygpt_async.py, {sweep['steps']} steps, seeds "
           f"{', '.join(map(str, sweep['seeds']))}), K = 1 and K = 4:")
     print("\n".join(line for line in async_paired(sweep) if line.startswith(("- K = 1 ", "- K = 4 "))))
 else:
@@ -737,8 +737,8 @@ else:
 
 # %% [markdown]
 # Two readings side by side: the live runs (this notebook's budget, three seeds) and the committed benchmark
-# (`benchmarks/tinygpt_async.py` at the full budget, three seeds; the tables "RL as a system, measured" in
-# docs/results.md sweep K ∈ {0, 1, 2, 4, 8}). Read "beyond the seed spread" as the one claim the runs support;
+# (`benchmarks/tinygpt_async.py`, the step count it prints, three seeds; the tables "RL as a system, measured"
+# in docs/results.md sweep K ∈ {0, 1, 2, 4, 8}). Read "beyond the seed spread" as the one claim the runs support;
 # a gap within it may still be real, but these seeds cannot tell it from the draw. Where the two readings
 # differ, the budget is the first suspect: a few steps leave a stale run little time to drift, or to recover.
 

@@ -452,7 +452,7 @@ def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
     assert verdicts["lr / 4"][0] >= n - 1 and verdicts["lr / 4"][3] > 0, verdicts["lr / 4"][4]
     # the committed benchmark beside the live runs, where the repository's benchmarks are (JupyterLab's scratch
     # folder, like Colab, has none, and the notebook says so)
-    if "the committed benchmark, the full budget" in text:
+    if "the committed benchmark (benchmarks/tinygpt_async.py" in text:
         assert text.count("- K = 4 with the correction − without:") == 2
     else:
         assert "benchmarks/results/async.json is not here" in text
