@@ -105,6 +105,7 @@ from course_lib.run.dashboard import dashboard
 from course_lib.run.passport import passport
 from course_lib.run.seeds import (
     HOT,
+    STALENESS_PATHS,
     cores,
     in_background,
     rl_from_sft,
@@ -665,8 +666,8 @@ for r in others.results():  # waits for seeds 1 and 2
     per_seed[r["seed"]] = {name: v if name == "SFT" else {**v["final"], "rows": v["rows"]}
                            for name, v in r["result"].items()}
 starts = [per_seed[s]["SFT"]["accuracy"] for s in SEEDS]
-seed_paths = {s: {name: path_of(per_seed[s][name], per_seed[s]["SFT"]["accuracy"]) for name in VARIANTS}
-              for s in SEEDS}
+seed_paths = {s: {name: path_of(per_seed[s][name], per_seed[s]["SFT"]["accuracy"]) for name in STALENESS_PATHS}
+              for s in SEEDS}  # the paths read on every seed (the background seeds evaluate only these en route)
 
 
 def accuracies(name):

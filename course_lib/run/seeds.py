@@ -281,10 +281,18 @@ def staleness_variants(cfg: configs.RunConfig) -> dict:
     return {name: ("grpo", overrides) for name, overrides in runs.items()}
 
 
+STALENESS_PATHS = ("K = 4", "K = 4, lr / 4")  # the runs whose held-out path notebook 14 reads on every seed
+
+
 def staleness_runs(seed: int, *, cfg: configs.RunConfig) -> dict:
     """Notebook 14's runs (``staleness_variants``) on one seed, from its cached SFT start (``variants_from_start``).
-    The runs with K ≥ 1 each start a rollout worker: two processes per seed while they run."""
-    return variants_from_start(seed, cfg=cfg, variants=staleness_variants(cfg))
+
+    Only the runs of ``STALENESS_PATHS`` evaluate every ``cfg.grpo.eval_every`` steps; the others once, at
+    their last step (greedy evaluation draws no random number: the runs are the same). The runs with K ≥ 1
+    each start a rollout worker: two processes per seed while they run."""
+    variants = {name: (trainer, overrides if name in STALENESS_PATHS else {**overrides, "eval_every": cfg.grpo.steps})
+                for name, (trainer, overrides) in staleness_variants(cfg).items()}
+    return variants_from_start(seed, cfg=cfg, variants=variants)
 
 
 def ppo_against(policy, task, scorer, sft_weights: dict, *, seed: int, beta: float, steps: int,
