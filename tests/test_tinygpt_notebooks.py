@@ -6,7 +6,8 @@ like a warning, and reads values back from the kernel to assert each notebook's 
 run: SFT learns the task (>= 30% held-out), DPO lifts it, GRPO lifts it by >= 10 points,
 the KL term's frontier is not flat, the reward hack appears, and in the RLHF route the reward model beats
 chance, best-of-N peaks above N = 1 and the proxy rises under PPO; the mismatch KL grows
-with staleness and a mismatched sampler shows one at K = 0; R1-Zero from the random
+with staleness and a mismatched sampler shows one at K = 0, and four stale steps without the behaviour
+correction cost accuracy on every seed; R1-Zero from the random
 initialisation has (almost) no group with signal while GRPO from the SFT start gains the most of four starts; a judge
 trained on principles shows their position and length biases, and dropping the position rule removes the first.
 
