@@ -61,7 +61,9 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # 5. run dynamic sampling and an adaptive completion length live, and read their cost in extra groups
 #    and truncated answers;
 # 6. state the wall-clock gain of overlapping generation with updates, its bound, and the scope of that bound;
-# 7. map the knobs of prime-rl, AReaL, verl ([verl 2026](https://github.com/verl-project/verl)), TRL, NeMo RL ([NVIDIA 2026](https://github.com/NVIDIA-NeMo/RL)) and PipelineRL to the ones used here.
+# 7. map the knobs of prime-rl, AReaL, verl ([verl 2026](https://github.com/verl-project/verl)), TRL,
+#    NeMo RL ([NVIDIA 2026](https://github.com/NVIDIA-NeMo/RL)) and PipelineRL to the ones used here;
+# 8. read each of these effects over three seeds, and say on how many it holds.
 #
 # **Words used below.** A *rollout worker* is a second process that only samples; the *trainer* only
 # updates. Each time the trainer takes an optimiser step, its weights get a new *version*. A batch sampled
@@ -79,11 +81,14 @@ print(f"device: {DEVICE.type} · Colab: {'yes' if on_colab() else 'no'}")
 # share of the batch that still counts.
 #
 # Budget: the last cell prints how long this run took. `COURSE_FAST=1` runs the same task, model and SFT
-# start with fewer steps and smaller batches; every sentence that quotes a number is computed from the run.
+# starts with fewer steps and smaller batches; every sentence that quotes a number is computed from the runs.
+# Every run below is seed 0's; seeds 1 and 2 run the same runs in the background, each from its own SFT
+# start, and section 7 states each verdict over the three seeds.
 
 # %%
 import copy
 import dataclasses
+import functools
 import os
 import sys
 import time
@@ -98,14 +103,21 @@ from course_lib.lesson.sources import cite
 from course_lib.lesson.stopwatch import Stopwatch
 from course_lib.run.dashboard import dashboard
 from course_lib.run.passport import passport
+from course_lib.run.seeds import (
+    HOT,
+    STALENESS_PATHS,
+    cores,
+    in_background,
+    rl_from_sft,
+    staleness_runs,
+    staleness_variants,
+)
 from course_lib.run.starts import sft_start
-from course_lib.run.verdicts import evaluation_noise
+from course_lib.run.verdicts import evaluation_noise, paired
 from course_lib.tinygpt.evaluation import evaluate
 from course_lib.tinygpt.rollout import generate
-from course_lib.tinygpt.runtime import MetricsLog, set_threads
+from course_lib.tinygpt.runtime import set_threads
 from course_lib.trainers.configs import get_config
-from course_lib.trainers.grpo import train_grpo
-from course_lib.trainers.trainer import TrainContext
 
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lessons with fewer steps and smaller batches (CI)
 clock = Stopwatch("COURSE_FAST=1" if FAST else "full")
@@ -113,8 +125,13 @@ cfg = get_config("cpu")
 STEPS = 8 if FAST else 40
 # held-out accuracy every 2 steps: greedy evaluation draws no random number, so it changes no run
 cfg.grpo = dataclasses.replace(cfg.grpo, steps=STEPS, batch_prompts=16 if FAST else 32, eval_every=2)
-SEED = 0
-task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)  # the shared SFT start of the training notebooks (course_lib.run.starts)
+SEEDS = (0, 1, 2)
+SEED = SEEDS[0]  # the seed this notebook walks through; the others run in the background
+VARIANTS = staleness_variants(cfg)  # every GRPO run below, by name: (trainer, the GRPO options it changes)
+# the background seeds one at a time where the machine has two cores: the kernel keeps the other one
+others = in_background(functools.partial(staleness_runs, cfg=cfg), SEEDS[1:], processes=max(1, cores() - 1))
+# the shared SFT start of the training notebooks (course_lib.run.starts)
+task, model, _ = sft_start(cfg, seed=SEED, device=DEVICE)
 sft_weights = copy.deepcopy(model.state_dict())
 baseline = evaluate(model, task)
 G, B, L_MAX = cfg.grpo.num_generations, cfg.grpo.batch_prompts, cfg.grpo.max_completion_length
@@ -215,23 +232,16 @@ predict("Mismatch KL between the sampler's policy and the trainer's π_old, per 
 
 
 # %%
-def rl_run(**overrides):
-    """One GRPO run from the SFT weights, same seed and prompts; returns its results and metric rows."""
-    model.load_state_dict(sft_weights)
-    gcfg = dataclasses.replace(cfg.grpo, **overrides)
-    log = MetricsLog()
-    torch.manual_seed(SEED)
-    out = train_grpo(model, task, gcfg, TrainContext(log=log, show_progress=False),
-                     generator=torch.Generator().manual_seed(SEED + 1), reference_state=sft_weights)
-    return {**evaluate(model, task), **out, "rows": log.rows, "cfg": gcfg}
+def rl_run(name):
+    """Seed 0's run ``name`` of ``VARIANTS`` from the SFT weights (``course_lib.run.seeds.rl_from_sft``, as the
+    background seeds run it): its held-out evaluation and the trainer's results, with its metric rows."""
+    trainer, overrides = VARIANTS[name]
+    final, rows = rl_from_sft(model, task, dataclasses.replace(cfg.grpo, **overrides), sft_weights=sft_weights,
+                              seed=SEED, trainer=trainer, show_progress=False)
+    return {**final, "rows": rows}
 
 
-runs = {
-    "synchronous": rl_run(),
-    "K = 1": rl_run(max_staleness=1),
-    "K = 4": rl_run(max_staleness=4),
-    "K = 4, no correction": rl_run(max_staleness=4, vllm_importance_sampling_correction=False),
-}
+runs = {name: rl_run(name) for name in ("synchronous", "K = 1", "K = 4", "K = 4, no correction")}
 
 
 def mean_of(rows, key):
@@ -239,8 +249,8 @@ def mean_of(rows, key):
     return sum(values) / len(values) if values else float("nan")
 
 
-def summarise(name):
-    r = runs[name]
+def summarise(r):
+    """A run's final held-out accuracy and its per-step means: CPU seconds, staleness, mismatch, weights."""
     rows = r["rows"]
     return {"accuracy": r["accuracy"], "gen_cpu": mean_of(rows, "gen_cpu_seconds"),
             "update_cpu": mean_of(rows, "update_cpu_seconds"), "staleness": mean_of(rows, "staleness"),
@@ -248,14 +258,15 @@ def summarise(name):
             "masked": mean_of(rows, "is_clipped_fraction")}
 
 
-table = {name: summarise(name) for name in runs}
+table = {name: summarise(r) for name, r in runs.items()}
 NOISE = evaluation_noise(len(task.heldout_pairs))  # two standard errors of a difference of two accuracies
 
 
-def accuracy_curve(name):
-    """(steps, cumulative CPU seconds, held-out accuracy) at the SFT start and at each evaluation of a run."""
-    cpu, steps_at, cpu_at, acc = 0.0, [0], [0.0], [baseline["accuracy"]]
-    for r in runs[name]["rows"]:
+def accuracy_curve(run, start):
+    """(steps, cumulative CPU seconds, held-out accuracy) at the SFT start (accuracy ``start``) and at each
+    evaluation of a run."""
+    cpu, steps_at, cpu_at, acc = 0.0, [0], [0.0], [start]
+    for r in run["rows"]:
         cpu += r["gen_cpu_seconds"] + r["update_cpu_seconds"]
         if r.get("accuracy") is not None:
             steps_at.append(r["step"])
@@ -264,16 +275,16 @@ def accuracy_curve(name):
     return steps_at, cpu_at, acc
 
 
-def path_of(name):
+def path_of(run, start):
     """Lowest, highest and final held-out accuracy of a run after its start, with their steps."""
-    steps_at, _, acc = accuracy_curve(name)
+    steps_at, _, acc = accuracy_curve(run, start)
     low = min(range(1, len(acc)), key=lambda i: acc[i])
     high = max(range(1, len(acc)), key=lambda i: acc[i])
     return {"low": acc[low], "low_step": steps_at[low], "high": acc[high], "high_step": steps_at[high],
             "final": acc[-1], "final_step": steps_at[-1]}
 
 
-paths = {name: path_of(name) for name in ("synchronous", "K = 1", "K = 4", "K = 4, no correction")}
+paths = {name: path_of(r, baseline["accuracy"]) for name, r in runs.items()}
 
 # %% [markdown]
 # The four runs have finished; nothing of them is shown yet. Below, the **evaluation noise** is two standard
@@ -288,8 +299,8 @@ predict("At K = 4, with and without the correction: which numbers show that the 
         "the mismatch KL, the effective sample size and the masked share",
         "Those measure how far π_behaviour is from π_old on this very batch, and how many completions the band "
         "[0, 3] removed. Whether that changed the final accuracy is a separate question, which one seed "
-        "answers only when the gap is larger than its noise: a later cell prints each gap beside the evaluation "
-        "noise of the held-out prompts.")
+        "cannot settle: section 7 reads each gap over three seeds, against the evaluation noise of the held-out "
+        "prompts.")
 
 # %%
 k4_path = paths["K = 4"]
@@ -298,11 +309,12 @@ swing_answer = ("it swings: it falls below its start by more than the evaluation
                 "it rises from its start, like the synchronous run" if k4_path["final"] > baseline["accuracy"] + NOISE
                 else "it stays within the evaluation noise of its start")
 predict("At K = 4 the first four updates all use batches sampled by the SFT policy, and every later update uses a "
-        "batch sampled four steps earlier. Step by step, what does K = 4's held-out accuracy do in this run?",
+        "batch sampled four steps earlier. Step by step, what does K = 4's held-out accuracy do in seed 0's run?",
         ["it swings: it falls below its start by more than the evaluation noise",
          "it rises from its start, like the synchronous run", "it stays within the evaluation noise of its start"],
         swing_answer,
-        f"In this run K = 4 went {baseline['accuracy']:.1%} → lowest {k4_path['low']:.1%} (step {k4_path['low_step']}) → "
+        f"In seed 0's run K = 4 went {baseline['accuracy']:.1%} → lowest {k4_path['low']:.1%} "
+        f"(step {k4_path['low_step']}) → "
         f"final {k4_path['final']:.1%} (evaluation noise ±{100 * NOISE:.1f} points). Each update follows a gradient "
         "measured where the policy was K steps ago, like steering with a view of the road K steps old: the loop "
         "can overshoot before the signal catches up — whether it did depends on the step size and the draw.")
@@ -354,7 +366,7 @@ plt.show()
 # %%
 fig, (by_step, by_cpu) = plt.subplots(1, 2, figsize=(9.2, 3.4))
 for name in runs:
-    steps_at, cpu_at, acc = accuracy_curve(name)
+    steps_at, cpu_at, acc = accuracy_curve(runs[name], baseline["accuracy"])
     by_step.plot(steps_at, acc, marker="o", label=name)
     by_cpu.plot(cpu_at, acc, marker="o", label=name)
 by_step.set(xlabel="optimiser steps", ylabel="held-out accuracy")
@@ -364,120 +376,11 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ### What staleness costs, and what the correction recovers
+# ### What staleness costs, and what the correction recovers: a question for several seeds
 #
-# Each gap in held-out accuracy, set against the evaluation noise (defined in the lines after the output).
-
-
-# %%
-def verdict(a, b, what):
-    d = table[a]["accuracy"] - table[b]["accuracy"]
-    if abs(d) <= NOISE:
-        return f"{what}: {100 * d:+.1f} points, within the evaluation noise (±{100 * NOISE:.1f})"
-    return f"{what}: {100 * d:+.1f} points, beyond the evaluation noise (±{100 * NOISE:.1f})"
-
-
-lines = [verdict("K = 1", "synchronous", "K = 1 − synchronous"),
-         verdict("K = 4", "synchronous", "K = 4 (corrected) − synchronous"),
-         verdict("K = 4, no correction", "synchronous", "K = 4 (uncorrected) − synchronous"),
-         verdict("K = 4", "K = 4, no correction", "what the correction recovered at K = 4")]
-print("live, this budget (one seed):\n" + "\n".join(lines))
-for name in ("K = 4", "K = 4, no correction"):
-    drop = baseline["accuracy"] - table[name]["accuracy"]
-    if drop > NOISE:
-        print(f"{name} ended {100 * drop:.1f} points below the SFT start: stale updates did harm, "
-              "they did not merely slow learning down")
-BENCH = Path("../benchmarks")  # the committed sweep over three seeds (`make bench`); not on Colab
-if (BENCH / "results" / "async.json").is_file():
-    sys.path.insert(0, str(BENCH))
-    from tables import async_paired, load
-
-    sweep = load("async", BENCH / "results")
-    print(f"\nthe committed benchmark (benchmarks/tinygpt_async.py, {sweep['steps']} steps, seeds "
-          f"{', '.join(map(str, sweep['seeds']))}), K = 1 and K = 4:")
-    print("\n".join(line for line in async_paired(sweep) if line.startswith(("- K = 1 ", "- K = 4 "))))
-else:
-    print("benchmarks/results/async.json is not here (e.g. on Colab): see the README's staleness sweep")
-
-# %% [markdown]
-# ### Step by step: what a delayed signal does
-#
-# The final accuracy is one point of a path. Held-out accuracy was measured every 2 steps in every run; the
-# next cell reads each path (the prediction above asked what K = 4's did).
-
-# %%
-for name, p in paths.items():
-    print(f"{name:22} start {baseline['accuracy']:.1%} → lowest {p['low']:.1%} (step {p['low_step']}), "
-          f"highest {p['high']:.1%} (step {p['high_step']}), final {p['final']:.1%}")
-k4, sync = paths["K = 4"], paths["synchronous"]
-fell = baseline["accuracy"] - k4["low"]
-if fell > NOISE:
-    swing = (f"K = 4 fell {100 * fell:.1f} points below its start by step {k4['low_step']}, beyond the evaluation "
-             f"noise (±{100 * NOISE:.1f})")
-    if k4["high_step"] > k4["low_step"]:
-        swing += f", climbed back to {k4['high']:.1%} by step {k4['high_step']}"
-    swing += f" and ended at {k4['final']:.1%}"
-else:
-    swing = (f"K = 4 never fell below its start by more than the evaluation noise (±{100 * NOISE:.1f}); it ended at "
-             f"{k4['final']:.1%}")
-print(f"\n{swing}; the synchronous run's lowest point was {sync['low']:.1%} (step {sync['low_step']}) and it ended at "
-      f"{sync['final']:.1%}.")
-k4_kl = [(r["step"], r["mismatch_kl"], r["staleness"]) for r in runs["K = 4"]["rows"] if r.get("mismatch_kl") is not None]
-kl_step, kl_peak, kl_lag = max(k4_kl, key=lambda row: row[1])
-print(f"K = 4's mismatch KL peaked at {kl_peak:.3f} per token at step {kl_step} (a batch {kl_lag} steps old); "
-      f"its mean over the run was {kl4:.3f}.")
-
-# %% [markdown]
-# A loop that acts on a signal K steps old is a delayed feedback loop: each update is chosen from where the
-# policy was K steps ago, so the loop keeps pushing in a direction for K steps after it stopped paying, and
-# the larger each step, the further it overshoots before the signal catches up. If that is what happened
-# above, the same lag with smaller steps should swing less.
-
-# %%
-LR = cfg.grpo.learning_rate
-runs["K = 4, lr / 4"] = rl_run(max_staleness=4, learning_rate=LR / 4)  # shown after the prediction
-table["K = 4, lr / 4"] = summarise("K = 4, lr / 4")
-paths["K = 4, lr / 4"] = slow = path_of("K = 4, lr / 4")
-fell_slow = baseline["accuracy"] - slow["low"]
-dip_answer = ("it dips less, beyond the evaluation noise" if fell_slow < fell - NOISE else
-              "no smaller dip beyond the evaluation noise")
-predict(f"K = 4 again, the same seed and steps, with a quarter of the learning rate ({LR / 4:g} instead of {LR:g}). "
-        "In this run, K = 4's lowest point against its start …",
-        ["it dips less, beyond the evaluation noise", "no smaller dip beyond the evaluation noise"], dip_answer,
-        "Between two fresh signals the policy moves K steps' worth; with steps four times smaller it moves a quarter "
-        "as far, so a swing that is a delayed-feedback overshoot should shrink. The next cell prints whether it did "
-        f"here: at its lowest, the full learning rate's run was {-100 * fell:+.1f} points from its start — a dip "
-        "within the evaluation noise leaves nothing to shrink.")
-
-# %%
-print(f"{'K = 4, lr / 4':22} start {baseline['accuracy']:.1%} → lowest {slow['low']:.1%} (step {slow['low_step']}), "
-      f"highest {slow['high']:.1%} (step {slow['high_step']}), final {slow['final']:.1%}")
-print(f"K = 4's lowest point against its start: {-100 * fell:+.1f} points at the learning rate {LR:g}, "
-      f"{-100 * fell_slow:+.1f} at {LR / 4:g} — " + ("the smaller steps dipped less, beyond the evaluation noise"
-                                                     if fell_slow < fell - NOISE else
-                                                     "no smaller dip beyond the evaluation noise in this run"))
-print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {table['K = 4, lr / 4']['mismatch_kl']:.3f} "
-      f"at a quarter; final accuracy {k4['final']:.1%} vs {slow['final']:.1%}")
-
-# %% [markdown]
-# Two consequences for reading stale runs. First, a stale run's accuracy at the last step depends on where in
-# its swing it stopped, and which samples it drew decides that: one seed's final number says little, since
-# another seed, or another SFT start, draws other samples and can stop at another point of its swing. The
-# sweep in docs/results.md gives three seeds. Second, the correction reweights, it does not re-sample: it can only
-# reweight what the stale sampler drew, and where the last K updates moved probability onto answers the old
-# sampler rarely wrote there is little to weight (and a completion whose ratio exceeds C_max is masked). What
-# shortens the delay is a smaller K, and what shrinks the overshoot is a smaller step — which is why the
-# engines in section 6 bound the lag (all but PipelineRL, whose in-flight weight updates bound none, as its
-# row says), and verl's one-step-off recipe is K = 1.
-
-# %% [markdown]
-# Read the lines, not the curves. "Evaluation noise" is two standard errors of a difference of two
-# accuracies on 500 held-out prompts; it is a floor, not the whole noise: once two runs draw one different
-# sample, they follow different trajectories, and that training noise only more seeds can measure. A gap
-# beyond the evaluation noise is a gap of *this seed*. The tables "RL as a system, measured" in docs/results.md (from
-# `benchmarks/tinygpt_async.py`) sweep K ∈ {0, 1, 2, 4, 8} with and without the correction over three seeds. What one run does show is the mechanism, in the
-# table's columns: whether the mismatch KL grew with K and the effective sample size fell, and how many
-# completions the correction masked because their ratio left the band.
+# The table gives seed 0's held-out accuracies. A gap between two of them is a gap of *this seed*. The
+# evaluation noise is a floor, not the whole noise: once two runs draw one different sample they follow
+# different trajectories, and that training noise only more seeds can measure.
 #
 # **The seed spread.** How far the seed alone moves a result is its **seed spread**: runs that differ only
 # in their seed end at different numbers. Two configurations are compared *paired*: every seed runs both (the
@@ -490,6 +393,82 @@ print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {ta
 # which the held-out set cannot see a gap). Anything else is within the seed spread. It asks for a
 # consistent direction, not significance: with no effect at all, three seeds share a sign one time in four,
 # so a verdict always says how many seeds it stands on.
+#
+# Seeds 1 and 2 are running this notebook's runs in the background (`course_lib.run.seeds.staleness_runs`,
+# each from its own SFT start); section 7 reads every gap over the three seeds, beside the committed benchmark
+# (`make bench`: more steps, three seeds). What one run does show is the mechanism, in the table's columns:
+# whether the mismatch KL grew with K and the effective sample size fell, and how many completions the
+# correction masked because their ratio left the band.
+#
+# ### Step by step: what a delayed signal does
+#
+# The final accuracy is one point of a path. Held-out accuracy was measured every 2 steps in every run; the
+# next cell reads seed 0's paths (the prediction above asked what K = 4's did).
+
+# %%
+for name, p in paths.items():
+    print(f"{name:22} start {baseline['accuracy']:.1%} → lowest {p['low']:.1%} (step {p['low_step']}), "
+          f"highest {p['high']:.1%} (step {p['high_step']}), final {p['final']:.1%}")
+k4, sync = paths["K = 4"], paths["synchronous"]
+fell = baseline["accuracy"] - k4["low"]
+if fell > NOISE:
+    swing = (f"seed 0: K = 4 fell {100 * fell:.1f} points below its start by step {k4['low_step']}, beyond the "
+             f"evaluation noise (±{100 * NOISE:.1f})")
+    if k4["high_step"] > k4["low_step"]:
+        swing += f", climbed back to {k4['high']:.1%} by step {k4['high_step']}"
+    swing += f" and ended at {k4['final']:.1%}"
+else:
+    swing = (f"seed 0: K = 4 never fell below its start by more than the evaluation noise (±{100 * NOISE:.1f}); "
+             f"it ended at {k4['final']:.1%}")
+print(f"\n{swing}; the synchronous run's lowest point was {sync['low']:.1%} (step {sync['low_step']}) and it "
+      f"ended at {sync['final']:.1%}.")
+k4_kl = [(r["step"], r["mismatch_kl"], r["staleness"]) for r in runs["K = 4"]["rows"]
+         if r.get("mismatch_kl") is not None]
+kl_step, kl_peak, kl_lag = max(k4_kl, key=lambda row: row[1])
+print(f"K = 4's mismatch KL peaked at {kl_peak:.3f} per token at step {kl_step} (a batch {kl_lag} steps old); "
+      f"its mean over the run was {kl4:.3f}.")
+
+# %% [markdown]
+# A loop that acts on a signal K steps old is a delayed feedback loop: each update is chosen from where the
+# policy was K steps ago, so the loop keeps pushing in a direction for K steps after it stopped paying, and
+# the larger each step, the further it overshoots before the signal catches up. If that is what happens, the
+# same lag with smaller steps should swing less: the next run is K = 4 again, the same seed and steps, with a
+# quarter of the learning rate. Between two fresh signals the policy then moves a quarter as far. Section 7
+# asks you to predict, over the three seeds, whether its lowest point stays higher.
+
+# %%
+LR = cfg.grpo.learning_rate
+runs["K = 4, lr / 4"] = rl_run("K = 4, lr / 4")  # shown after the prediction
+table["K = 4, lr / 4"] = summarise(runs["K = 4, lr / 4"])
+paths["K = 4, lr / 4"] = slow = path_of(runs["K = 4, lr / 4"], baseline["accuracy"])
+kl_slow = table["K = 4, lr / 4"]["mismatch_kl"]
+predict(f"K = 4 again, with a quarter of the learning rate ({LR / 4:g} instead of {LR:g}): its mismatch KL per "
+        "token, against the full learning rate's …",
+        ["smaller: four versions apart, the policy has moved less", "the same: the lag is still four steps",
+         "larger: smaller steps leave the sampler further behind"],
+        "smaller: four versions apart, the policy has moved less" if kl_slow < kl4 else
+        "the same: the lag is still four steps" if kl_slow == kl4 else
+        "larger: smaller steps leave the sampler further behind",
+        f"In seed 0's runs: {kl_slow:.3f} at a quarter, {kl4:.3f} at the full learning rate. The mismatch measures "
+        "how far the policy moved in K updates, not K itself; section 7 checks it on every seed.")
+
+# %%
+print(f"{'K = 4, lr / 4':22} start {baseline['accuracy']:.1%} → lowest {slow['low']:.1%} (step {slow['low_step']}), "
+      f"highest {slow['high']:.1%} (step {slow['high_step']}), final {slow['final']:.1%}")
+print(f"seed 0, K = 4's lowest point against its start: {-100 * fell:+.1f} points at the learning rate {LR:g}, "
+      f"{-100 * (baseline['accuracy'] - slow['low']):+.1f} at {LR / 4:g}")
+print(f"mismatch KL per token at K = 4: {kl4:.3f} at the full learning rate, {kl_slow:.3f} at a quarter")
+
+# %% [markdown]
+# Two consequences for reading stale runs. First, a stale run's accuracy at the last step depends on where in
+# its swing it stopped, and which samples it drew decides that: one seed's final number says little, since
+# another seed, or another SFT start, draws other samples and can stop at another point of its swing; section 7
+# reads three. Second, the correction reweights, it does not re-sample: it can only
+# reweight what the stale sampler drew, and where the last K updates moved probability onto answers the old
+# sampler rarely wrote there is little to weight (and a completion whose ratio exceeds C_max is masked). What
+# shortens the delay is a smaller K, and what shrinks the overshoot is a smaller step — which is why the
+# engines in section 6 bound the lag (all but PipelineRL, whose in-flight weight updates bound none, as its
+# row says), and verl's one-step-off recipe is K = 1.
 #
 # ### The overlap argument, with its scope
 #
@@ -538,17 +517,14 @@ predict("A synchronous run (K = 0) whose sampler uses temperature 2 instead of 1
         "compares the probabilities the sampler used with the trainer's.")
 
 # %%
-HOT = 2.0
-runs[f"sampler T = {HOT}"] = rl_run(sampler_temperature=HOT)
-runs[f"sampler T = {HOT}, no correction"] = rl_run(sampler_temperature=HOT, vllm_importance_sampling_correction=False)
-for name in (f"sampler T = {HOT}", f"sampler T = {HOT}, no correction"):
-    table[name] = summarise(name)
+for name in (f"sampler T = {HOT}", f"sampler T = {HOT}, no correction"):  # HOT: course_lib.run.seeds
+    runs[name] = rl_run(name)
+    table[name] = summarise(runs[name])
 show(["synchronous", "K = 4", f"sampler T = {HOT}", f"sampler T = {HOT}, no correction"])
 kl_hot = table[f"sampler T = {HOT}"]["mismatch_kl"]
 print(f"\nmismatched sampler at K = 0: mismatch KL {kl_hot:.4f} per token, "
       + (f"{kl_hot / kl4:.1f}× the K = 4 run's" if kl_hot > kl4 else f"{kl_hot / kl4:.2f} of the K = 4 run's")
       + f"; effective sample size {table[f'sampler T = {HOT}']['ess']:.2f}")
-print(verdict(f"sampler T = {HOT}", f"sampler T = {HOT}, no correction", "what the correction recovered"))
 hot_passport = passport(cfg, "grpo", loop=runs[f"sampler T = {HOT}"]["loop"], reference=True)
 for key in ("loop", "staleness", "sampler"):
     print(f"passport systems.{key}: {hot_passport['systems'][key]}")
@@ -578,8 +554,8 @@ predict("Starting from this SFT policy, how many extra groups will dynamic sampl
         "groups it needs. One degenerate group out of B costs a whole round: extra groups come in multiples of B.")
 
 # %%
-runs["dynamic sampling"] = rl_run(zero_variance="resample")
-table["dynamic sampling"] = summarise("dynamic sampling")
+runs["dynamic sampling"] = rl_run("dynamic sampling")
+table["dynamic sampling"] = summarise(runs["dynamic sampling"])
 dyn = runs["dynamic sampling"]["rows"]
 zv_sync = mean_of(runs["synchronous"]["rows"], "zero_variance_rate")
 zv_dyn = mean_of(dyn, "zero_variance_rate")
@@ -590,7 +566,6 @@ print(f"zero-variance groups: {zv_sync:.1%} of the synchronous run's groups, {zv
       f"sampling drew")
 print(f"dynamic sampling drew {extra} extra groups over {len(dyn)} steps ({extra / (B * len(dyn)):.0%} more than "
       f"{B} per step; rounds per step {rounds}); generation {dynamic['gen_cpu']:.3f} CPU s per step against {g_s:.3f}")
-print(verdict("dynamic sampling", "synchronous", "dynamic sampling − synchronous"))
 
 # %% [markdown]
 # ## 5. Adaptive completion length
@@ -614,8 +589,8 @@ predict("With q = 0.9 and a margin of 1 token, what happens to the cap on this t
         "anyway — and since generation already stops when every row has ended, few steps decode to L_max.")
 
 # %%
-runs["adaptive length"] = rl_run(adaptive_length_quantile=0.9, adaptive_length_margin=1)
-table["adaptive length"] = summarise("adaptive length")
+runs["adaptive length"] = rl_run("adaptive length")
+table["adaptive length"] = summarise(runs["adaptive length"])
 ada = runs["adaptive length"]["rows"]
 caps = [r["length_cap"] for r in ada]
 adaptive = {"caps": caps, "floor": task.answer_length, "truncated": mean_of(ada, "truncated_rate"),
@@ -625,7 +600,6 @@ print(f"caps per step: {caps} (floor {task.answer_length} = longest right answer
 print(f"truncated completions: {adaptive['truncated']:.2%} with the cap, {adaptive['truncated_sync']:.2%} without")
 print(f"generation: {adaptive['gen_cpu']:.3f} CPU s per step with the cap, {g_s:.3f} without "
       f"({100 * (adaptive['gen_cpu'] / g_s - 1):+.0f}%)")
-print(verdict("adaptive length", "synchronous", "adaptive length − synchronous"))
 
 # %%
 fig = dashboard(ada, runs={"synchronous": runs["synchronous"]["rows"], "adaptive length": ada,
@@ -661,7 +635,8 @@ KNOBS = [  # (source, engine, knob, what it bounds, here)
     ("nemo_rl", "NeMo RL", "`max_trajectory_age_steps`", "a trajectory's age, in steps, when it is used",
      "`max_staleness`"),
     ("pipelinerl", "PipelineRL", "in-flight weight updates",
-     "none: weights change *during* a sequence, which mixes versions", "not here: the worker swaps weights between batches"),
+     "none: weights change *during* a sequence, which mixes versions",
+     "not here: the worker swaps weights between batches"),
 ]
 knob_table = "| engine | knob | what it bounds | here |\n|---|---|---|---|\n" + "\n".join(
     f"| {engine} ({cite(key)}) | {knob} | {bounds} | {here} |" for key, engine, knob, bounds, here in KNOBS)
@@ -672,6 +647,103 @@ display(Markdown(knob_table))
 # CPU cores — overlap buys throughput up to a bound set by the time split, staleness is a knob with a cost,
 # and the importance correction is what keeps the gradient about π_old when the sampler is not π_old.
 #
+# ## 7. Over seeds: what holds
+#
+# Every number above was seed 0's. Seeds 1 and 2 ran the same nine runs in the background
+# (`course_lib.run.seeds.staleness_runs`), each from its own SFT start. Each gap in held-out accuracy is read
+# over the three seeds by the rule of section 2 (`course_lib.run.verdicts`): the per-seed differences, "on k
+# of n seeds", and "beyond the seed spread" only when the difference has the same sign on every seed and its
+# median exceeds the evaluation noise. The mechanism is checked on every seed too: the lag of every batch,
+# whether the mismatch KL grew from K = 1 to K = 4, and whether it shrank with a quarter of the learning rate.
+#
+# **Predict first.** On how many of the three seeds does K = 4 with the correction end above the synchronous
+# run? On how many does the correction end above no correction at K = 4? And on how many does a quarter of
+# the learning rate keep K = 4's lowest point higher?
+
+# %%
+per_seed = {SEED: {"SFT": baseline, **runs}}
+for r in others.results():  # waits for seeds 1 and 2
+    per_seed[r["seed"]] = {name: v if name == "SFT" else {**v["final"], "rows": v["rows"]}
+                           for name, v in r["result"].items()}
+starts = [per_seed[s]["SFT"]["accuracy"] for s in SEEDS]
+seed_paths = {s: {name: path_of(per_seed[s][name], per_seed[s]["SFT"]["accuracy"]) for name in STALENESS_PATHS}
+              for s in SEEDS}  # the paths read on every seed (the background seeds evaluate only these en route)
+
+
+def accuracies(name):
+    return [per_seed[s][name]["accuracy"] for s in SEEDS]
+
+
+def lowest(name):
+    return [seed_paths[s][name]["low"] for s in SEEDS]
+
+
+def gap(a, b, name_a, name_b):
+    """The paired verdict on A − B over the seeds, its floor the evaluation noise."""
+    return paired(a, b, name_a=name_a, name_b=name_b, seeds=SEEDS, margin=NOISE)
+
+
+HOT_NAME = f"sampler T = {HOT}"
+verdicts = {
+    "K = 1": gap(accuracies("K = 1"), accuracies("synchronous"), "K = 1", "synchronous"),
+    "K = 4": gap(accuracies("K = 4"), accuracies("synchronous"), "K = 4 corrected", "synchronous"),
+    "K = 4 uncorrected": gap(accuracies("K = 4, no correction"), accuracies("synchronous"), "K = 4 uncorrected",
+                             "synchronous"),
+    "correction": gap(accuracies("K = 4"), accuracies("K = 4, no correction"), "K = 4 with the correction",
+                      "without"),
+    "harm": gap(accuracies("K = 4, no correction"), starts, "K = 4 uncorrected", "its SFT start"),
+    "dip": gap(lowest("K = 4"), starts, "K = 4's lowest point", "its SFT start"),
+    "lr / 4": gap(lowest("K = 4, lr / 4"), lowest("K = 4"), "K = 4's lowest point at lr / 4", "at the full lr"),
+    "sampler": gap(accuracies(HOT_NAME), accuracies(f"{HOT_NAME}, no correction"),
+                   f"{HOT_NAME} with the correction", "without"),
+    "dynamic": gap(accuracies("dynamic sampling"), accuracies("synchronous"), "dynamic sampling", "synchronous"),
+    "adaptive": gap(accuracies("adaptive length"), accuracies("synchronous"), "adaptive length", "synchronous"),
+}
+counts = [f"{k} of {len(SEEDS)}" for k in range(len(SEEDS) + 1)]
+for key, question in (("K = 4", f"After {STEPS} steps, K = 4 with the correction ends above the synchronous run "
+                                "on … seeds"),
+                      ("correction", "At K = 4, the run with the correction ends above the run without on … seeds"),
+                      ("lr / 4", "K = 4's lowest point is higher with a quarter of the learning rate on … seeds")):
+    display(predict(question, counts, f"{verdicts[key].k} of {len(SEEDS)}", verdicts[key].sentence() + "."))
+
+# %%
+print("held-out accuracy per seed (" + " / ".join(map(str, SEEDS)) + "):")
+print(f"  {'SFT start':34} " + " / ".join(f"{a:.1%}" for a in starts))
+for name in VARIANTS:
+    print(f"  {name:34} " + " / ".join(f"{a:.1%}" for a in accuracies(name)))
+print("the live runs, this budget (" + ("COURSE_FAST=1, " if FAST else "") + f"{STEPS} steps):")
+for v in verdicts.values():
+    print("- " + v.sentence())
+lags = {s: all([r.get("staleness") for r in per_seed[s][name]["rows"]] == [min(i, k) for i in range(STEPS)]
+               for name, k in (("K = 1", 1), ("K = 4", 4))) for s in SEEDS}
+seed_kl = {s: {name: summarise(per_seed[s][name])["mismatch_kl"] for name in ("K = 1", "K = 4", "K = 4, lr / 4")}
+           for s in SEEDS}
+kl_grew = {s: kl["K = 4"] > kl["K = 1"] for s, kl in seed_kl.items()}
+kl_slower = {s: kl["K = 4, lr / 4"] < kl["K = 4"] for s, kl in seed_kl.items()}
+print(f"- every batch sampled with version max(0, s − K) (lags 0, 1, …, K, K, …) on {sum(lags.values())} of "
+      f"{len(SEEDS)} seeds; the mismatch KL larger at K = 4 than at K = 1 on {sum(kl_grew.values())} of "
+      f"{len(SEEDS)} seeds, and smaller at K = 4 with lr / 4 than with the full lr on {sum(kl_slower.values())} of "
+      f"{len(SEEDS)}")
+BENCH = Path("../benchmarks")  # the committed sweep over three seeds (`make bench`); not on Colab
+if (BENCH / "results" / "async.json").is_file():
+    sys.path.insert(0, str(BENCH))
+    from tables import async_paired, load
+
+    sweep = load("async", BENCH / "results")
+    print(f"the committed benchmark (benchmarks/tinygpt_async.py, {sweep['steps']} steps, seeds "
+          f"{', '.join(map(str, sweep['seeds']))}), K = 1 and K = 4:")
+    print("\n".join(line for line in async_paired(sweep) if line.startswith(("- K = 1 ", "- K = 4 "))))
+else:
+    print("benchmarks/results/async.json is not here (e.g. on Colab): see the staleness sweep in docs/results.md")
+
+# %% [markdown]
+# Two readings side by side: the live runs (this notebook's budget, three seeds) and the committed benchmark
+# (`benchmarks/tinygpt_async.py`, the step count it prints, three seeds; the tables "RL as a system, measured"
+# in docs/results.md sweep K ∈ {0, 1, 2, 4, 8}). Read "beyond the seed spread" as the one claim the runs support;
+# a gap within it may still be real, but these seeds cannot tell it from the draw. Where the two readings
+# differ, the budget is the first suspect: a few steps leave a stale run little time to drift, or to recover.
+
+# %% [markdown]
 # ## Check yourself
 #
 # 1. A run reports "asynchronous, 1.4× faster". What two measurements do you ask for?

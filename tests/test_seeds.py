@@ -82,6 +82,7 @@ def test_a_notebooks_variants_on_a_background_seed_equal_the_kernels_own_runs(ca
     """``variants_from_start`` (a background seed) and ``rl_from_sft`` (the notebook's seed in its kernel) agree."""
     from course_lib.run.seeds import rl_from_sft, variants_from_start
     from course_lib.run.starts import sft_start
+    from course_lib.tinygpt.evaluation import evaluate
 
     cfg = get_config("test")
     variants = {"GRPO": ("grpo", {"steps": 3}), "RFT": ("rft", {"steps": 3})}
@@ -93,6 +94,40 @@ def test_a_notebooks_variants_on_a_background_seed_equal_the_kernels_own_runs(ca
         final, rows = rl_from_sft(model, task, dataclasses.replace(cfg.grpo, **overrides), sft_weights=weights, seed=1,
                                   trainer=trainer, show_progress=False)
         assert bg[name]["final"]["accuracy"] == final["accuracy"] and len(rows) == 3
+        # the final evaluation (the trainer's own at its last step) is that of the final weights
+        fresh = evaluate(model, task, max_completion_length=cfg.grpo.max_completion_length)
+        assert {k: final[k] for k in fresh} == fresh
         assert [r["reward_mean"] for r in bg[name]["rows"]] == [r["reward_mean"] for r in rows]
     with pytest.raises(ValueError, match="trainer must be 'grpo' or 'rft'"):
         rl_from_sft(model, task, cfg.grpo, sft_weights=weights, seed=1, trainer="ppo")
+
+
+def test_notebook_14s_runs_are_the_same_whatever_their_evaluation_cadence(cache):
+    """``staleness_runs`` evaluates most runs only at their last step: the runs (a rollout worker's included) must
+    not change with it, since greedy evaluation draws no random number."""
+    from course_lib.run.seeds import (
+        STALENESS_PATHS,
+        rl_from_sft,
+        staleness_runs,
+        staleness_variants,
+    )
+    from course_lib.run.starts import sft_start
+
+    cfg = get_config("test")
+    cfg.grpo = dataclasses.replace(cfg.grpo, steps=4, eval_every=1)
+    variants = staleness_variants(cfg)
+    assert set(STALENESS_PATHS) <= set(variants) and variants["K = 4"][1]["max_staleness"] == 4
+    task, model, _ = sft_start(cfg, seed=1, verbose=False)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    got = {}
+    for every in (1, cfg.grpo.steps):
+        final, rows = rl_from_sft(model, task, dataclasses.replace(cfg.grpo, max_staleness=1, eval_every=every),
+                                  sft_weights=weights, seed=1, show_progress=False)
+        got[every] = (final["accuracy"], [r["reward_mean"] for r in rows], [r.get("accuracy") for r in rows])
+    assert got[1][:2] == got[cfg.grpo.steps][:2] and got[1][2][-1] == got[cfg.grpo.steps][2][-1]
+    assert got[cfg.grpo.steps][2][:-1] == [None] * (cfg.grpo.steps - 1)
+    runs = staleness_runs(1, cfg=cfg)
+    assert set(runs) == {"SFT", *variants}
+    for name in variants:
+        evaluated = [r.get("accuracy") is not None for r in runs[name]["rows"]]
+        assert evaluated == ([True] * 4 if name in STALENESS_PATHS else [False] * 3 + [True]), name

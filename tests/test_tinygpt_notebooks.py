@@ -7,17 +7,19 @@ like a warning, and reads values back from the kernel to assert each notebook's 
 run: SFT learns the task (>= 30% held-out), DPO lifts it, GRPO lifts it by >= 10 points,
 the KL term's frontier is not flat, the reward hack appears, and in the RLHF route the reward model beats
 chance, best-of-N peaks above N = 1 and the proxy rises under PPO; the mismatch KL grows
-with staleness and a mismatched sampler shows one at K = 0; R1-Zero from the random
+with staleness and a mismatched sampler shows one at K = 0, and four stale steps without the behaviour
+correction cost accuracy on every seed; R1-Zero from the random
 initialisation has (almost) no group with signal while GRPO from the SFT start gains the most of four starts; a judge
 trained on principles shows their position and length biases, and dropping the position rule removes the first.
 
 The notebooks share the SFT starts of seeds 0, 1, 2 (``course_lib.run.starts``); ``shared_sft_start`` builds
 them once per test session, side by side, in a folder both pytest-xdist workers see (the cache's lock
-makes a second worker wait for the first and read its file). Notebooks 09, 12, 16 and 17 read their verdicts
-over those three seeds; their thresholds come from the seeds' spread with a margin. Notebooks 08, 10, 11, 15 and 18
-train one seed: they print its differences as numbers of this run, and beside them the committed benchmark's verdicts
-over seeds, which the tests compare with the lines ``benchmarks/tables.py`` makes from its JSON. No CPU kernel set is
-pinned: the lessons hold on the kernels torch picks (CI runs 08, 09, 12 and 16 again under another set).
+makes a second worker wait for the first and read its file). Notebooks 09, 12, 14, 16 and 17 read their
+verdicts over those three seeds; their thresholds come from the seeds' spread with a margin. Notebooks 08, 10, 11,
+15 and 18 train one seed: they print its differences as numbers of this run, and beside them the committed
+benchmark's verdicts over seeds, which the tests compare with the lines ``benchmarks/tables.py`` makes from its
+JSON. No CPU kernel set is pinned: the lessons hold on the kernels torch picks (CI runs 08, 09, 12, 14 and 16
+again under another set).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import importlib.util
 import json
 import os
 import re
+import statistics
 import sys
 
 import jupyterlab_run
@@ -400,10 +403,14 @@ def test_12_the_rlhf_route_runs(matplotlib_ready, shared_sft_start):
 @pytest.mark.slow
 def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
     names = ["baseline", "kv", "table", "share", "bound", "g_s", "u_s", "cpu_sync", "cpu_k1", "kl1", "kl4", "kl_hot",
-             "dynamic", "adaptive", "lines", "NOISE", "B", "L_MAX", "STEPS", "hot_passport['systems']",
+             "dynamic", "adaptive", "NOISE", "B", "L_MAX", "STEPS", "hot_passport['systems']",
              "{k: [r.get('staleness') for r in v['rows']] for k, v in runs.items()}",
              "{k: [r['groups_sampled'] for r in v['rows']] for k, v in runs.items()}", "knob_table", "paths", "swing",
-             "kl_peak"]
+             "kl_peak", "SEEDS", VERDICTS, "lags", "kl_grew", "kl_slower", "seed_paths",
+             "{s: {k: v['accuracy'] for k, v in r.items()} for s, r in per_seed.items()}",
+             "{s: {k: summarise(v)['mismatch_kl'] for k, v in r.items() if k != 'SFT'} for s, r in per_seed.items()}",
+             "{s: {k: [x.get('staleness') for x in r[k]['rows']] for k in ('K = 1', 'K = 4')} "
+             "for s, r in per_seed.items()}"]
     ns, shown = execute("14_rl_as_a_system", names, FAST)
     assert_clean("14", shown)
     assert_no_generator_repr("14", shown)
@@ -429,19 +436,15 @@ def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
     assert ns["share"] == pytest.approx(g / (g + u)) and ns["bound"] == pytest.approx((g + u) / max(g, u))
     assert 1 < ns["bound"] <= 2
     assert f"generation share {ns['share']:.0%}" in text and f"= {ns['bound']:.2f}×" in text
-    # every accuracy verdict says "within" or "beyond" the noise according to its own number
-    for line in ns["lines"]:
-        d = float(line.split(": ")[1].split(" points")[0])
-        assert ("within the evaluation noise" in line) == (abs(d) <= 100 * ns["NOISE"] + 0.05), line
-        assert line in text
-    # each path is read from its own accuracy curve (every 2 steps), and the swing sentence follows the numbers
+    # each path is read from its own accuracy curve (every 2 steps), and seed 0's swing sentence follows its numbers
     for name, p in ns["paths"].items():
         assert p["low"] <= p["final"] <= p["high"] and p["final_step"] == steps, (name, p)
         assert f"lowest {p['low']:.1%} (step {p['low_step']})" in text
     fell = ns["baseline"]["accuracy"] - ns["paths"]["K = 4"]["low"]
-    assert ns["swing"].startswith("K = 4 fell" if fell > ns["NOISE"] else "K = 4 never fell") and ns["swing"] in text
+    assert ns["swing"].startswith("seed 0: K = 4 fell" if fell > ns["NOISE"] else "seed 0: K = 4 never fell")
+    assert ns["swing"] in text
     assert ns["kl_peak"] >= ns["kl4"] and f"mismatch KL peaked at {ns['kl_peak']:.3f}" in text
-    assert "K = 4, lr / 4" in ns["paths"] and "K = 4's lowest point against its start" in text
+    assert "K = 4, lr / 4" in ns["paths"] and "seed 0, K = 4's lowest point against its start" in text
     # 3. the mismatched sampler: a mismatch at K = 0 far above K = 4's, recorded in the passport
     assert ns["kl_hot"] > ns["kl4"] > 2 * ns["kl1"], (ns["kl_hot"], ns["kl4"], ns["kl1"])
     assert ns["hot_passport['systems']"]["sampler"].startswith("deliberately mismatched: samples at temperature 2.0")
@@ -462,6 +465,59 @@ def test_14_rl_as_a_system(matplotlib_ready, shared_sft_start):
         assert knob in ns["knob_table"]
     assert "arxiv.org/abs/2505.24298" in ns["knob_table"] and "arxiv.org/abs/2509.19128" in ns["knob_table"]
     assert "budget) took " in text
+    # 7. over seeds, each its own SFT start: seed 0's runs are the ones above, and the mechanism holds on every
+    # seed (the lag of every batch; the mismatch KL grows with K, and the hot sampler's exceeds K = 4's)
+    seeds, verdicts, n = ns["SEEDS"], ns[VERDICTS], len(ns["SEEDS"])
+    acc = ns["{s: {k: v['accuracy'] for k, v in r.items()} for s, r in per_seed.items()}"]
+    acc = {int(s): r for s, r in acc.items()}
+    kls = {int(s): r for s, r in ns["{s: {k: summarise(v)['mismatch_kl'] for k, v in r.items() if k != 'SFT'} "
+                                    "for s, r in per_seed.items()}"].items()}
+    lags = ns["{s: {k: [x.get('staleness') for x in r[k]['rows']] for k in ('K = 1', 'K = 4')} "
+              "for s, r in per_seed.items()}"]
+    assert n >= 3 and sorted(acc) == sorted(seeds) and acc[seeds[0]]["SFT"] == ns["baseline"]["accuracy"]
+    assert all(acc[seeds[0]][k] == table[k]["accuracy"] for k in table)
+    assert len({acc[s]["SFT"] for s in seeds}) == n  # each seed its own SFT start
+    for s, lag in lags.items():
+        assert lag == {"K = 1": [min(i, 1) for i in range(steps)], "K = 4": [min(i, 4) for i in range(steps)]}, s
+    assert all(ns["lags"].values()) and all(ns["kl_grew"].values()) and all(ns["kl_slower"].values())
+    assert f"on {n} of {n} seeds; the mismatch KL larger at K = 4 than at K = 1 on {n} of {n} seeds" in text
+    assert f"smaller at K = 4 with lr / 4 than with the full lr on {n} of {n}" in text
+    for s, kl in kls.items():
+        assert kl["sampler T = 2.0"] > kl["K = 4"] > 2 * kl["K = 1"] > 0 and kl["K = 4, lr / 4"] < kl["K = 4"], (s, kl)
+    # every verdict is read from its own per-seed numbers, and printed
+    pairs = {"K = 1": ("K = 1", "synchronous"), "K = 4": ("K = 4", "synchronous"),
+             "K = 4 uncorrected": ("K = 4, no correction", "synchronous"),
+             "correction": ("K = 4", "K = 4, no correction"), "harm": ("K = 4, no correction", "SFT"),
+             "sampler": ("sampler T = 2.0", "sampler T = 2.0, no correction"),
+             "dynamic": ("dynamic sampling", "synchronous"), "adaptive": ("adaptive length", "synchronous")}
+    low = {int(s): {k: p["low"] for k, p in r.items()} for s, r in ns["seed_paths"].items()}
+    diffs = {key: [acc[s][a] - acc[s][b] for s in seeds] for key, (a, b) in pairs.items()}
+    diffs["dip"] = [low[s]["K = 4"] - acc[s]["SFT"] for s in seeds]
+    diffs["lr / 4"] = [low[s]["K = 4, lr / 4"] - low[s]["K = 4"] for s in seeds]
+    assert set(verdicts) == set(diffs)
+    for key, (k, count, beyond, median, sentence) in verdicts.items():
+        d = diffs[key]
+        assert count == n and k == sum(x > 0 for x in d) and median == pytest.approx(statistics.median(d)), key
+        same_sign = all(x > 0 for x in d) or all(x < 0 for x in d)
+        assert beyond == (same_sign and abs(median) > ns["NOISE"]) and sentence in text, key
+    assert "the live runs, this budget" in text
+    # the lesson, over seeds, at this budget: four stale steps without the correction cost accuracy on every seed, by
+    # more than 3 points at the median; with the correction K = 4 still ends below the synchronous run at the median;
+    # a quarter of the learning rate keeps K = 4's lowest point higher (FAST, seeds 0-2, AVX-512 / AVX2 kernels:
+    # uncorrected − synchronous -22.8 / -15.6 / -4.2 and -6.8 / -13.0 / -6.0 points; corrected − synchronous median
+    # -7.0 and -13.0; lowest point at lr / 4 − at the full lr +3.6 / +2.4 / +0.4 and +6.0 / +4.8 / +13.8). What the
+    # correction recovers needs more steps: +8.2 / +8.6 / +11.8 with AVX-512 kernels but -8.4 / +4.6 / -7.0 with
+    # AVX2 at FAST, beyond the seed spread in the committed benchmark (50 steps), which the notebook prints beside it
+    k, _, _, median, sentence = verdicts["K = 4 uncorrected"]
+    assert k == 0 and median <= -0.03, sentence
+    assert verdicts["K = 4"][3] < 0, verdicts["K = 4"][4]
+    assert verdicts["lr / 4"][0] >= n - 1 and verdicts["lr / 4"][3] > 0, verdicts["lr / 4"][4]
+    # the committed benchmark beside the live runs, where the repository's benchmarks are (JupyterLab's scratch
+    # folder, like Colab, has none, and the notebook says so)
+    if "the committed benchmark (benchmarks/tinygpt_async.py" in text:
+        assert text.count("- K = 4 with the correction − without:") == 2
+    else:
+        assert "benchmarks/results/async.json is not here" in text
 
 
 def test_16_recipes_runs_r1_r1_zero_and_measures_what_rl_amplifies(matplotlib_ready, shared_sft_start):

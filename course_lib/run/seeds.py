@@ -7,9 +7,10 @@ rule; eager attention is no better), while four models one after the other cost 
 is the cores, so ``over_seeds`` runs each seed in its own process with one torch thread (as the
 rollout worker does: ``fork`` on Linux, ``spawn`` elsewhere), as many at a time as the machine has
 cores, and returns the results in seed order; ``in_background`` starts them (``spawn``: below) and
-returns at once (a notebook walks through one seed while the others run). What seeds can share, they share: the task is the
-config's, and each seed's SFT start comes from the disk cache (``course_lib.run.starts``, keyed by
-seed, config, torch's version and CPU kernel set), trained once per machine.
+returns at once (a notebook walks through one seed while the others run). What seeds can share, they
+share: the task is the config's, and each seed's SFT start comes from the disk cache
+(``course_lib.run.starts``, keyed by seed, config, torch's version and CPU kernel set), trained once per
+machine.
 
 ``train_seeds(kind, cfg, seeds)`` is the trainers' entry for a list of seeds: for ``"sft"`` each
 seed's cached start, for ``"dpo"`` and ``"grpo"`` that stage from each seed's start, seeded as
@@ -20,8 +21,9 @@ held-out evaluation, the per-step metrics, and the process's wall and CPU second
 summary and the paired verdicts over the seeds (``seed_verdicts``) in ``out/seeds.json``.
 
 Simplifications, said out loud: one seed per process at a time (no seed axis inside a model: it
-did not pay on a CPU, above); the pool's processes are started per call; a GRPO run with
-``max_staleness`` ≥ 1 is refused here (its rollout worker would be a second process per seed);
+did not pay on a CPU, above); the pool's processes are started per call; ``train_seeds`` and
+``run_seeds`` refuse a GRPO run with ``max_staleness`` ≥ 1 (its rollout worker would be a second process
+per seed; notebook 14's ``staleness_runs`` accepts that cost for its few short runs);
 on an accelerator ``run_seeds`` runs the seeds one after the other in this process.
 With one process (one seed, or ``processes=1``) the seeds run in this process, one after the other.
 """
@@ -110,7 +112,8 @@ class InBackground:
     through one seed in the kernel: the seeds share the machine's cores with the kernel.
     """
 
-    def __init__(self, fn: Callable, seeds: Sequence[int], processes: int | None = None, start_method: str | None = None):
+    def __init__(self, fn: Callable, seeds: Sequence[int], processes: int | None = None,
+                 start_method: str | None = None):
         self.seeds = _check_seeds(seeds)
         _check_processes(processes)
         method = _check_method(start_method)
@@ -213,7 +216,8 @@ def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str
     ``model`` is reset to ``sft_weights``; torch is seeded with ``seed`` (sampling) and the data generator
     with ``seed + 1``; ``trainer`` is ``"grpo"`` (the SFT weights kept as the reference, to log the KL)
     or ``"rft"`` (``course_lib.trainers.rft``, GRPO's control). ``gcfg`` is the GRPO section to run; a progress bar
-    (labelled ``name``) unless ``show_progress`` is False.
+    (labelled ``name``) unless ``show_progress`` is False. The held-out evaluation is the trainer's own at its
+    last step (the training loop evaluates there), not a second one of the same weights.
     """
     from course_lib.tinygpt.evaluation import evaluate
     from course_lib.trainers.grpo import train_grpo
@@ -225,12 +229,20 @@ def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str
     log = MetricsLog()
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)
+    last: dict = {}
+
+    def held_out(m) -> dict:
+        last["evaluation"] = evaluate(m, task, max_completion_length=gcfg.max_completion_length)
+        return last["evaluation"]
+
+    ctx = TrainContext(log=log, show_progress=show_progress)
     if trainer == "grpo":
-        out = train_grpo(model, task, gcfg, TrainContext(log=log, show_progress=show_progress), generator=gen,
-                         reference_state=sft_weights, name=name)
+        out = train_grpo(model, task, gcfg, ctx, generator=gen, reference_state=sft_weights, name=name,
+                         eval_fn=held_out)
     else:
-        out = train_rft(model, task, gcfg, TrainContext(log=log, show_progress=show_progress), generator=gen)
-    return {**evaluate(model, task, max_completion_length=gcfg.max_completion_length), **out}, log.rows
+        out = train_rft(model, task, gcfg, ctx, generator=gen, eval_fn=held_out)
+    evaluated_last = bool(log.rows) and log.rows[-1].get("accuracy") is not None  # the final weights' evaluation
+    return {**(last["evaluation"] if evaluated_last else held_out(model)), **out}, log.rows
 
 
 def variants_from_start(seed: int, *, cfg: configs.RunConfig, variants: dict) -> dict:
@@ -249,7 +261,42 @@ def variants_from_start(seed: int, *, cfg: configs.RunConfig, variants: dict) ->
     return out
 
 
-def ppo_against(policy, task, scorer, sft_weights: dict, *, seed: int, beta: float, steps: int, prompts: int) -> list[dict]:
+HOT = 2.0  # notebook 14's deliberately mismatched sampler: its temperature (the trainer's is 1.0)
+
+
+def staleness_variants(cfg: configs.RunConfig) -> dict:
+    """Notebook 14's GRPO runs, ``{name: ("grpo", GRPO overrides)}`` as ``variants_from_start`` takes them: the
+    synchronous loop, a rollout worker K = 1 and K = 4 steps behind (K = 4 with and without the behaviour
+    correction, and with a quarter of ``cfg``'s learning rate), a synchronous sampler at temperature ``HOT``
+    (with and without the correction), dynamic sampling and an adaptive completion length."""
+    lr = cfg.grpo.learning_rate
+    no_correction = {"vllm_importance_sampling_correction": False}
+    runs = {"synchronous": {}, "K = 1": {"max_staleness": 1}, "K = 4": {"max_staleness": 4},
+            "K = 4, no correction": {"max_staleness": 4, **no_correction},
+            "K = 4, lr / 4": {"max_staleness": 4, "learning_rate": lr / 4},
+            f"sampler T = {HOT}": {"sampler_temperature": HOT},
+            f"sampler T = {HOT}, no correction": {"sampler_temperature": HOT, **no_correction},
+            "dynamic sampling": {"zero_variance": "resample"},
+            "adaptive length": {"adaptive_length_quantile": 0.9, "adaptive_length_margin": 1}}
+    return {name: ("grpo", overrides) for name, overrides in runs.items()}
+
+
+STALENESS_PATHS = ("K = 4", "K = 4, lr / 4")  # the runs whose held-out path notebook 14 reads on every seed
+
+
+def staleness_runs(seed: int, *, cfg: configs.RunConfig) -> dict:
+    """Notebook 14's runs (``staleness_variants``) on one seed, from its cached SFT start (``variants_from_start``).
+
+    Only the runs of ``STALENESS_PATHS`` evaluate every ``cfg.grpo.eval_every`` steps; the others once, at
+    their last step (greedy evaluation draws no random number: the runs are the same). The runs with K ≥ 1
+    each start a rollout worker: two processes per seed while they run."""
+    variants = {name: (trainer, overrides if name in STALENESS_PATHS else {**overrides, "eval_every": cfg.grpo.steps})
+                for name, (trainer, overrides) in staleness_variants(cfg).items()}
+    return variants_from_start(seed, cfg=cfg, variants=variants)
+
+
+def ppo_against(policy, task, scorer, sft_weights: dict, *, seed: int, beta: float, steps: int,
+                prompts: int) -> list[dict]:
     """PPO with a fresh critic against a learned reward (``scorer``) from ``sft_weights``, the KL in the reward
     with coefficient ``beta``: per step ``{"step", "proxy", "gold", "kl"}`` (gold: the strict checker on the
     same samples; kl: the sampled sequence KL to the SFT policy), as ``reward_model.over_optimisation`` reads."""
@@ -283,18 +330,20 @@ def grpo_rloo_ppo(policy, task, gcfg, sft_weights: dict, *, seed: int) -> dict:
     for name, advantage in (("GRPO", "grpo"), ("RLOO", "rloo")):
         policy.load_state_dict(sft_weights)
         torch.manual_seed(seed)
-        res = train_grpo(policy, task, dataclasses.replace(gcfg, advantage=advantage), TrainContext(show_progress=False),
-                         generator=torch.Generator().manual_seed(seed + 1))
+        res = train_grpo(policy, task, dataclasses.replace(gcfg, advantage=advantage),
+                         TrainContext(show_progress=False), generator=torch.Generator().manual_seed(seed + 1))
         runs[name] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"],
                       "rl_seconds": res["rl_seconds"]}
     policy.load_state_dict(sft_weights)
     torch.manual_seed(seed)
     critic = build_critic(policy, task.tokenizer)
-    ppo_cfg = PPOConfig(steps=gcfg.steps, batch_prompts=gcfg.batch_prompts * gcfg.num_generations, eval_every=gcfg.steps)
+    ppo_cfg = PPOConfig(steps=gcfg.steps, batch_prompts=gcfg.batch_prompts * gcfg.num_generations,
+                        eval_every=gcfg.steps)
     log = MetricsLog()
-    res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task), TrainContext(log=log, show_progress=False),
-                    generator=torch.Generator().manual_seed(seed + 1))
-    runs["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"], "rl_seconds": res["rl_seconds"]}
+    res = train_ppo(policy, critic, task, ppo_cfg, resolve_reward("strict", task),
+                    TrainContext(log=log, show_progress=False), generator=torch.Generator().manual_seed(seed + 1))
+    runs["PPO"] = {"accuracy": evaluate(policy, task, max_completion_length=6)["accuracy"],
+                   "rl_seconds": res["rl_seconds"]}
     return {"runs": runs, "memory": res["memory"], "critic": critic, "ppo_rows": log.rows, "ppo_cfg": ppo_cfg}
 
 
