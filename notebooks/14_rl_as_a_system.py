@@ -92,7 +92,6 @@ import functools
 import os
 import sys
 import time
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
@@ -113,7 +112,7 @@ from course_lib.run.seeds import (
     staleness_variants,
 )
 from course_lib.run.starts import sft_start
-from course_lib.run.verdicts import evaluation_noise, paired
+from course_lib.run.verdicts import committed_benchmarks, evaluation_noise, paired
 from course_lib.tinygpt.evaluation import evaluate
 from course_lib.tinygpt.rollout import generate
 from course_lib.tinygpt.runtime import set_threads
@@ -724,8 +723,8 @@ print(f"- every batch sampled with version max(0, s − K) (lags 0, 1, …, K, K
       f"{len(SEEDS)} seeds; the mismatch KL larger at K = 4 than at K = 1 on {sum(kl_grew.values())} of "
       f"{len(SEEDS)} seeds, and smaller at K = 4 with lr / 4 than with the full lr on {sum(kl_slower.values())} of "
       f"{len(SEEDS)}")
-BENCH = Path("../benchmarks")  # the committed sweep over three seeds (`make bench`); not on Colab
-if (BENCH / "results" / "async.json").is_file():
+BENCH = committed_benchmarks("async")  # the committed sweep over three seeds (`make bench`); None on Colab
+if BENCH:
     sys.path.insert(0, str(BENCH))
     from tables import async_paired, load
 
