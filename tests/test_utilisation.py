@@ -190,3 +190,16 @@ def test_the_passport_entry_on_cuda_uses_the_dtype_the_run_used(monkeypatch, nam
     assert rm["dtype"] == "fp32" and rm["mfu"] > 0
     assert rm["mfu"] == pytest.approx(run_flops("rm", cfg, rm_rows, vocab=V) / 2.0 / fp32)
     assert passport(cfg, "rm", device="cuda", utilisation=rm)["systems"]["mfu"]["mfu"] == rm["mfu"]
+
+
+def test_the_compute_dtype_is_fp32_only_for_a_trainer_registered_with_full_precision(monkeypatch):
+    """On a bf16 device the policy trainers compute in bf16; the reward model (``register(full_precision=True)``)
+    in fp32, so its MFU is against the fp32 peak; an unregistered kind follows the device."""
+    from course_lib.tinygpt import runtime
+    from course_lib.trainers.trainer import trainers
+    from course_lib.trainers.utilisation import compute_dtype
+
+    monkeypatch.setattr(runtime, "precision", lambda device: "bf16")
+    assert [k for k, e in trainers().items() if e.full_precision] == ["rm"]
+    assert compute_dtype("rm", "cuda") == "fp32"
+    assert compute_dtype("grpo", "cuda") == compute_dtype("sft", "cuda") == compute_dtype("judge", "cuda") == "bf16"

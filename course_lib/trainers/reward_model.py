@@ -594,7 +594,7 @@ def rm_passport(cfg, info: dict) -> dict:
 @register("rm", RewardModelConfig, passport=rm_passport, flops=rm_run_flops,
           trl="no TRL row: TRL's RewardTrainer trains a sequence classifier on a preference dataset; the bridge "
               "does not translate the course's reward model (a head on the SFT policy's transformer)",
-          trains_policy=False, recipe_stage="a reward model trains no policy",
+          trains_policy=False, recipe_stage="a reward model trains no policy", full_precision=True,
           # the same one spare token past the longest answer + <eos> (digits + 2) as the policy trainers
           gpu=dict(pair_prompts=16384, heldout_prompts=1000, steps=500, batch_size=512, max_completion_length=7),
           test=dict(pair_prompts=64, heldout_prompts=30, samples_per_prompt=8, max_completion_length=4,

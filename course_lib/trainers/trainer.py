@@ -345,6 +345,7 @@ class Registered:
     time_split: bool = False  # report generation vs update seconds (an online trainer's rows carry them)
     trl: dict | str = NO_TRL_ROW  # {TRL kind: TRLRow} (course_lib.trl), or why it has none
     recipe_numbers: Callable | None = None  # rows -> the numbers a recipe's stage adds from its metrics rows
+    full_precision: bool = False  # its matmuls run in float32 with TF32 off wherever it runs (runtime.full_precision)
 
 
 TRAINERS: dict[str, Registered] = {}
@@ -359,14 +360,16 @@ def register(kind: str, config: type, *, gpu: dict | None = None,
              test: dict | None = None, passport: Callable | None = None, flops: Callable | None = None,
              recipe_stage: bool | str = True, env: bool | str = False, controls: tuple = ("sft",),
              trains_policy: bool = True, completion_length=None, time_split: bool = False,
-             trl: TRLRow | dict | str = NO_TRL_ROW, recipe_numbers: Callable | None = None):
+             trl: TRLRow | dict | str = NO_TRL_ROW, recipe_numbers: Callable | None = None,
+             full_precision: bool = False):
     """Add ``stage(ctx) -> StageResult`` to ``TRAINERS`` under ``kind`` (a decorator): a new trainer is this one line.
 
     ``config`` is its section of ``configs.RunConfig`` (named ``kind``), with the ``gpu`` and
     ``test`` configs' values over its defaults; the CLI's flags, ``validate`` and ``from_dict``
     follow from it. ``trl``: its row in the TRL bridge (a ``TRLRow``, named ``kind``, or
     ``{TRL kind: TRLRow}`` for several), or a sentence saying why it has none. ``recipe_numbers(rows)``:
-    what a recipe records of its stage beyond the held-out numbers (e.g. GRPO's rewards).
+    what a recipe records of its stage beyond the held-out numbers (e.g. GRPO's rewards). ``full_precision``:
+    its matmuls run in float32 with TF32 off on every device, so its MFU is against the fp32 peak.
     """
     if isinstance(trl, TRLRow):
         trl = {kind: trl}
@@ -378,7 +381,7 @@ def register(kind: str, config: type, *, gpu: dict | None = None,
     def add(stage):
         TRAINERS[kind] = Registered(stage, config, dict(gpu or {}), dict(test or {}), passport, flops,
                                     recipe_stage, env, tuple(controls), trains_policy, completion_length, time_split,
-                                    trl, recipe_numbers)
+                                    trl, recipe_numbers, full_precision)
         return stage
 
     return add

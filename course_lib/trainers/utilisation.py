@@ -181,14 +181,13 @@ def grpo_run_flops(cfg, rows: list[dict], *, vocab: int, reference: bool = True)
     return total
 
 
-FULL_PRECISION_KINDS = ("rm",)  # float32 with TF32 off wherever they run (runtime.full_precision)
-
-
 def compute_dtype(kind: str, device) -> str:
-    """The dtype ``kind``'s matmuls run in on ``device``: ``runtime.precision``, but fp32 for the reward model."""
+    """The dtype ``kind``'s matmuls run in on ``device``: ``runtime.precision``, but fp32 for a trainer registered
+    with ``full_precision`` (the reward model)."""
     from course_lib.tinygpt.runtime import precision
+    from course_lib.trainers.trainer import trainers
 
-    return "fp32" if kind in FULL_PRECISION_KINDS else precision(device)
+    return "fp32" if kind in trainers() and trainers()[kind].full_precision else precision(device)
 
 
 def mfu_entry(kind: str, cfg, rows: list[dict], seconds: float, device, *, vocab: int) -> dict | None:
