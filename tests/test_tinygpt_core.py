@@ -680,7 +680,7 @@ def test_heldout_set_does_not_depend_on_the_demonstrations():
     ("max_grad_norm", 0.0, "max_grad_norm must be a finite number > 0"),
     ("sft.batch_size", 0, "sft.batch_size must be an integer >= 1"),
     ("task.n_demos", 2000, "exceeds the 100 distinct 1-digit prompts"),
-    ("task.n_heldout", 0, "task.n_heldout must be an integer >= 1"),
+    ("task.n_heldout", 0, r"task.n_heldout must be an integer in \[1, 100000\]"),
     ("grpo.reward", "exact", "reward must be one of"),
 ])
 def test_validate_names_bad_values(where, value, message):
