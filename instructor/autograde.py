@@ -76,12 +76,7 @@ from instructor.gradebook import (
     status_of,
     zero_submission,
 )
-from instructor.run_nbgrader import (
-    Zygote,
-    quiet_known_warnings,
-    share_gradebook_engines,
-    skip_unused_imports,
-)
+from instructor.run_nbgrader import Zygote, quiet_known_warnings, share_gradebook_engines, skip_unused_imports
 from instructor.scan import scan_submissions
 from instructor.submission import file_hashes, stage
 

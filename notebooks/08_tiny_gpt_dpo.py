@@ -88,12 +88,7 @@ from course_lib.tinygpt.rollout import generate
 from course_lib.tinygpt.runtime import MetricsLog
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import get_config
-from course_lib.trainers.dpo import (
-    build_preference_pairs,
-    dpo_batch_loss,
-    reference_logprobs,
-    train_dpo,
-)
+from course_lib.trainers.dpo import build_preference_pairs, dpo_batch_loss, reference_logprobs, train_dpo
 from course_lib.trainers.kto import kto_data_from_pairs, train_kto
 from course_lib.trainers.sft import train_sft
 from course_lib.trainers.trainer import TrainContext

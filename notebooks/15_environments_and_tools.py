@@ -85,13 +85,7 @@ from course_lib.lesson.stopwatch import Stopwatch
 from course_lib.run.dashboard import dashboard
 from course_lib.run.starts import env_start, sft_start
 from course_lib.run.verdicts import committed_benchmarks
-from course_lib.tinygpt.environments import (
-    CalculatorEnv,
-    EnvTask,
-    EpisodeLimits,
-    process_advantages,
-    run_episode,
-)
+from course_lib.tinygpt.environments import CalculatorEnv, EnvTask, EpisodeLimits, process_advantages, run_episode
 from course_lib.tinygpt.evaluation import evaluate
 from course_lib.tinygpt.runtime import MetricsLog
 from course_lib.trainers.configs import get_config

@@ -59,12 +59,7 @@ import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
 from course_lib.formulas.advantages import zero_variance_probability
-from course_lib.formulas.budgets import (
-    rollout_generation_seconds,
-    rollout_tokens,
-    stage_memory_gib,
-    update_seconds,
-)
+from course_lib.formulas.budgets import rollout_generation_seconds, rollout_tokens, stage_memory_gib, update_seconds
 from course_lib.formulas.preference import bt_probability, dpo_terms, win_rate_to_gap
 from course_lib.lesson.explore import predict, readout
 from course_lib.lesson.sources import SOURCES, cite, date, timeline

@@ -1,12 +1,7 @@
 import pytest
 from lecture import printed
 
-from course_lib.formulas.budgets import (
-    rollout_generation_seconds,
-    rollout_tokens,
-    stage_memory_gib,
-    update_seconds,
-)
+from course_lib.formulas.budgets import rollout_generation_seconds, rollout_tokens, stage_memory_gib, update_seconds
 
 N = 8.03e9
 

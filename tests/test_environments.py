@@ -6,13 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.tinygpt.environments import (
-    TOOL_CHARS,
-    CalculatorEnv,
-    EpisodeLimits,
-    make_env,
-    run_episode,
-)
+from course_lib.tinygpt.environments import TOOL_CHARS, CalculatorEnv, EpisodeLimits, make_env, run_episode
 from course_lib.tinygpt.task import CHARS, AdditionTask, CharTokenizer, TaskConfig
 
 TOK = CharTokenizer(extra_chars=TOOL_CHARS)

@@ -16,19 +16,9 @@ import torch
 
 from course_lib.__main__ import apply_overrides, build_parser
 from course_lib.formulas.advantages import compute_advantages
-from course_lib.formulas.policy_loss import (
-    aggregate,
-    cispo_objective,
-    clipped_surrogate,
-    sequence_ratio,
-)
+from course_lib.formulas.policy_loss import aggregate, cispo_objective, clipped_surrogate, sequence_ratio
 from course_lib.tinygpt.model import build_model, completion_logprobs
-from course_lib.tinygpt.rewards import (
-    CheckerReward,
-    OverlongShaped,
-    overlong_penalty,
-    resolve_reward,
-)
+from course_lib.tinygpt.rewards import CheckerReward, OverlongShaped, overlong_penalty, resolve_reward
 from course_lib.tinygpt.rollout import collect_rollouts
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers import grpo as grpo_module

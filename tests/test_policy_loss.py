@@ -4,12 +4,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib.formulas.policy_loss import (
-    aggregate,
-    clipped_surrogate,
-    kl_estimate,
-    kl_shaped_rewards,
-)
+from course_lib.formulas.policy_loss import aggregate, clipped_surrogate, kl_estimate, kl_shaped_rewards
 
 MASK = [[1, 0, 0], [1, 1, 1]]
 VALUES = [[2.0, 9.0, 9.0], [0.0, 0.0, 0.0]]  # 9.0 sits on padding and must never count

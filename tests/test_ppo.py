@@ -15,13 +15,7 @@ from course_lib.tinygpt.model import build_model
 from course_lib.tinygpt.runtime import MetricsLog
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import PPOConfig, get_config
-from course_lib.trainers.ppo import (
-    build_critic,
-    critic_passport,
-    persistent_bytes,
-    token_values,
-    train_ppo,
-)
+from course_lib.trainers.ppo import build_critic, critic_passport, persistent_bytes, token_values, train_ppo
 from course_lib.trainers.trainer import TrainContext
 
 torch.set_num_threads(1)

@@ -57,13 +57,7 @@ from course_lib.formulas.policy_loss import aggregate, clipped_surrogate
 from course_lib.formulas.preference import dpo_terms
 from course_lib.run import kernel_codec
 from course_lib.tinygpt.evaluation import evaluate
-from course_lib.tinygpt.model import (
-    NEVER_LOGIT,
-    ModelConfig,
-    build_model,
-    completion_logprobs,
-    position_ids,
-)
+from course_lib.tinygpt.model import NEVER_LOGIT, ModelConfig, build_model, completion_logprobs, position_ids
 from course_lib.tinygpt.rewards import resolve_reward
 from course_lib.tinygpt.rollout import collect_rollouts, sequence_logprobs
 from course_lib.tinygpt.runtime import clip_gradients, full_precision, make_optimizer, set_threads

@@ -24,12 +24,7 @@ import functools
 from dataclasses import dataclass
 
 import torch
-from transformers import (
-    GenerationConfig,
-    GPT2Config,
-    GPT2ForSequenceClassification,
-    GPT2LMHeadModel,
-)
+from transformers import GenerationConfig, GPT2Config, GPT2ForSequenceClassification, GPT2LMHeadModel
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions
 
 from course_lib._validate import number

@@ -82,12 +82,7 @@ from dataclasses import dataclass, field
 
 from course_lib._validate import number
 from course_lib.formulas.behaviour import IS_MODES, check_bounds
-from course_lib.formulas.policy_loss import (
-    GRPO_LOSS_TYPES,
-    IMPORTANCE_SAMPLING_LEVELS,
-    KL_ESTIMATORS,
-    UNITS,
-)
+from course_lib.formulas.policy_loss import GRPO_LOSS_TYPES, IMPORTANCE_SAMPLING_LEVELS, KL_ESTIMATORS, UNITS
 from course_lib.tinygpt.environments import ENVIRONMENTS, TOOL_CALLS
 from course_lib.tinygpt.model import ModelConfig
 from course_lib.tinygpt.rewards import check_reward_spec

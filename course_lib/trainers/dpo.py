@@ -25,11 +25,7 @@ from course_lib.formulas.preference import dpo_terms, implicit_reward, ipo_loss,
 from course_lib.tinygpt.model import completion_logprobs
 from course_lib.tinygpt.rewards import resolve_reward, reward_source
 from course_lib.tinygpt.rollout import sample_groups
-from course_lib.tinygpt.runtime import (
-    autocast,
-    progress,
-    to_device,
-)
+from course_lib.tinygpt.runtime import autocast, progress, to_device
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import DPOConfig
 from course_lib.trainers.trainer import (

@@ -70,30 +70,13 @@ import time
 import torch
 
 from course_lib.formulas.advantages import compute_advantages
-from course_lib.formulas.behaviour import (
-    behaviour_weights,
-    mismatch,
-    mismatched_sampler,
-    sampler_entry,
-)
-from course_lib.formulas.policy_loss import (
-    aggregate,
-    kl_estimate,
-    kl_shaped_rewards,
-    logged_kl,
-    surrogate,
-)
+from course_lib.formulas.behaviour import behaviour_weights, mismatch, mismatched_sampler, sampler_entry
+from course_lib.formulas.policy_loss import aggregate, kl_estimate, kl_shaped_rewards, logged_kl, surrogate
 from course_lib.tinygpt.evaluation import evaluate
 from course_lib.tinygpt.model import completion_logprobs
 from course_lib.tinygpt.rewards import grpo_reward, reward_granularity, reward_source
 from course_lib.tinygpt.rollout import collect_rollouts, next_length_cap, sequence_logprobs
-from course_lib.tinygpt.runtime import (
-    autocast,
-    make_optimizer,
-    optimizer_step,
-    set_threads,
-    to_device,
-)
+from course_lib.tinygpt.runtime import autocast, make_optimizer, optimizer_step, set_threads, to_device
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.trainers.configs import GSPO_PAPER_EPSILONS, GRPOConfig

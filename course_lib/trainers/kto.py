@@ -36,21 +36,12 @@ import time
 
 import torch
 
-from course_lib.formulas.preference import (
-    kto_loss,
-    kto_reference_point,
-    label_balance,
-    mismatched_order,
-)
+from course_lib.formulas.preference import kto_loss, kto_reference_point, label_balance, mismatched_order
 from course_lib.tinygpt.model import completion_logprobs
 from course_lib.tinygpt.rewards import reward_source
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import KTOConfig
-from course_lib.trainers.dpo import (
-    build_preference_pairs,
-    pairs_unmatched_in_trl,
-    reference_logprobs,
-)
+from course_lib.trainers.dpo import build_preference_pairs, pairs_unmatched_in_trl, reference_logprobs
 from course_lib.trainers.trainer import (
     StageContext,
     StageResult,

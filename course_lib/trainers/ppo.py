@@ -49,12 +49,7 @@ import time
 import torch
 
 from course_lib.formulas.advantages import gae, whiten
-from course_lib.formulas.policy_loss import (
-    aggregate,
-    clipped_surrogate,
-    clipped_value_loss,
-    kl_estimate,
-)
+from course_lib.formulas.policy_loss import aggregate, clipped_surrogate, clipped_value_loss, kl_estimate
 from course_lib.tinygpt.evaluation import evaluate
 from course_lib.tinygpt.model import (
     attention_pattern,
@@ -63,32 +58,13 @@ from course_lib.tinygpt.model import (
     model_config_of,
     position_ids,
 )
-from course_lib.tinygpt.rewards import (
-    REWARD_MODEL_PREFIX,
-    resolve_reward,
-    reward_granularity,
-    reward_source,
-)
+from course_lib.tinygpt.rewards import REWARD_MODEL_PREFIX, resolve_reward, reward_granularity, reward_source
 from course_lib.tinygpt.rollout import sample_groups
-from course_lib.tinygpt.runtime import (
-    autocast,
-    make_optimizer,
-    optimizer_step,
-    read_metrics,
-    set_threads,
-    to_device,
-)
+from course_lib.tinygpt.runtime import autocast, make_optimizer, optimizer_step, read_metrics, set_threads, to_device
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import PPOConfig
 from course_lib.trainers.reward_model import passport_fields, read_info
-from course_lib.trainers.trainer import (
-    ONLINE_STALENESS,
-    StageContext,
-    StageResult,
-    TrainContext,
-    register,
-    train_loop,
-)
+from course_lib.trainers.trainer import ONLINE_STALENESS, StageContext, StageResult, TrainContext, register, train_loop
 from course_lib.trainers.utilisation import ppo_run_flops
 
 

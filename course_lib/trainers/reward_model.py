@@ -55,35 +55,14 @@ from transformers import GPT2ForSequenceClassification
 from transformers.utils import logging as hf_logging
 
 from course_lib.formulas.preference import bt_probability, reward_model_loss
-from course_lib.tinygpt.model import (
-    ModelConfig,
-    attention_pattern,
-    build_scalar_model,
-    model_config_of,
-)
-from course_lib.tinygpt.rewards import (
-    REWARD_MODEL_PREFIX,
-    register_source,
-    resolve_reward,
-    reward_source,
-)
+from course_lib.tinygpt.model import ModelConfig, attention_pattern, build_scalar_model, model_config_of
+from course_lib.tinygpt.rewards import REWARD_MODEL_PREFIX, register_source, resolve_reward, reward_source
 from course_lib.tinygpt.rollout import generate
-from course_lib.tinygpt.runtime import (
-    MetricsLog,
-    full_precision,
-    read_metrics,
-    to_device,
-)
+from course_lib.tinygpt.runtime import MetricsLog, full_precision, read_metrics, to_device
 from course_lib.tinygpt.task import AdditionTask, CharTokenizer, TaskConfig
 from course_lib.trainers.configs import RewardModelConfig
 from course_lib.trainers.dpo import select_pairs
-from course_lib.trainers.trainer import (
-    StageContext,
-    StageResult,
-    TrainContext,
-    register,
-    train_offline,
-)
+from course_lib.trainers.trainer import StageContext, StageResult, TrainContext, register, train_offline
 from course_lib.trainers.utilisation import rm_run_flops
 
 FORMAT = "course_lib-reward-model-1"

@@ -34,12 +34,7 @@ from course_lib.tinygpt.evaluation import evaluate
 from course_lib.tinygpt.model import completion_logprobs
 from course_lib.tinygpt.rewards import resolve_reward
 from course_lib.tinygpt.rollout import collect_rollouts
-from course_lib.tinygpt.runtime import (
-    autocast,
-    make_optimizer,
-    optimizer_step,
-    set_threads,
-)
+from course_lib.tinygpt.runtime import autocast, make_optimizer, optimizer_step, set_threads
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers import reward_model  # noqa: F401 - registers the rm:DIR reward source
 from course_lib.trainers.configs import GRPOConfig

@@ -18,9 +18,7 @@ import torch
 from course_lib.formulas.policy_loss import aggregate
 from course_lib.tinygpt.evaluation import evaluate
 from course_lib.tinygpt.model import completion_logprobs
-from course_lib.tinygpt.runtime import (
-    to_device,
-)
+from course_lib.tinygpt.runtime import to_device
 from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import SFTConfig
 from course_lib.trainers.trainer import (
