@@ -9,7 +9,7 @@ with their choices and each named config's default:
   ``--seed 0 1 2`` runs them side by side, ``course_lib.run.seeds.run_seeds``), ``--device``,
   ``--threads``, ``--control``, ``--sft-checkpoint``, ``--no-progress``;
 - the trainer's own options under their plain names (``--beta`` is GRPO's β in ``train grpo``
-  and DPO's β in ``train dpo``); in a DPO or GRPO run the SFT stage's options are
+  and DPO's β in ``train dpo``); in every run but ``train sft`` the SFT stage's options are
   ``--sft-steps``, ``--sft-batch-size``, ``--sft-learning-rate``, ``--sft-eval-every``;
 - the task (``--digits``, ``--n-demos``, …, ``--task-seed``) and the model (``--n-layer``, …).
 
@@ -127,8 +127,10 @@ def _add_field(group, section: str, f: dataclasses.Field, flag: str) -> None:
 
 
 def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(kind, help=f"train {kind} end to end", formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description=f"Train the tiny GPT with {kind.upper()} (the SFT stage runs first for dpo/grpo).")
+    summary = (sys.modules[entry(kind).stage.__module__].__doc__ or f"train {kind} end to end").strip().splitlines()[0]
+    first = "" if kind == "sft" else " An SFT stage runs first (or --sft-checkpoint gives its policy)."
+    p = sub.add_parser(kind, help=summary, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=summary + first)
     r = p.add_argument_group("run")
     add_run_options(r, f"run folder (default: runs/{kind})", "continue the run in DIR with its saved options",
                     several_seeds=True)
@@ -199,7 +201,7 @@ def _recipe_parser(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m course_lib", description="Train the course's tiny GPT.")
     sub = parser.add_subparsers(dest="command", required=True)
-    tr = sub.add_parser("train", help="train sft, dpo or grpo end to end")
+    tr = sub.add_parser("train", help="train the tiny GPT: one trainer, or a recipe of stages")
     kinds = tr.add_subparsers(dest="kind", required=True)
     for kind in trainers():
         _trainer_parser(kinds, kind)

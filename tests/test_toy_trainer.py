@@ -117,7 +117,8 @@ def test_a_toy_trainer_in_one_file_has_a_config_section_a_flag_and_a_passport(to
     cfg.toy.toy_knob = 0.0
     with pytest.raises(ValueError, match="toy.toy_knob must be > 0"):
         validate(cfg)
-    assert "toy" in _help("train")
+    assert "A toy trainer: SFT's loss at its own learning rate" in " ".join(_help("train").split())  # its docstring
+    assert "An SFT stage runs first" in " ".join(_help("train", "toy").split())
     assert "--toy-knob" in _help("train", "toy") and "default: 0.5" in _help("train", "toy")
     pp = passport(get_config("test"), "toy")
     assert pp["kind"] == "toy" and pp["optimisation"] == {"algorithm": "toy, knob=0.5"} and "systems" in pp
