@@ -104,8 +104,9 @@ def test_processes_split_the_batch_and_bad_input_is_refused():
     assert translate(_cfg(), "grpo", num_processes=4).config["per_device_train_batch_size"] == 64
     with pytest.raises(ValueError, match="divisible by num_processes"):
         translate(_cfg(), "grpo", num_processes=3)
-    with pytest.raises(ValueError, match="num_processes must be a positive integer"):
-        translate(_cfg(), "grpo", num_processes=0)
+    for bad in (0, True, 2.0):
+        with pytest.raises(ValueError, match=f"num_processes must be an integer >= 1; got {bad!r}"):
+            translate(_cfg(), "grpo", num_processes=bad)
     with pytest.raises(ValueError, match="kind must be one of"):
         translate(_cfg(), "ppo")
     with pytest.raises(ValueError, match="grpo.epsilon"):

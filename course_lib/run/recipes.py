@@ -62,6 +62,7 @@ from pathlib import Path
 
 import torch
 
+from course_lib._validate import number
 from course_lib.lesson.sources import cite
 from course_lib.run.passport import format_passport, passport
 from course_lib.run.pipeline import build_policy
@@ -261,8 +262,7 @@ def digit_text(task, n: int, generator: torch.Generator) -> tuple[torch.Tensor, 
     no sum. The loss mask covers the real tokens from ``task.prompt_length`` on (the ``<eos>``
     included): the positions the SFT loop scores (see the module docstring).
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1 (documents); got {n!r}")
+    number(n, "n", integer=True, low=1, why=" (documents)")
     tok = task.tokenizer
     width = task.prompt_length + task.answer_length
     digits = torch.tensor(tok.convert_tokens_to_ids(list("0123456789")))
@@ -371,10 +371,9 @@ def run_recipe(
     out = Path(out)
     say = print if verbose else (lambda *a, **k: None)
     set_threads(threads)
-    if until is not None and (isinstance(until, bool) or not isinstance(until, int) or until < 1):
-        raise ValueError(f"until must be an integer >= 1 (the last stage to run); got {until!r}")
-    if isinstance(kl_samples, bool) or not isinstance(kl_samples, int) or kl_samples < 1:
-        raise ValueError(f"kl_samples must be an integer >= 1 (completions per held-out prompt); got {kl_samples!r}")
+    if until is not None:
+        number(until, "until", integer=True, low=1, why=" (the last stage to run)")
+    number(kl_samples, "kl_samples", integer=True, low=1, why=" (completions per held-out prompt)")
     if resume:
         if init is not None:
             raise ValueError("resume=True continues from the saved policies; give no init")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from course_lib._validate import number
 from course_lib.tinygpt.runtime import trl_precision
 from course_lib.trainers.configs import RunConfig, validate
 from course_lib.trainers.trainer import TRLRow, Unmatched, trl_rows
@@ -123,8 +124,7 @@ def translate(
     ``batch_size`` pairs/demonstrations).
     """
     r = row(kind)
-    if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
-        raise ValueError(f"num_processes must be a positive integer; got {num_processes!r}")
+    number(num_processes, "num_processes", integer=True, low=1)
     validate(cfg)
     section = getattr(cfg, r.section)
     for name, value in r.requires.items():
