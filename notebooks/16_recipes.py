@@ -248,7 +248,7 @@ if BENCH:
           + "\n".join(line for line in recipe_verdicts(load("recipes", BENCH / "results"))
                       if line.startswith("- r1, pass@1")))
 else:
-    print("benchmarks/results/recipes.json is not here (e.g. on Colab): see the README's recipes table")
+    print("benchmarks/results/recipes.json is not here (e.g. on Colab): see the recipes table in docs/results.md")
 print("(section 5 reads each stage over the three seeds of this budget)")
 print(f"GRPO's groups without signal: {grpo1['zero_variance_share']:.0%} in stage 2, "
       f"{grpo2['zero_variance_share']:.0%} in stage 4 (one average p would predict {uniform:.0%} in stage 2)")

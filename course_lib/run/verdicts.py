@@ -2,7 +2,7 @@
 
 A statement about what training does (A beats B, a stage added accuracy, a correction recovered a
 dip) is a statement about a distribution of runs. Every such sentence in the notebooks and the
-benchmarks' README tables comes from ``paired``: for each seed, the value under A and under B (the
+benchmark tables (docs/results.md) comes from ``paired``: for each seed, the value under A and under B (the
 same seed means the same SFT start, prompts and random streams, so the seed-by-seed *difference* is
 the sharp reading), and from those
 
