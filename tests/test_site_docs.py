@@ -1,7 +1,8 @@
 """The docs pages in the rendered site (``tools.build_site.build_docs``), no notebook executed:
 every ``docs/*.md`` becomes ``_site/docs/NAME.html`` with its tables, and every link on it
-resolves to a site page, a notebook's page or the repository on GitHub. ``tests/test_site.py``
-checks the whole site, notebooks included, in Chromium."""
+resolves to a site page, a notebook's page or the repository on GitHub; the README, which sends a
+reader to these pages, stays within 15 KB and its links resolve. ``tests/test_site.py`` checks the
+whole site, notebooks included, in Chromium."""
 
 from __future__ import annotations
 
@@ -79,3 +80,12 @@ def test_doc_links_map_to_pages_and_a_link_out_of_the_repository_is_refused():
         doc_href("../../elsewhere.md")
     # notebook 00's map links the instructor's guide from notebooks/: the site has it in docs/
     assert _link_pages('<a href="../docs/instructors.md">') == '<a href="docs/instructors.html">'
+
+
+def test_the_readme_stays_a_five_minute_read_and_its_links_resolve():
+    readme = ROOT / "README.md"
+    assert readme.stat().st_size <= 15_000, "the README holds what it is, set-up, the map, the CLI and where next"
+    links = re.findall(r"\]\(([^)\s]+)\)", readme.read_text(encoding="utf-8"))
+    local = [link.split("#")[0] for link in links if not re.match(r"(https?:|mailto:|#)", link)]
+    assert len(local) > 20  # the notebooks of the map and the docs pages
+    assert [link for link in local if not (ROOT / link).exists()] == []
