@@ -3,7 +3,8 @@ inside functions, importlib calls and a script's bare import of a module beside 
 import save`` in benchmarks/, which puts its own folder on sys.path); and course_lib's folders keep
 their layer rules: a module imports only from its own folder, from the folders its folder's
 ``MAY_IMPORT`` names (in the folder's ``__init__.py``), and from ``_validate``, the floor every folder
-stands on; nothing imports ``__main__``, the command line on top."""
+stands on; nothing imports ``__main__``, the command line on top; and course_lib imports nothing from the
+other three folders, which stand on it."""
 
 from __future__ import annotations
 
@@ -173,3 +174,13 @@ def test_course_lib_folders_keep_their_layer_rules():
     assert layer_breaks(graph(), folder_of, rules) == []
     if rules:  # in folders, only the floor and the roof stay at the top of course_lib
         assert sorted(name for name, folder in folder_of.items() if not folder) == sorted([FLOOR, ROOF])
+
+
+def test_course_lib_imports_nothing_from_the_folders_beside_it():
+    """course_lib is the installed package (Colab pip-installs it alone): instructor/, benchmarks/ and tools/
+    stand on it, never under it."""
+    g = folders_graph()
+    assert any(n.startswith("course_lib.") for m, imported in g.items() if m.startswith("tools.") for n in imported)
+    upward = sorted(f"{m} -> {n}" for m, imported in g.items() if m.startswith("course_lib.")
+                    for n in imported if not n.startswith("course_lib."))
+    assert upward == []
