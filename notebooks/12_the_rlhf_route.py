@@ -455,7 +455,7 @@ for t in (2, 1, 0):
 adv_lib, returns = gae(torch.tensor([r_tok]), torch.tensor([v_tok]), torch.ones(1, 3), gamma=gamma, lam=lam)
 print("δ by hand       ", [round(d, 4) for d in deltas])
 print("Â by hand       ", [round(a, 4) for a in adv_hand])
-print("Â course_lib.gae", [round(a, 4) for a in adv_lib[0].tolist()])
+print("Â advantages.gae", [round(a, 4) for a in adv_lib[0].tolist()])
 assert torch.allclose(adv_lib, torch.tensor([adv_hand]))
 v_loss, was_clipped = clipped_value_loss(torch.tensor([0.5]), torch.tensor([0.0]), torch.tensor([1.0]), 0.2)
 print(f"clipped value loss: V_old 0, V 0.5, return 1, ε_v 0.2 → {float(v_loss):.2f} (clip active: "

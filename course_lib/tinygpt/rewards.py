@@ -37,7 +37,7 @@ class Checker(NamedTuple):
 # The one home of the checker names: validation, the CLI's help and the passport read this table.
 CHECKERS = {
     "strict": Checker("strict_reward", "deterministic rule: exact answer digits followed by <eos> "
-                                       "(course_lib.tinygpt.task.strict_reward)", True),
+                                       "(course_lib.tinygpt.task.AdditionTask.strict_reward)", True),
     "loose": Checker("loose_reward", "deterministic rule, deliberately loose: answer digits in order anywhere in "
                                      "the output (loose_reward)", True, parse=None),
     "partial": Checker("partial_reward", "deterministic rule, partial credit: the share of digit places that are "

@@ -266,7 +266,7 @@ def save_reward_model(rm, tokenizer: CharTokenizer, directory, *, task_config: T
         rm.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
     info = {"format": FORMAT, "labelling_rule": LABELLING_RULE,
-            "gold": "strict checker (course_lib.tinygpt.task.strict_reward)", "noise": cfg.noise,
+            "gold": "strict checker (course_lib.tinygpt.task.AdditionTask.strict_reward)", "noise": cfg.noise,
             "task": asdict(task_config), "config": asdict(cfg), "metrics": metrics}
     (directory / INFO_FILE).write_text(json.dumps(info, indent=2))
     return directory
