@@ -68,7 +68,7 @@ site: $(STAMP)
 colab-check: $(STAMP)
 	$(PY) -m tools.colab_check $(if $(NB),--notebooks $(NB) --out test-artifacts/colab_check.json,)
 
-# Every benchmark writes benchmarks/results/<name>.json; tables.py renders the tables in README.md and docs/ from them.
+# Every benchmark writes benchmarks/results/<name>.json; tables.py renders the tables in docs/ from them.
 # run_all.py re-runs the benchmarks whose results do not record the code now checked out (--status: which).
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH)

@@ -1,7 +1,7 @@
 """Benchmark tables from the benchmarks' JSON: the only way a measured number reaches the docs.
 
 Each ``benchmarks/tinygpt_*.py`` writes ``benchmarks/results/<name>.json``. This script
-renders every table the README and the ``docs/*.md`` pages show from those files and writes them
+renders every table the ``docs/*.md`` pages show from those files and writes them
 between markers, wherever a block stands (``tools/doc_blocks.py``)::
 
     <!-- bench:grpo_family -->

@@ -56,7 +56,7 @@ HELP = {
             "the odds-ratio weight",
     "kl_estimator": "k1's expected gradient is zero in the loss: use it with --kl-placement reward",
     "steps": "TOTAL optimizer steps of the trainer (a resumed run continues up to it)",
-    "env": "an environment with tools (sft, grpo): 'calculator' lets the policy call [a+b]; '' (default) none",
+    "env": "an environment with tools (sft, grpo): 'calculator' lets the policy call [a+b]; '' none",
     "tool_demos": "with --env: carry demonstrations the teacher writes with the tool",
     "tool_call": "with --env: what the tool demonstrations ask the calculator: the ones column [7+5] or the whole sum "
                  "[37+45]",
@@ -109,9 +109,10 @@ seed_value.__name__ = "seed"
 def _default_text(section: str, name: str) -> str:
     values = {c: getattr(getattr(configs.get_config(c), section) if section != "run" else configs.get_config(c), name)
               for c in configs.CONFIGS}
+    shown = {c: "''" if v == "" else v for c, v in values.items()}  # an empty string, visible
     if len(set(map(repr, values.values()))) == 1:
-        return f"default: {next(iter(values.values()))}"
-    return "default: " + " | ".join(f"{c} {v}" for c, v in values.items())
+        return f"default: {next(iter(shown.values()))}"
+    return "default: " + " | ".join(f"{c} {v}" for c, v in shown.items())
 
 
 def _add_field(group, section: str, f: dataclasses.Field, flag: str) -> None:
@@ -122,8 +123,8 @@ def _add_field(group, section: str, f: dataclasses.Field, flag: str) -> None:
         return
     kind = {"int": int, "float": float, "str": str, "float | None": optional_float}.get(f.type, f.type)
     choices = configs.choices_for(section, f.name)
-    group.add_argument(flag, dest=dest, type=kind, default=None, choices=choices,
-                       metavar=None if choices else kind.__name__.upper(), help=text)
+    metavar = "{" + ",".join(c if c else "''" for c in choices) + "}" if choices else kind.__name__.upper()
+    group.add_argument(flag, dest=dest, type=kind, default=None, choices=choices, metavar=metavar, help=text)
 
 
 def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:

@@ -268,8 +268,9 @@ def test_flags_are_per_section_strict_and_documented(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for shown in ("{loss,reward}", "{grpo,rloo,dr_grpo}", "default: cpu 32 | gpu 128 | test 4",
                   "TOTAL optimizer steps",
-                  "--no-mask-truncated", "--sft-learning-rate"):
+                  "--no-mask-truncated", "--sft-learning-rate", "--env {'',calculator}", "none; default: ''"):
         assert shown in text
+    assert "{," not in text and "default: ;" not in text  # an empty choice or default is shown as ''
 
 
 @pytest.mark.slow

@@ -3,8 +3,8 @@
 ``tests/golden/trainers_test_config.json`` holds, for each trainer (sft, dpo, grpo with the RFT
 control, rm, ppo), the run summary's accuracies and step count and every logged metric except
 timings, recorded from the code named in its ``recorded_from`` note. A refactor of the loops must reproduce them to the
-printed digits and beyond: relative 1e-5 (the reward model and critic now use the policy's GELU kernel, the same
-function with other rounding: it moved their losses in the 7th digit). Regenerate only on purpose: ``.venv/bin/python
+printed digits and beyond: relative 1e-5 (not exact: the same function computed by another kernel rounds in the
+7th digit). Regenerate only on purpose: ``.venv/bin/python
 tests/test_trainer_golden.py --write``. The file records the torch version and CPU kernel set it was verified on
 (``verified_on``): elsewhere the test is skipped, saying why (``golden`` marker, tests/conftest.py), since other
 kernels round differently.
