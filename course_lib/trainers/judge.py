@@ -398,7 +398,7 @@ def fit_judge(policy, task: AdditionTask, cfg: JudgeConfig, ctx: TrainContext | 
 
 # ---- the registered trainer: ``train judge`` ---------------------------------------------------------------------
 INFO_FILE = "judge.json"  # beside the weights (``save_pretrained``) in the run folder
-FORMAT = "course_lib.judge/1"
+FORMAT = "course_lib-judge-1"
 GOLD = "strict checker (course_lib.tinygpt.task.strict_reward), used only to measure the judge"
 
 
