@@ -2,7 +2,7 @@
 
 One prepared script for the first run that has a GPU; docs/results.md says "unmeasured" until its JSON
 exists. It runs ``pipeline.run(kind, get_config("gpu"), device="cuda")`` for every pipeline
-trainer: sft, dpo, grpo, rm, ppo, kto and orpo (each with its own SFT stage; orpo starts from the
+trainer: sft, dpo, grpo, rm, ppo, kto, orpo and judge (each with its own SFT stage; orpo starts from the
 base model), the instruct recipe's smoke test (TRL's GRPOTrainer on a tiny random chat model,
 ``trl_bridge.tiny_instruct_standin``), and on CUDA the launch-bound levers: sampling throughput
 at 1×, 4× and 16× the batch (B·G), and the update's forward eager vs
@@ -12,7 +12,7 @@ every model it builds or loads goes to that ``DEVICE``: the shared SFT start, ha
 trainers, the evaluations), ``--jobs`` at a time, with a start cache of their own, and GRPO with
 notebook 14's rollout worker (K = 1) beside a model on the device. Writes ``OUT/gpu_check.json``.
 
-Time guard: ``--max-seconds`` (default 480 = 8 minutes). sft, dpo, grpo, kto and orpo stop at a
+Time guard: ``--max-seconds`` (default 480 = 8 minutes). sft, dpo, grpo, kto, orpo and judge stop at a
 step boundary when their share of the budget is spent (``runtime.request_stop``; the row says
 "stopped" and the step reached); rm and ppo cannot stop on request, so they run with capped steps
 (``RM_STEPS``, ``PPO_STEPS``); a trainer that would start with too little time left is skipped. The
@@ -21,8 +21,8 @@ and one that would start with less than ``MIN_NOTEBOOK_SECONDS`` left is skipped
 ``--tiny`` skips them (their FAST runs on the CPU are tests/test_tinygpt_notebooks.py).
 
 MFU: ``course_lib.trainers.utilisation`` (FLOPs counted from the shapes run, against the dense peak of the
-exact device for the dtype the run's matmuls use there: the course's, but fp32 for rm, whose
-scores run in float32; rm's seconds are its training's, without sampling and labelling the pairs).
+exact device for the dtype the run's matmuls use there: the course's, but fp32 for rm and judge, which
+run in float32; their seconds are their training's, without sampling and labelling the pairs).
 
     python benchmarks/gpu_check.py [--max-seconds 480] [--out runs/gpu_check]
     python benchmarks/gpu_check.py --device cpu --tiny      # the code path on the CPU (test config)
@@ -51,8 +51,8 @@ from course_lib.tinygpt.task import AdditionTask
 from course_lib.trainers.configs import get_config
 from course_lib.trainers.utilisation import compute_dtype, peak_flops, run_flops
 
-KINDS = ("sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo")  # every pipeline trainer (pipeline.KINDS)
-STOPPABLE = ("sft", "dpo", "grpo", "kto", "orpo")
+KINDS = ("sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo", "judge")  # every pipeline trainer (pipeline.KINDS)
+STOPPABLE = ("sft", "dpo", "grpo", "kto", "orpo", "judge")
 RM_STEPS, PPO_STEPS = 100, 40  # of the gpu config's 500 and 200: they do not stop on request
 MIN_START_SECONDS = 20  # a trainer is skipped when less than this is left
 # The training notebooks, at COURSE_FAST=1 (18_graduating_to_trl is not here: on a GPU it downloads a 0.5B
@@ -91,7 +91,8 @@ def trainer_run(kind: str, cfg, out: Path, *, device: str, budget: float, peak: 
     wall = time.perf_counter() - start
     rows = _rows(out)
     evals = [r for r in rows if "accuracy" in r]
-    seconds = ({"sft": summary["sft_seconds"], "rm": summary.get("reward_model", {}).get("train_seconds")}.get(kind)
+    seconds = ({"sft": summary["sft_seconds"], "rm": summary.get("reward_model", {}).get("train_seconds"),
+                "judge": summary.get("judge", {}).get("train_seconds")}.get(kind)
                or summary["rl_seconds"]) if summary else \
         sum(r.get("update_seconds", 0.0) + r.get("gen_seconds", 0.0) for r in rows)
     vocab = len(AdditionTask(cfg.task).tokenizer)

@@ -47,6 +47,7 @@ from course_lib.tinygpt.runtime import (
     stop_on_interrupt,
 )
 from course_lib.trainers import configs
+from course_lib.trainers.judge import PRINCIPLES
 from course_lib.trainers.trainer import entry, trainers
 
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
@@ -76,6 +77,8 @@ HELP = {
     "adaptive_length_quantile": "q in (0, 1]: the next step generates at most the q-quantile of this step's lengths + "
                                 "--adaptive-length-margin tokens (none: off)",
     "vllm_importance_sampling_clip_max": "a number, or none",
+    "principles": f"the judge's constitution, in order (the first that tells two answers apart decides): names from "
+                  f"{', '.join(PRINCIPLES)}",
 }
 
 
@@ -120,6 +123,9 @@ def _add_field(group, section: str, f: dataclasses.Field, flag: str) -> None:
     text = "; ".join(x for x in (HELP.get(f.name, ""), _default_text(section, f.name)) if x)
     if f.type in (bool, "bool"):
         group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=text)
+        return
+    if f.type in (tuple, "tuple"):  # a list of names (judge.principles), checked by its section
+        group.add_argument(flag, dest=dest, nargs="+", default=None, metavar="NAME", help=text)
         return
     kind = {"int": int, "float": float, "str": str, "float | None": optional_float}.get(f.type, f.type)
     choices = configs.choices_for(section, f.name)

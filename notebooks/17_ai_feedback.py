@@ -89,26 +89,22 @@ from IPython.display import Markdown, display
 from course_lib.lesson.explore import predict
 from course_lib.lesson.sources import cite
 from course_lib.lesson.stopwatch import Stopwatch
-from course_lib.run.ai_feedback import (
-    BIASED,
-    CONSTITUTIONS,
-    PRINCIPLES,
-    UNBIASED_POSITION,
-    constitution_labels,
-    constitution_text,
-    feedback_run,
-    fit_judge,
-    judge_pairs,
-    measure_judge,
-    notebook_budget,
-    principles_judge,
-    seed_run,
-    seed_summary,
-)
+from course_lib.run.ai_feedback import CONSTITUTIONS, feedback_run, notebook_budget, seed_run, seed_summary
 from course_lib.run.seeds import in_background
 from course_lib.run.starts import sft_start
 from course_lib.run.verdicts import paired
 from course_lib.trainers.configs import get_config
+from course_lib.trainers.judge import (
+    BIASED,
+    PRINCIPLES,
+    UNBIASED_POSITION,
+    constitution_labels,
+    constitution_text,
+    fit_judge,
+    judge_pairs,
+    measure_judge,
+    principles_judge,
+)
 
 torch.set_num_threads(1)  # a tiny model: one thread is fastest on a shared CPU
 FAST = os.environ.get("COURSE_FAST") == "1"  # the same lesson on smaller budgets (CI's quick check)

@@ -95,7 +95,7 @@ SYSTEMS14_CLOSEST = {
     "step_advantages": ("environments", "process_advantages"),
     "tool_call_rates": ("environments", "episode_stats"),
     "verifier_rewards": ("rewards", "checker_reward"),
-    "judge_audit": ("ai_feedback", "measure_judge"),
+    "judge_audit": ("judge", "measure_judge"),
     "bias_removed": ("verdicts", "paired"),
 }
 _PADDED = ("    width = max(len(r) for r in old_logps)\n"
@@ -133,8 +133,8 @@ SYSTEMS14_CALLS = {
     "verifier_rewards": ("def verifier_rewards(episodes, truths):\n"
                          "    return rewards.checker_reward(episodes, truths)\n"),
     "judge_audit": ("def judge_audit(p_ab, p_ba, a_better, len_a, len_b, tie_margin=0.0):\n"
-                    "    s = ai_feedback.swap_test(lambda a, b: a, {'a_ids': ai_feedback.torch.tensor(p_ab),"
-                    " 'b_ids': ai_feedback.torch.tensor(p_ba)}, tie_margin)\n"
+                    "    s = judge.swap_test(lambda a, b: a, {'a_ids': judge.torch.tensor(p_ab),"
+                    " 'b_ids': judge.torch.tensor(p_ba)}, tie_margin)\n"
                     "    return {'position_bias': s['position_bias'], 'flip_rate': s['flip_rate']}\n"),
     "bias_removed": ("def bias_removed(before, after, margin, threshold=0.1):\n"
                      "    seeds = sorted(before)\n"

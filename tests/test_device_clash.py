@@ -112,14 +112,10 @@ def test_the_starts_evaluation_and_the_notebooks_direct_calls_on_one_device(tmp_
 
 
 def test_reward_model_best_of_n_and_the_judge_on_one_device():
-    from course_lib.run.ai_feedback import (
-        fit_judge,
-        fit_reward_model_on_judge,
-        judge_config,
-        rl_against,
-    )
+    from course_lib.run.ai_feedback import fit_reward_model_on_judge, rl_against
     from course_lib.tinygpt.rewards import resolve_reward
     from course_lib.trainers.configs import PPOConfig
+    from course_lib.trainers.judge import fit_judge
     from course_lib.trainers.ppo import build_critic, train_ppo
     from course_lib.trainers.reward_model import (
         RewardModelScorer,
@@ -142,7 +138,7 @@ def test_reward_model_best_of_n_and_the_judge_on_one_device():
                   eval_every=1), scorer,
                   TrainContext(show_progress=False), generator=torch.Generator().manual_seed(1),
                   gold_fn=resolve_reward("strict", task), track_kl=True)
-        jc = judge_config("test")  # its 20 steps: fewer leave the judge abstaining on every pair
+        jc = get_config("test").judge  # its 20 steps: fewer leave the judge abstaining on every pair
         judge = fit_judge(policy, task, jc, seed=0)
         # no abstaining
         on_judge = fit_reward_model_on_judge(policy, task, judge["judge_fn"], cfg.rm, tie_margin=0.0, seed=0)

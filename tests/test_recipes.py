@@ -135,6 +135,7 @@ def test_a_failed_rollout_worker_ends_a_recipe_with_an_error_not_a_traceback(tmp
     ("sft,orpo", "unknown stage 'orpo' (ORPO starts from the base model by definition"),
     ("sft,foo", "recipes one of ('r1', 'r1-zero')"),
     ("sft,rm", "unknown stage 'rm' (a reward model trains no policy)"),
+    ("sft,judge", "unknown stage 'judge' (a judge trains no policy)"),
     ("grpo:nope=1", "grpo has no option 'nope'; its options: "),
     ("grpo:steps=many", "stage option 'steps' takes a int; got 'many'"),
     ("sft:model.n_layer=2", "cannot change between stages"),

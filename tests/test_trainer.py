@@ -67,7 +67,7 @@ def test_the_first_stop_request_checkpoints_and_stops_at_the_step_boundary_then_
 def test_every_trainer_is_registered_with_one_interface():
     import course_lib.run.pipeline as pipeline
 
-    assert set(pipeline.KINDS) == {"sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo"} == set(trainer.TRAINERS)
+    assert set(pipeline.KINDS) == {"sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo", "judge"} == set(trainer.TRAINERS)
     assert all(callable(entry.stage) for entry in trainer.TRAINERS.values())
 
 
@@ -97,11 +97,11 @@ PLUMBING = ("log", "state", "checkpoint", "checkpoint_every", "max_grad_norm", "
 def test_every_trainer_takes_its_plumbing_as_one_train_context():
     import inspect
 
-    from course_lib.run import ai_feedback
-    from course_lib.trainers import dpo, kto, orpo, reward_model, sft
+    from course_lib.trainers import dpo, judge, kto, orpo, reward_model, sft
 
     fns = (sft.train_sft, dpo.train_dpo, kto.train_kto, orpo.train_orpo, grpo.train_grpo, ppo.train_ppo, rft.train_rft,
-           reward_model.train_reward_model, reward_model.fit_reward_model, ai_feedback.train_judge, train_loop,
+           reward_model.train_reward_model, reward_model.fit_reward_model, judge.train_judge, judge.fit_judge,
+           train_loop,
            trainer.train_offline)
     for fn in fns:
         params = inspect.signature(fn).parameters

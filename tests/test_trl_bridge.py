@@ -169,8 +169,8 @@ def test_gpu_check_script_runs_its_code_path_on_the_cpu(tmp_path):
     saved = json.loads((tmp_path / "gpu_check.json").read_text())
     assert saved["device"] == "cpu" and saved["precision"].startswith("fp32") and saved["peak_flops"] is None
     trainers = {r["kind"]: r for r in saved["trainers"]}
-    assert list(trainers) == ["sft", "dpo", "grpo", "rm", "ppo", "kto",
-                              "orpo"] and out["trainers"] == saved["trainers"]
+    assert list(trainers) == ["sft", "dpo", "grpo", "rm", "ppo", "kto", "orpo",
+                              "judge"] and out["trainers"] == saved["trainers"]
     assert set(trainers) == set(KINDS), "gpu_check runs every pipeline trainer"
     assert all(r["steps"] >= 1 and r["train_seconds"] > 0 for r in trainers.values())
     assert trainers["grpo"]["flops"] > 0 and trainers["grpo"]["generated_tokens_per_second"] > 0

@@ -76,6 +76,16 @@ def test_reward_model_run_flops_by_hand():
     assert run_flops("rm", cfg, [{}], vocab=V) == 3 * 8 * (1056 + 32)
 
 
+def test_judge_run_flops_by_hand():
+    """One row per pair, prompt | A | B | <eos>, every position fed on (the pads in the slots too): P = 5 and slots
+    of 1 token make 8 tokens, 1056 + 32 as the reward model's longest sample above; a row's pairs, else the batch."""
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(task=TaskConfig(digits=1), model=TINY,
+                          judge=SimpleNamespace(batch_size=4, max_completion_length=1))
+    assert run_flops("judge", cfg, [{"batch_pairs": 2}, {}], vocab=V) == 3 * 2 * 1088 + 3 * 4 * 1088
+
+
 def test_reward_model_rows_carry_what_the_count_needs():
     """The trainer logs each step's pairs and mean real length: one-digit against two-digit answers, P = 5,
     so every (chosen, rejected) pair averages 5 + (2 + 3)/2 = 7.5 tokens whatever the draw."""
@@ -193,13 +203,14 @@ def test_the_passport_entry_on_cuda_uses_the_dtype_the_run_used(monkeypatch, nam
 
 
 def test_the_compute_dtype_is_fp32_only_for_a_trainer_registered_with_full_precision(monkeypatch):
-    """On a bf16 device the policy trainers compute in bf16; the reward model (``register(full_precision=True)``)
-    in fp32, so its MFU is against the fp32 peak; an unregistered kind follows the device."""
+    """On a bf16 device the policy trainers compute in bf16; the reward model and the judge
+    (``register(full_precision=True)``) in fp32, so their MFU is against the fp32 peak; an unregistered kind follows
+    the device."""
     from course_lib.tinygpt import runtime
     from course_lib.trainers.trainer import trainers
     from course_lib.trainers.utilisation import compute_dtype
 
     monkeypatch.setattr(runtime, "precision", lambda device: "bf16")
-    assert [k for k, e in trainers().items() if e.full_precision] == ["rm"]
-    assert compute_dtype("rm", "cuda") == "fp32"
-    assert compute_dtype("grpo", "cuda") == compute_dtype("sft", "cuda") == compute_dtype("judge", "cuda") == "bf16"
+    assert [k for k, e in trainers().items() if e.full_precision] == ["rm", "judge"]
+    assert compute_dtype("rm", "cuda") == compute_dtype("judge", "cuda") == "fp32"
+    assert compute_dtype("grpo", "cuda") == compute_dtype("sft", "cuda") == compute_dtype("toy", "cuda") == "bf16"

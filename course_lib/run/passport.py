@@ -26,8 +26,8 @@ def passport(cfg: RunConfig, kind: str, *, time_split: dict | None = None, threa
     systems group and the environment are written here. ``reference``: whether a GRPO run kept
     a frozen reference (default: when β > 0; the pipeline always keeps one to log the KL).
     ``reward_model_info``: a trained reward model's ``reward_model.json`` (an ``rm`` run; a
-    ``ppo`` run against ``rm:DIR`` reads DIR's own); ``memory``: a PPO run's measured bytes
-    (``train_ppo``'s ``memory``), for the critic entry. ``loop``: the trainer's account of the
+    ``ppo`` run against ``rm:DIR`` reads DIR's own), or a trained judge's ``judge.json``; ``memory``: a
+    PPO run's measured bytes (``train_ppo``'s ``memory``), for the critic entry. ``loop``: the trainer's account of the
     loop that ran (``grpo.loop_entry``: placement, loop, staleness); without it the systems
     fields are derived from the config.
     """

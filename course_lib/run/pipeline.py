@@ -56,7 +56,7 @@ from course_lib.trainers.utilisation import mfu_entry
 
 KINDS = tuple(trainers())  # the course's own trainers; a trainer registered later is in trainers()
 RUN_FILES = ("checkpoint.pt", "checkpoint.pt.tmp", "sft.pt", "sft.pt.tmp", "metrics.jsonl", "sft_metrics.jsonl",
-             "summary.json", "passport.json", "dashboard.png", "reward_model.json")
+             "summary.json", "passport.json", "dashboard.png", "reward_model.json", "judge.json")
 ACCURACY_KEYS = ("accuracy", "loose_accuracy", "accuracy_carry", "accuracy_no_carry")
 
 

@@ -246,8 +246,9 @@ def calibration(rm, data: dict, n_bins: int = 10) -> dict:
 
 # ---- save / load -----------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _quiet():
-    """No "Writing model shards" / "Loading weights" bars on stderr (notebooks must stay clean)."""
+def quiet_bars():
+    """No "Writing model shards" / "Loading weights" bars on stderr (notebooks must stay clean): the reward model's
+    saves and loads, the judge's saves (``course_lib.trainers.judge``)."""
     was = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
@@ -262,7 +263,7 @@ def save_reward_model(rm, tokenizer: CharTokenizer, directory, *, task_config: T
     """``save_pretrained`` for model and tokenizer, plus ``reward_model.json`` (data, rule, noise, accuracy)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    with _quiet():
+    with quiet_bars():
         rm.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
     info = {"format": FORMAT, "labelling_rule": LABELLING_RULE,
@@ -303,7 +304,7 @@ def load_reward_model(directory, tokenizer: CharTokenizer | None = None, *, task
         raise ValueError(f"the reward model in {directory} was trained on {info['task']['digits']}-digit addition; "
                          f"the task has digits={task_config.digits}")
     try:
-        with _quiet():
+        with quiet_bars():
             rm = GPT2ForSequenceClassification.from_pretrained(directory)
     except (OSError, ValueError) as err:
         raise ValueError(f"cannot load the reward model weights from {directory} ({err})") from err

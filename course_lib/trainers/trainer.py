@@ -1,11 +1,12 @@
 """The one trainer loop, and the registry of trainers a run can name.
 
-Every trainer of the course (``sft``, ``dpo``, ``grpo``, ``rft``, ``ppo``, the reward model) is a
-*step function* plus the state it needs to resume; ``train_loop`` does the rest, the same way for
-all of them: count steps, time them, evaluate every ``eval_every`` steps and at the end, append one
-metrics row per step (``MetricsLog``: memory and JSON lines), advance the progress bar, checkpoint
-every ``checkpoint_every`` steps and at the end, and honour a stop request (the first Ctrl-C,
-``runtime.stop_on_interrupt``) at the next step boundary: checkpoint, then raise ``Interrupted``.
+Every trainer of the course (``sft``, ``dpo``, ``grpo``, ``rft``, ``ppo``, the reward model, the
+AI-feedback judge) is a *step function* plus the state it needs to resume; ``train_loop`` does the
+rest, the same way for all of them: count steps, time them, evaluate every ``eval_every`` steps and
+at the end, append one metrics row per step (``MetricsLog``: memory and JSON lines), advance the
+progress bar, checkpoint every ``checkpoint_every`` steps and at the end, and honour a stop request
+(the first Ctrl-C, ``runtime.stop_on_interrupt``) at the next step boundary: checkpoint, then raise
+``Interrupted``.
 ``train_offline`` is the offline trainers' step on top of it (SFT, the DPO family, KTO, ORPO,
 the reward model, the AI-feedback judge): a batch, a loss, one ``runtime.optimizer_step``. Every trainer
 is called as ``train_x(model, task, cfg, ctx)`` (its own data and options after): ``ctx`` is a
@@ -23,12 +24,6 @@ the recipes' pretraining). Everything that names trainers loops over these table
 the passport, the recipes' stages, ``course_lib.trl``. A new trainer is one file: its config, its
 loop (through ``train_loop``) and its registered stage. The course's own trainers are imported
 the first time the table is read (``trainers()``).
-
-Not registered: the AI-feedback judge (``course_lib.run.ai_feedback.train_judge``). It trains
-through ``train_offline`` like the others, but it is not a run's trainer: it learns a pairwise
-verdict from a constitution's labels on sampled pairs, trains no policy, its ``JudgeConfig`` is
-no section of the run config, it has no passport or recipe stage, and it is measured against
-gold labels, not held-out accuracy: ``pipeline.run`` has nothing to give it or take from it.
 
 Simplifications, said out loud: one process (GRPO's asynchronous mode adds a rollout worker
 process, ``course_lib.trainers.rollout_worker``; the loop itself runs in the trainer's); a step's
@@ -252,7 +247,7 @@ class StageResult:
     rl_seconds: float
     final: dict | None = None  # held-out evaluation of the trained policy (None: the pipeline evaluates it)
     summary: dict = field(default_factory=dict)  # extra summary entries (reward_model, memory, …)
-    reward_model_info: dict | None = None  # a reward model's passport entry
+    reward_model_info: dict | None = None  # a reward model's or a judge's passport entry (its saved info file)
     line: str | None = None  # the closing line, when the held-out accuracy is not the headline
     flop_seconds: float | None = None  # the seconds its counted FLOPs ran in, when not rl_seconds
 
@@ -352,7 +347,8 @@ TRAINERS: dict[str, Registered] = {}
 # The course's own trainers, imported (so registered) the first time the registry is read: ``trainers()``.
 BUILTIN = ("course_lib.trainers.sft", "course_lib.trainers.dpo", "course_lib.trainers.grpo",
            "course_lib.trainers.reward_model", "course_lib.trainers.ppo", "course_lib.trainers.kto",
-           "course_lib.trainers.orpo", "course_lib.trainers.rft")  # rft: a stage (register_stage), GRPO's control
+           "course_lib.trainers.orpo", "course_lib.trainers.rft",  # rft: a stage (register_stage), GRPO's control
+           "course_lib.trainers.judge")
 _loading: list[bool] = []
 
 

@@ -17,6 +17,9 @@ Counted honestly for the tiny GPT, from the shapes the trainers actually run:
   off (``reward_model.scores``), so its MFU is against the fp32 peak (``compute_dtype``), over its
   training seconds (the pipeline leaves out sampling and labelling the pairs; the held-out checks
   every ``eval_every`` steps stay in, uncounted: a lower bound);
+- the AI-feedback judge (``judge``): the same, on one row per pair, ``prompt | A | B | <eos>`` with each
+  answer in a slot of ``max_completion_length`` tokens: every position is attended and fed on (the pads
+  inside the slots are tokens of its layout), float32 (no autocast), over its training seconds;
 - PPO, per step: sampling as GRPO's; then forward only, on every row (``ppo.ppo_update`` shares no
   prompt), the old policy's log-probs and the reference's (kept only when ``kl_coef > 0``), with the
   head on every position but the last (``completion_logprobs`` from ``start=1``: the prompt's logits
@@ -95,12 +98,18 @@ def supervised_step_flops(model: ModelConfig, vocab: int, *, prompt_length: int,
     return 3 * sequences * scored_forward(model, vocab, prompt_length, completion_length)
 
 
-def reward_model_step_flops(model: ModelConfig, *, sequence_length: float, pairs: int) -> float:
-    """FLOPs of one Bradley–Terry reward-model step: forward + backward on the chosen and the rejected
-    sequence of ``pairs`` pairs, ``sequence_length`` real tokens each (prompt included), every one
-    fed on (the reward is read at the last); the scalar head on every position."""
+def scalar_step_flops(model: ModelConfig, *, sequence_length: float, sequences: int) -> float:
+    """FLOPs of one step of a one-output model (the reward model, the judge): forward + backward on
+    ``sequences`` sequences of ``sequence_length`` tokens, every one fed on (the output is read at the
+    last); the scalar head on every position."""
     one = body_flops(model, 0, sequence_length) + head_flops(model, 1, sequence_length)
-    return 3 * 2 * pairs * one
+    return 3 * sequences * one
+
+
+def reward_model_step_flops(model: ModelConfig, *, sequence_length: float, pairs: int) -> float:
+    """FLOPs of one Bradley–Terry reward-model step: the chosen and the rejected sequence of ``pairs``
+    pairs, ``sequence_length`` real tokens each (prompt included)."""
+    return scalar_step_flops(model, sequence_length=sequence_length, sequences=2 * pairs)
 
 
 def ppo_step_flops(model: ModelConfig, vocab: int, *, prompt_length: int, completion_length: float, prompts: int,
@@ -151,6 +160,14 @@ def rm_run_flops(cfg, rows: list[dict], *, vocab: int, reference: bool = True) -
     longest = cfg.task.prompt_length + cfg.rm.max_completion_length
     return sum(reward_model_step_flops(cfg.model, sequence_length=r.get("sequence_length", longest),
                                        pairs=r.get("batch_pairs", cfg.rm.batch_size)) for r in rows)
+
+
+def judge_run_flops(cfg, rows: list[dict], *, vocab: int, reference: bool = True) -> float:
+    """The judge: one row ``prompt | A | B | <eos>`` per pair (its two slots' pads are tokens of the layout), each
+    row's batch of pairs (the batch size for rows without it)."""
+    length = cfg.task.prompt_length + 2 * cfg.judge.max_completion_length + 1
+    return sum(scalar_step_flops(cfg.model, sequence_length=length,
+                                 sequences=r.get("batch_pairs", cfg.judge.batch_size)) for r in rows)
 
 
 def ppo_run_flops(cfg, rows: list[dict], *, vocab: int, reference: bool = True) -> float:
