@@ -1,19 +1,23 @@
 """A training run end to end: the API behind the command line's ``train``, benchmarks, notebooks.
 
 ``run(kind, cfg, out)`` builds the task and a fresh tiny GPT, runs the SFT stage (or takes an
-SFT checkpoint), then the chosen trainer, optionally the "same wall-clock on more SFT" control,
-and writes into ``out``:
+SFT checkpoint), then the chosen trainer's registered stage, optionally a control (the "same wall-clock
+on more SFT", or a stage registered as a control: RFT), and writes into ``out``. ``stage_from_sft`` is
+the one place a registered stage runs from the SFT policy: the trainer's, the control's, and
+``seeds.train_seeds``' from each seed's cached start. The pipeline asks the registry what a trainer is;
+the one it treats apart is the start provider (``register(start_provider=True)``: SFT), whose run is the
+SFT stage itself, measured from the random initialisation. Into ``out``:
 
 - ``summary.json``   start/SFT/final held-out accuracy, seconds, device, threads, passport (and
                      the control's accuracy with ``control=True``)
 - ``metrics.jsonl``  one line per step of the chosen trainer (``sft_metrics.jsonl``: the SFT
-                     stage of a DPO or GRPO run)
+                     stage of a run of another trainer)
 - ``dashboard.png``  the metrics as a figure; ``passport.json`` the run's passport (§17)
 - ``sft.pt``         the SFT policy (written when the SFT stage ends: ``--sft-checkpoint`` takes it)
 - ``checkpoint.pt``  the latest state of the running stage (atomic): ``resume=True`` continues it
 
 Seeds: the model is initialised after ``torch.manual_seed(seed)``; the SFT stage draws its
-batches from ``torch.Generator().manual_seed(seed)`` (``sft_policy``); the DPO/GRPO stage
+batches from ``torch.Generator().manual_seed(seed)`` (``sft_policy``); the stage after it
 re-seeds torch and its data generator with ``seed + 1`` (``rl_generator``), so a run resumed at
 any checkpoint, or started from ``sft.pt``, follows the uninterrupted run exactly on a CPU.
 
@@ -78,7 +82,7 @@ def sft_policy(cfg: configs.RunConfig, ctx: TrainContext | None = None, *, seed:
                device: str | torch.device = "auto"):
     """``(task, model, result)``: a fresh model after the run's SFT stage (``train_sft``'s result).
 
-    The same model as ``train sft --seed SEED`` and as the SFT stage of every DPO/GRPO run
+    The same model as ``train sft --seed SEED`` and as the SFT stage of every other trainer's run
     with that seed and config. ``ctx`` goes to ``train_sft`` (``steps``, ``log``, …).
     """
     task, model = build_policy(cfg, seed=seed, device=device)
@@ -87,7 +91,7 @@ def sft_policy(cfg: configs.RunConfig, ctx: TrainContext | None = None, *, seed:
 
 
 def rl_generator(seed: int) -> torch.Generator:
-    """Seed torch (sampling) and return the data generator of the DPO/GRPO stage."""
+    """Seed torch (sampling) and return the data generator of the stage after SFT."""
     torch.manual_seed(seed + 1)
     return torch.Generator().manual_seed(seed + 1)
 

@@ -12,18 +12,22 @@ share: the task is the config's, and each seed's SFT start comes from the disk c
 (``course_lib.run.starts``, keyed by seed, config, torch's version and CPU kernel set), trained once per
 machine.
 
-``train_seeds(kind, cfg, seeds)`` is the trainers' entry for a list of seeds: for ``"sft"`` each
-seed's cached start, for ``"dpo"`` and ``"grpo"`` that stage from each seed's start, seeded as
-``pipeline.run`` seeds it (``pipeline.rl_generator``). Each result holds the start's and the final
-held-out evaluation, the per-step metrics, and the process's wall and CPU seconds.
+``train_seeds(kind, cfg, seeds)`` is the trainers' entry for a list of seeds: any registered trainer
+that trains a policy (``kinds()``), its registered stage run from each seed's cached start by
+``pipeline.stage_from_sft``, the same code and seeding (``pipeline.rl_generator``) as a run's stage after
+its SFT stage (for ``"sft"``, the start provider, the stage reports the start itself). Each result holds the
+start's and the final held-out evaluation, the per-step metrics, and the process's wall and CPU seconds.
+``rl_from_sft`` is a notebook's RL run on a GRPO section, through the registered stage of GRPO or of a
+stage on its section (RFT, its control).
 ``run_seeds(kind, cfg, out, seeds)`` is ``pipeline.run`` for a list of seeds (the CLI's
 ``--seed 0 1 2``): each seed a whole run into its own folder ``out/seed-N``, then the per-seed
 summary and the paired verdicts over the seeds (``seed_verdicts``) in ``out/seeds.json``.
 
 Simplifications, said out loud: one seed per process at a time (no seed axis inside a model: it
 did not pay on a CPU, above); the pool's processes are started per call; ``train_seeds`` and
-``run_seeds`` refuse a GRPO run with ``max_staleness`` ≥ 1 (its rollout worker would be a second process
-per seed; notebook 14's ``staleness_runs`` accepts that cost for its few short runs);
+``run_seeds`` refuse a trainer whose options start a rollout worker (``register(rollout_worker=)``: GRPO
+with ``max_staleness`` ≥ 1; it would be a second process per seed; notebook 14's ``staleness_runs``
+accepts that cost for its few short runs);
 on an accelerator ``run_seeds`` runs the seeds one after the other in this process.
 With one process (one seed, or ``processes=1``) the seeds run in this process, one after the other.
 """

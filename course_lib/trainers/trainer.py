@@ -20,9 +20,9 @@ TRL's trainer and config, the translation of its section, the data it trains on;
 none). ``register_stage`` adds a stage that reads another trainer's section (RFT, GRPO's control;
 the recipes' pretraining). Everything that names trainers loops over these tables:
 ``configs.RunConfig``, ``validate`` and ``from_dict``, the CLI, ``pipeline.run`` and its controls,
-the passport, the recipes' stages, ``course_lib.trl``. A new trainer is one file: its config, its
-loop (through ``train_loop``) and its registered stage. The course's own trainers are imported
-the first time the table is read (``trainers()``).
+the seeds (``course_lib.run.seeds``), the passport, the recipes' stages, ``course_lib.trl``. A new
+trainer is one file: its config, its loop (through ``train_loop``) and its registered stage. The
+course's own trainers are imported the first time the table is read (``trainers()``).
 
 Not registered: the AI-feedback judge (``course_lib.run.ai_feedback.train_judge``). It trains
 through ``train_offline`` like the others, but it is not a run's trainer: it learns a pairwise
