@@ -234,7 +234,8 @@ ONLINE_STALENESS = "none beyond the inner epochs on one rollout"
 # ---- the registry of trainers a run can name -------------------------------------------------------
 @dataclass
 class StageContext:
-    """What a registered trainer gets from ``pipeline.run``: the SFT policy and the run's plumbing."""
+    """What a registered stage gets (``pipeline.stage_from_sft``, a recipe, ``seeds.rl_from_sft``): the policy to
+    train, the SFT weights and the run's plumbing."""
 
     cfg: object  # configs.RunConfig
     task: object  # task.AdditionTask
