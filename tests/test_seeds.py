@@ -63,7 +63,9 @@ def test_results_come_back_in_seed_order_and_a_failure_names_its_seed():
     (lambda: over_seeds(abs, [0, -1]), r"seeds\[1\] must be an integer >= 0; got -1"),
     (lambda: over_seeds(abs, [0], processes=0), "processes must be an integer >= 1"),
     (lambda: over_seeds(abs, [0], start_method="thread"), "start_method must be one of"),
-    (lambda: train_seeds("ppo", get_config("test"), [0]), "kind must be one of"),
+    (lambda: train_seeds("rm", get_config("test"), [0]),
+     r"kind must be one of \('sft', 'dpo', 'grpo', 'ppo', 'kto', 'orpo'\) \(the trainers that train a policy\); "
+     r"got 'rm'"),
     (lambda: train_seeds("grpo", get_config("test"), [0], steps=-1), "steps must be an integer >= 0"),
 ])
 def test_bad_input_is_refused_by_name(call, message):
@@ -74,7 +76,8 @@ def test_bad_input_is_refused_by_name(call, message):
 def test_a_stale_grpo_is_refused():
     cfg = get_config("test")
     cfg.grpo.max_staleness = 1
-    with pytest.raises(ValueError, match="max_staleness=0"):
+    with pytest.raises(ValueError, match="a rollout worker per seed would be a second process per seed; got "
+                                         "grpo.max_staleness=1"):
         train_seeds("grpo", cfg, [0])
 
 
@@ -98,7 +101,7 @@ def test_a_notebooks_variants_on_a_background_seed_equal_the_kernels_own_runs(ca
         fresh = evaluate(model, task, max_completion_length=cfg.grpo.max_completion_length)
         assert {k: final[k] for k in fresh} == fresh
         assert [r["reward_mean"] for r in bg[name]["rows"]] == [r["reward_mean"] for r in rows]
-    with pytest.raises(ValueError, match="trainer must be 'grpo' or 'rft'"):
+    with pytest.raises(ValueError, match=r"trainer must be one of \('grpo', 'rft'\)"):
         rl_from_sft(model, task, cfg.grpo, sft_weights=weights, seed=1, trainer="ppo")
 
 

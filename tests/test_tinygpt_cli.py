@@ -86,7 +86,7 @@ def test_cli_runs_a_list_of_seeds_side_by_side_each_as_it_runs_alone(tmp_path):
     (["0", "x"], "argument --seed: a seed is an integer >= 0"),
     (["0", "2", "0"], "error: --seed must list distinct seeds (a repeated seed is the same run"),
     (["0", "1", "--threads", "2"], "error: --threads applies to one seed's run"),
-    (["0", "1", "--max-staleness", "1"], "error: run_seeds runs synchronous GRPO (max_staleness=0)"),
+    (["0", "1", "--max-staleness", "1"], "error: run_seeds runs synchronous GRPO (one process per seed)"),
 ])
 def test_bad_seed_lists_are_refused_by_name(seeds, message, tmp_path, capsys):
     assert _exit_code(["train", "grpo", "--config", "test", "--out", str(tmp_path / "run"), "--seed", *seeds]) == 2

@@ -188,3 +188,24 @@ def test_a_trainer_without_a_trl_row_says_why_and_is_refused_by_the_bridge():
     assert "ppo" not in kinds() and "rm" not in kinds()
     with pytest.raises(ValueError, match=r"kind must be one of \('sft', 'dpo', 'grpo', 'rloo', 'kto', 'orpo'\)"):
         translate(get_config("test"), "ppo")
+
+
+def test_a_toy_trainer_trains_from_each_seeds_start_and_runs_seed_by_seed(toy, tmp_path, monkeypatch):
+    """``seeds.train_seeds`` (from each seed's cached SFT start) and ``seeds.run_seeds`` (a whole run per seed) take
+    the toy by the registry, and train it the same way: the same per-step losses and final accuracy per seed."""
+    from course_lib.run.seeds import run_seeds, train_seeds
+
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
+    cfg = get_config("test")
+    cfg.sft.steps = 4
+    got = train_seeds("toy", cfg, [0, 1], processes=1)
+    assert [(r["seed"], r["steps"], len(r["rows"])) for r in got] == [(0, 2, 2), (1, 2, 2)]
+    report = run_seeds("toy", cfg, tmp_path / "seeds", [0, 1], device="cpu", processes=1)
+    assert report["kind"] == "toy" and report["stopped"] == {}
+    assert report["verdicts"][0].startswith("TOY − its SFT start")
+    for r, run_summary in zip(got, report["runs"]):
+        rows = [json.loads(line) for line in (tmp_path / "seeds" / f"seed-{r['seed']}" / "metrics.jsonl").open()]
+        assert [x["loss"] for x in r["rows"]] == [x["loss"] for x in rows]
+        assert (r["start"]["accuracy"], r["final"]["accuracy"]) == (run_summary["start_accuracy"],
+                                                                    run_summary["final_accuracy"])
+    assert got[0]["rows"] != got[1]["rows"]  # two seeds, two runs

@@ -1,19 +1,23 @@
 """A training run end to end: the API behind the command line's ``train``, benchmarks, notebooks.
 
 ``run(kind, cfg, out)`` builds the task and a fresh tiny GPT, runs the SFT stage (or takes an
-SFT checkpoint), then the chosen trainer, optionally the "same wall-clock on more SFT" control,
-and writes into ``out``:
+SFT checkpoint), then the chosen trainer's registered stage, optionally a control (the "same wall-clock
+on more SFT", or a stage registered as a control: RFT), and writes into ``out``. ``stage_from_sft`` is
+the one place a registered stage runs from the SFT policy: the trainer's, the control's, and
+``seeds.train_seeds``' from each seed's cached start. The pipeline asks the registry what a trainer is;
+the one it treats apart is the start provider (``register(start_provider=True)``: SFT), whose run is the
+SFT stage itself, measured from the random initialisation. Into ``out``:
 
 - ``summary.json``   start/SFT/final held-out accuracy, seconds, device, threads, passport (and
                      the control's accuracy with ``control=True``)
 - ``metrics.jsonl``  one line per step of the chosen trainer (``sft_metrics.jsonl``: the SFT
-                     stage of a DPO or GRPO run)
+                     stage of a run of another trainer)
 - ``dashboard.png``  the metrics as a figure; ``passport.json`` the run's passport (§17)
 - ``sft.pt``         the SFT policy (written when the SFT stage ends: ``--sft-checkpoint`` takes it)
 - ``checkpoint.pt``  the latest state of the running stage (atomic): ``resume=True`` continues it
 
 Seeds: the model is initialised after ``torch.manual_seed(seed)``; the SFT stage draws its
-batches from ``torch.Generator().manual_seed(seed)`` (``sft_policy``); the DPO/GRPO stage
+batches from ``torch.Generator().manual_seed(seed)`` (``sft_policy``); the stage after it
 re-seeds torch and its data generator with ``seed + 1`` (``rl_generator``), so a run resumed at
 any checkpoint, or started from ``sft.pt``, follows the uninterrupted run exactly on a CPU.
 
@@ -51,7 +55,7 @@ from course_lib.tinygpt.runtime import (
 )
 from course_lib.trainers import configs
 from course_lib.trainers.sft import train_sft
-from course_lib.trainers.trainer import StageContext, TrainContext, entry, stages, trainers
+from course_lib.trainers.trainer import StageContext, StageResult, TrainContext, entry, stage_entry, stages, trainers
 from course_lib.trainers.utilisation import mfu_entry
 
 KINDS = tuple(trainers())  # the course's own trainers; a trainer registered later is in trainers()
@@ -78,7 +82,7 @@ def sft_policy(cfg: configs.RunConfig, ctx: TrainContext | None = None, *, seed:
                device: str | torch.device = "auto"):
     """``(task, model, result)``: a fresh model after the run's SFT stage (``train_sft``'s result).
 
-    The same model as ``train sft --seed SEED`` and as the SFT stage of every DPO/GRPO run
+    The same model as ``train sft --seed SEED`` and as the SFT stage of every other trainer's run
     with that seed and config. ``ctx`` goes to ``train_sft`` (``steps``, ``log``, …).
     """
     task, model = build_policy(cfg, seed=seed, device=device)
@@ -87,7 +91,7 @@ def sft_policy(cfg: configs.RunConfig, ctx: TrainContext | None = None, *, seed:
 
 
 def rl_generator(seed: int) -> torch.Generator:
-    """Seed torch (sampling) and return the data generator of the DPO/GRPO stage."""
+    """Seed torch (sampling) and return the data generator of the stage after SFT."""
     torch.manual_seed(seed + 1)
     return torch.Generator().manual_seed(seed + 1)
 
@@ -175,8 +179,8 @@ def run(
         control = "sft" if control is True else (control or None)
         sft_checkpoint = state["sft_checkpoint"]
         wall_start -= state.get("wall_seconds", 0.0)  # summary.json's wall_seconds counts every process of the run
-    elif sft_checkpoint is not None and kind == "sft":
-        raise ValueError("sft_checkpoint (--sft-checkpoint) applies to dpo and grpo runs, not to sft")
+    elif sft_checkpoint is not None and registered.start_provider:
+        raise ValueError(f"sft_checkpoint (--sft-checkpoint) applies to the stages after SFT, not to {kind}")
     cfg = configs.validate(copy.deepcopy(cfg or configs.get_config()))  # bad options first, then the folder
     section = getattr(cfg, kind)
     if steps is not None:
@@ -219,7 +223,8 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, 
     """
     ckpt_path, sft_path = out / "checkpoint.pt", out / "sft.pt"
     start_eval = state.get("start_eval") if state is not None else None
-    if kind == "sft" and start_eval is None:
+    sft_run = entry(kind).start_provider  # the run is the SFT stage itself: measured from the random initialisation
+    if sft_run and start_eval is None:
         start_eval = evaluate(model, task)  # the random initialisation
     if state is not None and state["stage"] != "sft":  # resuming a later stage: the finished SFT policy
         saved = load_checkpoint(sft_path, kind="sft")
@@ -238,7 +243,7 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, 
         return {"eval": sft_eval, "seconds": saved["seconds"], "steps": cfg.sft.steps, "start_eval": start_eval,
                 "log": None}
     gen = torch.Generator().manual_seed(common["seed"])
-    log = MetricsLog(out / ("metrics.jsonl" if kind == "sft" else "sft_metrics.jsonl"),
+    log = MetricsLog(out / ("metrics.jsonl" if sft_run else "sft_metrics.jsonl"),
                      rows=state["metrics"] if state else None)
     if state is not None:  # a checkpoint of the SFT stage
         model.load_state_dict(state["model"])
@@ -263,14 +268,12 @@ def provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, 
 
 def _stages(kind, cfg, out, task, model, state, common, control, show_progress, say, wall_start) -> dict:
     """The SFT provider, the registered trainer, the control, the outputs."""
-    seed = common["seed"]
+    seed, registered = common["seed"], entry(kind)
     sft = provide_sft(kind, cfg, out, task, model, state, common, show_progress, say, wall_start)
     sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if kind != "sft":
-        say(f"[course_lib] SFT policy held-out accuracy {sft['eval']['accuracy']:.3f}")
-    registered = entry(kind)
     gen, stage_state, log = None, None, sft["log"]
-    if kind != "sft":
+    if not registered.start_provider:  # a stage after the SFT stage: seeded, resumed and logged on its own
+        say(f"[course_lib] SFT policy held-out accuracy {sft['eval']['accuracy']:.3f}")
         gen = rl_generator(seed)
         stage_state = state if state is not None and state["stage"] == kind else None
         if stage_state is not None:
@@ -285,20 +288,36 @@ def _stages(kind, cfg, out, task, model, state, common, control, show_progress, 
 
     train = TrainContext(log=log, state=stage_state, checkpoint=checkpoint, checkpoint_every=cfg.checkpoint_every,
                          max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None)
-    ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, train=train,
-                       sft_weights=sft_weights, generator=gen, sft=sft, say=say)
-    result = registered.stage(ctx)
-    final = result.final
-    if final is None:
-        length = eval_length(kind, cfg)
-        final = evaluate(model, task, max_completion_length=length) if registered.trains_policy else sft["eval"]
+    result, final = stage_from_sft(kind, cfg, task, model, train, seed=seed, sft=sft, sft_weights=sft_weights,
+                                   generator=gen, out=out, say=say)
     control_accuracy = None
-    if control and kind != "sft":
+    if control and not registered.start_provider:
         control_accuracy = run_control(control, cfg, out, task, next(model.parameters()).device, sft_weights,
                                        seed=seed, steps=result.steps, rl_seconds=result.rl_seconds,
                                        show_progress=show_progress, say=say, sft=sft)
     return write_outputs(kind, cfg, out, model, common, registered, result, sft, final, control, control_accuracy,
                          log.rows, say, wall_start)
+
+
+def stage_from_sft(kind: str, cfg: configs.RunConfig, task, model, train: TrainContext, *, seed: int, sft: dict,
+                   sft_weights: dict, generator, out=None, say=print) -> tuple[StageResult, dict]:
+    """``kind``'s registered stage (a trainer's, or a stage's: RFT) from the SFT policy in ``model``, as a run trains
+    it: ``(its StageResult, the trained policy's held-out evaluation)``.
+
+    ``sft``: the SFT stage's ``{"eval", "seconds", "steps"}``; ``sft_weights``: the reference; ``generator``: the
+    stage's data generator (``rl_generator``); ``train``: its log, checkpoint and steps. ``pipeline.run`` (its
+    trainer and its control) and ``seeds.train_seeds`` (from each seed's cached start) run a stage through it.
+    """
+    registered = stage_entry(kind)
+    ctx = StageContext(cfg=cfg, task=task, model=model, seed=seed, out=out, train=train, sft_weights=sft_weights,
+                       generator=generator, sft=sft, say=say)
+    result = registered.stage(ctx)
+    owner = registered.section if kind in stages() else kind  # a stage is evaluated as its section's trainer
+    if result.final is not None:
+        return result, result.final
+    if not entry(owner).trains_policy:
+        return result, sft["eval"]
+    return result, evaluate(model, task, max_completion_length=eval_length(owner, cfg))
 
 
 def eval_length(kind: str, cfg: configs.RunConfig) -> int | None:
@@ -325,9 +344,9 @@ def run_control(control, cfg, out, task, device, sft_weights, *, seed, steps, rl
         say(f"[course_lib] control: {control.upper()} on {section.upper()}'s prompts for "
             f"{getattr(cfg, section).steps} steps")
         train = TrainContext(max_grad_norm=cfg.max_grad_norm, steps=steps, show_progress=show_progress, threads=None)
-        stages()[control].stage(StageContext(cfg=cfg, task=task, model=ctrl, seed=seed, out=out, train=train,
-                                             sft_weights=sft_weights, generator=rl_generator(seed), sft=sft, say=say))
-        return evaluate(ctrl, task, max_completion_length=eval_length(section, cfg))["accuracy"]
+        _, final = stage_from_sft(control, cfg, task, ctrl, train, seed=seed, sft=sft, sft_weights=sft_weights,
+                                  generator=rl_generator(seed), out=out, say=say)
+        return final["accuracy"]
     say(f"[course_lib] control: continuing SFT for {rl_seconds:.1f} s")
     res = train_sft(ctrl, task, cfg.sft,
                     TrainContext(max_grad_norm=cfg.max_grad_norm, show_progress=show_progress, threads=None),
@@ -351,7 +370,7 @@ def write_outputs(kind, cfg, out, model, common, registered, result, sft, final,
     pp = passport(cfg, kind, time_split=split, threads=torch.get_num_threads(), device=dev.type, reference=True,
                   reward_model_info=result.reward_model_info, memory=result.summary.get("memory"), utilisation=mfu,
                   loop=result.summary.get("loop"))
-    start_accuracy = sft["start_eval"]["accuracy"] if kind == "sft" else sft["eval"]["accuracy"]
+    start_accuracy = sft["start_eval" if registered.start_provider else "eval"]["accuracy"]
     summary = {
         "kind": kind,
         "config": cfg.name,
@@ -384,7 +403,7 @@ def write_outputs(kind, cfg, out, model, common, registered, result, sft, final,
     save_dashboard(rows, out / "dashboard.png", title=f"{kind} ({cfg.name})", baseline_accuracy=start_accuracy)
     say(format_passport(pp))
     line = result.line or f"[course_lib] held-out accuracy {start_accuracy:.3f} -> {final['accuracy']:.3f}"
-    line += f" in {rl_seconds:.1f} s" if kind != "sft" else f" in {sft['seconds']:.1f} s of SFT"
+    line += f" in {sft['seconds']:.1f} s of SFT" if registered.start_provider else f" in {rl_seconds:.1f} s"
     if control_accuracy is not None:
         line += f"; {'same-time SFT' if control == 'sft' else control.upper()} control {control_accuracy:.3f}"
     say(line)

@@ -12,18 +12,22 @@ share: the task is the config's, and each seed's SFT start comes from the disk c
 (``course_lib.run.starts``, keyed by seed, config, torch's version and CPU kernel set), trained once per
 machine.
 
-``train_seeds(kind, cfg, seeds)`` is the trainers' entry for a list of seeds: for ``"sft"`` each
-seed's cached start, for ``"dpo"`` and ``"grpo"`` that stage from each seed's start, seeded as
-``pipeline.run`` seeds it (``pipeline.rl_generator``). Each result holds the start's and the final
-held-out evaluation, the per-step metrics, and the process's wall and CPU seconds.
+``train_seeds(kind, cfg, seeds)`` is the trainers' entry for a list of seeds: any registered trainer
+that trains a policy (``kinds()``), its registered stage run from each seed's cached start by
+``pipeline.stage_from_sft``, the same code and seeding (``pipeline.rl_generator``) as a run's stage after
+its SFT stage (for ``"sft"``, the start provider, the stage reports the start itself). Each result holds the
+start's and the final held-out evaluation, the per-step metrics, and the process's wall and CPU seconds.
+``rl_from_sft`` is a notebook's RL run on a GRPO section, through the registered stage of GRPO or of a
+stage on its section (RFT, its control).
 ``run_seeds(kind, cfg, out, seeds)`` is ``pipeline.run`` for a list of seeds (the CLI's
 ``--seed 0 1 2``): each seed a whole run into its own folder ``out/seed-N``, then the per-seed
 summary and the paired verdicts over the seeds (``seed_verdicts``) in ``out/seeds.json``.
 
 Simplifications, said out loud: one seed per process at a time (no seed axis inside a model: it
 did not pay on a CPU, above); the pool's processes are started per call; ``train_seeds`` and
-``run_seeds`` refuse a GRPO run with ``max_staleness`` ≥ 1 (its rollout worker would be a second process
-per seed; notebook 14's ``staleness_runs`` accepts that cost for its few short runs);
+``run_seeds`` refuse a trainer whose options start a rollout worker (``register(rollout_worker=)``: GRPO
+with ``max_staleness`` ≥ 1; it would be a second process per seed; notebook 14's ``staleness_runs``
+accepts that cost for its few short runs);
 on an accelerator ``run_seeds`` runs the seeds one after the other in this process.
 With one process (one seed, or ``processes=1``) the seeds run in this process, one after the other.
 """
@@ -47,9 +51,14 @@ from course_lib._validate import number
 from course_lib.run.verdicts import evaluation_noise, paired
 from course_lib.tinygpt.runtime import Interrupted, MetricsLog, stop_on_interrupt
 from course_lib.trainers import configs
-from course_lib.trainers.trainer import TrainContext
+from course_lib.trainers.trainer import StageContext, TrainContext, entry, stage_entry, stages, trainers
 
-KINDS = ("sft", "dpo", "grpo")
+GRPO = "grpo"  # the section rl_from_sft runs: GRPO's, read by GRPO and the stages registered on it (RFT)
+
+
+def kinds() -> tuple[str, ...]:
+    """What ``train_seeds`` trains from each seed's start: every registered trainer that trains a policy."""
+    return tuple(k for k, e in trainers().items() if e.trains_policy)
 
 
 class SeedFailed(RuntimeError):
@@ -181,50 +190,37 @@ def over_seeds(fn: Callable, seeds: Sequence[int], *, processes: int | None = No
 
 
 def from_start(seed: int, *, kind: str, cfg: configs.RunConfig, steps: int | None = None) -> dict:
-    """One seed of ``train_seeds``: the cached SFT start of ``seed``, then ``kind``'s stage from it (CPU)."""
-    from course_lib.run.pipeline import rl_generator
+    """One seed of ``train_seeds``: the cached SFT start of ``seed``, then ``kind``'s registered stage from it as a
+    run trains it (``pipeline.stage_from_sft``, seeded by ``pipeline.rl_generator``), on the CPU."""
+    from course_lib.run.pipeline import rl_generator, stage_from_sft
     from course_lib.run.starts import sft_start
-    from course_lib.tinygpt.evaluation import evaluate
-    from course_lib.trainers.dpo import build_preference_pairs, reference_logprobs, train_dpo
-    from course_lib.trainers.grpo import train_grpo
 
     task, model, info = sft_start(cfg, seed=seed, verbose=False)
     start = {k: v for k, v in info.items() if k not in ("path", "cached")}
-    if kind == "sft":
-        return {"start": start, "final": start, "steps": info["steps"], "rows": [], "rl_seconds": 0.0}
+    sft = {"eval": start, "seconds": info["sft_seconds"], "steps": info["steps"]}
     sft_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    gen, log = rl_generator(seed), MetricsLog()
+    log = MetricsLog()
     train = TrainContext(log=log, max_grad_norm=cfg.max_grad_norm, steps=steps, show_progress=False, threads=None)
-    if kind == "grpo":
-        res = train_grpo(model, task, cfg.grpo, train, generator=gen, reference_state=sft_weights)
-        rl_seconds = res["rl_seconds"]
-    else:
-        t0 = time.perf_counter()
-        data = build_preference_pairs(model, task, cfg.dpo, generator=gen, show_progress=False)
-        data.update(reference_logprobs(model, data, prompt_length=task.prompt_length))
-        pair_seconds = time.perf_counter() - t0
-        res = train_dpo(model, task, cfg.dpo, data, train, generator=gen)
-        rl_seconds = res["rl_seconds"] + pair_seconds
-    return {"start": start, "final": evaluate(model, task), "steps": res["steps"], "rows": log.rows,
-            "rl_seconds": rl_seconds}
+    result, final = stage_from_sft(kind, cfg, task, model, train, seed=seed, sft=sft, sft_weights=sft_weights,
+                                   generator=rl_generator(seed), say=lambda *a, **k: None)
+    return {"start": start, "final": final, "steps": result.steps, "rows": log.rows, "rl_seconds": result.rl_seconds}
 
 
-def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str = "grpo",
+def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str = GRPO,
                 show_progress: bool = True, name: str | None = None) -> tuple[dict, list[dict]]:
     """One RL run of a notebook from the SFT weights: ``(held-out evaluation + the trainer's result, per-step rows)``.
 
     ``model`` is reset to ``sft_weights``; torch is seeded with ``seed`` (sampling) and the data generator
-    with ``seed + 1``; ``trainer`` is ``"grpo"`` (the SFT weights kept as the reference, to log the KL)
-    or ``"rft"`` (``course_lib.trainers.rft``, GRPO's control). ``gcfg`` is the GRPO section to run; a progress bar
+    with ``seed + 1``; ``trainer`` is a registered stage on GRPO's section (``rl_kinds()``): ``"grpo"`` (the SFT
+    weights kept as the reference, to log the KL) or ``"rft"`` (``course_lib.trainers.rft``, GRPO's control), run
+    through its registered stage function. ``gcfg`` is the GRPO section to run; a progress bar
     (labelled ``name``) unless ``show_progress`` is False. The held-out evaluation is the trainer's own at its
     last step (the training loop evaluates there), not a second one of the same weights.
     """
     from course_lib.tinygpt.evaluation import evaluate
-    from course_lib.trainers.grpo import train_grpo
-    from course_lib.trainers.rft import train_rft
 
-    if trainer not in ("grpo", "rft"):
-        raise ValueError(f"trainer must be 'grpo' or 'rft'; got {trainer!r}")
+    if trainer not in rl_kinds():
+        raise ValueError(f"trainer must be one of {rl_kinds()} (a stage on GRPO's section); got {trainer!r}")
     model.load_state_dict(sft_weights)
     log = MetricsLog()
     torch.manual_seed(seed)
@@ -235,14 +231,20 @@ def rl_from_sft(model, task, gcfg, *, sft_weights: dict, seed: int, trainer: str
         last["evaluation"] = evaluate(m, task, max_completion_length=gcfg.max_completion_length)
         return last["evaluation"]
 
-    ctx = TrainContext(log=log, show_progress=show_progress)
-    if trainer == "grpo":
-        out = train_grpo(model, task, gcfg, ctx, generator=gen, reference_state=sft_weights, name=name,
-                         eval_fn=held_out)
-    else:
-        out = train_rft(model, task, gcfg, ctx, generator=gen, eval_fn=held_out)
+    train = TrainContext(log=log, show_progress=show_progress)
+    no_numbers = {"eval": None, "seconds": None, "steps": None}  # from the SFT policy, whose numbers it has not
+    ctx = StageContext(cfg=configs.RunConfig(grpo=gcfg), task=task, model=model, seed=seed, out=None, train=train,
+                       sft_weights=sft_weights, generator=gen, sft=no_numbers, held_out=held_out,
+                       label=name)  # the stage reads its section only
+    result = stage_entry(trainer).stage(ctx)
+    out = {"steps": result.steps, "rl_seconds": result.rl_seconds, **result.summary}
     evaluated_last = bool(log.rows) and log.rows[-1].get("accuracy") is not None  # the final weights' evaluation
     return {**(last["evaluation"] if evaluated_last else held_out(model)), **out}, log.rows
+
+
+def rl_kinds() -> tuple[str, ...]:
+    """The trainers ``rl_from_sft`` runs on a GRPO section: GRPO and every stage registered on its section (RFT)."""
+    return (GRPO, *(k for k, s in stages().items() if s.section == GRPO))
 
 
 def variants_from_start(seed: int, *, cfg: configs.RunConfig, variants: dict) -> dict:
@@ -408,31 +410,33 @@ def recipe_starts(seed: int, *, cfg: configs.RunConfig, pretrain_steps: int, kl_
 
 def train_seeds(kind: str, cfg: configs.RunConfig, seeds: Sequence[int], *, steps: int | None = None,
                 processes: int | None = None, start_method: str | None = None) -> list[dict]:
-    """``kind`` (``"sft"``, ``"dpo"`` or ``"grpo"``) from each seed's cached SFT start, seeds side by side.
+    """``kind`` (a registered trainer that trains a policy: ``kinds()``) from each seed's cached SFT start, seeds
+    side by side (``"sft"``: the start itself).
 
     Returns one dict per seed, in seed order: ``seed``, ``start`` and ``final`` (held-out evaluations:
     ``accuracy``, …), ``steps``, ``rows`` (the stage's per-step metrics), ``rl_seconds``, and the
     process's ``wall_seconds`` and ``cpu_seconds`` (the SFT start's reading or training included).
     ``steps`` overrides the stage's step count (default: the config's).
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS} (trainers with a list of seeds); got {kind!r}")
+    if kind not in kinds():
+        raise ValueError(f"kind must be one of {kinds()} (the trainers that train a policy); got {kind!r}")
     if steps is not None:
         number(steps, "steps", integer=True, low=0, why=" (the stage's total) or None for the config's")
     cfg = configs.validate(cfg)
-    if kind == "grpo":
-        _refuse_stale(cfg, "train_seeds")
+    _refuse_rollout_worker(kind, cfg, "train_seeds")
     runs = over_seeds(functools.partial(from_start, kind=kind, cfg=cfg, steps=steps), seeds, processes=processes,
                       start_method=start_method)
     return [{"seed": r["seed"], **r["result"], "wall_seconds": r["wall_seconds"], "cpu_seconds": r["cpu_seconds"]}
             for r in runs]
 
 
-
-def _refuse_stale(cfg: configs.RunConfig, what: str) -> None:
-    if cfg.grpo.max_staleness:
-        raise ValueError(f"{what} runs synchronous GRPO (max_staleness=0): a rollout worker per seed would be "
-                         f"a second process per seed; got max_staleness={cfg.grpo.max_staleness}")
+def _refuse_rollout_worker(kind: str, cfg: configs.RunConfig, what: str) -> None:
+    """Refuse a ``kind`` whose section starts a rollout worker process (``register(rollout_worker=)``)."""
+    worker = entry(kind).rollout_worker
+    options = worker(getattr(cfg, kind)) if worker is not None else ""
+    if options:
+        raise ValueError(f"{what} runs synchronous {kind.upper()} (one process per seed): a rollout worker per seed "
+                         f"would be a second process per seed; got {kind}.{options}")
 
 
 def seed_folder(out, seed: int):
@@ -457,17 +461,15 @@ def seed_verdicts(kind: str, runs: list[dict], n_heldout: int) -> list[str]:
     """The paired verdicts over ``runs`` (``run_seeds``' summaries, one per seed): what the trained stage
     changed in held-out accuracy against where it started (the SFT policy; for ``sft`` the random
     initialisation) and, with a control, against the control. None for a stage that trains no policy."""
-    from course_lib.trainers.trainer import entry  # every trainer registered
-
     if not entry(kind).trains_policy:
         return []
     seeds, name = [r["seed"] for r in runs], kind.upper()
     noise = evaluation_noise(n_heldout)
-    start = "its random initialisation" if kind == "sft" else "its SFT start"
+    start = "its random initialisation" if entry(kind).start_provider else "its SFT start"
     said = [paired([r["final_accuracy"] for r in runs], [r["start_accuracy"] for r in runs], name_a=name,
                    name_b=start, seeds=seeds, margin=noise).sentence()]
     if runs[0].get("control"):
-        control = "RFT control" if runs[0]["control"] == "rft" else "same-time SFT control"
+        control = "same-time SFT control" if runs[0]["control"] == "sft" else f"{runs[0]['control'].upper()} control"
         said.append(paired([r["final_accuracy"] for r in runs], [r["control_accuracy"] for r in runs], name_a=name,
                            name_b=control, seeds=seeds, margin=noise).sentence())
     return said
@@ -483,17 +485,14 @@ def run_seeds(kind: str, cfg: configs.RunConfig, out, seeds: Sequence[int], *, d
     "verdicts": [sentences], "stopped": {seed: what}}``; a seed stopped by Ctrl-C is in ``stopped``, not
     in ``runs``, its checkpoint saved in its folder.
     """
-    from course_lib.run.pipeline import KINDS as RUN_KINDS
     from course_lib.run.pipeline import prepare_out
     from course_lib.tinygpt.device import resolve_device
 
-    if kind not in RUN_KINDS:
-        raise ValueError(f"kind must be one of {RUN_KINDS}; got {kind!r}")
+    entry(kind)  # a ValueError names the registered trainers
     seeds = _check_seeds(seeds)
     _check_processes(processes)
     cfg = configs.validate(cfg)
-    if kind == "grpo":
-        _refuse_stale(cfg, "run_seeds")
+    _refuse_rollout_worker(kind, cfg, "run_seeds")
     if resolve_device(device).type != "cpu":
         processes = 1  # one accelerator: the seeds take turns on it
     for s in seeds:

@@ -653,10 +653,11 @@ GRPO_TRL = {"grpo": TRLRow(grpo_trl, data="prompts"),
 @register("grpo", GRPOConfig, passport=grpo_passport, trl=GRPO_TRL, recipe_numbers=rollout_numbers,
           flops=grpo_run_flops, env=True, controls=("sft", "rft"),
           completion_length=lambda cfg: cfg.grpo.max_completion_length, time_split=True,
+          rollout_worker=lambda g: f"max_staleness={g.max_staleness}" if g.max_staleness else "",
           gpu=dict(steps=200, batch_prompts=128, num_generations=8, max_completion_length=7, eval_every=20),
           test=dict(steps=4, batch_prompts=4, num_generations=4, max_completion_length=4, eval_every=2))
 def grpo_stage(ctx: StageContext) -> StageResult:
     """``train grpo``: the GRPO family from the SFT policy; the SFT weights are the reference (KL logged)."""
-    res = train_grpo(ctx.model, ctx.task, ctx.cfg.grpo, ctx.train,
-                     generator=ctx.generator, reference_state=ctx.sft_weights)
+    res = train_grpo(ctx.model, ctx.task, ctx.cfg.grpo, ctx.train, generator=ctx.generator,
+                     reference_state=ctx.sft_weights, eval_fn=ctx.held_out, name=ctx.label)
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"], summary={"loop": res["loop"]})

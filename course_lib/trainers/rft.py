@@ -155,5 +155,5 @@ def rft_stage(ctx: StageContext) -> StageResult:
             n = g.batch_prompts * g.num_generations
             raise StageStopped(f"rejection sampling accepts nothing: the checker approved 0 of the first rollout's "
                                f"{n} samples, so there is nothing to fine-tune on (train the policy further first)")
-    res = train_rft(ctx.model, ctx.task, g, ctx.train, generator=ctx.generator)
+    res = train_rft(ctx.model, ctx.task, g, ctx.train, generator=ctx.generator, eval_fn=ctx.held_out)
     return StageResult(steps=res["steps"], rl_seconds=res["rl_seconds"])

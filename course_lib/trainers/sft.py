@@ -132,7 +132,7 @@ def sft_trl(cfg, num_processes: int) -> TRLRecipe:
           flops=lambda cfg, rows, **kw: supervised_run_flops(cfg, rows, vocab=kw["vocab"],
                                                               sequences=cfg.sft.batch_size),
           gpu=dict(steps=1500, batch_size=256, learning_rate=1e-3, eval_every=250),
-          test=dict(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30))
+          test=dict(steps=60, batch_size=16, learning_rate=3e-3, eval_every=30), start_provider=True)
 def sft_stage(ctx: StageContext) -> StageResult:
     """``train sft``: the pipeline's SFT provider already trained (or resumed) the policy, so report it; in a
     recipe (``ctx.sft`` None) train it here."""

@@ -21,9 +21,9 @@ TRL's trainer and config, the translation of its section, the data it trains on;
 none). ``register_stage`` adds a stage that reads another trainer's section (RFT, GRPO's control;
 the recipes' pretraining). Everything that names trainers loops over these tables:
 ``configs.RunConfig``, ``validate`` and ``from_dict``, the CLI, ``pipeline.run`` and its controls,
-the passport, the recipes' stages, ``course_lib.trl``. A new trainer is one file: its config, its
-loop (through ``train_loop``) and its registered stage. The course's own trainers are imported
-the first time the table is read (``trainers()``).
+the seeds (``course_lib.run.seeds``), the passport, the recipes' stages, ``course_lib.trl``. A new
+trainer is one file: its config, its loop (through ``train_loop``) and its registered stage. The
+course's own trainers are imported the first time the table is read (``trainers()``).
 
 Simplifications, said out loud: one process (GRPO's asynchronous mode adds a rollout worker
 process, ``course_lib.trainers.rollout_worker``; the loop itself runs in the trainer's); a step's
@@ -89,7 +89,9 @@ class TrainContext:
 
     def keeping(self, data: dict) -> TrainContext:
         """A copy whose checkpoints also hold ``data`` (a stage's sampled pairs): a resume reads them back with
-        ``saved_data`` instead of sampling again."""
+        ``saved_data`` instead of sampling again. Without a checkpoint there is nothing to keep them in: ``self``."""
+        if self.checkpoint is None:
+            return self
         saved = {DATA_PREFIX + k: v for k, v in data.items()}
         return self.replace(checkpoint=lambda step, state, seconds: self.checkpoint(step, {**state, **saved}, seconds))
 
@@ -227,7 +229,8 @@ ONLINE_STALENESS = "none beyond the inner epochs on one rollout"
 # ---- the registry of trainers a run can name -------------------------------------------------------
 @dataclass
 class StageContext:
-    """What a registered trainer gets from ``pipeline.run``: the SFT policy and the run's plumbing."""
+    """What a registered stage gets (``pipeline.stage_from_sft``, a recipe, ``seeds.rl_from_sft``): the policy to
+    train, the SFT weights and the run's plumbing."""
 
     cfg: object  # configs.RunConfig
     task: object  # task.AdditionTask
@@ -239,6 +242,8 @@ class StageContext:
     generator: object  # the stage's data generator (torch.Generator, seeded by the pipeline)
     sft: dict | None  # the pipeline's SFT stage: {"eval", "seconds", "steps"}; None in a recipe (no SFT provider)
     say: Callable = print
+    held_out: Callable | None = None  # model -> the held-out evaluation its loop runs (None: the trainer's own)
+    label: str | None = None  # its progress bar's label (None: the trainer's own)
 
 
 @dataclass
@@ -341,6 +346,8 @@ class Registered:
     trl: dict | str = NO_TRL_ROW  # {TRL kind: TRLRow} (course_lib.trl), or why it has none
     recipe_numbers: Callable | None = None  # rows -> the numbers a recipe's stage adds from its metrics rows
     full_precision: bool = False  # its matmuls run in float32 with TF32 off wherever it runs (runtime.full_precision)
+    start_provider: bool = False  # its run is the pipeline's SFT stage itself, measured from the random initialisation
+    rollout_worker: Callable | None = None  # section -> the options that start a rollout worker process ("" if none)
 
 
 TRAINERS: dict[str, Registered] = {}
@@ -357,7 +364,7 @@ def register(kind: str, config: type, *, gpu: dict | None = None,
              recipe_stage: bool | str = True, env: bool | str = False, controls: tuple = ("sft",),
              trains_policy: bool = True, completion_length=None, time_split: bool = False,
              trl: TRLRow | dict | str = NO_TRL_ROW, recipe_numbers: Callable | None = None,
-             full_precision: bool = False):
+             full_precision: bool = False, start_provider: bool = False, rollout_worker: Callable | None = None):
     """Add ``stage(ctx) -> StageResult`` to ``TRAINERS`` under ``kind`` (a decorator): a new trainer is this one line.
 
     ``config`` is its section of ``configs.RunConfig`` (named ``kind``), with the ``gpu`` and
@@ -366,6 +373,8 @@ def register(kind: str, config: type, *, gpu: dict | None = None,
     ``{TRL kind: TRLRow}`` for several), or a sentence saying why it has none. ``recipe_numbers(rows)``:
     what a recipe records of its stage beyond the held-out numbers (e.g. GRPO's rewards). ``full_precision``:
     its matmuls run in float32 with TF32 off on every device, so its MFU is against the fp32 peak.
+    ``start_provider``: its run is the pipeline's SFT stage (SFT). ``rollout_worker(section)``: the options that
+    make its run start a rollout worker process (GRPO's ``max_staleness``), "" when it runs in one process.
     """
     if isinstance(trl, TRLRow):
         trl = {kind: trl}
@@ -377,7 +386,7 @@ def register(kind: str, config: type, *, gpu: dict | None = None,
     def add(stage):
         TRAINERS[kind] = Registered(stage, config, dict(gpu or {}), dict(test or {}), passport, flops,
                                     recipe_stage, env, tuple(controls), trains_policy, completion_length, time_split,
-                                    trl, recipe_numbers, full_precision)
+                                    trl, recipe_numbers, full_precision, start_provider, rollout_worker)
         return stage
 
     return add
