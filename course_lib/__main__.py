@@ -48,7 +48,7 @@ from course_lib.tinygpt.runtime import (
 )
 from course_lib.trainers import configs
 from course_lib.trainers.judge import PRINCIPLES
-from course_lib.trainers.trainer import entry, trainers
+from course_lib.trainers.trainer import entry, stage_entry, trainers
 
 RUN_FIELDS = ("max_grad_norm", "checkpoint_every")
 HELP = {
@@ -133,21 +133,26 @@ def _add_field(group, section: str, f: dataclasses.Field, flag: str) -> None:
     group.add_argument(flag, dest=dest, type=kind, default=None, choices=choices, metavar=metavar, help=text)
 
 
+def _summary(stage, default: str = "") -> str:
+    """The first line of the docstring of the module that registered ``stage``."""
+    return (sys.modules[stage.__module__].__doc__ or default).strip().splitlines()[0]
+
+
 def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
-    summary = (sys.modules[entry(kind).stage.__module__].__doc__ or f"train {kind} end to end").strip().splitlines()[0]
-    first = "" if kind == "sft" else " An SFT stage runs first (or --sft-checkpoint gives its policy)."
+    summary = _summary(entry(kind).stage, f"train {kind} end to end")
+    first = "" if entry(kind).start_provider else " An SFT stage runs first (or --sft-checkpoint gives its policy)."
     p = sub.add_parser(kind, help=summary, formatter_class=argparse.RawDescriptionHelpFormatter,
                        description=summary + first)
     r = p.add_argument_group("run")
     add_run_options(r, f"run folder (default: runs/{kind})", "continue the run in DIR with its saved options",
                     several_seeds=True)
     r.add_argument("--steps", type=int, default=None, help=HELP["steps"] + "; default from the config")
-    if kind != "sft":
+    if not entry(kind).start_provider:
         controls = entry(kind).controls
-        r.add_argument("--control", nargs="?", const="sft", default=None, choices=controls,
-                       help="also run a control: 'sft' (the flag alone) spends the same wall-clock on more SFT"
-                       + ("; 'rft' fine-tunes on the policy's own checker-approved samples, same prompts and steps"
-                          if "rft" in controls else ""))
+        if controls:
+            r.add_argument("--control", nargs="?", const="sft", default=None, choices=controls,
+                           help="also run a control: 'sft' (the flag alone) spends the same wall-clock on more SFT"
+                           + "".join(f"; '{c}': {_summary(stage_entry(c).stage)}" for c in controls if c != "sft"))
         r.add_argument("--sft-checkpoint", default=None, metavar="FILE",
                        help="start from this SFT policy (sft.pt, or a `train sft` checkpoint.pt) "
                             "instead of training SFT")
@@ -158,7 +163,7 @@ def _trainer_parser(sub, kind: str) -> argparse.ArgumentParser:
     for f in dataclasses.fields(entry(kind).config):
         if f.name != "steps":
             _add_field(own, kind, f, "--" + f.name.replace("_", "-"))
-    if kind != "sft":
+    if not entry(kind).start_provider:
         sft = p.add_argument_group("SFT stage options")
         for f in dataclasses.fields(configs.SFTConfig):
             _add_field(sft, "sft", f, "--sft-" + f.name.replace("_", "-"))

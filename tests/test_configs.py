@@ -93,6 +93,17 @@ def test_every_named_config_builds_and_validates():
     assert RewardModelConfig().init == "sft" and PPOConfig().num_ppo_epochs == 2
 
 
+def test_a_config_as_data_is_what_a_saved_run_reads_back():
+    import json
+
+    from course_lib.trainers.configs import from_dict, to_dict
+
+    for name in ("cpu", "gpu", "test"):
+        data = to_dict(get_config(name))
+        assert json.loads(json.dumps(data)) == data  # a saved run's options equal the run's own (tuples as lists)
+        assert from_dict(data) == get_config(name)
+
+
 def test_validate_keeps_the_rules_that_tie_sections_together():
     """A value each section accepts alone, refused by the run: the completion length against the task."""
     run = get_config("test")  # 1-digit task: answers of up to 2 digits + <eos>

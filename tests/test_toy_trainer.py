@@ -177,8 +177,24 @@ def test_a_bad_trl_row_is_refused_by_name():
     with pytest.raises(ValueError, match="data='answers' needs prepare"):
         trainer.TRLRow(lambda cfg, n: None, data="answers")
     with pytest.raises(ValueError, match="trl must be a TRLRow, a dict of them or a str saying why none; got 42"):
-        trainer.register("bad", object, trl=42)
+        trainer.register("bad", object, passport=lambda cfg, info: {}, trl=42)
     assert "bad" not in trainer.TRAINERS
+
+
+def test_a_trainer_without_a_passport_is_refused_when_registered_not_after_training():
+    with pytest.raises(ValueError, match=r"passport must be a function passport\(cfg, info\) .*; got None"):
+        trainer.register("bad", object)
+    assert "bad" not in trainer.TRAINERS
+
+
+def test_a_trainer_that_trains_no_policy_offers_no_control(capsys):
+    from course_lib.__main__ import main
+
+    assert trainer.entry("rm").controls == () and trainer.entry("judge").controls == ()
+    assert trainer.entry("dpo").controls == ("sft",) and trainer.entry("grpo").controls == ("sft", "rft")
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "rm", "--control"])
+    assert stop.value.code == 2 and "unrecognized arguments: --control" in capsys.readouterr().err
 
 
 def test_a_trainer_without_a_trl_row_says_why_and_is_refused_by_the_bridge():

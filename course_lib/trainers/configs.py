@@ -609,10 +609,15 @@ def set_option(cfg: RunConfig, section: str, name: str, value) -> RunConfig:
     return cfg
 
 
+def _plain(section) -> dict:
+    """A section as JSON's data (a tuple as a list: what a saved run reads back)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(section).items()}
+
+
 def to_dict(cfg: RunConfig) -> dict:
     """The config as plain data: ``name``, ``task``, ``model``, one entry per trainer section, the run-wide options."""
-    return {"name": cfg.name, "task": dataclasses.asdict(cfg.task), "model": dataclasses.asdict(cfg.model),
-            **{k: dataclasses.asdict(v) for k, v in cfg.sections.items()},
+    return {"name": cfg.name, "task": _plain(cfg.task), "model": _plain(cfg.model),
+            **{k: _plain(v) for k, v in cfg.sections.items()},
             "max_grad_norm": cfg.max_grad_norm, "checkpoint_every": cfg.checkpoint_every}
 
 

@@ -1,7 +1,7 @@
 """The one trainer loop, and the registry of trainers a run can name.
 
-Every trainer of the course (``sft``, ``dpo``, ``grpo``, ``rft``, ``ppo``, the reward model, the
-AI-feedback judge) is a *step function* plus the state it needs to resume; ``train_loop`` does the
+Every trainer of the course (``sft``, ``dpo``, ``kto``, ``orpo``, ``grpo``, ``rft``, ``ppo``, the reward
+model, the AI-feedback judge) is a *step function* plus the state it needs to resume; ``train_loop`` does the
 rest, the same way for all of them: count steps, time them, evaluate every ``eval_every`` steps and
 at the end, append one metrics row per step (``MetricsLog``: memory and JSON lines), advance the
 progress bar, checkpoint every ``checkpoint_every`` steps and at the end, and honour a stop request
@@ -9,9 +9,10 @@ progress bar, checkpoint every ``checkpoint_every`` steps and at the end, and ho
 ``Interrupted``.
 ``train_offline`` is the offline trainers' step on top of it (SFT, the DPO family, KTO, ORPO,
 the reward model, the AI-feedback judge): a batch, a loss, one ``runtime.optimizer_step``. Every trainer
-is called as ``train_x(model, task, cfg, ctx)`` (its own data and options after): ``ctx`` is a
-``TrainContext``, the plumbing the same for all of them (log, resume state, checkpoint and its cadence,
-gradient clip, steps, progress bar, threads).
+takes its model(s), the task, its config section and what it trains on, then ``ctx``, a ``TrainContext``:
+``train_sft(model, task, cfg, ctx)``, ``train_dpo(model, task, cfg, data, ctx)``, ``train_ppo(policy, critic,
+task, cfg, reward_fn, ctx)``, its own options keyword-only after. ``ctx`` is the plumbing, the same for all of
+them (log, resume state, checkpoint and its cadence, gradient clip, steps, progress bar, threads).
 
 ``register(kind, ConfigClass, …)`` adds a trainer to ``TRAINERS``: a stage function
 ``stage(ctx: StageContext) -> StageResult`` that runs the trainer from the SFT policy, its config
@@ -59,8 +60,7 @@ DATA_PREFIX = "data_"  # how a stage's own data is named inside its checkpoint
 
 @dataclass(frozen=True)
 class TrainContext:
-    """A trainer's plumbing, the same for every ``train_x(model, task, cfg, ctx)``: where it logs, resumes,
-    checkpoints.
+    """A trainer's plumbing, the same for every ``train_x(…, ctx)``: where it logs, resumes, checkpoints.
 
     ``log``: the metrics rows (a fresh ``MetricsLog`` if None); ``state``: a checkpoint to resume;
     ``checkpoint(step, trainer_state, seconds)`` every ``checkpoint_every`` steps and at the end;
@@ -361,7 +361,7 @@ _loading: list[bool] = []
 
 def register(kind: str, config: type, *, gpu: dict | None = None,
              test: dict | None = None, passport: Callable | None = None, flops: Callable | None = None,
-             recipe_stage: bool | str = True, env: bool | str = False, controls: tuple = ("sft",),
+             recipe_stage: bool | str = True, env: bool | str = False, controls: tuple | None = None,
              trains_policy: bool = True, completion_length=None, time_split: bool = False,
              trl: TRLRow | dict | str = NO_TRL_ROW, recipe_numbers: Callable | None = None,
              full_precision: bool = False, start_provider: bool = False, rollout_worker: Callable | None = None):
@@ -373,9 +373,14 @@ def register(kind: str, config: type, *, gpu: dict | None = None,
     ``{TRL kind: TRLRow}`` for several), or a sentence saying why it has none. ``recipe_numbers(rows)``:
     what a recipe records of its stage beyond the held-out numbers (e.g. GRPO's rewards). ``full_precision``:
     its matmuls run in float32 with TF32 off on every device, so its MFU is against the fp32 peak.
+    ``passport(cfg, info)``: its passport sections (required). ``controls``: the controls it can be compared
+    with (default: the same wall-clock on more SFT for a trainer that trains a policy, none otherwise).
     ``start_provider``: its run is the pipeline's SFT stage (SFT). ``rollout_worker(section)``: the options that
     make its run start a rollout worker process (GRPO's ``max_staleness``), "" when it runs in one process.
     """
+    if not callable(passport):
+        raise ValueError(f"passport must be a function passport(cfg, info) -> its passport sections; got {passport!r}")
+    controls = (("sft",) if trains_policy else ()) if controls is None else controls
     if isinstance(trl, TRLRow):
         trl = {kind: trl}
     if isinstance(trl, dict):
