@@ -80,8 +80,9 @@ def shared_sft_start():
     test session side by side (``course_lib.run.seeds``); yields seed 0's.
 
     The tiny-GPT notebooks share them; ``COURSE_CACHE`` points their kernels (and the browser test's
-    JupyterLab) at a folder of this session that both pytest-xdist workers see, and the cache's
-    lock makes a second worker wait for the first and read its file.
+    JupyterLab, and tests/test_colab.py's kernels on Colab's versions) at a folder of this session that
+    both pytest-xdist workers see, and the cache's lock makes a second worker wait for the first and read
+    its file.
     """
     from course_lib.run.seeds import train_seeds
     from course_lib.run.starts import sft_start
