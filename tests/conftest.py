@@ -157,9 +157,9 @@ SHARED_GROUPS = {
 # first, after any group it has not (a new file: started early, in case it is long). Without
 # measurements (a fresh checkout, `-p no:cacheprovider`) the order is LONGEST_FIRST, then file order.
 # (Only the order depends on these, never a result.)
-LONGEST_FIRST = ["executed-notebooks", "test_assignment.py", "test_class_pipeline.py", "lab14", "test_browser.py",
-                 "test_student_repo.py",
-                 "test_trl_parity.py", "test_trl_bridge.py", "test_tinygpt_cli.py", "test_colab.py"]
+LONGEST_FIRST = ["executed-notebooks", "test_assignment.py", "test_class_pipeline.py", "test_colab.py", "lab14",
+                 "test_browser.py", "test_systems14.py", "test_tinygpt_cli.py", "test_student_repo.py",
+                 "test_sandbox_grading.py", "test_trl_bridge.py"]
 GROUP_SECONDS = "course/group_seconds"
 
 
