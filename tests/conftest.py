@@ -80,8 +80,9 @@ def shared_sft_start():
     test session side by side (``course_lib.run.seeds``); yields seed 0's.
 
     The tiny-GPT notebooks share them; ``COURSE_CACHE`` points their kernels (and the browser test's
-    JupyterLab) at a folder of this session that both pytest-xdist workers see, and the cache's
-    lock makes a second worker wait for the first and read its file.
+    JupyterLab, and tests/test_colab.py's kernels on Colab's versions) at a folder of this session that
+    both pytest-xdist workers see, and the cache's lock makes a second worker wait for the first and read
+    its file.
     """
     from course_lib.run.seeds import train_seeds
     from course_lib.run.starts import sft_start
@@ -156,9 +157,9 @@ SHARED_GROUPS = {
 # first, after any group it has not (a new file: started early, in case it is long). Without
 # measurements (a fresh checkout, `-p no:cacheprovider`) the order is LONGEST_FIRST, then file order.
 # (Only the order depends on these, never a result.)
-LONGEST_FIRST = ["executed-notebooks", "test_assignment.py", "test_class_pipeline.py", "lab14", "test_browser.py",
-                 "test_student_repo.py",
-                 "test_trl_parity.py", "test_trl_bridge.py", "test_tinygpt_cli.py", "test_colab.py"]
+LONGEST_FIRST = ["executed-notebooks", "test_assignment.py", "test_class_pipeline.py", "test_colab.py", "lab14",
+                 "test_browser.py", "test_systems14.py", "test_tinygpt_cli.py", "test_student_repo.py",
+                 "test_sandbox_grading.py", "test_trl_bridge.py"]
 GROUP_SECONDS = "course/group_seconds"
 
 

@@ -6,7 +6,9 @@ machine's torch, and no course_lib, kept in ``test-artifacts/colab-runtime``. He
 ``colab_check.FLOOR`` (00, 01, 05, 09 at ``COURSE_FAST=1``): each first cell must install course_lib
 (from a wheel of this checkout, passed through ``COURSE_LIB_SOURCE`` since the repository address
 cannot be reached here), leave torch alone, print the device, and the rest must run clean; and the
-tiny GPT's KV-cached generation must agree with uncached generation on Colab's transformers.
+tiny GPT's KV-cached generation must agree with uncached generation on Colab's transformers. Notebook 09
+reads the SFT starts from the session's cache (``shared_sft_start``, as a student's second run reads its
+own): training them is the lesson tests' work, and a start's key does not depend on transformers' version.
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ def test_kv_cache_works_on_colabs_transformers(artifacts_dir):
 
 
 @pytest.mark.slow
-def test_floor_notebooks_run_on_colabs_versions_from_the_setup_cell(artifacts_dir, tmp_path, request):
+def test_floor_notebooks_run_on_colabs_versions_from_the_setup_cell(artifacts_dir, tmp_path, request,
+                                                                   shared_sft_start):
     import time
 
     start = time.monotonic()

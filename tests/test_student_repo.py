@@ -3,14 +3,20 @@ copied answers and the tests that need them, whose own test suite collects clean
 tests pass; its Colab links and set-up cells point at the students' repository.
 
 Running the student repository's whole suite here would take an hour on this machine; this runs its
-collection (every test file imports and every test is found) and its fast files.
+collection (every test file imports and every test is found), the quick tests (not marked ``slow``) of
+``FAST_FILES`` (the Colab links and set-up cells, the packaging, the advantages: the library working from
+the students' copy), and the wheel its set-up cells install. The slow tests of those files (a Colab-like
+runtime built and four notebooks run on it) are the instructor copy's ``tests/test_colab.py`` again: the
+students' course_lib and notebooks differ from it only by the repository address, checked here.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import zipfile
 
 import pytest
 from conftest import ROOT
@@ -71,6 +77,18 @@ def test_colab_links_and_set_up_cells_point_at_the_students_repository(built):
     assert check.returncode == 0, check.stderr
 
 
+def test_its_course_lib_builds_the_wheel_its_set_up_cells_install(built, tmp_path):
+    """What ``pip install git+<students' repository>`` builds (the Colab set-up cell), from the students' copy."""
+    dest, _ = built
+    made = _in_student_repo(dest, "-c", "import sys, pathlib; from tools import colab_check; "
+                                        "print(colab_check.course_wheel(pathlib.Path(sys.argv[1])))", str(tmp_path),
+                            timeout=300)
+    assert made.returncode == 0, made.stderr[-2000:]
+    with zipfile.ZipFile(made.stdout.strip()) as wheel:
+        assert f'REPO = "{NEW_REPO}"' in wheel.read("course_lib/lesson/colab.py").decode()
+        assert "course_lib/tinygpt/model.py" in wheel.namelist()
+
+
 def _in_student_repo(dest, *args, timeout=900):
     env = {**os.environ, "PYTHONPATH": str(dest), "OMP_NUM_THREADS": "1"}  # its own course_lib first
     return subprocess.run([sys.executable, *args], cwd=dest, env=env, capture_output=True, text=True, timeout=timeout)
@@ -82,8 +100,9 @@ def test_its_tests_collect_and_its_fast_tests_pass(built):
     assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
     assert "error" not in collected.stdout.lower().split("\n")[-2], collected.stdout[-1000:]
     ran = _in_student_repo(dest, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *FAST_FILES,
-                           "-k", "not fresh_colab_like_runtime")
+                           "-m", "not slow")
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert re.search(r"\b\d{2,} passed\b", ran.stdout), ran.stdout[-1000:]  # the quick tests ran, not none
     lint = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ruff"), "check", "."], cwd=dest,
                           capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout[-2000:]
