@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from course_lib._validate import number
 from course_lib.run.dashboard import save_dashboard
 from course_lib.run.passport import format_passport, passport
 from course_lib.tinygpt.device import resolve_device
@@ -184,8 +185,7 @@ def run(
     cfg = configs.validate(copy.deepcopy(cfg or configs.get_config()))  # bad options first, then the folder
     section = getattr(cfg, kind)
     if steps is not None:
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-            raise ValueError(f"steps must be an integer >= 0 (the total for {kind}); got {steps!r}")
+        number(steps, "steps", integer=True, low=0, why=f" (the total for {kind})")
         if state is not None and state["stage"] == kind and steps < state["step"]:
             raise ValueError(f"steps is the total: the run in {out} is already at {kind} step {state['step']}")
         section.steps = steps
