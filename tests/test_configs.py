@@ -112,6 +112,14 @@ def test_validate_keeps_the_rules_that_tie_sections_together():
     with pytest.raises(ValueError, match=re.escape("dpo.max_completion_length (2) must leave room for the longest "
                                                    "answer plus <eos>: at least task.digits + 2 = 3 tokens")):
         validate(run)
+    run = get_config("test")  # n_positions 32, prompts of 5 tokens: a judge's row is 5 + 2 · 14 + 1 = 34 tokens
+    run.judge.max_completion_length = 14
+    with pytest.raises(ValueError, match=re.escape("model.n_positions (32) is shorter than judge's input (34 tokens")):
+        validate(run)  # refused before any training, not after the SFT stage
+    run = get_config("test")
+    run.grpo.max_completion_length = 28
+    with pytest.raises(ValueError, match=re.escape("shorter than grpo's prompt + completion (33 tokens")):
+        validate(run)
 
 
 @pytest.mark.parametrize("overrides, message", [

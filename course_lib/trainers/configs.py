@@ -577,11 +577,14 @@ def validate(cfg: RunConfig) -> RunConfig:
              for label, length in sampled.items() if length < answer]
     if short:  # every section too short, in one message
         raise ValueError("; ".join(short))
-    longest = t.prompt_length + max(sampled.values(), default=0)
-    if longest > m.n_positions:
-        raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than prompt + completion ({longest} tokens "
-                         f"with task.digits={t.digits}): raise model.n_positions, or lower task.digits or a "
-                         f"max_completion_length")
+    rows = {label: s.input_length(t.prompt_length) if hasattr(s, "input_length") else t.prompt_length + length
+            for label, s in cfg.sections.items() for length in [sampled.get(label)] if length is not None}
+    for label, longest in rows.items():  # a section with input_length() reads more than prompt + completion
+        if longest > m.n_positions:
+            what = "input" if hasattr(cfg.sections[label], "input_length") else "prompt + completion"
+            raise ValueError(f"model.n_positions ({m.n_positions}) is shorter than {label}'s {what} ({longest} tokens "
+                             f"with task.digits={t.digits}): raise model.n_positions, or lower task.digits or "
+                             f"{label}.max_completion_length")
     if len(str(t.n_demos + t.n_heldout - 1)) > 2 * t.digits:  # more than 10^(2·digits) prompts, without the power
         raise ValueError(f"task.n_demos + task.n_heldout ({t.n_demos} + {t.n_heldout}) exceeds the "
                          f"{10 ** (2 * t.digits)} distinct {t.digits}-digit prompts")

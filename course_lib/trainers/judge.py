@@ -167,6 +167,11 @@ class JudgeConfig:
         if self.init not in ("sft", "scratch"):
             raise ValueError(f"judge.init must be one of ('sft', 'scratch'); got {self.init!r}")
 
+    def input_length(self, prompt_length: int) -> int:
+        """The judge's row in tokens: prompt | A | B | <eos>, each answer in a slot of ``max_completion_length``
+        (``configs.validate`` holds it within ``model.n_positions``)."""
+        return prompt_length + 2 * self.max_completion_length + 1
+
     def pair_config(self, prompts: int) -> RewardModelConfig:
         """The reward model's pair sampler with these sampling options and no label noise."""
         return RewardModelConfig(pair_prompts=prompts, heldout_prompts=self.heldout_prompts,
@@ -371,7 +376,7 @@ def fit_judge(policy, task: AdditionTask, cfg: JudgeConfig, ctx: TrainContext | 
     cfg.check()
     if (data is None) != (heldout is None):
         raise ValueError("data and heldout come together (pairs from judge_pairs): give both or neither")
-    row = task.prompt_length + 2 * cfg.max_completion_length + 1  # prompt | A | B | <eos>
+    row = cfg.input_length(task.prompt_length)
     if row > model_config_of(policy).n_positions:
         raise ValueError(f"judge.max_completion_length ({cfg.max_completion_length}) makes the judge's row (prompt | "
                          f"A | B | <eos>) {row} tokens, longer than model.n_positions "
